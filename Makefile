@@ -1,0 +1,42 @@
+# gpumux — the commands a user runs. See README.md.
+#   make demo   install build deps if missing, build, run the FGD study on the embedded trace
+#   make test   install build deps if missing, build with warnings as errors, run all tests
+#   make bench  build and run the benchmarks (prints figures)
+#   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
+BUILD ?= build
+BUILD_TYPE ?= Release
+WERROR ?= ON
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build demo test bench asan clean format
+
+all: build
+
+setup:
+	@sh scripts/setup.sh --quiet
+
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUMUX_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/gpumux simulate --out gpumux-report
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	./$(BUILD)/bench/gpumux_bench
+	sh bench/sweep.sh ./$(BUILD)/gpumux
+
+asan:
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
+
+clean:
+	rm -rf build build-asan gpumux-report
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')

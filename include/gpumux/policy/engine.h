@@ -1,0 +1,65 @@
+// The placement engine: the one code path that answers "does this request fit, where, and on
+// which GPUs" for the simulator and every cluster adapter.
+//
+// Decide(): adapt the request (Policy::Adapt), filter every node with core::NodeFits, score the
+// feasible ones with the policy, take the highest score (ties: the smallest node rank), and ask
+// the policy for the GPUs on that node. The ledger is not changed: the caller commits the
+// decision with Ledger::Assign (so a daemon can write its grant elsewhere first).
+//
+// Cost: O(nodes) per request. For ScoreKind::kPure policies, each (request shape, node) score is
+// memoised until the node's generation changes, so a node is re-scored only after it changed.
+// Thread safety: none; one engine per ledger, used from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "gpumux/core/ledger.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/policy/policy.h"
+
+namespace gpumux::policy {
+
+struct Decision {
+  core::Request request;                 // as adapted by the policy
+  std::optional<core::Placement> placement;  // empty: fits nowhere
+  std::int64_t score = 0;
+  int feasible_nodes = 0;
+};
+
+class Engine {
+ public:
+  // `node_rank[i]` is node i's tie-break rank (smaller wins); it must be a permutation-like
+  // list of distinct values with one entry per node. The ledger, policy and rng must outlive
+  // the engine.
+  Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int64_t> node_rank,
+         core::Rng& rng);
+
+  Decision Decide(const core::Request& request);
+
+  const Policy& policy() const { return *policy_; }
+
+ private:
+  static constexpr std::int64_t kInfeasible = INT64_MIN;
+  struct MemoEntry {
+    std::uint64_t generation_plus_one = 0;  // 0 = empty
+    std::int64_t score = 0;
+  };
+  using ShapeKey = std::tuple<core::MilliCpu, core::MiB, int, core::MilliGpu, core::MiB,
+                              core::GpuSharing, core::ModelMask>;
+  std::vector<MemoEntry>& MemoFor(const core::Request& r, core::ModelMask models);
+
+  const core::Ledger* ledger_;
+  Policy* policy_;
+  core::Rng* rng_;
+  std::vector<core::NodeIndex> order_;  // nodes by ascending rank
+  std::map<ShapeKey, std::size_t> shapes_;
+  std::vector<std::vector<MemoEntry>> memo_;  // [shape][node]
+  std::vector<core::NodeIndex> feasible_;
+};
+
+}  // namespace gpumux::policy

@@ -1,0 +1,65 @@
+// The placement policy interface. A policy ranks the nodes that can take a request and picks
+// the concrete GPUs on the chosen node. The filter (does it fit at all) is not a policy's
+// business: the engine (engine.h) applies core::NodeFits first and calls a policy only for
+// feasible nodes, so every policy sees the same feasibility rules.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/ledger.h"
+#include "gpumux/core/request.h"
+#include "gpumux/core/rng.h"
+
+namespace gpumux::policy {
+
+// Everything a policy may look at during one scheduling cycle (one request).
+struct Cycle {
+  const core::Request& request;       // already adapted by Policy::Adapt
+  core::ModelMask models;             // acceptable GPU models of the request
+  const core::Ledger& ledger;
+  core::Rng& rng;                     // the policy's own random stream
+  std::span<const core::NodeIndex> feasible;  // only for policies with kUsesFeasibleSet
+};
+
+enum class ScoreKind {
+  // Score(cycle, node) depends only on the request and that node's state: the engine may
+  // memoise it until the node changes.
+  kPure,
+  // Score depends on the whole feasible set or on randomness: BeginCycle sees the feasible
+  // nodes first and nothing is memoised.
+  kUsesFeasibleSet,
+};
+
+// Contract: Score and ChooseGpus are called only for nodes where core::NodeFits holds;
+// ChooseGpus returns exactly request.gpu_count ascending indices of GPUs that admit the request
+// (core::GpuAdmits). Higher scores are better; the engine breaks ties by node rank.
+// A policy object serves one engine and is not thread-safe (it may keep caches).
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  virtual ScoreKind score_kind() const { return ScoreKind::kPure; }
+  // Rewrites a request before filtering, e.g. `exclusive` turns shares into whole GPUs.
+  virtual core::Request Adapt(const core::Request& request) const { return request; }
+  virtual void BeginCycle(const Cycle& /*cycle*/) {}
+  virtual std::int64_t Score(const Cycle& cycle, const core::NodeView& node) = 0;
+  virtual std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) = 0;
+};
+
+// GPU selection rules shared by several policies (the FGD study's open-gpu-share plugin).
+// All return request.gpu_count ascending indices of admitting GPUs; the node must fit.
+//  * BestFitGpus: a fractional single-GPU request takes the admitting GPU with the least free
+//    milli-GPU (lowest index on ties); other requests take the lowest-indexed admitting GPUs.
+//  * LowestIndexGpus: the lowest-indexed admitting GPUs.
+//  * RandomFitGpus: a uniformly random admitting GPU (reservoir sampling in index order), or
+//    for several GPUs a uniformly random subset of the admitting ones.
+std::vector<int> BestFitGpus(const Cycle& cycle, const core::NodeView& node);
+std::vector<int> LowestIndexGpus(const Cycle& cycle, const core::NodeView& node);
+std::vector<int> RandomFitGpus(const Cycle& cycle, const core::NodeView& node);
+
+}  // namespace gpumux::policy

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Installs everything gpumux needs to build and test, from Debian 12 packages.
+# Idempotent: does nothing when every package is already installed.
+#   scripts/setup.sh          install what is missing (uses sudo when not root)
+#   scripts/setup.sh --check  exit 1 and list what is missing, install nothing
+set -eu
+
+PACKAGES="build-essential cmake ninja-build pkg-config git \
+  libgtest-dev libgmock-dev libbenchmark-dev \
+  nlohmann-json3-dev libcli11-dev libexpected-dev"
+
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  [ "${1:-}" = "--quiet" ] || echo "setup: all build dependencies are installed"
+  exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "setup: missing packages:$missing" >&2
+  exit 1
+fi
+
+echo "setup: installing:$missing"
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup: need root (or sudo) to install:$missing" >&2; exit 1; fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing
+echo "setup: done"

@@ -1,0 +1,83 @@
+#include "gpumux/policy/engine.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "gpumux/core/check.h"
+
+namespace gpumux::policy {
+
+Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int64_t> node_rank,
+               core::Rng& rng)
+    : ledger_(&ledger), policy_(&policy), rng_(&rng) {
+  const auto n = static_cast<std::size_t>(ledger.cluster().size());
+  GPUMUX_CHECK(node_rank.size() == n, "one rank per node");
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::sort(order_.begin(), order_.end(), [&](core::NodeIndex a, core::NodeIndex b) {
+    return node_rank[static_cast<std::size_t>(a)] < node_rank[static_cast<std::size_t>(b)];
+  });
+  for (std::size_t i = 1; i < n; ++i) {
+    GPUMUX_CHECK(node_rank[static_cast<std::size_t>(order_[i - 1])] !=
+                     node_rank[static_cast<std::size_t>(order_[i])],
+                 "node ranks must be distinct");
+  }
+}
+
+std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::ModelMask models) {
+  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli,
+                     r.gpu_mib,   r.sharing,    models};
+  auto [it, inserted] = shapes_.emplace(key, memo_.size());
+  if (inserted) memo_.emplace_back(static_cast<std::size_t>(ledger_->cluster().size()));
+  return memo_[it->second];
+}
+
+Decision Engine::Decide(const core::Request& original) {
+  Decision d;
+  d.request = policy_->Adapt(original);
+  const core::Request& r = d.request;
+  const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
+  Cycle cycle{r, models, *ledger_, *rng_, {}};
+
+  core::NodeIndex best = -1;
+  std::int64_t best_score = kInfeasible;
+  if (policy_->score_kind() == ScoreKind::kPure) {
+    std::vector<MemoEntry>& memo = MemoFor(r, models);
+    for (core::NodeIndex n : order_) {
+      const core::NodeView node = ledger_->Node(n);
+      MemoEntry& e = memo[static_cast<std::size_t>(n)];
+      if (e.generation_plus_one != node.generation + 1) {
+        e.generation_plus_one = node.generation + 1;
+        e.score = core::NodeFits(node, r, models) ? policy_->Score(cycle, node) : kInfeasible;
+      }
+      if (e.score == kInfeasible) continue;
+      ++d.feasible_nodes;
+      if (e.score > best_score) {
+        best_score = e.score;
+        best = n;
+      }
+    }
+  } else {
+    feasible_.clear();
+    for (core::NodeIndex n : order_) {
+      if (core::NodeFits(ledger_->Node(n), r, models)) feasible_.push_back(n);
+    }
+    d.feasible_nodes = static_cast<int>(feasible_.size());
+    cycle.feasible = feasible_;
+    policy_->BeginCycle(cycle);
+    for (core::NodeIndex n : feasible_) {
+      const std::int64_t s = policy_->Score(cycle, ledger_->Node(n));
+      if (best < 0 || s > best_score) {
+        best_score = s;
+        best = n;
+      }
+    }
+  }
+  if (best < 0) return d;
+  const core::NodeView node = ledger_->Node(best);
+  d.score = best_score;
+  d.placement = core::Placement{best, policy_->ChooseGpus(cycle, node)};
+  return d;
+}
+
+}  // namespace gpumux::policy
