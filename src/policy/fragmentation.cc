@@ -33,44 +33,70 @@ std::vector<TypicalPod> ComputeTypicalPods(std::span<const core::Request> pods,
     if (a.second != b.second) return a.second > b.second;
     return a.first > b.first;  // larger cpu, then milli, then count, then model string
   });
+  // Float arithmetic as in the study (weights feed sums whose last bits break ties): the loop
+  // adds shapes while the covered count is below threshold% of all pods, and each weight is
+  // (count/total) / (covered/total) rather than count/covered.
   const auto total = static_cast<double>(pods.size());
+  const double expected = static_cast<double>(options.popularity_threshold_pct) * total / 100.0;
   std::vector<TypicalPod> typical;
-  std::int64_t covered = 0;
+  double covered = 0;
   for (const auto& [key, count] : sorted) {
-    if (total > 0 && static_cast<double>(covered) / total >= options.coverage) break;
+    if (covered >= expected) break;
     TypicalPod p;
     std::tie(p.cpu_milli, p.gpu_milli, p.gpu_count, p.models) = key;
     p.model_mask = cluster.MaskOf(model_lists[key]);
     p.count = count;
-    covered += count;
+    covered += static_cast<double>(count);
     typical.push_back(std::move(p));
   }
   for (TypicalPod& p : typical) {
-    p.weight = static_cast<double>(p.count) / static_cast<double>(covered);
+    p.weight = (static_cast<double>(p.count) / total) / (covered / total);
   }
   return typical;
 }
 
 double NodeFragmentation(core::MilliCpu cpu_free, std::span<const core::MilliGpu> gpu_free,
                          core::ModelId model, std::span<const TypicalPod> typical) {
+  // The study accumulates each typical pod's share into a bucket per class and then adds the
+  // buckets (all but Q3) in class order. The sum is the same as one running total, but the
+  // floating-point rounding is not, and ties between nodes at score 50 (Delta F = +-1e-13)
+  // depend on it: keep the study's order so that placements match pod by pod.
+  enum Bucket { kQ1LackBoth, kQ2LackGpu, kQ3Satisfied, kQ4LackCpu, kXlSatisfied, kXrLackCpu,
+                kNoAccess, kBuckets };
   core::MilliGpu all_free = 0;
   for (core::MilliGpu g : gpu_free) all_free += g;
-  double f = 0;
+  double bucket[kBuckets] = {};
   for (const TypicalPod& p : typical) {
-    core::MilliGpu frag = all_free;
-    if (p.gpu_milli > 0 && ((p.model_mask >> model) & 1U) != 0 && cpu_free >= p.cpu_milli) {
-      int fitting = 0;
-      core::MilliGpu remnant = 0;
-      for (core::MilliGpu g : gpu_free) {
-        if (g >= p.gpu_milli) {
-          ++fitting;
-        } else {
-          remnant += g;
-        }
-      }
-      if (fitting >= p.gpu_count) frag = remnant;
+    const bool cpu_ok = cpu_free >= p.cpu_milli;
+    if (p.gpu_milli == 0) {
+      bucket[cpu_ok ? kXlSatisfied : kXrLackCpu] += p.weight * static_cast<double>(all_free);
+      continue;
     }
-    f += p.weight * static_cast<double>(frag);
+    if (((p.model_mask >> model) & 1U) == 0) {
+      bucket[kNoAccess] += p.weight * static_cast<double>(all_free);
+      continue;
+    }
+    int fitting = 0;
+    core::MilliGpu remnant = 0;
+    for (core::MilliGpu g : gpu_free) {
+      if (g >= p.gpu_milli) {
+        ++fitting;
+      } else {
+        remnant += g;
+      }
+    }
+    const bool gpu_ok = fitting >= p.gpu_count;
+    if (gpu_ok && cpu_ok) {
+      bucket[kQ2LackGpu] += p.weight * static_cast<double>(remnant);
+      bucket[kQ3Satisfied] += p.weight * static_cast<double>(all_free - remnant);
+    } else {
+      const Bucket b = gpu_ok ? kQ4LackCpu : (cpu_ok ? kQ2LackGpu : kQ1LackBoth);
+      bucket[b] += p.weight * static_cast<double>(all_free);
+    }
+  }
+  double f = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    if (b != kQ3Satisfied) f += bucket[b];
   }
   return f;
 }

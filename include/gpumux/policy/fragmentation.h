@@ -35,16 +35,17 @@ struct TypicalPod {
   std::string models;            // "|"-joined acceptable models, "" = any
   core::ModelMask model_mask = core::kAnyModel;  // resolved against a cluster
   std::int64_t count = 0;        // pods of this shape in the workload
-  double weight = 0;             // count / (pods covered by all typical pods)
+  double weight = 0;             // count / (pods covered by all typical pods), summing to 1
 };
 
 struct TypicalPodOptions {
-  double coverage = 0.95;  // smallest prefix of shapes covering at least this share of pods
+  // Keep the smallest prefix of shapes covering at least this percentage of all pods.
+  int popularity_threshold_pct = 95;
 };
 
 // Groups `pods` by (cpu, gpu milli, gpu count, model list), sorts the groups by count
 // (descending; ties: larger cpu, larger milli, larger count, larger model string first) and
-// keeps the smallest prefix whose pods reach `coverage` of all pods. Memory is not part of the
+// keeps the smallest prefix whose pods reach the threshold percentage of all pods. Memory is not part of the
 // key. O(P log P).
 std::vector<TypicalPod> ComputeTypicalPods(std::span<const core::Request> pods,
                                            const core::Cluster& cluster,

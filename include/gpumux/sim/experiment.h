@@ -1,0 +1,84 @@
+// One experiment of the FGD study: pods arrive one at a time (never leave), each is placed by
+// the policy through the placement engine or counted as failed, and the allocation ratio is
+// recorded after every arrival (shared/FGD-PROTOCOL.md §5).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/request.h"
+#include "gpumux/core/result.h"
+#include "gpumux/policy/fragmentation.h"
+#include "gpumux/sim/protocol.h"
+
+namespace gpumux::sim {
+
+// The inputs every experiment on a trace shares.
+struct Workload {
+  std::string name;  // pod list stem, e.g. "openb_pod_list_default"
+  core::Cluster cluster;
+  std::vector<core::Request> pods;  // the original, un-tuned pod list
+  std::vector<policy::TypicalPod> typical;  // from `pods` (fragmentation.h)
+};
+
+core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec> nodes,
+                                    std::vector<core::Request> pods);
+
+struct PlacementRecord {
+  std::size_t seq = 0;
+  std::string pod;
+  std::string source_pod;
+  core::NodeIndex node = -1;  // -1 = failed
+  std::vector<int> gpus;
+};
+
+// The study's discretised curve: column X (0..max) = mean of alloc% over the events whose
+// rounded arrived% is X, or over X-1..X+1 when there are none; empty when still none.
+using Curve = std::vector<std::optional<double>>;
+
+struct ExperimentResult {
+  std::string workload;
+  std::string policy;
+  std::uint64_t seed = 0;
+  double load = 0;
+  std::string origin;  // how arrivals were made: "seed 42" or "replay DIR"
+  std::int64_t pods = 0;
+  std::int64_t placed = 0;
+  std::int64_t failed_pods = 0;
+  Curve alloc_curve;       // allocated GPU milli, % of the cluster's
+  Curve frag_ratio_curve;  // fragmented / idle GPU milli, %
+  std::optional<double> alloc_pct_at_100;
+  std::optional<double> alloc_pct_at_130;
+  double unallocated_gpus_at_100 = 0;  // idle GPU capacity (GPUs) when arrived demand reached 100%
+  double unallocated_gpus_at_130 = 0;
+  double frag_pct_at_100 = 0;          // fragmentation ratio at the same points
+  double frag_pct_at_130 = 0;
+  core::MilliGpu used_gpu_milli = 0;   // at the end
+  std::int64_t busy_gpus = 0;          // GPUs with any tenant, at the end
+  core::MilliCpu used_cpu_milli = 0;
+  double wall_ms = 0;
+  // Replay only: placements that differ from the study's.
+  std::int64_t replay_mismatches = -1;
+  std::string first_mismatch;
+  std::vector<PlacementRecord> placements;  // when requested
+};
+
+struct ExperimentOptions {
+  bool record_placements = false;
+  bool check_invariants = false;  // ledger invariants after every arrival (slow; for tests)
+};
+
+// Runs `policy_name` over `plan`. `seed` seeds the policy's own random stream. Error only for
+// an unknown policy name.
+core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
+                                             const std::string& policy_name, std::uint64_t seed,
+                                             double load, const ExperimentOptions& options = {});
+
+// The study's rounding, as Python's round() does it: to nearest, ties to even, on the exact
+// binary value of x.
+double RoundHalfEven(double x, int decimals);
+
+}  // namespace gpumux::sim

@@ -1,0 +1,44 @@
+// Trace input: the openb node and pod lists of Alibaba's GPU-sharing trace (cluster-trace-gpu-v2023).
+//
+// Node list columns: sn,cpu_milli,memory_mib,gpu,model.
+// Pod list columns:  name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec (others ignored).
+// Pods are converted as the FGD study's converter does: gpu_milli is clamped to 0..1000, a GPU
+// pod with gpu_milli 0 becomes CPU-only, CPU 0 becomes 100 milli (the Kubernetes non-zero
+// default), gpu_spec is a "|"-separated list of acceptable models. Nodes get `max_pods` 1001
+// and the label gpu-card-model. Creation and deletion times are not used (arrival-only study).
+#pragma once
+
+#include <istream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/request.h"
+#include "gpumux/core/result.h"
+
+namespace gpumux::sim {
+
+inline constexpr int kTraceMaxPods = 1001;
+
+// GPU memory (MiB) gpumux assumes for a trace model name; 0 when unknown (see data/README.md).
+core::MiB TraceGpuMemory(std::string_view model);
+
+core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in, const std::string& source);
+core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source);
+
+// From files; errors name the path (and line).
+core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path);
+core::Result<std::vector<core::Request>> LoadPodList(const std::string& path);
+
+// The copies compiled into the binary (data/).
+std::string_view EmbeddedNodeList();
+std::string_view EmbeddedPodList();
+std::string_view EmbeddedExpectedAlloc();
+inline constexpr std::string_view kEmbeddedNodeListName = "openb_node_list_gpu_node";
+inline constexpr std::string_view kEmbeddedPodListName = "openb_pod_list_default";
+
+// "dir/openb_pod_list_gpushare40.csv" -> "openb_pod_list_gpushare40"
+std::string TraceStem(std::string_view path);
+
+}  // namespace gpumux::sim

@@ -1,0 +1,216 @@
+#include "gpumux/sim/experiment.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "gpumux/core/check.h"
+#include "gpumux/core/ledger.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/policy/engine.h"
+#include "gpumux/policy/registry.h"
+
+namespace gpumux::sim {
+namespace {
+
+// numpy's pairwise summation (what pandas' Series.mean() uses for float64): exact same
+// association order, so the study's means round the same way at .xx5 boundaries.
+double PairwiseSum(const double* a, std::size_t n) {
+  if (n < 8) {
+    double s = 0.;
+    for (std::size_t i = 0; i < n; ++i) s += a[i];
+    return s;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
+    }
+    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) s += a[i];
+    return s;
+  }
+  std::size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return PairwiseSum(a, n2) + PairwiseSum(a + n2, n - n2);
+}
+
+double Mean(const std::vector<double>& v) {
+  return PairwiseSum(v.data(), v.size()) / static_cast<double>(v.size());
+}
+
+Curve Discretize(const std::vector<int>& arrive_pct, const std::vector<double>& values,
+                 int max_column) {
+  Curve curve(static_cast<std::size_t>(max_column) + 1);
+  std::vector<double> bucket;
+  for (int x = 0; x <= max_column; ++x) {
+    bucket.clear();
+    for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
+      if (arrive_pct[i] == x) bucket.push_back(values[i]);
+    }
+    if (bucket.empty()) {
+      for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
+        if (arrive_pct[i] >= x - 1 && arrive_pct[i] <= x + 1) bucket.push_back(values[i]);
+      }
+    }
+    if (!bucket.empty()) curve[static_cast<std::size_t>(x)] = RoundHalfEven(Mean(bucket), 2);
+  }
+  return curve;
+}
+
+std::optional<double> Column(const Curve& c, int x) {
+  return x >= 0 && static_cast<std::size_t>(x) < c.size() ? c[static_cast<std::size_t>(x)]
+                                                          : std::nullopt;
+}
+
+}  // namespace
+
+double RoundHalfEven(double x, int decimals) {
+  if (decimals == 0) return std::nearbyint(x);  // default rounding mode: ties to even
+  // printf rounds the exact binary value correctly (glibc), as Python's round() does.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return std::strtod(buf, nullptr);
+}
+
+core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec> nodes,
+                                    std::vector<core::Request> pods) {
+  auto cluster = core::Cluster::Build(std::move(nodes));
+  if (!cluster) return tl::unexpected(cluster.error());
+  for (const auto& p : pods) {
+    if (auto ok = p.Validate(); !ok) return tl::unexpected(ok.error());
+  }
+  Workload w{std::move(name), std::move(*cluster), std::move(pods), {}};
+  w.typical = policy::ComputeTypicalPods(w.pods, w.cluster);
+  return w;
+}
+
+core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
+                                             const std::string& policy_name, std::uint64_t seed,
+                                             double load, const ExperimentOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  policy::PolicyContext context{workload.typical};
+  auto made = policy::BuiltinPolicies().Make(policy_name, context);
+  if (!made) return tl::unexpected(made.error());
+  std::unique_ptr<policy::Policy> pol = std::move(*made);
+
+  const core::Cluster& cluster = workload.cluster;
+  core::Ledger ledger(cluster);
+  core::Rng rng(seed, "policy");
+  policy::Engine engine(ledger, *pol, plan.node_rank, rng);
+
+  ExperimentResult res;
+  res.workload = workload.name;
+  res.policy = policy_name;
+  res.seed = seed;
+  res.load = load;
+  res.origin = plan.origin;
+  if (plan.has_expected) res.replay_mismatches = 0;
+
+  // Fragmentation and idle capacity per node, refreshed when a node changes.
+  const auto nodes = static_cast<std::size_t>(cluster.size());
+  std::vector<double> node_frag(nodes);
+  std::vector<core::MilliGpu> node_idle(nodes);
+  auto refresh = [&](core::NodeIndex n) {
+    const core::NodeView v = ledger.Node(n);
+    const core::ModelId model = v.gpu_count() > 0 ? v.gpu_model[0] : 0;
+    node_frag[static_cast<std::size_t>(n)] =
+        policy::NodeFragmentation(v.cpu_free, v.gpu_free_milli, model, workload.typical);
+    node_idle[static_cast<std::size_t>(n)] = v.gpu_free_milli_total();
+  };
+  for (core::NodeIndex n = 0; n < cluster.size(); ++n) refresh(n);
+  core::MilliGpu idle = 0;
+  for (auto m : node_idle) idle += m;
+
+  const auto total_gpus = static_cast<double>(cluster.total_gpus());
+  std::vector<int> arrive_pct;
+  std::vector<double> alloc_pct;
+  std::vector<double> frag_pct;
+  arrive_pct.reserve(plan.arrivals.size());
+  alloc_pct.reserve(plan.arrivals.size());
+  frag_pct.reserve(plan.arrivals.size());
+  std::vector<core::MilliGpu> idle_after;
+  idle_after.reserve(plan.arrivals.size());
+  core::MilliGpu arrived = 0;
+
+  for (std::size_t seq = 0; seq < plan.arrivals.size(); ++seq) {
+    const Arrival& a = plan.arrivals[seq];
+    const core::Request& pod = workload.pods[a.pod];
+    arrived += pod.total_gpu_milli();
+    policy::Decision d = engine.Decide(pod);
+    PlacementRecord rec{seq, a.name, pod.name, -1, {}};
+    if (d.placement) {
+      auto assigned = ledger.Assign(a.name, d.request, *d.placement);
+      GPUMUX_CHECK(assigned.has_value(), "engine chose a placement the ledger refuses");
+      ++res.placed;
+      const core::NodeIndex n = d.placement->node;
+      idle -= node_idle[static_cast<std::size_t>(n)];
+      refresh(n);
+      idle += node_idle[static_cast<std::size_t>(n)];
+      rec.node = n;
+      rec.gpus = d.placement->gpus;
+    } else {
+      ++res.failed_pods;
+    }
+    if (options.check_invariants) ledger.CheckInvariants();
+    if (plan.has_expected) {
+      const std::string got = rec.node >= 0 ? cluster.node(rec.node).name : "";
+      if (got != a.expected_node || rec.gpus != a.expected_gpus) {
+        if (res.replay_mismatches++ == 0) {
+          auto gpus = [](const std::vector<int>& g) {
+            std::string s;
+            for (int i : g) {
+              if (!s.empty()) s += '-';
+              s += std::to_string(i);
+            }
+            return s;
+          };
+          res.first_mismatch = "seq " + std::to_string(seq) + " " + a.name + ": study " +
+                               (a.expected_node.empty() ? "failed" : a.expected_node) + " [" +
+                               gpus(a.expected_gpus) + "], gpumux " +
+                               (got.empty() ? "failed" : got) + " [" + gpus(rec.gpus) + "]";
+        }
+      }
+    }
+    if (options.record_placements) res.placements.push_back(std::move(rec));
+
+    arrive_pct.push_back(static_cast<int>(
+        RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0)));
+    alloc_pct.push_back(
+        RoundHalfEven(static_cast<double>(ledger.used_gpu_milli()) / total_gpus / 10.0, 2));
+    double frag = 0;
+    for (double f : node_frag) frag += f;
+    frag_pct.push_back(idle > 0 ? frag / static_cast<double>(idle) * 100.0 : 0.0);
+    idle_after.push_back(idle);
+  }
+
+  const int max_column = std::max(130, static_cast<int>(std::ceil(load * 100.0 - 1e-9)));
+  res.pods = static_cast<std::int64_t>(plan.arrivals.size());
+  res.alloc_curve = Discretize(arrive_pct, alloc_pct, max_column);
+  res.frag_ratio_curve = Discretize(arrive_pct, frag_pct, max_column);
+  res.alloc_pct_at_100 = Column(res.alloc_curve, 100);
+  res.alloc_pct_at_130 = Column(res.alloc_curve, 130);
+  // State at the last arrival whose rounded arrived% is <= X.
+  auto at = [&](int x, double& unallocated, double& frag) {
+    for (std::size_t i = arrive_pct.size(); i-- > 0;) {
+      if (arrive_pct[i] <= x) {
+        unallocated = static_cast<double>(idle_after[i]) / core::kMilliPerGpu;
+        frag = frag_pct[i];
+        return;
+      }
+    }
+  };
+  at(100, res.unallocated_gpus_at_100, res.frag_pct_at_100);
+  at(130, res.unallocated_gpus_at_130, res.frag_pct_at_130);
+  res.used_gpu_milli = ledger.used_gpu_milli();
+  res.busy_gpus = ledger.busy_gpus();
+  res.used_cpu_milli = ledger.used_cpu_milli();
+  res.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+  return res;
+}
+
+}  // namespace gpumux::sim

@@ -1,0 +1,180 @@
+#include "gpumux/sim/trace.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include "gpumux/sim/csv.h"
+
+extern "C" {
+extern const char gpumux_embedded_nodes_begin[];
+extern const char gpumux_embedded_nodes_end[];
+extern const char gpumux_embedded_pods_begin[];
+extern const char gpumux_embedded_pods_end[];
+extern const char gpumux_embedded_expected_begin[];
+extern const char gpumux_embedded_expected_end[];
+}
+
+namespace gpumux::sim {
+namespace {
+
+template <typename T>
+core::Result<T> Fail(const CsvReader& csv, const std::string& what) {
+  return tl::unexpected(csv.ErrorHere(what));
+}
+
+std::vector<std::string> SplitModels(std::string_view spec) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    std::size_t bar = spec.find('|', start);
+    if (bar == std::string_view::npos) bar = spec.size();
+    if (bar > start) out.emplace_back(spec.substr(start, bar - start));
+    start = bar + 1;
+  }
+  return out;
+}
+
+core::Result<std::ifstream> Open(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return core::MakeError(core::ErrorCode::kIo, path + ": cannot open for reading");
+  }
+  return in;
+}
+
+}  // namespace
+
+core::MiB TraceGpuMemory(std::string_view model) {
+  if (model == "T4" || model == "P100" || model == "V100M16") return 16384;
+  if (model == "V100M32") return 32768;
+  if (model == "A10") return 24576;
+  return 0;
+}
+
+core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in,
+                                                        const std::string& source) {
+  using R = std::vector<core::NodeSpec>;
+  CsvReader csv(in, source);
+  if (auto h = csv.ReadHeader({"sn", "cpu_milli", "memory_mib", "gpu", "model"}); !h) {
+    return tl::unexpected(h.error());
+  }
+  std::vector<core::NodeSpec> nodes;
+  std::unordered_set<std::string> names;
+  while (true) {
+    auto more = csv.Next();
+    if (!more) return tl::unexpected(more.error());
+    if (!*more) break;
+    core::NodeSpec n;
+    n.name = std::string(csv.Field("sn"));
+    if (n.name.empty()) return Fail<R>(csv, "empty node name (column 'sn')");
+    if (!names.insert(n.name).second) return Fail<R>(csv, "node '" + n.name + "' listed twice");
+    auto cpu = csv.Int("cpu_milli");
+    auto mem = csv.Int("memory_mib");
+    auto gpus = csv.Int("gpu");
+    if (!cpu) return tl::unexpected(cpu.error());
+    if (!mem) return tl::unexpected(mem.error());
+    if (!gpus) return tl::unexpected(gpus.error());
+    if (*cpu < 0 || *mem < 0) return Fail<R>(csv, "negative cpu_milli or memory_mib");
+    if (*gpus < 0 || *gpus > 64) {
+      return Fail<R>(csv, "column 'gpu': " + std::to_string(*gpus) + " is outside 0..64");
+    }
+    const std::string model(csv.Field("model"));
+    if (*gpus > 0 && model.empty()) return Fail<R>(csv, "node has GPUs but no model");
+    n.cpu_milli = *cpu;
+    n.memory_mib = *mem;
+    n.max_pods = kTraceMaxPods;
+    if (!model.empty()) n.labels["gpu-card-model"] = model;
+    for (int i = 0; i < *gpus; ++i) {
+      n.gpus.push_back(core::GpuSpec{i, "GPU-sim-" + n.name + "-" + std::to_string(i), model,
+                                     TraceGpuMemory(model), core::GpuHealth::kHealthy});
+    }
+    nodes.push_back(std::move(n));
+  }
+  if (nodes.empty()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": no nodes");
+  }
+  return nodes;
+}
+
+core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source) {
+  using R = std::vector<core::Request>;
+  CsvReader csv(in, source);
+  if (auto h = csv.ReadHeader({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}); !h) {
+    return tl::unexpected(h.error());
+  }
+  const bool has_spec = csv.HasColumn("gpu_spec");
+  std::vector<core::Request> pods;
+  std::unordered_set<std::string> names;
+  while (true) {
+    auto more = csv.Next();
+    if (!more) return tl::unexpected(more.error());
+    if (!*more) break;
+    core::Request r;
+    r.name = std::string(csv.Field("name"));
+    if (r.name.empty()) return Fail<R>(csv, "empty pod name");
+    if (!names.insert(r.name).second) return Fail<R>(csv, "pod '" + r.name + "' listed twice");
+    auto cpu = csv.Int("cpu_milli");
+    auto mem = csv.Int("memory_mib");
+    auto num_gpu = csv.Int("num_gpu");
+    auto milli = csv.Int("gpu_milli");
+    for (auto* v : {&cpu, &mem, &num_gpu, &milli}) {
+      if (!*v) return tl::unexpected(v->error());
+    }
+    if (*cpu < 0) return Fail<R>(csv, "column 'cpu_milli': negative value " + std::to_string(*cpu));
+    if (*mem < 0) {
+      return Fail<R>(csv, "column 'memory_mib': negative value " + std::to_string(*mem));
+    }
+    if (*num_gpu < 0 || *num_gpu > 64) {
+      return Fail<R>(csv, "column 'num_gpu': " + std::to_string(*num_gpu) + " is outside 0..64");
+    }
+    r.cpu_milli = *cpu == 0 ? 100 : *cpu;
+    r.memory_mib = *mem;
+    const std::int64_t clamped = std::clamp<std::int64_t>(*milli, 0, core::kMilliPerGpu);
+    if (*num_gpu > 0 && clamped > 0) {
+      r.gpu_count = static_cast<int>(*num_gpu);
+      r.gpu_milli = clamped;
+      if (has_spec) r.gpu_models = SplitModels(csv.Field("gpu_spec"));
+    }
+    pods.push_back(std::move(r));
+  }
+  if (pods.empty()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": no pods");
+  }
+  return pods;
+}
+
+core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path) {
+  auto in = Open(path);
+  if (!in) return tl::unexpected(in.error());
+  return ParseNodeList(*in, path);
+}
+
+core::Result<std::vector<core::Request>> LoadPodList(const std::string& path) {
+  auto in = Open(path);
+  if (!in) return tl::unexpected(in.error());
+  return ParsePodList(*in, path);
+}
+
+std::string_view EmbeddedNodeList() {
+  return {gpumux_embedded_nodes_begin,
+          static_cast<std::size_t>(gpumux_embedded_nodes_end - gpumux_embedded_nodes_begin)};
+}
+std::string_view EmbeddedPodList() {
+  return {gpumux_embedded_pods_begin,
+          static_cast<std::size_t>(gpumux_embedded_pods_end - gpumux_embedded_pods_begin)};
+}
+std::string_view EmbeddedExpectedAlloc() {
+  return {gpumux_embedded_expected_begin,
+          static_cast<std::size_t>(gpumux_embedded_expected_end - gpumux_embedded_expected_begin)};
+}
+
+std::string TraceStem(std::string_view path) {
+  const std::size_t slash = path.find_last_of('/');
+  std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (base.size() > 4 && base.substr(base.size() - 4) == ".csv") base.remove_suffix(4);
+  return std::string(base);
+}
+
+}  // namespace gpumux::sim
