@@ -1,8 +1,643 @@
+// The report directory of `gpumux simulate`: results.json, curves.csv and index.html, one
+// self-contained static page (inline CSS and SVG, no JavaScript, nothing fetched) with the
+// allocation-ratio charts of the FGD paper's Fig. 9a and the tables of the terminal report.
+// Every file is written to "<name>.tmp" and renamed over its final name, so that a crash never
+// leaves a half-written report. The page depends only on its inputs (no timestamps).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
 #include "gpumux/sim/report.h"
 
 namespace gpumux::sim {
-core::Result<void> WriteReportDir(const std::string&, const std::vector<ExperimentResult>&,
-                                  const ReportContext&) {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- formatting
+
+std::string Esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Fixed decimals, C locale, never "-0.00".
+std::string Fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "–";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+  return s;
+}
+
+std::string Signed(double v, int decimals) {
+  std::string s = Fixed(v, decimals);
+  return s[0] == '-' ? s : "+" + s;
+}
+
+// An SVG coordinate.
+std::string C(double v) { return Fixed(v, 1); }
+
+std::string LoadString(double load) {
+  char buf[32];
+  for (int p = 1; p < 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, load);
+    if (std::strtod(buf, nullptr) == load) break;
+  }
+  return buf;
+}
+
+std::string JoinSeeds(const std::vector<std::uint64_t>& seeds) {
+  if (seeds.empty()) return "";
+  bool contiguous = true;
+  for (std::size_t i = 1; i < seeds.size(); ++i) contiguous &= seeds[i] == seeds[i - 1] + 1;
+  if (contiguous && seeds.size() > 2) {
+    return std::to_string(seeds.front()) + "-" + std::to_string(seeds.back());
+  }
+  std::string s;
+  for (auto x : seeds) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
+  return s;
+}
+
+// Okabe–Ito, most distinguishable first; yellow, darkened for contrast on white, last.
+constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                    "#E69F00", "#56B4E9", "#000000", "#B8A100"};
+constexpr std::size_t kPaletteSize = sizeof kPalette / sizeof kPalette[0];
+
+std::string Colour(std::size_t i) { return kPalette[i % kPaletteSize]; }
+// Past the palette, lines repeat colours with a dotted pattern.
+std::string LineStyle(std::size_t i) {
+  return i < kPaletteSize ? "" : " stroke-dasharray=\"1.5 3\"";
+}
+
+// ---------------------------------------------------------------- charts
+
+constexpr double kWidth = 860;
+constexpr double kPlotLeft = 66;
+constexpr double kPlotTop = 30;
+constexpr double kPlotRight = 650;
+constexpr double kPlotBottom = 470;
+
+struct Scale {
+  double lo, hi;          // data
+  double px_lo, px_hi;    // pixels
+  double operator()(double v) const { return px_lo + (v - lo) / (hi - lo) * (px_hi - px_lo); }
+};
+
+// A tick step from 1, 2, 5 x 10^k giving at most max_ticks intervals.
+double TickStep(double range, int max_ticks) {
+  for (double mag = 1; mag < 1e6; mag *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (range / (m * mag) <= max_ticks) return m * mag;
+    }
+  }
+  return range;
+}
+
+// The columns x_lo..x_hi of a curve as an SVG path; empty columns break the line.
+std::string CurvePath(const Curve& curve, int x_lo, int x_hi, const Scale& sx, const Scale& sy) {
+  std::string d;
+  bool pen_down = false;
+  for (int x = std::max(x_lo, 0); x <= x_hi && x < static_cast<int>(curve.size()); ++x) {
+    const auto& v = curve[static_cast<std::size_t>(x)];
+    if (!v) {
+      pen_down = false;
+      continue;
+    }
+    d += pen_down ? " L" : (d.empty() ? "M" : " M");
+    d += C(sx(x)) + " " + C(sy(*v));
+    pen_down = true;
+  }
+  return d;
+}
+
+std::optional<std::pair<int, double>> LastPoint(const Curve& curve, int x_lo, int x_hi) {
+  for (int x = std::min(x_hi, static_cast<int>(curve.size()) - 1); x >= x_lo && x >= 0; --x) {
+    if (const auto& v = curve[static_cast<std::size_t>(x)]) return std::make_pair(x, *v);
+  }
+  return std::nullopt;
+}
+
+struct ChartFrame {
+  std::string id;
+  double height = 0;
+  Scale sx, sy;
+  int x_lo = 0, x_hi = 0;
+};
+
+void OpenChart(std::ostream& o, const ChartFrame& f, const std::string& label) {
+  o << "<svg class=\"chart\" viewBox=\"0 0 " << C(kWidth) << " " << C(f.height)
+    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(f.height)
+    << "\" role=\"img\" aria-label=\"" << Esc(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+    << "<title>" << Esc(label) << "</title>\n"
+    << "<defs><clipPath id=\"" << f.id << "-plot\"><rect x=\"" << C(kPlotLeft) << "\" y=\""
+    << C(kPlotTop) << "\" width=\"" << C(kPlotRight - kPlotLeft) << "\" height=\""
+    << C(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
+}
+
+// Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
+void DrawAxes(std::ostream& o, const ChartFrame& f) {
+  const double x_step = TickStep(f.sx.hi - f.sx.lo, 14);
+  const double y_step = TickStep(f.sy.hi - f.sy.lo, 12);
+  o << "<g class=\"grid\">\n";
+  for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
+    o << "<line x1=\"" << C(f.sx(x)) << "\" y1=\"" << C(kPlotTop) << "\" x2=\"" << C(f.sx(x))
+      << "\" y2=\"" << C(kPlotBottom) << "\"/>\n";
+  }
+  for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
+    o << "<line x1=\"" << C(kPlotLeft) << "\" y1=\"" << C(f.sy(y)) << "\" x2=\"" << C(kPlotRight)
+      << "\" y2=\"" << C(f.sy(y)) << "\"/>\n";
+  }
+  o << "</g>\n<g class=\"ticks\">\n";
+  for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
+    o << "<line x1=\"" << C(f.sx(x)) << "\" y1=\"" << C(kPlotBottom) << "\" x2=\"" << C(f.sx(x))
+      << "\" y2=\"" << C(kPlotBottom + 5) << "\"/><text x=\"" << C(f.sx(x)) << "\" y=\""
+      << C(kPlotBottom + 21) << "\" text-anchor=\"middle\">" << Fixed(x, 0) << "</text>\n";
+  }
+  for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
+    o << "<line x1=\"" << C(kPlotLeft - 5) << "\" y1=\"" << C(f.sy(y)) << "\" x2=\""
+      << C(kPlotLeft) << "\" y2=\"" << C(f.sy(y)) << "\"/><text x=\"" << C(kPlotLeft - 9)
+      << "\" y=\"" << C(f.sy(y) + 4.5) << "\" text-anchor=\"end\">" << Fixed(y, 0) << "</text>\n";
+  }
+  o << "</g>\n";
+  o << "<rect class=\"frame\" x=\"" << C(kPlotLeft) << "\" y=\"" << C(kPlotTop) << "\" width=\""
+    << C(kPlotRight - kPlotLeft) << "\" height=\"" << C(kPlotBottom - kPlotTop) << "\"/>\n";
+  o << "<text class=\"axis-label\" x=\"" << C((kPlotLeft + kPlotRight) / 2) << "\" y=\""
+    << C(kPlotBottom + 46)
+    << "\" text-anchor=\"middle\">Arrived GPU demand (% of the cluster's GPU capacity)</text>\n";
+  o << "<text class=\"axis-label\" transform=\"translate(18 " << C((kPlotTop + kPlotBottom) / 2)
+    << ") rotate(-90)\" text-anchor=\"middle\">GPU allocation ratio (%)</text>\n";
+  if (f.sx.lo < 100 && f.sx.hi > 100) {
+    o << "<line class=\"capacity\" x1=\"" << C(f.sx(100)) << "\" y1=\"" << C(kPlotTop - 4)
+      << "\" x2=\"" << C(f.sx(100)) << "\" y2=\"" << C(kPlotBottom) << "\"/>\n"
+      << "<text class=\"note\" x=\"" << C(f.sx(100)) << "\" y=\"" << C(kPlotTop - 9)
+      << "\" text-anchor=\"middle\">demand = capacity</text>\n";
+  }
+}
+
+// y = x from x_lo to x_hi, clipped to the plot.
+void DrawDiagonal(std::ostream& o, const ChartFrame& f) {
+  const double from = std::max(f.sx.lo, f.sy.lo);
+  const double to = std::min(f.sx.hi, f.sy.hi);
+  if (from >= to) return;
+  o << "<line class=\"diagonal\" x1=\"" << C(f.sx(from)) << "\" y1=\"" << C(f.sy(from))
+    << "\" x2=\"" << C(f.sx(to)) << "\" y2=\"" << C(f.sy(to))
+    << "\"><title>all demand placed (y = x)</title></line>\n";
+}
+
+void LegendSample(std::ostream& o, double x, double y, const std::string& colour,
+                  const std::string& extra) {
+  o << "<line x1=\"" << C(x) << "\" y1=\"" << C(y) << "\" x2=\"" << C(x + 28) << "\" y2=\""
+    << C(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
+}
+
+int MaxColumn(const std::vector<PolicySummary>& summaries) {
+  std::size_t len = 0;
+  for (const auto& s : summaries) len = std::max(len, s.mean_curve.size());
+  return len > 1 ? static_cast<int>(len) - 1 : 130;
+}
+
+std::string SeedsPhrase(const std::vector<PolicySummary>& summaries, const ReportContext& ctx) {
+  if (ctx.replay_dir) return "replay of the study's arrivals";
+  int runs = 0;
+  for (const auto& s : summaries) runs = std::max(runs, s.runs);
+  return runs > 1 ? "mean over " + std::to_string(runs) + " seeds" : "seed " + JoinSeeds(ctx.seeds);
+}
+
+// Chart 1: the full range, 0..max column by 0..100, with a legend right of the plot.
+void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
+               const ReportContext& ctx) {
+  ChartFrame f;
+  f.id = "full";
+  f.height = 520;
+  f.x_lo = 0;
+  f.x_hi = MaxColumn(summaries);
+  f.sx = {0, static_cast<double>(f.x_hi), kPlotLeft, kPlotRight};
+  f.sy = {0, 100, kPlotBottom, kPlotTop};
+  OpenChart(o, f, "GPU allocation ratio against arrived GPU demand, 0 to " +
+                      std::to_string(f.x_hi) + "%");
+  DrawAxes(o, f);
+  DrawDiagonal(o, f);
+  o << "<g clip-path=\"url(#full-plot)\" class=\"curves\">\n";
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
+    if (d.empty()) continue;
+    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
+      << Esc(s.policy) << "</title></path>\n";
+  }
+  o << "</g>\n<g class=\"legend\">\n";
+  const double lx = kPlotRight + 22;
+  double ly = kPlotTop + 12;
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    LegendSample(o, lx, ly, Colour(i), " stroke-width=\"2.5\"" + LineStyle(i));
+    o << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">"
+      << Esc(summaries[i].policy) << "</text>\n";
+    ly += 22;
+  }
+  ly += 10;
+  o << "<line class=\"diagonal\" x1=\"" << C(lx) << "\" y1=\"" << C(ly) << "\" x2=\""
+    << C(lx + 28) << "\" y2=\"" << C(ly) << "\"/>\n"
+    << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">all demand placed</text>\n"
+    << "<text class=\"note\" x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 21) << "\">(y = x)</text>\n";
+  ly += 44;
+  o << "<text class=\"note\" x=\"" << C(lx) << "\" y=\"" << C(ly) << "\">"
+    << Esc(SeedsPhrase(summaries, ctx)) << "</text>\n";
+  o << "</g>\n</svg>\n";
+}
+
+// Chart 2: the tail, 80..max column, y from just under the lowest plotted value to 100. Each
+// curve is labelled at its right end with its last value; the study's published mean is dashed.
+void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
+               const ReportContext& ctx) {
+  ChartFrame f;
+  f.id = "zoom";
+  f.height = 560;
+  f.x_hi = MaxColumn(summaries);
+  f.x_lo = std::max(0, std::min(80, f.x_hi - 10));
+  double min_v = 100;
+  bool any = false;
+  bool any_study = false;
+  for (const auto& s : summaries) {
+    for (const Curve* c : {&s.mean_curve, &s.study_mean_curve}) {
+      for (int x = f.x_lo; x <= f.x_hi && x < static_cast<int>(c->size()); ++x) {
+        if (const auto& v = (*c)[static_cast<std::size_t>(x)]) {
+          min_v = std::min(min_v, *v);
+          any = true;
+        }
+      }
+    }
+    any_study |= !s.study_mean_curve.empty();
+  }
+  double y_lo = any ? std::floor(min_v) - 1 : 0;
+  y_lo = std::clamp(y_lo, 0.0, 99.0);
+  f.sx = {static_cast<double>(f.x_lo), static_cast<double>(f.x_hi), kPlotLeft, kPlotRight};
+  f.sy = {y_lo, 100, kPlotBottom, kPlotTop};
+  OpenChart(o, f, "GPU allocation ratio, zoomed into arrived demand " + std::to_string(f.x_lo) +
+                      " to " + std::to_string(f.x_hi) + "%");
+  DrawAxes(o, f);
+  DrawDiagonal(o, f);
+  o << "<g clip-path=\"url(#zoom-plot)\" class=\"curves\">\n";
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    const std::string d = CurvePath(s.study_mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
+    if (d.empty()) continue;
+    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << Colour(i) << "\"><title>"
+      << Esc(s.policy) << ": FGD study's published mean</title></path>\n";
+  }
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
+    if (d.empty()) continue;
+    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
+      << Esc(s.policy) << "</title></path>\n";
+  }
+  o << "</g>\n";
+
+  // End labels, pushed apart so that they never overlap, joined to their curves by a leader.
+  struct Label {
+    std::size_t index;
+    double value, curve_x, curve_y, y;
+  };
+  std::vector<Label> labels;
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    auto last = LastPoint(summaries[i].mean_curve, f.x_lo, f.x_hi);
+    if (!last) continue;
+    const double y = f.sy(last->second);
+    labels.push_back({i, last->second, f.sx(last->first), y, y});
+  }
+  std::stable_sort(labels.begin(), labels.end(),
+                   [](const Label& a, const Label& b) { return a.curve_y < b.curve_y; });
+  constexpr double kGap = 18;
+  for (std::size_t k = 1; k < labels.size(); ++k) {
+    labels[k].y = std::max(labels[k].y, labels[k - 1].y + kGap);
+  }
+  const double bottom = kPlotBottom + 20;
+  if (!labels.empty() && labels.back().y > bottom) {
+    labels.back().y = bottom;
+    for (std::size_t k = labels.size() - 1; k-- > 0;) {
+      labels[k].y = std::min(labels[k].y, labels[k + 1].y - kGap);
+    }
+  }
+  o << "<g class=\"legend\">\n";
+  const double lx = kPlotRight + 6;
+  for (const auto& l : labels) {
+    const std::size_t i = l.index;
+    // A thin grey leader from just right of the curve's end, then a sample of the line.
+    if (std::fabs(l.y - l.curve_y) > 0.5 || l.curve_x < kPlotRight - 0.5) {
+      o << "<line class=\"leader\" x1=\"" << C(l.curve_x + 3) << "\" y1=\"" << C(l.curve_y)
+        << "\" x2=\"" << C(lx + 10) << "\" y2=\"" << C(l.y) << "\"/>\n";
+    }
+    o << "<line x1=\"" << C(lx + 10) << "\" y1=\"" << C(l.y) << "\" x2=\"" << C(lx + 30)
+      << "\" y2=\"" << C(l.y) << "\" stroke=\"" << Colour(i) << "\" stroke-width=\"2.5\""
+      << LineStyle(i) << "/>\n"
+      << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(l.y + 4.5) << "\">"
+      << Esc(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
+      << "</tspan></text>\n";
+  }
+  // Line styles, below the axis label.
+  const double ry = f.height - 18;
+  double rx = kPlotLeft;
+  LegendSample(o, rx, ry, "#444", " stroke-width=\"2.5\"");
+  const std::string solid = "gpumux, " + SeedsPhrase(summaries, ctx);
+  o << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5) << "\">" << Esc(solid) << "</text>\n";
+  rx += 36 + 7.2 * static_cast<double>(solid.size()) + 24;
+  if (any_study) {
+    o << "<line class=\"study\" x1=\"" << C(rx) << "\" y1=\"" << C(ry) << "\" x2=\"" << C(rx + 28)
+      << "\" y2=\"" << C(ry) << "\" stroke=\"#444\"/>\n"
+      << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5)
+      << "\">dashed: FGD study's published mean</text>\n";
+    rx += 36 + 250 + 24;
+  }
+  o << "<line class=\"diagonal\" x1=\"" << C(rx) << "\" y1=\"" << C(ry) << "\" x2=\""
+    << C(rx + 28) << "\" y2=\"" << C(ry) << "\"/>\n"
+    << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5) << "\">y = x</text>\n";
+  o << "</g>\n</svg>\n";
+}
+
+// ---------------------------------------------------------------- page
+
+constexpr const char* kStyle = R"(
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       font-size: 15px; line-height: 1.5; color: #1a1a1a; background: #fff; margin: 0; }
+main { max-width: 1020px; margin: 0 auto; padding: 24px 20px 40px; }
+h1 { font-size: 24px; margin: 0 0 6px; font-weight: 650; }
+h2 { font-size: 18px; margin: 32px 0 8px; font-weight: 650; }
+p { margin: 8px 0; }
+.config { color: #444; font-size: 14px; margin: 0 0 4px; }
+.config span { display: inline-block; margin-right: 14px; }
+.config b { font-weight: 600; color: #222; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
+       background: #f3f3f3; padding: 1px 4px; border-radius: 3px; word-break: break-all; }
+figure { margin: 12px 0 0; }
+figcaption { font-size: 14px; color: #444; margin: 4px 0 0; }
+svg.chart { display: block; width: 100%; max-width: 860px; height: auto; }
+svg.chart text { font-family: inherit; font-size: 13px; fill: #222; }
+svg.chart .axis-label { font-size: 14px; font-weight: 600; }
+svg.chart .note { fill: #666; }
+svg.chart .value { fill: #555; }
+svg.chart .grid line { stroke: #e8e8e8; stroke-width: 1; }
+svg.chart .ticks line { stroke: #333; stroke-width: 1; }
+svg.chart .frame { fill: none; stroke: #333; stroke-width: 1; }
+svg.chart .curves path { fill: none; stroke-width: 2.2; stroke-linejoin: round; stroke-linecap: round; }
+svg.chart path.study, svg.chart line.study { fill: none; stroke-width: 1.4; stroke-dasharray: 6 4; }
+svg.chart .diagonal { stroke: #888; stroke-width: 1.3; stroke-dasharray: 2 4; }
+svg.chart .capacity { stroke: #aaa; stroke-width: 1; stroke-dasharray: 4 3; }
+svg.chart .leader { stroke: #aaa; stroke-width: 1; }
+table { border-collapse: collapse; font-size: 14px; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 5px 8px; border-bottom: 1px solid #e2e2e2; text-align: right; white-space: nowrap; }
+th { font-weight: 600; border-bottom: 2px solid #bbb; background: #fafafa; white-space: normal;
+     vertical-align: bottom; line-height: 1.3; }
+.scroll { overflow-x: auto; }
+th:first-child, td:first-child { text-align: left; }
+td.seed, th.seed { text-align: right; }
+tbody tr:hover { background: #f6f8fa; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 7px;
+          vertical-align: -1px; }
+.dim { color: #888; }
+.sd { color: #666; font-size: 13px; }
+.small { font-size: 13px; color: #555; }
+details { margin: 8px 0; }
+summary { cursor: pointer; font-weight: 600; }
+ul.replay { padding-left: 20px; margin: 8px 0; }
+footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid #ddd; font-size: 13px; color: #666; }
+a { color: #0063a6; }
+)";
+
+std::string Swatch(std::size_t i) {
+  return "<span class=\"swatch\" style=\"background:" + Colour(i) + "\"></span>";
+}
+
+std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : "–"; }
+
+void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
+               const ReportContext& ctx) {
+  const auto summaries = Summarise(results, ctx);
+  const bool spread = ctx.seeds.size() > 1 && !ctx.replay_dir;
+  const bool study = std::any_of(summaries.begin(), summaries.end(), [](const PolicySummary& s) {
+    return s.study_130_mean.has_value();
+  });
+  const std::string title = "gpumux simulate — " + ctx.workload;
+
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>" << Esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<main>\n";
+
+  // 1. Title, configuration, what is plotted.
+  o << "<h1>" << Esc(title) << "</h1>\n<p class=\"config\">";
+  o << "<span><b>Cluster</b> " << ctx.nodes << " nodes / " << ctx.gpus << " GPUs</span>";
+  o << "<span><b>Load</b> " << Esc(LoadString(ctx.load)) << "</span>";
+  if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << Esc(JoinSeeds(ctx.seeds)) << "</span>";
+  o << "<span><b>Policies</b> ";
+  for (std::size_t i = 0; i < ctx.policies.size(); ++i) {
+    o << (i ? ", " : "") << Esc(ctx.policies[i]);
+  }
+  o << "</span></p>\n";
+  if (ctx.replay_dir) {
+    o << "<p class=\"config\"><span><b>Replay</b> <code>" << Esc(*ctx.replay_dir)
+      << "</code> (the study's arrival order)</span></p>\n";
+  }
+  o << "<p class=\"config\"><span><b>Nodes</b> <code>" << Esc(ctx.nodes_source)
+    << "</code></span><span><b>Pods</b> <code>" << Esc(ctx.pods_source) << "</code></span>";
+  if (ctx.expected != nullptr) {
+    o << "<span><b>Study results</b> <code>" << Esc(ctx.expected->source) << "</code></span>";
+  }
+  o << "</p>\n";
+  o << "<p>GPU allocation ratio: GPU compute allocated to pods as a share of the cluster's total, "
+       "against GPU demand that has arrived (including pods that could not be placed), as in "
+       "Fig.&nbsp;9a of the FGD paper (Weng et al., USENIX ATC'23). Pods arrive one at a time "
+       "and never leave; a pod that no node can take is counted as failed and its demand still "
+       "counts as arrived. Past 100% the cluster is oversubscribed, and a policy that fragments "
+       "GPUs less keeps more of the demand placed.</p>\n";
+
+  // 2. and 3. Charts.
+  o << "<h2>Allocation ratio</h2>\n<figure>\n";
+  FullChart(o, summaries, ctx);
+  o << "<figcaption>Each line is one policy ("
+    << Esc(SeedsPhrase(summaries, ctx))
+    << "); the dotted diagonal is where every arrived pod has been placed.</figcaption>\n"
+       "</figure>\n";
+  o << "<h2>Where the policies separate</h2>\n<figure>\n";
+  ZoomChart(o, summaries, ctx);
+  o << "<figcaption>The same curves from 80% of arrived demand on, with the value at the last "
+       "column next to each line"
+    << (study ? "; thin dashed lines in the same colour are the FGD study's published mean for "
+                "the same seeds (hidden under the solid line where the two agree)"
+              : "")
+    << ".</figcaption>\n</figure>\n";
+
+  // 4. Summary table.
+  o << "<h2>Summary</h2>\n<div class=\"scroll\"><table class=\"summary\">\n<thead><tr><th>policy</th>"
+    << "<th title=\"allocation ratio (%) when arrived demand reached 100% of capacity\">alloc@100</th>"
+    << "<th title=\"allocation ratio (%) when arrived demand reached 130% of capacity\">alloc@130</th>";
+  if (study) {
+    o << "<th title=\"the FGD study's published allocation ratio (%) at 100%\">study@100</th>"
+      << "<th title=\"the FGD study's published allocation ratio (%) at 130%\">study@130</th>"
+      << "<th title=\"alloc@130 minus study@130, percentage points\">Δ@130</th>";
+  }
+  o << "<th title=\"idle GPU capacity, in GPUs, at 130%\">idle GPUs@130</th>"
+    << "<th>failed pods</th><th title=\"fragmented share of idle GPU capacity at 130%\">frag%@130</th>"
+    << "<th>median ms/run</th></tr></thead>\n<tbody>\n";
+  auto cell = [&](double mean, double sd) {
+    return spread ? Fixed(mean, 2) + " <span class=\"sd\">± " + Fixed(sd, 2) + "</span>"
+                  : Fixed(mean, 2);
+  };
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    o << "<tr><td>" << Swatch(i) << Esc(s.policy) << "</td><td>"
+      << cell(s.alloc_100_mean, s.alloc_100_std) << "</td><td>"
+      << cell(s.alloc_130_mean, s.alloc_130_std) << "</td>";
+    if (study) {
+      if (s.study_130_mean) {
+        o << "<td>" << cell(*s.study_100_mean, *s.study_100_std) << "</td><td>"
+          << cell(*s.study_130_mean, *s.study_130_std) << "</td><td>"
+          << Signed(s.alloc_130_mean - *s.study_130_mean, 2) << "</td>";
+      } else {
+        o << "<td class=\"dim\">–</td><td class=\"dim\">–</td><td></td>";
+      }
+    }
+    o << "<td>" << Fixed(s.unallocated_gpus_130_mean, 1) << "</td><td>"
+      << Fixed(s.failed_pods_mean, 1) << "</td><td>" << Fixed(s.frag_pct_130_mean, 2)
+      << "</td><td>" << Fixed(ctx.timing ? s.wall_ms_median : 0.0, 0) << "</td></tr>\n";
+  }
+  o << "</tbody>\n</table></div>\n<p class=\"small\">alloc@100 and alloc@130: GPU allocation ratio (%) "
+       "when arrived GPU demand reached 100% and 130% of the cluster's capacity"
+    << (spread ? "; mean ± sample standard deviation over seeds" : "")
+    << ". idle GPUs@130: unallocated GPU capacity, in GPUs; frag%@130: the fragmented share of "
+       "it.</p>\n";
+
+  // 5. Per-run table, and replay agreement.
+  const bool collapse = results.size() > 12;
+  o << "<h2>Runs</h2>\n";
+  if (collapse) {
+    o << "<details>\n<summary>All " << results.size() << " runs</summary>\n";
+  }
+  o << "<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th>policy</th><th class=\"seed\">seed</th>"
+       "<th>alloc@100</th><th>alloc@130</th><th>failed pods</th><th>unallocated GPUs@130</th>"
+       "<th>wall ms</th></tr></thead>\n<tbody>\n";
+  for (const auto& r : results) {
+    const auto it = std::find(ctx.policies.begin(), ctx.policies.end(), r.policy);
+    const std::string swatch =
+        it == ctx.policies.end()
+            ? ""
+            : Swatch(static_cast<std::size_t>(std::distance(ctx.policies.begin(), it)));
+    o << "<tr><td>" << swatch << Esc(r.policy) << "</td><td class=\"seed\">" << r.seed
+      << "</td><td>" << OptCell(r.alloc_pct_at_100) << "</td><td>" << OptCell(r.alloc_pct_at_130)
+      << "</td><td>" << r.failed_pods << "</td><td>" << Fixed(r.unallocated_gpus_at_130, 1)
+      << "</td><td>" << Fixed(ctx.timing ? r.wall_ms : 0.0, 0) << "</td></tr>\n";
+  }
+  o << "</tbody>\n</table></div>\n";
+  if (collapse) o << "</details>\n";
+  bool replay_header = false;
+  for (const auto& r : results) {
+    if (r.replay_mismatches < 0) continue;
+    if (!replay_header) {
+      o << "<p>Replay of the study's arrival order and placements:</p>\n<ul class=\"replay\">\n";
+      replay_header = true;
+    }
+    o << "<li><b>" << Esc(r.policy) << "</b>: " << (r.pods - r.replay_mismatches) << "/"
+      << r.pods << " placements equal the study's";
+    if (r.replay_mismatches > 0) {
+      o << "; first difference: <code>" << Esc(r.first_mismatch) << "</code>";
+    }
+    o << "</li>\n";
+  }
+  if (replay_header) o << "</ul>\n";
+
+  // 6. Footer.
+  o << "<footer>Data: <a href=\"results.json\">results.json</a> · "
+       "<a href=\"curves.csv\">curves.csv</a> (the study's analysis_allo_discrete.csv layout). "
+       "Generated by <code>gpumux simulate</code>.</footer>\n</main>\n</body>\n</html>\n";
+}
+
+// Writes `path` through "<path>.tmp" and a rename, so that `path` is either the old file or the
+// complete new one.
+core::Result<void> WriteAtomically(const fs::path& path,
+                                   const std::function<void(std::ostream&)>& write) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": cannot open for writing");
+    }
+    write(out);
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": write failed");
+    }
+    out.close();
+    if (out.fail()) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return core::MakeError(core::ErrorCode::kIo, path.string() + ": " + ec.message());
+  }
   return {};
 }
+
+}  // namespace
+
+core::Result<void> WriteReportDir(const std::string& dir,
+                                  const std::vector<ExperimentResult>& results,
+                                  const ReportContext& context) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return core::MakeError(core::ErrorCode::kIo, dir + ": " + ec.message());
+  if (!fs::is_directory(dir, ec)) {
+    return core::MakeError(core::ErrorCode::kIo, dir + ": not a directory");
+  }
+  const fs::path base(dir);
+  if (auto w = WriteAtomically(base / "results.json",
+                               [&](std::ostream& o) { WriteJson(o, results, context); });
+      !w) {
+    return w;
+  }
+  if (auto w = WriteAtomically(base / "curves.csv",
+                               [&](std::ostream& o) { WriteCsv(o, results, context); });
+      !w) {
+    return w;
+  }
+  // The page last: once index.html is there, the files it links to are too.
+  return WriteAtomically(base / "index.html",
+                         [&](std::ostream& o) { WritePage(o, results, context); });
+}
+
 }  // namespace gpumux::sim

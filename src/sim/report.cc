@@ -242,6 +242,16 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
                   s.failed_pods_mean, s.frag_pct_130_mean, ctx.timing ? s.wall_ms_median : 0.0);
     out << line;
   }
+  if (study && !ctx.replay_dir) {
+    out << "\nstudy: the FGD authors' published results for the same seed numbers. gpumux draws its "
+           "own random\nstreams, not Go's math/rand, so single seeds differ by the seed-to-seed "
+           "spread; compare means over\nseeds (--seeds 42-51), or replay the study's own arrival "
+           "order pod by pod (--replay).\n";
+  }
+  if (std::find(ctx.policies.begin(), ctx.policies.end(), "exclusive") != ctx.policies.end()) {
+    out << "\nexclusive: every GPU pod holds whole GPUs; allocation counts the compute the pods "
+           "asked for.\n";
+  }
   for (const auto& r : results) {
     if (r.replay_mismatches < 0) continue;
     out << "\nreplay " << r.policy << ": " << (r.pods - r.replay_mismatches) << "/" << r.pods
