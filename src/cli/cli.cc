@@ -19,6 +19,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* simulate = AddSimulateCommand(app, sim);
   CLI::App* policies = app.add_subcommand("policies", "List the placement policies");
 
+  if (argc <= 1) {
+    out << app.help();
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

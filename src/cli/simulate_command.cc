@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -112,6 +113,13 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
   cmd->add_flag("--check-invariants", o.check_invariants,
                 "Check every ledger invariant after every arrival (slow)");
   cmd->add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux simulate                                   every policy, seed 42, report in ./gpumux-report\n"
+      "  gpumux simulate --policy study --seeds 42-51      the FGD study's grid (6 policies x 10 seeds)\n"
+      "  gpumux simulate --policy fgd --replay DIR         the study's own arrival order, compared pod by pod\n"
+      "  gpumux simulate --pods openb_pod_list_gpushare40.csv --expect analysis_allo_discrete.csv\n"
+      "  gpumux simulate --policy fgd --format json --no-report\n");
   return cmd;
 }
 
@@ -178,6 +186,14 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   config.experiment.record_placements = !o.placements.empty();
   config.experiment.check_invariants = o.check_invariants;
 
+  if (config.replay_dir) {
+    for (const char* f : {"/arrival.csv", "/nodes.csv"}) {
+      if (!std::ifstream(*config.replay_dir + f)) {
+        return fail("--replay: " + *config.replay_dir + f + ": cannot open (a replay folder holds "
+                    "arrival.csv and nodes.csv)");
+      }
+    }
+  }
   const std::size_t runs = policies.size() * config.seeds.size();
   auto progress = [&](const sim::ExperimentResult& r, std::size_t done, std::size_t total) {
     const double elapsed =

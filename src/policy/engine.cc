@@ -44,10 +44,11 @@ Decision Engine::Decide(const core::Request& original) {
   if (policy_->score_kind() == ScoreKind::kPure) {
     std::vector<MemoEntry>& memo = MemoFor(r, models);
     for (core::NodeIndex n : order_) {
-      const core::NodeView node = ledger_->Node(n);
       MemoEntry& e = memo[static_cast<std::size_t>(n)];
-      if (e.generation_plus_one != node.generation + 1) {
-        e.generation_plus_one = node.generation + 1;
+      const std::uint64_t generation = ledger_->Generation(n);
+      if (e.generation_plus_one != generation + 1) {
+        const core::NodeView node = ledger_->Node(n);
+        e.generation_plus_one = generation + 1;
         e.score = core::NodeFits(node, r, models) ? policy_->Score(cycle, node) : kInfeasible;
       }
       if (e.score == kInfeasible) continue;

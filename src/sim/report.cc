@@ -219,7 +219,8 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
   std::snprintf(line, sizeof line, " %12s %10s %10s %9s\n", "idle GPUs@130", "failed", "frag%@130",
                 "ms/run");
   out << line;
-  auto cell = [&](double mean, double sd) {
+  auto cell = [&](double mean, double sd) -> std::string {
+    if (std::isnan(mean)) return "-";  // e.g. alloc@130 when the load stops below 130%
     return spread ? Fixed(mean, 2) + " ± " + Fixed(sd, 2) : Fixed(mean, 2);
   };
   for (const auto& s : summaries) {
@@ -232,7 +233,7 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
         std::snprintf(line, sizeof line, " %14s %14s %+7.2f",
                       cell(*s.study_100_mean, *s.study_100_std).c_str(),
                       cell(*s.study_130_mean, *s.study_130_std).c_str(),
-                      s.alloc_130_mean - *s.study_130_mean);
+                      std::isnan(s.alloc_130_mean) ? 0.0 : s.alloc_130_mean - *s.study_130_mean);
       } else {
         std::snprintf(line, sizeof line, " %14s %14s %7s", "-", "-", "");
       }

@@ -75,6 +75,11 @@ class Ledger {
 
   const Cluster& cluster() const { return *cluster_; }
   NodeView Node(NodeIndex i) const;
+  // The node's generation alone (NodeView::generation), O(1): lets callers skip building a
+  // view for a node that has not changed.
+  std::uint64_t Generation(NodeIndex i) const {
+    return nodes_[static_cast<std::size_t>(i)].generation;
+  }
 
   // Places `request` under `key` exactly as `placement` says, or changes nothing and returns
   // an error naming the first reason (unknown node, duplicate key, wrong GPU count, a GPU
