@@ -20,11 +20,16 @@
 #include <vector>
 
 #include "gpumux/sim/report.h"
+#include "src/sim/report_format.h"
 
 namespace gpumux::sim {
 namespace {
 
 namespace fs = std::filesystem;
+using report_format::Fixed;
+using report_format::JoinSeeds;
+using report_format::LoadString;
+using report_format::WriteAtomically;
 
 // ---------------------------------------------------------------- formatting
 
@@ -44,16 +49,6 @@ std::string Esc(std::string_view s) {
   return out;
 }
 
-// Fixed decimals, C locale, never "-0.00".
-std::string Fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "–";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  std::string s = buf;
-  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
-  return s;
-}
-
 std::string Signed(double v, int decimals) {
   std::string s = Fixed(v, decimals);
   return s[0] == '-' ? s : "+" + s;
@@ -61,30 +56,6 @@ std::string Signed(double v, int decimals) {
 
 // An SVG coordinate.
 std::string C(double v) { return Fixed(v, 1); }
-
-std::string LoadString(double load) {
-  char buf[32];
-  for (int p = 1; p < 17; ++p) {
-    std::snprintf(buf, sizeof buf, "%.*g", p, load);
-    if (std::strtod(buf, nullptr) == load) break;
-  }
-  return buf;
-}
-
-std::string JoinSeeds(const std::vector<std::uint64_t>& seeds) {
-  if (seeds.empty()) return "";
-  bool contiguous = true;
-  for (std::size_t i = 1; i < seeds.size(); ++i) contiguous &= seeds[i] == seeds[i - 1] + 1;
-  if (contiguous && seeds.size() > 2) {
-    return std::to_string(seeds.front()) + "-" + std::to_string(seeds.back());
-  }
-  std::string s;
-  for (auto x : seeds) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(x);
-  }
-  return s;
-}
 
 // Okabe–Ito, most distinguishable first; yellow, darkened for contrast on white, last.
 constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
@@ -218,10 +189,22 @@ void LegendSample(std::ostream& o, double x, double y, const std::string& colour
     << C(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
 }
 
+// The last column with data in any curve, rounded up to a multiple of 10 (130 at the default
+// load of 1.3; less when the load stops earlier).
 int MaxColumn(const std::vector<PolicySummary>& summaries) {
   std::size_t len = 0;
-  for (const auto& s : summaries) len = std::max(len, s.mean_curve.size());
-  return len > 1 ? static_cast<int>(len) - 1 : 130;
+  int last = -1;
+  for (const auto& s : summaries) {
+    len = std::max(len, s.mean_curve.size());
+    for (std::size_t x = s.mean_curve.size(); x-- > 0;) {
+      if (s.mean_curve[x]) {
+        last = std::max(last, static_cast<int>(x));
+        break;
+      }
+    }
+  }
+  if (len < 2 || last < 1) return 130;
+  return std::min(static_cast<int>(len) - 1, (last + 9) / 10 * 10);
 }
 
 std::string SeedsPhrase(const std::vector<PolicySummary>& summaries, const ReportContext& ctx) {
@@ -411,7 +394,7 @@ svg.chart .curves path { fill: none; stroke-width: 2.2; stroke-linejoin: round; 
 svg.chart path.study, svg.chart line.study { fill: none; stroke-width: 1.4; stroke-dasharray: 6 4; }
 svg.chart .diagonal { stroke: #888; stroke-width: 1.3; stroke-dasharray: 2 4; }
 svg.chart .capacity { stroke: #aaa; stroke-width: 1; stroke-dasharray: 4 3; }
-svg.chart .leader { stroke: #aaa; stroke-width: 1; }
+svg.chart .leader { stroke: #999; stroke-width: 1; stroke-dasharray: 2 2; }
 table { border-collapse: collapse; font-size: 14px; margin: 8px 0; font-variant-numeric: tabular-nums; }
 th, td { padding: 5px 8px; border-bottom: 1px solid #e2e2e2; text-align: right; white-space: nowrap; }
 th { font-weight: 600; border-bottom: 2px solid #bbb; background: #fafafa; white-space: normal;
@@ -424,7 +407,7 @@ tbody tr:hover { background: #f6f8fa; }
           vertical-align: -1px; }
 .dim { color: #888; }
 .sd { color: #666; font-size: 13px; }
-.small { font-size: 13px; color: #555; }
+.small { font-size: 13px; color: #555; margin: 4px 0; }
 details { margin: 8px 0; }
 summary { cursor: pointer; font-weight: 600; }
 ul.replay { padding-left: 20px; margin: 8px 0; }
@@ -507,6 +490,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
     << "<th>failed pods</th><th title=\"fragmented share of idle GPU capacity at 130%\">frag%@130</th>"
     << "<th>median ms/run</th></tr></thead>\n<tbody>\n";
   auto cell = [&](double mean, double sd) {
+    if (std::isnan(mean)) return std::string("<span class=\"dim\">–</span>");
     return spread ? Fixed(mean, 2) + " <span class=\"sd\">± " + Fixed(sd, 2) + "</span>"
                   : Fixed(mean, 2);
   };
@@ -519,7 +503,9 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
       if (s.study_130_mean) {
         o << "<td>" << cell(*s.study_100_mean, *s.study_100_std) << "</td><td>"
           << cell(*s.study_130_mean, *s.study_130_std) << "</td><td>"
-          << Signed(s.alloc_130_mean - *s.study_130_mean, 2) << "</td>";
+          << (std::isnan(s.alloc_130_mean) ? std::string("<span class=\"dim\">–</span>")
+                                           : Signed(s.alloc_130_mean - *s.study_130_mean, 2))
+          << "</td>";
       } else {
         o << "<td class=\"dim\">–</td><td class=\"dim\">–</td><td></td>";
       }
@@ -532,7 +518,18 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
        "when arrived GPU demand reached 100% and 130% of the cluster's capacity"
     << (spread ? "; mean ± sample standard deviation over seeds" : "")
     << ". idle GPUs@130: unallocated GPU capacity, in GPUs; frag%@130: the fragmented share of "
-       "it.</p>\n";
+       "it.";
+  if (study && !ctx.replay_dir) {
+    o << "</p>\n<p class=\"small\">study: the FGD authors' published results for the same seed numbers. gpumux draws its "
+         "own random streams, not Go's math/rand, so single seeds differ by the seed-to-seed "
+         "spread; compare means over seeds (<code>--seeds 42-51</code>), or replay the study's "
+         "own arrival order pod by pod (<code>--replay</code>).";
+  }
+  if (std::find(ctx.policies.begin(), ctx.policies.end(), "exclusive") != ctx.policies.end()) {
+    o << "</p>\n<p class=\"small\">exclusive: every GPU pod holds whole GPUs; allocation counts the compute the pods "
+         "asked for.";
+  }
+  o << "</p>\n";
 
   // 5. Per-run table, and replay agreement.
   const bool collapse = results.size() > 12;
@@ -578,9 +575,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
        "Generated by <code>gpumux simulate</code>.</footer>\n</main>\n</body>\n</html>\n";
 }
 
+}  // namespace
+
 // Writes `path` through "<path>.tmp" and a rename, so that `path` is either the old file or the
 // complete new one.
-core::Result<void> WriteAtomically(const fs::path& path,
+core::Result<void> report_format::WriteAtomically(const std::filesystem::path& path,
                                    const std::function<void(std::ostream&)>& write) {
   fs::path tmp = path;
   tmp += ".tmp";
@@ -612,8 +611,6 @@ core::Result<void> WriteAtomically(const fs::path& path,
   }
   return {};
 }
-
-}  // namespace
 
 core::Result<void> WriteReportDir(const std::string& dir,
                                   const std::vector<ExperimentResult>& results,

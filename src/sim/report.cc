@@ -11,27 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/sim/csv.h"
+#include "src/sim/report_format.h"
 
 namespace gpumux::sim {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string LoadString(double load) {
-  // The study writes tune as "1.3"; print the shortest decimal that round-trips.
-  char buf[32];
-  for (int p = 1; p < 17; ++p) {
-    std::snprintf(buf, sizeof buf, "%.*g", p, load);
-    if (std::strtod(buf, nullptr) == load) break;
-  }
-  return buf;
-}
+using report_format::Fixed;
+using report_format::JoinSeeds;
+using report_format::LoadString;
 
 double MeanOf(const std::vector<double>& v) {
   double s = 0;
@@ -64,7 +52,29 @@ Curve MeanCurve(const std::vector<const Curve*>& curves) {
 
 Json OptNumber(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-std::string JoinSeeds(const std::vector<std::uint64_t>& seeds) {
+}  // namespace
+
+// ---------------------------------------------------------------- formatting
+
+std::string report_format::Fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+  return s;
+}
+
+std::string report_format::LoadString(double load) {
+  char buf[32];
+  for (int p = 1; p < 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, load);
+    if (std::strtod(buf, nullptr) == load) break;
+  }
+  return buf;
+}
+
+std::string report_format::JoinSeeds(const std::vector<std::uint64_t>& seeds) {
   if (seeds.empty()) return "";
   bool contiguous = true;
   for (std::size_t i = 1; i < seeds.size(); ++i) contiguous &= seeds[i] == seeds[i - 1] + 1;
@@ -78,8 +88,6 @@ std::string JoinSeeds(const std::vector<std::uint64_t>& seeds) {
   }
   return s;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- expected results
 
@@ -350,24 +358,21 @@ void WriteCsv(std::ostream& out, const std::vector<ExperimentResult>& results,
 
 core::Result<void> WritePlacements(const std::string& path, const ExperimentResult& result,
                                    const Workload& workload, const ArrivalPlan& plan) {
-  std::ofstream out(path);
-  if (!out) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open for writing");
-  out << "seq,pod,source_pod,node,gpu_index\n";
-  char prefix[32];
-  for (const auto& p : result.placements) {
-    out << p.seq << ',' << p.pod << ',' << p.source_pod << ',';
-    if (p.node >= 0) {
-      std::snprintf(prefix, sizeof prefix, "%04lld-",
-                    static_cast<long long>(plan.node_rank[static_cast<std::size_t>(p.node)]));
-      out << prefix << workload.cluster.node(p.node).name;
+  return report_format::WriteAtomically(path, [&](std::ostream& out) {
+    out << "seq,pod,source_pod,node,gpu_index\n";
+    char prefix[32];
+    for (const auto& p : result.placements) {
+      out << p.seq << ',' << p.pod << ',' << p.source_pod << ',';
+      if (p.node >= 0) {
+        std::snprintf(prefix, sizeof prefix, "%04lld-",
+                      static_cast<long long>(plan.node_rank[static_cast<std::size_t>(p.node)]));
+        out << prefix << workload.cluster.node(p.node).name;
+      }
+      out << ',';
+      for (std::size_t i = 0; i < p.gpus.size(); ++i) out << (i ? "-" : "") << p.gpus[i];
+      out << "\n";
     }
-    out << ',';
-    for (std::size_t i = 0; i < p.gpus.size(); ++i) out << (i ? "-" : "") << p.gpus[i];
-    out << "\n";
-  }
-  out.flush();
-  if (!out) return core::MakeError(core::ErrorCode::kIo, path + ": write failed");
-  return {};
+  });
 }
 
 }  // namespace gpumux::sim
