@@ -134,6 +134,18 @@ void OpenChart(std::ostream& o, const ChartFrame& f, const std::string& label) {
 }
 
 // Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
+// One solid line per policy: its mean curve over seeds.
+void DrawPolicyCurves(std::ostream& o, const ChartFrame& f,
+                      const std::vector<PolicySummary>& summaries) {
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
+    if (d.empty()) continue;
+    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
+      << Esc(s.policy) << "</title></path>\n";
+  }
+}
+
 void DrawAxes(std::ostream& o, const ChartFrame& f) {
   const double x_step = TickStep(f.sx.hi - f.sx.lo, 14);
   const double y_step = TickStep(f.sy.hi - f.sy.lo, 12);
@@ -229,13 +241,7 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   DrawAxes(o, f);
   DrawDiagonal(o, f);
   o << "<g clip-path=\"url(#full-plot)\" class=\"curves\">\n";
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    const auto& s = summaries[i];
-    const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
-    if (d.empty()) continue;
-    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
-      << Esc(s.policy) << "</title></path>\n";
-  }
+  DrawPolicyCurves(o, f, summaries);
   o << "</g>\n<g class=\"legend\">\n";
   const double lx = kPlotRight + 22;
   double ly = kPlotTop + 12;
@@ -295,13 +301,7 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
     o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << Colour(i) << "\"><title>"
       << Esc(s.policy) << ": FGD study's published mean</title></path>\n";
   }
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    const auto& s = summaries[i];
-    const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
-    if (d.empty()) continue;
-    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
-      << Esc(s.policy) << "</title></path>\n";
-  }
+  DrawPolicyCurves(o, f, summaries);
   o << "</g>\n";
 
   // End labels, pushed apart so that they never overlap, joined to their curves by a leader.
