@@ -8,6 +8,9 @@ BUILD_TYPE ?= Release
 WERROR ?= ON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# demo builds only the binary; test and bench add the tests and benchmarks.
+TESTS ?= OFF
+BENCH ?= OFF
 
 .PHONY: all setup configure build demo test bench asan clean format
 
@@ -17,7 +20,8 @@ setup:
 	@sh scripts/setup.sh --quiet
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUMUX_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUMUX_WERROR=$(WERROR) \
+	  -DGPUMUX_BUILD_TESTS=$(TESTS) -DGPUMUX_BUILD_BENCH=$(BENCH) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -25,10 +29,12 @@ build: configure
 demo: build
 	./$(BUILD)/gpumux simulate --out gpumux-report
 
-test: build
+test:
+	@$(MAKE) --no-print-directory build TESTS=ON
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: build
+bench:
+	@$(MAKE) --no-print-directory build BENCH=ON
 	./$(BUILD)/bench/gpumux_bench
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 
