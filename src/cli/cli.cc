@@ -23,6 +23,19 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     out << app.help();
     return 0;
   }
+  if (argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      err << "gpumux: unknown command '" << argv[1] << "' (commands: " << known << ")\n"
+          << "Run 'gpumux --help'.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -23,7 +23,9 @@ bool NodeView::GpuIsIdle(int i) const {
 bool GpuAdmits(const NodeView& node, int i, const Request& request, ModelMask models) {
   const auto g = static_cast<std::size_t>(i);
   if (((models >> node.gpu_model[g]) & 1U) == 0) return false;
-  if (request.sharing == GpuSharing::kExclusive) return node.GpuIsIdle(i);
+  if (request.sharing == GpuSharing::kExclusive) {
+    return node.GpuIsIdle(i) && request.gpu_mib <= node.spec->gpus[g].memory_mib;
+  }
   return node.gpu_free_milli[g] >= request.gpu_milli && node.gpu_free_mib[g] >= request.gpu_mib;
 }
 

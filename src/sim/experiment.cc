@@ -80,6 +80,10 @@ core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec
                                     std::vector<core::Request> pods) {
   auto cluster = core::Cluster::Build(std::move(nodes));
   if (!cluster) return tl::unexpected(cluster.error());
+  if (cluster->total_gpus() == 0) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the node list has no GPUs: there is no GPU allocation to simulate");
+  }
   for (const auto& p : pods) {
     if (auto ok = p.Validate(); !ok) return tl::unexpected(ok.error());
   }

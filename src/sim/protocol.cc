@@ -4,6 +4,7 @@
 #include <fstream>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gpumux/core/rng.h"
 #include "gpumux/sim/csv.h"
@@ -41,7 +42,11 @@ ArrivalPlan MakeStudyArrivals(std::span<const core::Request> pods, const core::C
   core::MilliGpu total = TotalGpuMilli(pods);
   core::Rng tune(seed, "tune");
   std::vector<std::size_t> copies;
-  if (static_cast<double>(total) < target) {
+  const bool any_gpu_pod = std::any_of(pods.begin(), pods.end(),
+                                       [](const core::Request& p) { return p.wants_gpu(); });
+  if (!any_gpu_pod) {
+    // Nothing to resample towards: copies would add no GPU demand, forever.
+  } else if (static_cast<double>(total) < target) {
     while (true) {
       const std::size_t pick = by_name[static_cast<std::size_t>(tune.Below(by_name.size()))];
       if (static_cast<double>(total + pods[pick].gpu_milli) > target) break;
@@ -96,6 +101,7 @@ core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const cor
   }
   plan.node_rank.assign(static_cast<std::size_t>(cluster.size()), -1);
   std::unordered_map<std::string, std::string> unprefixed;
+  std::unordered_set<std::int64_t> seen_ranks;
   while (true) {
     auto more = ncsv.Next();
     if (!more) return tl::unexpected(more.error());
@@ -104,6 +110,14 @@ core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const cor
     if (n < 0) return bad(ncsv, "node '" + std::string(ncsv.Field("node")) + "' is not in the cluster");
     auto rank = ncsv.Int("prefix");
     if (!rank) return tl::unexpected(rank.error());
+    if (*rank < 0) return bad(ncsv, "negative prefix " + std::to_string(*rank));
+    if (!seen_ranks.insert(*rank).second) {
+      return bad(ncsv, "prefix " + std::to_string(*rank) + " is given to two nodes (ranks must "
+                       "be distinct: they break score ties)");
+    }
+    if (plan.node_rank[static_cast<std::size_t>(n)] >= 0) {
+      return bad(ncsv, "node '" + std::string(ncsv.Field("node")) + "' is listed twice");
+    }
     plan.node_rank[static_cast<std::size_t>(n)] = *rank;
     unprefixed[std::string(ncsv.Field("node_prefixed"))] = std::string(ncsv.Field("node"));
   }

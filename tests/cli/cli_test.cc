@@ -1,0 +1,293 @@
+#include "gpumux/cli/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpumux/policy/registry.h"
+#include "tests/testing/builders.h"
+
+namespace gpumux::cli {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliRun Gpumux(std::vector<std::string> args) {
+  std::vector<const char*> argv{"gpumux"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  CliRun r;
+  r.code = Main(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// A small trace: three nodes (one CPU-only), a dozen pods.
+constexpr const char* kNodes =
+    "sn,cpu_milli,memory_mib,gpu,model\n"
+    "n0,32000,65536,2,T4\n"
+    "n1,64000,131072,4,V100M32\n"
+    "n2,16000,32768,0,\n";
+constexpr const char* kPods =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+    "p00,4000,8192,1,500,\n"
+    "p01,8000,8192,1,1000,\n"
+    "p02,2000,4096,0,0,\n"
+    "p03,4000,8192,1,250,T4\n"
+    "p04,4000,8192,2,1000,V100M32\n"
+    "p05,1000,1024,1,300,\n"
+    "p06,1000,1024,1,700,\n"
+    "p07,6000,8192,1,1000,\n"
+    "p08,0,512,0,0,\n"
+    "p09,2000,2048,1,600,T4|V100M32\n"
+    "p10,2000,2048,1,100,\n"
+    "p11,16000,32768,1,1000,\n";
+
+TEST(Cli, HelpExitsZeroAndListsTheSubcommands) {
+  const CliRun r = Gpumux({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("simulate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("policies"), std::string::npos);
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Cli, SimulateHelpExitsZeroAndDescribesTheFlags) {
+  const CliRun r = Gpumux({"simulate", "--help"});
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag :
+       {"--policy", "--seeds", "--load", "--format", "--replay", "--no-report"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(Cli, NoArgumentsShowTheUsage) {
+  const CliRun r = Gpumux({});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE((r.out + r.err).find("simulate"), std::string::npos) << r.out << r.err;
+}
+
+TEST(Cli, VersionExitsZero) {
+  const CliRun r = Gpumux({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("gpumux ", 0), 0U) << r.out;
+}
+
+struct UsageCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::vector<std::string> message;  // every one appears on stderr
+};
+void PrintTo(const UsageCase& c, std::ostream* os) { *os << c.name; }
+
+class CliUsageError : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(CliUsageError, ExitsTwoWithAMessage) {
+  const CliRun r = Gpumux(GetParam().args);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_FALSE(r.err.empty());
+  for (const std::string& m : GetParam().message) {
+    EXPECT_NE(r.err.find(m), std::string::npos) << "'" << m << "' not in: " << r.err;
+  }
+  EXPECT_EQ(r.out, "") << "nothing on stdout for a usage error";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CliUsageError,
+    ::testing::Values(
+        UsageCase{"an_unknown_subcommand", {"frobnicate"}, {"gpumux: ", "--help"}},
+        UsageCase{"an_unknown_flag", {"simulate", "--frob"}, {"--frob"}},
+        // CLI11 reports the missing subcommand first ("A subcommand is required"), so the
+        // message does not name --frob.
+        UsageCase{"an_unknown_top_level_flag", {"--frob"}, {"gpumux: ", "--help"}},
+        UsageCase{"an_unknown_policy",
+                  {"simulate", "--policy", "nosuch"},
+                  {"unknown policy 'nosuch'", "random", "dotprod", "gpu-clustering", "gpu-packing",
+                   "best-fit", "fgd", "exclusive"}},
+        UsageCase{"one_unknown_policy_among_known_ones",
+                  {"simulate", "--policy", "fgd,nosuch"},
+                  {"unknown policy 'nosuch'"}},
+        UsageCase{"a_seed_with_letters",
+                  {"simulate", "--seeds", "4x"},
+                  {"--seeds: '4x' is not a non-negative integer"}},
+        UsageCase{"a_descending_seed_range",
+                  {"simulate", "--seeds", "9-3"},
+                  {"--seeds: bad range '9-3'"}},
+        UsageCase{"a_negative_seed", {"simulate", "--seeds", "-1"}, {"--seeds"}},
+        UsageCase{"an_empty_seed_in_a_list", {"simulate", "--seeds", "1,,2"}, {"--seeds"}},
+        UsageCase{"a_zero_load", {"simulate", "--load", "0"}, {"--load"}},
+        UsageCase{"an_unknown_format", {"simulate", "--format", "xml"}, {"--format"}},
+        UsageCase{"a_replay_folder_without_its_files",
+                  {"simulate", "--policy", "fgd", "--replay", "/nonexistent/replay", "--no-report"},
+                  {"--replay: /nonexistent/replay/arrival.csv: cannot open"}},
+        UsageCase{"placements_with_two_policies",
+                  {"simulate", "--policy", "fgd,random", "--placements", "x.csv"},
+                  {"--placements needs exactly one policy"}}),
+    test::CaseName());
+
+TEST(Cli, APodListWithABadRowExitsTwoNamingFileAndLine) {
+  test::ScratchDir dir;
+  const std::string pods = dir.Write("pods.csv", std::string(kPods) + "p12,1000,1024,1,half,\n");
+  const CliRun r = Gpumux({"simulate", "--pods", pods, "--no-report", "-q"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(pods + ":14: column 'gpu_milli': 'half' is not an integer"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, AMissingNodeListExitsTwoNamingThePath) {
+  test::ScratchDir dir;
+  const std::string path = (dir.path() / "absent.csv").string();
+  const CliRun r = Gpumux({"simulate", "--nodes", path, "--no-report", "-q"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path + ": cannot open"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AMissingExpectFileExitsTwo) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  const CliRun r = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--expect",
+                           (dir.path() / "nope.csv").string(), "--no-report", "-q"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nope.csv"), std::string::npos) << r.err;
+}
+
+TEST(Cli, SimulateFgdOnTheDefaultTracePrintsJson) {
+  const CliRun r = Gpumux({"simulate", "--policy", "fgd", "--seeds", "42", "--format", "json",
+                           "--no-report", "--no-timing", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "-q prints nothing on stderr";
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  ASSERT_TRUE(j["runs"].is_array());
+  ASSERT_EQ(j["runs"].size(), 1U);
+  const auto& run = j["runs"][0];
+  for (const char* key : {"policy", "seed", "alloc_pct_at_100", "alloc_pct_at_130",
+                          "unallocated_gpus_at_130", "failed_pods", "wall_ms"}) {
+    EXPECT_TRUE(run.contains(key)) << key;
+  }
+  EXPECT_EQ(run["policy"], "fgd");
+  EXPECT_EQ(run["seed"], 42);
+  EXPECT_EQ(run["wall_ms"], 0.0) << "--no-timing";
+  EXPECT_TRUE(run["alloc_pct_at_130"].is_number());
+  EXPECT_GT(run["alloc_pct_at_130"].get<double>(), 80.0);
+  EXPECT_LE(run["alloc_pct_at_130"].get<double>(), 100.0);
+  EXPECT_EQ(j["config"]["cluster_nodes"], 1213);
+  EXPECT_EQ(j["config"]["cluster_gpus"], 6212);
+  EXPECT_EQ(j["config"]["workload"], "openb_pod_list_default");
+  EXPECT_TRUE(run["study_alloc_pct_at_130"].is_number())
+      << "the embedded expected results are used with the embedded trace";
+}
+
+TEST(Cli, SimulateWritesTheStudysCsvLayout) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("openb_pod_list_small.csv", kPods);
+  const CliRun r =
+      Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "best-fit,fgd", "--seeds",
+              "1-2", "--format", "csv", "--no-report", "--no-timing", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> rows;
+  while (std::getline(lines, line)) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 5U) << r.out;
+  EXPECT_EQ(rows[0].rfind("workload,sc_policy,tune,seed,total_gpus,0,1,", 0), 0U) << rows[0];
+  EXPECT_EQ(rows[1].rfind("openb_pod_list_small,05-BestFit,1.3,1,6,", 0), 0U) << rows[1];
+  EXPECT_EQ(rows[2].rfind("openb_pod_list_small,05-BestFit,1.3,2,6,", 0), 0U) << rows[2];
+  EXPECT_EQ(rows[3].rfind("openb_pod_list_small,06-FGD,1.3,1,6,", 0), 0U) << rows[3];
+  EXPECT_EQ(rows[4].rfind("openb_pod_list_small,06-FGD,1.3,2,6,", 0), 0U) << rows[4];
+}
+
+TEST(Cli, SimulateOutputIsByteIdenticalAcrossRunsAndThreadCounts) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  auto run = [&](const char* threads) {
+    return Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--seeds", "1-3", "--format",
+                   "json", "--no-report", "--no-timing", "-q", "--threads", threads});
+  };
+  const CliRun a = run("1");
+  const CliRun b = run("1");
+  const CliRun c = run("2");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out, c.out);
+}
+
+TEST(Cli, SimulatePrintsATableByDefault) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  const CliRun r = Gpumux(
+      {"simulate", "--nodes", nodes, "--pods", pods, "--policy", "study", "--no-report", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("alloc@130"), std::string::npos) << r.out;
+  for (const auto& name : policy::FgdStudyPolicies()) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(r.out.find("exclusive"), std::string::npos) << "'study' is the six study policies";
+}
+
+TEST(Cli, SimulateWritesThePlacementsFileForOneRun) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  const std::string placements = (dir.path() / "placements.csv").string();
+  const CliRun r = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd",
+                           "--placements", placements, "--no-report", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(placements);
+  std::string header;
+  ASSERT_TRUE(std::getline(in, header));
+  EXPECT_EQ(header, "seq,pod,source_pod,node,gpu_index");
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) ++rows;
+  EXPECT_GE(rows, 12) << "every arrival, original pods and copies";
+}
+
+TEST(Cli, SimulateWritesTheReportFolder) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = Gpumux(
+      {"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "--out", report, "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"/index.html", "/results.json", "/curves.csv"}) {
+    EXPECT_TRUE(std::filesystem::exists(report + f)) << f;
+  }
+}
+
+TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
+  const CliRun r = Gpumux({"policies"});
+  EXPECT_EQ(r.code, 0);
+  const auto names = policy::BuiltinPolicies().names();
+  ASSERT_EQ(names.size(), 7U);
+  std::istringstream lines(r.out);
+  std::string line;
+  std::size_t i = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(i, names.size()) << "extra line: " << line;
+    EXPECT_EQ(line.rfind(names[i] + " ", 0), 0U) << line;
+    EXPECT_GT(line.find_first_not_of(' ', names[i].size()), names[i].size()) << line;
+    EXPECT_NE(line.find_first_not_of(' ', names[i].size()), std::string::npos)
+        << "a summary follows the name: " << line;
+    ++i;
+  }
+  EXPECT_EQ(i, names.size());
+}
+
+}  // namespace
+}  // namespace gpumux::cli

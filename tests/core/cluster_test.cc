@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,12 @@ using test::ClusterBuilder;
 
 TEST(Cluster, InternsModelsAndOffsetsGpusNodeByNode) {
   const Cluster c = ClusterBuilder()
-                        .Node("a", 8000, 1024).Gpus(2, "T4")
+                        .Node("a", 8000, 1024)
+                        .Gpus(2, "T4")
                         .Node("cpu", 4000, 1024)
-                        .Node("b", 8000, 1024).Gpus(1, "A10").Gpus(1, "T4")
+                        .Node("b", 8000, 1024)
+                        .Gpus(1, "A10")
+                        .Gpus(1, "T4")
                         .Build();
   EXPECT_EQ(c.size(), 3);
   EXPECT_EQ(c.total_gpus(), 4);
@@ -55,6 +59,7 @@ struct BadClusterCase {
   ErrorCode code;
   const char* message;
 };
+void PrintTo(const BadClusterCase& c, std::ostream* os) { *os << c.name; }
 
 class ClusterRefuses : public ::testing::TestWithParam<BadClusterCase> {};
 
@@ -74,30 +79,30 @@ std::vector<NodeSpec> WithGpuIndex(int index) {
 std::vector<NodeSpec> ManyModels(int models) {
   ClusterBuilder b;
   b.Node("a", 1, 1);
-  for (int m = 0; m < models; ++m) b.Gpus(1, "M" + std::to_string(m));
+  for (int m = 0; m < models; ++m) b.Gpus(1, test::Numbered("M", m));
   return b.Specs();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Table, ClusterRefuses,
-    ::testing::Values(
-        BadClusterCase{"a_node_without_a_name", ClusterBuilder().Node("", 1, 1).Specs(),
-                       ErrorCode::kInvalidArgument, "has no name"},
-        BadClusterCase{"two_nodes_with_the_same_name",
-                       ClusterBuilder().Node("x", 1, 1).Node("x", 1, 1).Specs(),
-                       ErrorCode::kAlreadyExists, "appears twice"},
-        BadClusterCase{"negative_cpu", ClusterBuilder().Node("x", -1, 1).Specs(),
-                       ErrorCode::kInvalidArgument, "negative"},
-        BadClusterCase{"negative_memory", ClusterBuilder().Node("x", 1, -1).Specs(),
-                       ErrorCode::kInvalidArgument, "negative"},
-        BadClusterCase{"gpus_listed_out_of_order", WithGpuIndex(0), ErrorCode::kInvalidArgument,
-                       "GPUs must be listed 0..n-1"},
-        BadClusterCase{"gpu_with_negative_memory",
-                       ClusterBuilder().Node("x", 1, 1).Gpus(1, "T4", -5).Specs(),
-                       ErrorCode::kInvalidArgument, "negative memory"},
-        BadClusterCase{"more_than_64_gpu_models", ManyModels(kMaxModels + 1),
-                       ErrorCode::kInvalidArgument, "distinct GPU models"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    ::testing::Values(BadClusterCase{"a_node_without_a_name",
+                                     ClusterBuilder().Node("", 1, 1).Specs(),
+                                     ErrorCode::kInvalidArgument, "has no name"},
+                      BadClusterCase{"two_nodes_with_the_same_name",
+                                     ClusterBuilder().Node("x", 1, 1).Node("x", 1, 1).Specs(),
+                                     ErrorCode::kAlreadyExists, "appears twice"},
+                      BadClusterCase{"negative_cpu", ClusterBuilder().Node("x", -1, 1).Specs(),
+                                     ErrorCode::kInvalidArgument, "negative"},
+                      BadClusterCase{"negative_memory", ClusterBuilder().Node("x", 1, -1).Specs(),
+                                     ErrorCode::kInvalidArgument, "negative"},
+                      BadClusterCase{"gpus_listed_out_of_order", WithGpuIndex(0),
+                                     ErrorCode::kInvalidArgument, "GPUs must be listed 0..n-1"},
+                      BadClusterCase{"gpu_with_negative_memory",
+                                     ClusterBuilder().Node("x", 1, 1).Gpus(1, "T4", -5).Specs(),
+                                     ErrorCode::kInvalidArgument, "negative memory"},
+                      BadClusterCase{"more_than_64_gpu_models", ManyModels(kMaxModels + 1),
+                                     ErrorCode::kInvalidArgument, "distinct GPU models"}),
+    test::CaseName());
 
 TEST(Cluster, AcceptsExactly64Models) {
   auto c = Cluster::Build(ManyModels(kMaxModels));

@@ -172,7 +172,9 @@ void ExpectMatches(const Ledger& ledger, const ReferenceLedger& ref, int step) {
           << "step " << step << " node " << n << " GPU " << g;
       ASSERT_EQ(v.gpu_free_mib[g], open ? spec.gpus[g].memory_mib - mg.used_mib : 0);
       ASSERT_EQ(v.gpu_tenants[g], mg.tenants);
-      if (mg.exclusive) ASSERT_EQ(mg.tenants, 1);
+      if (mg.exclusive) {
+        ASSERT_EQ(mg.tenants, 1);
+      }
       if (mg.tenants > 0) ++busy;
     }
   }
@@ -183,10 +185,16 @@ void ExpectMatches(const Ledger& ledger, const ReferenceLedger& ref, int step) {
 // LedgerBug.AnExclusiveTenantAskingMoreGpuMemoryThanTheGpuHasIsRefused for larger ones.
 Cluster PropertyCluster() {
   return ClusterBuilder()
-      .Node("n0", 16000, 32768).Gpus(4, "T4", 16384).MaxPods(6)
-      .Node("n1", 8000, 16384).Gpus(2, "A10", 24576).Unhealthy(1)
-      .Node("n2", 4000, 8192).MaxPods(3)
-      .Node("n3", 32000, 65536).Gpus(8, "T4", 16384)
+      .Node("n0", 16000, 32768)
+      .Gpus(4, "T4", 16384)
+      .MaxPods(6)
+      .Node("n1", 8000, 16384)
+      .Gpus(2, "A10", 24576)
+      .Unhealthy(1)
+      .Node("n2", 4000, 8192)
+      .MaxPods(3)
+      .Node("n3", 32000, 65536)
+      .Gpus(8, "T4", 16384)
       .Build();
 }
 
@@ -258,7 +266,7 @@ TEST_P(LedgerProperty, RandomAssignReleaseSequencesKeepEveryInvariant) {
   ReferenceLedger ref(cluster);
   Rng rng(GetParam(), "ledger-property");
   int accepted = 0, refused = 0, released = 0, next_key = 0;
-  constexpr int kSteps = 4000;
+  constexpr int kSteps = 10000;
   for (int step = 0; step < kSteps; ++step) {
     const std::uint64_t op = rng.Below(100);
     if (op < 35 && !ref.live().empty()) {
@@ -272,7 +280,8 @@ TEST_P(LedgerProperty, RandomAssignReleaseSequencesKeepEveryInvariant) {
       ++released;
     } else if (op < 40) {
       // Release a key that is not live (never used, or released already).
-      const std::string key = "k" + std::to_string(rng.Below(static_cast<std::uint64_t>(next_key) + 5));
+      const std::string key = test::Numbered(
+          "k", static_cast<std::int64_t>(rng.Below(static_cast<std::uint64_t>(next_key) + 5)));
       const bool live = ref.live().count(key) != 0;
       const test::LedgerSnapshot before = test::LedgerSnapshot::Of(ledger);
       auto r = ledger.Release(key);
@@ -285,16 +294,15 @@ TEST_P(LedgerProperty, RandomAssignReleaseSequencesKeepEveryInvariant) {
       }
     } else {
       // Assign, under a fresh key or (sometimes) a live one.
-      std::string key = "k" + std::to_string(next_key++);
+      std::string key = test::Numbered("k", next_key++);
       if (op < 45 && !ref.live().empty()) key = ref.live().begin()->first;
       const Request r = RandomRequest(rng);
       const Placement p = RandomPlacement(rng, cluster, ledger, r);
       const bool expect = ref.Accepts(key, r, p);
       const test::LedgerSnapshot before = test::LedgerSnapshot::Of(ledger);
       auto got = ledger.Assign(key, r, p);
-      ASSERT_EQ(got.has_value(), expect)
-          << "step " << step << " key " << key << ": "
-          << (got ? std::string("accepted") : got.error().message);
+      ASSERT_EQ(got.has_value(), expect) << "step " << step << " key " << key << ": "
+                                         << (got ? std::string("accepted") : got.error().message);
       if (got) {
         ref.Add(key, r, p);
         ++accepted;

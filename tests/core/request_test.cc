@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "tests/testing/builders.h"
@@ -17,6 +18,7 @@ struct ValidateCase {
   bool valid;
   const char* message;  // part of the error when invalid
 };
+void PrintTo(const ValidateCase& c, std::ostream* os) { *os << c.name; }
 
 class RequestValidate : public ::testing::TestWithParam<ValidateCase> {};
 
@@ -51,9 +53,9 @@ INSTANTIATE_TEST_SUITE_P(
                      "gpu_count is 0"},
         ValidateCase{"gpu_memory_without_gpus_is_refused", RequestBuilder().GpuMemory(5), false,
                      "gpu_count is 0"},
-        ValidateCase{"negative_gpu_memory_is_refused",
-                     RequestBuilder().Share(100).GpuMemory(-1), false, "negative gpu_mib"}),
-    [](const auto& info) { return std::string(info.param.name); });
+        ValidateCase{"negative_gpu_memory_is_refused", RequestBuilder().Share(100).GpuMemory(-1),
+                     false, "negative gpu_mib"}),
+    test::CaseName());
 
 TEST(Request, TotalGpuMilliIsPerGpuTimesCount) {
   const Request r = RequestBuilder().Gpus(3, 400);

@@ -128,7 +128,9 @@ TEST(Rng, ShuffleIsAPermutation) {
     std::vector<int> sorted = shuffled;
     std::sort(sorted.begin(), sorted.end());
     EXPECT_EQ(sorted, items) << "n = " << n;
-    if (n >= 100) EXPECT_NE(shuffled, items) << "n = " << n;
+    if (n >= 100) {
+      EXPECT_NE(shuffled, items) << "n = " << n;
+    }
   }
 }
 

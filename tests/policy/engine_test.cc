@@ -1,0 +1,248 @@
+#include "gpumux/policy/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gpumux/policy/best_fit.h"
+#include "gpumux/policy/exclusive.h"
+#include "tests/testing/builders.h"
+#include "tests/testing/policy_harness.h"
+
+namespace gpumux::policy {
+namespace {
+
+using test::ClusterBuilder;
+using test::PolicyHarness;
+using test::RequestBuilder;
+using test::ScriptedPolicy;
+
+// Three equal nodes a, b, c: 8 cores, 16 GiB, two T4s each.
+std::vector<core::NodeSpec> ThreeNodes() {
+  return ClusterBuilder()
+      .Node("a", 8000, 16384)
+      .Gpus(2)
+      .Node("b", 8000, 16384)
+      .Gpus(2)
+      .Node("c", 8000, 16384)
+      .Gpus(2)
+      .Specs();
+}
+
+ScriptedPolicy::ScoreFn ByNode(std::map<core::NodeIndex, std::int64_t> scores) {
+  return [scores](const Cycle&, const core::NodeView& n) { return scores.at(n.index); };
+}
+
+TEST(Engine, TheHighestScoreWins) {
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p(ByNode({{0, 10}, {1, 30}, {2, 20}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const Decision d = engine.Decide(RequestBuilder().Cpu(1000).Gpus(2, 300));
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  EXPECT_EQ(d.placement->gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.score, 30);
+  EXPECT_EQ(d.feasible_nodes, 3);
+  // The ledger is not changed by a decision.
+  EXPECT_EQ(h.ledger().tenant_count(), 0U);
+}
+
+TEST(Engine, ScoresMayBeNegative) {
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p(ByNode({{0, -10}, {1, -30}, {2, -5}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const Decision d = engine.Decide(RequestBuilder().Cpu(1000));
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 2);
+  EXPECT_EQ(d.score, -5);
+}
+
+struct TieCase {
+  const char* name;
+  std::vector<std::int64_t> ranks;
+  core::NodeIndex winner;
+};
+void PrintTo(const TieCase& c, std::ostream* os) { *os << c.name; }
+
+class EngineTies : public ::testing::TestWithParam<std::tuple<TieCase, ScoreKind>> {};
+
+TEST_P(EngineTies, GoToTheSmallestNodeRank) {
+  const auto& [c, kind] = GetParam();
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p([](const Cycle&, const core::NodeView&) { return std::int64_t{7}; }, kind);
+  Engine engine(h.ledger(), p, c.ranks, h.rng());
+  const Decision d = engine.Decide(RequestBuilder().Share(100));
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, c.winner);
+  EXPECT_EQ(d.score, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, EngineTies,
+    ::testing::Combine(::testing::Values(TieCase{"ranks_in_index_order", {0, 1, 2}, 0},
+                                         TieCase{"the_middle_node_ranked_first", {2, 0, 1}, 1},
+                                         TieCase{"the_last_node_ranked_first", {1, 2, 0}, 2},
+                                         TieCase{"ranks_need_not_start_at_zero", {30, 20, 10}, 2},
+                                         TieCase{
+                                             "ranks_may_be_negative_and_sparse", {5, -100, 7}, 1}),
+                       ::testing::Values(ScoreKind::kPure, ScoreKind::kUsesFeasibleSet)),
+    [](const ::testing::TestParamInfo<EngineTies::ParamType>& param_info) {
+      return std::string(std::get<0>(param_info.param).name) +
+             (std::get<1>(param_info.param) == ScoreKind::kPure ? "_pure" : "_feasible_set");
+    });
+
+TEST(Engine, AnInfeasibleNodeIsNeverScoredOrChosen) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("cpu-hog", RequestBuilder().Cpu(7000), 2, {});
+  ScriptedPolicy p(ByNode({{0, 10}, {1, 20}, {2, 1000}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const Decision d = engine.Decide(RequestBuilder().Cpu(2000));
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  EXPECT_EQ(d.feasible_nodes, 2);
+  EXPECT_EQ(std::count(p.scored().begin(), p.scored().end(), 2), 0);
+}
+
+TEST(Engine, ARequestThatFitsNowhereGetsNoPlacement) {
+  PolicyHarness h(ThreeNodes());
+  for (ScoreKind kind : {ScoreKind::kPure, ScoreKind::kUsesFeasibleSet}) {
+    ScriptedPolicy p(ByNode({{0, 1}, {1, 2}, {2, 3}}), kind);
+    Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+    for (const core::Request& r :
+         {RequestBuilder().Cpu(8001).Build(), RequestBuilder().Gpus(3).Build(),
+          RequestBuilder().Share(100).Models({"H100"}).Build()}) {
+      const Decision d = engine.Decide(r);
+      EXPECT_FALSE(d.placement.has_value());
+      EXPECT_EQ(d.feasible_nodes, 0);
+    }
+    EXPECT_EQ(p.score_calls(), 0);
+  }
+}
+
+TEST(Engine, PureScoresAreMemoisedUntilTheNodeChanges) {
+  PolicyHarness h(ThreeNodes());
+  // Prefers the fullest node (least free CPU).
+  ScriptedPolicy p([](const Cycle&, const core::NodeView& n) { return 100 - n.cpu_free / 1000; });
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const core::Request r = RequestBuilder().Cpu(1000).Share(100);
+
+  Decision d = engine.Decide(r);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 0) << "all equal: rank 0";
+  EXPECT_EQ(p.score_calls(), 3);
+
+  d = engine.Decide(r);
+  EXPECT_EQ(d.placement->node, 0);
+  EXPECT_EQ(p.score_calls(), 3) << "nothing changed: every score memoised";
+
+  // A change on node c between two decisions: only c is scored again, and it now wins.
+  h.Place("x", RequestBuilder().Cpu(3000), 2, {});
+  p.ClearLog();
+  d = engine.Decide(r);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 2);
+  EXPECT_EQ(d.score, 95);
+  EXPECT_EQ(p.scored(), (std::vector<core::NodeIndex>{2}));
+
+  // Releasing it makes c equal again; the tie goes back to a.
+  ASSERT_TRUE(h.ledger().Release("x"));
+  p.ClearLog();
+  d = engine.Decide(r);
+  EXPECT_EQ(d.placement->node, 0);
+  EXPECT_EQ(p.scored(), (std::vector<core::NodeIndex>{2}));
+
+  // Another request shape is scored afresh.
+  p.ClearLog();
+  engine.Decide(RequestBuilder().Cpu(2000).Share(100));
+  EXPECT_EQ(p.scored().size(), 3U);
+}
+
+TEST(Engine, ANodeMadeFeasibleAgainIsScoredAgain) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("full", RequestBuilder().Cpu(8000), 0, {});
+  ScriptedPolicy p(ByNode({{0, 50}, {1, 10}, {2, 10}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const core::Request r = RequestBuilder().Cpu(500);
+  EXPECT_EQ(engine.Decide(r).placement->node, 1);
+  ASSERT_TRUE(h.ledger().Release("full"));
+  EXPECT_EQ(engine.Decide(r).placement->node, 0);
+}
+
+TEST(Engine, ARealPolicysDecisionFollowsTheLedgerBetweenDecisions) {
+  PolicyHarness h(ThreeNodes());
+  BestFitPolicy p;
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const core::Request r = RequestBuilder().Cpu(1000).Share(300);
+  Decision d = engine.Decide(r);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 0);
+  // Best fit now prefers b, which has less left over.
+  h.Place("y", RequestBuilder().Cpu(1000).Share(500), 1, {1});
+  d = engine.Decide(r);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  EXPECT_EQ(d.placement->gpus, (std::vector<int>{1})) << "best fit: the 500-free GPU";
+  // Commit it; the next identical request goes to b again (fuller still), but GPU 1 has only
+  // 200 left now, so it gets GPU 0.
+  ASSERT_TRUE(h.ledger().Assign("r1", d.request, *d.placement));
+  d = engine.Decide(r);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  EXPECT_EQ(d.placement->gpus, (std::vector<int>{0}));
+}
+
+TEST(Engine, MemoisedScoresAreKeptApartByAcceptableModels) {
+  PolicyHarness h(ClusterBuilder()
+                      .Node("t4", 8000, 16384)
+                      .Gpus(2, "T4")
+                      .Node("a10", 8000, 16384)
+                      .Gpus(2, "A10", 24576)
+                      .Specs());
+  ScriptedPolicy p(ByNode({{0, 10}, {1, 5}}));
+  Engine engine(h.ledger(), p, {0, 1}, h.rng());
+  const core::Request a10 = RequestBuilder().Share(100).Models({"A10"});
+  const core::Request t4 = RequestBuilder().Share(100).Models({"T4"});
+  const core::Request any = RequestBuilder().Share(100);
+  EXPECT_EQ(engine.Decide(a10).placement->node, 1);
+  EXPECT_EQ(engine.Decide(t4).placement->node, 0);
+  EXPECT_EQ(engine.Decide(a10).placement->node, 1);
+  EXPECT_EQ(engine.Decide(any).placement->node, 0);
+  EXPECT_EQ(engine.Decide(a10).feasible_nodes, 1);
+}
+
+TEST(Engine, AFeasibleSetPolicySeesTheFeasibleNodesInRankOrderEveryTime) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("hog", RequestBuilder().Cpu(8000), 1, {});
+  ScriptedPolicy p(ByNode({{0, 1}, {1, 1}, {2, 1}}), ScoreKind::kUsesFeasibleSet);
+  Engine engine(h.ledger(), p, {2, 1, 0}, h.rng());
+  const core::Request r = RequestBuilder().Cpu(100);
+  EXPECT_EQ(engine.Decide(r).placement->node, 2);
+  EXPECT_EQ(p.last_feasible(), (std::vector<core::NodeIndex>{2, 0}));
+  EXPECT_EQ(engine.Decide(r).placement->node, 2);
+  EXPECT_EQ(p.begin_calls(), 2);
+  EXPECT_EQ(p.score_calls(), 4) << "nothing memoised";
+}
+
+TEST(Engine, TheRequestIsAdaptedBeforeFiltering) {
+  // Node a's only GPU is partly used: a shared 300 fits there, an exclusive one does not.
+  PolicyHarness h(
+      ClusterBuilder().Node("a", 8000, 16384).Gpus(1).Node("b", 8000, 16384).Gpus(1).Specs());
+  h.Place("s", RequestBuilder().Share(100), 0, {0});
+  ExclusivePolicy p;
+  Engine engine(h.ledger(), p, {0, 1}, h.rng());
+  const Decision d = engine.Decide(RequestBuilder("pod").Share(300));
+  EXPECT_EQ(d.request.sharing, core::GpuSharing::kExclusive);
+  EXPECT_EQ(d.request.name, "pod");
+  EXPECT_EQ(d.feasible_nodes, 1);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  EXPECT_EQ(&engine.policy(), &p);
+}
+
+}  // namespace
+}  // namespace gpumux::policy

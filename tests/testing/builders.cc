@@ -1,12 +1,11 @@
 #include "tests/testing/builders.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
 #include <utility>
-
-#include <unistd.h>
 
 namespace gpumux::test {
 
@@ -153,6 +152,12 @@ void PrintTo(const LedgerSnapshot& s, std::ostream* os) {
   *os << "}";
 }
 
+std::string Numbered(std::string_view prefix, std::int64_t n) {
+  std::string out(prefix);
+  out += std::to_string(n);
+  return out;
+}
+
 ScratchDir::ScratchDir() {
   static std::atomic<int> counter{0};
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -177,6 +182,18 @@ std::string ScratchDir::Write(const std::string& name, const std::string& conten
   out << content;
   if (!out) ADD_FAILURE() << "cannot write " << p;
   return p.string();
+}
+
+policy::TypicalPod Typical(core::MilliCpu cpu, core::MilliGpu milli, int count, double weight,
+                           core::ModelMask mask) {
+  policy::TypicalPod p;
+  p.cpu_milli = cpu;
+  p.gpu_milli = milli;
+  p.gpu_count = count;
+  p.model_mask = mask;
+  p.weight = weight;
+  p.count = 1;
+  return p;
 }
 
 }  // namespace gpumux::test

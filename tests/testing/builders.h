@@ -3,15 +3,19 @@
 // rather than aborting, so a broken builder shows up as a failing test with a message.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/ledger.h"
+#include "gpumux/policy/fragmentation.h"
 #include "gpumux/core/request.h"
 
 namespace gpumux::test {
@@ -94,6 +98,19 @@ struct LedgerSnapshot {
 };
 void PrintTo(const LedgerSnapshot& s, std::ostream* os);
 
+// Names a value-parameterized case after the `name` field of its parameter (a sentence in
+// snake_case): INSTANTIATE_TEST_SUITE_P(Table, Suite, Values(...), CaseName()).
+struct CaseName {
+  template <typename P>
+  std::string operator()(const ::testing::TestParamInfo<P>& param_info) const {
+    return std::string(param_info.param.name);
+  }
+};
+
+// prefix + decimal n. (Spelled out because GCC 12 at -O3 warns falsely, -Wrestrict, on
+// `"literal" + std::to_string(n)`.)
+std::string Numbered(std::string_view prefix, std::int64_t n);
+
 // A fresh folder under ::testing::TempDir(), removed with everything in it on destruction.
 class ScratchDir {
  public:
@@ -109,5 +126,9 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// A typical pod (policy/fragmentation.h) with count 1 and the given weight.
+policy::TypicalPod Typical(core::MilliCpu cpu, core::MilliGpu milli, int count, double weight,
+                           core::ModelMask mask = core::kAnyModel);
 
 }  // namespace gpumux::test

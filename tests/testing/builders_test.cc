@@ -1,14 +1,17 @@
 // The builders and fakes are tested too: a wrong builder would make every test that uses it
 // prove the wrong thing.
+#include "tests/testing/builders.h"
+
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "tests/testing/builders.h"
 #include "tests/testing/policy_harness.h"
+#include "tests/testing/subprocess.h"
 
 namespace gpumux::test {
 namespace {
@@ -48,13 +51,9 @@ TEST(ClusterBuilder, ReportsAnInvalidClusterAsATestFailure) {
 }
 
 TEST(RequestBuilder, SetsEachFieldByName) {
-  const core::Request r = RequestBuilder("p")
-                              .Cpu(4000)
-                              .Memory(1024)
-                              .Gpus(2, 700)
-                              .GpuMemory(512)
-                              .Exclusive()
-                              .Models({"T4", "A10"});
+  const core::Request r =
+      RequestBuilder("p").Cpu(4000).Memory(1024).Gpus(2, 700).GpuMemory(512).Exclusive().Models(
+          {"T4", "A10"});
   EXPECT_EQ(r.name, "p");
   EXPECT_EQ(r.cpu_milli, 4000);
   EXPECT_EQ(r.memory_mib, 1024);
@@ -124,6 +123,18 @@ TEST(ScriptedPolicy, ScoresWithTheGivenFunctionAndCountsCalls) {
   h.Score(p, RequestBuilder().Cpu(1), 0, {0, 1});
   EXPECT_EQ(p.last_feasible(), (std::vector<core::NodeIndex>{0, 1}));
   EXPECT_EQ(p.begin_calls(), 4);
+}
+
+TEST(FinishesInChild, TellsAReturningCallFromAHangOrACrash) {
+  EXPECT_TRUE(FinishesInChild([] {}, 5));
+  EXPECT_FALSE(FinishesInChild([] { std::abort(); }, 5));
+  EXPECT_FALSE(FinishesInChild(
+      [] {
+        volatile bool forever = true;
+        while (forever) {
+        }
+      },
+      1));
 }
 
 }  // namespace

@@ -57,8 +57,7 @@ class PolicyHarness {
 class ScriptedPolicy final : public policy::Policy {
  public:
   using ScoreFn = std::function<std::int64_t(const policy::Cycle&, const core::NodeView&)>;
-  explicit ScriptedPolicy(ScoreFn score,
-                          policy::ScoreKind kind = policy::ScoreKind::kPure)
+  explicit ScriptedPolicy(ScoreFn score, policy::ScoreKind kind = policy::ScoreKind::kPure)
       : score_(std::move(score)), kind_(kind) {}
 
   std::string_view name() const override { return "scripted"; }
