@@ -7,7 +7,8 @@ set -eu
 
 PACKAGES="build-essential cmake ninja-build pkg-config git time \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  nlohmann-json3-dev libcli11-dev libexpected-dev"
+  nlohmann-json3-dev libcli11-dev libexpected-dev \
+  runc busybox-static"
 
 missing=""
 for p in $PACKAGES; do

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstring>
+#include <iostream>
+
 #include "src/cli/commands.h"
 
 namespace gpumux::cli {
@@ -19,6 +22,45 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* simulate = AddSimulateCommand(app, sim);
   CLI::App* policies = app.add_subcommand("policies", "List the placement policies");
 
+  HostOptions host;
+  std::string stage;
+  CLI::App* hook = app.add_subcommand(
+      "hook",
+      "OCI runtime hook (Houdini-compatible GPU reservations). Reads the container state on "
+      "stdin.\n  createRuntime|prestart: grant the GPUs the container's environment asks for "
+      "(HOUDINI_GPU_REQUESTED=N reserves N GPUs exclusively; HOUDINI_GPU_ENABLED=true or "
+      "NVIDIA_VISIBLE_DEVICES=all|0,2|UUIDs shares them); exits 1 (the container does not start) "
+      "when they are not free.\n  poststop: release the container's reservation.");
+  AddHostOptions(*hook, host);
+  hook->add_option("stage", stage, "createRuntime, prestart, createContainer or poststop")
+      ->required()
+      ->check(CLI::IsMember({"createRuntime", "prestart", "createContainer", "poststop"}));
+  app.add_subcommand("oci-runtime",
+                     "Runtime wrapper: `gpumux oci-runtime <runc arguments>` grants GPUs, writes "
+                     "them into config.json (NVIDIA_VISIBLE_DEVICES, devices, hooks) and runs the "
+                     "real runtime ($GPUMUX_RUNTIME, default runc). Also runs as "
+                     "'gpumux-oci-runtime' through a symlink. Configured by GPUMUX_STATE_DIR, "
+                     "GPUMUX_DEV_DIR, GPUMUX_GPUS_FILE.");
+  bool reservations = false;
+  bool json = false;
+  CLI::App* gpus = app.add_subcommand(
+      "gpus", "List the host's GPUs in the format of `nvidia-smi -L` (or JSON), and who holds them");
+  AddHostOptions(*gpus, host);
+  gpus->add_flag("--reservations", reservations,
+                 "Show which container holds each GPU, and since when");
+  gpus->add_flag("--json", json, "JSON instead of text");
+
+  // The runtime wrapper takes the runtime's own arguments verbatim: no option parsing here.
+  const char* base = std::strrchr(argv[0], '/');
+  base = base == nullptr ? argv[0] : base + 1;
+  if (std::strcmp(base, "gpumux-oci-runtime") == 0 ||
+      (argc > 1 && std::strcmp(argv[1], "oci-runtime") == 0)) {
+    const int first = std::strcmp(base, "gpumux-oci-runtime") == 0 ? 1 : 2;
+    HostOptions o;
+    CLI::App scratch;
+    AddHostOptions(scratch, o);  // defaults from the environment
+    return RunOciRuntime(o, std::vector<std::string>(argv + first, argv + argc), err);
+  }
   if (argc <= 1) {
     out << app.help();
     return 0;
@@ -58,6 +100,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   }
   if (simulate->parsed()) return RunSimulate(sim, out, err);
   if (policies->parsed()) return RunPolicies(out);
+  if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
+  if (gpus->parsed()) return RunGpus(host, reservations, json, out, err);
   return 2;
 }
 

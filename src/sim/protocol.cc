@@ -7,9 +7,11 @@
 #include <unordered_set>
 
 #include "gpumux/core/rng.h"
-#include "gpumux/sim/csv.h"
+#include "gpumux/io/csv.h"
 
 namespace gpumux::sim {
+
+using io::CsvReader;
 namespace {
 
 std::vector<std::size_t> ByName(std::span<const core::Request> pods) {

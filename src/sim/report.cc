@@ -10,10 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumux/sim/csv.h"
+#include "gpumux/io/csv.h"
 #include "src/sim/report_format.h"
 
 namespace gpumux::sim {
+
+using io::CsvReader;
 namespace {
 
 using Json = nlohmann::ordered_json;

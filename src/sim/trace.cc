@@ -5,7 +5,7 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "gpumux/sim/csv.h"
+#include "gpumux/io/csv.h"
 
 extern "C" {
 extern const char gpumux_embedded_nodes_begin[];
@@ -17,6 +17,8 @@ extern const char gpumux_embedded_expected_end[];
 }
 
 namespace gpumux::sim {
+
+using io::CsvReader;
 namespace {
 
 template <typename T>

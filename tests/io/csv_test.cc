@@ -1,11 +1,11 @@
-#include "gpumux/sim/csv.h"
+#include "gpumux/io/csv.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 #include <string>
 
-namespace gpumux::sim {
+namespace gpumux::io {
 namespace {
 
 TEST(CsvReader, ReadsRowsByColumnNameAndSkipsBlankLines) {
@@ -89,4 +89,4 @@ TEST(CsvReader, ErrorHereNamesSourceAndLine) {
 }
 
 }  // namespace
-}  // namespace gpumux::sim
+}  // namespace gpumux::io

@@ -1,8 +1,8 @@
-#include "gpumux/sim/csv.h"
+#include "gpumux/io/csv.h"
 
 #include <charconv>
 
-namespace gpumux::sim {
+namespace gpumux::io {
 namespace {
 
 void Split(std::string_view line, std::vector<std::string_view>& out) {
@@ -108,4 +108,4 @@ core::Result<double> CsvReader::Double(std::string_view column) const {
   return v;
 }
 
-}  // namespace gpumux::sim
+}  // namespace gpumux::io

@@ -12,7 +12,7 @@
 
 #include "gpumux/core/result.h"
 
-namespace gpumux::sim {
+namespace gpumux::io {
 
 class CsvReader {
  public:
@@ -45,4 +45,4 @@ class CsvReader {
   std::vector<std::string_view> fields_;
 };
 
-}  // namespace gpumux::sim
+}  // namespace gpumux::io

@@ -1,0 +1,38 @@
+// Granting GPUs to a container: the decision shared by `gpumux oci-runtime` (before the runtime
+// creates the container) and `gpumux hook` (when the engine runs the hook without the wrapper).
+//
+// A reservation is decided by the core placement engine with the `exclusive` policy on a
+// one-node cluster made of the host's GPUs, where every live reservation is an exclusive tenant:
+// the same ledger rules as everywhere else in gpumux (a GPU is never granted twice).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpumux/core/result.h"
+#include "gpumux/hook/gpu_request.h"
+#include "gpumux/hook/inventory.h"
+#include "gpumux/hook/reservations.h"
+
+namespace gpumux::hook {
+
+struct Grant {
+  std::vector<int> gpus;      // indices into the inventory, ascending
+  bool reserved = false;      // true: exclusive reservation in the ledger
+  bool existing = false;      // true: the container already held this reservation
+  std::string message;        // for the log, e.g. "Found reservation for 'c1': GPUs 0,2"
+};
+
+// Decides the GPUs for `container`. For kReserve, the reservation is written to the store with
+// `holder` as its keeper (state "pending" or "running"); a container that already holds a
+// reservation gets the same GPUs back (the holder is updated). Error when the host cannot
+// satisfy the ask: "container 'c9' asks for 2 GPUs (HOUDINI_GPU_REQUESTED=2); 1 of 4 is free:
+// GPU 0 reserved by 'c1' since ..., ...".
+core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
+                              const Inventory& inventory, ReservationStore& store,
+                              const ProcessRef& holder, const std::string& state);
+
+// Drops the container's reservation; Ok (with false) when it had none.
+core::Result<bool> ReleaseGpus(const std::string& container, ReservationStore& store);
+
+}  // namespace gpumux::hook

@@ -1,0 +1,314 @@
+// gpumux hook, gpumux oci-runtime, gpumux gpus: the Houdini-compatible GPU reservation adapters.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gpumux/hook/grant.h"
+#include "gpumux/hook/oci.h"
+#include "src/cli/commands.h"
+
+namespace gpumux::cli {
+namespace {
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "gpumux";
+  buf[n] = '\0';
+  return buf;
+}
+
+// Appends one line to <state-dir>/hook.log (best effort) and echoes it on stderr.
+void Log(const HostOptions& o, const std::string& line, std::ostream& err) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string text = std::string(stamp) + " gpumux[" + std::to_string(::getpid()) + "]: " + line;
+  ::mkdir(o.state_dir.c_str(), 0755);
+  std::ofstream(o.state_dir + "/hook.log", std::ios::app) << text << "\n";
+  err << "gpumux: " << line << "\n";
+}
+
+hook::InventoryOptions InventoryOf(const HostOptions& o) {
+  return hook::InventoryOptions{o.dev_dir, o.gpus_file};
+}
+
+std::vector<hook::DeviceNode> DevicesFor(const hook::Inventory& inv, const std::vector<int>& gpus) {
+  std::vector<hook::DeviceNode> out;
+  for (int g : gpus) out.push_back(inv.gpus[static_cast<std::size_t>(g)].device);
+  for (const auto& c : inv.control) out.push_back(c);
+  return out;
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string s;
+  for (int g : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
+  return s;
+}
+
+// Hook-only mode (no wrapper): create the device nodes inside the container's /dev, which runc
+// has mounted but not yet pivoted into when createRuntime/prestart hooks run, and allow them in
+// a cgroup v1 devices controller. Best effort: failures are logged, the grant stands.
+void InjectDevices(const HostOptions& o, const hook::ContainerState& state,
+                   const nlohmann::json& config, const std::vector<hook::DeviceNode>& devices,
+                   std::ostream& err) {
+  std::string rootfs = config.contains("root") ? config["root"].value("path", "rootfs") : "rootfs";
+  if (rootfs.empty() || rootfs[0] != '/') rootfs = state.bundle + "/" + rootfs;
+  const std::string dev = "/proc/" + std::to_string(state.pid) + "/root" + rootfs + "/dev";
+  std::string cgroup_dir;
+  std::ifstream cg("/proc/" + std::to_string(state.pid) + "/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    if (controllers == "devices") cgroup_dir = "/sys/fs/cgroup/devices" + line.substr(second + 1);
+  }
+  for (const auto& d : devices) {
+    const std::string path = dev + d.container_path.substr(4);  // strip "/dev"
+    if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(d.major, d.minor)) != 0 && errno != EEXIST) {
+      Log(o, "warning: cannot create " + d.container_path + " in container '" + state.id +
+                 "': " + std::strerror(errno),
+          err);
+    } else {
+      ::chmod(path.c_str(), 0666);  // mknod's mode is masked by the umask
+    }
+    if (!cgroup_dir.empty()) {
+      std::ofstream allow(cgroup_dir + "/devices.allow");
+      allow << "c " << d.major << ":" << d.minor << " rwm\n";
+    }
+  }
+}
+
+}  // namespace
+
+void AddHostOptions(CLI::App& cmd, HostOptions& o) {
+  o.state_dir = EnvOr("GPUMUX_STATE_DIR", "/var/lib/gpumux");
+  o.dev_dir = EnvOr("GPUMUX_DEV_DIR", "/dev");
+  o.gpus_file = EnvOr("GPUMUX_GPUS_FILE", "");
+  cmd.add_option("--state-dir", o.state_dir,
+                 "Folder of the reservation ledger and hook.log [env GPUMUX_STATE_DIR]")
+      ->capture_default_str();
+  cmd.add_option("--dev-dir", o.dev_dir,
+                 "Folder holding the nvidia<N> device nodes [env GPUMUX_DEV_DIR]")
+      ->capture_default_str();
+  cmd.add_option("--gpus", o.gpus_file,
+                 "GPU file (CSV index,uuid,model,memory_mib[,device]) instead of listing "
+                 "--dev-dir [env GPUMUX_GPUS_FILE]");
+}
+
+int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, std::ostream& out,
+            std::ostream& err) {
+  (void)out;
+  auto fail = [&](const std::string& message) {
+    Log(o, "hook " + stage + ": " + message, err);
+    return 1;
+  };
+  auto state = hook::ParseState(in);
+  if (!state) return fail(state.error().message);
+  hook::ReservationStore store(o.state_dir);
+  if (stage == "poststop") {
+    auto released = hook::ReleaseGpus(state->id, store);
+    if (!released) return fail(released.error().message);
+    if (*released) Log(o, "Released reservation of '" + state->id + "'", err);
+    return 0;
+  }
+  auto config = hook::LoadConfig(state->bundle);
+  if (!config) return fail(config.error().message);
+  auto env = hook::ConfigEnv(*config, state->bundle + "/config.json");
+  if (!env) return fail(env.error().message);
+  auto ask = hook::ParseGpuAsk(*env);
+  if (!ask) return fail("container '" + state->id + "': " + ask.error().message);
+  if (ask->kind == hook::AskKind::kNone) return 0;
+  auto inventory = hook::LoadInventory(InventoryOf(o));
+  if (!inventory) return fail(inventory.error().message);
+  auto grant = hook::GrantGpus(state->id, *ask, *inventory, store,
+                               hook::CurrentProcess(state->pid), "running");
+  if (!grant) return fail(grant.error().message);
+  Log(o, grant->message, err);
+  // The wrapper already put the devices into config.json; without it, add them now.
+  std::string wrapped;
+  if (state->pid > 0 && hook::FindEnv(*env, "GPUMUX_GPUS", &wrapped) == nullptr) {
+    InjectDevices(o, *state, *config, DevicesFor(*inventory, grant->gpus), err);
+  }
+  return 0;
+}
+
+int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, std::ostream& err) {
+  const std::string runtime = EnvOr("GPUMUX_RUNTIME", "runc");
+  // Find the runtime command and, for create/run, the bundle and the container id.
+  static const std::vector<std::string> kGlobalWithValue{"--root", "--log", "--log-format",
+                                                         "--criu", "--rootless"};
+  std::size_t i = 0;
+  while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
+    const bool takes_value =
+        std::find(kGlobalWithValue.begin(), kGlobalWithValue.end(), args[i]) != kGlobalWithValue.end();
+    i += takes_value ? 2 : 1;
+  }
+  const std::string command = i < args.size() ? args[i] : "";
+  if (command == "create" || command == "run") {
+    std::string bundle = ".";
+    std::string id;
+    for (std::size_t k = i + 1; k < args.size(); ++k) {
+      const std::string& a = args[k];
+      if ((a == "--bundle" || a == "-b") && k + 1 < args.size()) {
+        bundle = args[++k];
+      } else if (a.rfind("--bundle=", 0) == 0) {
+        bundle = a.substr(9);
+      } else if (a == "--console-socket" || a == "--pid-file" || a == "--preserve-fds") {
+        ++k;
+      } else if (!a.empty() && a[0] != '-') {
+        id = a;
+      }
+    }
+    auto config = hook::LoadConfig(bundle);
+    if (!config) {
+      err << "gpumux oci-runtime: " << config.error().message << "\n";
+      return 1;
+    }
+    auto env = hook::ConfigEnv(*config, bundle + "/config.json");
+    if (!env) {
+      err << "gpumux oci-runtime: " << env.error().message << "\n";
+      return 1;
+    }
+    auto ask = hook::ParseGpuAsk(*env);
+    if (!ask) {
+      Log(o, "container '" + id + "': " + ask.error().message, err);
+      return 1;
+    }
+    if (ask->kind != hook::AskKind::kNone) {
+      if (id.empty()) {
+        err << "gpumux oci-runtime: " << command << " without a container id\n";
+        return 1;
+      }
+      auto inventory = hook::LoadInventory(InventoryOf(o));
+      if (!inventory) {
+        Log(o, inventory.error().message, err);
+        return 1;
+      }
+      hook::ReservationStore store(o.state_dir);
+      auto grant = hook::GrantGpus(id, *ask, *inventory, store, hook::CurrentProcess(::getpid()),
+                                   "pending");
+      if (!grant) {
+        Log(o, grant.error().message, err);
+        return 1;
+      }
+      Log(o, grant->message, err);
+      hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES",
+                   grant->gpus.empty() ? "void" : hook::VisibleDevicesValue(*inventory, grant->gpus));
+      hook::SetEnv(*config, "GPUMUX_GPUS", JoinInts(grant->gpus));
+      hook::SetEnv(*config, "GPUMUX_GPU_RESERVED", grant->reserved ? "true" : "false");
+      hook::AddDevices(*config, DevicesFor(*inventory, grant->gpus));
+      if (grant->reserved) {
+        const std::vector<std::string> hook_env{"GPUMUX_STATE_DIR=" + o.state_dir,
+                                                "GPUMUX_DEV_DIR=" + o.dev_dir,
+                                                "GPUMUX_GPUS_FILE=" + o.gpus_file};
+        const std::string self = SelfExe();
+        hook::AddHook(*config, "createRuntime", self, {"gpumux", "hook", "createRuntime"},
+                      hook_env);
+        hook::AddHook(*config, "poststop", self, {"gpumux", "hook", "poststop"}, hook_env);
+      }
+      if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
+        if (grant->reserved && !grant->existing) (void)hook::ReleaseGpus(id, store);
+        err << "gpumux oci-runtime: " << saved.error().message << "\n";
+        return 1;
+      }
+    }
+  }
+  std::vector<std::string> argv_store{runtime};
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  err.flush();
+  std::cout.flush();
+  ::execvp(runtime.c_str(), argv.data());
+  err << "gpumux oci-runtime: cannot run '" << runtime << "': " << std::strerror(errno)
+      << " (set GPUMUX_RUNTIME to the runtime's path)\n";
+  return 127;
+}
+
+int RunGpus(const HostOptions& o, bool reservations, bool json, std::ostream& out,
+            std::ostream& err) {
+  auto inventory = hook::LoadInventory(InventoryOf(o));
+  if (!inventory) {
+    err << "gpumux gpus: " << inventory.error().message << "\n";
+    return 2;
+  }
+  hook::ReservationFile file;
+  if (reservations) {
+    auto read = hook::ReservationStore(o.state_dir).Read();
+    if (!read) {
+      err << "gpumux gpus: " << read.error().message << "\n";
+      return 2;
+    }
+    file = std::move(*read);
+  }
+  auto holder_of = [&](int gpu) -> const hook::Reservation* {
+    for (const auto& r : file.reservations) {
+      if (std::find(r.gpus.begin(), r.gpus.end(), gpu) != r.gpus.end()) return &r;
+    }
+    return nullptr;
+  };
+  if (json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const auto& g : inventory->gpus) {
+      nlohmann::ordered_json o_gpu{{"index", g.index},
+                                   {"uuid", g.uuid},
+                                   {"name", g.model},
+                                   {"memory_mib", g.memory_mib},
+                                   {"device", g.device.host_path}};
+      if (reservations) {
+        const hook::Reservation* r = holder_of(g.index);
+        o_gpu["reserved_by"] = r != nullptr ? nlohmann::ordered_json(r->container) : nullptr;
+        if (r != nullptr) {
+          o_gpu["since"] = r->since;
+          o_gpu["state"] = r->state;
+          o_gpu["holder_alive"] = hook::IsAlive(r->holder);
+        }
+      }
+      j.push_back(o_gpu);
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& g : inventory->gpus) {
+    out << "GPU " << g.index << ": " << (g.model.empty() ? "NVIDIA GPU" : g.model)
+        << " (UUID: " << (g.uuid.empty() ? "unknown" : g.uuid) << ")";
+    if (reservations) {
+      const hook::Reservation* r = holder_of(g.index);
+      if (r == nullptr) {
+        out << "  free";
+      } else {
+        out << "  reserved by '" << r->container << "' since " << r->since << " (" << r->state
+            << (hook::IsAlive(r->holder) ? "" : ", holder gone: reclaimed at the next grant")
+            << ")";
+      }
+    }
+    out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace gpumux::cli

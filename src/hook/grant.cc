@@ -1,0 +1,182 @@
+#include "gpumux/hook/grant.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
+#include "gpumux/core/ledger.h"
+#include "gpumux/policy/engine.h"
+#include "gpumux/policy/registry.h"
+
+namespace gpumux::hook {
+namespace {
+
+std::string Join(const std::vector<int>& gpus) {
+  std::string s;
+  for (int g : gpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
+  return s;
+}
+
+std::string UtcNow(std::int64_t* unix_seconds) {
+  const std::time_t t = std::time(nullptr);
+  *unix_seconds = static_cast<std::int64_t>(t);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The host as a one-node cluster, so that the core ledger and placement engine decide.
+core::Result<core::Cluster> HostCluster(const Inventory& inventory) {
+  core::NodeSpec host;
+  host.name = "host";
+  host.cpu_milli = 1'000'000'000;
+  host.memory_mib = 1'000'000'000;
+  host.max_pods = 1'000'000;
+  for (const HostGpu& g : inventory.gpus) {
+    host.gpus.push_back(core::GpuSpec{g.index, g.uuid, g.model, g.memory_mib,
+                                      core::GpuHealth::kHealthy});
+  }
+  return core::Cluster::Build({host});
+}
+
+core::Request ExclusiveAsk(const std::string& container, int count) {
+  core::Request r;
+  r.name = container;
+  r.gpu_count = count;
+  r.gpu_milli = core::kMilliPerGpu;
+  r.sharing = core::GpuSharing::kExclusive;
+  return r;
+}
+
+}  // namespace
+
+core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
+                              const Inventory& inventory, ReservationStore& store,
+                              const ProcessRef& holder, const std::string& state) {
+  Grant grant;
+  const int host_gpus = static_cast<int>(inventory.gpus.size());
+  switch (ask.kind) {
+    case AskKind::kNone:
+      return grant;
+    case AskKind::kAll:
+      for (int i = 0; i < host_gpus; ++i) grant.gpus.push_back(i);
+      grant.message = "container '" + container + "' gets all " + std::to_string(host_gpus) +
+                      " GPUs, shared (" + ask.source + ")";
+      return grant;
+    case AskKind::kListed: {
+      auto listed = ResolveListed(inventory, ask.listed);
+      if (!listed) return tl::unexpected(listed.error());
+      grant.gpus = *listed;
+      grant.message = "container '" + container + "' gets GPUs " + Join(grant.gpus) +
+                      ", shared (" + ask.source + ")";
+      return grant;
+    }
+    case AskKind::kReserve:
+      break;
+  }
+  if (ask.count > host_gpus) {
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           "container '" + container + "' asks for " + std::to_string(ask.count) +
+                               " GPUs (" + ask.source + "), but the host has only " +
+                               std::to_string(host_gpus) + " (" + inventory.source + ")");
+  }
+  auto cluster = HostCluster(inventory);
+  if (!cluster) return tl::unexpected(cluster.error());
+  grant.reserved = true;
+
+  auto updated = store.Update([&](ReservationFile& file) -> core::Result<bool> {
+    // Reclaim reservations whose keeper is gone.
+    const auto dead = std::remove_if(
+        file.reservations.begin(), file.reservations.end(), [&](const Reservation& r) {
+          return r.container != container && !IsAlive(r.holder);
+        });
+    file.reservations.erase(dead, file.reservations.end());
+
+    // The same container again (the hook after the wrapper, or a retried create).
+    for (Reservation& r : file.reservations) {
+      if (r.container != container) continue;
+      if (static_cast<int>(r.gpus.size()) != ask.count) {
+        return core::MakeError(core::ErrorCode::kAlreadyExists,
+                               "container '" + container + "' already holds GPUs " +
+                                   Join(r.gpus) + " but now asks for " +
+                                   std::to_string(ask.count) + " (" + ask.source + ")");
+      }
+      r.holder = holder;
+      r.state = state;
+      grant.gpus = r.gpus;
+      grant.existing = true;
+      grant.message = "Found reservation for '" + container + "': GPUs " + Join(r.gpus) +
+                      " (since " + r.since + ")";
+      return true;
+    }
+
+    // Decide with the core ledger: every live reservation is an exclusive tenant.
+    core::Ledger ledger(*cluster);
+    for (const Reservation& r : file.reservations) {
+      std::vector<int> gpus;
+      for (int g : r.gpus) {
+        if (g >= 0 && g < host_gpus) gpus.push_back(g);
+      }
+      std::sort(gpus.begin(), gpus.end());
+      if (gpus.empty()) continue;
+      auto held = ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
+                                core::Placement{0, gpus});
+      if (!held) {
+        return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                               store.path() + ": inconsistent ledger: " + held.error().message);
+      }
+    }
+    auto exclusive = policy::BuiltinPolicies().Make("exclusive", {});
+    if (!exclusive) return tl::unexpected(exclusive.error());
+    core::Rng rng(0, "hook");
+    policy::Engine engine(ledger, **exclusive, {0}, rng);
+    const policy::Decision d = engine.Decide(ExclusiveAsk(container, ask.count));
+    if (!d.placement) {
+      std::string held;
+      int reserved = 0;
+      for (const Reservation& r : file.reservations) {
+        reserved += static_cast<int>(r.gpus.size());
+        held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + Join(r.gpus) +
+                " reserved by '" + r.container + "' since " + r.since;
+      }
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             "container '" + container + "' asks for " +
+                                 std::to_string(ask.count) + " GPUs (" + ask.source + "); " +
+                                 std::to_string(host_gpus - reserved) + " of " +
+                                 std::to_string(host_gpus) + " free" + held);
+    }
+    Reservation r;
+    r.container = container;
+    r.gpus = d.placement->gpus;
+    r.since = UtcNow(&r.since_unix);
+    r.state = state;
+    r.holder = holder;
+    grant.gpus = r.gpus;
+    grant.message = "Found reservation for '" + container + "': GPUs " + Join(r.gpus) +
+                    " reserved (" + ask.source + ")";
+    file.reservations.push_back(std::move(r));
+    return true;
+  });
+  if (!updated) return tl::unexpected(updated.error());
+  return grant;
+}
+
+core::Result<bool> ReleaseGpus(const std::string& container, ReservationStore& store) {
+  bool released = false;
+  auto updated = store.Update([&](ReservationFile& file) -> core::Result<bool> {
+    const auto it = std::remove_if(file.reservations.begin(), file.reservations.end(),
+                                   [&](const Reservation& r) { return r.container == container; });
+    released = it != file.reservations.end();
+    file.reservations.erase(it, file.reservations.end());
+    return released;
+  });
+  if (!updated) return tl::unexpected(updated.error());
+  return released;
+}
+
+}  // namespace gpumux::hook

@@ -1,0 +1,148 @@
+#include "gpumux/hook/inventory.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "gpumux/io/csv.h"
+
+namespace gpumux::hook {
+namespace {
+
+namespace fs = std::filesystem;
+
+core::Result<DeviceNode> StatDevice(const std::string& host_path, const std::string& name) {
+  struct stat st {};
+  if (::stat(host_path.c_str(), &st) != 0) {
+    return core::MakeError(core::ErrorCode::kNotFound, host_path + ": no such device");
+  }
+  if (!S_ISCHR(st.st_mode)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           host_path + ": not a character device");
+  }
+  return DeviceNode{host_path, "/dev/" + name, major(st.st_rdev), minor(st.st_rdev)};
+}
+
+}  // namespace
+
+core::Result<Inventory> LoadInventory(const InventoryOptions& options) {
+  Inventory inv;
+  std::error_code ec;
+  if (!fs::is_directory(options.dev_dir, ec)) {
+    return core::MakeError(core::ErrorCode::kNotFound,
+                           options.dev_dir + ": device folder does not exist");
+  }
+  for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+    const std::string p = options.dev_dir + "/" + name;
+    if (fs::exists(p, ec)) {
+      auto d = StatDevice(p, name);
+      if (!d) return tl::unexpected(d.error());
+      inv.control.push_back(*d);
+    }
+  }
+  if (options.gpus_file.empty()) {
+    inv.source = options.dev_dir;
+    static const std::regex kGpuName("nvidia([0-9]+)");
+    for (const auto& entry : fs::directory_iterator(options.dev_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      std::smatch m;
+      if (!std::regex_match(name, m, kGpuName)) continue;
+      auto d = StatDevice(entry.path().string(), name);
+      if (!d) return tl::unexpected(d.error());
+      HostGpu g;
+      g.index = std::stoi(m[1].str());
+      g.device = *d;
+      inv.gpus.push_back(g);
+    }
+    if (ec) return core::MakeError(core::ErrorCode::kIo, options.dev_dir + ": " + ec.message());
+    std::sort(inv.gpus.begin(), inv.gpus.end(),
+              [](const HostGpu& a, const HostGpu& b) { return a.index < b.index; });
+  } else {
+    inv.source = options.gpus_file;
+    std::ifstream in(options.gpus_file);
+    if (!in) return core::MakeError(core::ErrorCode::kIo, options.gpus_file + ": cannot open");
+    io::CsvReader csv(in, options.gpus_file);
+    if (auto h = csv.ReadHeader({"index", "uuid", "model", "memory_mib"}); !h) {
+      return tl::unexpected(h.error());
+    }
+    const bool has_device = csv.HasColumn("device");
+    while (true) {
+      auto more = csv.Next();
+      if (!more) return tl::unexpected(more.error());
+      if (!*more) break;
+      auto index = csv.Int("index");
+      auto mib = csv.Int("memory_mib");
+      if (!index) return tl::unexpected(index.error());
+      if (!mib) return tl::unexpected(mib.error());
+      if (*index < 0 || *index > 255) {
+        return tl::unexpected(csv.ErrorHere("index " + std::to_string(*index) + " outside 0..255"));
+      }
+      HostGpu g;
+      g.index = static_cast<int>(*index);
+      g.uuid = std::string(csv.Field("uuid"));
+      g.model = std::string(csv.Field("model"));
+      g.memory_mib = *mib;
+      const std::string dev_name = "nvidia" + std::to_string(g.index);
+      std::string host_path = has_device ? std::string(csv.Field("device")) : "";
+      if (host_path.empty()) host_path = options.dev_dir + "/" + dev_name;
+      auto d = StatDevice(host_path, dev_name);
+      if (!d) return tl::unexpected(csv.ErrorHere(d.error().message));
+      g.device = *d;
+      inv.gpus.push_back(g);
+    }
+    std::sort(inv.gpus.begin(), inv.gpus.end(),
+              [](const HostGpu& a, const HostGpu& b) { return a.index < b.index; });
+  }
+  for (std::size_t i = 0; i < inv.gpus.size(); ++i) {
+    if (inv.gpus[i].index != static_cast<int>(i)) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             inv.source + ": GPU indices must be 0..n-1 without gaps (found GPU " +
+                                 std::to_string(inv.gpus[i].index) + " at position " +
+                                 std::to_string(i) + ")");
+    }
+  }
+  return inv;
+}
+
+std::string VisibleDevicesValue(const Inventory& inventory, const std::vector<int>& gpus) {
+  const bool uuids = std::all_of(gpus.begin(), gpus.end(), [&](int g) {
+    return !inventory.gpus[static_cast<std::size_t>(g)].uuid.empty();
+  });
+  std::string out;
+  for (int g : gpus) {
+    if (!out.empty()) out += ',';
+    out += uuids ? inventory.gpus[static_cast<std::size_t>(g)].uuid : std::to_string(g);
+  }
+  return out;
+}
+
+core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
+                                             const std::vector<std::string>& listed) {
+  std::vector<int> out;
+  for (const std::string& item : listed) {
+    int found = -1;
+    if (item.find_first_not_of("0123456789") == std::string::npos && item.size() < 4) {
+      const int i = std::stoi(item);
+      if (i < static_cast<int>(inventory.gpus.size())) found = i;
+    } else {
+      for (const auto& g : inventory.gpus) {
+        if (!g.uuid.empty() && g.uuid == item) found = g.index;
+      }
+    }
+    if (found < 0) {
+      return core::MakeError(core::ErrorCode::kNotFound,
+                             "NVIDIA_VISIBLE_DEVICES names GPU '" + item + "', but the host has " +
+                                 std::to_string(inventory.gpus.size()) + " GPUs (" +
+                                 inventory.source + ")");
+    }
+    if (std::find(out.begin(), out.end(), found) == out.end()) out.push_back(found);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace gpumux::hook

@@ -1,0 +1,187 @@
+#include "gpumux/hook/reservations.h"
+
+#include "src/hook/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace gpumux::hook {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+core::Error IoError(const std::string& what) {
+  return core::Error{core::ErrorCode::kIo, what + ": " + std::strerror(errno)};
+}
+
+// Closes a file descriptor on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+core::Result<ReservationFile> Parse(const std::string& text, const std::string& path) {
+  ReservationFile f;
+  if (text.empty()) return f;
+  try {
+    const Json j = Json::parse(text);
+    if (!j.is_object() || !j.contains("reservations") || !j["reservations"].is_array()) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             path + ": not a gpumux reservation ledger (no 'reservations' list)");
+    }
+    for (const Json& r : j["reservations"]) {
+      Reservation res;
+      res.container = r.at("container").get<std::string>();
+      res.gpus = r.at("gpus").get<std::vector<int>>();
+      res.since = r.at("since").get<std::string>();
+      res.since_unix = r.at("since_unix").get<std::int64_t>();
+      res.state = r.at("state").get<std::string>();
+      res.holder.pid = r.at("holder_pid").get<std::int64_t>();
+      res.holder.start_time = r.at("holder_start_time").get<std::uint64_t>();
+      f.reservations.push_back(std::move(res));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           path + ": malformed reservation ledger: " + e.what());
+  }
+  return f;
+}
+
+std::string Serialise(const ReservationFile& f) {
+  Json j;
+  j["version"] = 1;
+  Json list = Json::array();
+  for (const Reservation& r : f.reservations) {
+    Json o;
+    o["container"] = r.container;
+    o["gpus"] = r.gpus;
+    o["since"] = r.since;
+    o["since_unix"] = r.since_unix;
+    o["state"] = r.state;
+    o["holder_pid"] = r.holder.pid;
+    o["holder_start_time"] = r.holder.start_time;
+    list.push_back(o);
+  }
+  j["reservations"] = list;
+  return j.dump(2) + "\n";
+}
+
+core::Result<std::string> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return std::string();
+    return tl::unexpected(IoError(path));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+core::Result<void> WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string tmp = path + ".tmp";
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return tl::unexpected(IoError(tmp));
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return tl::unexpected(IoError(tmp));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd.get()) != 0) return tl::unexpected(IoError(tmp));
+  }
+  // Fault injection for the crash test: die between the complete temporary file and the rename.
+  if (const char* fault = std::getenv("GPUMUX_FAULT");
+      fault != nullptr && std::strcmp(fault, "kill-before-rename") == 0) {
+    ::raise(SIGKILL);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return tl::unexpected(IoError(path));
+  Fd dfd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd.get() >= 0) ::fsync(dfd.get());
+  return {};
+}
+
+ProcessRef CurrentProcess(std::int64_t pid) {
+  ProcessRef p{pid, 0};
+  if (pid <= 0) return p;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return p;
+  // Field 2 (comm) is in parentheses and may hold spaces: parse after the last ')'.
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return p;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  // After comm: field 3 (state) ... field 22 (starttime) is the 20th token.
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) p.start_time = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return p;
+}
+
+bool IsAlive(const ProcessRef& p) {
+  if (p.pid <= 0 || p.start_time == 0) return false;
+  const ProcessRef now = CurrentProcess(p.pid);
+  return now.start_time == p.start_time;
+}
+
+ReservationStore::ReservationStore(std::string state_dir)
+    : dir_(std::move(state_dir)),
+      path_(dir_ + "/reservations.json"),
+      lock_path_(dir_ + "/reservations.lock") {}
+
+core::Result<ReservationFile> ReservationStore::Read() const {
+  auto text = ReadAll(path_);
+  if (!text) return tl::unexpected(text.error());
+  return Parse(*text, path_);
+}
+
+core::Result<void> ReservationStore::Update(
+    const std::function<core::Result<bool>(ReservationFile&)>& change) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return core::MakeError(core::ErrorCode::kIo, dir_ + ": " + ec.message());
+  Fd lock(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (lock.get() < 0) return tl::unexpected(IoError(lock_path_));
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return tl::unexpected(IoError(lock_path_));
+  }
+  // The lock is released when `lock` closes, also if this process dies.
+  auto text = ReadAll(path_);
+  if (!text) return tl::unexpected(text.error());
+  auto file = Parse(*text, path_);
+  if (!file) return tl::unexpected(file.error());
+  auto changed = change(*file);
+  if (!changed) return tl::unexpected(changed.error());
+  if (!*changed) return {};
+  return WriteFileAtomically(path_, Serialise(*file));
+}
+
+}  // namespace gpumux::hook
