@@ -256,6 +256,10 @@ int RunGpus(const HostOptions& o, bool reservations, bool json, std::ostream& ou
     err << "gpumux gpus: " << inventory.error().message << "\n";
     return 2;
   }
+  if (inventory->gpus.empty() && !json) {
+    err << "No devices found (" << inventory->source << ").\n";
+    return 0;
+  }
   hook::ReservationFile file;
   if (reservations) {
     auto read = hook::ReservationStore(o.state_dir).Read();
