@@ -58,15 +58,6 @@ std::vector<hook::DeviceNode> DevicesFor(const hook::Inventory& inv, const std::
   return out;
 }
 
-std::string JoinInts(const std::vector<int>& v) {
-  std::string s;
-  for (int g : v) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(g);
-  }
-  return s;
-}
-
 // Hook-only mode (no wrapper): create the device nodes inside the container's /dev, which runc
 // has mounted but not yet pivoted into when createRuntime/prestart hooks run, and allow them in
 // a cgroup v1 devices controller. Best effort: failures are logged, the grant stands.
@@ -217,7 +208,7 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
       Log(o, grant->message, err);
       hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES",
                    grant->gpus.empty() ? "void" : hook::VisibleDevicesValue(*inventory, grant->gpus));
-      hook::SetEnv(*config, "GPUMUX_GPUS", JoinInts(grant->gpus));
+      hook::SetEnv(*config, "GPUMUX_GPUS", hook::JoinIndices(grant->gpus));
       hook::SetEnv(*config, "GPUMUX_GPU_RESERVED", grant->reserved ? "true" : "false");
       hook::AddDevices(*config, DevicesFor(*inventory, grant->gpus));
       if (grant->reserved) {

@@ -11,15 +11,6 @@
 namespace gpumux::hook {
 namespace {
 
-std::string Join(const std::vector<int>& gpus) {
-  std::string s;
-  for (int g : gpus) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(g);
-  }
-  return s;
-}
-
 std::string UtcNow(std::int64_t* unix_seconds) {
   const std::time_t t = std::time(nullptr);
   *unix_seconds = static_cast<std::int64_t>(t);
@@ -72,7 +63,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       auto listed = ResolveListed(inventory, ask.listed);
       if (!listed) return tl::unexpected(listed.error());
       grant.gpus = *listed;
-      grant.message = "container '" + container + "' gets GPUs " + Join(grant.gpus) +
+      grant.message = "container '" + container + "' gets GPUs " + JoinIndices(grant.gpus) +
                       ", shared (" + ask.source + ")";
       return grant;
     }
@@ -103,14 +94,14 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       if (static_cast<int>(r.gpus.size()) != ask.count) {
         return core::MakeError(core::ErrorCode::kAlreadyExists,
                                "container '" + container + "' already holds GPUs " +
-                                   Join(r.gpus) + " but now asks for " +
+                                   JoinIndices(r.gpus) + " but now asks for " +
                                    std::to_string(ask.count) + " (" + ask.source + ")");
       }
       r.holder = holder;
       r.state = state;
       grant.gpus = r.gpus;
       grant.existing = true;
-      grant.message = "Found reservation for '" + container + "': GPUs " + Join(r.gpus) +
+      grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
                       " (since " + r.since + ")";
       return true;
     }
@@ -141,7 +132,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       int reserved = 0;
       for (const Reservation& r : file.reservations) {
         reserved += static_cast<int>(r.gpus.size());
-        held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + Join(r.gpus) +
+        held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + JoinIndices(r.gpus) +
                 " reserved by '" + r.container + "' since " + r.since;
       }
       return core::MakeError(core::ErrorCode::kFailedPrecondition,
@@ -157,7 +148,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     r.state = state;
     r.holder = holder;
     grant.gpus = r.gpus;
-    grant.message = "Found reservation for '" + container + "': GPUs " + Join(r.gpus) +
+    grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
                     " reserved (" + ask.source + ")";
     file.reservations.push_back(std::move(r));
     return true;

@@ -120,6 +120,15 @@ std::string VisibleDevicesValue(const Inventory& inventory, const std::vector<in
   return out;
 }
 
+std::string JoinIndices(const std::vector<int>& gpus) {
+  std::string s;
+  for (int g : gpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
+  return s;
+}
+
 core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
                                              const std::vector<std::string>& listed) {
   std::vector<int> out;

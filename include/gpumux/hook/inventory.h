@@ -48,6 +48,9 @@ core::Result<Inventory> LoadInventory(const InventoryOptions& options);
 // known, else the indices. "0,2" or "GPU-a,GPU-b".
 std::string VisibleDevicesValue(const Inventory& inventory, const std::vector<int>& gpus);
 
+// {0, 2} -> "0,2".
+std::string JoinIndices(const std::vector<int>& gpus);
+
 // Resolves NVIDIA_VISIBLE_DEVICES items (indices or UUIDs) to indices; error names the item.
 core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
                                              const std::vector<std::string>& listed);

@@ -15,13 +15,10 @@
 
 namespace gpumux::policy {
 
-class BestFitPolicy final : public Policy {
+class BestFitPolicy final : public BestFitGpuPolicy {
  public:
   std::string_view name() const override { return "best-fit"; }
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
-  std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override {
-    return BestFitGpus(cycle, node);
-  }
 };
 
 }  // namespace gpumux::policy

@@ -14,13 +14,10 @@
 
 namespace gpumux::policy {
 
-class DotProductPolicy final : public Policy {
+class DotProductPolicy final : public BestFitGpuPolicy {
  public:
   std::string_view name() const override { return "dotprod"; }
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
-  std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override {
-    return BestFitGpus(cycle, node);
-  }
 };
 
 }  // namespace gpumux::policy

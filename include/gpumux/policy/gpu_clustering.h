@@ -17,13 +17,10 @@
 
 namespace gpumux::policy {
 
-class GpuClusteringPolicy final : public Policy {
+class GpuClusteringPolicy final : public BestFitGpuPolicy {
  public:
   std::string_view name() const override { return "gpu-clustering"; }
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
-  std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override {
-    return BestFitGpus(cycle, node);
-  }
 };
 
 }  // namespace gpumux::policy

@@ -62,4 +62,13 @@ std::vector<int> BestFitGpus(const Cycle& cycle, const core::NodeView& node);
 std::vector<int> LowestIndexGpus(const Cycle& cycle, const core::NodeView& node);
 std::vector<int> RandomFitGpus(const Cycle& cycle, const core::NodeView& node);
 
+// Base of the policies that grant GPUs by best fit, the FGD study's default GPU choice
+// (dotprod, gpu-clustering, gpu-packing, best-fit): they only define a name and a score.
+class BestFitGpuPolicy : public Policy {
+ public:
+  std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) final {
+    return BestFitGpus(cycle, node);
+  }
+};
+
 }  // namespace gpumux::policy
