@@ -188,6 +188,13 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
       Log(o, "container '" + id + "': " + ask.error().message, err);
       return 1;
     }
+    if (ask->kind == hook::AskKind::kNone && ask->explicit_none) {
+      hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES", "void");
+      if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
+        err << "gpumux oci-runtime: " << saved.error().message << "\n";
+        return 1;
+      }
+    }
     if (ask->kind != hook::AskKind::kNone) {
       if (id.empty()) {
         err << "gpumux oci-runtime: " << command << " without a container id\n";

@@ -47,6 +47,7 @@ core::Result<GpuAsk> ParseGpuAsk(const std::vector<std::string>& env) {
     }
     ask.count = std::stoi(v);
     ask.kind = ask.count > 0 ? AskKind::kReserve : AskKind::kNone;
+    ask.explicit_none = ask.count == 0;
     ask.source = source;
     return ask;
   }

@@ -11,6 +11,8 @@
 namespace gpumux::hook {
 namespace {
 
+std::string GpuCount(int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
+
 std::string UtcNow(std::int64_t* unix_seconds) {
   const std::time_t t = std::time(nullptr);
   *unix_seconds = static_cast<std::int64_t>(t);
@@ -72,8 +74,8 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
   }
   if (ask.count > host_gpus) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                           "container '" + container + "' asks for " + std::to_string(ask.count) +
-                               " GPUs (" + ask.source + "), but the host has only " +
+                           "container '" + container + "' asks for " + GpuCount(ask.count) +
+                               " (" + ask.source + "), but the host has only " +
                                std::to_string(host_gpus) + " (" + inventory.source + ")");
   }
   auto cluster = HostCluster(inventory);
@@ -129,16 +131,18 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     const policy::Decision d = engine.Decide(ExclusiveAsk(container, ask.count));
     if (!d.placement) {
       std::string held;
-      int reserved = 0;
+      std::vector<bool> taken(static_cast<std::size_t>(host_gpus), false);
       for (const Reservation& r : file.reservations) {
-        reserved += static_cast<int>(r.gpus.size());
+        for (int g : r.gpus) {
+          if (g >= 0 && g < host_gpus) taken[static_cast<std::size_t>(g)] = true;
+        }
         held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + JoinIndices(r.gpus) +
                 " reserved by '" + r.container + "' since " + r.since;
       }
+      const auto free = std::count(taken.begin(), taken.end(), false);
       return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                             "container '" + container + "' asks for " +
-                                 std::to_string(ask.count) + " GPUs (" + ask.source + "); " +
-                                 std::to_string(host_gpus - reserved) + " of " +
+                             "container '" + container + "' asks for " + GpuCount(ask.count) +
+                                 " (" + ask.source + "); " + std::to_string(free) + " of " +
                                  std::to_string(host_gpus) + " free" + held);
     }
     Reservation r;

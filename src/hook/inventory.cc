@@ -53,6 +53,10 @@ core::Result<Inventory> LoadInventory(const InventoryOptions& options) {
       if (!std::regex_match(name, m, kGpuName)) continue;
       auto d = StatDevice(entry.path().string(), name);
       if (!d) return tl::unexpected(d.error());
+      if (m[1].length() > 3 || std::stoi(m[1].str()) > 255) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               entry.path().string() + ": GPU number outside 0..255");
+      }
       HostGpu g;
       g.index = std::stoi(m[1].str());
       g.device = *d;

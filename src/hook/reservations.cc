@@ -139,8 +139,10 @@ ProcessRef CurrentProcess(std::int64_t pid) {
   if (close == std::string::npos) return p;
   std::istringstream rest(line.substr(close + 2));
   std::string field;
-  // After comm: field 3 (state) ... field 22 (starttime) is the 20th token.
+  // After comm: field 3 (state) ... field 22 (starttime) is the 20th token. A zombie ('Z') or
+  // dead ('X') process has exited: it keeps nothing alive, even while nobody has reaped it.
   for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return p;
     if (i == 22) p.start_time = std::strtoull(field.c_str(), nullptr, 10);
   }
   return p;

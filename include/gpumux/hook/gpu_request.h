@@ -28,6 +28,9 @@ struct GpuAsk {
   int count = 0;                    // kReserve
   std::vector<std::string> listed;  // kListed: indices or UUIDs as written
   std::string source;               // the variable that decided, e.g. "HOUDINI_GPU_REQUESTED=2"
+  // kNone because a reservation variable asked for 0 GPUs: the wrapper then hides every GPU
+  // (NVIDIA_VISIBLE_DEVICES=void) instead of leaving other variables in force.
+  bool explicit_none = false;
 };
 
 // `env` holds "NAME=value" entries (OCI process.env). Error for malformed values, naming the

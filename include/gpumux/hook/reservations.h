@@ -24,7 +24,7 @@ struct ProcessRef {
   std::uint64_t start_time = 0;  // clock ticks since boot, field 22 of /proc/<pid>/stat
 };
 
-// The process `pid` as it is now; start_time 0 if it does not exist.
+// The process `pid` as it is now; start_time 0 if it does not exist or has exited (zombie).
 ProcessRef CurrentProcess(std::int64_t pid);
 bool IsAlive(const ProcessRef& p);
 

@@ -1,0 +1,360 @@
+// hook::GrantGpus and hook::ReleaseGpus against a real ledger file.
+#include "gpumux/hook/grant.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/testing/builders.h"
+#include "tests/testing/process.h"
+
+namespace gpumux::hook {
+namespace {
+
+namespace fs = std::filesystem;
+
+Inventory Host(int gpus) {
+  Inventory inv;
+  inv.source = "test-host";
+  for (int i = 0; i < gpus; ++i) {
+    HostGpu g;
+    g.index = i;
+    g.uuid = test::Numbered("GPU-", i);
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+GpuAsk Reserve(int count) {
+  GpuAsk a;
+  a.kind = AskKind::kReserve;
+  a.count = count;
+  a.source = "HOUDINI_GPU_REQUESTED=" + std::to_string(count);
+  return a;
+}
+
+ProcessRef Me() { return CurrentProcess(::getpid()); }
+
+// This process's pid with another start time: a holder that died and whose pid was reused.
+ProcessRef Dead() {
+  ProcessRef p = Me();
+  p.start_time += 1;
+  return p;
+}
+
+class GrantTest : public ::testing::Test {
+ protected:
+  ReservationFile Ledger() {
+    auto f = store_.Read();
+    EXPECT_TRUE(f.has_value()) << f.error().message;
+    return f ? *f : ReservationFile{};
+  }
+  const Reservation* Find(const ReservationFile& f, const std::string& container) {
+    for (const Reservation& r : f.reservations) {
+      if (r.container == container) return &r;
+    }
+    return nullptr;
+  }
+  void Put(Reservation r) {
+    ASSERT_TRUE(store_
+                    .Update([&](ReservationFile& f) -> core::Result<bool> {
+                      f.reservations.push_back(r);
+                      return true;
+                    })
+                    .has_value());
+  }
+  static Reservation Held(const std::string& container, std::vector<int> gpus, ProcessRef holder) {
+    Reservation r;
+    r.container = container;
+    r.gpus = std::move(gpus);
+    r.since = "2024-05-01T10:00:00Z";
+    r.since_unix = 1714557600;
+    r.state = "running";
+    r.holder = holder;
+    return r;
+  }
+
+  test::ScratchDir dir_;
+  ReservationStore store_{(dir_.path() / "state").string()};
+  Inventory host_ = Host(4);
+};
+
+TEST_F(GrantTest, NoAskGrantsNothingAndLeavesTheLedgerAlone) {
+  const auto g = GrantGpus("c1", GpuAsk{}, host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_TRUE(g->gpus.empty());
+  EXPECT_FALSE(g->reserved);
+  EXPECT_FALSE(fs::exists(store_.path()));
+}
+
+TEST_F(GrantTest, AllSharesEveryGpuWithoutReserving) {
+  Put(Held("other", {1}, Me()));
+  GpuAsk all;
+  all.kind = AskKind::kAll;
+  all.source = "HOUDINI_GPU_ENABLED=true";
+  const auto g = GrantGpus("c1", all, host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 1, 2, 3})) << "shared: reserved GPUs too";
+  EXPECT_FALSE(g->reserved);
+  EXPECT_EQ(g->message, "container 'c1' gets all 4 GPUs, shared (HOUDINI_GPU_ENABLED=true)");
+  EXPECT_EQ(Ledger().reservations.size(), 1u);
+}
+
+TEST_F(GrantTest, ListedGivesExactlyThoseGpusShared) {
+  GpuAsk listed;
+  listed.kind = AskKind::kListed;
+  listed.listed = {"GPU-2", "0"};
+  listed.source = "NVIDIA_VISIBLE_DEVICES=GPU-2,0";
+  const auto g = GrantGpus("c1", listed, host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 2}));
+  EXPECT_FALSE(g->reserved);
+  EXPECT_EQ(g->message, "container 'c1' gets GPUs 0,2, shared (NVIDIA_VISIBLE_DEVICES=GPU-2,0)");
+  EXPECT_FALSE(fs::exists(store_.path()));
+}
+
+TEST_F(GrantTest, ListedNamingAnUnknownGpuIsAnError) {
+  GpuAsk listed;
+  listed.kind = AskKind::kListed;
+  listed.listed = {"7"};
+  const auto g = GrantGpus("c1", listed, host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message,
+            "NVIDIA_VISIBLE_DEVICES names GPU '7', but the host has 4 GPUs (test-host)");
+}
+
+TEST_F(GrantTest, AReservationIsWrittenWithItsHolderStateAndTime) {
+  const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+  const auto g = GrantGpus("c1", Reserve(2), host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus.size(), 2u);
+  EXPECT_TRUE(std::is_sorted(g->gpus.begin(), g->gpus.end()));
+  EXPECT_TRUE(g->reserved);
+  EXPECT_FALSE(g->existing);
+  EXPECT_EQ(g->message.rfind("Found reservation for 'c1': GPUs ", 0), 0u) << g->message;
+  EXPECT_NE(g->message.find("HOUDINI_GPU_REQUESTED=2"), std::string::npos) << g->message;
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  const Reservation& r = f.reservations[0];
+  EXPECT_EQ(r.container, "c1");
+  EXPECT_EQ(r.gpus, g->gpus);
+  EXPECT_EQ(r.state, "pending");
+  EXPECT_EQ(r.holder.pid, Me().pid);
+  EXPECT_EQ(r.holder.start_time, Me().start_time);
+  EXPECT_TRUE(std::regex_match(r.since, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+      << r.since;
+  EXPECT_GE(r.since_unix, now);
+  EXPECT_LE(r.since_unix, now + 60);
+}
+
+TEST_F(GrantTest, TheSameContainerAgainGetsTheSameGpusAndANewHolder) {
+  const auto first = GrantGpus("c1", Reserve(2), host_, store_, Me(), "pending");
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  const auto other = GrantGpus("c2", Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_TRUE(other.has_value()) << other.error().message;
+  const ProcessRef init{1, CurrentProcess(1).start_time};
+  const auto again = GrantGpus("c1", Reserve(2), host_, store_, init, "running");
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->gpus, first->gpus);
+  EXPECT_TRUE(again->reserved);
+  EXPECT_TRUE(again->existing);
+  EXPECT_EQ(again->message.rfind("Found reservation for 'c1': GPUs ", 0), 0u) << again->message;
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 2u) << "no second entry for c1";
+  const Reservation* r = Find(f, "c1");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->state, "running");
+  EXPECT_EQ(r->holder.pid, 1);
+}
+
+TEST_F(GrantTest, TheSameContainerAskingForADifferentCountIsAnError) {
+  ASSERT_TRUE(GrantGpus("c1", Reserve(2), host_, store_, Me(), "pending").has_value());
+  const auto g = GrantGpus("c1", Reserve(3), host_, store_, Me(), "running");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code, core::ErrorCode::kAlreadyExists);
+  EXPECT_NE(g.error().message.find("container 'c1' already holds GPUs"), std::string::npos)
+      << g.error().message;
+  EXPECT_NE(g.error().message.find("now asks for 3"), std::string::npos) << g.error().message;
+}
+
+TEST_F(GrantTest, ContainersNeverShareAReservedGpu) {
+  std::set<int> seen;
+  for (int c = 0; c < 4; ++c) {
+    const auto g = GrantGpus(test::Numbered("c", c), Reserve(1), host_, store_, Me(), "running");
+    ASSERT_TRUE(g.has_value()) << g.error().message;
+    ASSERT_EQ(g->gpus.size(), 1u);
+    EXPECT_TRUE(seen.insert(g->gpus[0]).second) << "GPU " << g->gpus[0] << " granted twice";
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+}
+
+TEST_F(GrantTest, NotEnoughFreeGpusNamesTheAskTheFreeCountAndTheHolders) {
+  Put(Held("render-a", {0, 1}, Me()));
+  Put(Held("render-b", {3}, Me()));
+  const auto g = GrantGpus("c9", Reserve(2), host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code, core::ErrorCode::kFailedPrecondition);
+  const std::string& m = g.error().message;
+  EXPECT_NE(m.find("container 'c9' asks for 2 GPUs (HOUDINI_GPU_REQUESTED=2)"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("1 of 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("GPUs 0,1 reserved by 'render-a' since 2024-05-01T10:00:00Z"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("GPU 3 reserved by 'render-b' since 2024-05-01T10:00:00Z"), std::string::npos)
+      << m;
+  EXPECT_EQ(Ledger().reservations.size(), 2u) << "a refused ask writes nothing";
+}
+
+TEST_F(GrantTest, AskingForMoreGpusThanTheHostHasSaysHowManyItHas) {
+  const auto g = GrantGpus("c1", Reserve(5), host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message,
+            "container 'c1' asks for 5 GPUs (HOUDINI_GPU_REQUESTED=5), but the host has only 4 "
+            "(test-host)");
+}
+
+TEST_F(GrantTest, AHostWithoutGpusRefusesAReservation) {
+  const Inventory none = Host(0);
+  const auto g = GrantGpus("c1", Reserve(1), none, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.error().message.find("the host has only 0"), std::string::npos) << g.error().message;
+}
+
+TEST_F(GrantTest, AReservationWhoseHolderIsGoneIsReclaimed) {
+  Put(Held("crashed", {0, 1, 2}, Dead()));
+  Put(Held("alive", {3}, Me()));
+  const auto g = GrantGpus("c2", Reserve(3), host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 1, 2}));
+  const ReservationFile f = Ledger();
+  EXPECT_EQ(Find(f, "crashed"), nullptr) << "the dead reservation is dropped";
+  EXPECT_NE(Find(f, "alive"), nullptr) << "a live one is kept";
+  EXPECT_NE(Find(f, "c2"), nullptr);
+}
+
+TEST_F(GrantTest, AHolderThatNeverExistedIsGone) {
+  Put(Held("ghost", {0, 1, 2, 3}, ProcessRef{0, 0}));
+  const auto g = GrantGpus("c2", Reserve(4), host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus.size(), 4u);
+}
+
+TEST_F(GrantTest, AContainerWhoseOwnHolderDiedGetsItsReservationBack) {
+  Put(Held("c1", {2}, Dead()));
+  const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "running");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, std::vector<int>{2});
+  EXPECT_TRUE(g->existing);
+}
+
+TEST_F(GrantTest, ALedgerEntryForAGpuTheHostNoLongerHasIsIgnored) {
+  Put(Held("old-host", {7}, Me()));
+  const auto g = GrantGpus("c1", Reserve(4), host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus.size(), 4u);
+}
+
+// The host lost a GPU (4 -> 3) while a reservation still names the lost one.
+TEST_F(GrantTest, TheFreeCountInARefusalCountsOnlyGpusTheHostHas) {
+  const Inventory three = Host(3);
+  Put(Held("a", {0, 1, 2}, Me()));
+  Put(Held("old-host", {3}, Me()));
+  const auto g = GrantGpus("c1", Reserve(1), three, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.error().message.find("; 0 of 3 free"), std::string::npos) << g.error().message;
+}
+
+TEST_F(GrantTest, ALedgerGivingOneGpuToTwoContainersIsReportedAsInconsistent) {
+  Put(Held("a", {1}, Me()));
+  Put(Held("b", {1}, Me()));
+  const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message.rfind(store_.path() + ": inconsistent ledger: ", 0), 0u)
+      << g.error().message;
+}
+
+TEST_F(GrantTest, AMalformedLedgerIsAnErrorNamingTheFile) {
+  fs::create_directories(dir_.path() / "state");
+  dir_.Write("state/reservations.json", "{ not json");
+  const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message.rfind(store_.path() + ": malformed reservation ledger", 0), 0u)
+      << g.error().message;
+  EXPECT_EQ(test::ReadFileText(store_.path()), "{ not json");
+}
+
+TEST_F(GrantTest, ReleaseDropsOnlyThatContainersReservation) {
+  ASSERT_TRUE(GrantGpus("c1", Reserve(2), host_, store_, Me(), "running").has_value());
+  ASSERT_TRUE(GrantGpus("c2", Reserve(1), host_, store_, Me(), "running").has_value());
+  const auto released = ReleaseGpus("c1", store_);
+  ASSERT_TRUE(released.has_value()) << released.error().message;
+  EXPECT_TRUE(*released);
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, "c2");
+  const auto twice = ReleaseGpus("c1", store_);
+  ASSERT_TRUE(twice.has_value());
+  EXPECT_FALSE(*twice);
+  // The GPUs are free again.
+  const auto g = GrantGpus("c3", Reserve(3), host_, store_, Me(), "running");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+}
+
+TEST_F(GrantTest, ReleasingWithoutALedgerIsNotAnError) {
+  const auto released = ReleaseGpus("nobody", store_);
+  ASSERT_TRUE(released.has_value()) << released.error().message;
+  EXPECT_FALSE(*released);
+  EXPECT_FALSE(fs::exists(store_.path()));
+}
+
+// Twelve processes ask for one GPU each at the same time on a 4-GPU host; their holder is this
+// test process, which stays alive, so nothing is reclaimed: exactly four win, on four GPUs.
+TEST_F(GrantTest, ConcurrentGrantsFromManyProcessesNeverShareAGpu) {
+  constexpr int kProcesses = 12;
+  const ProcessRef holder = Me();
+  std::vector<pid_t> children;
+  std::fflush(nullptr);
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ReservationStore store(store_.path().substr(0, store_.path().rfind('/')));
+      const auto g = GrantGpus(test::Numbered("c", p), Reserve(1), host_, store, holder, "running");
+      if (g) ::_exit(0);
+      const bool clear = g.error().message.find("0 of 4") != std::string::npos;
+      ::_exit(clear ? 3 : 4);
+    }
+    children.push_back(pid);
+  }
+  int granted = 0;
+  int refused = 0;
+  for (pid_t pid : children) {
+    const test::ProcessExit e = test::WaitProcess(pid);
+    if (e.Exited(0)) {
+      ++granted;
+    } else if (e.Exited(3)) {
+      ++refused;
+    } else {
+      ADD_FAILURE() << "a grant ended with " << ::testing::PrintToString(e);
+    }
+  }
+  EXPECT_EQ(granted, 4);
+  EXPECT_EQ(refused, kProcesses - 4);
+  std::set<int> gpus;
+  const ReservationFile f = Ledger();
+  for (const Reservation& r : f.reservations) {
+    for (int g : r.gpus) EXPECT_TRUE(gpus.insert(g).second) << "GPU " << g << " twice";
+  }
+  EXPECT_EQ(f.reservations.size(), 4u);
+  EXPECT_EQ(gpus, (std::set<int>{0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace gpumux::hook

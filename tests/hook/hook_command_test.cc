@@ -1,0 +1,672 @@
+// The commands around the hook library: `gpumux hook <stage>` and `gpumux gpus` in process
+// (cli::Main), and the runtime wrapper `gpumux oci-runtime` as a subprocess of the built binary
+// with a fake runtime (a shell script that records its arguments) standing in for runc.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpumux/cli/cli.h"
+#include "gpumux/hook/reservations.h"
+#include "tests/testing/builders.h"
+#include "tests/testing/process.h"
+
+namespace gpumux::hook {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs cli::Main in this process with `stdin_text` as std::cin.
+CliRun Gpumux(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  std::vector<const char*> argv{"gpumux"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::istringstream in(stdin_text);
+  std::streambuf* saved = std::cin.rdbuf(in.rdbuf());
+  std::ostringstream out, err;
+  CliRun r;
+  r.code = cli::Main(static_cast<int>(argv.size()), argv.data(), out, err);
+  std::cin.rdbuf(saved);
+  std::cin.clear();
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string EnvValue(const Json& config, const std::string& name) {
+  for (const Json& e : config["process"]["env"]) {
+    const std::string s = e.get<std::string>();
+    if (s.rfind(name + "=", 0) == 0) return s.substr(name.size() + 1);
+  }
+  return "<unset>";
+}
+
+// A host of four GPUs with UUIDs (a GPU file whose device column names /dev/null, so that no
+// mknod is needed), a state folder and a bundle.
+class HostFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dev_);
+    fs::create_directories(bundle_);
+    gpus_file_ = dir_.Write("gpus.csv",
+                            "index,uuid,model,memory_mib,device\n"
+                            "0,GPU-aaaa,A100,40960,/dev/null\n"
+                            "1,GPU-bbbb,A100,40960,/dev/null\n"
+                            "2,GPU-cccc,A100,40960,/dev/null\n"
+                            "3,GPU-dddd,A100,40960,/dev/null\n");
+  }
+
+  void WriteConfig(const std::vector<std::string>& env) {
+    Json c = {{"ociVersion", "1.0.2"},
+              {"process", {{"terminal", false}, {"args", {"sh"}}, {"env", {"PATH=/bin"}}}},
+              {"root", {{"path", "rootfs"}}},
+              {"x-unknown", {{"kept", true}}}};
+    for (const std::string& e : env) c["process"]["env"].push_back(e);
+    dir_.Write("bundle/config.json", c.dump(2));
+  }
+  Json Config() const { return Json::parse(test::ReadFileText(bundle_ / "config.json")); }
+  std::string State(const std::string& id, std::int64_t pid = 0) const {
+    Json s = {
+        {"ociVersion", "1.0.2"}, {"id", id}, {"status", "creating"}, {"bundle", bundle_.string()}};
+    if (pid > 0) s["pid"] = pid;
+    return s.dump();
+  }
+  std::vector<std::string> HostFlags() const {
+    return {"--state-dir", state_.string(), "--dev-dir", dev_.string(), "--gpus", gpus_file_};
+  }
+  CliRun Hook(const std::string& stage, const std::string& state_json) {
+    std::vector<std::string> args{"hook"};
+    for (const std::string& f : HostFlags()) args.push_back(f);
+    args.push_back(stage);
+    return Gpumux(args, state_json);
+  }
+  ReservationFile Ledger() const {
+    auto f = ReservationStore(state_.string()).Read();
+    EXPECT_TRUE(f.has_value()) << f.error().message;
+    return f ? *f : ReservationFile{};
+  }
+  // Reserves `gpus` for `container`, kept alive by this test process.
+  void Hold(const std::string& container, std::vector<int> gpus) {
+    ReservationStore store(state_.string());
+    ASSERT_TRUE(store
+                    .Update([&](ReservationFile& f) -> core::Result<bool> {
+                      Reservation r;
+                      r.container = container;
+                      r.gpus = gpus;
+                      r.since = "2024-05-01T10:00:00Z";
+                      r.state = "running";
+                      r.holder = CurrentProcess(::getpid());
+                      f.reservations.push_back(r);
+                      return true;
+                    })
+                    .has_value());
+  }
+  std::string HookLog() const { return test::ReadFileText(state_ / "hook.log"); }
+
+  test::ScratchDir dir_;
+  fs::path state_ = dir_.path() / "state";
+  fs::path dev_ = dir_.path() / "dev";
+  fs::path bundle_ = dir_.path() / "bundle";
+  std::string gpus_file_;
+};
+
+using HookCommand = HostFixture;
+
+TEST_F(HookCommand, CreateRuntimeReservesAndLogsFoundReservation) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"});
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.err, "gpumux: Found reservation for 'c1': GPUs ")) << r.err;
+  EXPECT_TRUE(Contains(HookLog(), "Found reservation for 'c1'")) << HookLog();
+  EXPECT_TRUE(Contains(HookLog(), " gpumux[")) << "log lines say which process wrote them";
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, "c1");
+  EXPECT_EQ(f.reservations[0].gpus.size(), 2u);
+  EXPECT_EQ(f.reservations[0].state, "running");
+}
+
+TEST_F(HookCommand, PrestartGrantsLikeCreateRuntime) {
+  WriteConfig({"GPUMUX_GPU_REQUEST=1"});
+  const CliRun r = Hook("prestart", State("c1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Ledger().reservations.size(), 1u);
+}
+
+TEST_F(HookCommand, PoststopReleasesTheReservation) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=4"});
+  ASSERT_EQ(Hook("createRuntime", State("c1")).code, 0);
+  const CliRun r = Hook("poststop", State("c1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.err, "Released reservation of 'c1'")) << r.err;
+  EXPECT_TRUE(Contains(HookLog(), "Released reservation of 'c1'")) << HookLog();
+  EXPECT_TRUE(Ledger().reservations.empty());
+  const CliRun again = Hook("poststop", State("c1"));
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err, "") << "nothing to release, nothing said";
+}
+
+TEST_F(HookCommand, PoststopDoesNotNeedTheBundle) {
+  Hold("c1", {0});
+  fs::remove_all(bundle_);
+  const CliRun r = Hook("poststop", State("c1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Ledger().reservations.empty());
+}
+
+TEST_F(HookCommand, NoGpuVariablesDoNothing) {
+  WriteConfig({"TERM=xterm"});
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
+}
+
+TEST_F(HookCommand, NotEnoughFreeGpusFailsTheHookWithTheReason) {
+  Hold("render-a", {0, 1, 2});
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"});
+  const CliRun r = Hook("createRuntime", State("c2"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err,
+                       "hook createRuntime: container 'c2' asks for 2 GPUs "
+                       "(HOUDINI_GPU_REQUESTED=2); 1 of 4"))
+      << r.err;
+  EXPECT_TRUE(Contains(r.err, "reserved by 'render-a'")) << r.err;
+  EXPECT_TRUE(Contains(HookLog(), "container 'c2' asks for 2 GPUs")) << HookLog();
+  EXPECT_EQ(Ledger().reservations.size(), 1u);
+}
+
+struct BadInput {
+  const char* name;
+  std::vector<std::string> env;
+  std::string message;
+};
+
+class HookCommandBadValues : public HostFixture, public ::testing::WithParamInterface<BadInput> {};
+
+TEST_P(HookCommandBadValues, FailTheHookNamingTheContainerAndTheVariable) {
+  WriteConfig(GetParam().env);
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, GetParam().message)) << r.err;
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, HookCommandBadValues,
+    ::testing::Values(
+        BadInput{"a_negative_count",
+                 {"HOUDINI_GPU_REQUESTED=-1"},
+                 "container 'c1': HOUDINI_GPU_REQUESTED=-1: expected a whole number of GPUs (0 or "
+                 "more)"},
+        BadInput{"a_word",
+                 {"HOUDINI_GPU_REQUESTED=abc"},
+                 "container 'c1': HOUDINI_GPU_REQUESTED=abc: expected a whole number"},
+        BadInput{"more_than_the_host_has",
+                 {"HOUDINI_GPU_REQUESTED=5"},
+                 "container 'c1' asks for 5 GPUs (HOUDINI_GPU_REQUESTED=5), but the host has only "
+                 "4"},
+        BadInput{"an_unknown_uuid",
+                 {"NVIDIA_VISIBLE_DEVICES=GPU-zzzz"},
+                 "NVIDIA_VISIBLE_DEVICES names GPU 'GPU-zzzz', but the host has 4 GPUs"}),
+    test::CaseName());
+
+TEST_F(HookCommand, MalformedStateOnStdinIsAClearError) {
+  const CliRun r = Hook("createRuntime", "{\"id\": ");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, "hook createRuntime: container state on stdin: not JSON")) << r.err;
+  const CliRun no_id = Hook("poststop", R"({"bundle":"/b"})");
+  EXPECT_EQ(no_id.code, 1);
+  EXPECT_TRUE(Contains(no_id.err, "field 'id' missing")) << no_id.err;
+}
+
+TEST_F(HookCommand, MalformedConfigJsonIsAnErrorNamingIt) {
+  dir_.Write("bundle/config.json", "{\"process\": ");
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(r.err, (bundle_ / "config.json").string() + ": malformed JSON")) << r.err;
+  dir_.Write("bundle/config.json", R"({"process": {"env": "HOUDINI_GPU_REQUESTED=1"}})");
+  const CliRun env = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(env.code, 1);
+  EXPECT_TRUE(Contains(env.err, "config.json: 'process.env' is not a list")) << env.err;
+}
+
+TEST_F(HookCommand, AMalformedLedgerFailsBothStagesNamingTheFile) {
+  fs::create_directories(state_);
+  dir_.Write("state/reservations.json", "garbage");
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const std::string ledger = (state_ / "reservations.json").string();
+  const CliRun create = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(create.code, 1);
+  EXPECT_TRUE(Contains(create.err, ledger + ": malformed reservation ledger")) << create.err;
+  const CliRun stop = Hook("poststop", State("c1"));
+  EXPECT_EQ(stop.code, 1);
+  EXPECT_TRUE(Contains(stop.err, ledger + ": malformed reservation ledger")) << stop.err;
+}
+
+TEST_F(HookCommand, AnUnknownStageIsAUsageError) {
+  const CliRun r = Hook("poststart-ish", State("c1"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Contains(r.err, "poststart-ish")) << r.err;
+}
+
+using GpusCommand = HostFixture;
+
+TEST_F(GpusCommand, ListsTheGpusLikeNvidiaSmi) {
+  std::vector<std::string> args{"gpus"};
+  for (const std::string& f : HostFlags()) args.push_back(f);
+  const CliRun r = Gpumux(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "GPU 0: A100 (UUID: GPU-aaaa)\nGPU 1: A100 (UUID: GPU-bbbb)\n"
+            "GPU 2: A100 (UUID: GPU-cccc)\nGPU 3: A100 (UUID: GPU-dddd)\n");
+}
+
+TEST_F(GpusCommand, ReservationsSayWhoHoldsEachGpuAndWhetherTheHolderIsGone) {
+  Hold("render-a", {1, 2});
+  ASSERT_TRUE(ReservationStore(state_.string())
+                  .Update([](ReservationFile& f) -> core::Result<bool> {
+                    Reservation r;
+                    r.container = "crashed";
+                    r.gpus = {3};
+                    r.since = "2024-05-01T09:00:00Z";
+                    r.state = "pending";
+                    r.holder = ProcessRef{0, 0};
+                    f.reservations.push_back(r);
+                    return true;
+                  })
+                  .has_value());
+  std::vector<std::string> args{"gpus", "--reservations"};
+  for (const std::string& f : HostFlags()) args.push_back(f);
+  const CliRun r = Gpumux(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "GPU 0: A100 (UUID: GPU-aaaa)  free\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out,
+                       "GPU 1: A100 (UUID: GPU-bbbb)  reserved by 'render-a' since "
+                       "2024-05-01T10:00:00Z (running)\n"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out,
+                       "GPU 3: A100 (UUID: GPU-dddd)  reserved by 'crashed' since "
+                       "2024-05-01T09:00:00Z (pending, holder gone"))
+      << r.out;
+
+  args.push_back("--json");
+  const CliRun j = Gpumux(args);
+  EXPECT_EQ(j.code, 0) << j.err;
+  const Json gpus = Json::parse(j.out);
+  ASSERT_EQ(gpus.size(), 4u);
+  EXPECT_EQ(gpus[0]["uuid"], "GPU-aaaa");
+  EXPECT_TRUE(gpus[0]["reserved_by"].is_null());
+  EXPECT_EQ(gpus[2]["reserved_by"], "render-a");
+  EXPECT_EQ(gpus[2]["holder_alive"], true);
+  EXPECT_EQ(gpus[3]["reserved_by"], "crashed");
+  EXPECT_EQ(gpus[3]["holder_alive"], false);
+}
+
+TEST_F(GpusCommand, AMalformedLedgerOrMissingDeviceFolderIsAnError) {
+  fs::create_directories(state_);
+  dir_.Write("state/reservations.json", "[");
+  std::vector<std::string> args{"gpus", "--reservations"};
+  for (const std::string& f : HostFlags()) args.push_back(f);
+  const CliRun r = Gpumux(args);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(Contains(r.err, "reservations.json: malformed reservation ledger")) << r.err;
+  const CliRun no_dev = Gpumux({"gpus", "--dev-dir", (dir_.path() / "nope").string()});
+  EXPECT_EQ(no_dev.code, 2);
+  EXPECT_TRUE(Contains(no_dev.err, "nope: device folder does not exist")) << no_dev.err;
+}
+
+// The runtime wrapper, run as the built binary; GPUMUX_RUNTIME is a script that records its
+// arguments, so what the wrapper hands to the runtime can be checked without runc.
+class OciRuntimeWrapper : public HostFixture {
+ protected:
+  void SetUp() override {
+    HostFixture::SetUp();
+    runtime_ =
+        dir_.Write("fake-runtime", "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$FAKE_RUNTIME_LOG\"\n");
+    ::chmod(runtime_.c_str(), 0755);
+  }
+  test::Captured Wrapper(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv{GPUMUX_BINARY, "oci-runtime"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> set_env{"GPUMUX_STATE_DIR=" + state_.string(),
+                                     "GPUMUX_DEV_DIR=" + dev_.string(),
+                                     "GPUMUX_GPUS_FILE=" + gpus_file_, "GPUMUX_RUNTIME=" + runtime_,
+                                     "FAKE_RUNTIME_LOG=" + (dir_.path() / "runtime.args").string()};
+    set_env.insert(set_env.end(), env.begin(), env.end());
+    fs::remove(dir_.path() / "runtime.args");
+    return test::RunCaptured({.argv = argv, .set_env = set_env, .unset_env = {"GPUMUX_FAULT"}},
+                             dir_.path(), "wrapper");
+  }
+  std::vector<std::string> Create(const std::string& id) const {
+    return {"--root",         "/run/x",     "--debug", "create", "--bundle",
+            bundle_.string(), "--pid-file", "/tmp/p",  id};
+  }
+  // The arguments the runtime got, or {} when it never ran.
+  std::vector<std::string> RuntimeArgs() const {
+    std::vector<std::string> out;
+    std::istringstream in(test::ReadFileText(dir_.path() / "runtime.args"));
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  static std::vector<std::string> DevicePaths(const Json& config) {
+    std::vector<std::string> out;
+    if (!config.contains("linux")) return out;
+    for (const Json& d : config["linux"]["devices"]) out.push_back(d["path"].get<std::string>());
+    return out;
+  }
+
+  std::string runtime_;
+};
+
+TEST_F(OciRuntimeWrapper, AReservationRewritesConfigJsonAndRunsTheRuntimeWithTheSameArguments) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"});
+  const test::Captured w = Wrapper(Create("c1"));
+  ASSERT_TRUE(w.exit.Exited(0)) << w.err;
+  EXPECT_EQ(RuntimeArgs(), Create("c1"));
+  EXPECT_TRUE(Contains(w.err, "gpumux: Found reservation for 'c1': GPUs ")) << w.err;
+  EXPECT_TRUE(Contains(HookLog(), "Found reservation for 'c1'")) << HookLog();
+
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].state, "pending");
+  const std::vector<int> gpus = f.reservations[0].gpus;
+  ASSERT_EQ(gpus.size(), 2u);
+  const std::vector<std::string> uuids{"GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"};
+
+  const Json c = Config();
+  EXPECT_EQ(EnvValue(c, "NVIDIA_VISIBLE_DEVICES"), uuids[static_cast<std::size_t>(gpus[0])] + "," +
+                                                       uuids[static_cast<std::size_t>(gpus[1])]);
+  EXPECT_EQ(EnvValue(c, "GPUMUX_GPUS"), std::to_string(gpus[0]) + "," + std::to_string(gpus[1]));
+  EXPECT_EQ(EnvValue(c, "GPUMUX_GPU_RESERVED"), "true");
+  EXPECT_EQ(EnvValue(c, "PATH"), "/bin");
+  EXPECT_EQ(EnvValue(c, "HOUDINI_GPU_REQUESTED"), "2");
+  EXPECT_EQ(c["x-unknown"]["kept"], true);
+  EXPECT_EQ(DevicePaths(c), (std::vector<std::string>{test::Numbered("/dev/nvidia", gpus[0]),
+                                                      test::Numbered("/dev/nvidia", gpus[1])}));
+  const std::string self = fs::canonical(GPUMUX_BINARY).string();
+  for (const char* stage : {"createRuntime", "poststop"}) {
+    ASSERT_TRUE(c.contains("hooks") && c["hooks"].contains(stage)) << c.dump(2);
+    ASSERT_EQ(c["hooks"][stage].size(), 1u) << c.dump(2);
+    const Json& h = c["hooks"][stage][0];
+    EXPECT_EQ(h["path"], self);
+    EXPECT_EQ(h["args"], Json({"gpumux", "hook", stage}));
+    EXPECT_TRUE(Contains(h["env"].dump(), "GPUMUX_STATE_DIR=" + state_.string())) << h.dump();
+    EXPECT_TRUE(Contains(h["env"].dump(), "GPUMUX_GPUS_FILE=" + gpus_file_)) << h.dump();
+  }
+}
+
+// Runs a hook the way the runtime would: its path, args as argv, env as the environment only.
+test::Captured RunHookEntry(const Json& hook, const std::string& state_json,
+                            const fs::path& scratch, const std::string& tag) {
+  test::ProcessSpec spec;
+  spec.argv = {hook["path"].get<std::string>()};
+  const std::vector<std::string> args = hook["args"].get<std::vector<std::string>>();
+  spec.argv.insert(spec.argv.end(), args.begin() + 1, args.end());
+  spec.set_env = hook["env"].get<std::vector<std::string>>();
+  for (const char* name : {"GPUMUX_STATE_DIR", "GPUMUX_DEV_DIR", "GPUMUX_GPUS_FILE",
+                           "GPUMUX_RUNTIME", "GPUMUX_FAULT"}) {
+    bool set = false;
+    for (const std::string& e : spec.set_env) set = set || e.rfind(std::string(name) + "=", 0) == 0;
+    if (!set) spec.unset_env.push_back(name);
+  }
+  return test::RunCaptured(spec, scratch, tag, state_json);
+}
+
+TEST_F(OciRuntimeWrapper, TheHooksItAddsFindTheReservationAndReleaseIt) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  ASSERT_TRUE(Wrapper(Create("c1")).exit.Exited(0));
+  const Json c = Config();
+  const test::Captured create =
+      RunHookEntry(c["hooks"]["createRuntime"][0], State("c1"), dir_.path(), "create-hook");
+  EXPECT_TRUE(create.exit.Exited(0)) << create.err;
+  EXPECT_TRUE(Contains(create.err, "Found reservation for 'c1'")) << create.err;
+  ASSERT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_EQ(Ledger().reservations[0].state, "running");
+  const test::Captured stop =
+      RunHookEntry(c["hooks"]["poststop"][0], State("c1"), dir_.path(), "stop-hook");
+  EXPECT_TRUE(stop.exit.Exited(0)) << stop.err;
+  EXPECT_TRUE(Ledger().reservations.empty());
+}
+
+struct SharedCase {
+  const char* name;
+  std::string env;
+  std::string visible;
+  std::string gpus;
+};
+
+class OciRuntimeWrapperShared : public OciRuntimeWrapper,
+                                public ::testing::WithParamInterface<SharedCase> {};
+
+TEST_P(OciRuntimeWrapperShared, GivesTheGpusWithoutReservingThem) {
+  Hold("someone", {0, 1, 2, 3});  // shared asks ignore reservations
+  WriteConfig({GetParam().env});
+  const test::Captured w = Wrapper({"run", "-b", bundle_.string(), "c1"});
+  ASSERT_TRUE(w.exit.Exited(0)) << w.err;
+  const Json c = Config();
+  EXPECT_EQ(EnvValue(c, "NVIDIA_VISIBLE_DEVICES"), GetParam().visible);
+  EXPECT_EQ(EnvValue(c, "GPUMUX_GPUS"), GetParam().gpus);
+  EXPECT_EQ(EnvValue(c, "GPUMUX_GPU_RESERVED"), "false");
+  EXPECT_FALSE(c.contains("hooks")) << "nothing to release";
+  std::vector<std::string> want_devices;
+  std::istringstream gpus(GetParam().gpus);
+  for (std::string g; std::getline(gpus, g, ',');) want_devices.push_back("/dev/nvidia" + g);
+  EXPECT_EQ(DevicePaths(c), want_devices);
+  EXPECT_EQ(Ledger().reservations.size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, OciRuntimeWrapperShared,
+    ::testing::Values(SharedCase{"houdini_gpu_enabled", "HOUDINI_GPU_ENABLED=true",
+                                 "GPU-aaaa,GPU-bbbb,GPU-cccc,GPU-dddd", "0,1,2,3"},
+                      SharedCase{"visible_devices_all", "NVIDIA_VISIBLE_DEVICES=all",
+                                 "GPU-aaaa,GPU-bbbb,GPU-cccc,GPU-dddd", "0,1,2,3"},
+                      SharedCase{"visible_devices_indices", "NVIDIA_VISIBLE_DEVICES=0,2",
+                                 "GPU-aaaa,GPU-cccc", "0,2"},
+                      SharedCase{"visible_devices_uuids",
+                                 "NVIDIA_VISIBLE_DEVICES=GPU-dddd,GPU-bbbb", "GPU-bbbb,GPU-dddd",
+                                 "1,3"}),
+    test::CaseName());
+
+TEST_F(OciRuntimeWrapper, NoGpuVariablesLeaveConfigJsonByteForByte) {
+  WriteConfig({"TERM=xterm"});
+  const std::string before = test::ReadFileText(bundle_ / "config.json");
+  const test::Captured w = Wrapper(Create("c1"));
+  ASSERT_TRUE(w.exit.Exited(0)) << w.err;
+  EXPECT_EQ(test::ReadFileText(bundle_ / "config.json"), before);
+  EXPECT_EQ(RuntimeArgs(), Create("c1"));
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
+}
+
+TEST_F(OciRuntimeWrapper, AskingForZeroGpusHidesEveryGpuEvenWithVisibleDevicesAll) {
+  // HOUDINI_GPU_REQUESTED=0 wins over NVIDIA_VISIBLE_DEVICES=all: an NVIDIA hook or runtime run
+  // after the wrapper must not hand the container every GPU.
+  WriteConfig({"HOUDINI_GPU_REQUESTED=0", "NVIDIA_VISIBLE_DEVICES=all"});
+  const test::Captured w = Wrapper(Create("c1"));
+  ASSERT_TRUE(w.exit.Exited(0)) << w.err;
+  EXPECT_EQ(EnvValue(Config(), "NVIDIA_VISIBLE_DEVICES"), "void");
+  EXPECT_EQ(RuntimeArgs(), Create("c1"));
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
+}
+
+TEST_F(OciRuntimeWrapper, OtherRuntimeCommandsPassThroughUntouched) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--root", "/r", "state", "c1"},
+        std::vector<std::string>{"delete", "--force", "c1"},
+        std::vector<std::string>{"--root=/r", "kill", "c1", "KILL"},
+        std::vector<std::string>{"start", "c1"}}) {
+    const test::Captured w = Wrapper(args);
+    EXPECT_TRUE(w.exit.Exited(0)) << w.err;
+    EXPECT_EQ(RuntimeArgs(), args);
+  }
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
+}
+
+// (The fake runtime exits at once, so each reservation's holder is gone by the next grant,
+// which reclaims it: only the last one stays in the ledger.)
+TEST_F(OciRuntimeWrapper, FindsTheBundleAndIdInEveryFlagSpelling) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  ASSERT_TRUE(Wrapper({"create", "--bundle=" + bundle_.string(), "c1"}).exit.Exited(0));
+  EXPECT_EQ(EnvValue(Config(), "GPUMUX_GPU_RESERVED"), "true");
+  ASSERT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_EQ(Ledger().reservations[0].container, "c1");
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  ASSERT_TRUE(Wrapper({"--log", "/tmp/l", "run", "c2", "-b", bundle_.string(), "--no-pivot"})
+                  .exit.Exited(0));
+  EXPECT_EQ(EnvValue(Config(), "GPUMUX_GPU_RESERVED"), "true");
+  ASSERT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_EQ(Ledger().reservations[0].container, "c2");
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  ASSERT_TRUE(Wrapper({"--root=/r", "--systemd-cgroup", "create", "--console-socket", "/tmp/s",
+                       "--bundle", bundle_.string(), "c3"})
+                  .exit.Exited(0));
+  ASSERT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_EQ(Ledger().reservations[0].container, "c3");
+}
+
+TEST_F(OciRuntimeWrapper, NotEnoughFreeGpusStopsBeforeTheRuntime) {
+  Hold("render-a", {0, 1, 2, 3});
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const std::string before = test::ReadFileText(bundle_ / "config.json");
+  const test::Captured w = Wrapper(Create("c2"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty()) << "the container must not start";
+  EXPECT_TRUE(Contains(w.err, "container 'c2' asks for 1 GPU (HOUDINI_GPU_REQUESTED=1); 0 of 4"))
+      << w.err;
+  EXPECT_TRUE(Contains(w.err, "reserved by 'render-a'")) << w.err;
+  EXPECT_TRUE(Contains(HookLog(), "container 'c2' asks for 1 GPU")) << HookLog();
+  EXPECT_EQ(test::ReadFileText(bundle_ / "config.json"), before);
+}
+
+class OciRuntimeWrapperBadValues : public OciRuntimeWrapper,
+                                   public ::testing::WithParamInterface<BadInput> {};
+
+TEST_P(OciRuntimeWrapperBadValues, StopBeforeTheRuntimeWithAClearMessage) {
+  WriteConfig(GetParam().env);
+  const test::Captured w = Wrapper(Create("c1"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(Contains(w.err, GetParam().message)) << w.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, OciRuntimeWrapperBadValues,
+    ::testing::Values(
+        BadInput{"a_negative_count",
+                 {"HOUDINI_GPU_REQUESTED=-1"},
+                 "container 'c1': HOUDINI_GPU_REQUESTED=-1: expected a whole number of GPUs (0 or "
+                 "more)"},
+        BadInput{"a_word",
+                 {"HOUDINI_GPU_REQUEST=abc"},
+                 "container 'c1': HOUDINI_GPU_REQUEST=abc: expected a whole number of GPUs"},
+        BadInput{"more_than_the_host_has",
+                 {"GPUMUX_GPU_REQUEST=9"},
+                 "container 'c1' asks for 9 GPUs (GPUMUX_GPU_REQUEST=9), but the host has only 4"},
+        BadInput{"gpu_enabled_maybe",
+                 {"HOUDINI_GPU_ENABLED=maybe"},
+                 "HOUDINI_GPU_ENABLED=maybe: expected true or false"}),
+    test::CaseName());
+
+TEST_F(OciRuntimeWrapper, AMalformedConfigJsonIsAnErrorNamingIt) {
+  dir_.Write("bundle/config.json", "{\"process\": {\"env\": [\"HOUDINI_GPU_REQUESTED=1\"");
+  const test::Captured w = Wrapper(Create("c1"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(Contains(
+      w.err, "gpumux oci-runtime: " + (bundle_ / "config.json").string() + ": malformed JSON"))
+      << w.err;
+}
+
+TEST_F(OciRuntimeWrapper, AMalformedLedgerIsAnErrorNamingIt) {
+  fs::create_directories(state_);
+  dir_.Write("state/reservations.json", "{\"reservations\": [{\"container\": 1}]}");
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const test::Captured w = Wrapper(Create("c1"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(
+      Contains(w.err, (state_ / "reservations.json").string() + ": malformed reservation ledger"))
+      << w.err;
+}
+
+TEST_F(OciRuntimeWrapper, AMissingRuntimeSaysSo) {
+  WriteConfig({"TERM=xterm"});
+  const test::Captured w =
+      Wrapper(Create("c1"), {"GPUMUX_RUNTIME=" + (dir_.path() / "no-runc").string()});
+  EXPECT_TRUE(w.exit.Exited(127)) << w.err;
+  EXPECT_TRUE(Contains(w.err, "gpumux oci-runtime: cannot run '")) << w.err;
+  EXPECT_TRUE(Contains(w.err, "GPUMUX_RUNTIME")) << w.err;
+}
+
+// The runtime is killed after the grant (before any hook took over the reservation): its
+// "pending" reservation has a dead holder and the next grant reclaims it.
+TEST_F(OciRuntimeWrapper, AReservationOfAKilledRuntimeIsReclaimedByTheNextGrant) {
+  const std::string killer = dir_.Write("killed-runtime", "#!/bin/sh\nkill -9 $$\n");
+  ::chmod(killer.c_str(), 0755);
+  WriteConfig({"HOUDINI_GPU_REQUESTED=4"});
+  const test::Captured killed = Wrapper(Create("c1"), {"GPUMUX_RUNTIME=" + killer});
+  ASSERT_EQ(killed.exit.signal, SIGKILL) << killed.err;
+  ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, "c1");
+  EXPECT_EQ(f.reservations[0].state, "pending");
+  EXPECT_FALSE(IsAlive(f.reservations[0].holder));
+
+  WriteConfig({"HOUDINI_GPU_REQUESTED=4"});
+  const test::Captured next = Wrapper(Create("c2"));
+  ASSERT_TRUE(next.exit.Exited(0)) << next.err;
+  f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, "c2");
+  EXPECT_EQ(f.reservations[0].gpus, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// GPUMUX_FAULT=kill-before-rename: the wrapper dies in the middle of writing the ledger.
+TEST_F(OciRuntimeWrapper, AWrapperKilledMidWriteLeavesTheLedgerUsable) {
+  Hold("render-a", {0});
+  const std::string before = test::ReadFileText(state_ / "reservations.json");
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"});
+  const test::Captured killed = Wrapper(Create("c1"), {"GPUMUX_FAULT=kill-before-rename"});
+  ASSERT_EQ(killed.exit.signal, SIGKILL)
+      << "the fault injection point did not fire: " << killed.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_EQ(test::ReadFileText(state_ / "reservations.json"), before);
+  EXPECT_TRUE(fs::exists(state_ / "reservations.json.tmp"));
+
+  std::vector<std::string> gpus_args{"gpus", "--reservations"};
+  for (const std::string& f : HostFlags()) gpus_args.push_back(f);
+  const CliRun listing = Gpumux(gpus_args);
+  EXPECT_EQ(listing.code, 0) << listing.err;
+  EXPECT_TRUE(Contains(listing.out, "reserved by 'render-a'")) << listing.out;
+
+  WriteConfig({"HOUDINI_GPU_REQUESTED=3"});
+  const test::Captured next = Wrapper(Create("c2"));
+  ASSERT_TRUE(next.exit.Exited(0)) << next.err;
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 2u);
+  EXPECT_EQ(f.reservations[1].container, "c2");
+  EXPECT_EQ(f.reservations[1].gpus, (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json.tmp"));
+}
+
+}  // namespace
+}  // namespace gpumux::hook

@@ -1,0 +1,233 @@
+// hook::ParseState, LoadConfig/SaveConfig, ConfigEnv, SetEnv, AddDevices, AddHook.
+#include "gpumux/hook/oci.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/testing/builders.h"
+
+namespace gpumux::hook {
+namespace {
+
+using Json = nlohmann::json;
+
+core::Result<ContainerState> StateOf(const std::string& text) {
+  std::istringstream in(text);
+  return ParseState(in);
+}
+
+TEST(ParseState, ReadsIdPidAndBundle) {
+  const auto s =
+      StateOf(R"({"ociVersion":"1.0.2","id":"c1","status":"creating","pid":4242,"bundle":"/b/c1",)"
+              R"("annotations":{"x":"y"}})");
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ(s->id, "c1");
+  EXPECT_EQ(s->pid, 4242);
+  EXPECT_EQ(s->bundle, "/b/c1");
+}
+
+TEST(ParseState, APoststopStateWithoutPidHasPidZero) {
+  const auto s = StateOf(R"({"id":"c1","status":"stopped","bundle":"/b"})");
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ(s->pid, 0);
+}
+
+struct BadState {
+  const char* name;
+  std::string text;
+  std::string message_start;  // the message starts with this
+};
+
+class ParseStateErrors : public ::testing::TestWithParam<BadState> {};
+
+TEST_P(ParseStateErrors, NameTheInputAndTheField) {
+  const auto s = StateOf(GetParam().text);
+  ASSERT_FALSE(s.has_value()) << "accepted " << GetParam().text;
+  EXPECT_EQ(s.error().code, core::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.error().message.rfind(GetParam().message_start, 0), 0u) << s.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ParseStateErrors,
+    ::testing::Values(
+        BadState{"empty_input", "", "container state on stdin: not JSON ("},
+        BadState{"truncated_json", R"({"id":"c1","bun)", "container state on stdin: not JSON ("},
+        BadState{"a_list", R"(["c1"])", "container state on stdin: not a JSON object"},
+        BadState{"no_id", R"({"pid":1,"bundle":"/b"})",
+                 "container state on stdin: field 'id' missing or not a non-empty string"},
+        BadState{"an_empty_id", R"({"id":"","pid":1,"bundle":"/b"})",
+                 "container state on stdin: field 'id' missing or not a non-empty string"},
+        BadState{"a_numeric_id", R"({"id":7,"pid":1,"bundle":"/b"})",
+                 "container state on stdin: field 'id' missing or not a non-empty string"},
+        BadState{"a_negative_pid", R"({"id":"c1","pid":-5,"bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer"},
+        BadState{"a_string_pid", R"({"id":"c1","pid":"12","bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer"},
+        BadState{"a_fractional_pid", R"({"id":"c1","pid":1.5,"bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer"},
+        BadState{"no_bundle", R"({"id":"c1","pid":1})",
+                 "container state on stdin: field 'bundle' missing or not a string"}),
+    test::CaseName());
+
+TEST(LoadConfig, ReadsTheBundlesConfigJson) {
+  test::ScratchDir dir;
+  dir.Write("config.json", R"({"ociVersion":"1.0.2","process":{"env":["A=1"]}})");
+  const auto c = LoadConfig(dir.path().string());
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ((*c)["process"]["env"][0], "A=1");
+}
+
+TEST(LoadConfig, ErrorsNameTheFile) {
+  test::ScratchDir dir;
+  const std::string bundle = dir.path().string();
+  const std::string path = bundle + "/config.json";
+  auto missing = LoadConfig(bundle);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().message, path + ": cannot open");
+
+  dir.Write("config.json", R"({"process": {"env": [)");
+  auto malformed = LoadConfig(bundle);
+  ASSERT_FALSE(malformed.has_value());
+  EXPECT_EQ(malformed.error().message.rfind(path + ": malformed JSON (", 0), 0u)
+      << malformed.error().message;
+
+  dir.Write("config.json", "[1,2]");
+  auto list = LoadConfig(bundle);
+  ASSERT_FALSE(list.has_value());
+  EXPECT_EQ(list.error().message, path + ": not a JSON object");
+}
+
+TEST(SaveConfig, WritesWhatLoadConfigReadsBackKeepingUnknownFields) {
+  test::ScratchDir dir;
+  dir.Write("config.json",
+            R"({"ociVersion":"1.0.2","x-vendor":{"keep":[1,2,3]},"process":{"env":["A=1"]}})");
+  auto c = LoadConfig(dir.path().string());
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  SetEnv(*c, "B", "2");
+  ASSERT_TRUE(SaveConfig(dir.path().string(), *c).has_value());
+  const auto back = LoadConfig(dir.path().string());
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(*back, *c);
+  EXPECT_EQ((*back)["x-vendor"]["keep"], Json({1, 2, 3}));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "config.json.tmp"));
+}
+
+TEST(ConfigEnv, ReadsProcessEnv) {
+  const auto env = ConfigEnv(Json::parse(R"({"process":{"env":["A=1","B=2"]}})"), "cfg");
+  ASSERT_TRUE(env.has_value()) << env.error().message;
+  EXPECT_EQ(*env, (std::vector<std::string>{"A=1", "B=2"}));
+}
+
+TEST(ConfigEnv, NoProcessOrNoEnvIsAnEmptyEnvironment) {
+  for (const char* text :
+       {R"({})", R"({"process":null})", R"({"process":{}})", R"({"process":{"env":null}})"}) {
+    const auto env = ConfigEnv(Json::parse(text), "cfg");
+    ASSERT_TRUE(env.has_value()) << text << ": " << env.error().message;
+    EXPECT_TRUE(env->empty()) << text;
+  }
+}
+
+TEST(ConfigEnv, ErrorsNameTheSourceAndTheField) {
+  const auto not_object = ConfigEnv(Json::parse(R"({"process":"sh"})"), "b/config.json");
+  ASSERT_FALSE(not_object.has_value());
+  EXPECT_EQ(not_object.error().message, "b/config.json: 'process' is not an object");
+  const auto not_list = ConfigEnv(Json::parse(R"({"process":{"env":"A=1"}})"), "b/config.json");
+  ASSERT_FALSE(not_list.has_value());
+  EXPECT_EQ(not_list.error().message, "b/config.json: 'process.env' is not a list");
+  const auto not_string =
+      ConfigEnv(Json::parse(R"({"process":{"env":["A=1",2]}})"), "b/config.json");
+  ASSERT_FALSE(not_string.has_value());
+  EXPECT_EQ(not_string.error().message, "b/config.json: 'process.env' holds a non-string entry");
+}
+
+TEST(SetEnv, ReplacesEveryEarlierEntryOfTheNameAndKeepsTheOthersInOrder) {
+  Json c = Json::parse(R"({"process":{"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all","X=1",)"
+                       R"("NVIDIA_VISIBLE_DEVICES=0","NVIDIA_VISIBLE_DEVICES_X=keep"]}})");
+  SetEnv(c, "NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b");
+  EXPECT_EQ(c["process"]["env"], Json({"PATH=/bin", "X=1", "NVIDIA_VISIBLE_DEVICES_X=keep",
+                                       "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"}));
+}
+
+TEST(SetEnv, CreatesProcessAndEnvWhenAbsent) {
+  Json c = Json::object();
+  SetEnv(c, "GPUMUX_GPUS", "1");
+  EXPECT_EQ(c["process"]["env"], Json({"GPUMUX_GPUS=1"}));
+  Json null_env = Json::parse(R"({"process":{"args":["sh"],"env":null}})");
+  SetEnv(null_env, "A", "");
+  EXPECT_EQ(null_env["process"]["env"], Json({"A="}));
+  EXPECT_EQ(null_env["process"]["args"], Json({"sh"}));
+}
+
+TEST(SetEnv, WhatItSetsIsWhatConfigEnvAndParseGiveBack) {
+  Json c = Json::object();
+  SetEnv(c, "A", "x=y");
+  const auto env = ConfigEnv(c, "cfg");
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(*env, std::vector<std::string>{"A=x=y"});
+}
+
+std::vector<DeviceNode> TwoDevices() {
+  return {DeviceNode{"/tmp/dev/nvidia1", "/dev/nvidia1", 195, 1},
+          DeviceNode{"/tmp/dev/nvidiactl", "/dev/nvidiactl", 195, 255}};
+}
+
+TEST(AddDevices, AddsCharacterDevicesAndAllowsThemInTheDeviceCgroup) {
+  Json c = Json::parse(R"({"linux":{"namespaces":[{"type":"pid"}]}})");
+  AddDevices(c, TwoDevices());
+  ASSERT_EQ(c["linux"]["devices"].size(), 2u);
+  const Json& d = c["linux"]["devices"][0];
+  EXPECT_EQ(d["path"], "/dev/nvidia1") << "the container path, not the host path";
+  EXPECT_EQ(d["type"], "c");
+  EXPECT_EQ(d["major"], 195);
+  EXPECT_EQ(d["minor"], 1);
+  EXPECT_EQ(d["fileMode"], 0666);
+  EXPECT_EQ(c["linux"]["devices"][1]["path"], "/dev/nvidiactl");
+  EXPECT_EQ(c["linux"]["devices"][1]["minor"], 255);
+  const Json& allow = c["linux"]["resources"]["devices"];
+  ASSERT_EQ(allow.size(), 2u);
+  EXPECT_EQ(allow[0], Json::parse(R"({"allow":true,"type":"c","major":195,"minor":1,)"
+                                  R"("access":"rwm"})"));
+  EXPECT_EQ(c["linux"]["namespaces"], Json::parse(R"([{"type":"pid"}])")) << "kept";
+}
+
+TEST(AddDevices, KeepsExistingDevicesAndRulesAndDoesNotRepeatADevice) {
+  // The deny-all rule of `runc spec` comes first; the allow rules must come after it.
+  Json c =
+      Json::parse(R"({"linux":{"devices":[{"path":"/dev/fuse","type":"c","major":10,"minor":229}],)"
+                  R"("resources":{"devices":[{"allow":false,"access":"rwm"}]}}})");
+  AddDevices(c, TwoDevices());
+  AddDevices(c, TwoDevices());
+  const Json& devices = c["linux"]["devices"];
+  ASSERT_EQ(devices.size(), 3u) << devices.dump();
+  EXPECT_EQ(devices[0]["path"], "/dev/fuse");
+  const Json& allow = c["linux"]["resources"]["devices"];
+  EXPECT_EQ(allow[0], Json::parse(R"({"allow":false,"access":"rwm"})"));
+  EXPECT_EQ(allow[1]["allow"], true);
+}
+
+TEST(AddHook, AppendsAHookWithArgsAndEnvOnce) {
+  Json c = Json::parse(R"({"hooks":{"poststop":[{"path":"/other"}]}})");
+  AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"});
+  AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"});
+  AddHook(c, "createRuntime", "/usr/bin/gpumux", {"gpumux", "hook", "createRuntime"}, {});
+  const Json& poststop = c["hooks"]["poststop"];
+  ASSERT_EQ(poststop.size(), 2u) << poststop.dump();
+  EXPECT_EQ(poststop[0]["path"], "/other");
+  EXPECT_EQ(poststop[1], Json::parse(R"({"path":"/usr/bin/gpumux",)"
+                                     R"("args":["gpumux","hook","poststop"],"env":["A=1"]})"));
+  ASSERT_EQ(c["hooks"]["createRuntime"].size(), 1u);
+  EXPECT_FALSE(c["hooks"]["createRuntime"][0].contains("env")) << "no env: no env field";
+}
+
+TEST(AddHook, AHookWithDifferentEnvIsAnotherHook) {
+  Json c = Json::object();
+  AddHook(c, "poststop", "/g", {"g"}, {"A=1"});
+  AddHook(c, "poststop", "/g", {"g"}, {"A=2"});
+  EXPECT_EQ(c["hooks"]["poststop"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpumux::hook

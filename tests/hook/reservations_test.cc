@@ -1,0 +1,289 @@
+// hook::ReservationStore (the ledger file), CurrentProcess and IsAlive.
+#include "gpumux/hook/reservations.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/testing/builders.h"
+#include "tests/testing/process.h"
+#include "tests/testing/subprocess.h"
+
+namespace gpumux::hook {
+namespace {
+
+namespace fs = std::filesystem;
+
+Reservation Entry(const std::string& container, std::vector<int> gpus) {
+  Reservation r;
+  r.container = container;
+  r.gpus = std::move(gpus);
+  r.since = "2024-05-01T10:00:00Z";
+  r.since_unix = 1714557600;
+  r.state = "running";
+  r.holder = ProcessRef{4242, 987654321};
+  return r;
+}
+
+core::Result<void> Append(ReservationStore& store, const Reservation& r) {
+  return store.Update([&](ReservationFile& f) -> core::Result<bool> {
+    f.reservations.push_back(r);
+    return true;
+  });
+}
+
+TEST(ReservationStore, NoLedgerFileIsAnEmptyLedger) {
+  test::ScratchDir dir;
+  ReservationStore store((dir.path() / "state").string());
+  EXPECT_EQ(store.path(), (dir.path() / "state" / "reservations.json").string());
+  const auto f = store.Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  EXPECT_TRUE(f->reservations.empty());
+}
+
+TEST(ReservationStore, UpdateWritesEveryFieldAndReadGivesItBack) {
+  test::ScratchDir dir;
+  ReservationStore store((dir.path() / "a" / "b").string());  // folders made on demand
+  ASSERT_TRUE(Append(store, Entry("c1", {0, 2})).has_value());
+  ASSERT_TRUE(Append(store, Entry("c2", {1})).has_value());
+  const auto f = store.Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  ASSERT_EQ(f->reservations.size(), 2u);
+  const Reservation& r = f->reservations[0];
+  EXPECT_EQ(r.container, "c1");
+  EXPECT_EQ(r.gpus, (std::vector<int>{0, 2}));
+  EXPECT_EQ(r.since, "2024-05-01T10:00:00Z");
+  EXPECT_EQ(r.since_unix, 1714557600);
+  EXPECT_EQ(r.state, "running");
+  EXPECT_EQ(r.holder.pid, 4242);
+  EXPECT_EQ(r.holder.start_time, 987654321u);
+  EXPECT_EQ(f->reservations[1].container, "c2");
+  EXPECT_FALSE(fs::exists(store.path() + ".tmp")) << "the temporary file was renamed";
+}
+
+TEST(ReservationStore, AnUnchangedLedgerIsNotWritten) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  const auto r = store.Update([](ReservationFile&) -> core::Result<bool> { return false; });
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_FALSE(fs::exists(store.path()));
+}
+
+TEST(ReservationStore, AnErrorFromTheChangeIsPassedOnAndNothingIsWritten) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  ASSERT_TRUE(Append(store, Entry("c1", {0})).has_value());
+  const std::string before = test::ReadFileText(store.path());
+  const auto r = store.Update([](ReservationFile& f) -> core::Result<bool> {
+    f.reservations.clear();
+    return core::MakeError(core::ErrorCode::kFailedPrecondition, "no room");
+  });
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "no room");
+  EXPECT_EQ(test::ReadFileText(store.path()), before);
+}
+
+struct BadLedger {
+  const char* name;
+  std::string text;
+  std::string message_after_path;  // the message starts with "<path>" + this
+};
+
+class MalformedLedger : public ::testing::TestWithParam<BadLedger> {};
+
+TEST_P(MalformedLedger, IsAnErrorNamingTheFileAndIsNeverOverwritten) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  dir.Write("reservations.json", GetParam().text);
+  const auto read = store.Read();
+  ASSERT_FALSE(read.has_value()) << "accepted " << GetParam().text;
+  EXPECT_EQ(read.error().code, core::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(read.error().message.rfind(store.path() + GetParam().message_after_path, 0), 0u)
+      << read.error().message;
+  bool called = false;
+  const auto update = store.Update([&](ReservationFile&) -> core::Result<bool> {
+    called = true;
+    return true;
+  });
+  ASSERT_FALSE(update.has_value());
+  EXPECT_EQ(update.error().message, read.error().message);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(test::ReadFileText(store.path()), GetParam().text) << "the evidence is kept";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, MalformedLedger,
+    ::testing::Values(
+        BadLedger{"not_json", "{\"reservations\": [", ": malformed reservation ledger: "},
+        BadLedger{"only_whitespace", "\n", ": malformed reservation ledger: "},
+        BadLedger{"no_reservations_list", R"({"version":1})",
+                  ": not a gpumux reservation ledger (no 'reservations' list)"},
+        BadLedger{"reservations_not_a_list", R"({"reservations":{}})",
+                  ": not a gpumux reservation ledger (no 'reservations' list)"},
+        BadLedger{"a_list_at_top_level", R"([])",
+                  ": not a gpumux reservation ledger (no 'reservations' list)"},
+        BadLedger{"an_entry_without_holder",
+                  R"({"reservations":[{"container":"c1","gpus":[0],"since":"x",)"
+                  R"("since_unix":1,"state":"running"}]})",
+                  ": malformed reservation ledger: "},
+        BadLedger{"gpus_that_are_not_numbers",
+                  R"({"reservations":[{"container":"c1","gpus":["zero"],"since":"x",)"
+                  R"("since_unix":1,"state":"running","holder_pid":1,"holder_start_time":1}]})",
+                  ": malformed reservation ledger: "}),
+    test::CaseName());
+
+// Several processes append to the ledger at once; the lock makes every update land.
+TEST(ReservationStore, ConcurrentUpdatesFromManyProcessesNeverLoseOne) {
+  test::ScratchDir dir;
+  const std::string state = dir.path().string();
+  constexpr int kProcesses = 6;
+  constexpr int kUpdatesEach = 15;
+  std::vector<pid_t> children;
+  std::fflush(nullptr);
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ReservationStore store(state);
+      for (int u = 0; u < kUpdatesEach; ++u) {
+        Reservation r = Entry("p" + std::to_string(p) + "-u" + std::to_string(u), {p});
+        const auto done = store.Update([&](ReservationFile& f) -> core::Result<bool> {
+          f.reservations.push_back(r);
+          return true;
+        });
+        if (!done) ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) EXPECT_TRUE(test::WaitProcess(pid).Exited(0));
+  const auto f = ReservationStore(state).Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  std::set<std::string> names;
+  for (const Reservation& r : f->reservations) names.insert(r.container);
+  EXPECT_EQ(f->reservations.size(), static_cast<std::size_t>(kProcesses * kUpdatesEach));
+  EXPECT_EQ(names.size(), static_cast<std::size_t>(kProcesses * kUpdatesEach));
+}
+
+// GPUMUX_FAULT=kill-before-rename: the process dies with the new ledger complete in
+// "<ledger>.tmp" and the old one in place. The old one must stay readable and the lock free.
+TEST(ReservationStore, AWriterKilledBeforeTheRenameLeavesThePreviousLedger) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  ASSERT_TRUE(Append(store, Entry("before", {0})).has_value());
+  const std::string before = test::ReadFileText(store.path());
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("GPUMUX_FAULT", "kill-before-rename", 1);
+    ReservationStore child(dir.path().string());
+    (void)Append(child, Entry("lost", {1}));
+    ::_exit(0);  // not reached when the fault fires
+  }
+  const test::ProcessExit e = test::WaitProcess(pid);
+  ASSERT_EQ(e.signal, SIGKILL) << "the fault injection point did not fire";
+  EXPECT_EQ(test::ReadFileText(store.path()), before);
+  EXPECT_NE(test::ReadFileText(store.path() + ".tmp").find("\"lost\""), std::string::npos)
+      << "the temporary file holds the update that was never renamed";
+  const auto f = store.Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  ASSERT_EQ(f->reservations.size(), 1u);
+  EXPECT_EQ(f->reservations[0].container, "before");
+  // The next writer is not blocked by the dead one's lock and replaces the stale .tmp.
+  ASSERT_TRUE(test::FinishesInChild(
+      [&] {
+        ReservationStore again(dir.path().string());
+        if (!Append(again, Entry("after", {2}))) std::abort();
+      },
+      10));
+  const auto g = store.Read();
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  ASSERT_EQ(g->reservations.size(), 2u);
+  EXPECT_EQ(g->reservations[1].container, "after");
+  EXPECT_FALSE(fs::exists(store.path() + ".tmp"));
+}
+
+TEST(CurrentProcess, ThisProcessIsAliveWithAStartTime) {
+  const ProcessRef me = CurrentProcess(::getpid());
+  EXPECT_EQ(me.pid, ::getpid());
+  EXPECT_GT(me.start_time, 0u);
+  EXPECT_TRUE(IsAlive(me));
+}
+
+TEST(CurrentProcess, APidThatDoesNotExistHasNoStartTime) {
+  EXPECT_EQ(CurrentProcess(0).start_time, 0u);
+  EXPECT_EQ(CurrentProcess(-3).start_time, 0u);
+  EXPECT_EQ(CurrentProcess(999999999).start_time, 0u);
+}
+
+TEST(IsAlive, AReusedPidWithAnotherStartTimeIsDead) {
+  ProcessRef me = CurrentProcess(::getpid());
+  me.start_time += 1;
+  EXPECT_FALSE(IsAlive(me));
+  EXPECT_FALSE(IsAlive(ProcessRef{::getpid(), 0}));
+  EXPECT_FALSE(IsAlive(ProcessRef{0, 1}));
+}
+
+TEST(IsAlive, AnExitedAndReapedProcessIsDead) {
+  const pid_t pid = test::StartProcess({.argv = {"sleep", "30"}});
+  ASSERT_GT(pid, 0);
+  const ProcessRef child = CurrentProcess(pid);
+  EXPECT_TRUE(IsAlive(child));
+  ::kill(pid, SIGKILL);
+  test::WaitProcess(pid);
+  EXPECT_FALSE(IsAlive(child));
+}
+
+TEST(IsAlive, AZombieProcessIsDead) {
+  const pid_t pid = test::StartProcess({.argv = {"sleep", "30"}});
+  ASSERT_GT(pid, 0);
+  const ProcessRef child = CurrentProcess(pid);
+  ::kill(pid, SIGKILL);
+  // Wait for it to be a zombie, without reaping it.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_FALSE(IsAlive(child));
+  test::WaitProcess(pid);
+}
+
+// The command name in /proc/<pid>/stat is in parentheses and may contain ") " itself.
+TEST(CurrentProcess, AProcessNameWithParenthesesAndSpacesDoesNotShiftTheFields) {
+  int go[2];
+  int ack[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ack), 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    ::prctl(PR_SET_NAME, "a) b ) 1 2 3 (", 0, 0, 0);
+    if (::write(ack[1], &c, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  const ProcessRef before = CurrentProcess(pid);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(ack[0], &c, 1), 1);
+  const ProcessRef after = CurrentProcess(pid);
+  ::kill(pid, SIGKILL);
+  test::WaitProcess(pid);
+  for (int fd : {go[0], go[1], ack[0], ack[1]}) ::close(fd);
+  EXPECT_GT(before.start_time, 0u);
+  EXPECT_EQ(after.start_time, before.start_time);
+}
+
+}  // namespace
+}  // namespace gpumux::hook
