@@ -39,7 +39,7 @@ bench:
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 
 asan:
-	$(MAKE) test BUILD=build-asan BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
+	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
 
 clean:
 	rm -rf build build-asan gpumux-report

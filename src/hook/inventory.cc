@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "gpumux/io/csv.h"
 
@@ -46,19 +45,19 @@ core::Result<Inventory> LoadInventory(const InventoryOptions& options) {
   }
   if (options.gpus_file.empty()) {
     inv.source = options.dev_dir;
-    static const std::regex kGpuName("nvidia([0-9]+)");
     for (const auto& entry : fs::directory_iterator(options.dev_dir, ec)) {
       const std::string name = entry.path().filename().string();
-      std::smatch m;
-      if (!std::regex_match(name, m, kGpuName)) continue;
-      auto d = StatDevice(entry.path().string(), name);
-      if (!d) return tl::unexpected(d.error());
-      if (m[1].length() > 3 || std::stoi(m[1].str()) > 255) {
+      // nvidia<N>: "nvidia" followed by digits only (not nvidiactl, nvidia-uvm, ...).
+      const std::string digits = name.rfind("nvidia", 0) == 0 ? name.substr(6) : "";
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (digits.size() > 3 || std::stoi(digits) > 255) {
         return core::MakeError(core::ErrorCode::kInvalidArgument,
                                entry.path().string() + ": GPU number outside 0..255");
       }
+      auto d = StatDevice(entry.path().string(), name);
+      if (!d) return tl::unexpected(d.error());
       HostGpu g;
-      g.index = std::stoi(m[1].str());
+      g.index = std::stoi(digits);
       g.device = *d;
       inv.gpus.push_back(g);
     }
