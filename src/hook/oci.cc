@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/hook/atomic_file.h"
+#include "gpumux/io/atomic_file.h"
 
 namespace gpumux::hook {
 namespace {
@@ -71,7 +71,7 @@ core::Result<Json> LoadConfig(const std::string& bundle) {
 }
 
 core::Result<void> SaveConfig(const std::string& bundle, const Json& config) {
-  return WriteFileAtomically(bundle + "/config.json", config.dump(2) + "\n");
+  return io::WriteFileAtomically(bundle + "/config.json", config.dump(2) + "\n");
 }
 
 core::Result<std::vector<std::string>> ConfigEnv(const Json& config, const std::string& source) {

@@ -1,6 +1,6 @@
 #include "gpumux/hook/reservations.h"
 
-#include "src/hook/atomic_file.h"
+#include "gpumux/io/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -100,34 +100,6 @@ core::Result<std::string> ReadAll(const std::string& path) {
 
 }  // namespace
 
-core::Result<void> WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const std::string tmp = path + ".tmp";
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return tl::unexpected(IoError(tmp));
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return tl::unexpected(IoError(tmp));
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0) return tl::unexpected(IoError(tmp));
-  }
-  // Fault injection for the crash test: die between the complete temporary file and the rename.
-  if (const char* fault = std::getenv("GPUMUX_FAULT");
-      fault != nullptr && std::strcmp(fault, "kill-before-rename") == 0) {
-    ::raise(SIGKILL);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return tl::unexpected(IoError(path));
-  Fd dfd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() >= 0) ::fsync(dfd.get());
-  return {};
-}
-
 ProcessRef CurrentProcess(std::int64_t pid) {
   ProcessRef p{pid, 0};
   if (pid <= 0) return p;
@@ -183,7 +155,7 @@ core::Result<void> ReservationStore::Update(
   auto changed = change(*file);
   if (!changed) return tl::unexpected(changed.error());
   if (!*changed) return {};
-  return WriteFileAtomically(path_, Serialise(*file));
+  return io::WriteFileAtomically(path_, Serialise(*file));
 }
 
 }  // namespace gpumux::hook

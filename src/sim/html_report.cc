@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpumux/sim/report.h"
+#include "gpumux/io/atomic_file.h"
 #include "src/sim/report_format.h"
 
 namespace gpumux::sim {
@@ -577,39 +578,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
 }  // namespace
 
-// Writes `path` through "<path>.tmp" and a rename, so that `path` is either the old file or the
-// complete new one.
 core::Result<void> report_format::WriteAtomically(const std::filesystem::path& path,
-                                   const std::function<void(std::ostream&)>& write) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": cannot open for writing");
-    }
-    write(out);
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": write failed");
-    }
-    out.close();
-    if (out.fail()) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      return core::MakeError(core::ErrorCode::kIo, tmp.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return core::MakeError(core::ErrorCode::kIo, path.string() + ": " + ec.message());
-  }
-  return {};
+                                                 const std::function<void(std::ostream&)>& write) {
+  std::ostringstream text;
+  write(text);
+  return io::WriteFileAtomically(path.string(), text.str());
 }
 
 core::Result<void> WriteReportDir(const std::string& dir,

@@ -19,8 +19,8 @@ std::string LoadString(double load);
 // {42..51} -> "42-51"; {42, 45} -> "42,45".
 std::string JoinSeeds(const std::vector<std::uint64_t>& seeds);
 
-// Writes `path` through "<path>.tmp", flush and rename, so that `path` is either the old file or
-// the complete new one, never half written.
+// Writes what `write` produces to `path` with io::WriteFileAtomically (temporary file, fsync,
+// rename): `path` is either the old file or the complete new one, never half written.
 core::Result<void> WriteAtomically(const std::filesystem::path& path,
                                    const std::function<void(std::ostream&)>& write);
 
