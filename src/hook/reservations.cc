@@ -1,6 +1,7 @@
 #include "gpumux/hook/reservations.h"
 
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/io/fd.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -21,25 +22,6 @@ namespace gpumux::hook {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-core::Error IoError(const std::string& what) {
-  return core::Error{core::ErrorCode::kIo, what + ": " + std::strerror(errno)};
-}
-
-// Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 core::Result<ReservationFile> Parse(const std::string& text, const std::string& path) {
   ReservationFile f;
@@ -91,7 +73,7 @@ core::Result<std::string> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (errno == ENOENT) return std::string();
-    return tl::unexpected(IoError(path));
+    return tl::unexpected(io::ErrnoError(path));
   }
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -142,10 +124,10 @@ core::Result<void> ReservationStore::Update(
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return core::MakeError(core::ErrorCode::kIo, dir_ + ": " + ec.message());
-  Fd lock(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (lock.get() < 0) return tl::unexpected(IoError(lock_path_));
+  io::UniqueFd lock(::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (lock.get() < 0) return tl::unexpected(io::ErrnoError(lock_path_));
   while (::flock(lock.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return tl::unexpected(IoError(lock_path_));
+    if (errno != EINTR) return tl::unexpected(io::ErrnoError(lock_path_));
   }
   // The lock is released when `lock` closes, also if this process dies.
   auto text = ReadAll(path_);

@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/hook/hook_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/process.h"
 
 namespace gpumux::hook {
 namespace {
+
+using testing_fixtures::Held;
 
 namespace fs = std::filesystem;
 
@@ -68,16 +71,6 @@ class GrantTest : public ::testing::Test {
                       return true;
                     })
                     .has_value());
-  }
-  static Reservation Held(const std::string& container, std::vector<int> gpus, ProcessRef holder) {
-    Reservation r;
-    r.container = container;
-    r.gpus = std::move(gpus);
-    r.since = "2024-05-01T10:00:00Z";
-    r.since_unix = 1714557600;
-    r.state = "running";
-    r.holder = holder;
-    return r;
   }
 
   test::ScratchDir dir_;

@@ -15,6 +15,7 @@
 
 #include "gpumux/cli/cli.h"
 #include "gpumux/hook/reservations.h"
+#include "tests/hook/hook_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/process.h"
 
@@ -104,19 +105,7 @@ class HostFixture : public ::testing::Test {
   }
   // Reserves `gpus` for `container`, kept alive by this test process.
   void Hold(const std::string& container, std::vector<int> gpus) {
-    ReservationStore store(state_.string());
-    ASSERT_TRUE(store
-                    .Update([&](ReservationFile& f) -> core::Result<bool> {
-                      Reservation r;
-                      r.container = container;
-                      r.gpus = gpus;
-                      r.since = "2024-05-01T10:00:00Z";
-                      r.state = "running";
-                      r.holder = CurrentProcess(::getpid());
-                      f.reservations.push_back(r);
-                      return true;
-                    })
-                    .has_value());
+    testing_fixtures::HoldForThisProcess(state_.string(), container, std::move(gpus));
   }
   std::string HookLog() const { return test::ReadFileText(state_ / "hook.log"); }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/hook/hook_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/process.h"
 #include "tests/testing/subprocess.h"
@@ -23,14 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 Reservation Entry(const std::string& container, std::vector<int> gpus) {
-  Reservation r;
-  r.container = container;
-  r.gpus = std::move(gpus);
-  r.since = "2024-05-01T10:00:00Z";
-  r.since_unix = 1714557600;
-  r.state = "running";
-  r.holder = ProcessRef{4242, 987654321};
-  return r;
+  return testing_fixtures::Held(container, std::move(gpus), ProcessRef{4242, 987654321});
 }
 
 core::Result<void> Append(ReservationStore& store, const Reservation& r) {

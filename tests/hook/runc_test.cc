@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpumux/hook/reservations.h"
+#include "tests/hook/hook_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/fake_gpu_host.h"
 #include "tests/testing/process.h"
@@ -195,18 +196,7 @@ class RuncHook : public ::testing::Test {
 
   // Reserves `gpus` for a container that is not one of runc's, kept alive by this process.
   void Hold(const std::string& container, std::vector<int> gpus) {
-    ASSERT_TRUE(ReservationStore(state_.string())
-                    .Update([&](ReservationFile& f) -> core::Result<bool> {
-                      Reservation r;
-                      r.container = container;
-                      r.gpus = gpus;
-                      r.since = "2024-05-01T10:00:00Z";
-                      r.state = "running";
-                      r.holder = CurrentProcess(::getpid());
-                      f.reservations.push_back(r);
-                      return true;
-                    })
-                    .has_value());
+    testing_fixtures::HoldForThisProcess(state_.string(), container, std::move(gpus));
   }
 
   bool active_ = false;
