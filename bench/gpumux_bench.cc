@@ -62,7 +62,9 @@ void BM_EngineDecide(benchmark::State& state, const std::string& policy_name) {
   const sim::Workload& w = DefaultWorkload();
   const sim::ArrivalPlan plan = sim::MakeStudyArrivals(w.pods, w.cluster, 42, 1.3);
   core::Ledger ledger(w.cluster);
-  auto pol = *policy::BuiltinPolicies().Make(policy_name, {w.typical});
+  policy::PolicyContext context;
+  context.typical_pods = w.typical;
+  auto pol = *policy::BuiltinPolicies().Make(policy_name, context);
   core::Rng rng(42, "policy");
   policy::Engine engine(ledger, *pol, plan.node_rank, rng);
   // Fill to about half of the cluster's GPU capacity.

@@ -21,6 +21,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   SimulateOptions sim;
   CLI::App* simulate = AddSimulateCommand(app, sim);
   CLI::App* policies = app.add_subcommand("policies", "List the placement policies");
+  JobGenCliOptions jobgen_options;
+  CLI::App* jobgen = AddJobGenCommand(app, jobgen_options);
 
   HostOptions host;
   std::string stage;
@@ -100,6 +102,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   }
   if (simulate->parsed()) return RunSimulate(sim, out, err);
   if (policies->parsed()) return RunPolicies(out);
+  if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, reservations, json, out, err);
   return 2;

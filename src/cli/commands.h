@@ -14,7 +14,24 @@ class App;
 
 namespace gpumux::cli {
 
+// `gpumux simulate --workload dl`: the JCT simulation of deep-learning training jobs.
+struct DlOptions {
+  std::string jobs;            // job list CSV; "" = generated (embedded IADeep-like default)
+  std::string profile;         // workload profile JSON; "" = embedded default
+  std::string mix = "iadeep";  // class mix for generated jobs
+  int count = 300;
+  std::string loads = "1,2,4";
+  std::string tuner = "auto";
+  int max_jobs_per_gpu = 3;
+  int gpus = 20;
+  double model_error = 0.1;
+  double reconfigure_s = 3.0;
+  double measure_noise = 0.1;
+};
+
 struct SimulateOptions {
+  std::string workload = "fgd";  // fgd (the FGD study's trace) or dl (JCT of training jobs)
+  DlOptions dl;
   std::string nodes;   // "" = embedded
   std::string pods;    // "" = embedded
   std::vector<std::string> policies{"all"};
@@ -35,6 +52,22 @@ struct SimulateOptions {
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& options);
 int RunSimulate(const SimulateOptions& options, std::ostream& out, std::ostream& err);
 int RunPolicies(std::ostream& out);
+int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostream& err);
+
+struct JobGenCliOptions {
+  std::string profile;
+  std::string mix = "iadeep";
+  int count = 300;
+  std::string arrival = "bursty";  // bursty, poisson, or a file of submit times
+  double rate = 300.0 / 4000.0;
+  double load = 1.0;
+  int min_gib = 3;
+  int max_gib = 7;
+  std::uint64_t seed = 42;
+  std::string out;  // "" = stdout
+};
+CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& options);
+int RunJobGen(const JobGenCliOptions& options, std::ostream& out, std::ostream& err);
 
 // Where the reservation adapters find the host's GPUs and keep their ledger. Defaults come from
 // GPUMUX_STATE_DIR (/var/lib/gpumux), GPUMUX_DEV_DIR (/dev) and GPUMUX_GPUS_FILE.
@@ -53,6 +86,11 @@ int RunOciRuntime(const HostOptions& options, const std::vector<std::string>& ar
                   std::ostream& err);
 int RunGpus(const HostOptions& options, bool reservations, bool json, std::ostream& out,
             std::ostream& err);
+
+void AddDlOptions(CLI::App& cmd, DlOptions& options);
+// Splits comma-separated or repeated names; 'all' = `all`, 'study' = the FGD study's six.
+std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
+                                        const std::vector<std::string>& all);
 
 // "42-51" -> 42..51; "42,45" -> {42,45}; error text on bad input.
 std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, std::string& error);

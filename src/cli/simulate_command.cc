@@ -15,14 +15,27 @@
 namespace gpumux::cli {
 namespace {
 
-std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given) {
+// The policies that place pods without job state: every policy but the co-location ones.
+std::vector<std::string> PackingPolicies() {
+  std::vector<std::string> out;
+  for (const auto& e : policy::BuiltinPolicies().entries()) {
+    auto p = e.make({});
+    if (p->colocation() == nullptr) out.push_back(e.name);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
+                                        const std::vector<std::string>& all) {
   std::vector<std::string> out;
   for (const std::string& item : given) {
     std::stringstream ss(item);
     std::string name;
     while (std::getline(ss, name, ',')) {
       if (name == "all") {
-        for (const auto& n : policy::BuiltinPolicies().names()) out.push_back(n);
+        for (const auto& n : all) out.push_back(n);
       } else if (name == "study") {
         for (const auto& n : policy::FgdStudyPolicies()) out.push_back(n);
       } else if (!name.empty()) {
@@ -36,8 +49,6 @@ std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given) {
   }
   return unique;
 }
-
-}  // namespace
 
 std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, std::string& error) {
   std::vector<std::uint64_t> seeds;
@@ -79,6 +90,11 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "Replay a GPU-sharing trace through placement policies (the FGD study's protocol).\n"
       "With no options: the embedded Alibaba default trace, every policy, seed 42, load 1.3;\n"
       "prints a table and writes an HTML report to ./gpumux-report/.");
+  cmd->add_option("--workload", o.workload,
+                  "fgd: the FGD study's GPU-sharing trace (allocation rate); dl: deep-learning "
+                  "training jobs sharing GPUs (job completion times; see the DL options)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fgd", "dl"}));
   cmd->add_option("--nodes", o.nodes,
                   "Node list CSV (sn,cpu_milli,memory_mib,gpu,model) [default: embedded "
                   "openb_node_list_gpu_node, 1213 nodes]");
@@ -113,8 +129,11 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
   cmd->add_flag("--check-invariants", o.check_invariants,
                 "Check every ledger invariant after every arrival (slow)");
   cmd->add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+  AddDlOptions(*cmd, o.dl);
   cmd->footer(
       "\nExamples:\n"
+      "  gpumux simulate --workload dl                     JCT of 300 training jobs on 20 GPUs, loads 1,2,4\n"
+      "  gpumux simulate --workload dl --mix light --jobs jobs.csv --policy gpumux,iadeep\n"
       "  gpumux simulate                                   every policy, seed 42, report in ./gpumux-report\n"
       "  gpumux simulate --policy study --seeds 42-51      the FGD study's grid (6 policies x 10 seeds)\n"
       "  gpumux simulate --policy fgd --replay DIR         the study's own arrival order, compared pod by pod\n"
@@ -124,6 +143,7 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
 }
 
 int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.workload == "dl") return RunSimulateDl(o, out, err);
   const auto start = std::chrono::steady_clock::now();
   auto fail = [&](const std::string& message) {
     err << "gpumux simulate: " << message << "\n";
@@ -132,7 +152,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
-  const std::vector<std::string> policies = ExpandPolicies(o.policies);
+  const std::vector<std::string> policies = ExpandPolicies(o.policies, PackingPolicies());
   if (policies.empty()) return fail("--policy: no policy given");
   for (const auto& p : policies) {
     if (policy::BuiltinPolicies().Find(p) == nullptr) {

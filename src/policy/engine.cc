@@ -53,6 +53,7 @@ Decision Engine::Decide(const core::Request& original) {
       }
       if (e.score == kInfeasible) continue;
       ++d.feasible_nodes;
+      if (e.score == Policy::kDecline) continue;
       if (e.score > best_score) {
         best_score = e.score;
         best = n;
@@ -68,13 +69,17 @@ Decision Engine::Decide(const core::Request& original) {
     policy_->BeginCycle(cycle);
     for (core::NodeIndex n : feasible_) {
       const std::int64_t s = policy_->Score(cycle, ledger_->Node(n));
+      if (s == Policy::kDecline) continue;
       if (best < 0 || s > best_score) {
         best_score = s;
         best = n;
       }
     }
   }
-  if (best < 0) return d;
+  if (best < 0) {
+    d.declined = d.feasible_nodes > 0;
+    return d;
+  }
   const core::NodeView node = ledger_->Node(best);
   d.score = best_score;
   d.placement = core::Placement{best, policy_->ChooseGpus(cycle, node)};

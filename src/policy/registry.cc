@@ -5,7 +5,10 @@
 #include "gpumux/policy/exclusive.h"
 #include "gpumux/policy/fgd.h"
 #include "gpumux/policy/gpu_clustering.h"
+#include "gpumux/policy/first_fit.h"
 #include "gpumux/policy/gpu_packing.h"
+#include "gpumux/policy/iadeep.h"
+#include "gpumux/policy/interference_aware.h"
 #include "gpumux/policy/random_policy.h"
 
 namespace gpumux::policy {
@@ -14,6 +17,11 @@ namespace {
 template <typename P>
 PolicyFactory Simple() {
   return [](const PolicyContext&) { return std::make_unique<P>(); };
+}
+
+template <typename P>
+PolicyFactory WithContext() {
+  return [](const PolicyContext& c) { return std::make_unique<P>(c); };
 }
 
 Registry MakeBuiltins() {
@@ -31,6 +39,14 @@ Registry MakeBuiltins() {
         [](const PolicyContext& c) { return std::make_unique<FgdPolicy>(c.typical_pods); });
   r.Add("exclusive", "whole GPUs only, never shared (stock Kubernetes nvidia.com/gpu)",
         Simple<ExclusivePolicy>());
+  r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
+        WithContext<FirstFitPolicy>());
+  r.Add("iadeep", "IADeep (SC'23): idle GPU first, else least predicted interference; "
+        "tunes the newcomer",
+        WithContext<IadeepPolicy>());
+  r.Add("gpumux", "gpumux: least added completion time of all jobs involved, waits rather "
+        "than pair badly, shortest job first, joint tuning",
+        WithContext<InterferenceAwarePolicy>());
   return r;
 }
 

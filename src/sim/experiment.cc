@@ -96,7 +96,8 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
                                              const std::string& policy_name, std::uint64_t seed,
                                              double load, const ExperimentOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  policy::PolicyContext context{workload.typical};
+  policy::PolicyContext context;
+  context.typical_pods = workload.typical;
   auto made = policy::BuiltinPolicies().Make(policy_name, context);
   if (!made) return tl::unexpected(made.error());
   std::unique_ptr<policy::Policy> pol = std::move(*made);

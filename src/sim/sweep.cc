@@ -1,10 +1,7 @@
 #include "gpumux/sim/sweep.h"
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
 #include "gpumux/policy/registry.h"
+#include "src/sim/parallel.h"
 
 namespace gpumux::sim {
 
@@ -46,26 +43,16 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
     }
   }
   std::vector<std::optional<core::Result<ExperimentResult>>> results(jobs.size());
-  std::atomic<std::size_t> next{0};
-  std::mutex progress_mu;
-  std::size_t done = 0;
-  auto worker = [&] {
-    for (std::size_t j = next++; j < jobs.size(); j = next++) {
-      const Job& job = jobs[j];
-      results[j] = RunExperiment(workload, plans[job.seed], config.policies[job.policy],
-                                 config.seeds[job.seed], config.load, config.experiment);
-      std::lock_guard<std::mutex> lock(progress_mu);
-      ++done;
-      if (progress && *results[j]) progress(**results[j], done, jobs.size());
-    }
-  };
-  unsigned threads = config.threads > 0 ? static_cast<unsigned>(config.threads)
-                                        : std::max(1U, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  RunParallel(
+      jobs.size(), config.threads,
+      [&](std::size_t j) {
+        const Job& job = jobs[j];
+        results[j] = RunExperiment(workload, plans[job.seed], config.policies[job.policy],
+                                   config.seeds[job.seed], config.load, config.experiment);
+      },
+      [&](std::size_t j, std::size_t done) {
+        if (progress && *results[j]) progress(**results[j], done, jobs.size());
+      });
 
   std::vector<ExperimentResult> out;
   for (auto& r : results) {

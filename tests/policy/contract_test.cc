@@ -153,7 +153,8 @@ std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t s
   for (const Step& s : workload) {
     if (s.arrival) requests.push_back(s.request);
   }
-  PolicyContext context{ComputeTypicalPods(requests, cluster)};
+  PolicyContext context;
+  context.typical_pods = ComputeTypicalPods(requests, cluster);
   auto made = BuiltinPolicies().Make(policy_name, context);
   if (!made) {
     ADD_FAILURE() << made.error().message;
@@ -197,9 +198,14 @@ std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t s
       fits += core::NodeFits(ledger.Node(n), r, models) ? 1 : 0;
     }
     EXPECT_EQ(d.feasible_nodes, fits);
-    EXPECT_EQ(d.placement.has_value(), fits > 0)
+    // A policy may decline every node that fits (the job waits), never place where none fits.
+    EXPECT_EQ(d.placement.has_value() || d.declined, fits > 0)
         << "fits on " << fits << " nodes but the engine says "
         << (d.placement ? "placed" : "nowhere");
+    EXPECT_FALSE(d.placement.has_value() && d.declined);
+    if (engine.policy().colocation() == nullptr) {
+      EXPECT_FALSE(d.declined) << "only co-location policies may make a job wait";
+    }
 
     Outcome o{s.key, -1, {}, d.score, d.feasible_nodes};
     if (d.placement) {
@@ -290,7 +296,7 @@ INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyContract,
 TEST(PolicyContractSuite, CoversEveryRegisteredPolicy) {
   // The suite above is instantiated from the registry itself; this guards against an empty
   // registry making it vacuous.
-  EXPECT_EQ(BuiltinPolicies().names().size(), 7U);
+  EXPECT_EQ(BuiltinPolicies().names().size(), 10U);
 }
 
 }  // namespace

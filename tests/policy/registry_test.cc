@@ -10,11 +10,12 @@
 namespace gpumux::policy {
 namespace {
 
-TEST(Registry, BuiltinsAreTheSixStudyPoliciesThenExclusive) {
-  const std::vector<std::string> expected{"random",   "dotprod", "gpu-clustering", "gpu-packing",
-                                          "best-fit", "fgd",     "exclusive"};
+TEST(Registry, BuiltinsAreTheSixStudyPoliciesThenExclusiveThenTheCoLocationPolicies) {
+  const std::vector<std::string> expected{"random",   "dotprod",   "gpu-clustering", "gpu-packing",
+                                          "best-fit", "fgd",       "exclusive",      "first-fit",
+                                          "iadeep",   "gpumux"};
   EXPECT_EQ(BuiltinPolicies().names(), expected);
-  EXPECT_EQ(FgdStudyPolicies(), std::vector<std::string>(expected.begin(), expected.end() - 1));
+  EXPECT_EQ(FgdStudyPolicies(), std::vector<std::string>(expected.begin(), expected.begin() + 6));
 }
 
 TEST(Registry, EveryBuiltinMakesAPolicyOfItsOwnNameWithASummary) {

@@ -29,6 +29,7 @@ struct Decision {
   std::optional<core::Placement> placement;  // empty: fits nowhere
   std::int64_t score = 0;
   int feasible_nodes = 0;
+  bool declined = false;  // it fits somewhere, but the policy declined every such node
 };
 
 class Engine {

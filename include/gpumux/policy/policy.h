@@ -17,6 +17,8 @@
 
 namespace gpumux::policy {
 
+struct ColocationTraits;  // colocation.h
+
 // Everything a policy may look at during one scheduling cycle (one request).
 struct Cycle {
   const core::Request& request;       // already adapted by Policy::Adapt
@@ -36,13 +38,20 @@ enum class ScoreKind {
 };
 
 // Contract: Score and ChooseGpus are called only for nodes where core::NodeFits holds;
+// Score may return kDecline to refuse a node that fits (e.g. a co-location policy that would
+// rather queue the job than pair it badly): the engine never picks a declined node, and when
+// every feasible node is declined the decision is "wait" (Decision::declined).
 // ChooseGpus returns exactly request.gpu_count ascending indices of GPUs that admit the request
 // (core::GpuAdmits). Higher scores are better; the engine breaks ties by node rank.
 // A policy object serves one engine and is not thread-safe (it may keep caches).
 class Policy {
  public:
+  static constexpr std::int64_t kDecline = INT64_MIN + 1;
+
   virtual ~Policy() = default;
   virtual std::string_view name() const = 0;
+  // Non-null for co-location policies: how a driver must queue and tune for them.
+  virtual const ColocationTraits* colocation() const { return nullptr; }
   virtual ScoreKind score_kind() const { return ScoreKind::kPure; }
   // Rewrites a request before filtering, e.g. `exclusive` turns shares into whole GPUs.
   virtual core::Request Adapt(const core::Request& request) const { return request; }

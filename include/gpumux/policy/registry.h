@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
+#include "gpumux/policy/colocation.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/policy.h"
 
@@ -18,6 +19,13 @@ namespace gpumux::policy {
 struct PolicyContext {
   // Typical pods of the workload, for fragmentation-aware policies (fgd).
   std::vector<TypicalPod> typical_pods;
+  // For co-location policies (first-fit, iadeep, gpumux): the workload profile and the
+  // interference model built on it (borrowed; both outlive the policy), the driver's job view
+  // (may be null: every tenant is then an unknown, GPU-bound job) and shared settings.
+  const WorkloadProfile* profile = nullptr;
+  const InterferenceModel* interference = nullptr;
+  const JobView* jobs = nullptr;
+  ColocationOptions colocation;
 };
 
 using PolicyFactory = std::function<std::unique_ptr<Policy>(const PolicyContext&)>;

@@ -1,0 +1,69 @@
+// Interference models: the slowdown each job suffers when a set of jobs shares one GPU.
+//
+// Slowdown s_k = (step time of job k in the set) / (its solo step time at the same batch), >= 1.
+//
+// ProfileInterference answers from a WorkloadProfile:
+//  1. A measured set with the same classes at the same batch sizes: the measured slowdowns.
+//  2. A measured set with the same classes at other batch sizes: the measured slowdowns scaled
+//     by predicted(actual batches) / predicted(measured batches).
+//  3. Otherwise the busy-time predictor below.
+// Predictor (assumptions, stated once here):
+//  * A step of job k is a host phase h_k (data loading, Python, launches; the GPU idles for k)
+//    followed by a GPU phase g_k; busy_k = g_k / (h_k + g_k) comes from the profile.
+//  * Jobs sharing a GPU are time-sliced: host phases overlap freely, GPU phases share the SMs.
+//    If the busy fractions sum to at most 1, GPU phases fit into each other's gaps (stretch
+//    x = 1). Otherwise every GPU phase stretches by the same x > 1 such that the GPU is exactly
+//    saturated:  sum_k g_k / (h_k + x g_k) = 1  (solved by bisection; unique since the left
+//    side falls with x).
+//  * Each companion adds a fixed overhead factor (1 + beta) for what the busy-time view
+//    ignores (context switches, cache and memory-bandwidth contention); beta is the profile's
+//    companion_overhead.
+//    s_k = (h_k + x g_k) / (h_k + g_k) * (1 + beta * (n - 1))
+//  * An unknown class is assumed GPU-bound (busy = 1): the pessimistic guess, never a random one.
+// Worked example (beta = 0.05): two jobs with busy 0.9 and 0.6 (unit steps): 0.9/(0.1+0.9x) +
+// 0.6/(0.4+0.6x) = 1 gives x = 1.653; s = 1.588*1.05 = 1.667 and 1.392*1.05 = 1.461. Two jobs
+// with busy 0.4 and 0.55: sum 0.95 <= 1, so x = 1 and both slow down by 1.05 only.
+// Thread safety: Predict is const and safe to call concurrently.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "gpumux/policy/workload_profile.h"
+
+namespace gpumux::policy {
+
+// One job on a GPU: its class (nullptr = unknown class) and batch size.
+struct Member {
+  const ClassProfile* cls = nullptr;
+  int batch = 0;
+};
+
+class InterferenceModel {
+ public:
+  virtual ~InterferenceModel() = default;
+  // Writes the slowdown of each member of `members` (all sharing one GPU) into `slowdown`
+  // (same size). A single member gets 1. Cost: O(n log n) plus a bisection when n > 1.
+  virtual void Predict(std::span<const Member> members, std::span<double> slowdown) const = 0;
+};
+
+class ProfileInterference final : public InterferenceModel {
+ public:
+  // The profile must outlive the model.
+  explicit ProfileInterference(const WorkloadProfile& profile) : profile_(&profile) {}
+  void Predict(std::span<const Member> members, std::span<double> slowdown) const override;
+  // The busy-time predictor alone (rule 3), for tests and for scaling measured sets.
+  void PredictFromBusyTime(std::span<const Member> members, std::span<double> slowdown) const;
+  // The GPU stretch x of the predictor for the given busy fractions (1 when they sum <= 1).
+  static double Stretch(std::span<const double> busy);
+
+ private:
+  const WorkloadProfile* profile_;
+};
+
+// Progress of each member in useful samples per second on a GPU shared by `members`:
+// batch / (t(batch) * s) * E(batch). Unknown classes get 0.
+void Goodput(const InterferenceModel& model, std::span<const Member> members,
+             std::span<double> goodput);
+
+}  // namespace gpumux::policy

@@ -1,0 +1,58 @@
+// `gpumux`: gpumux's own interference-aware co-location policy.
+//
+// It decides a placement by its effect on the completion times of every job involved, not only
+// the newcomer's, and it prefers waiting to a bad pairing:
+//  * T(X) = the sum of the completion times (from now) of the jobs X sharing one GPU, if they
+//    ran there undisturbed: jobs progress at the predicted goodput of the jobs still present,
+//    each set tuned jointly (OptimiseBatches, as the `joint` tuner does); when one finishes
+//    the rest are re-tuned and go on.
+//  * cost(GPU g holding S) = T(S + {new}) - T(S): the newcomer's own completion time plus the
+//    delay it imposes on its companions. An idle GPU costs the newcomer's solo time.
+//  * cost(wait) = W + T({new}), where W is the time until the (q+1)-th running job finishes at
+//    its observed rate and q the number of queued jobs offered placement before this one:
+//    roughly when a slot would free up for it.
+//  * The job goes to the cheapest GPU (ties: lowest index) if that beats waiting; else it waits.
+// Traits: queue by shortest predicted solo time first (SRPT on the job's expected length), the
+// `joint` tuner, and a re-tune when a companion leaves.
+// Unknown classes cannot be predicted: a GPU with one scores by its job count (fewer is better).
+//
+// Worked example (one job per class, remaining work = 100 s of solo time each, no tuning
+// gain): S = {A} with A slowed to 1/1.5 of its speed by the newcomer N, also slowed 1.5x.
+// T(S) = 100. T(S+N): both run at 2/3 speed, finish together at 150: T = 300. cost = 200.
+// An idle GPU elsewhere costs 100, so N goes there; with no idle GPU and W = 150, waiting
+// costs 250 > 200: N shares with A.
+#pragma once
+
+#include <map>
+#include <utility>
+
+#include "gpumux/policy/gpu_scoring.h"
+
+namespace gpumux::policy {
+
+class InterferenceAwarePolicy final : public GpuScoringPolicy {
+ public:
+  explicit InterferenceAwarePolicy(const PolicyContext& context) : GpuScoringPolicy(context) {}
+  std::string_view name() const override { return "gpumux"; }
+  const ColocationTraits* colocation() const override { return &traits_; }
+
+  struct Job {
+    const ClassProfile* cls = nullptr;
+    core::MiB memory_limit = 0;
+    double remaining = 0;  // useful samples
+  };
+  // T(X) in seconds; nullopt if some job's class is unknown.
+  std::optional<double> CompletionSum(std::vector<Job> jobs);
+
+ protected:
+  std::optional<double> GpuScore(const Cycle& cycle, const GpuGroup& group,
+                                 const Member& newcomer) override;
+
+ private:
+  const std::vector<int>& Tuned(const std::vector<Job>& jobs);
+
+  ColocationTraits traits_{QueueOrder::kShortestRemaining, "joint", true};
+  std::map<std::vector<std::pair<const ClassProfile*, core::MiB>>, std::vector<int>> tuned_;
+};
+
+}  // namespace gpumux::policy

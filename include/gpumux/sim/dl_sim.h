@@ -1,0 +1,107 @@
+// The job-completion-time simulator for deep-learning training jobs sharing GPUs.
+//
+// Event-driven with integer microsecond time; events are ordered by (time, insertion counter)
+// and a job's stale events are skipped by version, never by pointer. On every change on a GPU
+// (arrival, departure, batch change, reconfiguration pause) the simulator advances the GPU's
+// jobs to now, recomputes their rates from the "true" interference and reschedules their next
+// events exactly: completion, epoch boundary (when a batch change waits for it), end of a
+// reconfiguration pause, end of a tuning measurement window. No time stepping.
+//
+// A job's progress rate = batch / (t(batch) * s_true) * E(batch) useful samples per second,
+// where s_true is its slowdown among the jobs active on its GPU (jobs in a pause do not run).
+// The true slowdown is the profile's prediction times a hidden factor in
+// [1 - model_error, 1 + model_error], fixed per (set of classes, member class) from the seed:
+// the GPUs behave like the profile says, but not exactly. Policies see only the profile's
+// prediction and the jobs' observed rates; tuners' measurements see the truth plus noise.
+//
+// Placement runs through the one policy::Engine on a core::Ledger of `nodes` x
+// `gpus_per_node` GPUs. A scheduling pass runs after an arrival, a departure or the end of a
+// tuning session: the queue (FIFO, or shortest predicted solo time first when the policy says
+// so) is offered in order; a job the policy declines stays queued. Policies without
+// co-location traits (e.g. `exclusive`) run FIFO without tuning.
+//
+// Batch changes: a newcomer's (and a probed job's) change applies at once; a running job's at
+// its next epoch boundary. Every change costs the job a reconfiguration pause. A GPU is
+// locked for placement while a tuning session runs on it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpumux/core/quantity.h"
+#include "gpumux/core/result.h"
+#include "gpumux/policy/workload_profile.h"
+#include "gpumux/sim/dl_workload.h"
+
+namespace gpumux::sim {
+
+struct DlSimOptions {
+  std::string policy = "gpumux";
+  std::string tuner = "auto";     // auto = the policy's own (none for policies without traits)
+  int nodes = 5;
+  int gpus_per_node = 4;          // IADeep: 20 RTX 3090
+  int max_jobs_per_gpu = 3;
+  double reconfigure_s = 3.0;     // pause of a job whose batch size changes (assumed)
+  double measure_noise = 0.1;     // relative sd of one measured step time; a window of n
+                                  // steps reports the mean with sd measure_noise / sqrt(n)
+  double model_error = 0.1;       // hidden deviation of the true slowdowns from the profile
+  std::uint64_t seed = 42;
+  bool record_timeline = true;
+  bool check_invariants = false;  // ledger invariants after every event (slow; for tests)
+};
+
+struct DlJobResult {
+  std::string id;
+  std::string cls;
+  core::Micros submit_us = 0;
+  core::Micros start_us = 0;   // first placed
+  core::Micros finish_us = 0;
+  std::string gpu;             // "node/index" of the GPU it ran on
+  int final_batch = 0;
+  int batch_changes = 0;
+  core::Micros jct_us() const { return finish_us - submit_us; }
+  core::Micros queue_us() const { return start_us - submit_us; }
+};
+
+// One job's stay on one GPU (the per-GPU timeline).
+struct DlSegment {
+  int gpu = 0;  // cluster-wide GPU number, node-major
+  std::string job;
+  std::string cls;
+  core::Micros start_us = 0;
+  core::Micros end_us = 0;
+};
+
+struct DlMetrics {
+  double avg_jct_s = 0, median_jct_s = 0, p95_jct_s = 0;
+  double makespan_s = 0;          // last finish - first submit
+  double avg_queue_s = 0;         // mean queueing delay (submit -> first placement)
+  double gpu_busy = 0;            // time-mean fraction of GPUs with at least one job
+  double gpu_util = 0;            // time-mean of min(1, sum of active jobs' busy fractions)
+  int tuning_sessions = 0;
+  int measurement_windows = 0;
+  double locked_gpu_s = 0;        // GPU-seconds locked by tuning
+  double paused_job_s = 0;        // job-seconds lost to reconfiguration pauses
+  int declined = 0;               // placements a policy declined (the job waited)
+};
+
+struct DlResult {
+  std::string policy;
+  std::string tuner;
+  double load = 1;
+  std::uint64_t seed = 0;
+  std::vector<DlJobResult> jobs;  // in job-list order
+  std::vector<DlSegment> timeline;
+  DlMetrics metrics;
+  std::int64_t events = 0;
+};
+
+// Runs the jobs to completion. Errors: unknown policy or tuner, a job that can never fit a GPU.
+core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
+                             const std::vector<JobSpec>& jobs, const DlSimOptions& options);
+
+// Nearest-rank percentile (p in (0, 100]) of sorted values; 0 for none.
+double Percentile(const std::vector<double>& sorted, double p);
+
+}  // namespace gpumux::sim

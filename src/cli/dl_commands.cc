@@ -1,0 +1,285 @@
+// `gpumux simulate --workload dl` and `gpumux jobgen`.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "gpumux/io/atomic_file.h"
+#include "gpumux/policy/registry.h"
+#include "gpumux/policy/tuner.h"
+#include "gpumux/sim/dl_report.h"
+#include "gpumux/sim/dl_workload.h"
+#include "src/cli/commands.h"
+
+namespace gpumux::cli {
+namespace {
+
+const std::vector<std::string>& DlPolicies() {
+  static const std::vector<std::string> names{"exclusive", "first-fit", "iadeep", "gpumux"};
+  return names;
+}
+
+core::Result<std::vector<double>> ParseLoads(const std::string& text) {
+  std::vector<double> loads;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(part.c_str(), &end);
+    if (part.empty() || end != part.c_str() + part.size() || !(v > 0) || v > 1000) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "--loads: '" + part + "' is not a load factor in (0, 1000]");
+    }
+    loads.push_back(v);
+  }
+  if (loads.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "--loads: empty");
+  return loads;
+}
+
+core::Result<policy::WorkloadProfile> ProfileFrom(const std::string& path) {
+  if (path.empty()) return sim::DefaultProfile();
+  return sim::LoadProfile(path);
+}
+
+}  // namespace
+
+void AddDlOptions(CLI::App& cmd, DlOptions& o) {
+  const std::string group = "DL workload (--workload dl)";
+  cmd.add_option("--jobs", o.jobs,
+                 "Job list CSV (job,class,submit_s,gpu_mib), e.g. from 'gpumux jobgen'; each "
+                 "load divides its submit times [default: 300 generated IADeep-like jobs]")
+      ->group(group);
+  cmd.add_option("--profile", o.profile,
+                 "Workload profile JSON [default: embedded data/dl_profile_default.json]")
+      ->group(group);
+  cmd.add_option("--mix", o.mix,
+                 "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,...")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--count", o.count, "Number of generated jobs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000))
+      ->group(group);
+  cmd.add_option("--loads", o.loads, "Load factors (arrival-rate multipliers), comma-separated")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--tuner", o.tuner, "auto (each policy's own), none, iadeep or joint")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none", "iadeep", "joint"}))
+      ->group(group);
+  cmd.add_option("--max-jobs-per-gpu", o.max_jobs_per_gpu, "Co-location limit of every policy")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16))
+      ->group(group);
+  cmd.add_option("--gpus", o.gpus, "GPUs in the cluster (4 per node)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000))
+      ->group(group);
+  cmd.add_option("--model-error", o.model_error,
+                 "Hidden deviation of the simulated GPUs from the profile's predictions")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9))
+      ->group(group);
+  cmd.add_option("--reconfigure-s", o.reconfigure_s, "Pause of a job whose batch size changes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0))
+      ->group(group);
+  cmd.add_option("--measure-noise", o.measure_noise,
+                 "Relative noise of one measured step time (tuner measurements)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+}
+
+int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
+  const auto start = std::chrono::steady_clock::now();
+  auto fail = [&](const std::string& message) {
+    err << "gpumux simulate: " << message << "\n";
+    return 2;
+  };
+  if (!o.nodes.empty() || !o.pods.empty() || !o.replay.empty() || !o.placements.empty() ||
+      !o.expect.empty()) {
+    return fail("--nodes, --pods, --replay, --placements and --expect belong to --workload fgd");
+  }
+  if (o.format == "csv") return fail("--workload dl writes its CSV (jobs.csv) into the report folder");
+  std::string seed_error;
+  auto seeds = ParseSeeds(o.seeds, seed_error);
+  if (!seeds) return fail(seed_error);
+  if (seeds->size() != 1) return fail("--workload dl takes one seed");
+  const std::uint64_t seed = seeds->front();
+  const std::vector<std::string> policies = ExpandPolicies(o.policies, DlPolicies());
+  if (policies.empty()) return fail("--policy: no policy given");
+  for (const auto& p : policies) {
+    if (policy::BuiltinPolicies().Find(p) == nullptr) {
+      return fail(policy::BuiltinPolicies().Make(p, {}).error().message);
+    }
+  }
+  auto loads = ParseLoads(o.dl.loads);
+  if (!loads) return fail(loads.error().message);
+  auto profile = ProfileFrom(o.dl.profile);
+  if (!profile) return fail(profile.error().message);
+
+  sim::DlSweepConfig config;
+  config.policies = policies;
+  config.threads = o.threads;
+  config.options.tuner = o.dl.tuner;
+  config.options.gpus_per_node = std::min(4, o.dl.gpus);
+  config.options.nodes = (o.dl.gpus + config.options.gpus_per_node - 1) / config.options.gpus_per_node;
+  if (config.options.nodes * config.options.gpus_per_node != o.dl.gpus) {
+    return fail("--gpus must be a multiple of 4 (4 GPUs per node), or less than 4");
+  }
+  config.options.max_jobs_per_gpu = o.dl.max_jobs_per_gpu;
+  config.options.model_error = o.dl.model_error;
+  config.options.reconfigure_s = o.dl.reconfigure_s;
+  config.options.measure_noise = o.dl.measure_noise;
+  config.options.seed = seed;
+  config.options.check_invariants = o.check_invariants;
+
+  sim::DlReportContext ctx;
+  if (!o.dl.jobs.empty()) {
+    auto jobs = sim::LoadJobs(o.dl.jobs, *profile);
+    if (!jobs) return fail(jobs.error().message);
+    for (double load : *loads) {
+      sim::DlWorkloadInput input{load, *jobs};
+      for (auto& j : input.jobs) {
+        j.submit_us = static_cast<core::Micros>(std::llround(static_cast<double>(j.submit_us) / load));
+      }
+      config.inputs.push_back(std::move(input));
+    }
+    ctx.workload = o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)";
+    ctx.mix = "from the job list";
+  } else {
+    auto mix = sim::ParseMix(o.dl.mix, *profile);
+    if (!mix) return fail(mix.error().message);
+    for (double load : *loads) {
+      sim::JobGenOptions g;
+      g.mix = *mix;
+      g.count = o.dl.count;
+      g.load = load;
+      g.seed = seed;
+      auto jobs = sim::GenerateJobs(g, *profile);
+      if (!jobs) return fail(jobs.error().message);
+      config.inputs.push_back({load, std::move(*jobs)});
+    }
+    ctx.workload = std::to_string(o.dl.count) +
+                   " generated jobs (bursty arrivals, 300 per ~4000 s at load 1)";
+    ctx.mix = o.dl.mix;
+  }
+  ctx.profile = profile->name + (o.dl.profile.empty() ? " (embedded)" : " (" + o.dl.profile + ")");
+  ctx.gpus = o.dl.gpus;
+  ctx.seed = seed;
+  ctx.options = config.options;
+  ctx.policies = policies;
+  ctx.loads = *loads;
+
+  const std::size_t runs = policies.size() * loads->size();
+  auto progress = [&](const sim::DlResult& r, std::size_t done, std::size_t total) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.quiet || elapsed < 1.0) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "[%zu/%zu] %s at load %g: average JCT %.0f s\n", done, total,
+                  r.policy.c_str(), r.load, r.metrics.avg_jct_s);
+    err << line << std::flush;
+  };
+  auto results = sim::RunDlSweep(*profile, config, progress);
+  if (!results) return fail(results.error().message);
+  if (o.format == "json") {
+    sim::WriteDlJson(out, *results, ctx);
+  } else {
+    sim::WriteDlTable(out, *results, ctx);
+  }
+  if (!o.no_report && !o.out_dir.empty()) {
+    if (auto w = sim::WriteDlReportDir(o.out_dir, *results, ctx); !w) return fail(w.error().message);
+    if (!o.quiet) err << "gpumux simulate: report written to " << o.out_dir << "/index.html\n";
+  }
+  if (!o.quiet) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[128];
+    std::snprintf(line, sizeof line, "gpumux simulate: %zu simulations in %.2f s\n", runs, s);
+    err << line;
+  }
+  return 0;
+}
+
+CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "jobgen",
+      "Write a job list (CSV: job,class,submit_s,gpu_mib) of deep-learning training jobs for "
+      "'gpumux simulate --workload dl --jobs FILE'.");
+  cmd->add_option("--profile", o.profile, "Workload profile JSON [default: embedded]");
+  cmd->add_option("--mix", o.mix, "iadeep, conv-heavy, light, or class=weight,...")
+      ->capture_default_str();
+  cmd->add_option("--count", o.count, "Number of jobs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  cmd->add_option("--arrival", o.arrival,
+                  "bursty (hyperexponential gaps), poisson, or a file of submit times in "
+                  "seconds (one per line)")
+      ->capture_default_str();
+  cmd->add_option("--rate", o.rate, "Mean arrivals per second at load 1")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--load", o.load, "Divides every gap (2 = twice the rate)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-gib", o.min_gib, "Smallest GPU memory request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-gib", o.max_gib, "Largest GPU memory request")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  cmd->add_option("-o,--out", o.out, "Output file [default: stdout]");
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux jobgen > jobs.csv                           300 IADeep-like jobs, bursty arrivals\n"
+      "  gpumux jobgen --mix vgg16=1,lstm=1 --arrival poisson --rate 0.1 --count 500 -o jobs.csv\n"
+      "  gpumux jobgen --arrival submit_times.txt --count 1000 -o jobs.csv\n");
+  return cmd;
+}
+
+int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
+  auto fail = [&](const std::string& message) {
+    err << "gpumux jobgen: " << message << "\n";
+    return 2;
+  };
+  auto profile = ProfileFrom(o.profile);
+  if (!profile) return fail(profile.error().message);
+  auto mix = sim::ParseMix(o.mix, *profile);
+  if (!mix) return fail(mix.error().message);
+  if (o.max_gib < o.min_gib) return fail("--max-gib is below --min-gib");
+  sim::JobGenOptions g;
+  g.mix = *mix;
+  g.count = o.count;
+  g.rate_per_s = o.rate;
+  g.load = o.load;
+  g.seed = o.seed;
+  g.min_gpu_mib = o.min_gib * core::MiB{1024};
+  g.max_gpu_mib = o.max_gib * core::MiB{1024};
+  if (o.arrival == "bursty") {
+    g.arrival = sim::ArrivalKind::kBursty;
+  } else if (o.arrival == "poisson") {
+    g.arrival = sim::ArrivalKind::kPoisson;
+  } else {
+    auto times = sim::LoadSubmitTimes(o.arrival);
+    if (!times) return fail("--arrival: " + times.error().message);
+    g.arrival = sim::ArrivalKind::kFile;
+    g.submit_times = std::move(*times);
+  }
+  auto jobs = sim::GenerateJobs(g, *profile);
+  if (!jobs) return fail(jobs.error().message);
+  if (o.out.empty()) {
+    sim::WriteJobs(out, *jobs);
+    return 0;
+  }
+  std::ostringstream text;
+  sim::WriteJobs(text, *jobs);
+  if (auto w = io::WriteFileAtomically(o.out, text.str()); !w) return fail(w.error().message);
+  return 0;
+}
+
+}  // namespace gpumux::cli

@@ -1,0 +1,100 @@
+#include "gpumux/policy/colocation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "gpumux/policy/gpu_scoring.h"
+
+namespace gpumux::policy {
+
+std::vector<std::vector<core::TenantIndex>> TenantsPerGpu(const core::Ledger& ledger,
+                                                          const core::NodeView& node) {
+  std::vector<std::vector<core::TenantIndex>> out(static_cast<std::size_t>(node.gpu_count()));
+  for (core::TenantIndex t : node.tenants) {
+    for (int g : ledger.tenant(t).placement.gpus) out[static_cast<std::size_t>(g)].push_back(t);
+  }
+  return out;
+}
+
+GpuGroup GroupOf(const core::Ledger& /*ledger*/, const JobView* view,
+                 std::span<const core::TenantIndex> tenants) {
+  GpuGroup group;
+  for (core::TenantIndex t : tenants) {
+    std::optional<JobSnapshot> job = view != nullptr ? view->Job(t) : std::nullopt;
+    if (!job) job = JobSnapshot{};
+    group.members.push_back({job->cls, job->batch});
+    group.tuning = group.tuning || job->tuning;
+    group.jobs.push_back(*job);
+  }
+  return group;
+}
+
+namespace {
+
+// A model for when the context has none: an empty profile, so every class is unknown and
+// predicted GPU-bound.
+const InterferenceModel& FallbackModel() {
+  static const WorkloadProfile empty;
+  static const ProfileInterference model(empty);
+  return model;
+}
+
+}  // namespace
+
+GpuScoringPolicy::GpuScoringPolicy(const PolicyContext& context)
+    : profile_(context.profile),
+      model_(context.interference != nullptr ? context.interference : &FallbackModel()),
+      jobs_(context.jobs),
+      options_(context.colocation) {}
+
+const ClassProfile* GpuScoringPolicy::ClassOf(const core::Request& r) const {
+  return profile_ != nullptr ? profile_->Find(r.workload_class) : nullptr;
+}
+
+std::vector<std::optional<double>> GpuScoringPolicy::GpuScores(const Cycle& cycle,
+                                                               const core::NodeView& node) {
+  std::vector<std::optional<double>> scores(static_cast<std::size_t>(node.gpu_count()));
+  const auto per_gpu = TenantsPerGpu(cycle.ledger, node);
+  const ClassProfile* cls = ClassOf(cycle.request);
+  const Member newcomer{cls, cls != nullptr ? cls->default_batch : 0};
+  for (int i = 0; i < node.gpu_count(); ++i) {
+    const auto gi = static_cast<std::size_t>(i);
+    if (!core::GpuAdmits(node, i, cycle.request, cycle.models)) continue;
+    if (static_cast<int>(per_gpu[gi].size()) >= options_.max_jobs_per_gpu) continue;
+    scores[gi] = GpuScore(cycle, GroupOf(cycle.ledger, jobs_, per_gpu[gi]), newcomer);
+  }
+  return scores;
+}
+
+std::int64_t GpuScoringPolicy::Score(const Cycle& cycle, const core::NodeView& node) {
+  const auto scores = GpuScores(cycle, node);
+  std::vector<double> ok;
+  for (const auto& s : scores) {
+    if (s) ok.push_back(*s);
+  }
+  const auto need = static_cast<std::size_t>(std::max(cycle.request.gpu_count, 1));
+  if (cycle.request.gpu_count == 0) return 0;  // CPU-only: nothing to judge
+  if (ok.size() < need) return kDecline;
+  // The node is worth the sum of the GPUs it would give (the best `need` of them).
+  std::sort(ok.begin(), ok.end(), std::greater<>());
+  const double total = std::accumulate(ok.begin(), ok.begin() + static_cast<long>(need), 0.0);
+  const double scaled = std::clamp(total * 1e6, -9e18, 9e18);
+  return static_cast<std::int64_t>(std::llround(scaled));
+}
+
+std::vector<int> GpuScoringPolicy::ChooseGpus(const Cycle& cycle, const core::NodeView& node) {
+  const auto scores = GpuScores(cycle, node);
+  std::vector<int> order;
+  for (int i = 0; i < node.gpu_count(); ++i) {
+    if (scores[static_cast<std::size_t>(i)]) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return *scores[static_cast<std::size_t>(a)] > *scores[static_cast<std::size_t>(b)];
+  });
+  order.resize(std::min(order.size(), static_cast<std::size_t>(cycle.request.gpu_count)));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace gpumux::policy

@@ -1,0 +1,1 @@
+#include "gpumux/policy/first_fit.h"

@@ -1,0 +1,123 @@
+#include "gpumux/policy/interference.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "gpumux/core/check.h"
+
+namespace gpumux::policy {
+namespace {
+
+double BusyOf(const Member& m) { return m.cls != nullptr ? m.cls->GpuBusy(m.batch) : 1.0; }
+
+// Whether `set` holds the same classes as `members` (as multisets), and if so the position
+// in `set` of each member (members with equal classes matched in order).
+bool MatchClasses(const MeasuredSet& set, std::span<const Member> members,
+                  std::vector<std::size_t>& position) {
+  if (set.classes.size() != members.size()) return false;
+  std::vector<bool> used(set.classes.size(), false);
+  position.assign(members.size(), 0);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (members[k].cls == nullptr) return false;
+    bool found = false;
+    for (std::size_t j = 0; j < set.classes.size() && !found; ++j) {
+      if (!used[j] && set.classes[j] == members[k].cls->name) {
+        used[j] = true;
+        position[k] = j;
+        found = true;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+double ProfileInterference::Stretch(std::span<const double> busy) {
+  const double total = std::accumulate(busy.begin(), busy.end(), 0.0);
+  if (total <= 1.0) return 1.0;
+  // f(x) = sum g/(h + x g) with h + g = 1, i.e. sum b/((1 - b) + x b); f(1) = total > 1 and
+  // f(total) <= 1, so the root lies in [1, total].
+  auto f = [&](double x) {
+    double s = 0;
+    for (double b : busy) s += b / ((1.0 - b) + x * b);
+    return s;
+  };
+  double lo = 1.0;
+  double hi = total;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    if (f(mid) > 1.0) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
+
+void ProfileInterference::PredictFromBusyTime(std::span<const Member> members,
+                                              std::span<double> slowdown) const {
+  GPUMUX_CHECK(members.size() == slowdown.size(), "one slowdown per member");
+  const std::size_t n = members.size();
+  if (n == 1) {
+    slowdown[0] = 1.0;
+    return;
+  }
+  double busy_buf[8];
+  std::vector<double> busy_vec;
+  std::span<double> busy;
+  if (n <= 8) {
+    busy = std::span<double>(busy_buf, n);
+  } else {
+    busy_vec.resize(n);
+    busy = busy_vec;
+  }
+  for (std::size_t k = 0; k < n; ++k) busy[k] = BusyOf(members[k]);
+  const double x = Stretch(busy);
+  const double overhead = 1.0 + profile_->companion_overhead * static_cast<double>(n - 1);
+  for (std::size_t k = 0; k < n; ++k) {
+    slowdown[k] = ((1.0 - busy[k]) + x * busy[k]) * overhead;
+  }
+}
+
+void ProfileInterference::Predict(std::span<const Member> members,
+                                  std::span<double> slowdown) const {
+  GPUMUX_CHECK(members.size() == slowdown.size(), "one slowdown per member");
+  PredictFromBusyTime(members, slowdown);
+  if (members.size() < 2) return;
+  std::vector<std::size_t> position;
+  for (const MeasuredSet& set : profile_->measured) {
+    if (!MatchClasses(set, members, position)) continue;
+    // Rule 1/2: measured slowdowns, scaled by the predictor from the measured batch sizes to
+    // the actual ones (a factor of exactly 1 when they are equal).
+    std::vector<Member> at_measured(members.begin(), members.end());
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      at_measured[k].batch = set.batches[position[k]];
+    }
+    std::vector<double> predicted_at_measured(members.size());
+    PredictFromBusyTime(at_measured, predicted_at_measured);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const double measured = set.slowdown[position[k]];
+      slowdown[k] = std::max(1.0, measured * slowdown[k] / predicted_at_measured[k]);
+    }
+    return;
+  }
+}
+
+void Goodput(const InterferenceModel& model, std::span<const Member> members,
+             std::span<double> goodput) {
+  GPUMUX_CHECK(members.size() == goodput.size(), "one goodput per member");
+  model.Predict(members, goodput);  // slowdowns, overwritten below
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const Member& m = members[k];
+    if (m.cls == nullptr || m.batch <= 0) {
+      goodput[k] = 0;
+      continue;
+    }
+    goodput[k] = m.cls->SoloGoodput(m.batch) / goodput[k];
+  }
+}
+
+}  // namespace gpumux::policy

@@ -1,0 +1,704 @@
+#include "gpumux/sim/dl_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "gpumux/core/check.h"
+#include "gpumux/core/ledger.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/policy/engine.h"
+#include "gpumux/policy/registry.h"
+#include "gpumux/policy/tuner.h"
+
+namespace gpumux::sim {
+namespace {
+
+using core::Micros;
+using policy::ClassProfile;
+
+constexpr double kUsPerS = 1e6;
+
+// The GPUs as they really behave: the profile's prediction times a hidden factor per
+// (set of classes, member class), drawn once from the seed.
+class TruthModel final : public policy::InterferenceModel {
+ public:
+  TruthModel(const policy::WorkloadProfile& profile, double error, std::uint64_t seed)
+      : base_(profile), error_(error), seed_(seed) {}
+
+  void Predict(std::span<const policy::Member> members,
+               std::span<double> slowdown) const override {
+    base_.Predict(members, slowdown);
+    if (members.size() < 2 || error_ == 0) return;
+    std::vector<const ClassProfile*> classes;
+    for (const auto& m : members) classes.push_back(m.cls);
+    const std::string key = policy::SetKey(classes);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      if (members[k].cls == nullptr) continue;
+      slowdown[k] = std::max(1.0, slowdown[k] * Factor(key, members[k].cls->name));
+    }
+  }
+
+ private:
+  double Factor(const std::string& key, const std::string& member) const {
+    auto [it, inserted] = cache_.emplace(std::make_pair(key, member), 1.0);
+    if (inserted) {
+      core::Rng rng(seed_, "truth:" + key + ":" + member);
+      it->second = 1.0 + error_ * (2.0 * rng.Unit() - 1.0);
+    }
+    return it->second;
+  }
+
+  policy::ProfileInterference base_;
+  double error_;
+  std::uint64_t seed_;
+  mutable std::map<std::pair<std::string, std::string>, double> cache_;
+};
+
+// A standard normal draw (Box-Muller), written here for identical results everywhere.
+double Normal(core::Rng& rng) {
+  const double u1 = 1.0 - rng.Unit();  // (0, 1]
+  const double u2 = rng.Unit();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+enum class JobState : std::uint8_t { kNotArrived, kQueued, kRunning, kDone };
+
+struct Job {
+  const JobSpec* spec = nullptr;
+  const ClassProfile* cls = nullptr;
+  double work = 0;  // useful samples to the target
+  core::Request request;
+  JobState state = JobState::kNotArrived;
+  int gpu = -1;
+  int batch = 0;
+  int pending_batch = 0;  // 0: none; else applied at the next epoch boundary
+  int batch_changes = 0;
+  double done = 0;  // useful samples, as of `updated`
+  double raw = 0;   // samples processed, as of `updated`
+  double rate = 0;
+  double raw_rate = 0;
+  Micros updated = 0;
+  Micros paused_until = 0;  // > now: in a reconfiguration pause
+  std::uint64_t version = 0;
+  Micros start = -1;
+  Micros finish = -1;
+  double solo_s = 0;  // predicted solo time: the shortest-first queue key
+  std::size_t segment = 0;
+
+  int effective_batch() const { return pending_batch > 0 ? pending_batch : batch; }
+};
+
+struct Gpu {
+  core::NodeIndex node = 0;
+  int index = 0;
+  std::vector<int> jobs;  // in placement order
+  std::unique_ptr<policy::TuningSession> session;
+  std::vector<int> session_jobs;
+  int newcomer = -1;
+  // Measurement window of the session's current step.
+  bool window_pending = false;
+  bool window_open = false;
+  int window_job = -1;
+  int window_steps = 0;
+  double window_target_raw = 0;
+  Micros window_start = 0;
+  std::vector<double> window_raw_start;
+  std::vector<int> window_batches;
+  Micros locked_since = -1;
+  // Accounting.
+  Micros last = 0;
+  double util = 0;      // since `last`
+  bool occupied = false;  // since `last`
+  double util_integral = 0;  // util * seconds
+  double busy_integral = 0;  // seconds with a job
+};
+
+struct Event {
+  Micros t = 0;
+  std::uint64_t seq = 0;
+  int job = 0;
+  std::uint64_t version = 0;  // 0: arrival
+  bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
+};
+
+class Simulator;
+
+class View final : public policy::JobView {
+ public:
+  explicit View(const Simulator& sim) : sim_(&sim) {}
+  std::optional<policy::JobSnapshot> Job(core::TenantIndex t) const override;
+  std::span<const double> RemainingSecondsSorted() const override { return remaining_; }
+  int QueuedAhead() const override { return ahead_; }
+
+  std::vector<double> remaining_;
+  int ahead_ = 0;
+
+ private:
+  const Simulator* sim_;
+};
+
+class Simulator {
+ public:
+  Simulator(const policy::WorkloadProfile& profile, const std::vector<JobSpec>& specs,
+            const DlSimOptions& options)
+      : profile_(profile), options_(options), belief_(profile),
+        truth_(profile, options.model_error, options.seed), view_(*this),
+        policy_rng_(options.seed, "policy"), measure_rng_(options.seed, "measure"),
+        tuner_rng_(options.seed, "tuner") {
+    for (const JobSpec& s : specs) {
+      Job j;
+      j.spec = &s;
+      j.cls = profile.Find(s.cls);
+      GPUMUX_CHECK(j.cls != nullptr, "job classes are validated when the list is read");
+      j.work = j.cls->WorkSamples();
+      j.solo_s = j.cls->SoloSeconds();
+      j.request.name = s.id;
+      j.request.gpu_count = 1;
+      j.request.gpu_milli = 1;  // co-located jobs share compute; memory is what is reserved
+      j.request.gpu_mib = s.gpu_mib;
+      j.request.workload_class = s.cls;
+      jobs_.push_back(std::move(j));
+    }
+  }
+
+  core::Result<DlResult> Run() {
+    if (auto ok = Setup(); !ok) return tl::unexpected(ok.error());
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      Push(jobs_[i].spec->submit_us, static_cast<int>(i), 0);
+    }
+    bool need_pass = false;
+    while (!events_.empty()) {
+      const Event ev = events_.top();
+      events_.pop();
+      now_ = ev.t;
+      ++result_.events;
+      Job& j = jobs_[static_cast<std::size_t>(ev.job)];
+      if (ev.version == 0) {
+        j.state = JobState::kQueued;
+        queue_.insert(QueueKey(ev.job));
+        need_pass = true;
+      } else if (ev.version == j.version && j.state == JobState::kRunning) {
+        need_pass = HandleJobEvent(ev.job) || need_pass;
+      }
+      need_pass = need_pass || pass_requested_;
+      pass_requested_ = false;
+      if (need_pass && (events_.empty() || events_.top().t != now_)) {
+        Schedule();
+        need_pass = pass_requested_;
+        pass_requested_ = false;
+      }
+      if (options_.check_invariants) ledger_->CheckInvariants();
+    }
+    for (const Job& j : jobs_) {
+      if (j.state != JobState::kDone) {
+        return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                               "job '" + j.spec->id + "' never ran: no GPU can take it");
+      }
+    }
+    Finish();
+    return std::move(result_);
+  }
+
+  const Job* JobOfTenant(core::TenantIndex t) const {
+    const auto i = static_cast<std::size_t>(t);
+    if (t < 0 || i >= tenant_job_.size()) return nullptr;
+    return &jobs_[static_cast<std::size_t>(tenant_job_[i])];
+  }
+  const Gpu& gpu(int g) const { return gpus_[static_cast<std::size_t>(g)]; }
+  Micros now() const { return now_; }
+
+ private:
+  core::Result<void> Setup() {
+    std::vector<core::NodeSpec> nodes;
+    for (int n = 0; n < options_.nodes; ++n) {
+      core::NodeSpec spec;
+      spec.name = "node-" + std::to_string(n + 1);
+      spec.cpu_milli = 1000 * 1000;
+      spec.memory_mib = 1024 * 1024;
+      spec.max_pods = 1000;
+      for (int i = 0; i < options_.gpus_per_node; ++i) {
+        core::GpuSpec g;
+        g.index = i;
+        g.uuid = "GPU-sim-" + std::to_string(n + 1) + "-" + std::to_string(i);
+        g.model = profile_.gpu_model.empty() ? "GPU" : profile_.gpu_model;
+        g.memory_mib = profile_.gpu_memory_mib;
+        spec.gpus.push_back(std::move(g));
+      }
+      nodes.push_back(std::move(spec));
+    }
+    if (options_.nodes <= 0 || options_.gpus_per_node <= 0 || options_.max_jobs_per_gpu <= 0) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "nodes, GPUs per node and jobs per GPU must be positive");
+    }
+    auto cluster = core::Cluster::Build(std::move(nodes));
+    if (!cluster) return tl::unexpected(cluster.error());
+    cluster_ = std::make_unique<core::Cluster>(std::move(*cluster));
+    ledger_ = std::make_unique<core::Ledger>(*cluster_);
+    for (core::NodeIndex n = 0; n < cluster_->size(); ++n) {
+      for (int i = 0; i < options_.gpus_per_node; ++i) {
+        Gpu g;
+        g.node = n;
+        g.index = i;
+        gpus_.push_back(std::move(g));
+      }
+    }
+    policy::PolicyContext context;
+    context.profile = &profile_;
+    context.interference = &belief_;
+    context.jobs = &view_;
+    context.colocation.max_jobs_per_gpu = options_.max_jobs_per_gpu;
+    auto made = policy::BuiltinPolicies().Make(options_.policy, context);
+    if (!made) return tl::unexpected(made.error());
+    policy_ = std::move(*made);
+    traits_ = policy_->colocation();
+    std::string tuner = options_.tuner;
+    if (tuner == "auto") tuner = traits_ != nullptr ? traits_->tuner : "none";
+    auto t = policy::MakeTuner(tuner);
+    if (!t) return tl::unexpected(t.error());
+    tuner_ = std::move(*t);
+    result_.policy = options_.policy;
+    result_.tuner = tuner;
+    result_.seed = options_.seed;
+    std::vector<std::int64_t> ranks(static_cast<std::size_t>(cluster_->size()));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    engine_ = std::make_unique<policy::Engine>(*ledger_, *policy_, ranks, policy_rng_);
+    for (Job& j : jobs_) {
+      if (j.cls->MemoryMib(j.cls->default_batch) > profile_.gpu_memory_mib ||
+          j.spec->gpu_mib > profile_.gpu_memory_mib) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               "job '" + j.spec->id + "' needs more GPU memory than a GPU has");
+      }
+    }
+    return {};
+  }
+
+  using QueueEntry = std::tuple<double, Micros, int>;
+  QueueEntry QueueKey(int job) const {
+    const Job& j = jobs_[static_cast<std::size_t>(job)];
+    const bool shortest = traits_ != nullptr &&
+                          traits_->queue_order == policy::QueueOrder::kShortestRemaining;
+    return {shortest ? j.solo_s : 0.0, j.spec->submit_us, job};
+  }
+
+  void Push(Micros t, int job, std::uint64_t version) {
+    events_.push(Event{t, next_seq_++, job, version});
+  }
+
+  Job& J(int i) { return jobs_[static_cast<std::size_t>(i)]; }
+  Gpu& G(int g) { return gpus_[static_cast<std::size_t>(g)]; }
+
+  void Advance(Job& j) {
+    const double dt = static_cast<double>(now_ - j.updated) / kUsPerS;
+    j.done = std::min(j.work, j.done + j.rate * dt);
+    j.raw += j.raw_rate * dt;
+    j.updated = now_;
+  }
+
+  bool Paused(const Job& j) const { return j.paused_until > now_; }
+
+  // Recomputes the rates of every job on GPU g from the true interference of its active jobs.
+  void Reprice(int g) {
+    Gpu& gpu = G(g);
+    const double span = static_cast<double>(now_ - gpu.last) / kUsPerS;
+    gpu.util_integral += gpu.util * span;
+    gpu.busy_integral += (gpu.occupied ? 1.0 : 0.0) * span;
+    gpu.last = now_;
+    std::vector<policy::Member> members;
+    std::vector<int> active;
+    for (int ji : gpu.jobs) {
+      Job& j = J(ji);
+      Advance(j);
+      if (!Paused(j)) {
+        members.push_back({j.cls, j.batch});
+        active.push_back(ji);
+      }
+      j.rate = 0;
+      j.raw_rate = 0;
+    }
+    std::vector<double> slowdown(members.size());
+    if (!members.empty()) truth_.Predict(members, slowdown);
+    double busy = 0;
+    for (std::size_t k = 0; k < active.size(); ++k) {
+      Job& j = J(active[k]);
+      const double step = j.cls->StepSeconds(j.batch) * slowdown[k];
+      j.raw_rate = j.batch / step;
+      j.rate = j.raw_rate * j.cls->Efficiency(j.batch);
+      busy += j.cls->GpuBusy(j.batch);
+    }
+    gpu.util = std::min(1.0, busy);
+    gpu.occupied = !gpu.jobs.empty();
+    for (int ji : gpu.jobs) Reschedule(ji);
+  }
+
+  double EpochPosition(const Job& j) const {
+    return j.raw / static_cast<double>(j.cls->dataset_samples);
+  }
+
+  void Reschedule(int ji) {
+    Job& j = J(ji);
+    ++j.version;
+    double dt = std::numeric_limits<double>::infinity();
+    if (Paused(j)) {
+      Push(j.paused_until, ji, j.version);
+      return;
+    }
+    if (j.rate <= 0) return;
+    dt = (j.work - j.done) / j.rate;
+    const Gpu& gpu = G(j.gpu);
+    if (gpu.window_open && gpu.window_job == ji) {
+      dt = std::min(dt, (gpu.window_target_raw - j.raw) / j.raw_rate);
+    }
+    if (j.pending_batch > 0) {
+      const double next = std::floor(EpochPosition(j) + 1e-9) + 1.0;
+      dt = std::min(dt, (next * static_cast<double>(j.cls->dataset_samples) - j.raw) / j.raw_rate);
+    }
+    const auto us = static_cast<Micros>(std::ceil(std::max(dt, 0.0) * kUsPerS));
+    Push(now_ + std::max<Micros>(us, 1), ji, j.version);
+  }
+
+  // Returns true when a scheduling pass is due.
+  bool HandleJobEvent(int ji) {
+    Job& j = J(ji);
+    const int g = j.gpu;
+    Gpu& gpu = G(g);
+    Advance(j);
+    if (j.paused_until > 0 && j.paused_until <= now_) {
+      j.paused_until = 0;
+      Reprice(g);
+      if (gpu.window_pending && gpu.window_job == ji) OpenWindow(g);
+      return false;
+    }
+    if (j.done >= j.work * (1.0 - 1e-12)) {
+      Complete(ji);
+      return true;
+    }
+    if (gpu.window_open && gpu.window_job == ji &&
+        j.raw >= gpu.window_target_raw - 1e-6 * std::max(1.0, gpu.window_target_raw)) {
+      CloseWindow(g);
+      return false;
+    }
+    if (j.pending_batch > 0) {
+      const double pos = EpochPosition(j);
+      if (std::abs(pos - std::round(pos)) < 1e-7 && pos > 0.5) {
+        const int b = j.pending_batch;
+        j.pending_batch = 0;
+        ChangeBatch(j, b);
+        Reprice(g);
+        return false;
+      }
+    }
+    Reschedule(ji);  // rounding left us just short: try again
+    return false;
+  }
+
+  void ChangeBatch(Job& j, int b) {
+    if (b == j.batch) return;
+    j.batch = b;
+    ++j.batch_changes;
+    const auto pause = static_cast<Micros>(std::llround(options_.reconfigure_s * kUsPerS));
+    if (pause > 0) {
+      j.paused_until = now_ + pause;
+      result_.metrics.paused_job_s += options_.reconfigure_s;
+    }
+  }
+
+  void Place(int ji, const core::Placement& p, const core::Request& adapted) {
+    Job& j = J(ji);
+    auto t = ledger_->Assign(j.spec->id, adapted, p);
+    GPUMUX_CHECK(t.has_value(), "the engine's decision must fit the ledger");
+    if (tenant_job_.size() <= static_cast<std::size_t>(*t)) {
+      tenant_job_.resize(static_cast<std::size_t>(*t) + 1, -1);
+    }
+    tenant_job_[static_cast<std::size_t>(*t)] = ji;
+    const int g = cluster_->gpu_offset(p.node) + p.gpus.front();
+    j.gpu = g;
+    j.state = JobState::kRunning;
+    j.start = now_;
+    j.batch = j.cls->default_batch;
+    j.updated = now_;
+    G(g).jobs.push_back(ji);
+    if (options_.record_timeline) {
+      j.segment = result_.timeline.size();
+      result_.timeline.push_back({g, j.spec->id, j.spec->cls, now_, -1});
+    }
+    Reprice(g);
+    StartTuning(g, ji);
+  }
+
+  void Complete(int ji) {
+    Job& j = J(ji);
+    const int g = j.gpu;
+    Gpu& gpu = G(g);
+    j.state = JobState::kDone;
+    j.finish = now_;
+    j.done = j.work;
+    j.rate = j.raw_rate = 0;
+    auto released = ledger_->Release(j.spec->id);
+    GPUMUX_CHECK(released.has_value(), "a running job is in the ledger");
+    gpu.jobs.erase(std::find(gpu.jobs.begin(), gpu.jobs.end(), ji));
+    if (options_.record_timeline) result_.timeline[j.segment].end_us = now_;
+    const bool in_session =
+        gpu.session && std::find(gpu.session_jobs.begin(), gpu.session_jobs.end(), ji) !=
+                           gpu.session_jobs.end();
+    if (in_session) EndSession(g);
+    Reprice(g);
+    if (traits_ != nullptr && traits_->retune_on_departure && !gpu.jobs.empty() &&
+        !gpu.session) {
+      StartTuning(g, -1);
+    }
+  }
+
+  void StartTuning(int g, int newcomer) {
+    if (!tuner_) return;
+    Gpu& gpu = G(g);
+    if (gpu.session) return;
+    std::vector<policy::TuneJob> group;
+    for (int ji : gpu.jobs) {
+      const Job& j = J(ji);
+      group.push_back({j.cls, j.effective_batch(), j.spec->gpu_mib, ji == newcomer});
+    }
+    gpu.session = tuner_->Start(std::move(group), belief_, tuner_rng_);
+    if (!gpu.session) return;
+    gpu.session_jobs = gpu.jobs;
+    gpu.newcomer = newcomer;
+    gpu.locked_since = now_;
+    ++result_.metrics.tuning_sessions;
+    StepSession(g);
+  }
+
+  void StepSession(int g) {
+    Gpu& gpu = G(g);
+    const policy::TuneStep step = gpu.session->Next();
+    GPUMUX_CHECK(step.batches.size() == gpu.session_jobs.size(), "one batch per session job");
+    for (std::size_t k = 0; k < step.batches.size(); ++k) {
+      const int ji = gpu.session_jobs[k];
+      Job& j = J(ji);
+      const int b = step.batches[k];
+      if (ji == gpu.newcomer) {
+        Advance(j);
+        ChangeBatch(j, b);
+      } else {
+        j.pending_batch = b == j.batch ? 0 : b;
+      }
+    }
+    if (step.final) {
+      EndSession(g);
+      Reprice(g);
+      return;
+    }
+    gpu.window_job = gpu.newcomer >= 0 ? gpu.newcomer : gpu.session_jobs.front();
+    gpu.window_steps = std::max(1, step.measure_minibatches);
+    gpu.window_pending = true;
+    Reprice(g);
+    if (!Paused(J(gpu.window_job))) OpenWindow(g);
+  }
+
+  void OpenWindow(int g) {
+    Gpu& gpu = G(g);
+    gpu.window_pending = false;
+    gpu.window_open = true;
+    gpu.window_start = now_;
+    gpu.window_raw_start.clear();
+    gpu.window_batches.clear();
+    for (int ji : gpu.session_jobs) {
+      Job& j = J(ji);
+      Advance(j);
+      gpu.window_raw_start.push_back(j.raw);
+      gpu.window_batches.push_back(j.batch);
+    }
+    const Job& w = J(gpu.window_job);
+    gpu.window_target_raw = w.raw + static_cast<double>(gpu.window_steps) * w.batch;
+    ++result_.metrics.measurement_windows;
+    Reschedule(gpu.window_job);
+  }
+
+  void CloseWindow(int g) {
+    Gpu& gpu = G(g);
+    gpu.window_open = false;
+    const double elapsed = static_cast<double>(now_ - gpu.window_start) / kUsPerS;
+    std::vector<double> measured;
+    std::vector<policy::Member> members;
+    for (std::size_t k = 0; k < gpu.session_jobs.size(); ++k) {
+      Job& j = J(gpu.session_jobs[k]);
+      Advance(j);
+      const double steps = (j.raw - gpu.window_raw_start[k]) / gpu.window_batches[k];
+      double step_s = 0;
+      if (steps >= 0.5) {
+        step_s = elapsed / steps;
+      } else {
+        // It barely ran (e.g. paused): report its step time at the current setting.
+        step_s = j.raw_rate > 0 ? j.batch / j.raw_rate : j.cls->StepSeconds(j.batch);
+      }
+      const double sd = options_.measure_noise / std::sqrt(std::max(steps, 1.0));
+      step_s *= std::max(0.05, 1.0 + sd * Normal(measure_rng_));
+      measured.push_back(step_s);
+    }
+    gpu.session->Observe(gpu.window_batches, measured);
+    StepSession(g);
+  }
+
+  void EndSession(int g) {
+    Gpu& gpu = G(g);
+    gpu.session.reset();
+    gpu.session_jobs.clear();
+    gpu.newcomer = -1;
+    gpu.window_pending = gpu.window_open = false;
+    gpu.window_job = -1;
+    if (gpu.locked_since >= 0) {
+      result_.metrics.locked_gpu_s += static_cast<double>(now_ - gpu.locked_since) / kUsPerS;
+    }
+    gpu.locked_since = -1;
+    pass_requested_ = true;
+  }
+
+  // Whether any GPU could take another job at all (cheap pre-check for the pass).
+  bool AnyOpenGpu(core::MiB smallest) const {
+    const int cap = traits_ != nullptr ? options_.max_jobs_per_gpu : 1;
+    for (const Gpu& gpu : gpus_) {
+      if (gpu.session || static_cast<int>(gpu.jobs.size()) >= cap) continue;
+      if (ledger_->Node(gpu.node).gpu_free_mib[static_cast<std::size_t>(gpu.index)] >= smallest) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Schedule() {
+    if (queue_.empty()) return;
+    core::MiB smallest = profile_.gpu_memory_mib;
+    for (const auto& e : queue_) smallest = std::min(smallest, J(std::get<2>(e)).spec->gpu_mib);
+    if (!AnyOpenGpu(smallest)) return;
+    view_.remaining_.clear();
+    for (const Job& j : jobs_) {
+      if (j.state != JobState::kRunning || j.rate <= 0) continue;
+      const double dt = static_cast<double>(now_ - j.updated) / kUsPerS;
+      view_.remaining_.push_back(std::max(0.0, j.work - j.done - j.rate * dt) / j.rate);
+    }
+    std::sort(view_.remaining_.begin(), view_.remaining_.end());
+    view_.ahead_ = 0;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const int ji = std::get<2>(*it);
+      policy::Decision d = engine_->Decide(J(ji).request);
+      if (d.placement) {
+        it = queue_.erase(it);
+        Place(ji, *d.placement, d.request);
+        if (!AnyOpenGpu(smallest)) break;
+      } else {
+        if (d.declined) ++result_.metrics.declined;
+        ++view_.ahead_;
+        ++it;
+      }
+    }
+  }
+
+  void Finish() {
+    DlMetrics& m = result_.metrics;
+    Micros first = std::numeric_limits<Micros>::max();
+    Micros last = 0;
+    std::vector<double> jct;
+    double queue_sum = 0;
+    for (const Job& j : jobs_) {
+      DlJobResult r;
+      r.id = j.spec->id;
+      r.cls = j.spec->cls;
+      r.submit_us = j.spec->submit_us;
+      r.start_us = j.start;
+      r.finish_us = j.finish;
+      const Gpu& gpu = G(j.gpu);
+      r.gpu = cluster_->node(gpu.node).name + "/" + std::to_string(gpu.index);
+      r.final_batch = j.batch;
+      r.batch_changes = j.batch_changes;
+      first = std::min(first, r.submit_us);
+      last = std::max(last, r.finish_us);
+      jct.push_back(static_cast<double>(r.jct_us()) / kUsPerS);
+      queue_sum += static_cast<double>(r.queue_us()) / kUsPerS;
+      result_.jobs.push_back(std::move(r));
+    }
+    now_ = last;
+    for (std::size_t g = 0; g < gpus_.size(); ++g) Reprice(static_cast<int>(g));
+    const double n = static_cast<double>(jct.size());
+    m.avg_jct_s = std::accumulate(jct.begin(), jct.end(), 0.0) / n;
+    std::sort(jct.begin(), jct.end());
+    m.median_jct_s = Percentile(jct, 50);
+    m.p95_jct_s = Percentile(jct, 95);
+    m.makespan_s = static_cast<double>(last - first) / kUsPerS;
+    m.avg_queue_s = queue_sum / n;
+    double util = 0, busy = 0;
+    for (const Gpu& gpu : gpus_) {
+      util += gpu.util_integral;
+      busy += gpu.busy_integral;
+    }
+    // The integrals start at time 0; the window is [first submit, last finish].
+    const double window = static_cast<double>(gpus_.size()) * m.makespan_s;
+    m.gpu_util = window > 0 ? util / window : 0;
+    m.gpu_busy = window > 0 ? busy / window : 0;
+  }
+
+  const policy::WorkloadProfile& profile_;
+  DlSimOptions options_;
+  policy::ProfileInterference belief_;
+  TruthModel truth_;
+  View view_;
+  core::Rng policy_rng_;
+  core::Rng measure_rng_;
+  core::Rng tuner_rng_;
+  std::unique_ptr<core::Cluster> cluster_;
+  std::unique_ptr<core::Ledger> ledger_;
+  std::unique_ptr<policy::Policy> policy_;
+  const policy::ColocationTraits* traits_ = nullptr;
+  std::unique_ptr<policy::Tuner> tuner_;
+  std::unique_ptr<policy::Engine> engine_;
+  std::vector<Job> jobs_;
+  std::vector<Gpu> gpus_;
+  std::vector<int> tenant_job_;
+  std::set<QueueEntry> queue_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t next_seq_ = 0;
+  Micros now_ = 0;
+  bool pass_requested_ = false;
+  DlResult result_;
+};
+
+std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
+  const sim::Job* j = sim_->JobOfTenant(t);
+  if (j == nullptr || j->state != JobState::kRunning) return std::nullopt;
+  policy::JobSnapshot s;
+  s.cls = j->cls;
+  s.batch = j->effective_batch();
+  s.memory_limit = j->spec->gpu_mib;
+  const double dt = static_cast<double>(sim_->now() - j->updated) / kUsPerS;
+  s.remaining_work = std::max(0.0, j->work - j->done - j->rate * dt);
+  s.observed_rate = j->rate;
+  s.tuning = static_cast<bool>(sim_->gpu(j->gpu).session);
+  return s;
+}
+
+}  // namespace
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
+  const auto i = static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size())));
+  return sorted[i - 1];
+}
+
+core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
+                             const std::vector<JobSpec>& jobs, const DlSimOptions& options) {
+  if (jobs.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "no jobs");
+  for (const JobSpec& j : jobs) {
+    if (profile.Find(j.cls) == nullptr) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "job '" + j.id + "': unknown workload class '" + j.cls + "'");
+    }
+  }
+  Simulator sim(profile, jobs, options);
+  return sim.Run();
+}
+
+}  // namespace gpumux::sim

@@ -1,0 +1,354 @@
+#include "gpumux/sim/dl_workload.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumux/core/rng.h"
+#include "gpumux/io/csv.h"
+
+extern "C" {
+extern const char gpumux_embedded_dl_profile_begin[];
+extern const char gpumux_embedded_dl_profile_end[];
+}
+
+namespace gpumux::sim {
+namespace {
+
+using nlohmann::json;
+
+core::Error Bad(const std::string& source, const std::string& what) {
+  return core::Error{core::ErrorCode::kInvalidArgument, source + ": " + what};
+}
+
+// Typed field access that names the field on error (nlohmann's messages do not).
+template <typename T>
+T Get(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) throw std::runtime_error(where + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw std::runtime_error(where + ": field '" + key + "' has the wrong type");
+  }
+}
+
+core::Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
+                                                   const std::string& source) {
+  policy::WorkloadProfile p;
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object()) return tl::unexpected(Bad(source, "a profile is a JSON object"));
+    p.name = j.value("name", std::string());
+    const json& gpu = j.contains("gpu") ? j.at("gpu") : json::object();
+    p.gpu_model = gpu.value("model", std::string());
+    p.gpu_memory_mib = Get<core::MiB>(gpu, "memory_mib", "gpu");
+    p.companion_overhead = j.value("companion_overhead", 0.05);
+    if (!j.contains("classes") || !j.at("classes").is_array()) {
+      return tl::unexpected(Bad(source, "missing array 'classes'"));
+    }
+    for (const json& c : j.at("classes")) {
+      policy::ClassProfile cp;
+      cp.name = Get<std::string>(c, "name", "classes[]");
+      const std::string where = "class '" + cp.name + "'";
+      cp.default_batch = Get<int>(c, "default_batch", where);
+      cp.noise_scale = Get<double>(c, "noise_scale", where);
+      cp.dataset_samples = Get<std::int64_t>(c, "dataset_samples", where);
+      cp.target_epochs = Get<double>(c, "target_epochs", where);
+      if (!c.contains("solo") || !c.at("solo").is_array()) {
+        throw std::runtime_error(where + ": missing array 'solo'");
+      }
+      for (const json& s : c.at("solo")) {
+        cp.solo.push_back({Get<int>(s, "batch", where + " solo"),
+                           Get<double>(s, "step_s", where + " solo"),
+                           Get<core::MiB>(s, "memory_mib", where + " solo"),
+                           Get<double>(s, "gpu_busy", where + " solo")});
+      }
+      p.classes.push_back(std::move(cp));
+    }
+    if (j.contains("measured")) {
+      for (const json& m : j.at("measured")) {
+        policy::MeasuredSet set;
+        set.classes = Get<std::vector<std::string>>(m, "classes", "measured[]");
+        set.batches = Get<std::vector<int>>(m, "batches", "measured[]");
+        set.slowdown = Get<std::vector<double>>(m, "slowdown", "measured[]");
+        set.source = m.value("source", std::string());
+        p.measured.push_back(std::move(set));
+      }
+    }
+  } catch (const json::exception& e) {
+    return tl::unexpected(Bad(source, std::string("invalid JSON: ") + e.what()));
+  } catch (const std::runtime_error& e) {
+    return tl::unexpected(Bad(source, e.what()));
+  }
+  if (auto ok = p.Validate(); !ok) return tl::unexpected(Bad(source, ok.error().message));
+  return p;
+}
+
+core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  return ParseProfile(*text, path);
+}
+
+std::string_view DefaultProfileJson() {
+  return {gpumux_embedded_dl_profile_begin,
+          static_cast<std::size_t>(gpumux_embedded_dl_profile_end -
+                                   gpumux_embedded_dl_profile_begin)};
+}
+
+const policy::WorkloadProfile& DefaultProfile() {
+  static const policy::WorkloadProfile profile = [] {
+    auto p = ParseProfile(DefaultProfileJson(), "<embedded dl_profile_default.json>");
+    if (!p) {
+      // The embedded file is tested; reaching this is a build defect.
+      std::fprintf(stderr, "gpumux: %s\n", p.error().message.c_str());
+      std::abort();
+    }
+    return *p;
+  }();
+  return profile;
+}
+
+core::Result<core::Micros> ParseSeconds(std::string_view text) {
+  const std::size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view frac = dot == std::string_view::npos ? "" : text.substr(dot + 1);
+  auto digits = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (whole.empty() || !digits(whole) || !digits(frac) || frac.size() > 6 || whole.size() > 12 ||
+      (dot != std::string_view::npos && frac.empty())) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "'" + std::string(text) +
+                               "' is not a non-negative number of seconds with at most 6 decimals");
+  }
+  core::Micros us = 0;
+  std::from_chars(whole.data(), whole.data() + whole.size(), us);
+  us *= 1000000;
+  core::Micros f = 0;
+  std::from_chars(frac.data(), frac.data() + frac.size(), f);
+  for (std::size_t i = frac.size(); i < 6; ++i) f *= 10;
+  return us + f;
+}
+
+std::string FormatSeconds(core::Micros us) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(us / 1000000),
+                static_cast<long long>(us % 1000000));
+  return buf;
+}
+
+core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string& source,
+                                            const policy::WorkloadProfile& profile) {
+  io::CsvReader csv(in, source);
+  if (auto ok = csv.ReadHeader({"job", "class", "submit_s", "gpu_mib"}); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  std::vector<JobSpec> jobs;
+  std::set<std::string> ids;
+  while (true) {
+    auto more = csv.Next();
+    if (!more) return tl::unexpected(more.error());
+    if (!*more) break;
+    JobSpec j;
+    j.id = std::string(csv.Field("job"));
+    if (j.id.empty()) return tl::unexpected(csv.ErrorHere("column 'job' is empty"));
+    if (!ids.insert(j.id).second) {
+      return tl::unexpected(csv.ErrorHere("duplicate job '" + j.id + "'"));
+    }
+    j.cls = std::string(csv.Field("class"));
+    if (profile.Find(j.cls) == nullptr) {
+      std::string known;
+      for (const auto& c : profile.classes) known += (known.empty() ? "" : ", ") + c.name;
+      return tl::unexpected(csv.ErrorHere("unknown workload class '" + j.cls +
+                                          "' (the profile has: " + known + ")"));
+    }
+    auto submit = ParseSeconds(csv.Field("submit_s"));
+    if (!submit) {
+      return tl::unexpected(csv.ErrorHere("column 'submit_s': " + submit.error().message));
+    }
+    j.submit_us = *submit;
+    auto mib = csv.Int("gpu_mib");
+    if (!mib) return tl::unexpected(mib.error());
+    if (*mib <= 0 || *mib > profile.gpu_memory_mib) {
+      return tl::unexpected(csv.ErrorHere(
+          "column 'gpu_mib': " + std::to_string(*mib) + " is not in 1.." +
+          std::to_string(profile.gpu_memory_mib) + " (the profile's GPU memory)"));
+    }
+    j.gpu_mib = *mib;
+    const policy::ClassProfile& c = *profile.Find(j.cls);
+    if (c.MemoryMib(c.default_batch) > j.gpu_mib) {
+      return tl::unexpected(csv.ErrorHere(
+          "job '" + j.id + "' asks " + std::to_string(j.gpu_mib) + " MiB but " + j.cls +
+          " needs " + std::to_string(c.MemoryMib(c.default_batch)) +
+          " MiB at its default batch size " + std::to_string(c.default_batch)));
+    }
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": no jobs");
+  return jobs;
+}
+
+core::Result<std::vector<JobSpec>> LoadJobs(const std::string& path,
+                                            const policy::WorkloadProfile& profile) {
+  std::ifstream in(path);
+  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
+  return ReadJobs(in, path, profile);
+}
+
+void WriteJobs(std::ostream& out, const std::vector<JobSpec>& jobs) {
+  out << "job,class,submit_s,gpu_mib\n";
+  for (const auto& j : jobs) {
+    out << j.id << ',' << j.cls << ',' << FormatSeconds(j.submit_us) << ',' << j.gpu_mib << '\n';
+  }
+}
+
+std::vector<std::string> MixNames() { return {"iadeep", "conv-heavy", "light"}; }
+
+core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
+                                                const policy::WorkloadProfile& profile) {
+  std::vector<ClassWeight> mix;
+  if (text == "iadeep") {
+    mix = {{"vgg16", 0.212}, {"resnet50", 0.212}, {"squeezenet", 0.212},
+           {"neumf", 0.182}, {"lstm", 0.182}};
+  } else if (text == "conv-heavy") {
+    mix = {{"vgg16", 0.35}, {"resnet50", 0.35}, {"squeezenet", 0.1},
+           {"neumf", 0.1},  {"lstm", 0.1}};
+  } else if (text == "light") {
+    mix = {{"vgg16", 0.1}, {"resnet50", 0.1}, {"squeezenet", 0.3},
+           {"neumf", 0.3}, {"lstm", 0.2}};
+  } else {
+    std::stringstream ss{std::string(text)};
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const std::size_t eq = item.find('=');
+      double w = -1;
+      if (eq != std::string::npos) {
+        const std::string v = item.substr(eq + 1);
+        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), w);
+        if (ec != std::errc() || ptr != v.data() + v.size()) w = -1;
+      }
+      if (eq == std::string::npos || !(w > 0) || !std::isfinite(w)) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               "mix: '" + item + "' is not class=weight with a positive weight "
+                               "(or use a named mix: iadeep, conv-heavy, light)");
+      }
+      mix.push_back({item.substr(0, eq), w});
+    }
+  }
+  if (mix.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "mix: empty");
+  for (const auto& m : mix) {
+    if (profile.Find(m.cls) == nullptr) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "mix: the profile has no workload class '" + m.cls + "'");
+    }
+  }
+  return mix;
+}
+
+core::Result<std::vector<core::Micros>> LoadSubmitTimes(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
+  std::vector<core::Micros> out;
+  std::string line;
+  int no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    if (line.empty()) continue;
+    auto t = ParseSeconds(line);
+    if (!t) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             path + ":" + std::to_string(no) + ": " + t.error().message);
+    }
+    if (!out.empty() && *t < out.back()) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             path + ":" + std::to_string(no) + ": submit times must not decrease");
+    }
+    out.push_back(*t);
+  }
+  if (out.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": no times");
+  return out;
+}
+
+core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
+                                                const policy::WorkloadProfile& profile) {
+  auto bad = [](const std::string& m) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "jobgen: " + m);
+  };
+  if (o.count <= 0) return bad("the job count must be positive");
+  if (!(o.load > 0) || !std::isfinite(o.load)) return bad("the load factor must be positive");
+  if (o.arrival != ArrivalKind::kFile && !(o.rate_per_s > 0)) return bad("the rate must be positive");
+  if (o.arrival == ArrivalKind::kFile && o.submit_times.size() < static_cast<std::size_t>(o.count)) {
+    return bad("the arrival file has " + std::to_string(o.submit_times.size()) +
+               " times for " + std::to_string(o.count) + " jobs");
+  }
+  if (o.min_gpu_mib <= 0 || o.max_gpu_mib < o.min_gpu_mib) {
+    return bad("the GPU memory range is empty");
+  }
+  if (o.mix.empty()) return bad("the class mix is empty");
+  double total = 0;
+  for (const auto& m : o.mix) {
+    if (profile.Find(m.cls) == nullptr) return bad("unknown workload class '" + m.cls + "'");
+    total += m.weight;
+  }
+  core::Rng class_rng(o.seed, "jobgen-class");
+  core::Rng gap_rng(o.seed, "jobgen-gap");
+  core::Rng mem_rng(o.seed, "jobgen-memory");
+  const core::MiB gib = 1024;
+  const core::MiB lo_gib = (o.min_gpu_mib + gib - 1) / gib;
+  const core::MiB hi_gib = std::max(lo_gib, o.max_gpu_mib / gib);
+  // Bursty gaps: with probability 0.85 a short gap (mean 0.3/rate), else a long one (mean
+  // 4.967/rate); mean 1/rate, squared coefficient of variation about 4.7.
+  constexpr double kShortP = 0.85, kShortMean = 0.3, kLongMean = (1.0 - kShortP * kShortMean) / (1.0 - kShortP);
+  std::vector<JobSpec> jobs;
+  double t = 0;
+  char id[32];
+  for (int i = 0; i < o.count; ++i) {
+    double u = class_rng.Unit() * total;
+    std::size_t pick = 0;
+    while (pick + 1 < o.mix.size() && u >= o.mix[pick].weight) u -= o.mix[pick++].weight;
+    const policy::ClassProfile& c = *profile.Find(o.mix[pick].cls);
+    JobSpec j;
+    std::snprintf(id, sizeof id, "j%04d", i + 1);
+    j.id = id;
+    j.cls = c.name;
+    if (o.arrival == ArrivalKind::kFile) {
+      j.submit_us = static_cast<core::Micros>(
+          std::llround(static_cast<double>(o.submit_times[static_cast<std::size_t>(i)]) / o.load));
+    } else {
+      if (i > 0) {
+        double mean = 1.0 / o.rate_per_s;
+        if (o.arrival == ArrivalKind::kBursty) {
+          mean *= gap_rng.Unit() < kShortP ? kShortMean : kLongMean;
+        }
+        t += -std::log(1.0 - gap_rng.Unit()) * mean / o.load;
+      }
+      j.submit_us = static_cast<core::Micros>(std::llround(t * 1e6));
+    }
+    const core::MiB need = c.MemoryMib(c.default_batch);
+    const auto span = static_cast<std::uint64_t>(hi_gib - lo_gib + 1);
+    const core::MiB drawn = (lo_gib + static_cast<core::MiB>(mem_rng.Below(span))) * gib;
+    j.gpu_mib = std::min(profile.gpu_memory_mib, std::max(drawn, (need + 511) / 512 * 512));
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+}  // namespace gpumux::sim
