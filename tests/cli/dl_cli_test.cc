@@ -1,0 +1,2 @@
+// Placeholder: tests land in a following commit.
+#include <gtest/gtest.h>
