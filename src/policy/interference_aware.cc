@@ -52,6 +52,27 @@ std::optional<double> InterferenceAwarePolicy::CompletionSum(std::vector<Job> jo
   return sum;
 }
 
+void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
+  drain_s_.clear();
+  if (jobs() == nullptr) return;
+  const core::Cluster& cluster = cycle.ledger.cluster();
+  for (core::NodeIndex n = 0; n < cluster.size(); ++n) {
+    const core::NodeView node = cycle.ledger.Node(n);
+    if (node.tenants.empty()) continue;
+    for (const auto& tenants : TenantsPerGpu(cycle.ledger, node)) {
+      if (tenants.empty()) continue;
+      double drain = 0;
+      for (core::TenantIndex t : tenants) {
+        const auto job = jobs()->Job(t);
+        if (!job || job->observed_rate <= 0) continue;
+        drain = std::max(drain, job->remaining_work / job->observed_rate);
+      }
+      drain_s_.push_back(drain);
+    }
+  }
+  std::sort(drain_s_.begin(), drain_s_.end());
+}
+
 std::optional<double> InterferenceAwarePolicy::GpuScore(const Cycle& cycle, const GpuGroup& group,
                                                         const Member& newcomer) {
   if (group.tuning) return std::nullopt;
@@ -69,10 +90,9 @@ std::optional<double> InterferenceAwarePolicy::GpuScore(const Cycle& cycle, cons
   }
   const double cost = *t_after - *t_before;
   if (!group.members.empty() && jobs() != nullptr) {
-    const auto remaining = jobs()->RemainingSecondsSorted();
     const auto ahead = static_cast<std::size_t>(std::max(jobs()->QueuedAhead(), 0));
-    if (ahead < remaining.size()) {
-      const double wait = remaining[ahead] + *CompletionSum({job});
+    if (ahead < drain_s_.size()) {
+      const double wait = drain_s_[ahead] + *CompletionSum({job});
       if (cost > wait) return std::nullopt;
     }
   }
