@@ -1,5 +1,6 @@
 # gpumux — the commands a user runs. See README.md.
 #   make demo   install build deps if missing, build, run the FGD study on the embedded trace
+#               and the JCT simulation of training jobs sharing GPUs
 #   make test   install build deps if missing, build with warnings as errors, run all tests
 #   make bench  build and run the benchmarks (prints figures)
 #   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
@@ -28,6 +29,7 @@ build: configure
 
 demo: build
 	./$(BUILD)/gpumux simulate --out gpumux-report
+	./$(BUILD)/gpumux simulate --workload dl --out gpumux-report-dl
 
 test:
 	@$(MAKE) --no-print-directory build TESTS=ON
