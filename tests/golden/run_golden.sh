@@ -17,8 +17,12 @@ trap 'rm -rf "$OUT"' EXIT
 "$GPUMUX" simulate --nodes "$DIR/tiny_nodes.csv" --pods "$DIR/tiny_pods.csv" --policy fgd \
   --seeds 2 --load 1.3 --no-report -q --placements "$OUT/tiny_fgd_seed2_placements.csv" > /dev/null
 
+# The JCT simulator: 40 generated training jobs, 8 GPUs, every co-location policy, loads 1 and 3.
+"$GPUMUX" simulate --workload dl --count 40 --gpus 8 --loads 1,3 --seeds 7 --format json \
+  --no-report -q > "$OUT/dl_40jobs_seed7.json"
+
 status=0
-for f in tiny_all_seeds1-3.csv tiny_fgd_seed2_placements.csv; do
+for f in tiny_all_seeds1-3.csv tiny_fgd_seed2_placements.csv dl_40jobs_seed7.json; do
   if [ "$UPDATE" = "--update" ]; then
     cp "$OUT/$f" "$DIR/$f.expected"
     echo "updated $DIR/$f.expected"
