@@ -1,8 +1,583 @@
-// PLACEHOLDER until the HTML report lands (see dl_report.h).
+// index.html of `gpumux simulate --workload dl`: one self-contained static page (inline CSS and
+// SVG, no JavaScript, nothing fetched) with, per load, a table of the policies' job completion
+// times, a JCT CDF of every policy, and per policy a per-GPU timeline of who shared which GPU
+// when. The page depends only on its inputs (no timestamps): identical inputs give identical
+// bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_report.h"
+#include "src/sim/report_format.h"
 
 namespace gpumux::sim {
-void WriteDlHtml(std::ostream& out, const std::vector<DlResult>&, const DlReportContext&) {
-  out << "<!doctype html><title>gpumux</title>\n";
+namespace {
+
+using report_format::Fixed;
+using report_format::LoadString;
+
+// ---------------------------------------------------------------- formatting
+
+std::string Esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    // clang-format off
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+    // clang-format on
+  }
+  return out;
 }
+
+// An SVG coordinate.
+std::string C(double v) { return Fixed(v, 1); }
+
+double Seconds(core::Micros us) { return static_cast<double>(us) / 1e6; }
+
+// Okabe–Ito, most distinguishable first; yellow, darkened for contrast on white, last.
+constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                    "#E69F00", "#56B4E9", "#000000", "#B8A100"};
+constexpr std::size_t kPaletteSize = sizeof kPalette / sizeof kPalette[0];
+// Workload classes: a softer set, so that the timeline reads apart from the policy lines.
+constexpr const char* kClassPalette[] = {"#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#B07AA1",
+                                         "#76B7B2", "#EDC948", "#9C755F", "#FF9DA7", "#BAB0AC"};
+constexpr std::size_t kClassPaletteSize = sizeof kClassPalette / sizeof kClassPalette[0];
+
+std::string PolicyColour(std::size_t i) { return kPalette[i % kPaletteSize]; }
+std::string ClassColour(std::size_t i) { return kClassPalette[i % kClassPaletteSize]; }
+
+// A tick step from 1, 2, 5 x 10^k giving at most max_ticks intervals.
+double TickStep(double range, int max_ticks) {
+  if (!(range > 0) || !std::isfinite(range)) return 1;
+  double mag = std::pow(10.0, std::floor(std::log10(range / max_ticks)));
+  for (;; mag *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (range / (m * mag) <= max_ticks) return m * mag;
+    }
+  }
+}
+
+// A tick label with as many decimals as the step needs (0 from a step of 1 up).
+std::string TickLabel(double v, double step) {
+  const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+  return Fixed(v, std::clamp(decimals, 0, 9));
+}
+
+struct Scale {
+  double lo, hi;        // data
+  double px_lo, px_hi;  // pixels
+  double operator()(double v) const { return px_lo + (v - lo) / (hi - lo) * (px_hi - px_lo); }
+};
+
+// ---------------------------------------------------------------- what the page shows
+
+// Policies in ctx.policies order (their colour index), then any other policy in the results in
+// order of appearance; loads likewise; workload classes sorted by name.
+struct Model {
+  std::vector<std::string> policies;
+  std::vector<double> loads;
+  std::map<std::string, std::size_t> classes;  // name -> colour index
+
+  std::size_t PolicyIndex(const std::string& p) const {
+    return static_cast<std::size_t>(std::find(policies.begin(), policies.end(), p) -
+                                    policies.begin());
+  }
+};
+
+Model MakeModel(const std::vector<DlResult>& results, const DlReportContext& ctx) {
+  Model m;
+  for (const auto& p : ctx.policies) {
+    if (std::find(m.policies.begin(), m.policies.end(), p) == m.policies.end()) {
+      m.policies.push_back(p);
+    }
+  }
+  for (double l : ctx.loads) {
+    if (std::find(m.loads.begin(), m.loads.end(), l) == m.loads.end()) m.loads.push_back(l);
+  }
+  for (const auto& r : results) {
+    if (std::find(m.policies.begin(), m.policies.end(), r.policy) == m.policies.end()) {
+      m.policies.push_back(r.policy);
+    }
+    if (std::find(m.loads.begin(), m.loads.end(), r.load) == m.loads.end()) {
+      m.loads.push_back(r.load);
+    }
+    for (const auto& s : r.timeline) m.classes.emplace(s.cls, 0);
+    for (const auto& j : r.jobs) m.classes.emplace(j.cls, 0);
+  }
+  std::size_t i = 0;
+  for (auto& [name, index] : m.classes) index = i++;
+  return m;
+}
+
+// The runs at `load`, in policy order.
+std::vector<const DlResult*> RunsAt(const std::vector<DlResult>& results, double load,
+                                    const Model& m) {
+  std::vector<const DlResult*> runs;
+  for (const auto& r : results) {
+    if (r.load == load) runs.push_back(&r);
+  }
+  std::stable_sort(runs.begin(), runs.end(), [&](const DlResult* a, const DlResult* b) {
+    return m.PolicyIndex(a->policy) < m.PolicyIndex(b->policy);
+  });
+  return runs;
+}
+
+// The end of a run: its last finish or segment end.
+core::Micros RunEnd(const DlResult& r) {
+  core::Micros end = 0;
+  for (const auto& j : r.jobs) end = std::max({end, j.finish_us, j.submit_us});
+  for (const auto& s : r.timeline) end = std::max({end, s.start_us, s.end_us});
+  return end;
+}
+
+std::string PolicyExplanation(const std::string& policy) {
+  if (policy == "exclusive") {
+    return "one job per GPU, first come first served: what stock Kubernetes does with "
+           "whole-GPU requests (nvidia.com/gpu). The baseline without sharing.";
+  }
+  if (policy == "first-fit") {
+    return "AntMan-like packing: a job goes to the first GPU with enough free memory, up to the "
+           "co-location limit, without looking at interference; no batch-size tuning.";
+  }
+  if (policy == "iadeep") {
+    return "a re-implementation of IADeep (SC'23): an idle GPU first, else the GPU with the "
+           "least predicted interference; tunes the newcomer's batch size.";
+  }
+  if (policy == "gpumux") {
+    return "gpumux's own policy: the GPU that adds the least completion time over all the jobs "
+           "involved; a job waits rather than pair badly; shortest job first; tunes the batch "
+           "sizes of all the jobs on the GPU together.";
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------- JCT CDF
+
+constexpr double kWidth = 860;
+constexpr double kCdfLeft = 66;
+constexpr double kCdfRight = 650;
+constexpr double kCdfTop = 20;
+constexpr double kCdfBottom = 330;
+constexpr double kCdfHeight = 380;
+
+// The empirical CDF of `jct_s` (sorted) as one step line; points that round to the same pixel
+// column merge.
+std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Scale& sy) {
+  std::vector<std::pair<std::string, std::string>> steps;  // (x, y after the step)
+  const double n = static_cast<double>(jct_s.size());
+  for (std::size_t i = 0; i < jct_s.size(); ++i) {
+    std::string x = C(sx(jct_s[i]));
+    std::string y = C(sy(static_cast<double>(i + 1) / n));
+    if (!steps.empty() && steps.back().first == x) {
+      steps.back().second = std::move(y);
+    } else {
+      steps.emplace_back(std::move(x), std::move(y));
+    }
+  }
+  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + string.
+  std::string d = "M";
+  d += C(sx.px_lo);
+  d += ' ';
+  d += C(sy(0));
+  for (const auto& [x, y] : steps) {
+    d += " H";
+    d += x;
+    d += " V";
+    d += y;
+  }
+  d += " H";
+  d += C(sx.px_hi);
+  return d;
+}
+
+void CdfChart(std::ostream& o, const std::vector<const DlResult*>& runs, const Model& m,
+              double load) {
+  std::vector<std::vector<double>> jcts;
+  double max_s = 0;
+  for (const DlResult* r : runs) {
+    std::vector<double> v;
+    v.reserve(r->jobs.size());
+    for (const auto& j : r->jobs) v.push_back(std::max(0.0, Seconds(j.jct_us())));
+    std::sort(v.begin(), v.end());
+    if (!v.empty()) max_s = std::max(max_s, v.back());
+    jcts.push_back(std::move(v));
+  }
+  const double step = TickStep(max_s, 10);
+  const double x_hi = std::max(step, std::ceil(max_s / step) * step);
+  const Scale sx{0, x_hi, kCdfLeft, kCdfRight};
+  const Scale sy{0, 1, kCdfBottom, kCdfTop};
+  const std::string label = "JCT CDF at load " + LoadString(load) + "x";
+
+  o << "<svg class=\"chart cdf\" viewBox=\"0 0 " << C(kWidth) << " " << C(kCdfHeight)
+    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(kCdfHeight)
+    << "\" role=\"img\" aria-label=\"" << Esc(label)
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << Esc(label)
+    << "</title>\n<g class=\"grid\">\n";
+  const int x_ticks = static_cast<int>(std::lround(x_hi / step));
+  for (int k = 0; k <= x_ticks; ++k) {
+    const double px = sx(k * step);
+    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kCdfTop) << "\" x2=\"" << C(px) << "\" y2=\""
+      << C(kCdfBottom) << "\"/>\n";
+  }
+  for (int k = 0; k <= 5; ++k) {
+    const double py = sy(k / 5.0);
+    o << "<line x1=\"" << C(kCdfLeft) << "\" y1=\"" << C(py) << "\" x2=\"" << C(kCdfRight)
+      << "\" y2=\"" << C(py) << "\"/>\n";
+  }
+  o << "</g>\n<g class=\"ticks\">\n";
+  for (int k = 0; k <= x_ticks; ++k) {
+    const double px = sx(k * step);
+    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kCdfBottom) << "\" x2=\"" << C(px) << "\" y2=\""
+      << C(kCdfBottom + 5) << "\"/><text x=\"" << C(px) << "\" y=\"" << C(kCdfBottom + 21)
+      << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
+  }
+  for (int k = 0; k <= 5; ++k) {
+    const double py = sy(k / 5.0);
+    o << "<line x1=\"" << C(kCdfLeft - 5) << "\" y1=\"" << C(py) << "\" x2=\"" << C(kCdfLeft)
+      << "\" y2=\"" << C(py) << "\"/><text x=\"" << C(kCdfLeft - 9) << "\" y=\"" << C(py + 4.5)
+      << "\" text-anchor=\"end\">" << Fixed(k / 5.0, 1) << "</text>\n";
+  }
+  o << "</g>\n<rect class=\"frame\" x=\"" << C(kCdfLeft) << "\" y=\"" << C(kCdfTop) << "\" width=\""
+    << C(kCdfRight - kCdfLeft) << "\" height=\"" << C(kCdfBottom - kCdfTop)
+    << "\"/>\n<text class=\"axis-label\" x=\"" << C((kCdfLeft + kCdfRight) / 2) << "\" y=\""
+    << C(kCdfBottom + 44) << "\" text-anchor=\"middle\">job completion time (s)</text>\n"
+    << "<text class=\"axis-label\" transform=\"translate(18 " << C((kCdfTop + kCdfBottom) / 2)
+    << ") rotate(-90)\" text-anchor=\"middle\">fraction of jobs</text>\n<g class=\"curves\">\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (jcts[i].empty()) continue;
+    o << "<path d=\"" << CdfPath(jcts[i], sx, sy) << "\" stroke=\""
+      << PolicyColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>" << Esc(runs[i]->policy)
+      << "</title></path>\n";
+  }
+  o << "</g>\n<g class=\"legend\">\n";
+  const double lx = kCdfRight + 22;
+  double ly = kCdfTop + 12;
+  for (const DlResult* r : runs) {
+    o << "<line x1=\"" << C(lx) << "\" y1=\"" << C(ly) << "\" x2=\"" << C(lx + 28) << "\" y2=\""
+      << C(ly) << "\" stroke=\"" << PolicyColour(m.PolicyIndex(r->policy))
+      << "\" stroke-width=\"2.5\"/>\n<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">"
+      << Esc(r->policy) << "</text>\n";
+    ly += 22;
+  }
+  o << "</g>\n</svg>\n";
+}
+
+// ---------------------------------------------------------------- per-GPU timeline
+
+constexpr double kLineLeft = 66;
+constexpr double kLineRight = 840;
+constexpr double kLineTop = 8;
+constexpr double kRowHeight = 7;
+constexpr double kLaneGap = 5;
+
+struct Placed {
+  const DlSegment* segment;
+  core::Micros end_us;  // the run's end for a segment still open
+  std::size_t row;      // sub-row within the GPU's lane
+};
+
+// Segments grouped by GPU, each GPU's in start order, in sub-rows assigned greedily (the first
+// row free at the segment's start): overlapping segments never share a row, and a GPU uses as
+// many rows as it ever had jobs at once.
+std::vector<std::vector<Placed>> PlaceSegments(const DlResult& r, core::Micros run_end,
+                                               std::size_t gpus) {
+  for (const auto& s : r.timeline) {
+    if (s.gpu >= 0) gpus = std::max(gpus, static_cast<std::size_t>(s.gpu) + 1);
+  }
+  std::vector<std::vector<Placed>> lanes(gpus);
+  for (const auto& s : r.timeline) {
+    if (s.gpu < 0) continue;
+    lanes[static_cast<std::size_t>(s.gpu)].push_back(
+        {&s, s.end_us < 0 ? run_end : std::max(s.end_us, s.start_us), 0});
+  }
+  for (auto& lane : lanes) {
+    std::stable_sort(lane.begin(), lane.end(), [](const Placed& a, const Placed& b) {
+      if (a.segment->start_us != b.segment->start_us) {
+        return a.segment->start_us < b.segment->start_us;
+      }
+      return a.end_us < b.end_us;
+    });
+    std::vector<core::Micros> row_end;
+    for (auto& p : lane) {
+      std::size_t row = 0;
+      while (row < row_end.size() && row_end[row] > p.segment->start_us) ++row;
+      if (row == row_end.size()) row_end.push_back(0);
+      row_end[row] = p.end_us;
+      p.row = row;
+    }
+  }
+  return lanes;
+}
+
+void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros axis_end,
+              std::size_t gpus) {
+  const core::Micros run_end = RunEnd(r);
+  const auto lanes = PlaceSegments(r, run_end, gpus);
+  std::vector<double> lane_top;
+  std::vector<std::size_t> lane_rows;
+  double y = kLineTop;
+  for (const auto& lane : lanes) {
+    std::size_t rows = 1;
+    for (const auto& p : lane) rows = std::max(rows, p.row + 1);
+    lane_top.push_back(y);
+    lane_rows.push_back(rows);
+    y += static_cast<double>(rows) * kRowHeight + kLaneGap;
+  }
+  const double bottom = y;
+  const double height = bottom + 44;
+  const double x_hi_s = std::max(1.0, Seconds(axis_end));
+  const double step = TickStep(x_hi_s, 12);
+  const Scale sx{0, x_hi_s, kLineLeft, kLineRight};
+  const std::string label =
+      "Per-GPU timeline of " + r.policy + " at load " + LoadString(r.load) + "x";
+
+  o << "<svg class=\"chart timeline\" viewBox=\"0 0 " << C(kWidth) << " " << C(height)
+    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(height) << "\" role=\"img\" aria-label=\""
+    << Esc(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << Esc(label)
+    << "</title>\n<g class=\"lanes\">\n";
+  for (std::size_t g = 0; g < lanes.size(); ++g) {
+    const double h = static_cast<double>(lane_rows[g]) * kRowHeight;
+    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << C(kLineLeft) << "\" y=\""
+      << C(lane_top[g] - kLaneGap / 2) << "\" width=\"" << C(kLineRight - kLineLeft)
+      << "\" height=\"" << C(h + kLaneGap) << "\"/><text x=\"" << C(kLineLeft - 6) << "\" y=\""
+      << C(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
+  }
+  o << "</g>\n<g class=\"ticks\">\n";
+  const int x_ticks = static_cast<int>(std::floor(x_hi_s / step + 1e-9));
+  for (int k = 0; k <= x_ticks; ++k) {
+    const double px = sx(k * step);
+    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kLineTop - kLaneGap / 2) << "\" x2=\"" << C(px)
+      << "\" y2=\"" << C(bottom + 2) << "\"/><text x=\"" << C(px) << "\" y=\"" << C(bottom + 17)
+      << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
+  }
+  o << "</g>\n<text class=\"axis-label\" x=\"" << C((kLineLeft + kLineRight) / 2) << "\" y=\""
+    << C(bottom + 38) << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
+  for (std::size_t g = 0; g < lanes.size(); ++g) {
+    for (const auto& p : lanes[g]) {
+      const DlSegment& s = *p.segment;
+      const double x0 = sx(std::clamp(Seconds(s.start_us), 0.0, x_hi_s));
+      const double x1 = sx(std::clamp(Seconds(p.end_us), 0.0, x_hi_s));
+      const auto cls = m.classes.find(s.cls);
+      o << "<rect class=\"c" << (cls == m.classes.end() ? 0 : cls->second) << "\" x=\"" << C(x0)
+        << "\" y=\"" << C(lane_top[g] + static_cast<double>(p.row) * kRowHeight + 0.5)
+        << "\" width=\"" << C(std::max(0.5, x1 - x0)) << "\" height=\"" << C(kRowHeight - 1)
+        << "\"><title>" << Esc(s.job) << " " << Esc(s.cls) << " " << Fixed(Seconds(s.start_us), 1)
+        << "-" << Fixed(Seconds(p.end_us), 1) << "</title></rect>\n";
+    }
+  }
+  o << "</g>\n</svg>\n";
+}
+
+// ---------------------------------------------------------------- page
+
+constexpr const char* kStyle = R"(
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       font-size: 15px; line-height: 1.5; color: #1a1a1a; background: #fff; margin: 0; }
+main { max-width: 1020px; margin: 0 auto; padding: 24px 20px 40px; }
+h1 { font-size: 24px; margin: 0 0 6px; font-weight: 650; }
+h2 { font-size: 19px; margin: 36px 0 8px; font-weight: 650; border-top: 1px solid #ddd; padding-top: 14px; }
+h3 { font-size: 16px; margin: 22px 0 6px; font-weight: 650; }
+p { margin: 8px 0; }
+.config { color: #444; font-size: 14px; margin: 0 0 4px; }
+.config span { display: inline-block; margin-right: 14px; }
+.config b { font-weight: 600; color: #222; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
+       background: #f3f3f3; padding: 1px 4px; border-radius: 3px; word-break: break-all; }
+ul.policies { padding-left: 20px; margin: 8px 0; }
+ul.policies .dim { color: #777; font-size: 13px; }
+figure { margin: 12px 0 0; }
+figcaption { font-size: 14px; color: #444; margin: 4px 0 0; }
+svg.chart { display: block; width: 100%; max-width: 860px; height: auto; }
+svg.chart text { font-family: inherit; font-size: 13px; fill: #222; }
+svg.timeline text { font-size: 11px; }
+svg.chart .axis-label { font-size: 14px; font-weight: 600; }
+svg.chart .grid line { stroke: #e8e8e8; stroke-width: 1; }
+svg.chart .ticks line { stroke: #333; stroke-width: 1; }
+svg.timeline .ticks line { stroke: #ddd; }
+svg.chart .frame { fill: none; stroke: #333; stroke-width: 1; }
+svg.chart .curves path { fill: none; stroke-width: 2.2; stroke-linejoin: round; }
+svg.timeline .lanes rect { fill: #fff; }
+svg.timeline .lanes rect.even { fill: #f4f5f7; }
+svg.timeline .segments rect { stroke: #fff; stroke-width: 0.4; }
+table { border-collapse: collapse; font-size: 14px; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { padding: 5px 8px; border-bottom: 1px solid #e2e2e2; text-align: right; white-space: nowrap; }
+th { font-weight: 600; border-bottom: 2px solid #bbb; background: #fafafa; white-space: normal;
+     vertical-align: bottom; line-height: 1.3; }
+th:first-child, td:first-child, td.tuner { text-align: left; }
+tbody tr:hover { background: #f6f8fa; }
+td.best { font-weight: 700; }
+.scroll { overflow-x: auto; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 7px;
+          vertical-align: -1px; }
+.margin { font-weight: 600; }
+.small { font-size: 13px; color: #555; margin: 4px 0; }
+.classes span.item { display: inline-block; margin-right: 14px; }
+details { margin: 8px 0; }
+summary { cursor: pointer; font-weight: 600; }
+footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid #ddd; font-size: 13px; color: #666; }
+a { color: #0063a6; }
+)";
+
+std::string Swatch(const std::string& colour) {
+  return "<span class=\"swatch\" style=\"background:" + colour + "\"></span>";
+}
+
+void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
+  const DlSimOptions& opt = ctx.options;
+  o << "<h1>gpumux simulate — job completion times of deep-learning jobs sharing GPUs</h1>\n"
+    << "<p class=\"config\"><span><b>Workload</b> " << Esc(ctx.workload)
+    << "</span><span><b>Mix</b> " << Esc(ctx.mix) << "</span><span><b>Profile</b> "
+    << Esc(ctx.profile) << "</span></p>\n"
+    << "<p class=\"config\"><span><b>Cluster</b> " << ctx.gpus << " GPUs (" << opt.nodes
+    << " nodes × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
+    << opt.max_jobs_per_gpu << " jobs per GPU</span><span><b>Seed</b> " << ctx.seed
+    << "</span><span><b>Loads</b> ";
+  for (std::size_t i = 0; i < m.loads.size(); ++i) {
+    o << (i ? ", " : "") << Esc(LoadString(m.loads[i])) << "×";
+  }
+  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << Esc(opt.tuner)
+    << (opt.tuner == "auto" ? " (each policy's own)" : "")
+    << "</span><span><b>Batch change pause</b> " << Fixed(opt.reconfigure_s, 1)
+    << " s</span><span><b>Measurement noise</b> " << Fixed(opt.measure_noise * 100, 0)
+    << "%</span><span><b>Profile error</b> ±" << Fixed(opt.model_error * 100, 0)
+    << "%</span></p>\n";
+  o << "<p>Training jobs arrive over time and each runs to completion on one GPU. A policy places "
+       "every job, possibly next to others on a GPU it shares; jobs on a shared GPU slow each "
+       "other down by how much they interfere. The job completion time (JCT) is finish minus "
+       "submit: it counts the time spent queueing as well as running. A load of 2× submits the "
+       "same jobs twice as fast. The GPUs behave like the profile says only up to the profile "
+       "error; the policies see the profile and the jobs' measured speed.</p>\n"
+    << "<p>The policies:</p>\n<ul class=\"policies\">\n";
+  for (std::size_t i = 0; i < m.policies.size(); ++i) {
+    const std::string& p = m.policies[i];
+    const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(p);
+    std::string text = PolicyExplanation(p);
+    o << "<li>" << Swatch(PolicyColour(i)) << "<b>" << Esc(p) << "</b>";
+    if (!text.empty()) {
+      o << ": " << Esc(text);
+    } else if (entry != nullptr) {
+      o << ": " << Esc(entry->summary);
+    }
+    o << "</li>\n";
+  }
+  o << "</ul>\n";
+}
+
+void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Model& m) {
+  double best = 0;
+  bool any = false;
+  for (const DlResult* r : runs) {
+    if (!r->jobs.empty() && (!any || r->metrics.avg_jct_s < best)) {
+      best = r->metrics.avg_jct_s;
+      any = true;
+    }
+  }
+  o << "<div class=\"scroll\"><table class=\"jct\">\n<thead><tr><th>policy</th><th>tuner</th>"
+       "<th>jobs</th><th>average JCT (s)</th><th>median JCT (s)</th><th>p95 JCT (s)</th>"
+       "<th title=\"last finish minus first submit\">makespan (s)</th>"
+       "<th title=\"submit to first placement\">average queueing (s)</th>"
+       "<th title=\"time-mean share of GPUs with at least one job\">GPU busy</th>"
+       "<th title=\"time-mean of the GPUs' summed busy fractions, at most 1 per GPU\">GPU util</th>"
+       "</tr></thead>\n<tbody>\n";
+  for (const DlResult* r : runs) {
+    const DlMetrics& x = r->metrics;
+    const bool is_best = any && !r->jobs.empty() && x.avg_jct_s == best;
+    o << "<tr><td>" << Swatch(PolicyColour(m.PolicyIndex(r->policy))) << Esc(r->policy)
+      << "</td><td class=\"tuner\">" << Esc(r->tuner) << "</td><td>" << r->jobs.size() << "</td><td"
+      << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0) << "</td><td>"
+      << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0) << "</td><td>"
+      << Fixed(x.makespan_s, 0) << "</td><td>" << Fixed(x.avg_queue_s, 0) << "</td><td>"
+      << Fixed(x.gpu_busy * 100, 1) << "%</td><td>" << Fixed(x.gpu_util * 100, 1)
+      << "%</td></tr>\n";
+  }
+  o << "</tbody>\n</table></div>\n";
+}
+
+void ClassLegend(std::ostream& o, const Model& m) {
+  o << "<p class=\"small classes\">";
+  for (const auto& [name, index] : m.classes) {
+    o << "<span class=\"item\">" << Swatch(ClassColour(index)) << Esc(name) << "</span>";
+  }
+  o << "</p>\n";
+}
+
+void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlReportContext& ctx) {
+  const Model m = MakeModel(results, ctx);
+  const std::string title = "gpumux simulate — JCT — " + ctx.workload;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>" << Esc(title) << "</title>\n<style>" << kStyle;
+  for (const auto& [name, index] : m.classes) {
+    o << "svg.timeline rect.c" << index << " { fill: " << ClassColour(index) << "; }\n";
+  }
+  o << "</style>\n</head>\n<body>\n<main>\n";
+  Header(o, ctx, m);
+
+  const std::size_t gpus = static_cast<std::size_t>(std::max(0, ctx.gpus));
+  bool first_timeline = true;
+  for (double load : m.loads) {
+    const auto runs = RunsAt(results, load, m);
+    o << "<h2>Load " << Esc(LoadString(load)) << "×</h2>\n";
+    if (runs.empty()) {
+      o << "<p class=\"small\">No runs at this load.</p>\n";
+      continue;
+    }
+    Table(o, runs, m);
+    if (auto margin = DlMargin(results, load, ctx.baseline)) {
+      o << "<p class=\"margin\">gpumux vs " << Esc(ctx.baseline) << ": average JCT "
+        << Fixed(std::fabs(*margin), 1) << "% " << (*margin >= 0 ? "lower" : "higher") << "</p>\n";
+    }
+    o << "<figure>\n";
+    CdfChart(o, runs, m, load);
+    o << "<figcaption>The share of jobs finished within a given JCT, one line per policy: the "
+         "further up and left, the better. A line's height at x is the fraction of jobs whose "
+         "completion time was at most x seconds.</figcaption>\n</figure>\n"
+      << "<h3>Who shared which GPU when</h3>\n<p class=\"small\">One lane per GPU, time in "
+         "seconds, one bar per job's stay on the GPU, coloured by workload "
+         "class; jobs that ran on a GPU at the same time are stacked in the lane. Hover a bar for "
+         "the job, its class and its start and end (s). All timelines at this load share the "
+         "time axis.</p>\n";
+    ClassLegend(o, m);
+    core::Micros axis_end = 0;
+    for (const DlResult* r : runs) axis_end = std::max(axis_end, RunEnd(*r));
+    for (const DlResult* r : runs) {
+      o << "<details class=\"timeline\"" << (first_timeline ? " open" : "") << ">\n<summary>"
+        << Swatch(PolicyColour(m.PolicyIndex(r->policy))) << Esc(r->policy) << " at load "
+        << Esc(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
+        << r->jobs.size() << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0)
+        << " s</summary>\n";
+      Timeline(o, *r, m, axis_end, gpus);
+      o << "</details>\n";
+      first_timeline = false;
+    }
+  }
+
+  o << "<footer>Data: <a href=\"results.json\">results.json</a> (every run's metrics) · "
+       "<a href=\"jobs.csv\">jobs.csv</a> (every job of every run). Generated by "
+       "<code>gpumux simulate --workload dl</code>.</footer>\n</main>\n</body>\n</html>\n";
+}
+
+}  // namespace
+
+void WriteDlHtml(std::ostream& out, const std::vector<DlResult>& results,
+                 const DlReportContext& ctx) {
+  WritePage(out, results, ctx);
+}
+
 }  // namespace gpumux::sim

@@ -1,2 +1,364 @@
-// Placeholder: tests land in a following commit.
+#include "gpumux/sim/dl_report.h"
+
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tests/testing/builders.h"
+
+namespace gpumux::sim {
+namespace {
+
+core::Micros Us(double seconds) { return static_cast<core::Micros>(seconds * 1e6); }
+
+DlJobResult Job(const std::string& id, const std::string& cls, double submit_s, double start_s,
+                double finish_s) {
+  DlJobResult j;
+  j.id = id;
+  j.cls = cls;
+  j.submit_us = Us(submit_s);
+  j.start_us = Us(start_s);
+  j.finish_us = Us(finish_s);
+  j.gpu = "node-0/0";
+  j.final_batch = 32;
+  return j;
+}
+
+DlSegment Segment(int gpu, const std::string& job, const std::string& cls, double start_s,
+                  double end_s) {
+  return {gpu, job, cls, Us(start_s), end_s < 0 ? -1 : Us(end_s)};
+}
+
+// Two jobs that share GPU 0 from 50 s to 100 s, and a third that follows the first on GPU 0.
+DlResult MakeRun(const std::string& policy, double load, double avg_jct_s) {
+  DlResult r;
+  r.policy = policy;
+  r.tuner = policy == "exclusive" ? "none" : "joint";
+  r.load = load;
+  r.seed = 42;
+  r.jobs = {Job("j1", "vgg16", 0, 0, 100), Job("j2", "lstm", 50, 50, 150),
+            Job("j3", "neumf", 60, 100, 200)};
+  r.timeline = {Segment(0, "j1", "vgg16", 0, 100), Segment(0, "j2", "lstm", 50, 150),
+                Segment(0, "j3", "neumf", 100, 200)};
+  r.metrics.avg_jct_s = avg_jct_s;
+  r.metrics.median_jct_s = 100;
+  r.metrics.p95_jct_s = 140;
+  r.metrics.makespan_s = 200;
+  r.metrics.avg_queue_s = 13.3;
+  r.metrics.gpu_busy = 0.5;
+  r.metrics.gpu_util = 0.45;
+  return r;
+}
+
+DlReportContext Context(const std::vector<std::string>& policies,
+                        const std::vector<double>& loads) {
+  DlReportContext ctx;
+  ctx.workload = "3 hand-made jobs";
+  ctx.mix = "iadeep";
+  ctx.profile = "test profile";
+  ctx.gpus = 2;
+  ctx.seed = 42;
+  ctx.options.nodes = 1;
+  ctx.options.gpus_per_node = 2;
+  ctx.policies = policies;
+  ctx.loads = loads;
+  return ctx;
+}
+
+// gpumux and iadeep at loads 1 and 2; gpumux is 20% faster on average.
+std::vector<DlResult> TwoPoliciesTwoLoads() {
+  return {MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 80), MakeRun("iadeep", 2, 120),
+          MakeRun("gpumux", 2, 90)};
+}
+
+std::string Html(const std::vector<DlResult>& results, const DlReportContext& ctx) {
+  std::ostringstream out;
+  WriteDlHtml(out, results, ctx);
+  return out.str();
+}
+
+std::size_t Count(std::string_view text, std::string_view what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string_view::npos;
+       at = text.find(what, at + what.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// Every piece of `text` from `open` to the next `close` (inclusive).
+std::vector<std::string> Blocks(const std::string& text, const std::string& open,
+                                const std::string& close) {
+  std::vector<std::string> out;
+  for (std::size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+    const std::size_t end = text.find(close, at);
+    if (end == std::string::npos) break;
+    out.push_back(text.substr(at, end + close.size() - at));
+  }
+  return out;
+}
+
+std::string Attribute(const std::string& element, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const std::size_t at = element.find(key);
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + key.size();
+  return element.substr(from, element.find('"', from) - from);
+}
+
+// The rectangle drawn for `job` in `timeline` (an SVG), found by its tooltip.
+std::string SegmentRect(const std::string& timeline, const std::string& job) {
+  const std::size_t title = timeline.find("<title>" + job + " ");
+  if (title == std::string::npos) return "";
+  const std::size_t rect = timeline.rfind("<rect", title);
+  return timeline.substr(rect, title - rect);
+}
+
+TEST(DlReportHtml, IsOneSelfContainedPageWithoutScripts) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0U);
+  EXPECT_NE(html.find("</html>\n"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+}
+
+TEST(DlReportHtml, SaysWhatWasSimulatedAndExplainsThePolicies) {
+  auto ctx = Context({"exclusive", "first-fit", "iadeep", "gpumux"}, {1});
+  ctx.options.max_jobs_per_gpu = 3;
+  ctx.options.tuner = "joint";
+  ctx.gpus = 20;
+  ctx.seed = 7;
+  const std::string html = Html({MakeRun("exclusive", 1, 300), MakeRun("first-fit", 1, 200),
+                                 MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 80)},
+                                ctx);
+  for (const char* text :
+       {"3 hand-made jobs", "iadeep", "test profile", "20 GPUs", "at most 3 jobs per GPU",
+        "<b>Seed</b> 7", "<b>Tuner</b> joint", "Kubernetes", "AntMan", "IADeep (SC&#39;23)",
+        "gpumux&#39;s own policy"}) {
+    EXPECT_NE(html.find(text), std::string::npos) << text;
+  }
+}
+
+TEST(DlReportHtml, TabulatesEveryPolicyAtEveryLoad) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const auto tables = Blocks(html, "<table class=\"jct\">", "</table>");
+  ASSERT_EQ(tables.size(), 2U);
+  for (const auto& t : tables) {
+    EXPECT_EQ(Count(t, "<tr>"), 3U);  // header and one row per policy
+    EXPECT_NE(t.find("iadeep</td><td class=\"tuner\">joint</td><td>3</td>"), std::string::npos);
+    EXPECT_NE(t.find(">13</td>"), std::string::npos);     // average queueing
+    EXPECT_NE(t.find(">50.0%</td>"), std::string::npos);  // GPU busy
+    EXPECT_NE(t.find(">45.0%</td>"), std::string::npos);  // GPU util
+  }
+  EXPECT_NE(tables[0].find("<td class=\"best\">80</td>"), std::string::npos);
+  EXPECT_NE(tables[1].find("<td class=\"best\">90</td>"), std::string::npos);
+}
+
+TEST(DlReportHtml, StatesTheMarginOfGpumuxOverIadeepAtEachLoad) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  EXPECT_NE(html.find("gpumux vs iadeep: average JCT 20.0% lower"), std::string::npos);
+  EXPECT_NE(html.find("gpumux vs iadeep: average JCT 25.0% lower"), std::string::npos);
+
+  const std::string slower = Html({MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 110)},
+                                  Context({"iadeep", "gpumux"}, {1}));
+  EXPECT_NE(slower.find("gpumux vs iadeep: average JCT 10.0% higher"), std::string::npos);
+}
+
+TEST(DlReportHtml, HasNoMarginLineWithoutTheBaseline) {
+  const std::string html = Html({MakeRun("exclusive", 1, 100), MakeRun("gpumux", 1, 80)},
+                                Context({"exclusive", "gpumux"}, {1}));
+  EXPECT_EQ(html.find("gpumux vs"), std::string::npos);
+}
+
+TEST(DlReportHtml, DrawsOneJctCdfPerLoadWithALineAndALegendEntryPerPolicy) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const auto charts = Blocks(html, "<svg class=\"chart cdf\"", "</svg>");
+  ASSERT_EQ(charts.size(), 2U);
+  for (const auto& chart : charts) {
+    const auto legends = Blocks(chart, "<g class=\"legend\">", "</g>");
+    ASSERT_EQ(legends.size(), 1U);
+    EXPECT_NE(legends[0].find(">iadeep</text>"), std::string::npos);
+    EXPECT_NE(legends[0].find(">gpumux</text>"), std::string::npos);
+    EXPECT_EQ(Count(chart, "<path d=\"M"), 2U);
+  }
+}
+
+TEST(DlReportHtml, GivesEachPolicyTheSameColourEverywhereInContextOrder) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  // The first two colours of the palette, in the order of ctx.policies.
+  EXPECT_EQ(Count(html, "stroke=\"#0072B2\"><title>iadeep</title>"), 2U);
+  EXPECT_EQ(Count(html, "stroke=\"#D55E00\"><title>gpumux</title>"), 2U);
+  const std::string swapped = Html(TwoPoliciesTwoLoads(), Context({"gpumux", "iadeep"}, {1, 2}));
+  EXPECT_EQ(Count(swapped, "stroke=\"#0072B2\"><title>gpumux</title>"), 2U);
+}
+
+TEST(DlReportHtml, StepsTheCdfUpToOneAtTheLongestJct) {
+  DlResult r = MakeRun("gpumux", 1, 100);
+  r.jobs = {Job("a", "vgg16", 0, 0, 100), Job("b", "vgg16", 0, 0, 200)};
+  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  const auto charts = Blocks(html, "<svg class=\"chart cdf\"", "</svg>");
+  ASSERT_EQ(charts.size(), 1U);
+  const std::size_t path = charts[0].find("<path d=\"");
+  ASSERT_NE(path, std::string::npos);
+  const std::string d = Attribute(charts[0].substr(path), "d");
+  // x from 66 to 650 over 0..200 s, y from 330 (0) to 20 (1): half the jobs by 100 s, all
+  // by 200 s.
+  EXPECT_EQ(d, "M66.0 330.0 H358.0 V175.0 H650.0 V20.0 H650.0");
+}
+
+TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyOnlyTheFirstOpen) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const auto timelines = Blocks(html, "<details class=\"timeline\"", "</details>");
+  ASSERT_EQ(timelines.size(), 4U);
+  EXPECT_EQ(timelines[0].rfind("<details class=\"timeline\" open>", 0), 0U);
+  for (std::size_t i = 1; i < timelines.size(); ++i) {
+    EXPECT_EQ(timelines[i].rfind("<details class=\"timeline\">", 0), 0U) << i;
+  }
+  for (const auto& t : timelines) {
+    EXPECT_EQ(Count(t, "<svg class=\"chart timeline\""), 1U);
+    EXPECT_NE(t.find(">GPU 0</text>"), std::string::npos);
+    EXPECT_NE(t.find(">GPU 1</text>"), std::string::npos);  // idle, but in the cluster
+    EXPECT_EQ(Count(t, "<rect class=\"c"), 3U);
+  }
+  // Load-major, then the policies in context order.
+  EXPECT_NE(timelines[0].find("iadeep at load 1×"), std::string::npos);
+  EXPECT_NE(timelines[1].find("gpumux at load 1×"), std::string::npos);
+  EXPECT_NE(timelines[2].find("iadeep at load 2×"), std::string::npos);
+  EXPECT_NE(timelines[3].find("gpumux at load 2×"), std::string::npos);
+}
+
+TEST(DlReportHtml, StacksJobsThatShareAGpuInSubRowsThatNeverOverlap) {
+  const std::string html = Html({MakeRun("gpumux", 1, 80)}, Context({"gpumux"}, {1}));
+  const auto timelines = Blocks(html, "<svg class=\"chart timeline\"", "</svg>");
+  ASSERT_EQ(timelines.size(), 1U);
+  const std::string j1 = SegmentRect(timelines[0], "j1");
+  const std::string j2 = SegmentRect(timelines[0], "j2");
+  const std::string j3 = SegmentRect(timelines[0], "j3");
+  ASSERT_FALSE(j1.empty());
+  ASSERT_FALSE(j2.empty());
+  ASSERT_FALSE(j3.empty());
+  const double y1 = std::stod(Attribute(j1, "y"));
+  const double y2 = std::stod(Attribute(j2, "y"));
+  const double h1 = std::stod(Attribute(j1, "height"));
+  // j1 and j2 overlap in time: one above the other, not touching.
+  EXPECT_GE(y2, y1 + h1);
+  // j3 starts when j1 ends: it takes j1's row again.
+  EXPECT_EQ(Attribute(j3, "y"), Attribute(j1, "y"));
+  // x over 0..200 s from 66 to 840.
+  EXPECT_EQ(Attribute(j1, "x"), "66.0");
+  EXPECT_EQ(Attribute(j1, "width"), "387.0");
+  EXPECT_EQ(Attribute(j3, "x"), "453.0");
+}
+
+TEST(DlReportHtml, ColoursSegmentsByWorkloadClassWithALegend) {
+  const std::string html = Html({MakeRun("gpumux", 1, 80)}, Context({"gpumux"}, {1}));
+  // Classes sorted by name: lstm c0, neumf c1, vgg16 c2.
+  const auto timelines = Blocks(html, "<svg class=\"chart timeline\"", "</svg>");
+  ASSERT_EQ(timelines.size(), 1U);
+  EXPECT_EQ(Attribute(SegmentRect(timelines[0], "j2"), "class"), "c0");
+  EXPECT_EQ(Attribute(SegmentRect(timelines[0], "j3"), "class"), "c1");
+  EXPECT_EQ(Attribute(SegmentRect(timelines[0], "j1"), "class"), "c2");
+  EXPECT_NE(html.find("rect.c2 { fill: "), std::string::npos);
+  const auto legends = Blocks(html, "<p class=\"small classes\">", "</p>");
+  ASSERT_EQ(legends.size(), 1U);
+  for (const char* cls : {"lstm", "neumf", "vgg16"}) {
+    EXPECT_NE(legends[0].find(std::string("</span>") + cls + "</span>"), std::string::npos) << cls;
+  }
+}
+
+TEST(DlReportHtml, DrawsASegmentLeftOpenToTheEndOfTheRun) {
+  DlResult r = MakeRun("gpumux", 1, 80);
+  r.timeline[2].end_us = -1;  // j3, still on the GPU; the run ends at 200 s (j3's finish)
+  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  EXPECT_NE(html.find("<title>j3 neumf 100.0-200.0</title>"), std::string::npos);
+  const std::string j3 = SegmentRect(html, "j3");
+  EXPECT_EQ(Attribute(j3, "width"), "387.0");
+}
+
+TEST(DlReportHtml, EscapesHtmlInJobIdsClassesAndNames) {
+  DlResult r = MakeRun("gpumux", 1, 80);
+  r.jobs[0].id = "<b>&\"x\"";
+  r.timeline[0].job = "<b>&\"x\"";
+  r.timeline[0].cls = "<i>";
+  r.jobs[0].cls = "<i>";
+  auto ctx = Context({"gpumux"}, {1});
+  ctx.workload = "jobs <script>.csv";
+  ctx.mix = "a&b";
+  const std::string html = Html({r}, ctx);
+  EXPECT_EQ(html.find("<b>&"), std::string::npos);
+  EXPECT_EQ(html.find("<i>"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("&lt;b&gt;&amp;&quot;x&quot; &lt;i&gt; 0.0-100.0"), std::string::npos);
+  EXPECT_NE(html.find("jobs &lt;script&gt;.csv"), std::string::npos);
+  EXPECT_NE(html.find("a&amp;b"), std::string::npos);
+}
+
+TEST(DlReportHtml, IsByteIdenticalForIdenticalInput) {
+  const auto results = TwoPoliciesTwoLoads();
+  const auto ctx = Context({"iadeep", "gpumux"}, {1, 2});
+  EXPECT_EQ(Html(results, ctx), Html(results, ctx));
+}
+
+TEST(DlReportHtml, WritesAPageEvenWithoutJobs) {
+  DlResult r;
+  r.policy = "gpumux";
+  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  EXPECT_NE(html.find("</html>\n"), std::string::npos);
+  EXPECT_EQ(Count(html, "<svg class=\"chart cdf\""), 1U);
+  EXPECT_EQ(html.find("=\"-\""), std::string::npos);  // what Fixed() writes for NaN
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DlReportDir, WritesThePageTheJsonAndTheJobsCsv) {
+  test::ScratchDir scratch;
+  const std::filesystem::path dir = scratch.path() / "report";
+  const auto results = TwoPoliciesTwoLoads();
+  const auto ctx = Context({"iadeep", "gpumux"}, {1, 2});
+  auto written = WriteDlReportDir(dir.string(), results, ctx);
+  ASSERT_TRUE(written.has_value()) << written.error().message;
+
+  EXPECT_EQ(ReadFile(dir / "index.html"), Html(results, ctx));
+
+  const auto json = nlohmann::json::parse(ReadFile(dir / "results.json"));
+  ASSERT_EQ(json["runs"].size(), 4U);
+  EXPECT_EQ(json["runs"][1]["policy"], "gpumux");
+  EXPECT_EQ(json["runs"][1]["load"], 1.0);
+  EXPECT_EQ(json["runs"][1]["metrics"]["avg_jct_s"], 80.0);
+  ASSERT_EQ(json["gpumux_margin"].size(), 2U);
+  EXPECT_EQ(json["gpumux_margin"][0]["baseline"], "iadeep");
+  EXPECT_DOUBLE_EQ(json["gpumux_margin"][0]["avg_jct_lower_pct"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(json["gpumux_margin"][1]["avg_jct_lower_pct"].get<double>(), 25.0);
+
+  std::istringstream csv(ReadFile(dir / "jobs.csv"));
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(csv, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1U + 4U * 3U);
+  EXPECT_EQ(lines[0].rfind("load,policy,job,class,submit_s,start_s,finish_s,jct_s", 0), 0U);
+  EXPECT_EQ(lines[1].rfind("1,iadeep,j1,vgg16,", 0), 0U);
+  EXPECT_EQ(lines[12].rfind("2,gpumux,j3,neumf,", 0), 0U);
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    files.push_back(entry.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"index.html", "jobs.csv", "results.json"}));
+}
+
+}  // namespace
+}  // namespace gpumux::sim
