@@ -22,55 +22,23 @@ namespace gpumux::sim {
 namespace {
 
 using report_format::Fixed;
+using report_format::Scale;
+using report_format::TickStep;
 using report_format::LoadString;
 
 // ---------------------------------------------------------------- formatting
 
-std::string Esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    // clang-format off
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-    // clang-format on
-  }
-  return out;
-}
 
-// An SVG coordinate.
-std::string C(double v) { return Fixed(v, 1); }
 
 double Seconds(core::Micros us) { return static_cast<double>(us) / 1e6; }
 
-// Okabe–Ito, most distinguishable first; yellow, darkened for contrast on white, last.
-constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
-                                    "#E69F00", "#56B4E9", "#000000", "#B8A100"};
-constexpr std::size_t kPaletteSize = sizeof kPalette / sizeof kPalette[0];
 // Workload classes: a softer set, so that the timeline reads apart from the policy lines.
 constexpr const char* kClassPalette[] = {"#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#B07AA1",
                                          "#76B7B2", "#EDC948", "#9C755F", "#FF9DA7", "#BAB0AC"};
 constexpr std::size_t kClassPaletteSize = sizeof kClassPalette / sizeof kClassPalette[0];
 
-std::string PolicyColour(std::size_t i) { return kPalette[i % kPaletteSize]; }
 std::string ClassColour(std::size_t i) { return kClassPalette[i % kClassPaletteSize]; }
 
-// A tick step from 1, 2, 5 x 10^k giving at most max_ticks intervals.
-double TickStep(double range, int max_ticks) {
-  if (!(range > 0) || !std::isfinite(range)) return 1;
-  double mag = std::pow(10.0, std::floor(std::log10(range / max_ticks)));
-  for (;; mag *= 10) {
-    for (double m : {1.0, 2.0, 5.0}) {
-      if (range / (m * mag) <= max_ticks) return m * mag;
-    }
-  }
-}
 
 // A tick label with as many decimals as the step needs (0 from a step of 1 up).
 std::string TickLabel(double v, double step) {
@@ -78,11 +46,6 @@ std::string TickLabel(double v, double step) {
   return Fixed(v, std::clamp(decimals, 0, 9));
 }
 
-struct Scale {
-  double lo, hi;        // data
-  double px_lo, px_hi;  // pixels
-  double operator()(double v) const { return px_lo + (v - lo) / (hi - lo) * (px_hi - px_lo); }
-};
 
 // ---------------------------------------------------------------- what the page shows
 
@@ -181,8 +144,8 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
   std::vector<std::pair<std::string, std::string>> steps;  // (x, y after the step)
   const double n = static_cast<double>(jct_s.size());
   for (std::size_t i = 0; i < jct_s.size(); ++i) {
-    std::string x = C(sx(jct_s[i]));
-    std::string y = C(sy(static_cast<double>(i + 1) / n));
+    std::string x = report_format::SvgCoord(sx(jct_s[i]));
+    std::string y = report_format::SvgCoord(sy(static_cast<double>(i + 1) / n));
     if (!steps.empty() && steps.back().first == x) {
       steps.back().second = std::move(y);
     } else {
@@ -191,9 +154,9 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
   }
   // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + string.
   std::string d = "M";
-  d += C(sx.px_lo);
+  d += report_format::SvgCoord(sx.px_lo);
   d += ' ';
-  d += C(sy(0));
+  d += report_format::SvgCoord(sy(0));
   for (const auto& [x, y] : steps) {
     d += " H";
     d += x;
@@ -201,7 +164,7 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
     d += y;
   }
   d += " H";
-  d += C(sx.px_hi);
+  d += report_format::SvgCoord(sx.px_hi);
   return d;
 }
 
@@ -223,55 +186,55 @@ void CdfChart(std::ostream& o, const std::vector<const DlResult*>& runs, const M
   const Scale sy{0, 1, kCdfBottom, kCdfTop};
   const std::string label = "JCT CDF at load " + LoadString(load) + "x";
 
-  o << "<svg class=\"chart cdf\" viewBox=\"0 0 " << C(kWidth) << " " << C(kCdfHeight)
-    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(kCdfHeight)
-    << "\" role=\"img\" aria-label=\"" << Esc(label)
-    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << Esc(label)
+  o << "<svg class=\"chart cdf\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(kCdfHeight)
+    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(kCdfHeight)
+    << "\" role=\"img\" aria-label=\"" << report_format::HtmlEscape(label)
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << report_format::HtmlEscape(label)
     << "</title>\n<g class=\"grid\">\n";
   const int x_ticks = static_cast<int>(std::lround(x_hi / step));
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kCdfTop) << "\" x2=\"" << C(px) << "\" y2=\""
-      << C(kCdfBottom) << "\"/>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kCdfTop) << "\" x2=\"" << report_format::SvgCoord(px) << "\" y2=\""
+      << report_format::SvgCoord(kCdfBottom) << "\"/>\n";
   }
   for (int k = 0; k <= 5; ++k) {
     const double py = sy(k / 5.0);
-    o << "<line x1=\"" << C(kCdfLeft) << "\" y1=\"" << C(py) << "\" x2=\"" << C(kCdfRight)
-      << "\" y2=\"" << C(py) << "\"/>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(kCdfLeft) << "\" y1=\"" << report_format::SvgCoord(py) << "\" x2=\"" << report_format::SvgCoord(kCdfRight)
+      << "\" y2=\"" << report_format::SvgCoord(py) << "\"/>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kCdfBottom) << "\" x2=\"" << C(px) << "\" y2=\""
-      << C(kCdfBottom + 5) << "\"/><text x=\"" << C(px) << "\" y=\"" << C(kCdfBottom + 21)
+    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kCdfBottom) << "\" x2=\"" << report_format::SvgCoord(px) << "\" y2=\""
+      << report_format::SvgCoord(kCdfBottom + 5) << "\"/><text x=\"" << report_format::SvgCoord(px) << "\" y=\"" << report_format::SvgCoord(kCdfBottom + 21)
       << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
   }
   for (int k = 0; k <= 5; ++k) {
     const double py = sy(k / 5.0);
-    o << "<line x1=\"" << C(kCdfLeft - 5) << "\" y1=\"" << C(py) << "\" x2=\"" << C(kCdfLeft)
-      << "\" y2=\"" << C(py) << "\"/><text x=\"" << C(kCdfLeft - 9) << "\" y=\"" << C(py + 4.5)
+    o << "<line x1=\"" << report_format::SvgCoord(kCdfLeft - 5) << "\" y1=\"" << report_format::SvgCoord(py) << "\" x2=\"" << report_format::SvgCoord(kCdfLeft)
+      << "\" y2=\"" << report_format::SvgCoord(py) << "\"/><text x=\"" << report_format::SvgCoord(kCdfLeft - 9) << "\" y=\"" << report_format::SvgCoord(py + 4.5)
       << "\" text-anchor=\"end\">" << Fixed(k / 5.0, 1) << "</text>\n";
   }
-  o << "</g>\n<rect class=\"frame\" x=\"" << C(kCdfLeft) << "\" y=\"" << C(kCdfTop) << "\" width=\""
-    << C(kCdfRight - kCdfLeft) << "\" height=\"" << C(kCdfBottom - kCdfTop)
-    << "\"/>\n<text class=\"axis-label\" x=\"" << C((kCdfLeft + kCdfRight) / 2) << "\" y=\""
-    << C(kCdfBottom + 44) << "\" text-anchor=\"middle\">job completion time (s)</text>\n"
-    << "<text class=\"axis-label\" transform=\"translate(18 " << C((kCdfTop + kCdfBottom) / 2)
+  o << "</g>\n<rect class=\"frame\" x=\"" << report_format::SvgCoord(kCdfLeft) << "\" y=\"" << report_format::SvgCoord(kCdfTop) << "\" width=\""
+    << report_format::SvgCoord(kCdfRight - kCdfLeft) << "\" height=\"" << report_format::SvgCoord(kCdfBottom - kCdfTop)
+    << "\"/>\n<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kCdfLeft + kCdfRight) / 2) << "\" y=\""
+    << report_format::SvgCoord(kCdfBottom + 44) << "\" text-anchor=\"middle\">job completion time (s)</text>\n"
+    << "<text class=\"axis-label\" transform=\"translate(18 " << report_format::SvgCoord((kCdfTop + kCdfBottom) / 2)
     << ") rotate(-90)\" text-anchor=\"middle\">fraction of jobs</text>\n<g class=\"curves\">\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (jcts[i].empty()) continue;
     o << "<path d=\"" << CdfPath(jcts[i], sx, sy) << "\" stroke=\""
-      << PolicyColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>" << Esc(runs[i]->policy)
+      << report_format::PaletteColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>" << report_format::HtmlEscape(runs[i]->policy)
       << "</title></path>\n";
   }
   o << "</g>\n<g class=\"legend\">\n";
   const double lx = kCdfRight + 22;
   double ly = kCdfTop + 12;
   for (const DlResult* r : runs) {
-    o << "<line x1=\"" << C(lx) << "\" y1=\"" << C(ly) << "\" x2=\"" << C(lx + 28) << "\" y2=\""
-      << C(ly) << "\" stroke=\"" << PolicyColour(m.PolicyIndex(r->policy))
-      << "\" stroke-width=\"2.5\"/>\n<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">"
-      << Esc(r->policy) << "</text>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(lx) << "\" y1=\"" << report_format::SvgCoord(ly) << "\" x2=\"" << report_format::SvgCoord(lx + 28) << "\" y2=\""
+      << report_format::SvgCoord(ly) << "\" stroke=\"" << report_format::PaletteColour(m.PolicyIndex(r->policy))
+      << "\" stroke-width=\"2.5\"/>\n<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">"
+      << report_format::HtmlEscape(r->policy) << "</text>\n";
     ly += 22;
   }
   o << "</g>\n</svg>\n";
@@ -346,37 +309,37 @@ void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros a
   const std::string label =
       "Per-GPU timeline of " + r.policy + " at load " + LoadString(r.load) + "x";
 
-  o << "<svg class=\"chart timeline\" viewBox=\"0 0 " << C(kWidth) << " " << C(height)
-    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(height) << "\" role=\"img\" aria-label=\""
-    << Esc(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << Esc(label)
+  o << "<svg class=\"chart timeline\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(height)
+    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(height) << "\" role=\"img\" aria-label=\""
+    << report_format::HtmlEscape(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << report_format::HtmlEscape(label)
     << "</title>\n<g class=\"lanes\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
     const double h = static_cast<double>(lane_rows[g]) * kRowHeight;
-    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << C(kLineLeft) << "\" y=\""
-      << C(lane_top[g] - kLaneGap / 2) << "\" width=\"" << C(kLineRight - kLineLeft)
-      << "\" height=\"" << C(h + kLaneGap) << "\"/><text x=\"" << C(kLineLeft - 6) << "\" y=\""
-      << C(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
+    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << report_format::SvgCoord(kLineLeft) << "\" y=\""
+      << report_format::SvgCoord(lane_top[g] - kLaneGap / 2) << "\" width=\"" << report_format::SvgCoord(kLineRight - kLineLeft)
+      << "\" height=\"" << report_format::SvgCoord(h + kLaneGap) << "\"/><text x=\"" << report_format::SvgCoord(kLineLeft - 6) << "\" y=\""
+      << report_format::SvgCoord(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   const int x_ticks = static_cast<int>(std::floor(x_hi_s / step + 1e-9));
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << C(px) << "\" y1=\"" << C(kLineTop - kLaneGap / 2) << "\" x2=\"" << C(px)
-      << "\" y2=\"" << C(bottom + 2) << "\"/><text x=\"" << C(px) << "\" y=\"" << C(bottom + 17)
+    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kLineTop - kLaneGap / 2) << "\" x2=\"" << report_format::SvgCoord(px)
+      << "\" y2=\"" << report_format::SvgCoord(bottom + 2) << "\"/><text x=\"" << report_format::SvgCoord(px) << "\" y=\"" << report_format::SvgCoord(bottom + 17)
       << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
   }
-  o << "</g>\n<text class=\"axis-label\" x=\"" << C((kLineLeft + kLineRight) / 2) << "\" y=\""
-    << C(bottom + 38) << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
+  o << "</g>\n<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kLineLeft + kLineRight) / 2) << "\" y=\""
+    << report_format::SvgCoord(bottom + 38) << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
     for (const auto& p : lanes[g]) {
       const DlSegment& s = *p.segment;
       const double x0 = sx(std::clamp(Seconds(s.start_us), 0.0, x_hi_s));
       const double x1 = sx(std::clamp(Seconds(p.end_us), 0.0, x_hi_s));
       const auto cls = m.classes.find(s.cls);
-      o << "<rect class=\"c" << (cls == m.classes.end() ? 0 : cls->second) << "\" x=\"" << C(x0)
-        << "\" y=\"" << C(lane_top[g] + static_cast<double>(p.row) * kRowHeight + 0.5)
-        << "\" width=\"" << C(std::max(0.5, x1 - x0)) << "\" height=\"" << C(kRowHeight - 1)
-        << "\"><title>" << Esc(s.job) << " " << Esc(s.cls) << " " << Fixed(Seconds(s.start_us), 1)
+      o << "<rect class=\"c" << (cls == m.classes.end() ? 0 : cls->second) << "\" x=\"" << report_format::SvgCoord(x0)
+        << "\" y=\"" << report_format::SvgCoord(lane_top[g] + static_cast<double>(p.row) * kRowHeight + 0.5)
+        << "\" width=\"" << report_format::SvgCoord(std::max(0.5, x1 - x0)) << "\" height=\"" << report_format::SvgCoord(kRowHeight - 1)
+        << "\"><title>" << report_format::HtmlEscape(s.job) << " " << report_format::HtmlEscape(s.cls) << " " << Fixed(Seconds(s.start_us), 1)
         << "-" << Fixed(Seconds(p.end_us), 1) << "</title></rect>\n";
     }
   }
@@ -441,17 +404,17 @@ std::string Swatch(const std::string& colour) {
 void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
   const DlSimOptions& opt = ctx.options;
   o << "<h1>gpumux simulate — job completion times of deep-learning jobs sharing GPUs</h1>\n"
-    << "<p class=\"config\"><span><b>Workload</b> " << Esc(ctx.workload)
-    << "</span><span><b>Mix</b> " << Esc(ctx.mix) << "</span><span><b>Profile</b> "
-    << Esc(ctx.profile) << "</span></p>\n"
+    << "<p class=\"config\"><span><b>Workload</b> " << report_format::HtmlEscape(ctx.workload)
+    << "</span><span><b>Mix</b> " << report_format::HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
+    << report_format::HtmlEscape(ctx.profile) << "</span></p>\n"
     << "<p class=\"config\"><span><b>Cluster</b> " << ctx.gpus << " GPUs (" << opt.nodes
     << " nodes × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
     << opt.max_jobs_per_gpu << " jobs per GPU</span><span><b>Seed</b> " << ctx.seed
     << "</span><span><b>Loads</b> ";
   for (std::size_t i = 0; i < m.loads.size(); ++i) {
-    o << (i ? ", " : "") << Esc(LoadString(m.loads[i])) << "×";
+    o << (i ? ", " : "") << report_format::HtmlEscape(LoadString(m.loads[i])) << "×";
   }
-  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << Esc(opt.tuner)
+  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << report_format::HtmlEscape(opt.tuner)
     << (opt.tuner == "auto" ? " (each policy's own)" : "")
     << "</span><span><b>Batch change pause</b> " << Fixed(opt.reconfigure_s, 1)
     << " s</span><span><b>Measurement noise</b> " << Fixed(opt.measure_noise * 100, 0)
@@ -468,11 +431,11 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
     const std::string& p = m.policies[i];
     const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(p);
     std::string text = PolicyExplanation(p);
-    o << "<li>" << Swatch(PolicyColour(i)) << "<b>" << Esc(p) << "</b>";
+    o << "<li>" << Swatch(report_format::PaletteColour(i)) << "<b>" << report_format::HtmlEscape(p) << "</b>";
     if (!text.empty()) {
-      o << ": " << Esc(text);
+      o << ": " << report_format::HtmlEscape(text);
     } else if (entry != nullptr) {
-      o << ": " << Esc(entry->summary);
+      o << ": " << report_format::HtmlEscape(entry->summary);
     }
     o << "</li>\n";
   }
@@ -498,8 +461,8 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
   for (const DlResult* r : runs) {
     const DlMetrics& x = r->metrics;
     const bool is_best = any && !r->jobs.empty() && x.avg_jct_s == best;
-    o << "<tr><td>" << Swatch(PolicyColour(m.PolicyIndex(r->policy))) << Esc(r->policy)
-      << "</td><td class=\"tuner\">" << Esc(r->tuner) << "</td><td>" << r->jobs.size() << "</td><td"
+    o << "<tr><td>" << Swatch(report_format::PaletteColour(m.PolicyIndex(r->policy))) << report_format::HtmlEscape(r->policy)
+      << "</td><td class=\"tuner\">" << report_format::HtmlEscape(r->tuner) << "</td><td>" << r->jobs.size() << "</td><td"
       << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0) << "</td><td>"
       << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0) << "</td><td>"
       << Fixed(x.makespan_s, 0) << "</td><td>" << Fixed(x.avg_queue_s, 0) << "</td><td>"
@@ -512,7 +475,7 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
 void ClassLegend(std::ostream& o, const Model& m) {
   o << "<p class=\"small classes\">";
   for (const auto& [name, index] : m.classes) {
-    o << "<span class=\"item\">" << Swatch(ClassColour(index)) << Esc(name) << "</span>";
+    o << "<span class=\"item\">" << Swatch(ClassColour(index)) << report_format::HtmlEscape(name) << "</span>";
   }
   o << "</p>\n";
 }
@@ -522,7 +485,7 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   const std::string title = "gpumux simulate — JCT — " + ctx.workload;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << Esc(title) << "</title>\n<style>" << kStyle;
+    << "<title>" << report_format::HtmlEscape(title) << "</title>\n<style>" << kStyle;
   for (const auto& [name, index] : m.classes) {
     o << "svg.timeline rect.c" << index << " { fill: " << ClassColour(index) << "; }\n";
   }
@@ -533,14 +496,14 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   bool first_timeline = true;
   for (double load : m.loads) {
     const auto runs = RunsAt(results, load, m);
-    o << "<h2>Load " << Esc(LoadString(load)) << "×</h2>\n";
+    o << "<h2>Load " << report_format::HtmlEscape(LoadString(load)) << "×</h2>\n";
     if (runs.empty()) {
       o << "<p class=\"small\">No runs at this load.</p>\n";
       continue;
     }
     Table(o, runs, m);
     if (auto margin = DlMargin(results, load, ctx.baseline)) {
-      o << "<p class=\"margin\">gpumux vs " << Esc(ctx.baseline) << ": average JCT "
+      o << "<p class=\"margin\">gpumux vs " << report_format::HtmlEscape(ctx.baseline) << ": average JCT "
         << Fixed(std::fabs(*margin), 1) << "% " << (*margin >= 0 ? "lower" : "higher") << "</p>\n";
     }
     o << "<figure>\n";
@@ -558,8 +521,8 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     for (const DlResult* r : runs) axis_end = std::max(axis_end, RunEnd(*r));
     for (const DlResult* r : runs) {
       o << "<details class=\"timeline\"" << (first_timeline ? " open" : "") << ">\n<summary>"
-        << Swatch(PolicyColour(m.PolicyIndex(r->policy))) << Esc(r->policy) << " at load "
-        << Esc(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
+        << Swatch(report_format::PaletteColour(m.PolicyIndex(r->policy))) << report_format::HtmlEscape(r->policy) << " at load "
+        << report_format::HtmlEscape(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
         << r->jobs.size() << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0)
         << " s</summary>\n";
       Timeline(o, *r, m, axis_end, gpus);

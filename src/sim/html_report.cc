@@ -28,42 +28,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using report_format::Fixed;
+using report_format::kPaletteSize;
+using report_format::Scale;
+using report_format::TickStep;
 using report_format::JoinSeeds;
 using report_format::LoadString;
 using report_format::WriteAtomically;
 
 // ---------------------------------------------------------------- formatting
 
-std::string Esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string Signed(double v, int decimals) {
   std::string s = Fixed(v, decimals);
   return s[0] == '-' ? s : "+" + s;
 }
 
-// An SVG coordinate.
-std::string C(double v) { return Fixed(v, 1); }
 
-// Okabe–Ito, most distinguishable first; yellow, darkened for contrast on white, last.
-constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
-                                    "#E69F00", "#56B4E9", "#000000", "#B8A100"};
-constexpr std::size_t kPaletteSize = sizeof kPalette / sizeof kPalette[0];
-
-std::string Colour(std::size_t i) { return kPalette[i % kPaletteSize]; }
 // Past the palette, lines repeat colours with a dotted pattern.
 std::string LineStyle(std::size_t i) {
   return i < kPaletteSize ? "" : " stroke-dasharray=\"1.5 3\"";
@@ -77,21 +57,6 @@ constexpr double kPlotTop = 30;
 constexpr double kPlotRight = 650;
 constexpr double kPlotBottom = 470;
 
-struct Scale {
-  double lo, hi;          // data
-  double px_lo, px_hi;    // pixels
-  double operator()(double v) const { return px_lo + (v - lo) / (hi - lo) * (px_hi - px_lo); }
-};
-
-// A tick step from 1, 2, 5 x 10^k giving at most max_ticks intervals.
-double TickStep(double range, int max_ticks) {
-  for (double mag = 1; mag < 1e6; mag *= 10) {
-    for (double m : {1.0, 2.0, 5.0}) {
-      if (range / (m * mag) <= max_ticks) return m * mag;
-    }
-  }
-  return range;
-}
 
 // The columns x_lo..x_hi of a curve as an SVG path; empty columns break the line.
 std::string CurvePath(const Curve& curve, int x_lo, int x_hi, const Scale& sx, const Scale& sy) {
@@ -104,7 +69,7 @@ std::string CurvePath(const Curve& curve, int x_lo, int x_hi, const Scale& sx, c
       continue;
     }
     d += pen_down ? " L" : (d.empty() ? "M" : " M");
-    d += C(sx(x)) + " " + C(sy(*v));
+    d += report_format::SvgCoord(sx(x)) + " " + report_format::SvgCoord(sy(*v));
     pen_down = true;
   }
   return d;
@@ -125,13 +90,13 @@ struct ChartFrame {
 };
 
 void OpenChart(std::ostream& o, const ChartFrame& f, const std::string& label) {
-  o << "<svg class=\"chart\" viewBox=\"0 0 " << C(kWidth) << " " << C(f.height)
-    << "\" width=\"" << C(kWidth) << "\" height=\"" << C(f.height)
-    << "\" role=\"img\" aria-label=\"" << Esc(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n"
-    << "<title>" << Esc(label) << "</title>\n"
-    << "<defs><clipPath id=\"" << f.id << "-plot\"><rect x=\"" << C(kPlotLeft) << "\" y=\""
-    << C(kPlotTop) << "\" width=\"" << C(kPlotRight - kPlotLeft) << "\" height=\""
-    << C(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
+  o << "<svg class=\"chart\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(f.height)
+    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(f.height)
+    << "\" role=\"img\" aria-label=\"" << report_format::HtmlEscape(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+    << "<title>" << report_format::HtmlEscape(label) << "</title>\n"
+    << "<defs><clipPath id=\"" << f.id << "-plot\"><rect x=\"" << report_format::SvgCoord(kPlotLeft) << "\" y=\""
+    << report_format::SvgCoord(kPlotTop) << "\" width=\"" << report_format::SvgCoord(kPlotRight - kPlotLeft) << "\" height=\""
+    << report_format::SvgCoord(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
 }
 
 // Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
@@ -142,8 +107,8 @@ void DrawPolicyCurves(std::ostream& o, const ChartFrame& f,
     const auto& s = summaries[i];
     const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path d=\"" << d << "\" stroke=\"" << Colour(i) << "\"" << LineStyle(i) << "><title>"
-      << Esc(s.policy) << "</title></path>\n";
+    o << "<path d=\"" << d << "\" stroke=\"" << report_format::PaletteColour(i) << "\"" << LineStyle(i) << "><title>"
+      << report_format::HtmlEscape(s.policy) << "</title></path>\n";
   }
 }
 
@@ -152,36 +117,36 @@ void DrawAxes(std::ostream& o, const ChartFrame& f) {
   const double y_step = TickStep(f.sy.hi - f.sy.lo, 12);
   o << "<g class=\"grid\">\n";
   for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
-    o << "<line x1=\"" << C(f.sx(x)) << "\" y1=\"" << C(kPlotTop) << "\" x2=\"" << C(f.sx(x))
-      << "\" y2=\"" << C(kPlotBottom) << "\"/>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(f.sx(x)) << "\" y1=\"" << report_format::SvgCoord(kPlotTop) << "\" x2=\"" << report_format::SvgCoord(f.sx(x))
+      << "\" y2=\"" << report_format::SvgCoord(kPlotBottom) << "\"/>\n";
   }
   for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
-    o << "<line x1=\"" << C(kPlotLeft) << "\" y1=\"" << C(f.sy(y)) << "\" x2=\"" << C(kPlotRight)
-      << "\" y2=\"" << C(f.sy(y)) << "\"/>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(kPlotLeft) << "\" y1=\"" << report_format::SvgCoord(f.sy(y)) << "\" x2=\"" << report_format::SvgCoord(kPlotRight)
+      << "\" y2=\"" << report_format::SvgCoord(f.sy(y)) << "\"/>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
-    o << "<line x1=\"" << C(f.sx(x)) << "\" y1=\"" << C(kPlotBottom) << "\" x2=\"" << C(f.sx(x))
-      << "\" y2=\"" << C(kPlotBottom + 5) << "\"/><text x=\"" << C(f.sx(x)) << "\" y=\""
-      << C(kPlotBottom + 21) << "\" text-anchor=\"middle\">" << Fixed(x, 0) << "</text>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(f.sx(x)) << "\" y1=\"" << report_format::SvgCoord(kPlotBottom) << "\" x2=\"" << report_format::SvgCoord(f.sx(x))
+      << "\" y2=\"" << report_format::SvgCoord(kPlotBottom + 5) << "\"/><text x=\"" << report_format::SvgCoord(f.sx(x)) << "\" y=\""
+      << report_format::SvgCoord(kPlotBottom + 21) << "\" text-anchor=\"middle\">" << Fixed(x, 0) << "</text>\n";
   }
   for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
-    o << "<line x1=\"" << C(kPlotLeft - 5) << "\" y1=\"" << C(f.sy(y)) << "\" x2=\""
-      << C(kPlotLeft) << "\" y2=\"" << C(f.sy(y)) << "\"/><text x=\"" << C(kPlotLeft - 9)
-      << "\" y=\"" << C(f.sy(y) + 4.5) << "\" text-anchor=\"end\">" << Fixed(y, 0) << "</text>\n";
+    o << "<line x1=\"" << report_format::SvgCoord(kPlotLeft - 5) << "\" y1=\"" << report_format::SvgCoord(f.sy(y)) << "\" x2=\""
+      << report_format::SvgCoord(kPlotLeft) << "\" y2=\"" << report_format::SvgCoord(f.sy(y)) << "\"/><text x=\"" << report_format::SvgCoord(kPlotLeft - 9)
+      << "\" y=\"" << report_format::SvgCoord(f.sy(y) + 4.5) << "\" text-anchor=\"end\">" << Fixed(y, 0) << "</text>\n";
   }
   o << "</g>\n";
-  o << "<rect class=\"frame\" x=\"" << C(kPlotLeft) << "\" y=\"" << C(kPlotTop) << "\" width=\""
-    << C(kPlotRight - kPlotLeft) << "\" height=\"" << C(kPlotBottom - kPlotTop) << "\"/>\n";
-  o << "<text class=\"axis-label\" x=\"" << C((kPlotLeft + kPlotRight) / 2) << "\" y=\""
-    << C(kPlotBottom + 46)
+  o << "<rect class=\"frame\" x=\"" << report_format::SvgCoord(kPlotLeft) << "\" y=\"" << report_format::SvgCoord(kPlotTop) << "\" width=\""
+    << report_format::SvgCoord(kPlotRight - kPlotLeft) << "\" height=\"" << report_format::SvgCoord(kPlotBottom - kPlotTop) << "\"/>\n";
+  o << "<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kPlotLeft + kPlotRight) / 2) << "\" y=\""
+    << report_format::SvgCoord(kPlotBottom + 46)
     << "\" text-anchor=\"middle\">Arrived GPU demand (% of the cluster's GPU capacity)</text>\n";
-  o << "<text class=\"axis-label\" transform=\"translate(18 " << C((kPlotTop + kPlotBottom) / 2)
+  o << "<text class=\"axis-label\" transform=\"translate(18 " << report_format::SvgCoord((kPlotTop + kPlotBottom) / 2)
     << ") rotate(-90)\" text-anchor=\"middle\">GPU allocation ratio (%)</text>\n";
   if (f.sx.lo < 100 && f.sx.hi > 100) {
-    o << "<line class=\"capacity\" x1=\"" << C(f.sx(100)) << "\" y1=\"" << C(kPlotTop - 4)
-      << "\" x2=\"" << C(f.sx(100)) << "\" y2=\"" << C(kPlotBottom) << "\"/>\n"
-      << "<text class=\"note\" x=\"" << C(f.sx(100)) << "\" y=\"" << C(kPlotTop - 9)
+    o << "<line class=\"capacity\" x1=\"" << report_format::SvgCoord(f.sx(100)) << "\" y1=\"" << report_format::SvgCoord(kPlotTop - 4)
+      << "\" x2=\"" << report_format::SvgCoord(f.sx(100)) << "\" y2=\"" << report_format::SvgCoord(kPlotBottom) << "\"/>\n"
+      << "<text class=\"note\" x=\"" << report_format::SvgCoord(f.sx(100)) << "\" y=\"" << report_format::SvgCoord(kPlotTop - 9)
       << "\" text-anchor=\"middle\">demand = capacity</text>\n";
   }
 }
@@ -191,15 +156,15 @@ void DrawDiagonal(std::ostream& o, const ChartFrame& f) {
   const double from = std::max(f.sx.lo, f.sy.lo);
   const double to = std::min(f.sx.hi, f.sy.hi);
   if (from >= to) return;
-  o << "<line class=\"diagonal\" x1=\"" << C(f.sx(from)) << "\" y1=\"" << C(f.sy(from))
-    << "\" x2=\"" << C(f.sx(to)) << "\" y2=\"" << C(f.sy(to))
+  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(f.sx(from)) << "\" y1=\"" << report_format::SvgCoord(f.sy(from))
+    << "\" x2=\"" << report_format::SvgCoord(f.sx(to)) << "\" y2=\"" << report_format::SvgCoord(f.sy(to))
     << "\"><title>all demand placed (y = x)</title></line>\n";
 }
 
 void LegendSample(std::ostream& o, double x, double y, const std::string& colour,
                   const std::string& extra) {
-  o << "<line x1=\"" << C(x) << "\" y1=\"" << C(y) << "\" x2=\"" << C(x + 28) << "\" y2=\""
-    << C(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
+  o << "<line x1=\"" << report_format::SvgCoord(x) << "\" y1=\"" << report_format::SvgCoord(y) << "\" x2=\"" << report_format::SvgCoord(x + 28) << "\" y2=\""
+    << report_format::SvgCoord(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
 }
 
 // The last column with data in any curve, rounded up to a multiple of 10 (130 at the default
@@ -247,19 +212,19 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   const double lx = kPlotRight + 22;
   double ly = kPlotTop + 12;
   for (std::size_t i = 0; i < summaries.size(); ++i) {
-    LegendSample(o, lx, ly, Colour(i), " stroke-width=\"2.5\"" + LineStyle(i));
-    o << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">"
-      << Esc(summaries[i].policy) << "</text>\n";
+    LegendSample(o, lx, ly, report_format::PaletteColour(i), " stroke-width=\"2.5\"" + LineStyle(i));
+    o << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">"
+      << report_format::HtmlEscape(summaries[i].policy) << "</text>\n";
     ly += 22;
   }
   ly += 10;
-  o << "<line class=\"diagonal\" x1=\"" << C(lx) << "\" y1=\"" << C(ly) << "\" x2=\""
-    << C(lx + 28) << "\" y2=\"" << C(ly) << "\"/>\n"
-    << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 4.5) << "\">all demand placed</text>\n"
-    << "<text class=\"note\" x=\"" << C(lx + 36) << "\" y=\"" << C(ly + 21) << "\">(y = x)</text>\n";
+  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(lx) << "\" y1=\"" << report_format::SvgCoord(ly) << "\" x2=\""
+    << report_format::SvgCoord(lx + 28) << "\" y2=\"" << report_format::SvgCoord(ly) << "\"/>\n"
+    << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">all demand placed</text>\n"
+    << "<text class=\"note\" x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 21) << "\">(y = x)</text>\n";
   ly += 44;
-  o << "<text class=\"note\" x=\"" << C(lx) << "\" y=\"" << C(ly) << "\">"
-    << Esc(SeedsPhrase(summaries, ctx)) << "</text>\n";
+  o << "<text class=\"note\" x=\"" << report_format::SvgCoord(lx) << "\" y=\"" << report_format::SvgCoord(ly) << "\">"
+    << report_format::HtmlEscape(SeedsPhrase(summaries, ctx)) << "</text>\n";
   o << "</g>\n</svg>\n";
 }
 
@@ -299,8 +264,8 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
     const auto& s = summaries[i];
     const std::string d = CurvePath(s.study_mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << Colour(i) << "\"><title>"
-      << Esc(s.policy) << ": FGD study's published mean</title></path>\n";
+    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << report_format::PaletteColour(i) << "\"><title>"
+      << report_format::HtmlEscape(s.policy) << ": FGD study's published mean</title></path>\n";
   }
   DrawPolicyCurves(o, f, summaries);
   o << "</g>\n";
@@ -336,14 +301,14 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
     const std::size_t i = l.index;
     // A thin grey leader from just right of the curve's end, then a sample of the line.
     if (std::fabs(l.y - l.curve_y) > 0.5 || l.curve_x < kPlotRight - 0.5) {
-      o << "<line class=\"leader\" x1=\"" << C(l.curve_x + 3) << "\" y1=\"" << C(l.curve_y)
-        << "\" x2=\"" << C(lx + 10) << "\" y2=\"" << C(l.y) << "\"/>\n";
+      o << "<line class=\"leader\" x1=\"" << report_format::SvgCoord(l.curve_x + 3) << "\" y1=\"" << report_format::SvgCoord(l.curve_y)
+        << "\" x2=\"" << report_format::SvgCoord(lx + 10) << "\" y2=\"" << report_format::SvgCoord(l.y) << "\"/>\n";
     }
-    o << "<line x1=\"" << C(lx + 10) << "\" y1=\"" << C(l.y) << "\" x2=\"" << C(lx + 30)
-      << "\" y2=\"" << C(l.y) << "\" stroke=\"" << Colour(i) << "\" stroke-width=\"2.5\""
+    o << "<line x1=\"" << report_format::SvgCoord(lx + 10) << "\" y1=\"" << report_format::SvgCoord(l.y) << "\" x2=\"" << report_format::SvgCoord(lx + 30)
+      << "\" y2=\"" << report_format::SvgCoord(l.y) << "\" stroke=\"" << report_format::PaletteColour(i) << "\" stroke-width=\"2.5\""
       << LineStyle(i) << "/>\n"
-      << "<text x=\"" << C(lx + 36) << "\" y=\"" << C(l.y + 4.5) << "\">"
-      << Esc(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
+      << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(l.y + 4.5) << "\">"
+      << report_format::HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
       << "</tspan></text>\n";
   }
   // Line styles, below the axis label.
@@ -351,18 +316,18 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   double rx = kPlotLeft;
   LegendSample(o, rx, ry, "#444", " stroke-width=\"2.5\"");
   const std::string solid = "gpumux, " + SeedsPhrase(summaries, ctx);
-  o << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5) << "\">" << Esc(solid) << "</text>\n";
+  o << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5) << "\">" << report_format::HtmlEscape(solid) << "</text>\n";
   rx += 36 + 7.2 * static_cast<double>(solid.size()) + 24;
   if (any_study) {
-    o << "<line class=\"study\" x1=\"" << C(rx) << "\" y1=\"" << C(ry) << "\" x2=\"" << C(rx + 28)
-      << "\" y2=\"" << C(ry) << "\" stroke=\"#444\"/>\n"
-      << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5)
+    o << "<line class=\"study\" x1=\"" << report_format::SvgCoord(rx) << "\" y1=\"" << report_format::SvgCoord(ry) << "\" x2=\"" << report_format::SvgCoord(rx + 28)
+      << "\" y2=\"" << report_format::SvgCoord(ry) << "\" stroke=\"#444\"/>\n"
+      << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5)
       << "\">dashed: FGD study's published mean</text>\n";
     rx += 36 + 250 + 24;
   }
-  o << "<line class=\"diagonal\" x1=\"" << C(rx) << "\" y1=\"" << C(ry) << "\" x2=\""
-    << C(rx + 28) << "\" y2=\"" << C(ry) << "\"/>\n"
-    << "<text x=\"" << C(rx + 36) << "\" y=\"" << C(ry + 4.5) << "\">y = x</text>\n";
+  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(rx) << "\" y1=\"" << report_format::SvgCoord(ry) << "\" x2=\""
+    << report_format::SvgCoord(rx + 28) << "\" y2=\"" << report_format::SvgCoord(ry) << "\"/>\n"
+    << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5) << "\">y = x</text>\n";
   o << "</g>\n</svg>\n";
 }
 
@@ -417,7 +382,7 @@ a { color: #0063a6; }
 )";
 
 std::string Swatch(std::size_t i) {
-  return "<span class=\"swatch\" style=\"background:" + Colour(i) + "\"></span>";
+  return "<span class=\"swatch\" style=\"background:" + report_format::PaletteColour(i) + "\"></span>";
 }
 
 std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : "–"; }
@@ -433,26 +398,26 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << Esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<main>\n";
+    << "<title>" << report_format::HtmlEscape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<main>\n";
 
   // 1. Title, configuration, what is plotted.
-  o << "<h1>" << Esc(title) << "</h1>\n<p class=\"config\">";
+  o << "<h1>" << report_format::HtmlEscape(title) << "</h1>\n<p class=\"config\">";
   o << "<span><b>Cluster</b> " << ctx.nodes << " nodes / " << ctx.gpus << " GPUs</span>";
-  o << "<span><b>Load</b> " << Esc(LoadString(ctx.load)) << "</span>";
-  if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << Esc(JoinSeeds(ctx.seeds)) << "</span>";
+  o << "<span><b>Load</b> " << report_format::HtmlEscape(LoadString(ctx.load)) << "</span>";
+  if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << report_format::HtmlEscape(JoinSeeds(ctx.seeds)) << "</span>";
   o << "<span><b>Policies</b> ";
   for (std::size_t i = 0; i < ctx.policies.size(); ++i) {
-    o << (i ? ", " : "") << Esc(ctx.policies[i]);
+    o << (i ? ", " : "") << report_format::HtmlEscape(ctx.policies[i]);
   }
   o << "</span></p>\n";
   if (ctx.replay_dir) {
-    o << "<p class=\"config\"><span><b>Replay</b> <code>" << Esc(*ctx.replay_dir)
+    o << "<p class=\"config\"><span><b>Replay</b> <code>" << report_format::HtmlEscape(*ctx.replay_dir)
       << "</code> (the study's arrival order)</span></p>\n";
   }
-  o << "<p class=\"config\"><span><b>Nodes</b> <code>" << Esc(ctx.nodes_source)
-    << "</code></span><span><b>Pods</b> <code>" << Esc(ctx.pods_source) << "</code></span>";
+  o << "<p class=\"config\"><span><b>Nodes</b> <code>" << report_format::HtmlEscape(ctx.nodes_source)
+    << "</code></span><span><b>Pods</b> <code>" << report_format::HtmlEscape(ctx.pods_source) << "</code></span>";
   if (ctx.expected != nullptr) {
-    o << "<span><b>Study results</b> <code>" << Esc(ctx.expected->source) << "</code></span>";
+    o << "<span><b>Study results</b> <code>" << report_format::HtmlEscape(ctx.expected->source) << "</code></span>";
   }
   o << "</p>\n";
   o << "<p>GPU allocation ratio: GPU compute allocated to pods as a share of the cluster's total, "
@@ -466,7 +431,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   o << "<h2>Allocation ratio</h2>\n<figure>\n";
   FullChart(o, summaries, ctx);
   o << "<figcaption>Each line is one policy ("
-    << Esc(SeedsPhrase(summaries, ctx))
+    << report_format::HtmlEscape(SeedsPhrase(summaries, ctx))
     << "); the dotted diagonal is where every arrived pod has been placed.</figcaption>\n"
        "</figure>\n";
   o << "<h2>Where the policies separate</h2>\n<figure>\n";
@@ -497,7 +462,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   };
   for (std::size_t i = 0; i < summaries.size(); ++i) {
     const auto& s = summaries[i];
-    o << "<tr><td>" << Swatch(i) << Esc(s.policy) << "</td><td>"
+    o << "<tr><td>" << Swatch(i) << report_format::HtmlEscape(s.policy) << "</td><td>"
       << cell(s.alloc_100_mean, s.alloc_100_std) << "</td><td>"
       << cell(s.alloc_130_mean, s.alloc_130_std) << "</td>";
     if (study) {
@@ -547,7 +512,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
         it == ctx.policies.end()
             ? ""
             : Swatch(static_cast<std::size_t>(std::distance(ctx.policies.begin(), it)));
-    o << "<tr><td>" << swatch << Esc(r.policy) << "</td><td class=\"seed\">" << r.seed
+    o << "<tr><td>" << swatch << report_format::HtmlEscape(r.policy) << "</td><td class=\"seed\">" << r.seed
       << "</td><td>" << OptCell(r.alloc_pct_at_100) << "</td><td>" << OptCell(r.alloc_pct_at_130)
       << "</td><td>" << r.failed_pods << "</td><td>" << Fixed(r.unallocated_gpus_at_130, 1)
       << "</td><td>" << Fixed(ctx.timing ? r.wall_ms : 0.0, 0) << "</td></tr>\n";
@@ -561,10 +526,10 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
       o << "<p>Replay of the study's arrival order and placements:</p>\n<ul class=\"replay\">\n";
       replay_header = true;
     }
-    o << "<li><b>" << Esc(r.policy) << "</b>: " << (r.pods - r.replay_mismatches) << "/"
+    o << "<li><b>" << report_format::HtmlEscape(r.policy) << "</b>: " << (r.pods - r.replay_mismatches) << "/"
       << r.pods << " placements equal the study's";
     if (r.replay_mismatches > 0) {
-      o << "; first difference: <code>" << Esc(r.first_mismatch) << "</code>";
+      o << "; first difference: <code>" << report_format::HtmlEscape(r.first_mismatch) << "</code>";
     }
     o << "</li>\n";
   }

@@ -58,6 +58,39 @@ Json OptNumber(const std::optional<double>& v) { return v ? Json(*v) : Json(null
 
 // ---------------------------------------------------------------- formatting
 
+std::string report_format::HtmlEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string report_format::PaletteColour(std::size_t i) {
+  // Yellow, darkened for contrast on white, last.
+  static constexpr const char* kPalette[kPaletteSize] = {
+      "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#B8A100"};
+  return kPalette[i % kPaletteSize];
+}
+
+double report_format::TickStep(double range, int max_ticks) {
+  if (!(range > 0) || !std::isfinite(range)) return 1;
+  double mag = std::pow(10.0, std::floor(std::log10(range / max_ticks)));
+  for (;; mag *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (range / (m * mag) <= max_ticks) return m * mag;
+    }
+  }
+}
+
 std::string report_format::Fixed(double v, int decimals) {
   if (!std::isfinite(v)) return "-";
   char buf[64];
