@@ -10,24 +10,34 @@ namespace {
 
 double BusyOf(const Member& m) { return m.cls != nullptr ? m.cls->GpuBusy(m.batch) : 1.0; }
 
-// Whether `set` holds the same classes as `members` (as multisets), and if so the position
-// in `set` of each member (members with equal classes matched in order).
+// Whether `set` holds the same classes as `members` (as multisets); if so, the position in
+// `set` of each member. Members of a repeated class are matched to entries of their own batch
+// size first, so {c@200, c@100} finds the c@200 entry for the first member. `exact` tells
+// whether every member's batch equals its entry's.
 bool MatchClasses(const MeasuredSet& set, std::span<const Member> members,
-                  std::vector<std::size_t>& position) {
+                  std::vector<std::size_t>& position, bool& exact) {
   if (set.classes.size() != members.size()) return false;
   std::vector<bool> used(set.classes.size(), false);
   position.assign(members.size(), 0);
-  for (std::size_t k = 0; k < members.size(); ++k) {
-    if (members[k].cls == nullptr) return false;
-    bool found = false;
-    for (std::size_t j = 0; j < set.classes.size() && !found; ++j) {
-      if (!used[j] && set.classes[j] == members[k].cls->name) {
+  std::vector<bool> placed(members.size(), false);
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0: same class and batch; pass 1: same class
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      if (placed[k]) continue;
+      if (members[k].cls == nullptr) return false;
+      for (std::size_t j = 0; j < set.classes.size(); ++j) {
+        if (used[j] || set.classes[j] != members[k].cls->name) continue;
+        if (pass == 0 && set.batches[j] != members[k].batch) continue;
         used[j] = true;
+        placed[k] = true;
         position[k] = j;
-        found = true;
+        break;
       }
     }
-    if (!found) return false;
+  }
+  exact = true;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!placed[k]) return false;
+    exact = exact && set.batches[position[k]] == members[k].batch;
   }
   return true;
 }
@@ -37,15 +47,15 @@ bool MatchClasses(const MeasuredSet& set, std::span<const Member> members,
 double ProfileInterference::Stretch(std::span<const double> busy) {
   const double total = std::accumulate(busy.begin(), busy.end(), 0.0);
   if (total <= 1.0) return 1.0;
-  // f(x) = sum g/(h + x g) with h + g = 1, i.e. sum b/((1 - b) + x b); f(1) = total > 1 and
-  // f(total) <= 1, so the root lies in [1, total].
+  // f(x) = sum g/(h + x g) with h + g = 1, i.e. sum b/((1 - b) + x b), falls with x;
+  // f(1) = total > 1 and f(n) <= sum b/(n b) = 1, so the root lies in [1, n].
   auto f = [&](double x) {
     double s = 0;
     for (double b : busy) s += b / ((1.0 - b) + x * b);
     return s;
   };
   double lo = 1.0;
-  double hi = total;
+  double hi = static_cast<double>(busy.size());
   for (int i = 0; i < 60; ++i) {
     const double mid = 0.5 * (lo + hi);
     if (f(mid) > 1.0) {
@@ -87,22 +97,31 @@ void ProfileInterference::Predict(std::span<const Member> members,
   GPUMUX_CHECK(members.size() == slowdown.size(), "one slowdown per member");
   PredictFromBusyTime(members, slowdown);
   if (members.size() < 2) return;
+  // Rule 1 (an exact match) wins over rule 2 (the first set with the same classes).
+  const MeasuredSet* chosen = nullptr;
+  std::vector<std::size_t> chosen_position;
   std::vector<std::size_t> position;
   for (const MeasuredSet& set : profile_->measured) {
-    if (!MatchClasses(set, members, position)) continue;
-    // Rule 1/2: measured slowdowns, scaled by the predictor from the measured batch sizes to
-    // the actual ones (a factor of exactly 1 when they are equal).
-    std::vector<Member> at_measured(members.begin(), members.end());
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      at_measured[k].batch = set.batches[position[k]];
+    bool exact = false;
+    if (!MatchClasses(set, members, position, exact)) continue;
+    if (chosen == nullptr || exact) {
+      chosen = &set;
+      chosen_position = position;
     }
-    std::vector<double> predicted_at_measured(members.size());
-    PredictFromBusyTime(at_measured, predicted_at_measured);
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      const double measured = set.slowdown[position[k]];
-      slowdown[k] = std::max(1.0, measured * slowdown[k] / predicted_at_measured[k]);
-    }
-    return;
+    if (exact) break;
+  }
+  if (chosen == nullptr) return;
+  // Measured slowdowns, scaled by the predictor from the measured batch sizes to the actual
+  // ones (a factor of exactly 1 when they are equal).
+  std::vector<Member> at_measured(members.begin(), members.end());
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    at_measured[k].batch = chosen->batches[chosen_position[k]];
+  }
+  std::vector<double> predicted_at_measured(members.size());
+  PredictFromBusyTime(at_measured, predicted_at_measured);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const double measured = chosen->slowdown[chosen_position[k]];
+    slowdown[k] = std::max(1.0, measured * slowdown[k] / predicted_at_measured[k]);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "gpumux/policy/tuner.h"
 
@@ -29,7 +30,18 @@ std::optional<double> InterferenceAwarePolicy::CompletionSum(std::vector<Job> jo
   for (const Job& j : jobs) {
     if (j.cls == nullptr) return std::nullopt;
   }
-  double now = 0;
+  // A scheduling pass asks the same sums for many queued jobs: remember them (the key holds
+  // every input, so a hit is exact).
+  std::vector<std::tuple<const ClassProfile*, core::MiB, double>> key;
+  for (const Job& j : jobs) key.emplace_back(j.cls, j.memory_limit, j.remaining);
+  if (auto it = sums_.find(key); it != sums_.end()) return it->second;
+  if (sums_.size() > 100000) sums_.clear();
+  const double sum = Evolve(std::move(jobs));
+  sums_.emplace(std::move(key), sum);
+  return sum;
+}
+
+double InterferenceAwarePolicy::Evolve(std::vector<Job> jobs) {  double now = 0;
   double sum = 0;
   std::vector<Member> members;
   std::vector<double> rate;
@@ -61,11 +73,21 @@ void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
     if (node.tenants.empty()) continue;
     for (const auto& tenants : TenantsPerGpu(cycle.ledger, node)) {
       if (tenants.empty()) continue;
+      // A job without an observed rate yet (just placed, or pausing to change its batch)
+      // drains at its predicted rate on this GPU.
+      const GpuGroup group = GroupOf(cycle.ledger, jobs(), tenants);
+      std::vector<double> predicted;
+      for (const JobSnapshot& job : group.jobs) {
+        if (job.observed_rate <= 0 && predicted.empty()) {
+          predicted.resize(group.members.size());
+          Goodput(model(), group.members, predicted);
+        }
+      }
       double drain = 0;
-      for (core::TenantIndex t : tenants) {
-        const auto job = jobs()->Job(t);
-        if (!job || job->observed_rate <= 0) continue;
-        drain = std::max(drain, job->remaining_work / job->observed_rate);
+      for (std::size_t k = 0; k < group.jobs.size(); ++k) {
+        const JobSnapshot& job = group.jobs[k];
+        const double rate = job.observed_rate > 0 ? job.observed_rate : predicted[k];
+        if (rate > 0) drain = std::max(drain, job.remaining_work / rate);
       }
       drain_s_.push_back(drain);
     }
@@ -89,6 +111,13 @@ std::optional<double> InterferenceAwarePolicy::GpuScore(const Cycle& cycle, cons
     return -static_cast<double>(group.members.size());
   }
   const double cost = *t_after - *t_before;
+  if (!group.members.empty()) {
+    // A saturated GPU takes no one else: the cost below sees only the jobs involved, not the
+    // GPU time a newcomer would take from better uses (measured in the header).
+    double busy = 0;
+    for (const Member& m : group.members) busy += m.cls->GpuBusy(m.batch);
+    if (busy >= kSaturatedBusy) return std::nullopt;
+  }
   if (!group.members.empty() && jobs() != nullptr) {
     const auto ahead = static_cast<std::size_t>(std::max(jobs()->QueuedAhead(), 0));
     if (ahead < drain_s_.size()) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,14 @@ core::Error Bad(const std::string& source, const std::string& what) {
 template <typename T>
 T Get(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw std::runtime_error(where + ": missing field '" + key + "'");
+  const json& v = j.at(key);
+  if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) {
+      throw std::runtime_error(where + ": field '" + key + "' has the wrong type (an integer is expected)");
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) throw std::runtime_error(where + ": field '" + key + "' has the wrong type (a number is expected)");
+  }
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {

@@ -1,2 +1,362 @@
-// Placeholder: tests land in a following commit.
+// `gpumux simulate --workload dl` and `gpumux jobgen`, through gpumux::cli::Main.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpumux/cli/cli.h"
+#include "tests/testing/builders.h"
+
+namespace gpumux::cli {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliRun Gpumux(std::vector<std::string> args) {
+  std::vector<const char*> argv{"gpumux"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  CliRun r;
+  r.code = Main(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// `simulate --workload dl --no-report -q` plus `extra`.
+CliRun SimulateDl(std::vector<std::string> extra) {
+  std::vector<std::string> args{"simulate", "--workload", "dl", "--no-report", "-q"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Gpumux(args);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::vector<std::string> kPolicies{"exclusive", "first-fit", "iadeep", "gpumux"};
+
+TEST(DlCli, TheTableShowsEveryDefaultPolicyAtEveryLoadAndTheMargin) {
+  const CliRun r = SimulateDl({"--count", "40", "--loads", "1,2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "-q prints nothing on stderr";
+  EXPECT_NE(r.out.find("40 generated jobs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mix iadeep"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("20 GPUs"), std::string::npos) << r.out;
+  const std::size_t one = r.out.find("\nload 1x\n");
+  const std::size_t two = r.out.find("\nload 2x\n");
+  ASSERT_NE(one, std::string::npos) << r.out;
+  ASSERT_NE(two, std::string::npos) << r.out;
+  ASSERT_LT(one, two);
+  for (const std::string& section : {r.out.substr(one, two - one), r.out.substr(two)}) {
+    std::size_t at = 0;
+    for (const auto& p : kPolicies) {
+      const std::size_t row = section.find("\n  " + p + " ", at);
+      EXPECT_NE(row, std::string::npos) << p << " in:\n" << section;
+      if (row != std::string::npos) at = row + 1;  // rows in the policy order
+    }
+    EXPECT_NE(section.find("\n  gpumux vs iadeep: average JCT "), std::string::npos) << section;
+    EXPECT_NE(section.find("avg JCT"), std::string::npos) << "a header row";
+  }
+}
+
+TEST(DlCli, JsonHasOneRunPerPolicyAndLoad) {
+  const CliRun r = SimulateDl({"--count", "40", "--loads", "1,2", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  ASSERT_TRUE(j["runs"].is_array());
+  ASSERT_EQ(j["runs"].size(), 8U);
+  EXPECT_EQ(j["policies"], nlohmann::json(kPolicies));
+  EXPECT_EQ(j["loads"], nlohmann::json({1.0, 2.0}));
+  EXPECT_EQ(j["gpus"], 20);
+  EXPECT_EQ(j["seed"], 42);
+  EXPECT_EQ(j["mix"], "iadeep");
+  for (std::size_t i = 0; i < 8; ++i) {
+    const auto& run = j["runs"][i];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(run["policy"], kPolicies[i % 4]) << "load-major, then policy order";
+    EXPECT_EQ(run["load"], i < 4 ? 1.0 : 2.0);
+    EXPECT_EQ(run["jobs"], 40);
+    ASSERT_TRUE(run["metrics"].is_object());
+    for (const char* key : {"avg_jct_s", "median_jct_s", "p95_jct_s", "makespan_s", "avg_queue_s",
+                            "gpu_busy", "gpu_util", "tuning_sessions", "measurement_windows",
+                            "locked_gpu_s", "paused_job_s", "declined"}) {
+      EXPECT_TRUE(run["metrics"].contains(key)) << key;
+    }
+    EXPECT_GT(run["metrics"]["avg_jct_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(j["runs"][0]["tuner"], "none") << "exclusive tunes nothing";
+  EXPECT_EQ(j["runs"][2]["tuner"], "iadeep");
+  ASSERT_EQ(j["gpumux_margin"].size(), 2U);
+  EXPECT_EQ(j["gpumux_margin"][0]["baseline"], "iadeep");
+  EXPECT_TRUE(j["gpumux_margin"][0]["avg_jct_lower_pct"].is_number());
+}
+
+TEST(DlCli, OutputIsByteIdenticalAcrossRunsAndThreadCounts) {
+  const CliRun a = SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json"});
+  const CliRun b = SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json"});
+  const CliRun c =
+      SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json", "--threads", "1"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out, c.out);
+  const CliRun t1 = SimulateDl({"--count", "30", "--loads", "1"});
+  const CliRun t2 = SimulateDl({"--count", "30", "--loads", "1"});
+  ASSERT_EQ(t1.code, 0) << t1.err;
+  EXPECT_EQ(t1.out, t2.out);
+  const CliRun other =
+      SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json", "--seeds", "43"});
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(a.out, other.out) << "another seed, another workload";
+}
+
+TEST(DlCli, JobgenPrintsAHeaderAndOneRowPerJob) {
+  const CliRun r = Gpumux({"jobgen", "--count", "5"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 6U) << r.out;
+  EXPECT_EQ(lines[0], "job,class,submit_s,gpu_mib");
+  for (int i = 1; i <= 5; ++i) {
+    EXPECT_EQ(lines[static_cast<std::size_t>(i)].rfind("j000" + std::to_string(i) + ",", 0), 0U)
+        << lines[static_cast<std::size_t>(i)];
+    EXPECT_EQ(std::count(lines[static_cast<std::size_t>(i)].begin(),
+                         lines[static_cast<std::size_t>(i)].end(), ','),
+              3);
+  }
+  EXPECT_EQ(lines[1].find(",0.000000,"), lines[1].find(',', lines[1].find(',') + 1))
+      << "the first job arrives at 0: " << lines[1];
+  EXPECT_EQ(Gpumux({"jobgen", "--count", "5"}).out, r.out) << "deterministic";
+  EXPECT_NE(Gpumux({"jobgen", "--count", "5", "--seed", "43"}).out, r.out);
+}
+
+TEST(DlCli, JobgenHonoursTheMixArrivalAndMemoryOptions) {
+  test::ScratchDir dir;
+  const std::string times = dir.Write("times.txt", "# seconds\n0\n4\n10\n");
+  const CliRun r = Gpumux({"jobgen", "--count", "3", "--mix", "lstm=1", "--arrival", times,
+                           "--load", "2", "--min-gib", "6", "--max-gib", "6"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "job,class,submit_s,gpu_mib\n"
+            "j0001,lstm,0.000000,6144\n"
+            "j0002,lstm,2.000000,6144\n"
+            "j0003,lstm,5.000000,6144\n");
+}
+
+TEST(DlCli, JobgenWritesTheFileGivenWithDashO) {
+  test::ScratchDir dir;
+  const std::string path = (dir.path() / "jobs.csv").string();
+  const CliRun r = Gpumux({"jobgen", "--count", "7", "--seed", "9", "-o", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "") << "the file, not stdout";
+  const CliRun printed = Gpumux({"jobgen", "--count", "7", "--seed", "9"});
+  EXPECT_EQ(ReadFile(path), printed.out);
+  EXPECT_EQ(Lines(ReadFile(path)).size(), 8U);
+}
+
+TEST(DlCli, SimulateRunsAJobFileWrittenByJobgen) {
+  test::ScratchDir dir;
+  const std::string path = (dir.path() / "jobs.csv").string();
+  ASSERT_EQ(Gpumux({"jobgen", "--count", "12", "--seed", "3", "-o", path}).code, 0);
+  const CliRun r = SimulateDl(
+      {"--jobs", path, "--loads", "1,2", "--policy", "exclusive,gpumux", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  ASSERT_EQ(j["runs"].size(), 4U);
+  for (const auto& run : j["runs"]) EXPECT_EQ(run["jobs"], 12);
+  EXPECT_EQ(j["workload"], path + " (12 jobs)");
+  EXPECT_EQ(j["mix"], "from the job list");
+  EXPECT_EQ(j["policies"], nlohmann::json({"exclusive", "gpumux"}));
+  EXPECT_EQ(j["gpumux_margin"].size(), 0U) << "no iadeep run, no margin";
+}
+
+TEST(DlCli, EachLoadDividesTheSubmitTimesOfAJobFile) {
+  test::ScratchDir dir;
+  const std::string jobs = dir.Write("jobs.csv",
+                                     "job,class,submit_s,gpu_mib\n"
+                                     "a,vgg16,0,6144\n"
+                                     "b,neumf,10.000001,4096\n");
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = Gpumux({"simulate", "--workload", "dl", "--jobs", jobs, "--loads", "1,2",
+                           "--policy", "exclusive", "--out", report, "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = Lines(ReadFile(report + "/jobs.csv"));
+  ASSERT_EQ(rows.size(), 5U);
+  EXPECT_EQ(rows[0].rfind("load,policy,job,class,submit_s,start_s,finish_s,jct_s,queue_s,gpu,", 0),
+            0U)
+      << rows[0];
+  EXPECT_EQ(rows[2].rfind("1,exclusive,b,neumf,10.000001,10.000001,", 0), 0U) << rows[2];
+  EXPECT_EQ(rows[4].rfind("2,exclusive,b,neumf,5.000001,5.000001,", 0), 0U)
+      << "10.000001 / 2, rounded half away: " << rows[4];
+}
+
+TEST(DlCli, SimulateWritesTheReportFolder) {
+  test::ScratchDir dir;
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = Gpumux(
+      {"simulate", "--workload", "dl", "--count", "10", "--loads", "1", "--out", report, "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"/index.html", "/results.json", "/jobs.csv"}) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(report + f)) << f;
+  }
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(ReadFile(report + "/results.json")));
+  EXPECT_EQ(j["runs"].size(), 4U);
+  EXPECT_EQ(Lines(ReadFile(report + "/jobs.csv")).size(), 1U + 4U * 10U)
+      << "a header and a row per (load, policy, job)";
+  EXPECT_NE(ReadFile(report + "/index.html").find("<html"), std::string::npos);
+}
+
+TEST(DlCli, NoReportWritesNoFolder) {
+  test::ScratchDir dir;
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = SimulateDl({"--count", "5", "--loads", "1", "--out", report});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(report));
+}
+
+TEST(DlCli, WithoutQuietTheSummaryGoesToStderr) {
+  test::ScratchDir dir;
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = Gpumux({"simulate", "--workload", "dl", "--count", "5", "--loads", "1",
+                           "--policy", "exclusive", "--out", report});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("report written to " + report + "/index.html"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gpumux simulate: 1 simulations in "), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("report written"), std::string::npos) << "stdout is the table alone";
+}
+
+TEST(DlCli, SimulateHelpDescribesTheDlOptions) {
+  const CliRun r = Gpumux({"simulate", "--help"});
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag :
+       {"--workload", "--jobs", "--profile", "--mix", "--count", "--loads", "--tuner", "--gpus",
+        "--max-jobs-per-gpu", "--model-error", "--reconfigure-s", "--measure-noise"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+  const CliRun j = Gpumux({"jobgen", "--help"});
+  EXPECT_EQ(j.code, 0);
+  for (const char* flag : {"--count", "--mix", "--arrival", "--rate", "--load", "--min-gib",
+                           "--max-gib", "--seed", "--out"}) {
+    EXPECT_NE(j.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+struct UsageCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::vector<std::string> message;  // every one appears on stderr
+};
+void PrintTo(const UsageCase& c, std::ostream* os) { *os << c.name; }
+
+class DlCliUsageError : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(DlCliUsageError, ExitsTwoNamingTheProblem) {
+  const CliRun r = Gpumux(GetParam().args);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  for (const std::string& m : GetParam().message) {
+    EXPECT_NE(r.err.find(m), std::string::npos) << "'" << m << "' not in: " << r.err;
+  }
+  EXPECT_EQ(r.out, "") << "nothing on stdout for a usage error";
+}
+
+std::vector<std::string> Dl(std::vector<std::string> extra) {
+  std::vector<std::string> args{"simulate", "--workload", "dl", "--no-report",
+                                "-q",       "--count",    "5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, DlCliUsageError,
+    ::testing::Values(
+        UsageCase{"an_unknown_class_in_the_mix",
+                  Dl({"--mix", "bert=1"}),
+                  {"gpumux simulate: ", "no workload class 'bert'"}},
+        UsageCase{"an_unknown_named_mix", Dl({"--mix", "heavy"}), {"'heavy' is not class=weight"}},
+        UsageCase{"loads_that_are_not_numbers",
+                  Dl({"--loads", "abc"}),
+                  {"--loads: 'abc' is not a load factor"}},
+        UsageCase{"a_zero_load", Dl({"--loads", "1,0"}), {"--loads: '0'"}},
+        UsageCase{"an_empty_load_in_a_list", Dl({"--loads", "1,,2"}), {"--loads: ''"}},
+        UsageCase{"a_missing_job_file",
+                  Dl({"--jobs", "/nonexistent/jobs.csv"}),
+                  {"/nonexistent/jobs.csv: cannot open"}},
+        UsageCase{"a_missing_profile",
+                  Dl({"--profile", "/nonexistent/profile.json"}),
+                  {"/nonexistent/profile.json: cannot open"}},
+        UsageCase{"fgd_pods_with_the_dl_workload",
+                  Dl({"--pods", "pods.csv"}),
+                  {"belong to --workload fgd"}},
+        UsageCase{"fgd_nodes_with_the_dl_workload",
+                  Dl({"--nodes", "nodes.csv"}),
+                  {"belong to --workload fgd"}},
+        UsageCase{"two_seeds", Dl({"--seeds", "1,2"}), {"--workload dl takes one seed"}},
+        UsageCase{"a_seed_range", Dl({"--seeds", "1-3"}), {"--workload dl takes one seed"}},
+        UsageCase{"a_bad_seed", Dl({"--seeds", "x"}), {"--seeds: 'x'"}},
+        UsageCase{
+            "gpus_not_a_multiple_of_four", Dl({"--gpus", "6"}), {"--gpus must be a multiple of 4"}},
+        UsageCase{"csv_on_stdout", Dl({"--format", "csv"}), {"jobs.csv"}},
+        UsageCase{"an_unknown_policy", Dl({"--policy", "nosuch"}), {"unknown policy 'nosuch'"}},
+        UsageCase{"an_unknown_tuner", Dl({"--tuner", "bogus"}), {"--tuner"}},
+        UsageCase{"an_unknown_workload",
+                  {"simulate", "--workload", "video", "--no-report"},
+                  {"--workload"}},
+        UsageCase{"a_zero_count", Dl({"--count", "0"}), {"--count"}},
+        UsageCase{"jobgen_with_an_unknown_class",
+                  {"jobgen", "--mix", "bert=1"},
+                  {"gpumux jobgen: ", "no workload class 'bert'"}},
+        UsageCase{"jobgen_with_a_memory_ceiling_below_the_floor",
+                  {"jobgen", "--min-gib", "5", "--max-gib", "2"},
+                  {"--max-gib is below --min-gib"}},
+        UsageCase{"jobgen_with_a_missing_arrival_file",
+                  {"jobgen", "--arrival", "/nonexistent/times.txt"},
+                  {"--arrival: /nonexistent/times.txt: cannot open"}},
+        UsageCase{"jobgen_with_a_zero_count", {"jobgen", "--count", "0"}, {"--count"}},
+        UsageCase{"jobgen_with_a_zero_rate", {"jobgen", "--rate", "0"}, {"--rate"}}),
+    test::CaseName());
+
+TEST(DlCli, AJobFileWithABadRowExitsTwoNamingFileAndLine) {
+  test::ScratchDir dir;
+  const std::string jobs = dir.Write("jobs.csv",
+                                     "job,class,submit_s,gpu_mib\n"
+                                     "a,vgg16,0,6144\n"
+                                     "b,bert,1,6144\n");
+  const CliRun r = SimulateDl({"--jobs", jobs});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(jobs + ":3: unknown workload class 'bert'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(DlCli, AnArrivalFileThatGoesBackInTimeExitsTwoNamingTheLine) {
+  test::ScratchDir dir;
+  const std::string times = dir.Write("times.txt", "0\n5\n3\n");
+  const CliRun r = Gpumux({"jobgen", "--count", "3", "--arrival", times});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(times + ":3: submit times must not decrease"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpumux::cli

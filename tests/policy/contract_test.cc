@@ -7,19 +7,30 @@
 //     one that fits nowhere gets no placement;
 //   * the same workload and seed give the same placements.
 // A new policy is covered by adding it to the registry: the suite iterates its names.
+// The co-location policies (first-fit, iadeep, gpumux) run the contract a second time with
+// job state: a workload profile and interference model in the PolicyContext, requests that
+// name workload classes of the profile (and some that name unknown classes), and a JobView
+// reporting every placed job; they may make a job wait (Decision::declined) but never put more
+// than max_jobs_per_gpu tenants on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/rng.h"
+#include "gpumux/policy/colocation.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/fragmentation.h"
+#include "gpumux/policy/interference.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/policy/workload_profile.h"
+#include "tests/policy/colocation_fixtures.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::policy {
@@ -119,6 +130,99 @@ std::vector<Step> RandomWorkload(std::uint64_t seed, int steps) {
   return out;
 }
 
+// Job state for the co-location runs: three classes from light to GPU-bound, memory 2..8 GiB
+// at b0 (larger batches need more), and one measured pair.
+WorkloadProfile ContractProfile() {
+  test::LinearClass light;
+  light.name = "light";
+  light.lo_busy = 0.2;
+  light.hi_busy = 0.35;
+  test::LinearClass mid;
+  mid.name = "mid";
+  mid.lo_step_s = 0.05;
+  mid.hi_step_s = 0.09;
+  mid.lo_busy = 0.55;
+  mid.hi_busy = 0.7;
+  mid.lo_mib = 4000;
+  mid.hi_mib = 7000;
+  mid.noise_scale = 400;
+  test::LinearClass heavy;
+  heavy.name = "heavy";
+  heavy.lo_step_s = 0.2;
+  heavy.hi_step_s = 0.35;
+  heavy.lo_busy = 0.9;
+  heavy.hi_busy = 0.97;
+  heavy.lo_mib = 8000;
+  heavy.hi_mib = 14000;
+  heavy.dataset_samples = 5000;
+  return test::MakeProfile({test::MakeClass(light), test::MakeClass(mid), test::MakeClass(heavy)},
+                           0.05, {test::Measured({"mid", "light"}, {100, 100}, {1.3, 1.1})});
+}
+
+// Gives GPU requests a workload class: mostly the profile's, some unknown, some none.
+void AssignClasses(std::vector<Step>& workload, std::uint64_t seed) {
+  core::Rng rng(seed, "contract-classes");
+  static const std::vector<std::string> kClasses{"light", "mid",   "heavy",       "light",
+                                                 "mid",   "heavy", "unknown-net", ""};
+  for (Step& s : workload) {
+    if (!s.arrival || s.request.gpu_count == 0) continue;
+    s.request.workload_class = kClasses[rng.Below(kClasses.size())];
+  }
+}
+
+// A driver's view: one snapshot per placed job (a few jobs it does not know), varied rates,
+// some GPUs in a tuning session, and a varying number of queued jobs ahead.
+class ContractJobs final : public JobView {
+ public:
+  ContractJobs(const WorkloadProfile& profile, std::uint64_t seed)
+      : profile_(&profile), rng_(seed, "contract-jobs") {}
+
+  std::optional<JobSnapshot> Job(core::TenantIndex t) const override {
+    auto it = jobs_.find(t);
+    if (it == jobs_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::span<const double> RemainingSecondsSorted() const override { return remaining_s_; }
+  int QueuedAhead() const override { return ahead_; }
+
+  void Placed(core::TenantIndex t, const core::Request& r) {
+    if (rng_.Below(100) < 5) return;  // unknown to the driver
+    JobSnapshot s;
+    s.cls = profile_->Find(r.workload_class);
+    if (s.cls != nullptr) {
+      s.batch = s.cls->default_batch;
+      s.remaining_work = s.cls->WorkSamples() * (0.1 + 0.9 * rng_.Unit());
+      s.observed_rate =
+          rng_.Below(100) < 10 ? 0.0 : s.cls->SoloGoodput(s.batch) * (0.4 + 0.6 * rng_.Unit());
+    }
+    s.memory_limit = r.gpu_mib;
+    s.tuning = rng_.Below(100) < 10;
+    jobs_[t] = s;
+    Refresh();
+  }
+  void Released(core::TenantIndex t) {
+    jobs_.erase(t);
+    Refresh();
+  }
+  // Before each decision: how many queued jobs go first.
+  void NextDecision() { ahead_ = static_cast<int>(rng_.Below(3)); }
+
+ private:
+  void Refresh() {
+    remaining_s_.clear();
+    for (const auto& [t, s] : jobs_) {
+      if (s.observed_rate > 0) remaining_s_.push_back(s.remaining_work / s.observed_rate);
+    }
+    std::sort(remaining_s_.begin(), remaining_s_.end());
+  }
+
+  const WorkloadProfile* profile_;
+  core::Rng rng_;
+  std::map<core::TenantIndex, JobSnapshot> jobs_;
+  std::vector<double> remaining_s_;
+  int ahead_ = 0;
+};
+
 struct Outcome {
   std::string key;
   core::NodeIndex node = -1;
@@ -140,21 +244,34 @@ bool SameRequest(const core::Request& a, const core::Request& b) {
 
 struct RunStats {
   int placed = 0;
-  int turned_away = 0;
+  int turned_away = 0;  // declined or fitting nowhere
+  int declined = 0;
   int departed = 0;
+  int filled_gpus = 0;  // placements that brought a GPU to max_jobs_per_gpu tenants
 };
 
 // Runs the workload through a fresh ledger and engine, checking the contract at every step.
+// With `with_jobs`, requests carry workload classes and the context a profile, an
+// interference model and a job view (for the co-location policies).
 std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t seed,
-                                 RunStats& stats) {
+                                 RunStats& stats, bool with_jobs = false, int steps = 600) {
   const core::Cluster cluster = ContractCluster();
-  const std::vector<Step> workload = RandomWorkload(seed, 600);
+  std::vector<Step> workload = RandomWorkload(seed, steps);
+  if (with_jobs) AssignClasses(workload, seed);
   std::vector<core::Request> requests;
   for (const Step& s : workload) {
     if (s.arrival) requests.push_back(s.request);
   }
+  const WorkloadProfile profile = ContractProfile();
+  const ProfileInterference interference(profile);
+  ContractJobs jobs(profile, seed);
   PolicyContext context;
   context.typical_pods = ComputeTypicalPods(requests, cluster);
+  if (with_jobs) {
+    context.profile = &profile;
+    context.interference = &interference;
+    context.jobs = &jobs;
+  }
   auto made = BuiltinPolicies().Make(policy_name, context);
   if (!made) {
     ADD_FAILURE() << made.error().message;
@@ -173,12 +290,14 @@ std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t s
 
   std::vector<Outcome> outcomes;
   std::map<std::string, core::Request> live;  // key -> adapted request
+  std::map<std::string, core::TenantIndex> tenant_of;
   const bool failed_before = ::testing::Test::HasFailure();
   for (const Step& s : workload) {
     if (!s.arrival) {
       if (live.erase(s.key) == 1) {
         auto r = ledger.Release(s.key);
         EXPECT_TRUE(r.has_value()) << r.error().message;
+        jobs.Released(tenant_of.at(s.key));
         ++stats.departed;
       } else {
         EXPECT_EQ(ledger.FindTenant(s.key), nullptr);
@@ -187,6 +306,7 @@ std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t s
       continue;
     }
     SCOPED_TRACE(s.key);
+    jobs.NextDecision();
     const Decision d = engine.Decide(s.request);
     EXPECT_TRUE(SameRequest(d.request, engine.policy().Adapt(s.request)));
     const core::Request& r = d.request;
@@ -236,12 +356,26 @@ std::vector<Outcome> RunContract(const std::string& policy_name, std::uint64_t s
           << "the ledger refuses the engine's decision: " << assigned.error().message;
       if (assigned) {
         live.emplace(s.key, r);
+        tenant_of[s.key] = *assigned;
+        jobs.Placed(*assigned, r);
         ++stats.placed;
       }
     } else {
       ++stats.turned_away;
     }
     ledger.CheckInvariants();
+    if (d.declined) ++stats.declined;
+
+    // Co-location policies never put more than max_jobs_per_gpu tenants on a GPU.
+    if (engine.policy().colocation() != nullptr && d.placement) {
+      const core::NodeView v = ledger.Node(d.placement->node);
+      for (int g : d.placement->gpus) {
+        const int tenants = v.gpu_tenants[static_cast<std::size_t>(g)];
+        EXPECT_LE(tenants, context.colocation.max_jobs_per_gpu)
+            << "GPU " << g << " of node " << d.placement->node;
+        if (tenants == context.colocation.max_jobs_per_gpu) ++stats.filled_gpus;
+      }
+    }
 
     // Exclusive tenants are alone on each of their GPUs.
     for (const auto& [key, req] : live) {
@@ -292,6 +426,78 @@ INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyContract,
                                             ::testing::Values(std::uint64_t{1}, std::uint64_t{2},
                                                               std::uint64_t{3})),
                          ContractCaseName);
+
+// The co-location policies with job state.
+const std::vector<std::string>& ColocationPolicies() {
+  static const std::vector<std::string> kNames{"first-fit", "iadeep", "gpumux"};
+  return kNames;
+}
+
+class ColocationContract : public ::testing::TestWithParam<std::tuple<std::string, std::uint64_t>> {
+};
+
+TEST_P(ColocationContract, EveryDecisionIsAcceptedExactAndDeterministicWithJobState) {
+  const auto& [name, seed] = GetParam();
+  RunStats first_stats;
+  const std::vector<Outcome> first = RunContract(name, seed, first_stats, true);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(first_stats.placed, 100);
+  EXPECT_GT(first_stats.turned_away, 20);
+  EXPECT_GT(first_stats.departed, 80);
+
+  RunStats second_stats;
+  const std::vector<Outcome> second = RunContract(name, seed, second_stats, true);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(first, second) << "same workload, job state and seed, different placements";
+}
+
+INSTANTIATE_TEST_SUITE_P(WithJobState, ColocationContract,
+                         ::testing::Combine(::testing::ValuesIn(ColocationPolicies()),
+                                            ::testing::Values(std::uint64_t{1}, std::uint64_t{2},
+                                                              std::uint64_t{3})),
+                         ContractCaseName);
+
+TEST(ColocationContractSuite, CoversEveryCoLocationPolicy) {
+  // Every registered policy with co-location traits is in the job-state suite, and only those.
+  const WorkloadProfile profile = ContractProfile();
+  const ProfileInterference interference(profile);
+  PolicyContext context;
+  context.profile = &profile;
+  context.interference = &interference;
+  std::vector<std::string> with_traits;
+  for (const std::string& name : BuiltinPolicies().names()) {
+    auto made = BuiltinPolicies().Make(name, context);
+    ASSERT_TRUE(made.has_value()) << made.error().message;
+    if ((*made)->colocation() != nullptr) with_traits.push_back(name);
+  }
+  EXPECT_EQ(with_traits, ColocationPolicies());
+}
+
+TEST(ColocationContractSuite, TheProfileIsValidAndTheWorkloadNamesItsClasses) {
+  EXPECT_TRUE(ContractProfile().Validate().has_value());
+  std::vector<Step> workload = RandomWorkload(1, 400);
+  AssignClasses(workload, 1);
+  std::map<std::string, int> seen;
+  for (const Step& s : workload) {
+    if (s.arrival && s.request.gpu_count > 0) ++seen[s.request.workload_class];
+  }
+  for (const char* cls : {"light", "mid", "heavy", "unknown-net", ""}) {
+    EXPECT_GT(seen[cls], 0) << "class '" << cls << "'";
+  }
+}
+
+TEST(ColocationContractSuite, TheJobStateRunsMakeJobsWaitAndFillGpus) {
+  // The job-state runs reach the outcomes the extra invariants are about, or the contract
+  // proves little about them: jobs made to wait, and GPUs brought to max_jobs_per_gpu.
+  int declined = 0;
+  for (const std::string& name : ColocationPolicies()) {
+    RunStats stats;
+    RunContract(name, 1, stats, true);
+    declined += stats.declined;
+    EXPECT_GT(stats.filled_gpus, 0) << name;
+  }
+  EXPECT_GT(declined, 0);
+}
 
 TEST(PolicyContractSuite, CoversEveryRegisteredPolicy) {
   // The suite above is instantiated from the registry itself; this guards against an empty

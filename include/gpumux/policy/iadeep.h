@@ -11,8 +11,8 @@
 // Score = 2 for an idle GPU, else -I(S).
 //
 // Worked example (beta = 0.05): newcomer with busy 0.4; GPU A holds one job with busy 0.9,
-// GPU B one with busy 0.55. A: sum 1.3 > 1, x = 1.24 (0.9/(0.1+0.9x) + 0.4/(0.6+0.4x) = 1),
-// s = 1.216*1.05, 1.096*1.05 -> I = 0.277 + 0.151 = 0.428. B: sum 0.95, x = 1, I = 0.05 + 0.05
+// GPU B one with busy 0.55. A: sum 1.3 > 1, x = 1.412 (0.9/(0.1+0.9x) + 0.4/(0.6+0.4x) = 1),
+// s = 1.371*1.05, 1.165*1.05 -> I = 0.439 + 0.223 = 0.662. B: sum 0.95, x = 1, I = 0.05 + 0.05
 // = 0.1. IADeep picks B.
 #pragma once
 

@@ -13,15 +13,15 @@
 //  * Jobs sharing a GPU are time-sliced: host phases overlap freely, GPU phases share the SMs.
 //    If the busy fractions sum to at most 1, GPU phases fit into each other's gaps (stretch
 //    x = 1). Otherwise every GPU phase stretches by the same x > 1 such that the GPU is exactly
-//    saturated:  sum_k g_k / (h_k + x g_k) = 1  (solved by bisection; unique since the left
-//    side falls with x).
+//    saturated:  sum_k g_k / (h_k + x g_k) = 1  (solved by bisection on [1, n]; unique since
+//    the left side falls with x and is at most 1 at x = n).
 //  * Each companion adds a fixed overhead factor (1 + beta) for what the busy-time view
 //    ignores (context switches, cache and memory-bandwidth contention); beta is the profile's
 //    companion_overhead.
 //    s_k = (h_k + x g_k) / (h_k + g_k) * (1 + beta * (n - 1))
 //  * An unknown class is assumed GPU-bound (busy = 1): the pessimistic guess, never a random one.
 // Worked example (beta = 0.05): two jobs with busy 0.9 and 0.6 (unit steps): 0.9/(0.1+0.9x) +
-// 0.6/(0.4+0.6x) = 1 gives x = 1.653; s = 1.588*1.05 = 1.667 and 1.392*1.05 = 1.461. Two jobs
+// 0.6/(0.4+0.6x) = 1 gives x = 1.649; s = 1.584*1.05 = 1.663 and 1.389*1.05 = 1.459. Two jobs
 // with busy 0.4 and 0.55: sum 0.95 <= 1, so x = 1 and both slow down by 1.05 only.
 // Thread safety: Predict is const and safe to call concurrently.
 #pragma once

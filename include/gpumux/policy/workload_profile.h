@@ -11,8 +11,8 @@
 //     so one sample processed at batch b is worth E_c(b) samples at b0;
 //   * work to reach the target: target_epochs * dataset_samples samples at b0, i.e. "useful"
 //     (efficiency-weighted) samples. A job's progress rate is (b / step time) * E_c(b).
-// Worked example (vgg16 in the default profile): b0 = 512, t(512) = 0.1652 s, phi = 2164:
-//   E(768) = (2164 + 512) / (2164 + 768) = 0.9127; goodput(512) = 512/0.1652 = 3099 samples/s.
+// Worked example (vgg16 in the default profile): b0 = 512, t(512) = 0.1652 s, phi = 2182.7:
+//   E(768) = (2182.7 + 512) / (2182.7 + 768) = 0.9132; goodput(512) = 512/0.1652 = 3099/s.
 // Profiles are immutable values; share them freely across threads.
 #pragma once
 
