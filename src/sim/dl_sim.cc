@@ -133,10 +133,8 @@ class View final : public policy::JobView {
  public:
   explicit View(const Simulator& sim) : sim_(&sim) {}
   std::optional<policy::JobSnapshot> Job(core::TenantIndex t) const override;
-  std::span<const double> RemainingSecondsSorted() const override { return remaining_; }
   int QueuedAhead() const override { return ahead_; }
 
-  std::vector<double> remaining_;
   int ahead_ = 0;
 
  private:
@@ -574,13 +572,6 @@ class Simulator {
     core::MiB smallest = profile_.gpu_memory_mib;
     for (const auto& e : queue_) smallest = std::min(smallest, J(std::get<2>(e)).spec->gpu_mib);
     if (!AnyOpenGpu(smallest)) return;
-    view_.remaining_.clear();
-    for (const Job& j : jobs_) {
-      if (j.state != JobState::kRunning || j.rate <= 0) continue;
-      const double dt = static_cast<double>(now_ - j.updated) / kUsPerS;
-      view_.remaining_.push_back(std::max(0.0, j.work - j.done - j.rate * dt) / j.rate);
-    }
-    std::sort(view_.remaining_.begin(), view_.remaining_.end());
     view_.ahead_ = 0;
     for (auto it = queue_.begin(); it != queue_.end();) {
       const int ji = std::get<2>(*it);

@@ -39,8 +39,7 @@ using test::MakeProfile;
 using test::Measured;
 using test::RequestBuilder;
 
-// The driver's view of the jobs, as a test sets it. The remaining seconds are derived from the
-// snapshots: remaining work over observed rate, for the jobs with a rate.
+// The driver's view of the jobs, as a test sets it.
 class FakeJobs final : public JobView {
  public:
   std::optional<JobSnapshot> Job(core::TenantIndex t) const override {
@@ -48,21 +47,10 @@ class FakeJobs final : public JobView {
     if (it == jobs.end()) return std::nullopt;
     return it->second;
   }
-  std::span<const double> RemainingSecondsSorted() const override {
-    remaining_s_.clear();
-    for (const auto& [t, s] : jobs) {
-      if (s.observed_rate > 0) remaining_s_.push_back(s.remaining_work / s.observed_rate);
-    }
-    std::sort(remaining_s_.begin(), remaining_s_.end());
-    return remaining_s_;
-  }
   int QueuedAhead() const override { return ahead; }
 
   std::map<core::TenantIndex, JobSnapshot> jobs;
   int ahead = 0;
-
- private:
-  mutable std::vector<double> remaining_s_;
 };
 
 // Nodes with `gpus` T4s (16 GiB) each, plenty of CPU, memory and pods.

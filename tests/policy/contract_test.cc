@@ -182,7 +182,6 @@ class ContractJobs final : public JobView {
     if (it == jobs_.end()) return std::nullopt;
     return it->second;
   }
-  std::span<const double> RemainingSecondsSorted() const override { return remaining_s_; }
   int QueuedAhead() const override { return ahead_; }
 
   void Placed(core::TenantIndex t, const core::Request& r) {
@@ -198,28 +197,16 @@ class ContractJobs final : public JobView {
     s.memory_limit = r.gpu_mib;
     s.tuning = rng_.Below(100) < 10;
     jobs_[t] = s;
-    Refresh();
   }
-  void Released(core::TenantIndex t) {
-    jobs_.erase(t);
-    Refresh();
-  }
+  void Released(core::TenantIndex t) { jobs_.erase(t); }
   // Before each decision: how many queued jobs go first.
   void NextDecision() { ahead_ = static_cast<int>(rng_.Below(3)); }
 
  private:
-  void Refresh() {
-    remaining_s_.clear();
-    for (const auto& [t, s] : jobs_) {
-      if (s.observed_rate > 0) remaining_s_.push_back(s.remaining_work / s.observed_rate);
-    }
-    std::sort(remaining_s_.begin(), remaining_s_.end());
-  }
 
   const WorkloadProfile* profile_;
   core::Rng rng_;
   std::map<core::TenantIndex, JobSnapshot> jobs_;
-  std::vector<double> remaining_s_;
   int ahead_ = 0;
 };
 

@@ -29,8 +29,6 @@ class JobView {
   virtual ~JobView() = default;
   // The job placed as ledger tenant `t`; nullopt when the driver knows nothing of it.
   virtual std::optional<JobSnapshot> Job(core::TenantIndex t) const = 0;
-  // Seconds until each running job finishes at its observed rate, ascending.
-  virtual std::span<const double> RemainingSecondsSorted() const = 0;
   // How many queued jobs the driver will offer placement before the request being decided.
   virtual int QueuedAhead() const = 0;
 };
