@@ -22,13 +22,14 @@ namespace gpumux::sim {
 namespace {
 
 using report_format::Fixed;
-using report_format::Scale;
-using report_format::TickStep;
+using report_format::HtmlEscape;
 using report_format::LoadString;
+using report_format::PaletteColour;
+using report_format::Scale;
+using report_format::SvgCoord;
+using report_format::TickStep;
 
 // ---------------------------------------------------------------- formatting
-
-
 
 double Seconds(core::Micros us) { return static_cast<double>(us) / 1e6; }
 
@@ -39,13 +40,11 @@ constexpr std::size_t kClassPaletteSize = sizeof kClassPalette / sizeof kClassPa
 
 std::string ClassColour(std::size_t i) { return kClassPalette[i % kClassPaletteSize]; }
 
-
 // A tick label with as many decimals as the step needs (0 from a step of 1 up).
 std::string TickLabel(double v, double step) {
   const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
   return Fixed(v, std::clamp(decimals, 0, 9));
 }
-
 
 // ---------------------------------------------------------------- what the page shows
 
@@ -144,8 +143,8 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
   std::vector<std::pair<std::string, std::string>> steps;  // (x, y after the step)
   const double n = static_cast<double>(jct_s.size());
   for (std::size_t i = 0; i < jct_s.size(); ++i) {
-    std::string x = report_format::SvgCoord(sx(jct_s[i]));
-    std::string y = report_format::SvgCoord(sy(static_cast<double>(i + 1) / n));
+    std::string x = SvgCoord(sx(jct_s[i]));
+    std::string y = SvgCoord(sy(static_cast<double>(i + 1) / n));
     if (!steps.empty() && steps.back().first == x) {
       steps.back().second = std::move(y);
     } else {
@@ -154,9 +153,9 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
   }
   // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + string.
   std::string d = "M";
-  d += report_format::SvgCoord(sx.px_lo);
+  d += SvgCoord(sx.px_lo);
   d += ' ';
-  d += report_format::SvgCoord(sy(0));
+  d += SvgCoord(sy(0));
   for (const auto& [x, y] : steps) {
     d += " H";
     d += x;
@@ -164,7 +163,7 @@ std::string CdfPath(const std::vector<double>& jct_s, const Scale& sx, const Sca
     d += y;
   }
   d += " H";
-  d += report_format::SvgCoord(sx.px_hi);
+  d += SvgCoord(sx.px_hi);
   return d;
 }
 
@@ -186,55 +185,60 @@ void CdfChart(std::ostream& o, const std::vector<const DlResult*>& runs, const M
   const Scale sy{0, 1, kCdfBottom, kCdfTop};
   const std::string label = "JCT CDF at load " + LoadString(load) + "x";
 
-  o << "<svg class=\"chart cdf\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(kCdfHeight)
-    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(kCdfHeight)
-    << "\" role=\"img\" aria-label=\"" << report_format::HtmlEscape(label)
-    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << report_format::HtmlEscape(label)
+  o << "<svg class=\"chart cdf\" viewBox=\"0 0 " << SvgCoord(kWidth) << " " << SvgCoord(kCdfHeight)
+    << "\" width=\"" << SvgCoord(kWidth) << "\" height=\"" << SvgCoord(kCdfHeight)
+    << "\" role=\"img\" aria-label=\"" << HtmlEscape(label)
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << HtmlEscape(label)
     << "</title>\n<g class=\"grid\">\n";
   const int x_ticks = static_cast<int>(std::lround(x_hi / step));
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kCdfTop) << "\" x2=\"" << report_format::SvgCoord(px) << "\" y2=\""
-      << report_format::SvgCoord(kCdfBottom) << "\"/>\n";
+    o << "<line x1=\"" << SvgCoord(px) << "\" y1=\"" << SvgCoord(kCdfTop) << "\" x2=\""
+      << SvgCoord(px) << "\" y2=\"" << SvgCoord(kCdfBottom) << "\"/>\n";
   }
   for (int k = 0; k <= 5; ++k) {
     const double py = sy(k / 5.0);
-    o << "<line x1=\"" << report_format::SvgCoord(kCdfLeft) << "\" y1=\"" << report_format::SvgCoord(py) << "\" x2=\"" << report_format::SvgCoord(kCdfRight)
-      << "\" y2=\"" << report_format::SvgCoord(py) << "\"/>\n";
+    o << "<line x1=\"" << SvgCoord(kCdfLeft) << "\" y1=\"" << SvgCoord(py) << "\" x2=\""
+      << SvgCoord(kCdfRight) << "\" y2=\"" << SvgCoord(py) << "\"/>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kCdfBottom) << "\" x2=\"" << report_format::SvgCoord(px) << "\" y2=\""
-      << report_format::SvgCoord(kCdfBottom + 5) << "\"/><text x=\"" << report_format::SvgCoord(px) << "\" y=\"" << report_format::SvgCoord(kCdfBottom + 21)
-      << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(px) << "\" y1=\"" << SvgCoord(kCdfBottom) << "\" x2=\""
+      << SvgCoord(px) << "\" y2=\"" << SvgCoord(kCdfBottom + 5) << "\"/><text x=\"" << SvgCoord(px)
+      << "\" y=\"" << SvgCoord(kCdfBottom + 21) << "\" text-anchor=\"middle\">"
+      << TickLabel(k * step, step) << "</text>\n";
   }
   for (int k = 0; k <= 5; ++k) {
     const double py = sy(k / 5.0);
-    o << "<line x1=\"" << report_format::SvgCoord(kCdfLeft - 5) << "\" y1=\"" << report_format::SvgCoord(py) << "\" x2=\"" << report_format::SvgCoord(kCdfLeft)
-      << "\" y2=\"" << report_format::SvgCoord(py) << "\"/><text x=\"" << report_format::SvgCoord(kCdfLeft - 9) << "\" y=\"" << report_format::SvgCoord(py + 4.5)
-      << "\" text-anchor=\"end\">" << Fixed(k / 5.0, 1) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(kCdfLeft - 5) << "\" y1=\"" << SvgCoord(py) << "\" x2=\""
+      << SvgCoord(kCdfLeft) << "\" y2=\"" << SvgCoord(py) << "\"/><text x=\""
+      << SvgCoord(kCdfLeft - 9) << "\" y=\"" << SvgCoord(py + 4.5) << "\" text-anchor=\"end\">"
+      << Fixed(k / 5.0, 1) << "</text>\n";
   }
-  o << "</g>\n<rect class=\"frame\" x=\"" << report_format::SvgCoord(kCdfLeft) << "\" y=\"" << report_format::SvgCoord(kCdfTop) << "\" width=\""
-    << report_format::SvgCoord(kCdfRight - kCdfLeft) << "\" height=\"" << report_format::SvgCoord(kCdfBottom - kCdfTop)
-    << "\"/>\n<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kCdfLeft + kCdfRight) / 2) << "\" y=\""
-    << report_format::SvgCoord(kCdfBottom + 44) << "\" text-anchor=\"middle\">job completion time (s)</text>\n"
-    << "<text class=\"axis-label\" transform=\"translate(18 " << report_format::SvgCoord((kCdfTop + kCdfBottom) / 2)
+  o << "</g>\n<rect class=\"frame\" x=\"" << SvgCoord(kCdfLeft) << "\" y=\"" << SvgCoord(kCdfTop)
+    << "\" width=\"" << SvgCoord(kCdfRight - kCdfLeft) << "\" height=\""
+    << SvgCoord(kCdfBottom - kCdfTop) << "\"/>\n<text class=\"axis-label\" x=\""
+    << SvgCoord((kCdfLeft + kCdfRight) / 2) << "\" y=\"" << SvgCoord(kCdfBottom + 44)
+    << "\" text-anchor=\"middle\">job completion time (s)</text>\n"
+    << "<text class=\"axis-label\" transform=\"translate(18 "
+    << SvgCoord((kCdfTop + kCdfBottom) / 2)
     << ") rotate(-90)\" text-anchor=\"middle\">fraction of jobs</text>\n<g class=\"curves\">\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (jcts[i].empty()) continue;
     o << "<path d=\"" << CdfPath(jcts[i], sx, sy) << "\" stroke=\""
-      << report_format::PaletteColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>" << report_format::HtmlEscape(runs[i]->policy)
-      << "</title></path>\n";
+      << PaletteColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>"
+      << HtmlEscape(runs[i]->policy) << "</title></path>\n";
   }
   o << "</g>\n<g class=\"legend\">\n";
   const double lx = kCdfRight + 22;
   double ly = kCdfTop + 12;
   for (const DlResult* r : runs) {
-    o << "<line x1=\"" << report_format::SvgCoord(lx) << "\" y1=\"" << report_format::SvgCoord(ly) << "\" x2=\"" << report_format::SvgCoord(lx + 28) << "\" y2=\""
-      << report_format::SvgCoord(ly) << "\" stroke=\"" << report_format::PaletteColour(m.PolicyIndex(r->policy))
-      << "\" stroke-width=\"2.5\"/>\n<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">"
-      << report_format::HtmlEscape(r->policy) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(lx) << "\" y1=\"" << SvgCoord(ly) << "\" x2=\""
+      << SvgCoord(lx + 28) << "\" y2=\"" << SvgCoord(ly) << "\" stroke=\""
+      << PaletteColour(m.PolicyIndex(r->policy)) << "\" stroke-width=\"2.5\"/>\n<text x=\""
+      << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5) << "\">" << HtmlEscape(r->policy)
+      << "</text>\n";
     ly += 22;
   }
   o << "</g>\n</svg>\n";
@@ -309,38 +313,44 @@ void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros a
   const std::string label =
       "Per-GPU timeline of " + r.policy + " at load " + LoadString(r.load) + "x";
 
-  o << "<svg class=\"chart timeline\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(height)
-    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(height) << "\" role=\"img\" aria-label=\""
-    << report_format::HtmlEscape(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << report_format::HtmlEscape(label)
+  o << "<svg class=\"chart timeline\" viewBox=\"0 0 " << SvgCoord(kWidth) << " " << SvgCoord(height)
+    << "\" width=\"" << SvgCoord(kWidth) << "\" height=\"" << SvgCoord(height)
+    << "\" role=\"img\" aria-label=\"" << HtmlEscape(label)
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n<title>" << HtmlEscape(label)
     << "</title>\n<g class=\"lanes\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
     const double h = static_cast<double>(lane_rows[g]) * kRowHeight;
-    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << report_format::SvgCoord(kLineLeft) << "\" y=\""
-      << report_format::SvgCoord(lane_top[g] - kLaneGap / 2) << "\" width=\"" << report_format::SvgCoord(kLineRight - kLineLeft)
-      << "\" height=\"" << report_format::SvgCoord(h + kLaneGap) << "\"/><text x=\"" << report_format::SvgCoord(kLineLeft - 6) << "\" y=\""
-      << report_format::SvgCoord(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
+    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << SvgCoord(kLineLeft)
+      << "\" y=\"" << SvgCoord(lane_top[g] - kLaneGap / 2) << "\" width=\""
+      << SvgCoord(kLineRight - kLineLeft) << "\" height=\"" << SvgCoord(h + kLaneGap)
+      << "\"/><text x=\"" << SvgCoord(kLineLeft - 6) << "\" y=\""
+      << SvgCoord(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   const int x_ticks = static_cast<int>(std::floor(x_hi_s / step + 1e-9));
   for (int k = 0; k <= x_ticks; ++k) {
     const double px = sx(k * step);
-    o << "<line x1=\"" << report_format::SvgCoord(px) << "\" y1=\"" << report_format::SvgCoord(kLineTop - kLaneGap / 2) << "\" x2=\"" << report_format::SvgCoord(px)
-      << "\" y2=\"" << report_format::SvgCoord(bottom + 2) << "\"/><text x=\"" << report_format::SvgCoord(px) << "\" y=\"" << report_format::SvgCoord(bottom + 17)
-      << "\" text-anchor=\"middle\">" << TickLabel(k * step, step) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(px) << "\" y1=\"" << SvgCoord(kLineTop - kLaneGap / 2)
+      << "\" x2=\"" << SvgCoord(px) << "\" y2=\"" << SvgCoord(bottom + 2) << "\"/><text x=\""
+      << SvgCoord(px) << "\" y=\"" << SvgCoord(bottom + 17) << "\" text-anchor=\"middle\">"
+      << TickLabel(k * step, step) << "</text>\n";
   }
-  o << "</g>\n<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kLineLeft + kLineRight) / 2) << "\" y=\""
-    << report_format::SvgCoord(bottom + 38) << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
+  o << "</g>\n<text class=\"axis-label\" x=\"" << SvgCoord((kLineLeft + kLineRight) / 2)
+    << "\" y=\"" << SvgCoord(bottom + 38)
+    << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
     for (const auto& p : lanes[g]) {
       const DlSegment& s = *p.segment;
       const double x0 = sx(std::clamp(Seconds(s.start_us), 0.0, x_hi_s));
       const double x1 = sx(std::clamp(Seconds(p.end_us), 0.0, x_hi_s));
       const auto cls = m.classes.find(s.cls);
-      o << "<rect class=\"c" << (cls == m.classes.end() ? 0 : cls->second) << "\" x=\"" << report_format::SvgCoord(x0)
-        << "\" y=\"" << report_format::SvgCoord(lane_top[g] + static_cast<double>(p.row) * kRowHeight + 0.5)
-        << "\" width=\"" << report_format::SvgCoord(std::max(0.5, x1 - x0)) << "\" height=\"" << report_format::SvgCoord(kRowHeight - 1)
-        << "\"><title>" << report_format::HtmlEscape(s.job) << " " << report_format::HtmlEscape(s.cls) << " " << Fixed(Seconds(s.start_us), 1)
-        << "-" << Fixed(Seconds(p.end_us), 1) << "</title></rect>\n";
+      o << "<rect class=\"c" << (cls == m.classes.end() ? 0 : cls->second) << "\" x=\""
+        << SvgCoord(x0) << "\" y=\""
+        << SvgCoord(lane_top[g] + static_cast<double>(p.row) * kRowHeight + 0.5) << "\" width=\""
+        << SvgCoord(std::max(0.5, x1 - x0)) << "\" height=\"" << SvgCoord(kRowHeight - 1)
+        << "\"><title>" << HtmlEscape(s.job) << " " << HtmlEscape(s.cls) << " "
+        << Fixed(Seconds(s.start_us), 1) << "-" << Fixed(Seconds(p.end_us), 1)
+        << "</title></rect>\n";
     }
   }
   o << "</g>\n</svg>\n";
@@ -404,17 +414,17 @@ std::string Swatch(const std::string& colour) {
 void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
   const DlSimOptions& opt = ctx.options;
   o << "<h1>gpumux simulate — job completion times of deep-learning jobs sharing GPUs</h1>\n"
-    << "<p class=\"config\"><span><b>Workload</b> " << report_format::HtmlEscape(ctx.workload)
-    << "</span><span><b>Mix</b> " << report_format::HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
-    << report_format::HtmlEscape(ctx.profile) << "</span></p>\n"
+    << "<p class=\"config\"><span><b>Workload</b> " << HtmlEscape(ctx.workload)
+    << "</span><span><b>Mix</b> " << HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
+    << HtmlEscape(ctx.profile) << "</span></p>\n"
     << "<p class=\"config\"><span><b>Cluster</b> " << ctx.gpus << " GPUs (" << opt.nodes
     << " nodes × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
     << opt.max_jobs_per_gpu << " jobs per GPU</span><span><b>Seed</b> " << ctx.seed
     << "</span><span><b>Loads</b> ";
   for (std::size_t i = 0; i < m.loads.size(); ++i) {
-    o << (i ? ", " : "") << report_format::HtmlEscape(LoadString(m.loads[i])) << "×";
+    o << (i ? ", " : "") << HtmlEscape(LoadString(m.loads[i])) << "×";
   }
-  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << report_format::HtmlEscape(opt.tuner)
+  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << HtmlEscape(opt.tuner)
     << (opt.tuner == "auto" ? " (each policy's own)" : "")
     << "</span><span><b>Batch change pause</b> " << Fixed(opt.reconfigure_s, 1)
     << " s</span><span><b>Measurement noise</b> " << Fixed(opt.measure_noise * 100, 0)
@@ -431,11 +441,11 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
     const std::string& p = m.policies[i];
     const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(p);
     std::string text = PolicyExplanation(p);
-    o << "<li>" << Swatch(report_format::PaletteColour(i)) << "<b>" << report_format::HtmlEscape(p) << "</b>";
+    o << "<li>" << Swatch(PaletteColour(i)) << "<b>" << HtmlEscape(p) << "</b>";
     if (!text.empty()) {
-      o << ": " << report_format::HtmlEscape(text);
+      o << ": " << HtmlEscape(text);
     } else if (entry != nullptr) {
-      o << ": " << report_format::HtmlEscape(entry->summary);
+      o << ": " << HtmlEscape(entry->summary);
     }
     o << "</li>\n";
   }
@@ -461,12 +471,12 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
   for (const DlResult* r : runs) {
     const DlMetrics& x = r->metrics;
     const bool is_best = any && !r->jobs.empty() && x.avg_jct_s == best;
-    o << "<tr><td>" << Swatch(report_format::PaletteColour(m.PolicyIndex(r->policy))) << report_format::HtmlEscape(r->policy)
-      << "</td><td class=\"tuner\">" << report_format::HtmlEscape(r->tuner) << "</td><td>" << r->jobs.size() << "</td><td"
-      << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0) << "</td><td>"
-      << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0) << "</td><td>"
-      << Fixed(x.makespan_s, 0) << "</td><td>" << Fixed(x.avg_queue_s, 0) << "</td><td>"
-      << Fixed(x.gpu_busy * 100, 1) << "%</td><td>" << Fixed(x.gpu_util * 100, 1)
+    o << "<tr><td>" << Swatch(PaletteColour(m.PolicyIndex(r->policy))) << HtmlEscape(r->policy)
+      << "</td><td class=\"tuner\">" << HtmlEscape(r->tuner) << "</td><td>" << r->jobs.size()
+      << "</td><td" << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0)
+      << "</td><td>" << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0)
+      << "</td><td>" << Fixed(x.makespan_s, 0) << "</td><td>" << Fixed(x.avg_queue_s, 0)
+      << "</td><td>" << Fixed(x.gpu_busy * 100, 1) << "%</td><td>" << Fixed(x.gpu_util * 100, 1)
       << "%</td></tr>\n";
   }
   o << "</tbody>\n</table></div>\n";
@@ -475,7 +485,7 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
 void ClassLegend(std::ostream& o, const Model& m) {
   o << "<p class=\"small classes\">";
   for (const auto& [name, index] : m.classes) {
-    o << "<span class=\"item\">" << Swatch(ClassColour(index)) << report_format::HtmlEscape(name) << "</span>";
+    o << "<span class=\"item\">" << Swatch(ClassColour(index)) << HtmlEscape(name) << "</span>";
   }
   o << "</p>\n";
 }
@@ -485,7 +495,7 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   const std::string title = "gpumux simulate — JCT — " + ctx.workload;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << report_format::HtmlEscape(title) << "</title>\n<style>" << kStyle;
+    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kStyle;
   for (const auto& [name, index] : m.classes) {
     o << "svg.timeline rect.c" << index << " { fill: " << ClassColour(index) << "; }\n";
   }
@@ -496,14 +506,14 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   bool first_timeline = true;
   for (double load : m.loads) {
     const auto runs = RunsAt(results, load, m);
-    o << "<h2>Load " << report_format::HtmlEscape(LoadString(load)) << "×</h2>\n";
+    o << "<h2>Load " << HtmlEscape(LoadString(load)) << "×</h2>\n";
     if (runs.empty()) {
       o << "<p class=\"small\">No runs at this load.</p>\n";
       continue;
     }
     Table(o, runs, m);
     if (auto margin = DlMargin(results, load, ctx.baseline)) {
-      o << "<p class=\"margin\">gpumux vs " << report_format::HtmlEscape(ctx.baseline) << ": average JCT "
+      o << "<p class=\"margin\">gpumux vs " << HtmlEscape(ctx.baseline) << ": average JCT "
         << Fixed(std::fabs(*margin), 1) << "% " << (*margin >= 0 ? "lower" : "higher") << "</p>\n";
     }
     o << "<figure>\n";
@@ -521,8 +531,8 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     for (const DlResult* r : runs) axis_end = std::max(axis_end, RunEnd(*r));
     for (const DlResult* r : runs) {
       o << "<details class=\"timeline\"" << (first_timeline ? " open" : "") << ">\n<summary>"
-        << Swatch(report_format::PaletteColour(m.PolicyIndex(r->policy))) << report_format::HtmlEscape(r->policy) << " at load "
-        << report_format::HtmlEscape(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
+        << Swatch(PaletteColour(m.PolicyIndex(r->policy))) << HtmlEscape(r->policy) << " at load "
+        << HtmlEscape(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
         << r->jobs.size() << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0)
         << " s</summary>\n";
       Timeline(o, *r, m, axis_end, gpus);

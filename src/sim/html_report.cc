@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "gpumux/sim/report.h"
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/sim/report.h"
 #include "src/sim/report_format.h"
 
 namespace gpumux::sim {
@@ -28,21 +28,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using report_format::Fixed;
-using report_format::kPaletteSize;
-using report_format::Scale;
-using report_format::TickStep;
+using report_format::HtmlEscape;
 using report_format::JoinSeeds;
+using report_format::kPaletteSize;
 using report_format::LoadString;
+using report_format::PaletteColour;
+using report_format::Scale;
+using report_format::SvgCoord;
+using report_format::TickStep;
 using report_format::WriteAtomically;
 
 // ---------------------------------------------------------------- formatting
-
 
 std::string Signed(double v, int decimals) {
   std::string s = Fixed(v, decimals);
   return s[0] == '-' ? s : "+" + s;
 }
-
 
 // Past the palette, lines repeat colours with a dotted pattern.
 std::string LineStyle(std::size_t i) {
@@ -57,7 +58,6 @@ constexpr double kPlotTop = 30;
 constexpr double kPlotRight = 650;
 constexpr double kPlotBottom = 470;
 
-
 // The columns x_lo..x_hi of a curve as an SVG path; empty columns break the line.
 std::string CurvePath(const Curve& curve, int x_lo, int x_hi, const Scale& sx, const Scale& sy) {
   std::string d;
@@ -69,7 +69,7 @@ std::string CurvePath(const Curve& curve, int x_lo, int x_hi, const Scale& sx, c
       continue;
     }
     d += pen_down ? " L" : (d.empty() ? "M" : " M");
-    d += report_format::SvgCoord(sx(x)) + " " + report_format::SvgCoord(sy(*v));
+    d += SvgCoord(sx(x)) + " " + SvgCoord(sy(*v));
     pen_down = true;
   }
   return d;
@@ -90,13 +90,14 @@ struct ChartFrame {
 };
 
 void OpenChart(std::ostream& o, const ChartFrame& f, const std::string& label) {
-  o << "<svg class=\"chart\" viewBox=\"0 0 " << report_format::SvgCoord(kWidth) << " " << report_format::SvgCoord(f.height)
-    << "\" width=\"" << report_format::SvgCoord(kWidth) << "\" height=\"" << report_format::SvgCoord(f.height)
-    << "\" role=\"img\" aria-label=\"" << report_format::HtmlEscape(label) << "\" xmlns=\"http://www.w3.org/2000/svg\">\n"
-    << "<title>" << report_format::HtmlEscape(label) << "</title>\n"
-    << "<defs><clipPath id=\"" << f.id << "-plot\"><rect x=\"" << report_format::SvgCoord(kPlotLeft) << "\" y=\""
-    << report_format::SvgCoord(kPlotTop) << "\" width=\"" << report_format::SvgCoord(kPlotRight - kPlotLeft) << "\" height=\""
-    << report_format::SvgCoord(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
+  o << "<svg class=\"chart\" viewBox=\"0 0 " << SvgCoord(kWidth) << " " << SvgCoord(f.height)
+    << "\" width=\"" << SvgCoord(kWidth) << "\" height=\"" << SvgCoord(f.height)
+    << "\" role=\"img\" aria-label=\"" << HtmlEscape(label)
+    << "\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+    << "<title>" << HtmlEscape(label) << "</title>\n"
+    << "<defs><clipPath id=\"" << f.id << "-plot\"><rect x=\"" << SvgCoord(kPlotLeft) << "\" y=\""
+    << SvgCoord(kPlotTop) << "\" width=\"" << SvgCoord(kPlotRight - kPlotLeft) << "\" height=\""
+    << SvgCoord(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
 }
 
 // Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
@@ -107,8 +108,8 @@ void DrawPolicyCurves(std::ostream& o, const ChartFrame& f,
     const auto& s = summaries[i];
     const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path d=\"" << d << "\" stroke=\"" << report_format::PaletteColour(i) << "\"" << LineStyle(i) << "><title>"
-      << report_format::HtmlEscape(s.policy) << "</title></path>\n";
+    o << "<path d=\"" << d << "\" stroke=\"" << PaletteColour(i) << "\"" << LineStyle(i)
+      << "><title>" << HtmlEscape(s.policy) << "</title></path>\n";
   }
 }
 
@@ -117,36 +118,41 @@ void DrawAxes(std::ostream& o, const ChartFrame& f) {
   const double y_step = TickStep(f.sy.hi - f.sy.lo, 12);
   o << "<g class=\"grid\">\n";
   for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
-    o << "<line x1=\"" << report_format::SvgCoord(f.sx(x)) << "\" y1=\"" << report_format::SvgCoord(kPlotTop) << "\" x2=\"" << report_format::SvgCoord(f.sx(x))
-      << "\" y2=\"" << report_format::SvgCoord(kPlotBottom) << "\"/>\n";
+    o << "<line x1=\"" << SvgCoord(f.sx(x)) << "\" y1=\"" << SvgCoord(kPlotTop) << "\" x2=\""
+      << SvgCoord(f.sx(x)) << "\" y2=\"" << SvgCoord(kPlotBottom) << "\"/>\n";
   }
   for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
-    o << "<line x1=\"" << report_format::SvgCoord(kPlotLeft) << "\" y1=\"" << report_format::SvgCoord(f.sy(y)) << "\" x2=\"" << report_format::SvgCoord(kPlotRight)
-      << "\" y2=\"" << report_format::SvgCoord(f.sy(y)) << "\"/>\n";
+    o << "<line x1=\"" << SvgCoord(kPlotLeft) << "\" y1=\"" << SvgCoord(f.sy(y)) << "\" x2=\""
+      << SvgCoord(kPlotRight) << "\" y2=\"" << SvgCoord(f.sy(y)) << "\"/>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   for (double x = std::ceil(f.sx.lo / x_step) * x_step; x <= f.sx.hi + 1e-9; x += x_step) {
-    o << "<line x1=\"" << report_format::SvgCoord(f.sx(x)) << "\" y1=\"" << report_format::SvgCoord(kPlotBottom) << "\" x2=\"" << report_format::SvgCoord(f.sx(x))
-      << "\" y2=\"" << report_format::SvgCoord(kPlotBottom + 5) << "\"/><text x=\"" << report_format::SvgCoord(f.sx(x)) << "\" y=\""
-      << report_format::SvgCoord(kPlotBottom + 21) << "\" text-anchor=\"middle\">" << Fixed(x, 0) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(f.sx(x)) << "\" y1=\"" << SvgCoord(kPlotBottom) << "\" x2=\""
+      << SvgCoord(f.sx(x)) << "\" y2=\"" << SvgCoord(kPlotBottom + 5) << "\"/><text x=\""
+      << SvgCoord(f.sx(x)) << "\" y=\"" << SvgCoord(kPlotBottom + 21)
+      << "\" text-anchor=\"middle\">" << Fixed(x, 0) << "</text>\n";
   }
   for (double y = std::ceil(f.sy.lo / y_step) * y_step; y <= f.sy.hi + 1e-9; y += y_step) {
-    o << "<line x1=\"" << report_format::SvgCoord(kPlotLeft - 5) << "\" y1=\"" << report_format::SvgCoord(f.sy(y)) << "\" x2=\""
-      << report_format::SvgCoord(kPlotLeft) << "\" y2=\"" << report_format::SvgCoord(f.sy(y)) << "\"/><text x=\"" << report_format::SvgCoord(kPlotLeft - 9)
-      << "\" y=\"" << report_format::SvgCoord(f.sy(y) + 4.5) << "\" text-anchor=\"end\">" << Fixed(y, 0) << "</text>\n";
+    o << "<line x1=\"" << SvgCoord(kPlotLeft - 5) << "\" y1=\"" << SvgCoord(f.sy(y)) << "\" x2=\""
+      << SvgCoord(kPlotLeft) << "\" y2=\"" << SvgCoord(f.sy(y)) << "\"/><text x=\""
+      << SvgCoord(kPlotLeft - 9) << "\" y=\"" << SvgCoord(f.sy(y) + 4.5)
+      << "\" text-anchor=\"end\">" << Fixed(y, 0) << "</text>\n";
   }
   o << "</g>\n";
-  o << "<rect class=\"frame\" x=\"" << report_format::SvgCoord(kPlotLeft) << "\" y=\"" << report_format::SvgCoord(kPlotTop) << "\" width=\""
-    << report_format::SvgCoord(kPlotRight - kPlotLeft) << "\" height=\"" << report_format::SvgCoord(kPlotBottom - kPlotTop) << "\"/>\n";
-  o << "<text class=\"axis-label\" x=\"" << report_format::SvgCoord((kPlotLeft + kPlotRight) / 2) << "\" y=\""
-    << report_format::SvgCoord(kPlotBottom + 46)
+  o << "<rect class=\"frame\" x=\"" << SvgCoord(kPlotLeft) << "\" y=\"" << SvgCoord(kPlotTop)
+    << "\" width=\"" << SvgCoord(kPlotRight - kPlotLeft) << "\" height=\""
+    << SvgCoord(kPlotBottom - kPlotTop) << "\"/>\n";
+  o << "<text class=\"axis-label\" x=\"" << SvgCoord((kPlotLeft + kPlotRight) / 2) << "\" y=\""
+    << SvgCoord(kPlotBottom + 46)
     << "\" text-anchor=\"middle\">Arrived GPU demand (% of the cluster's GPU capacity)</text>\n";
-  o << "<text class=\"axis-label\" transform=\"translate(18 " << report_format::SvgCoord((kPlotTop + kPlotBottom) / 2)
+  o << "<text class=\"axis-label\" transform=\"translate(18 "
+    << SvgCoord((kPlotTop + kPlotBottom) / 2)
     << ") rotate(-90)\" text-anchor=\"middle\">GPU allocation ratio (%)</text>\n";
   if (f.sx.lo < 100 && f.sx.hi > 100) {
-    o << "<line class=\"capacity\" x1=\"" << report_format::SvgCoord(f.sx(100)) << "\" y1=\"" << report_format::SvgCoord(kPlotTop - 4)
-      << "\" x2=\"" << report_format::SvgCoord(f.sx(100)) << "\" y2=\"" << report_format::SvgCoord(kPlotBottom) << "\"/>\n"
-      << "<text class=\"note\" x=\"" << report_format::SvgCoord(f.sx(100)) << "\" y=\"" << report_format::SvgCoord(kPlotTop - 9)
+    o << "<line class=\"capacity\" x1=\"" << SvgCoord(f.sx(100)) << "\" y1=\""
+      << SvgCoord(kPlotTop - 4) << "\" x2=\"" << SvgCoord(f.sx(100)) << "\" y2=\""
+      << SvgCoord(kPlotBottom) << "\"/>\n"
+      << "<text class=\"note\" x=\"" << SvgCoord(f.sx(100)) << "\" y=\"" << SvgCoord(kPlotTop - 9)
       << "\" text-anchor=\"middle\">demand = capacity</text>\n";
   }
 }
@@ -156,15 +162,15 @@ void DrawDiagonal(std::ostream& o, const ChartFrame& f) {
   const double from = std::max(f.sx.lo, f.sy.lo);
   const double to = std::min(f.sx.hi, f.sy.hi);
   if (from >= to) return;
-  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(f.sx(from)) << "\" y1=\"" << report_format::SvgCoord(f.sy(from))
-    << "\" x2=\"" << report_format::SvgCoord(f.sx(to)) << "\" y2=\"" << report_format::SvgCoord(f.sy(to))
+  o << "<line class=\"diagonal\" x1=\"" << SvgCoord(f.sx(from)) << "\" y1=\""
+    << SvgCoord(f.sy(from)) << "\" x2=\"" << SvgCoord(f.sx(to)) << "\" y2=\"" << SvgCoord(f.sy(to))
     << "\"><title>all demand placed (y = x)</title></line>\n";
 }
 
 void LegendSample(std::ostream& o, double x, double y, const std::string& colour,
                   const std::string& extra) {
-  o << "<line x1=\"" << report_format::SvgCoord(x) << "\" y1=\"" << report_format::SvgCoord(y) << "\" x2=\"" << report_format::SvgCoord(x + 28) << "\" y2=\""
-    << report_format::SvgCoord(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
+  o << "<line x1=\"" << SvgCoord(x) << "\" y1=\"" << SvgCoord(y) << "\" x2=\"" << SvgCoord(x + 28)
+    << "\" y2=\"" << SvgCoord(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
 }
 
 // The last column with data in any curve, rounded up to a multiple of 10 (130 at the default
@@ -202,8 +208,9 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   f.x_hi = MaxColumn(summaries);
   f.sx = {0, static_cast<double>(f.x_hi), kPlotLeft, kPlotRight};
   f.sy = {0, 100, kPlotBottom, kPlotTop};
-  OpenChart(o, f, "GPU allocation ratio against arrived GPU demand, 0 to " +
-                      std::to_string(f.x_hi) + "%");
+  OpenChart(
+      o, f,
+      "GPU allocation ratio against arrived GPU demand, 0 to " + std::to_string(f.x_hi) + "%");
   DrawAxes(o, f);
   DrawDiagonal(o, f);
   o << "<g clip-path=\"url(#full-plot)\" class=\"curves\">\n";
@@ -212,19 +219,21 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   const double lx = kPlotRight + 22;
   double ly = kPlotTop + 12;
   for (std::size_t i = 0; i < summaries.size(); ++i) {
-    LegendSample(o, lx, ly, report_format::PaletteColour(i), " stroke-width=\"2.5\"" + LineStyle(i));
-    o << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">"
-      << report_format::HtmlEscape(summaries[i].policy) << "</text>\n";
+    LegendSample(o, lx, ly, PaletteColour(i), " stroke-width=\"2.5\"" + LineStyle(i));
+    o << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5) << "\">"
+      << HtmlEscape(summaries[i].policy) << "</text>\n";
     ly += 22;
   }
   ly += 10;
-  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(lx) << "\" y1=\"" << report_format::SvgCoord(ly) << "\" x2=\""
-    << report_format::SvgCoord(lx + 28) << "\" y2=\"" << report_format::SvgCoord(ly) << "\"/>\n"
-    << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 4.5) << "\">all demand placed</text>\n"
-    << "<text class=\"note\" x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(ly + 21) << "\">(y = x)</text>\n";
+  o << "<line class=\"diagonal\" x1=\"" << SvgCoord(lx) << "\" y1=\"" << SvgCoord(ly) << "\" x2=\""
+    << SvgCoord(lx + 28) << "\" y2=\"" << SvgCoord(ly) << "\"/>\n"
+    << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5)
+    << "\">all demand placed</text>\n"
+    << "<text class=\"note\" x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 21)
+    << "\">(y = x)</text>\n";
   ly += 44;
-  o << "<text class=\"note\" x=\"" << report_format::SvgCoord(lx) << "\" y=\"" << report_format::SvgCoord(ly) << "\">"
-    << report_format::HtmlEscape(SeedsPhrase(summaries, ctx)) << "</text>\n";
+  o << "<text class=\"note\" x=\"" << SvgCoord(lx) << "\" y=\"" << SvgCoord(ly) << "\">"
+    << HtmlEscape(SeedsPhrase(summaries, ctx)) << "</text>\n";
   o << "</g>\n</svg>\n";
 }
 
@@ -255,8 +264,9 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   y_lo = std::clamp(y_lo, 0.0, 99.0);
   f.sx = {static_cast<double>(f.x_lo), static_cast<double>(f.x_hi), kPlotLeft, kPlotRight};
   f.sy = {y_lo, 100, kPlotBottom, kPlotTop};
-  OpenChart(o, f, "GPU allocation ratio, zoomed into arrived demand " + std::to_string(f.x_lo) +
-                      " to " + std::to_string(f.x_hi) + "%");
+  OpenChart(o, f,
+            "GPU allocation ratio, zoomed into arrived demand " + std::to_string(f.x_lo) + " to " +
+                std::to_string(f.x_hi) + "%");
   DrawAxes(o, f);
   DrawDiagonal(o, f);
   o << "<g clip-path=\"url(#zoom-plot)\" class=\"curves\">\n";
@@ -264,8 +274,8 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
     const auto& s = summaries[i];
     const std::string d = CurvePath(s.study_mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << report_format::PaletteColour(i) << "\"><title>"
-      << report_format::HtmlEscape(s.policy) << ": FGD study's published mean</title></path>\n";
+    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << PaletteColour(i) << "\"><title>"
+      << HtmlEscape(s.policy) << ": FGD study's published mean</title></path>\n";
   }
   DrawPolicyCurves(o, f, summaries);
   o << "</g>\n";
@@ -301,14 +311,15 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
     const std::size_t i = l.index;
     // A thin grey leader from just right of the curve's end, then a sample of the line.
     if (std::fabs(l.y - l.curve_y) > 0.5 || l.curve_x < kPlotRight - 0.5) {
-      o << "<line class=\"leader\" x1=\"" << report_format::SvgCoord(l.curve_x + 3) << "\" y1=\"" << report_format::SvgCoord(l.curve_y)
-        << "\" x2=\"" << report_format::SvgCoord(lx + 10) << "\" y2=\"" << report_format::SvgCoord(l.y) << "\"/>\n";
+      o << "<line class=\"leader\" x1=\"" << SvgCoord(l.curve_x + 3) << "\" y1=\""
+        << SvgCoord(l.curve_y) << "\" x2=\"" << SvgCoord(lx + 10) << "\" y2=\"" << SvgCoord(l.y)
+        << "\"/>\n";
     }
-    o << "<line x1=\"" << report_format::SvgCoord(lx + 10) << "\" y1=\"" << report_format::SvgCoord(l.y) << "\" x2=\"" << report_format::SvgCoord(lx + 30)
-      << "\" y2=\"" << report_format::SvgCoord(l.y) << "\" stroke=\"" << report_format::PaletteColour(i) << "\" stroke-width=\"2.5\""
-      << LineStyle(i) << "/>\n"
-      << "<text x=\"" << report_format::SvgCoord(lx + 36) << "\" y=\"" << report_format::SvgCoord(l.y + 4.5) << "\">"
-      << report_format::HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
+    o << "<line x1=\"" << SvgCoord(lx + 10) << "\" y1=\"" << SvgCoord(l.y) << "\" x2=\""
+      << SvgCoord(lx + 30) << "\" y2=\"" << SvgCoord(l.y) << "\" stroke=\"" << PaletteColour(i)
+      << "\" stroke-width=\"2.5\"" << LineStyle(i) << "/>\n"
+      << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(l.y + 4.5) << "\">"
+      << HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
       << "</tspan></text>\n";
   }
   // Line styles, below the axis label.
@@ -316,18 +327,19 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   double rx = kPlotLeft;
   LegendSample(o, rx, ry, "#444", " stroke-width=\"2.5\"");
   const std::string solid = "gpumux, " + SeedsPhrase(summaries, ctx);
-  o << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5) << "\">" << report_format::HtmlEscape(solid) << "</text>\n";
+  o << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5) << "\">"
+    << HtmlEscape(solid) << "</text>\n";
   rx += 36 + 7.2 * static_cast<double>(solid.size()) + 24;
   if (any_study) {
-    o << "<line class=\"study\" x1=\"" << report_format::SvgCoord(rx) << "\" y1=\"" << report_format::SvgCoord(ry) << "\" x2=\"" << report_format::SvgCoord(rx + 28)
-      << "\" y2=\"" << report_format::SvgCoord(ry) << "\" stroke=\"#444\"/>\n"
-      << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5)
+    o << "<line class=\"study\" x1=\"" << SvgCoord(rx) << "\" y1=\"" << SvgCoord(ry) << "\" x2=\""
+      << SvgCoord(rx + 28) << "\" y2=\"" << SvgCoord(ry) << "\" stroke=\"#444\"/>\n"
+      << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5)
       << "\">dashed: FGD study's published mean</text>\n";
     rx += 36 + 250 + 24;
   }
-  o << "<line class=\"diagonal\" x1=\"" << report_format::SvgCoord(rx) << "\" y1=\"" << report_format::SvgCoord(ry) << "\" x2=\""
-    << report_format::SvgCoord(rx + 28) << "\" y2=\"" << report_format::SvgCoord(ry) << "\"/>\n"
-    << "<text x=\"" << report_format::SvgCoord(rx + 36) << "\" y=\"" << report_format::SvgCoord(ry + 4.5) << "\">y = x</text>\n";
+  o << "<line class=\"diagonal\" x1=\"" << SvgCoord(rx) << "\" y1=\"" << SvgCoord(ry) << "\" x2=\""
+    << SvgCoord(rx + 28) << "\" y2=\"" << SvgCoord(ry) << "\"/>\n"
+    << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5) << "\">y = x</text>\n";
   o << "</g>\n</svg>\n";
 }
 
@@ -382,7 +394,7 @@ a { color: #0063a6; }
 )";
 
 std::string Swatch(std::size_t i) {
-  return "<span class=\"swatch\" style=\"background:" + report_format::PaletteColour(i) + "\"></span>";
+  return "<span class=\"swatch\" style=\"background:" + PaletteColour(i) + "\"></span>";
 }
 
 std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : "–"; }
@@ -398,26 +410,28 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << report_format::HtmlEscape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<main>\n";
+    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kStyle
+    << "</style>\n</head>\n<body>\n<main>\n";
 
   // 1. Title, configuration, what is plotted.
-  o << "<h1>" << report_format::HtmlEscape(title) << "</h1>\n<p class=\"config\">";
+  o << "<h1>" << HtmlEscape(title) << "</h1>\n<p class=\"config\">";
   o << "<span><b>Cluster</b> " << ctx.nodes << " nodes / " << ctx.gpus << " GPUs</span>";
-  o << "<span><b>Load</b> " << report_format::HtmlEscape(LoadString(ctx.load)) << "</span>";
-  if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << report_format::HtmlEscape(JoinSeeds(ctx.seeds)) << "</span>";
+  o << "<span><b>Load</b> " << HtmlEscape(LoadString(ctx.load)) << "</span>";
+  if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << HtmlEscape(JoinSeeds(ctx.seeds)) << "</span>";
   o << "<span><b>Policies</b> ";
   for (std::size_t i = 0; i < ctx.policies.size(); ++i) {
-    o << (i ? ", " : "") << report_format::HtmlEscape(ctx.policies[i]);
+    o << (i ? ", " : "") << HtmlEscape(ctx.policies[i]);
   }
   o << "</span></p>\n";
   if (ctx.replay_dir) {
-    o << "<p class=\"config\"><span><b>Replay</b> <code>" << report_format::HtmlEscape(*ctx.replay_dir)
+    o << "<p class=\"config\"><span><b>Replay</b> <code>" << HtmlEscape(*ctx.replay_dir)
       << "</code> (the study's arrival order)</span></p>\n";
   }
-  o << "<p class=\"config\"><span><b>Nodes</b> <code>" << report_format::HtmlEscape(ctx.nodes_source)
-    << "</code></span><span><b>Pods</b> <code>" << report_format::HtmlEscape(ctx.pods_source) << "</code></span>";
+  o << "<p class=\"config\"><span><b>Nodes</b> <code>" << HtmlEscape(ctx.nodes_source)
+    << "</code></span><span><b>Pods</b> <code>" << HtmlEscape(ctx.pods_source) << "</code></span>";
   if (ctx.expected != nullptr) {
-    o << "<span><b>Study results</b> <code>" << report_format::HtmlEscape(ctx.expected->source) << "</code></span>";
+    o << "<span><b>Study results</b> <code>" << HtmlEscape(ctx.expected->source)
+      << "</code></span>";
   }
   o << "</p>\n";
   o << "<p>GPU allocation ratio: GPU compute allocated to pods as a share of the cluster's total, "
@@ -430,8 +444,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   // 2. and 3. Charts.
   o << "<h2>Allocation ratio</h2>\n<figure>\n";
   FullChart(o, summaries, ctx);
-  o << "<figcaption>Each line is one policy ("
-    << report_format::HtmlEscape(SeedsPhrase(summaries, ctx))
+  o << "<figcaption>Each line is one policy (" << HtmlEscape(SeedsPhrase(summaries, ctx))
     << "); the dotted diagonal is where every arrived pod has been placed.</figcaption>\n"
        "</figure>\n";
   o << "<h2>Where the policies separate</h2>\n<figure>\n";
@@ -444,16 +457,20 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
     << ".</figcaption>\n</figure>\n";
 
   // 4. Summary table.
-  o << "<h2>Summary</h2>\n<div class=\"scroll\"><table class=\"summary\">\n<thead><tr><th>policy</th>"
-    << "<th title=\"allocation ratio (%) when arrived demand reached 100% of capacity\">alloc@100</th>"
-    << "<th title=\"allocation ratio (%) when arrived demand reached 130% of capacity\">alloc@130</th>";
+  o << "<h2>Summary</h2>\n<div class=\"scroll\"><table "
+       "class=\"summary\">\n<thead><tr><th>policy</th>"
+    << "<th title=\"allocation ratio (%) when arrived demand reached 100% of "
+       "capacity\">alloc@100</th>"
+    << "<th title=\"allocation ratio (%) when arrived demand reached 130% of "
+       "capacity\">alloc@130</th>";
   if (study) {
     o << "<th title=\"the FGD study's published allocation ratio (%) at 100%\">study@100</th>"
       << "<th title=\"the FGD study's published allocation ratio (%) at 130%\">study@130</th>"
       << "<th title=\"alloc@130 minus study@130, percentage points\">Δ@130</th>";
   }
   o << "<th title=\"idle GPU capacity, in GPUs, at 130%\">idle GPUs@130</th>"
-    << "<th>failed pods</th><th title=\"fragmented share of idle GPU capacity at 130%\">frag%@130</th>"
+    << "<th>failed pods</th><th title=\"fragmented share of idle GPU capacity at "
+       "130%\">frag%@130</th>"
     << "<th>median ms/run</th></tr></thead>\n<tbody>\n";
   auto cell = [&](double mean, double sd) {
     if (std::isnan(mean)) return std::string("<span class=\"dim\">–</span>");
@@ -462,7 +479,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   };
   for (std::size_t i = 0; i < summaries.size(); ++i) {
     const auto& s = summaries[i];
-    o << "<tr><td>" << Swatch(i) << report_format::HtmlEscape(s.policy) << "</td><td>"
+    o << "<tr><td>" << Swatch(i) << HtmlEscape(s.policy) << "</td><td>"
       << cell(s.alloc_100_mean, s.alloc_100_std) << "</td><td>"
       << cell(s.alloc_130_mean, s.alloc_130_std) << "</td>";
     if (study) {
@@ -477,22 +494,25 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
       }
     }
     o << "<td>" << Fixed(s.unallocated_gpus_130_mean, 1) << "</td><td>"
-      << Fixed(s.failed_pods_mean, 1) << "</td><td>" << Fixed(s.frag_pct_130_mean, 2)
-      << "</td><td>" << Fixed(ctx.timing ? s.wall_ms_median : 0.0, 0) << "</td></tr>\n";
+      << Fixed(s.failed_pods_mean, 1) << "</td><td>" << Fixed(s.frag_pct_130_mean, 2) << "</td><td>"
+      << Fixed(ctx.timing ? s.wall_ms_median : 0.0, 0) << "</td></tr>\n";
   }
-  o << "</tbody>\n</table></div>\n<p class=\"small\">alloc@100 and alloc@130: GPU allocation ratio (%) "
+  o << "</tbody>\n</table></div>\n<p class=\"small\">alloc@100 and alloc@130: GPU allocation ratio "
+       "(%) "
        "when arrived GPU demand reached 100% and 130% of the cluster's capacity"
     << (spread ? "; mean ± sample standard deviation over seeds" : "")
     << ". idle GPUs@130: unallocated GPU capacity, in GPUs; frag%@130: the fragmented share of "
        "it.";
   if (study && !ctx.replay_dir) {
-    o << "</p>\n<p class=\"small\">study: the FGD authors' published results for the same seed numbers. gpumux draws its "
+    o << "</p>\n<p class=\"small\">study: the FGD authors' published results for the same seed "
+         "numbers. gpumux draws its "
          "own random streams, not Go's math/rand, so single seeds differ by the seed-to-seed "
          "spread; compare means over seeds (<code>--seeds 42-51</code>), or replay the study's "
          "own arrival order pod by pod (<code>--replay</code>).";
   }
   if (std::find(ctx.policies.begin(), ctx.policies.end(), "exclusive") != ctx.policies.end()) {
-    o << "</p>\n<p class=\"small\">exclusive: every GPU pod holds whole GPUs; allocation counts the compute the pods "
+    o << "</p>\n<p class=\"small\">exclusive: every GPU pod holds whole GPUs; allocation counts "
+         "the compute the pods "
          "asked for.";
   }
   o << "</p>\n";
@@ -503,7 +523,8 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   if (collapse) {
     o << "<details>\n<summary>All " << results.size() << " runs</summary>\n";
   }
-  o << "<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th>policy</th><th class=\"seed\">seed</th>"
+  o << "<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th>policy</th><th "
+       "class=\"seed\">seed</th>"
        "<th>alloc@100</th><th>alloc@130</th><th>failed pods</th><th>unallocated GPUs@130</th>"
        "<th>wall ms</th></tr></thead>\n<tbody>\n";
   for (const auto& r : results) {
@@ -512,7 +533,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
         it == ctx.policies.end()
             ? ""
             : Swatch(static_cast<std::size_t>(std::distance(ctx.policies.begin(), it)));
-    o << "<tr><td>" << swatch << report_format::HtmlEscape(r.policy) << "</td><td class=\"seed\">" << r.seed
+    o << "<tr><td>" << swatch << HtmlEscape(r.policy) << "</td><td class=\"seed\">" << r.seed
       << "</td><td>" << OptCell(r.alloc_pct_at_100) << "</td><td>" << OptCell(r.alloc_pct_at_130)
       << "</td><td>" << r.failed_pods << "</td><td>" << Fixed(r.unallocated_gpus_at_130, 1)
       << "</td><td>" << Fixed(ctx.timing ? r.wall_ms : 0.0, 0) << "</td></tr>\n";
@@ -526,10 +547,10 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
       o << "<p>Replay of the study's arrival order and placements:</p>\n<ul class=\"replay\">\n";
       replay_header = true;
     }
-    o << "<li><b>" << report_format::HtmlEscape(r.policy) << "</b>: " << (r.pods - r.replay_mismatches) << "/"
+    o << "<li><b>" << HtmlEscape(r.policy) << "</b>: " << (r.pods - r.replay_mismatches) << "/"
       << r.pods << " placements equal the study's";
     if (r.replay_mismatches > 0) {
-      o << "; first difference: <code>" << report_format::HtmlEscape(r.first_mismatch) << "</code>";
+      o << "; first difference: <code>" << HtmlEscape(r.first_mismatch) << "</code>";
     }
     o << "</li>\n";
   }
@@ -544,7 +565,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 }  // namespace
 
 core::Result<void> report_format::WriteAtomically(const std::filesystem::path& path,
-                                                 const std::function<void(std::ostream&)>& write) {
+                                                  const std::function<void(std::ostream&)>& write) {
   std::ostringstream text;
   write(text);
   return io::WriteFileAtomically(path.string(), text.str());

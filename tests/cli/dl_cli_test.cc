@@ -11,27 +11,11 @@
 #include <vector>
 
 #include "gpumux/cli/cli.h"
+#include "tests/cli/cli_fixtures.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::cli {
 namespace {
-
-struct CliRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-CliRun Gpumux(std::vector<std::string> args) {
-  std::vector<const char*> argv{"gpumux"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  CliRun r;
-  r.code = Main(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 // `simulate --workload dl --no-report -q` plus `extra`.
 CliRun SimulateDl(std::vector<std::string> extra) {

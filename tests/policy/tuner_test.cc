@@ -178,10 +178,29 @@ BruteForce BestPair(const InterferenceModel& model, const std::vector<const Clas
   return best;
 }
 
-double PairProgress(const InterferenceModel& model, const std::vector<const ClassProfile*>& classes,
-                    const std::vector<int>& batches) {
-  return GroupProgress(model,
-                       std::vector<Member>{{classes[0], batches[0]}, {classes[1], batches[1]}});
+// The group progress of `batches` (one per class), with an optional correction.
+double ProgressOf(const InterferenceModel& model, const std::vector<const ClassProfile*>& classes,
+                  const std::vector<int>& batches, const std::vector<double>& correction = {}) {
+  std::vector<Member> m;
+  for (std::size_t k = 0; k < classes.size(); ++k) m.push_back({classes[k], batches[k]});
+  return GroupProgress(model, m, correction);
+}
+
+// No single job can improve the progress by changing its batch alone from `found`.
+void ExpectCoordinateOptimum(const InterferenceModel& model,
+                             const std::vector<const ClassProfile*>& classes,
+                             const std::vector<std::vector<int>>& candidates,
+                             const std::vector<int>& found,
+                             const std::vector<double>& correction = {}) {
+  const double at = ProgressOf(model, classes, found, correction);
+  for (std::size_t k = 0; k < classes.size(); ++k) {
+    for (int b : candidates[k]) {
+      std::vector<int> other = found;
+      other[k] = b;
+      EXPECT_LE(ProgressOf(model, classes, other, correction), at + 1e-12)
+          << "job " << k << " at " << b;
+    }
+  }
 }
 
 TEST(OptimiseBatchesOf, TwoHeavyJobsReachTheBruteForceOptimum) {
@@ -197,7 +216,7 @@ TEST(OptimiseBatchesOf, TwoHeavyJobsReachTheBruteForceOptimum) {
   const BruteForce brute = BestPair(model, classes, candidates);
   const std::vector<int> found = OptimiseBatches(model, classes, candidates, {100, 100});
   EXPECT_EQ(found, brute.batches);
-  EXPECT_NEAR(PairProgress(model, classes, found), brute.progress, 1e-12);
+  EXPECT_NEAR(ProgressOf(model, classes, found), brute.progress, 1e-12);
   EXPECT_LT(found[0], 152);
   EXPECT_LT(found[1], 163);
 }
@@ -219,16 +238,10 @@ TEST(OptimiseBatchesOf, CanStopOnTheSaturationRidgeShortOfTheBruteForceOptimum) 
   EXPECT_EQ(brute.batches, (std::vector<int>{124, 133}));
   EXPECT_NEAR(brute.progress, 1.97694, 1e-5);
   const std::vector<int> found = OptimiseBatches(model, classes, candidates, {100, 100});
-  const double reached = PairProgress(model, classes, found);
+  const double reached = ProgressOf(model, classes, found);
   EXPECT_LE(reached, brute.progress + 1e-12);
   EXPECT_GT(reached, 0.98 * brute.progress);
-  for (std::size_t k = 0; k < 2; ++k) {
-    for (int b : candidates[k]) {
-      std::vector<int> other = found;
-      other[k] = b;
-      EXPECT_LE(PairProgress(model, classes, other), reached + 1e-12) << "job " << k << " at " << b;
-    }
-  }
+  ExpectCoordinateOptimum(model, classes, candidates, found);
 }
 
 TEST(OptimiseBatchesOf, IsACoordinateOptimumAndNeverWorseThanTheStart) {
@@ -241,20 +254,8 @@ TEST(OptimiseBatchesOf, IsACoordinateOptimumAndNeverWorseThanTheStart) {
   for (const ClassProfile* c : classes) candidates.push_back(BatchCandidates(*c, 0));
   const std::vector<int> start{100, 100, 100};
   const std::vector<int> found = OptimiseBatches(model, classes, candidates, start, {}, 50);
-  auto progress = [&](const std::vector<int>& b) {
-    std::vector<Member> m;
-    for (std::size_t k = 0; k < classes.size(); ++k) m.push_back({classes[k], b[k]});
-    return GroupProgress(model, m);
-  };
-  const double at = progress(found);
-  EXPECT_GE(at, progress(start));
-  for (std::size_t k = 0; k < classes.size(); ++k) {
-    for (int b : candidates[k]) {
-      std::vector<int> other = found;
-      other[k] = b;
-      EXPECT_LE(progress(other), at + 1e-12) << "job " << k << " at " << b;
-    }
-  }
+  EXPECT_GE(ProgressOf(model, classes, found), ProgressOf(model, classes, start));
+  ExpectCoordinateOptimum(model, classes, candidates, found);
   EXPECT_EQ(OptimiseBatches(model, classes, candidates, start, {}, 50), found) << "deterministic";
 }
 
@@ -270,19 +271,9 @@ TEST(OptimiseBatchesOf, OptimisesTheCorrectedObjective) {
   const std::vector<double> correction{3.0, 1.0};
   const std::vector<int> start{candidates[0].back(), candidates[1].back()};
   const std::vector<int> found = OptimiseBatches(model, classes, candidates, start, correction);
-  auto progress = [&](const std::vector<int>& b) {
-    const std::vector<Member> m{{classes[0], b[0]}, {classes[1], b[1]}};
-    return GroupProgress(model, m, correction);
-  };
-  const double at = progress(found);
-  for (std::size_t k = 0; k < 2; ++k) {
-    for (int b : candidates[k]) {
-      std::vector<int> other = found;
-      other[k] = b;
-      EXPECT_LE(progress(other), at + 1e-12) << "job " << k << " at " << b;
-    }
-  }
-  EXPECT_GE(at, progress(start));
+  ExpectCoordinateOptimum(model, classes, candidates, found, correction);
+  EXPECT_GE(ProgressOf(model, classes, found, correction),
+            ProgressOf(model, classes, start, correction));
 }
 
 // ---------------------------------------------------------------- IADeep tuner
