@@ -556,13 +556,18 @@ class Simulator {
   }
 
   // Whether any GPU could take another job at all (cheap pre-check for the pass).
+  // A GPU is open when the ledger still offers compute and memory on it (an exclusively held
+  // GPU offers none), it is not locked by tuning, and it holds fewer jobs than a co-location
+  // policy is allowed to stack.
   bool AnyOpenGpu(core::MiB smallest) const {
-    const int cap = traits_ != nullptr ? options_.max_jobs_per_gpu : 1;
     for (const Gpu& gpu : gpus_) {
-      if (gpu.session || static_cast<int>(gpu.jobs.size()) >= cap) continue;
-      if (ledger_->Node(gpu.node).gpu_free_mib[static_cast<std::size_t>(gpu.index)] >= smallest) {
-        return true;
+      if (gpu.session) continue;
+      if (traits_ != nullptr && static_cast<int>(gpu.jobs.size()) >= options_.max_jobs_per_gpu) {
+        continue;
       }
+      const core::NodeView node = ledger_->Node(gpu.node);
+      const auto i = static_cast<std::size_t>(gpu.index);
+      if (node.gpu_free_milli[i] > 0 && node.gpu_free_mib[i] >= smallest) return true;
     }
     return false;
   }
