@@ -31,9 +31,13 @@ core::Result<std::vector<DlResult>> RunDlSweep(
   }
   const std::size_t n = config.inputs.size() * config.policies.size();
   std::vector<std::optional<core::Result<DlResult>>> results(n);
+  // Runs are started from the last (the highest load, the co-location policies, which cost the
+  // most) so that a long run does not start last and leave the other cores idle; each result
+  // still goes to its own slot.
   RunParallel(
       n, config.threads,
-      [&](std::size_t i) {
+      [&](std::size_t k) {
+        const std::size_t i = n - 1 - k;
         const DlWorkloadInput& input = config.inputs[i / config.policies.size()];
         DlSimOptions options = config.options;
         options.policy = config.policies[i % config.policies.size()];
@@ -41,7 +45,8 @@ core::Result<std::vector<DlResult>> RunDlSweep(
         if (r) r->load = input.load;
         results[i] = std::move(r);
       },
-      [&](std::size_t i, std::size_t done) {
+      [&](std::size_t k, std::size_t done) {
+        const std::size_t i = n - 1 - k;
         if (progress && *results[i]) progress(**results[i], done, n);
       });
   std::vector<DlResult> out;
