@@ -17,8 +17,7 @@ std::vector<std::vector<core::TenantIndex>> TenantsPerGpu(const core::Ledger& le
   return out;
 }
 
-GpuGroup GroupOf(const core::Ledger& /*ledger*/, const JobView* view,
-                 std::span<const core::TenantIndex> tenants) {
+GpuGroup GroupOf(const JobView* view, std::span<const core::TenantIndex> tenants) {
   GpuGroup group;
   for (core::TenantIndex t : tenants) {
     std::optional<JobSnapshot> job = view != nullptr ? view->Job(t) : std::nullopt;
@@ -62,7 +61,7 @@ std::vector<std::optional<double>> GpuScoringPolicy::GpuScores(const Cycle& cycl
     const auto gi = static_cast<std::size_t>(i);
     if (!core::GpuAdmits(node, i, cycle.request, cycle.models)) continue;
     if (static_cast<int>(per_gpu[gi].size()) >= options_.max_jobs_per_gpu) continue;
-    scores[gi] = GpuScore(cycle, GroupOf(cycle.ledger, jobs_, per_gpu[gi]), newcomer);
+    scores[gi] = GpuScore(cycle, GroupOf(jobs_, per_gpu[gi]), newcomer);
   }
   return scores;
 }

@@ -75,7 +75,7 @@ void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
       if (tenants.empty()) continue;
       // A job without an observed rate yet (just placed, or pausing to change its batch)
       // drains at its predicted rate on this GPU.
-      const GpuGroup group = GroupOf(cycle.ledger, jobs(), tenants);
+      const GpuGroup group = GroupOf(jobs(), tenants);
       std::vector<double> predicted;
       for (const JobSnapshot& job : group.jobs) {
         if (job.observed_rate <= 0 && predicted.empty()) {

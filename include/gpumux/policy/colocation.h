@@ -41,8 +41,8 @@ enum class QueueOrder : std::uint8_t {
 // What a driver must do for a co-location policy.
 struct ColocationTraits {
   QueueOrder queue_order = QueueOrder::kArrival;
-  std::string tuner = "none";       // a name for MakeTuner
-  bool retune_on_departure = false; // start a tuning session when a companion leaves
+  std::string tuner = "none";        // a name for MakeTuner
+  bool retune_on_departure = false;  // start a tuning session when a companion leaves
 };
 
 // The tenants on each GPU of `node` (index = GPU index on the node), in arrival order.
@@ -56,8 +56,7 @@ struct GpuGroup {
   std::vector<JobSnapshot> jobs;
   bool tuning = false;
 };
-GpuGroup GroupOf(const core::Ledger& ledger, const JobView* view,
-                 std::span<const core::TenantIndex> tenants);
+GpuGroup GroupOf(const JobView* view, std::span<const core::TenantIndex> tenants);
 
 // Shared settings of the co-location policies.
 struct ColocationOptions {
