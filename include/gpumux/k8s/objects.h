@@ -1,0 +1,89 @@
+// Kubernetes objects as the extender sees them: the names gpumux uses on the wire, and the
+// decoding of pods and nodes (JSON from the API server or from kube-scheduler) into the core's
+// requests and node specs. Pure functions; no I/O.
+//
+// Resources (container `limits`, copied into `requests` by the API server):
+//   gpumux.io/gpu: N          N whole GPUs, exclusive (like nvidia.com/gpu)
+//   gpumux.io/gpu-mem: M      M MiB of GPU memory on one shared GPU (per GPU with gpu: N)
+//   gpumux.io/gpu-milli: K    K thousandths (1..1000) of one GPU's compute (per GPU with gpu: N)
+// gpu-mem without gpu-milli reserves memory only: compute is time-sliced and unguarded (the
+// ledger books 1 milli-GPU so that the tenant is counted on the GPU). With gpu: N plus a share,
+// the container gets N different GPUs, each shared with that share.
+// Pod annotations read: gpumux.io/gpu-model (comma-separated acceptable GPU models),
+// gpumux.io/workload-class (for interference-aware policies).
+// Node annotation read: gpumux.io/gpus, the node's GPUs as published by the device plugin:
+//   [{"index":0,"uuid":"GPU-...","model":"NVIDIA H100 80GB HBM3","memory_mib":81559,
+//     "health":"Healthy"}, ...]
+// A node without it has status.allocatable["gpumux.io/gpu"] GPUs of the configured default
+// model and memory (NodeDefaults), with no UUIDs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/request.h"
+#include "gpumux/core/result.h"
+#include "gpumux/k8s/grant.h"
+
+namespace gpumux::k8s {
+
+inline constexpr std::string_view kResourceGpu = "gpumux.io/gpu";
+inline constexpr std::string_view kResourceGpuMem = "gpumux.io/gpu-mem";
+inline constexpr std::string_view kResourceGpuMilli = "gpumux.io/gpu-milli";
+inline constexpr std::string_view kAnnotationGpus = "gpumux.io/gpus";
+inline constexpr std::string_view kAnnotationGpuModel = "gpumux.io/gpu-model";
+inline constexpr std::string_view kAnnotationWorkloadClass = "gpumux.io/workload-class";
+
+// One container's GPU request. `request` has no CPU or memory: kube-scheduler accounts those.
+struct ContainerRequest {
+  std::string container;
+  core::Request request;
+  bool milli_requested = false;  // gpu-milli was given (else compute is unguarded)
+};
+
+struct PodInfo {
+  std::string uid, ns, name;
+  std::string node_name;  // spec.nodeName; empty while pending
+  std::string phase;      // status.phase
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  std::vector<ContainerRequest> containers;  // only containers asking for gpumux resources
+  std::optional<Grant> grant;                // decoded gpumux.io/grant
+  std::string grant_error;    // the annotation is present but unreadable (named field)
+  std::string request_error;  // a gpumux resource value is malformed (pod cannot be placed)
+
+  bool wants_gpu() const { return !containers.empty() || !request_error.empty(); }
+  // Succeeded/Failed: its GPUs are free again.
+  bool finished() const { return phase == "Succeeded" || phase == "Failed"; }
+  std::string Key() const { return ns + "/" + name; }
+};
+
+// Errors only when the object is not a pod at all (no metadata.name/namespace/uid); a bad
+// resource value or grant is recorded in request_error / grant_error.
+core::Result<PodInfo> DecodePod(const nlohmann::json& pod);
+
+struct NodeDefaults {
+  std::string gpu_model = "unknown";
+  core::MiB gpu_memory_mib = 0;  // 0: such nodes can take whole-GPU requests only
+};
+
+struct NodeInfo {
+  core::NodeSpec spec;
+  bool unschedulable = false;
+  bool gpus_from_annotation = false;
+  std::string gpus_error;  // the annotation is present but malformed: the node gets no GPUs
+};
+
+// Errors only when the object has no metadata.name.
+core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults);
+
+// A Kubernetes resource quantity ("100m", "2", "64Mi", "1.5Gi", "1e3") scaled by `scale`
+// (1000 for milli-units) and rounded up, as Kubernetes does. Error names the text.
+core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t scale = 1);
+
+}  // namespace gpumux::k8s
