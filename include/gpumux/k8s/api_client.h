@@ -90,7 +90,18 @@ class KubeApi {
                                 std::stop_token stop, int timeout_seconds = 300) = 0;
 };
 
+// The real client. Each call uses its own libcurl easy handle taken from a small pool (so
+// connections are kept alive between calls); HTTP/1.1; gzip for everything but watches.
+// The token file, when set, is re-read whenever its modification time or size changes.
+// A stop request interrupts a watch at once (curl_multi_wakeup), even on a silent stream;
+// other calls are bounded by `request_timeout`. A watch whose server never ends it is
+// ended (successfully) 30 s after its timeoutSeconds, so a dead peer cannot hang it forever.
 std::unique_ptr<KubeApi> MakeCurlClient(ClientConfig config);
+
+// Percent-encodes a query value or a path segment: RFC 3986 unreserved characters
+// (A-Z a-z 0-9 - . _ ~) are kept, every other byte becomes %XX.
+// e.g. QueryEscape("spec.nodeName=n 1") == "spec.nodeName%3Dn%201"
+std::string QueryEscape(std::string_view value);
 
 // POST /api/v1/namespaces/{ns}/pods/{name}/binding with target Node `node` (and the pod's uid
 // as a precondition).
