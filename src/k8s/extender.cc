@@ -1,6 +1,129 @@
 #include "gpumux/k8s/extender.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
 namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kRecentPods = 4096;
+
+VerbReply BadRequest(const std::string& message) {
+  return VerbReply{400, json{{"Error", message}}.dump(), "bad_request", 0};
+}
+
+// Parses a body that must be a JSON object; a message naming the problem otherwise.
+std::optional<json> ParseObject(std::string_view body, std::string* error) {
+  if (body.empty()) {
+    *error = "empty body: expected a JSON object";
+    return std::nullopt;
+  }
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    *error = "body is not valid JSON";
+    return std::nullopt;
+  }
+  if (!doc.is_object()) {
+    *error = std::string("body must be a JSON object, not ") + doc.type_name();
+    return std::nullopt;
+  }
+  return doc;
+}
+
+const json* Member(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return nullptr;
+  const json& value = object.at(key);
+  return value.is_null() ? nullptr : &value;
+}
+
+// ExtenderArgs: the pod and the candidate nodes (NodeNames, or the items of Nodes).
+struct ExtenderArgs {
+  PodInfo pod;
+  std::vector<std::string> names;
+  const json* node_items = nullptr;  // set in the full-NodeList mode
+};
+
+std::optional<ExtenderArgs> DecodeArgs(const json& doc, std::string* error) {
+  ExtenderArgs args;
+  const json* pod = Member(doc, "Pod");
+  if (pod == nullptr || !pod->is_object()) {
+    *error = "\"Pod\" is missing or not an object";
+    return std::nullopt;
+  }
+  auto decoded = DecodePod(*pod);
+  if (!decoded) {
+    *error = "\"Pod\": " + decoded.error().message;
+    return std::nullopt;
+  }
+  args.pod = std::move(*decoded);
+  if (const json* names = Member(doc, "NodeNames"); names != nullptr) {
+    if (!names->is_array()) {
+      *error = "\"NodeNames\" must be an array of strings";
+      return std::nullopt;
+    }
+    args.names.reserve(names->size());
+    for (const json& n : *names) {
+      if (!n.is_string()) {
+        *error = "\"NodeNames\" must be an array of strings";
+        return std::nullopt;
+      }
+      args.names.push_back(n.get<std::string>());
+    }
+    return args;
+  }
+  if (const json* nodes = Member(doc, "Nodes"); nodes != nullptr) {
+    const json* items = Member(*nodes, "items");
+    if (!nodes->is_object() || (items != nullptr && !items->is_array())) {
+      *error = "\"Nodes\" must be a v1.NodeList with an \"items\" array";
+      return std::nullopt;
+    }
+    static const json kEmpty = json::array();
+    args.node_items = items != nullptr ? items : &kEmpty;
+    args.names.reserve(args.node_items->size());
+    for (std::size_t i = 0; i < args.node_items->size(); ++i) {
+      const json& item = (*args.node_items)[i];
+      const json* metadata = Member(item, "metadata");
+      const json* name = metadata != nullptr ? Member(*metadata, "name") : nullptr;
+      if (name == nullptr || !name->is_string()) {
+        *error = "\"Nodes\".items[" + std::to_string(i) + "] has no metadata.name";
+        return std::nullopt;
+      }
+      args.names.push_back(name->get<std::string>());
+    }
+  }
+  return args;
+}
+
+std::string JsonString(std::string_view s) { return json(s).dump(); }
+
+// Maps raw policy scores of the fitting nodes linearly onto 0..10 (kube-scheduler's
+// MaxExtenderPriority): the best node gets 10, the worst 0; all equal -> all 10.
+std::vector<int> ExtenderScores(const std::vector<NodeVerdict>& verdicts) {
+  std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const NodeVerdict& v : verdicts) {
+    if (v.kind != NodeVerdict::Kind::kFits) continue;
+    lo = std::min(lo, v.score);
+    hi = std::max(hi, v.score);
+  }
+  std::vector<int> out(verdicts.size(), 0);
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    if (verdicts[i].kind != NodeVerdict::Kind::kFits) continue;
+    if (hi == lo) {
+      out[i] = 10;
+      continue;
+    }
+    const double x = 10.0 * (static_cast<double>(verdicts[i].score) - static_cast<double>(lo)) /
+                     (static_cast<double>(hi) - static_cast<double>(lo));
+    out[i] = static_cast<int>(std::lround(x));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string_view VerbName(Verb verb) {
   switch (verb) {
@@ -21,13 +144,208 @@ VerbReply Extender::Handle(Verb verb, std::string_view body) {
     case Verb::kBind: return Bind(body);
     case Verb::kPreempt: return Preempt(body);
   }
-  return VerbReply{400, R"({"Error":"unknown verb"})", "bad_request", 0};
+  return BadRequest("unknown verb");
 }
 
-// Placeholders until the verbs land (same session).
-VerbReply Extender::Filter(std::string_view) { return {501, R"({"Error":"not yet"})", "unimplemented", 0}; }
-VerbReply Extender::Prioritize(std::string_view) { return {501, "[]", "unimplemented", 0}; }
-VerbReply Extender::Bind(std::string_view) { return {501, R"({"Error":"not yet"})", "unimplemented", 0}; }
-VerbReply Extender::Preempt(std::string_view) { return {501, R"({"Error":"not yet"})", "unimplemented", 0}; }
+void Extender::Remember(const PodInfo& pod) {
+  if (!pod.wants_gpu()) return;
+  std::lock_guard lock(recent_mu_);
+  auto [it, inserted] = recent_.insert_or_assign(pod.uid, pod);
+  if (!inserted) return;
+  recent_order_.push_back(pod.uid);
+  if (recent_order_.size() > kRecentPods) {
+    recent_.erase(recent_order_.front());
+    recent_order_.pop_front();
+  }
+}
+
+std::optional<PodInfo> Extender::Recall(const std::string& uid) {
+  std::lock_guard lock(recent_mu_);
+  auto it = recent_.find(uid);
+  if (it == recent_.end()) return std::nullopt;
+  return it->second;
+}
+
+VerbReply Extender::Filter(std::string_view body) {
+  std::string error;
+  auto doc = ParseObject(body, &error);
+  if (!doc) return BadRequest(error);
+  auto args = DecodeArgs(*doc, &error);
+  if (!args) return BadRequest(error);
+  Remember(args->pod);
+  const std::vector<NodeVerdict> verdicts = state_->Evaluate(args->pod, args->names);
+  // The reply is written by hand: at 5,000 nodes building a json tree first costs more than
+  // the placement work itself.
+  std::string passed, failed, unresolvable;
+  json passed_items = json::array();
+  int passing = 0;
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    const NodeVerdict& v = verdicts[i];
+    const std::string name = JsonString(args->names[i]);
+    if (v.kind == NodeVerdict::Kind::kFits) {
+      ++passing;
+      if (args->node_items != nullptr) {
+        passed_items.push_back((*args->node_items)[i]);
+      } else {
+        if (!passed.empty()) passed += ',';
+        passed += name;
+      }
+      continue;
+    }
+    std::string& target = v.kind == NodeVerdict::Kind::kUnresolvable ? unresolvable : failed;
+    if (!target.empty()) target += ',';
+    target += name;
+    target += ':';
+    target += JsonString("gpumux: " + v.reason);
+  }
+  std::string out;
+  out.reserve(passed.size() + failed.size() + unresolvable.size() + 128);
+  if (args->node_items != nullptr) {
+    out += "{\"Nodes\":";
+    out += json{{"apiVersion", "v1"}, {"kind", "NodeList"}, {"metadata", json::object()},
+                {"items", std::move(passed_items)}}
+               .dump();
+    out += ",\"NodeNames\":null";
+  } else {
+    out += "{\"Nodes\":null,\"NodeNames\":[" + passed + "]";
+  }
+  out += ",\"FailedNodes\":{" + failed + "},\"FailedAndUnresolvableNodes\":{" + unresolvable +
+         "},\"Error\":\"\"}";
+  VerbReply reply{200, std::move(out), "", 0};
+  if (passing == 0 && !verdicts.empty()) reply.failure = "no_fit";
+  return reply;
+}
+
+VerbReply Extender::Prioritize(std::string_view body) {
+  std::string error;
+  auto doc = ParseObject(body, &error);
+  if (!doc) return BadRequest(error);
+  auto args = DecodeArgs(*doc, &error);
+  if (!args) return BadRequest(error);
+  Remember(args->pod);
+  std::vector<int> scores(args->names.size(), 0);
+  if (args->pod.wants_gpu()) scores = ExtenderScores(state_->Evaluate(args->pod, args->names));
+  std::string out = "[";
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "{\"Host\":";
+    out += JsonString(args->names[i]);
+    out += ",\"Score\":";
+    out += std::to_string(scores[i]);
+    out += '}';
+  }
+  out += ']';
+  return VerbReply{200, std::move(out), "", 0};
+}
+
+VerbReply Extender::Bind(std::string_view body) {
+  std::string error;
+  auto doc = ParseObject(body, &error);
+  if (!doc) return BadRequest(error);
+  auto field = [&](const char* key) -> std::optional<std::string> {
+    const json* v = Member(*doc, key);
+    if (v == nullptr || !v->is_string() || v->get_ref<const std::string&>().empty()) {
+      return std::nullopt;
+    }
+    return v->get<std::string>();
+  };
+  const auto name = field("PodName"), ns = field("PodNamespace"), uid = field("PodUID"),
+             node = field("Node");
+  if (!name || !ns || !uid || !node) {
+    return BadRequest("bind needs non-empty strings PodName, PodNamespace, PodUID and Node");
+  }
+  auto fail = [](std::string label, const std::string& message) {
+    return VerbReply{200, json{{"Error", message}}.dump(), std::move(label), 0};
+  };
+  if (api_ == nullptr) {
+    return fail("no_api", "gpumux extender runs without an API server (--offline-nodes) and "
+                          "cannot bind pods");
+  }
+  std::optional<PodInfo> pod = Recall(*uid);
+  if (!pod) pod = state_->FindPod(*uid);
+  if (!pod) {
+    // Neither filter nor the watch has shown us this pod yet: ask the API server.
+    auto got = api_->Get("/api/v1/namespaces/" + *ns + "/pods/" + *name);
+    if (!got) return fail("api_error", "reading pod " + *ns + "/" + *name + ": " + got.error().ToString());
+    auto decoded = DecodePod(*got);
+    if (!decoded) return fail("api_error", decoded.error().message);
+    pod = std::move(*decoded);
+  }
+  if (pod->uid != *uid) {
+    return fail("conflict", "pod " + *ns + "/" + *name + " has uid " + pod->uid + ", not " + *uid);
+  }
+  if (!pod->wants_gpu()) {
+    // Nothing to grant (kube-scheduler only sends pods with a managed resource, but be exact).
+    auto bound = CreateBinding(*api_, *ns, *name, *uid, *node);
+    if (!bound) return fail("api_error", "binding: " + bound.error().ToString());
+    return VerbReply{200, R"({"Error":""})", "", 1};
+  }
+  auto grant = state_->Assume(*pod, *node);
+  if (!grant) return fail("no_fit", grant.error().message);
+  auto patched = PatchPodAnnotations(*api_, *ns, *name, *uid,
+                                     json{{std::string(kAnnotationGrant), EncodeGrant(*grant)}});
+  if (!patched) {
+    state_->Forget(*uid, *grant);
+    return fail(patched.error().http_status == 409 ? "conflict" : "api_error",
+                "writing the grant annotation: " + patched.error().ToString());
+  }
+  auto bound = CreateBinding(*api_, *ns, *name, *uid, *node);
+  if (!bound) {
+    state_->Forget(*uid, *grant);
+    return fail(bound.error().http_status == 409 ? "conflict" : "api_error",
+                "binding: " + bound.error().ToString());
+  }
+  state_->ConfirmBound(*uid);
+  return VerbReply{200, R"({"Error":""})", "", 1};
+}
+
+VerbReply Extender::Preempt(std::string_view body) {
+  std::string error;
+  auto doc = ParseObject(body, &error);
+  if (!doc) return BadRequest(error);
+  const json* pod_json = Member(*doc, "Pod");
+  if (pod_json == nullptr || !pod_json->is_object()) return BadRequest("\"Pod\" is missing or not an object");
+  auto pod = DecodePod(*pod_json);
+  if (!pod) return BadRequest("\"Pod\": " + pod.error().message);
+  // Victims per node, as UIDs, from either form.
+  std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>> victims;
+  const json* meta = Member(*doc, "NodeNameToMetaVictims");
+  const json* full = Member(*doc, "NodeNameToVictims");
+  const json* source = meta != nullptr ? meta : full;
+  if (source != nullptr) {
+    if (!source->is_object()) return BadRequest("victims must be an object keyed by node name");
+    for (const auto& [node, entry] : source->items()) {
+      const json* pods = Member(entry, "Pods");
+      if (!entry.is_object() || (pods != nullptr && !pods->is_array())) {
+        return BadRequest("victims of node " + node + " must be {\"Pods\":[...]}");
+      }
+      auto& [uids, pdb] = victims[node];
+      if (const json* v = Member(entry, "NumPDBViolations"); v != nullptr && v->is_number_integer()) {
+        pdb = v->get<std::int64_t>();
+      }
+      if (pods == nullptr) continue;
+      for (const json& p : *pods) {
+        const json* uid = Member(p, "UID");
+        if (uid == nullptr) {
+          const json* metadata = Member(p, "metadata");
+          uid = metadata != nullptr ? Member(*metadata, "uid") : nullptr;
+        }
+        if (uid == nullptr || !uid->is_string()) {
+          return BadRequest("a victim on node " + node + " has no UID");
+        }
+        uids.push_back(uid->get<std::string>());
+      }
+    }
+  }
+  json out = json::object();
+  for (const auto& [node, entry] : victims) {
+    const auto& [uids, pdb] = entry;
+    if (!state_->FitsWithout(*pod, node, uids)) continue;
+    json pods = json::array();
+    for (const std::string& uid : uids) pods.push_back({{"UID", uid}});
+    out[node] = {{"Pods", std::move(pods)}, {"NumPDBViolations", pdb}};
+  }
+  return VerbReply{200, json{{"NodeNameToMetaVictims", std::move(out)}}.dump(), "", 0};
+}
 
 }  // namespace gpumux::k8s

@@ -86,4 +86,60 @@ Decision Engine::Decide(const core::Request& original) {
   return d;
 }
 
+std::vector<std::int64_t> Engine::ScoreNodes(const core::Request& original,
+                                            std::span<const core::NodeIndex> nodes) {
+  const core::Request r = policy_->Adapt(original);
+  const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
+  Cycle cycle{r, models, *ledger_, *rng_, {}};
+  std::vector<std::int64_t> out(nodes.size(), kNoFit);
+  if (policy_->score_kind() == ScoreKind::kPure) {
+    std::vector<MemoEntry>& memo = MemoFor(r, models);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      MemoEntry& e = memo[static_cast<std::size_t>(nodes[i])];
+      const std::uint64_t generation = ledger_->Generation(nodes[i]);
+      if (e.generation_plus_one != generation + 1) {
+        const core::NodeView node = ledger_->Node(nodes[i]);
+        e.generation_plus_one = generation + 1;
+        e.score = core::NodeFits(node, r, models) ? policy_->Score(cycle, node) : kInfeasible;
+      }
+      out[i] = e.score;
+    }
+    return out;
+  }
+  feasible_.clear();
+  for (core::NodeIndex n : nodes) {
+    if (core::NodeFits(ledger_->Node(n), r, models)) feasible_.push_back(n);
+  }
+  std::sort(feasible_.begin(), feasible_.end());
+  feasible_.erase(std::unique(feasible_.begin(), feasible_.end()), feasible_.end());
+  cycle.feasible = feasible_;
+  policy_->BeginCycle(cycle);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (std::binary_search(feasible_.begin(), feasible_.end(), nodes[i])) {
+      out[i] = policy_->Score(cycle, ledger_->Node(nodes[i]));
+    }
+  }
+  return out;
+}
+
+Decision Engine::DecideOn(const core::Request& original, core::NodeIndex n) {
+  Decision d;
+  d.request = policy_->Adapt(original);
+  const core::Request& r = d.request;
+  const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
+  const core::NodeView node = ledger_->Node(n);
+  if (!core::NodeFits(node, r, models)) return d;
+  d.feasible_nodes = 1;
+  const core::NodeIndex one[] = {n};
+  Cycle cycle{r, models, *ledger_, *rng_, one};
+  if (policy_->score_kind() == ScoreKind::kUsesFeasibleSet) policy_->BeginCycle(cycle);
+  d.score = policy_->Score(cycle, node);
+  if (d.score == Policy::kDecline) {
+    d.declined = true;
+    return d;
+  }
+  d.placement = core::Placement{n, policy_->ChooseGpus(cycle, node)};
+  return d;
+}
+
 }  // namespace gpumux::policy

@@ -42,6 +42,7 @@ struct ClusterStateOptions {
   policy::PolicyContext context;  // typical pods for fgd, interference model, ...
   NodeDefaults defaults;
   std::int64_t grant_ttl_seconds = 60;
+  std::function<void(std::string_view)> log;  // one line per notable event; may be empty
 };
 
 // One node's answer for one pod.
@@ -79,6 +80,9 @@ class ClusterState {
   // Marks the state as synced with the API server (readyz).
   void MarkSynced();
   bool synced() const;
+
+  // The pod as last seen from the API server, if it asks gpumux for anything.
+  std::optional<PodInfo> FindPod(const std::string& uid) const;
 
   // --- the verbs ---
   // One verdict per name, in order. Names the state does not know are unresolvable.

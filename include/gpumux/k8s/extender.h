@@ -11,8 +11,11 @@
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <deque>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
@@ -42,8 +45,14 @@ class Extender {
   VerbReply Prioritize(std::string_view body);
   VerbReply Bind(std::string_view body);
   VerbReply Preempt(std::string_view body);
+  // The pods seen in the latest filter calls (bind carries only the pod's name and uid).
+  void Remember(const PodInfo& pod);
+  std::optional<PodInfo> Recall(const std::string& uid);
   ClusterState* state_;
   KubeApi* api_;
+  std::mutex recent_mu_;
+  std::unordered_map<std::string, PodInfo> recent_;
+  std::deque<std::string> recent_order_;
 };
 
 }  // namespace gpumux::k8s

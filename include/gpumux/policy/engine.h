@@ -42,6 +42,18 @@ class Engine {
 
   Decision Decide(const core::Request& request);
 
+  // For adapters that are handed a candidate list (the scheduler extender): one entry per node
+  // of `nodes`, in order: kNoFit when the adapted request does not fit (core::NodeFits),
+  // Policy::kDecline when the policy refuses it, else the policy's score. Same memo and the
+  // same BeginCycle rules as Decide (for kUsesFeasibleSet policies the feasible set is the
+  // fitting subset of `nodes`).
+  static constexpr std::int64_t kNoFit = INT64_MIN;
+  std::vector<std::int64_t> ScoreNodes(const core::Request& request,
+                                       std::span<const core::NodeIndex> nodes);
+  // The decision restricted to one node: the GPUs the policy picks there, or no placement when
+  // the request does not fit or the policy declines the node.
+  Decision DecideOn(const core::Request& request, core::NodeIndex node);
+
   const Policy& policy() const { return *policy_; }
 
  private:

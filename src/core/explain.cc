@@ -1,0 +1,124 @@
+#include "gpumux/core/explain.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpumux::core {
+namespace {
+
+std::string Gpus(int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
+
+std::string What(const Request& r) {
+  if (r.sharing == GpuSharing::kExclusive) {
+    std::string s = Gpus(r.gpu_count) + (r.gpu_count == 1 ? " to itself" : " to themselves");
+    if (r.gpu_mib > 0) s += " with at least " + std::to_string(r.gpu_mib) + " MiB";
+    return s;
+  }
+  std::string s = Gpus(r.gpu_count) + " with ";
+  if (r.gpu_mib > 0) s += std::to_string(r.gpu_mib) + " MiB and ";
+  s += std::to_string(r.gpu_milli) + " milli-GPU free";
+  return s;
+}
+
+}  // namespace
+
+Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
+  if (node.cpu_free < r.cpu_milli) {
+    return {true, "needs " + std::to_string(r.cpu_milli) + " milli-CPU, " +
+                      std::to_string(node.cpu_free) + " free"};
+  }
+  if (node.memory_free < r.memory_mib) {
+    return {true, "needs " + std::to_string(r.memory_mib) + " MiB of memory, " +
+                      std::to_string(node.memory_free) + " free"};
+  }
+  if (node.pods_free < 1) return {true, "no free pod slot"};
+  if (!r.wants_gpu()) return {true, "fits"};
+  const int total = node.gpu_count();
+  if (total == 0) return {false, "node has no gpumux GPUs"};
+  if (total < r.gpu_count) {
+    return {false, "needs " + Gpus(r.gpu_count) + ", node has " + std::to_string(total)};
+  }
+  int of_model = 0, healthy = 0, big_enough = 0, admitting = 0;
+  MiB largest = 0;
+  for (int i = 0; i < total; ++i) {
+    const auto g = static_cast<std::size_t>(i);
+    if (((models >> node.gpu_model[g]) & 1U) == 0) continue;
+    ++of_model;
+    if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
+    ++healthy;
+    largest = std::max(largest, node.spec->gpus[g].memory_mib);
+    if (node.spec->gpus[g].memory_mib >= r.gpu_mib) ++big_enough;
+    if (GpuAdmits(node, i, r, models)) ++admitting;
+  }
+  if (of_model < r.gpu_count) {
+    std::string wanted;
+    for (const std::string& m : r.gpu_models) wanted += (wanted.empty() ? "" : ", ") + m;
+    return {false, "needs " + Gpus(r.gpu_count) + " of model " + wanted + ", node has " +
+                       std::to_string(of_model) + " (its GPUs are " + node.spec->gpus[0].model +
+                       ")"};
+  }
+  if (healthy < r.gpu_count) {
+    return {false, "needs " + Gpus(r.gpu_count) + ", " + std::to_string(healthy) + " of " +
+                       std::to_string(of_model) + " are healthy"};
+  }
+  if (big_enough < r.gpu_count) {
+    return {false, "needs " + std::to_string(r.gpu_mib) + " MiB on one GPU, the largest here has " +
+                       std::to_string(largest) + " MiB"};
+  }
+  // Resources are in use: name the closest GPU that does not admit the request.
+  int closest = -1;
+  double closest_gap = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < total; ++i) {
+    const auto g = static_cast<std::size_t>(i);
+    if (((models >> node.gpu_model[g]) & 1U) == 0) continue;
+    if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
+    if (node.spec->gpus[g].memory_mib < r.gpu_mib || GpuAdmits(node, i, r, models)) continue;
+    double gap;
+    if (r.sharing == GpuSharing::kExclusive) {
+      gap = static_cast<double>(node.gpu_tenants[g]);
+    } else {
+      const double mib_short =
+          r.gpu_mib > 0 ? static_cast<double>(std::max<MiB>(0, r.gpu_mib - node.gpu_free_mib[g])) /
+                              static_cast<double>(r.gpu_mib)
+                        : 0.0;
+      const double milli_short =
+          static_cast<double>(std::max<MilliGpu>(0, r.gpu_milli - node.gpu_free_milli[g])) /
+          static_cast<double>(r.gpu_milli);
+      gap = mib_short + milli_short;
+    }
+    if (gap < closest_gap) {
+      closest_gap = gap;
+      closest = i;
+    }
+  }
+  std::string reason = "needs " + What(r);
+  if (r.gpu_count > 1 || admitting > 0) {
+    reason += "; " + std::to_string(admitting) + " of " + std::to_string(total) + " can take it";
+  }
+  if (closest >= 0) {
+    const auto g = static_cast<std::size_t>(closest);
+    reason += "; closest is GPU " + std::to_string(closest);
+    if (r.sharing == GpuSharing::kExclusive) {
+      reason += " (" + std::to_string(node.gpu_tenants[g]) + " tenant" +
+                (node.gpu_tenants[g] == 1 ? "" : "s") + ")";
+    } else {
+      reason += " (" + std::to_string(node.gpu_free_mib[g]) + " MiB, " +
+                std::to_string(node.gpu_free_milli[g]) + " milli free)";
+      std::string shortfall;
+      if (node.gpu_free_mib[g] < r.gpu_mib) {
+        shortfall = std::to_string(r.gpu_mib - node.gpu_free_mib[g]) + " MiB";
+      }
+      if (node.gpu_free_milli[g] < r.gpu_milli) {
+        if (!shortfall.empty()) shortfall += " and ";
+        shortfall += std::to_string(r.gpu_milli - node.gpu_free_milli[g]) + " milli-GPU";
+      }
+      if (node.gpu_free_milli[g] == 0 && node.gpu_tenants[g] > 0 && shortfall.empty()) {
+        shortfall = "held exclusively";
+      }
+      if (!shortfall.empty()) reason += ": " + shortfall + " short";
+    }
+  }
+  return {true, reason};
+}
+
+}  // namespace gpumux::core

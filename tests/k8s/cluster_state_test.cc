@@ -1,0 +1,227 @@
+#include "gpumux/k8s/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/k8s/k8s_fixtures.h"
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::ContainerOf;
+using testing::NodeJson;
+using testing::PodJson;
+using testing::PodWithOne;
+using Kind = NodeVerdict::Kind;
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ClusterState> Make(std::string policy = "best-fit", std::int64_t ttl = 60) {
+    ClusterStateOptions options;
+    options.policy = std::move(policy);
+    options.grant_ttl_seconds = ttl;
+    options.log = [this](std::string_view line) { log_.emplace_back(line); };
+    auto state = ClusterState::Create(std::move(options), [this] { return now_; });
+    EXPECT_TRUE(state.has_value());
+    return std::move(*state);
+  }
+  static PodInfo Pod(const json& pod) {
+    auto p = DecodePod(pod);
+    EXPECT_TRUE(p.has_value());
+    return *p;
+  }
+  // The pod as the API server shows it after a successful bind.
+  static json Bound(json pod, const Grant& grant) {
+    pod["metadata"]["annotations"]["gpumux.io/grant"] = EncodeGrant(grant);
+    pod["spec"]["nodeName"] = grant.node;
+    pod["status"]["phase"] = "Running";
+    return pod;
+  }
+  std::int64_t now_ = 1'800'000'000;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ClusterStateTest, FilterSaysWhichGpuCameClosestAndByHowMuch) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 1, {"A100", 10000})};
+  state->SetNodes(nodes);
+  auto grant = state->Assume(Pod(PodWithOne("a", 0, 6000, 0)), "n1");
+  ASSERT_TRUE(grant.has_value()) << grant.error().message;
+  const std::vector<std::string> names = {"n1"};
+  auto v = state->Evaluate(Pod(PodWithOne("b", 0, 8192, 0)), names);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].kind, Kind::kDoesNotFit);
+  EXPECT_NE(v[0].reason.find("closest is GPU 0 (4000 MiB"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("4192 MiB short"), std::string::npos) << v[0].reason;
+}
+
+TEST_F(ClusterStateTest, MoreGpusThanTheNodeHasIsUnresolvable) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 8)};
+  state->SetNodes(nodes);
+  const std::vector<std::string> names = {"n1", "ghost"};
+  auto v = state->Evaluate(Pod(PodWithOne("big", 64, 0, 0)), names);
+  EXPECT_EQ(v[0].kind, Kind::kUnresolvable);
+  EXPECT_EQ(v[0].reason, "needs 64 GPUs, node has 8");
+  EXPECT_EQ(v[1].kind, Kind::kUnresolvable);
+  EXPECT_NE(v[1].reason.find("not known"), std::string::npos);
+}
+
+TEST_F(ClusterStateTest, PodsAskingForNothingPassEverywhere) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 0)};
+  state->SetNodes(nodes);
+  const std::vector<std::string> names = {"n1"};
+  auto v = state->Evaluate(Pod(PodJson("cpu-only", {ContainerOf{}})), names);
+  EXPECT_EQ(v[0].kind, Kind::kFits);
+}
+
+TEST_F(ClusterStateTest, AssumedGrantsAreBookedAndExpireWhenNeverBound) {
+  auto state = Make("best-fit", 60);
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  const PodInfo a = Pod(PodWithOne("a", 1, 0, 0));
+  ASSERT_TRUE(state->Assume(a, "n1").has_value());
+  const PodInfo b = Pod(PodWithOne("b", 1, 0, 0));
+  EXPECT_FALSE(state->Assume(b, "n1").has_value()) << "the only GPU is assumed by a";
+  now_ += 61;
+  EXPECT_EQ(state->ExpireAssumed(), 1);
+  EXPECT_TRUE(state->Assume(b, "n1").has_value());
+  EXPECT_EQ(state->counters().grants_expired, 1);
+}
+
+TEST_F(ClusterStateTest, ABoundGrantNeverExpires) {
+  auto state = Make("best-fit", 10);
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  const json pod = PodWithOne("a", 1, 0, 0);
+  auto grant = state->Assume(Pod(pod), "n1");
+  ASSERT_TRUE(grant.has_value());
+  state->UpsertPod(Bound(pod, *grant));
+  now_ += 1000;
+  EXPECT_EQ(state->ExpireAssumed(), 0);
+  EXPECT_EQ(state->counters().grants_bound, 1);
+}
+
+TEST_F(ClusterStateTest, ARestartRebuildsGrantsFromAnnotationsSoNothingIsGrantedTwice) {
+  const json nodes[] = {NodeJson("n1", 2)};
+  std::vector<json> pods;
+  {
+    auto before = Make();
+    before->SetNodes(nodes);
+    for (const char* name : {"a", "b"}) {
+      const json pod = PodWithOne(name, 1, 0, 0);
+      auto grant = before->Assume(Pod(pod), "n1");
+      ASSERT_TRUE(grant.has_value());
+      pods.push_back(Bound(pod, *grant));
+    }
+  }
+  auto after = Make();
+  after->SetNodes(nodes);
+  after->SetPods(pods);
+  EXPECT_EQ(after->counters().grants_bound, 2);
+  EXPECT_FALSE(after->Assume(Pod(PodWithOne("c", 1, 0, 0)), "n1").has_value());
+  // One finishes: its GPU is free again.
+  pods[0]["status"]["phase"] = "Succeeded";
+  after->UpsertPod(pods[0]);
+  EXPECT_TRUE(after->Assume(Pod(PodWithOne("c", 1, 0, 0)), "n1").has_value());
+}
+
+TEST_F(ClusterStateTest, AnAssumedGrantSeenAfterARestartHoldsUntilItsTtl) {
+  auto state = Make("best-fit", 60);
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  json pod = PodWithOne("a", 1, 0, 0);
+  Grant g;
+  g.node = "n1";
+  g.policy = "best-fit";
+  g.assumed_at = now_ - 30;
+  g.containers.push_back({"main", {{0, "GPU-n1-0"}}, 1000, 0, false, true});
+  pod["metadata"]["annotations"]["gpumux.io/grant"] = EncodeGrant(g);
+  const json pods[] = {pod};
+  state->SetPods(pods);
+  EXPECT_EQ(state->counters().grants_assumed, 1);
+  EXPECT_FALSE(state->Assume(Pod(PodWithOne("b", 1, 0, 0)), "n1").has_value());
+  now_ += 31;
+  EXPECT_EQ(state->ExpireAssumed(), 1);
+  EXPECT_TRUE(state->Assume(Pod(PodWithOne("b", 1, 0, 0)), "n1").has_value());
+}
+
+TEST_F(ClusterStateTest, ConflictingGrantsAreReportedNotDoubleBooked) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  std::vector<json> pods;
+  for (const char* name : {"a", "b"}) {
+    Grant g;
+    g.node = "n1";
+    g.assumed_at = now_;
+    g.containers.push_back({"main", {{0, "GPU-n1-0"}}, 1000, 0, false, true});
+    json pod = PodWithOne(name, 1, 0, 0);
+    pods.push_back(Bound(pod, g));
+  }
+  state->SetPods(pods);
+  EXPECT_EQ(state->counters().grants_bound, 2) << "both pods claim it";
+  EXPECT_EQ(state->counters().grant_conflicts, 1);
+  const json inspect = state->Inspect();
+  EXPECT_EQ(inspect["nodes"][0]["gpus"][0]["tenants"].size(), 1u);
+  EXPECT_EQ(inspect["grants_not_in_ledger"].size(), 1u);
+}
+
+TEST_F(ClusterStateTest, NodeChangesKeepGrants) {
+  auto state = Make();
+  json n1 = NodeJson("n1", 2);
+  state->UpsertNode(n1);
+  const json pod = PodWithOne("a", 2, 0, 0);
+  auto grant = state->Assume(Pod(pod), "n1");
+  ASSERT_TRUE(grant.has_value());
+  state->UpsertPod(Bound(pod, *grant));
+  state->UpsertNode(NodeJson("n2", 2));  // the node set changes: the ledger is rebuilt
+  const std::vector<std::string> names = {"n1", "n2"};
+  auto v = state->Evaluate(Pod(PodWithOne("b", 1, 0, 0)), names);
+  EXPECT_EQ(v[0].kind, Kind::kDoesNotFit);
+  EXPECT_EQ(v[1].kind, Kind::kFits);
+}
+
+TEST_F(ClusterStateTest, MultiContainerPodsGetOneGrantPerContainer) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 1, {"A100", 10000})};
+  state->SetNodes(nodes);
+  const PodInfo pod =
+      Pod(PodJson("two", {ContainerOf{"a", 0, 4000, 0}, ContainerOf{"b", 0, 4000, 0}}));
+  const std::vector<std::string> names = {"n1"};
+  EXPECT_EQ(state->Evaluate(pod, names)[0].kind, Kind::kFits);
+  auto grant = state->Assume(pod, "n1");
+  ASSERT_TRUE(grant.has_value());
+  ASSERT_EQ(grant->containers.size(), 2u);
+  EXPECT_EQ(grant->containers[1].gpus[0].uuid, "GPU-n1-0");
+  const PodInfo three =
+      Pod(PodJson("three", {ContainerOf{"a", 0, 1000, 0}, ContainerOf{"b", 0, 1500, 0}}));
+  EXPECT_EQ(state->Evaluate(three, names)[0].kind, Kind::kDoesNotFit);
+}
+
+TEST_F(ClusterStateTest, PreemptionChecksTheNodeWithoutTheVictims) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  const json victim = PodWithOne("low", 1, 0, 0);
+  auto grant = state->Assume(Pod(victim), "n1");
+  ASSERT_TRUE(grant.has_value());
+  state->UpsertPod(Bound(victim, *grant));
+  const PodInfo high = Pod(PodWithOne("high", 1, 0, 0));
+  const std::vector<std::string> none, uids = {"uid-low"};
+  EXPECT_FALSE(state->FitsWithout(high, "n1", none));
+  EXPECT_TRUE(state->FitsWithout(high, "n1", uids));
+  EXPECT_EQ(state->counters().grants_bound, 1) << "the trial leaves the victim in place";
+}
+
+TEST_F(ClusterStateTest, UnknownPolicyIsAnError) {
+  ClusterStateOptions options;
+  options.policy = "no-such-policy";
+  EXPECT_FALSE(ClusterState::Create(options, {}).has_value());
+}
+
+}  // namespace
+}  // namespace gpumux::k8s

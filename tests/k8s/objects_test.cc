@@ -1,0 +1,136 @@
+#include "gpumux/k8s/objects.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/k8s/k8s_fixtures.h"
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::ContainerOf;
+using testing::NodeJson;
+using testing::PodJson;
+using testing::PodWithOne;
+
+TEST(ParseQuantity, ReadsKubernetesSuffixesAndRoundsUp) {
+  struct Case {
+    const char* text;
+    std::int64_t scale;
+    std::int64_t want;
+  };
+  const Case cases[] = {{"2", 1000, 2000},        {"100m", 1000, 100}, {"1.5", 1000, 1500},
+                        {"64Mi", 1, 67108864},    {"1Gi", 1, 1073741824}, {"1k", 1, 1000},
+                        {"1e3", 1, 1000},         {"0.0001", 1000, 1},  {"8192", 1, 8192},
+                        {"32879476Ki", 1, 33668583424}};
+  for (const Case& c : cases) {
+    auto q = ParseQuantity(c.text, c.scale);
+    ASSERT_TRUE(q.has_value()) << c.text << ": " << q.error().message;
+    EXPECT_EQ(*q, c.want) << c.text;
+  }
+}
+
+TEST(ParseQuantity, RejectsGarbageWithTheText) {
+  for (const char* bad : {"", "abc", "1..2", "5Qi", "1e"}) {
+    auto q = ParseQuantity(bad);
+    ASSERT_FALSE(q.has_value()) << bad;
+    EXPECT_NE(q.error().message.find(std::string("\"") + bad + "\""), std::string::npos);
+  }
+}
+
+TEST(DecodePod, WholeGpusAreExclusive) {
+  auto p = DecodePod(PodWithOne("p", 2, 0, 0));
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(p->containers.size(), 1u);
+  const core::Request& r = p->containers[0].request;
+  EXPECT_EQ(r.gpu_count, 2);
+  EXPECT_EQ(r.gpu_milli, 1000);
+  EXPECT_EQ(r.sharing, core::GpuSharing::kExclusive);
+  EXPECT_EQ(r.cpu_milli, 0) << "kube-scheduler accounts CPU, not the extender";
+}
+
+TEST(DecodePod, MemoryOnlyShareReservesNoCompute) {
+  auto p = DecodePod(PodWithOne("p", 0, 8192, 0));
+  ASSERT_TRUE(p.has_value());
+  const ContainerRequest& c = p->containers[0];
+  EXPECT_EQ(c.request.gpu_count, 1);
+  EXPECT_EQ(c.request.gpu_mib, 8192);
+  EXPECT_EQ(c.request.gpu_milli, 1);
+  EXPECT_FALSE(c.milli_requested);
+  EXPECT_EQ(c.request.sharing, core::GpuSharing::kShared);
+}
+
+TEST(DecodePod, CountWithShareMeansThatShareOnEachOfNGpus) {
+  auto p = DecodePod(PodWithOne("p", 2, 4096, 250));
+  ASSERT_TRUE(p.has_value());
+  const core::Request& r = p->containers[0].request;
+  EXPECT_EQ(r.gpu_count, 2);
+  EXPECT_EQ(r.gpu_mib, 4096);
+  EXPECT_EQ(r.gpu_milli, 250);
+  EXPECT_EQ(r.sharing, core::GpuSharing::kShared);
+}
+
+TEST(DecodePod, OnlyContainersAskingForGpusAreKept) {
+  auto p = DecodePod(PodJson("p", {ContainerOf{"sidecar"}, ContainerOf{"train", 0, 1024, 100}}));
+  ASSERT_TRUE(p.has_value());
+  ASSERT_EQ(p->containers.size(), 1u);
+  EXPECT_EQ(p->containers[0].container, "train");
+}
+
+TEST(DecodePod, MilliAboveOneGpuIsARequestErrorNotACrash) {
+  auto p = DecodePod(PodWithOne("p", 0, 0, 1500));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->wants_gpu());
+  EXPECT_NE(p->request_error.find("above one GPU"), std::string::npos);
+}
+
+TEST(DecodePod, ModelAnnotationAndBadGrantAreRead) {
+  json pod = PodWithOne("p", 1, 0, 0);
+  pod["metadata"]["annotations"]["gpumux.io/gpu-model"] = "A100, H100";
+  pod["metadata"]["annotations"]["gpumux.io/grant"] = "{\"version\":1}";
+  auto p = DecodePod(pod);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->containers[0].request.gpu_models, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_FALSE(p->grant.has_value());
+  EXPECT_NE(p->grant_error.find("node"), std::string::npos) << p->grant_error;
+}
+
+TEST(DecodePod, MissingUidIsAnError) {
+  json pod = PodWithOne("p", 1, 0, 0);
+  pod["metadata"].erase("uid");
+  EXPECT_FALSE(DecodePod(pod).has_value());
+}
+
+TEST(DecodeNode, GpusComeFromTheAnnotation) {
+  auto n = DecodeNode(NodeJson("n1", 2), {});
+  ASSERT_TRUE(n.has_value());
+  ASSERT_EQ(n->spec.gpus.size(), 2u);
+  EXPECT_EQ(n->spec.gpus[1].uuid, "GPU-n1-1");
+  EXPECT_EQ(n->spec.gpus[1].memory_mib, 40960);
+  EXPECT_EQ(n->spec.cpu_milli, 64000);
+  EXPECT_TRUE(n->gpus_from_annotation);
+}
+
+TEST(DecodeNode, WithoutTheAnnotationTheConfiguredDefaultIsUsed) {
+  json node = NodeJson("n1", 4);
+  node["metadata"]["annotations"] = json::object();
+  auto n = DecodeNode(node, NodeDefaults{"T4", 15360});
+  ASSERT_TRUE(n.has_value());
+  ASSERT_EQ(n->spec.gpus.size(), 4u);
+  EXPECT_EQ(n->spec.gpus[3].model, "T4");
+  EXPECT_EQ(n->spec.gpus[3].memory_mib, 15360);
+  EXPECT_TRUE(n->spec.gpus[3].uuid.empty());
+}
+
+TEST(DecodeNode, AMalformedAnnotationGivesNoGpusAndSaysWhy) {
+  json node = NodeJson("n1", 2);
+  node["metadata"]["annotations"]["gpumux.io/gpus"] =
+      R"([{"index":0,"memory_mib":100},{"index":2,"memory_mib":100}])";
+  auto n = DecodeNode(node, {});
+  ASSERT_TRUE(n.has_value());
+  EXPECT_TRUE(n->spec.gpus.empty());
+  EXPECT_NE(n->gpus_error.find("without gaps"), std::string::npos) << n->gpus_error;
+}
+
+}  // namespace
+}  // namespace gpumux::k8s
