@@ -1,6 +1,7 @@
 #include "gpumux/policy/registry.h"
 
 #include "gpumux/policy/best_fit.h"
+#include "gpumux/policy/binpack_spread.h"
 #include "gpumux/policy/dot_product.h"
 #include "gpumux/policy/exclusive.h"
 #include "gpumux/policy/fgd.h"
@@ -39,6 +40,10 @@ Registry MakeBuiltins() {
         [](const PolicyContext& c) { return std::make_unique<FgdPolicy>(c.typical_pods); });
   r.Add("exclusive", "whole GPUs only, never shared (stock Kubernetes nvidia.com/gpu)",
         Simple<ExclusivePolicy>());
+  r.Add("binpack", "fill the most loaded node and GPU first (GPU compute and memory)",
+        Simple<BinpackPolicy>());
+  r.Add("spread", "the least loaded node and GPU first (GPU compute and memory)",
+        Simple<SpreadPolicy>());
   r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
         WithContext<FirstFitPolicy>());
   r.Add("iadeep", "IADeep (SC'23): idle GPU first, else least predicted interference; "

@@ -10,10 +10,10 @@
 namespace gpumux::policy {
 namespace {
 
-TEST(Registry, BuiltinsAreTheSixStudyPoliciesThenExclusiveThenTheCoLocationPolicies) {
-  const std::vector<std::string> expected{"random",   "dotprod",   "gpu-clustering", "gpu-packing",
-                                          "best-fit", "fgd",       "exclusive",      "first-fit",
-                                          "iadeep",   "gpumux"};
+TEST(Registry, BuiltinsAreTheSixStudyPoliciesThenLoadBasedThenTheCoLocationPolicies) {
+  const std::vector<std::string> expected{
+      "random",    "dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd",
+      "exclusive", "binpack", "spread",         "first-fit",   "iadeep",   "gpumux"};
   EXPECT_EQ(BuiltinPolicies().names(), expected);
   EXPECT_EQ(FgdStudyPolicies(), std::vector<std::string>(expected.begin(), expected.begin() + 6));
 }

@@ -9,6 +9,7 @@
 
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/best_fit.h"
+#include "gpumux/policy/binpack_spread.h"
 #include "gpumux/policy/dot_product.h"
 #include "gpumux/policy/exclusive.h"
 #include "gpumux/policy/fgd.h"
@@ -64,6 +65,31 @@ TEST(BestFitByHand, AWholeTwoGpuRequestTakesTheLowestIndexedGpus) {
   const core::Request r = RequestBuilder().Cpu(16000).Gpus(2);
   EXPECT_EQ(h.Score(p, r, 0), 50);
   EXPECT_EQ(h.ChooseGpus(p, r, 0), (std::vector<int>{1, 2}));
+}
+
+// ---------------------------------------------------------------- binpack / spread
+
+TEST(BinpackSpread, WorkedExampleLoad362BinpackTakesTheBusyGpuSpreadTheIdleOne) {
+  PolicyHarness h(ClusterBuilder().Node("n", 32000, 65536).Gpus(2, "A100", 10000).Specs());
+  h.Place("t", RequestBuilder("t").Share(500).GpuMemory(5000), 0, {0});
+  const core::Request r = RequestBuilder().Share(250).GpuMemory(2000);
+  BinpackPolicy binpack;
+  SpreadPolicy spread;
+  EXPECT_EQ(h.Score(binpack, r, 0), 362);
+  EXPECT_EQ(h.ChooseGpus(binpack, r, 0), (std::vector<int>{0}));
+  EXPECT_EQ(h.Score(spread, r, 0), 638);
+  EXPECT_EQ(h.ChooseGpus(spread, r, 0), (std::vector<int>{1}));
+}
+
+TEST(BinpackSpread, BinpackPrefersTheFullerNodeAndSpreadTheEmptierOne) {
+  PolicyHarness h(
+      ClusterBuilder().Node("a", 32000, 65536).Gpus(1).Node("b", 32000, 65536).Gpus(1).Specs());
+  h.Place("t", RequestBuilder("t").Share(500), 0, {0});
+  const core::Request r = RequestBuilder().Share(250);
+  BinpackPolicy binpack;
+  SpreadPolicy spread;
+  EXPECT_GT(h.Score(binpack, r, 0), h.Score(binpack, r, 1));
+  EXPECT_GT(h.Score(spread, r, 1), h.Score(spread, r, 0));
 }
 
 // ---------------------------------------------------------------- dotprod
