@@ -9,7 +9,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config git time \
   libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
   runc busybox-static \
-  libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev \
+  libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler"
 
 missing=""

@@ -1,0 +1,49 @@
+// Keeps a ClusterState in step with the API server: one Reflector for nodes and one for pods
+// (list + watch, relist on 410 Gone, reconnect with backoff), marks the state synced once both
+// have listed, and releases assumed grants whose TTL has passed.
+//
+// Thread safety: Start/Stop from one thread; the reflectors and the ticker run on their own
+// threads and only call ClusterState's (thread-safe) methods. Stop (and the destructor) return
+// within about a second.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <thread>
+
+#include "gpumux/k8s/api_client.h"
+#include "gpumux/k8s/cluster_state.h"
+#include "gpumux/k8s/reflector.h"
+
+namespace gpumux::k8s {
+
+struct ClusterSyncOptions {
+  std::chrono::milliseconds expire_interval{2000};  // how often assumed grants are checked
+  ReflectorOptions reflector;
+  std::function<void(std::string_view)> log;  // may be empty
+};
+
+class ClusterSync {
+ public:
+  // `api` and `state` must outlive the sync.
+  ClusterSync(KubeApi& api, ClusterState& state, ClusterSyncOptions options = {});
+  ~ClusterSync();
+  ClusterSync(const ClusterSync&) = delete;
+  ClusterSync& operator=(const ClusterSync&) = delete;
+
+  void Start();
+  void Stop();
+  // True once both collections were listed (and handed to the state) within `timeout`.
+  bool WaitSynced(std::chrono::milliseconds timeout) const;
+
+ private:
+  KubeApi* api_;
+  ClusterState* state_;
+  ClusterSyncOptions options_;
+  std::unique_ptr<Reflector> nodes_, pods_;
+  std::jthread nodes_thread_, pods_thread_, ticker_;
+};
+
+}  // namespace gpumux::k8s

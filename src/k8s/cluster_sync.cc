@@ -1,0 +1,87 @@
+#include "gpumux/k8s/cluster_sync.h"
+
+#include <condition_variable>
+#include <mutex>
+
+namespace gpumux::k8s {
+
+ClusterSync::ClusterSync(KubeApi& api, ClusterState& state, ClusterSyncOptions options)
+    : api_(&api), state_(&state), options_(std::move(options)) {}
+
+ClusterSync::~ClusterSync() { Stop(); }
+
+void ClusterSync::Start() {
+  ClusterState* state = state_;
+  auto log = options_.log;
+  auto prefixed = [log](std::string what) {
+    return [log, what](std::string_view line) {
+      if (log) log(what + ": " + std::string(line));
+    };
+  };
+  ReflectorHandler nodes;
+  nodes.replace = [state](std::vector<nlohmann::json> items) { state->SetNodes(items); };
+  nodes.event = [state](const WatchEvent& e) {
+    if (e.type == "DELETED") {
+      const auto& metadata = e.object.contains("metadata") ? e.object.at("metadata") : e.object;
+      if (metadata.contains("name") && metadata.at("name").is_string()) {
+        state->RemoveNode(metadata.at("name").get<std::string>());
+      }
+    } else {
+      state->UpsertNode(e.object);
+    }
+  };
+  nodes.log = prefixed("nodes");
+  ReflectorHandler pods;
+  pods.replace = [state](std::vector<nlohmann::json> items) { state->SetPods(items); };
+  pods.event = [state](const WatchEvent& e) {
+    if (e.type == "DELETED") {
+      state->RemovePod(e.object);
+    } else {
+      state->UpsertPod(e.object);
+    }
+  };
+  pods.log = prefixed("pods");
+  nodes_ = std::make_unique<Reflector>(*api_, "/api/v1/nodes", std::move(nodes),
+                                       options_.reflector);
+  pods_ = std::make_unique<Reflector>(*api_, "/api/v1/pods", std::move(pods), options_.reflector);
+  nodes_thread_ = std::jthread([this](std::stop_token stop) { nodes_->Run(stop); });
+  pods_thread_ = std::jthread([this](std::stop_token stop) { pods_->Run(stop); });
+  ticker_ = std::jthread([this](std::stop_token stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    auto next_expiry = std::chrono::steady_clock::now() + options_.expire_interval;
+    std::unique_lock lock(mu);
+    while (!stop.stop_requested()) {
+      if (!state_->synced() && nodes_->synced() && pods_->synced()) {
+        state_->MarkSynced();
+        if (options_.log) options_.log("synced with the API server");
+      }
+      if (std::chrono::steady_clock::now() >= next_expiry) {
+        state_->ExpireAssumed();
+        next_expiry = std::chrono::steady_clock::now() + options_.expire_interval;
+      }
+      cv.wait_for(lock, stop, std::chrono::milliseconds(state_->synced() ? 200 : 20),
+                  [] { return false; });
+    }
+  });
+}
+
+void ClusterSync::Stop() {
+  for (std::jthread* t : {&ticker_, &nodes_thread_, &pods_thread_}) {
+    if (t->joinable()) {
+      t->request_stop();
+      t->join();
+    }
+  }
+}
+
+bool ClusterSync::WaitSynced(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!state_->synced()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace gpumux::k8s
