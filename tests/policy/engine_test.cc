@@ -108,6 +108,46 @@ TEST(Engine, AnInfeasibleNodeIsNeverScoredOrChosen) {
   EXPECT_EQ(std::count(p.scored().begin(), p.scored().end(), 2), 0);
 }
 
+TEST(Engine, ScoreNodesAnswersForTheGivenNodesInTheirOrder) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("cpu-hog", RequestBuilder().Cpu(7000), 2, {});
+  ScriptedPolicy p(ByNode({{0, 10}, {1, Policy::kDecline}, {2, 1000}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const std::vector<core::NodeIndex> nodes = {2, 0, 1, 0};
+  EXPECT_EQ(engine.ScoreNodes(RequestBuilder().Cpu(2000), nodes),
+            (std::vector<std::int64_t>{Engine::kNoFit, 10, Policy::kDecline, 10}));
+}
+
+TEST(Engine, ScoreNodesGivesFeasibleSetPoliciesOnlyTheFittingCandidates) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("cpu-hog", RequestBuilder().Cpu(7000), 2, {});
+  ScriptedPolicy p(ByNode({{0, 1}, {1, 2}, {2, 3}}), ScoreKind::kUsesFeasibleSet);
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const std::vector<core::NodeIndex> nodes = {2, 1};
+  EXPECT_EQ(engine.ScoreNodes(RequestBuilder().Cpu(2000), nodes),
+            (std::vector<std::int64_t>{Engine::kNoFit, 2}));
+  EXPECT_EQ(p.last_feasible(), (std::vector<core::NodeIndex>{1}));
+}
+
+TEST(Engine, DecideOnPlacesOnThatNodeOnlyOrSaysWhyNot) {
+  PolicyHarness h(ThreeNodes());
+  h.Place("cpu-hog", RequestBuilder().Cpu(7000), 2, {});
+  ScriptedPolicy p(ByNode({{0, 10}, {1, Policy::kDecline}, {2, 1000}}));
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const core::Request r = RequestBuilder().Cpu(2000).Share(500);
+  const Decision on0 = engine.DecideOn(r, 0);
+  ASSERT_TRUE(on0.placement.has_value());
+  EXPECT_EQ(on0.placement->node, 0);
+  EXPECT_EQ(on0.placement->gpus.size(), 1u);
+  const Decision on1 = engine.DecideOn(r, 1);
+  EXPECT_FALSE(on1.placement.has_value());
+  EXPECT_TRUE(on1.declined);
+  const Decision on2 = engine.DecideOn(r, 2);
+  EXPECT_FALSE(on2.placement.has_value());
+  EXPECT_FALSE(on2.declined);
+  EXPECT_EQ(on2.feasible_nodes, 0);
+}
+
 TEST(Engine, ARequestThatFitsNowhereGetsNoPlacement) {
   PolicyHarness h(ThreeNodes());
   for (ScoreKind kind : {ScoreKind::kPure, ScoreKind::kUsesFeasibleSet}) {

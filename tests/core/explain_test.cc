@@ -1,0 +1,70 @@
+#include "gpumux/core/explain.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/builders.h"
+#include "tests/testing/policy_harness.h"
+
+namespace gpumux::core {
+namespace {
+
+using test::ClusterBuilder;
+using test::PolicyHarness;
+using test::RequestBuilder;
+
+Misfit Explain(PolicyHarness& h, const Request& r) {
+  const NodeView node = h.ledger().Node(0);
+  EXPECT_FALSE(NodeFits(node, r, h.cluster().MaskOf(r.gpu_models)));
+  return ExplainMisfit(node, r, h.cluster().MaskOf(r.gpu_models));
+}
+
+TEST(ExplainMisfit, TheHeadersExampleNamesTheClosestGpuAndTheShortfall) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(2, "A100", 10000).Specs());
+  h.Place("a", RequestBuilder("a").Share(1).GpuMemory(4000), 0, {0});
+  h.Place("b", RequestBuilder("b").Share(1).GpuMemory(3856), 0, {1});
+  // GPU 0: 6000 MiB free; GPU 1: 6144 MiB free.
+  const Misfit m = Explain(h, RequestBuilder().Share(250).GpuMemory(8192));
+  EXPECT_TRUE(m.resolvable);
+  EXPECT_EQ(m.reason,
+            "needs 1 GPU with 8192 MiB and 250 milli-GPU free; closest is GPU 1 (6144 MiB, "
+            "999 milli free): 2048 MiB short");
+}
+
+TEST(ExplainMisfit, TooFewGpusCannotBeFixedByPreemption) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(8).Specs());
+  const Misfit m = Explain(h, RequestBuilder().Gpus(64).Exclusive());
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 64 GPUs, node has 8");
+}
+
+TEST(ExplainMisfit, AWrongModelIsNamed) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(2, "T4").Specs());
+  const Misfit m = Explain(h, RequestBuilder().Share(100).Models({"A100"}));
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 1 GPU of model A100, node has 0 (its GPUs are T4)");
+}
+
+TEST(ExplainMisfit, AGpuTooSmallForTheRequestIsUnresolvable) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(1, "T4", 16384).Specs());
+  const Misfit m = Explain(h, RequestBuilder().Share(100).GpuMemory(20000));
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 20000 MiB on one GPU, the largest here has 16384 MiB");
+}
+
+TEST(ExplainMisfit, WholeGpusTakenByTenantsCountTheTenants) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(1).Specs());
+  h.Place("a", RequestBuilder("a").Share(100), 0, {0});
+  const Misfit m = Explain(h, RequestBuilder().Gpus(1).Exclusive());
+  EXPECT_TRUE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 1 GPU to itself; closest is GPU 0 (1 tenant)");
+}
+
+TEST(ExplainMisfit, UnhealthyGpusAreSaidToBeSo) {
+  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(2).Unhealthy(0).Unhealthy(1).Specs());
+  const Misfit m = Explain(h, RequestBuilder().Share(100));
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 1 GPU, 0 of 2 are healthy");
+}
+
+}  // namespace
+}  // namespace gpumux::core
