@@ -19,9 +19,10 @@ using core::ErrorCode;
 using core::MakeError;
 namespace fs = std::filesystem;
 
-// Base64 (RFC 4648, standard alphabet) as Go's StdEncoding reads it, which is what kubectl
-// accepts: whitespace is skipped, padding may be left out but when present must be right,
-// and non-zero bits left over from an incomplete group are ignored.
+// Base64 (RFC 4648, standard alphabet), close to Go's StdEncoding that kubectl uses:
+// whitespace is skipped, padding when present must be right (Go also insists on it being
+// present; we accept it left out), and non-zero bits left over from an incomplete group are
+// ignored, as Go does.
 std::optional<std::string> DecodeBase64(std::string_view text) {
   auto value_of = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';

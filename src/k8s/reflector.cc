@@ -157,7 +157,7 @@ Reflector::WatchOutcome Reflector::WatchOnce(std::string& resource_version,
 void Reflector::Run(std::stop_token stop) {
   std::string resource_version;
   bool need_list = true;
-  bool fresh_list = false;  // no watch has delivered anything since the last list
+  int watches_since_list = 0;
   while (!stop.stop_requested()) {
     if (need_list) {
       if (!ListOnce(resource_version)) {
@@ -168,23 +168,23 @@ void Reflector::Run(std::stop_token stop) {
         continue;
       }
       need_list = false;
-      fresh_list = true;
+      watches_since_list = 0;
       if (relists_.load() > 0) Log("relisted at resourceVersion " + Quoted(resource_version));
     }
     const std::string from = resource_version;
-    switch (WatchOnce(resource_version, stop)) {
+    const WatchOutcome outcome = WatchOnce(resource_version, stop);
+    ++watches_since_list;
+    switch (outcome) {
       case WatchOutcome::kStopped:
         return;
       case WatchOutcome::kEnded:
-        fresh_list = false;
         Log("watch from " + Quoted(from) + " ended; watching again from " +
             Quoted(resource_version));
         break;
-      case WatchOutcome::kGone: {
+      case WatchOutcome::kGone:
         need_list = true;
-        const bool progressed = resource_version != from;
-        if (fresh_list && !progressed) {
-          // Gone right after a list: do not hammer the server.
+        if (watches_since_list == 1 && resource_version == from) {
+          // The list's own resourceVersion is already gone: do not hammer the server.
           failures_.fetch_add(1);
           const auto delay = NextBackoff();
           Log("watch from " + Quoted(from) + " is gone right after a list (" + last_error_ +
@@ -195,9 +195,7 @@ void Reflector::Run(std::stop_token stop) {
               "); relisting");
         }
         break;
-      }
       case WatchOutcome::kFailed: {
-        if (resource_version != from) fresh_list = false;
         failures_.fetch_add(1);
         const auto delay = NextBackoff();
         Log("watch from " + Quoted(from) + " failed: " + last_error_ + "; watching again from " +

@@ -1,0 +1,231 @@
+// The fake API server itself, spoken to with cpp-httplib's client (not gpumux's), so that a
+// bug in one cannot hide a bug in the other.
+#include "tests/testing/fake_apiserver.h"
+
+#include <httplib.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpumux::test {
+namespace {
+
+using nlohmann::json;
+
+json Pod(const std::string& name, json annotations = json::object()) {
+  return json{{"metadata", {{"name", name}, {"namespace", "ns"}, {"annotations", annotations}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}}})}}}};
+}
+
+struct MergePatchCase {
+  std::string name;
+  json before;  // annotations
+  json patch;   // annotations part of a merge patch
+  json after;   // annotations
+};
+
+class FakeApiServerMergePatch : public ::testing::TestWithParam<MergePatchCase> {};
+
+TEST_P(FakeApiServerMergePatch, FollowsRfc7386) {
+  const MergePatchCase& c = GetParam();
+  FakeApiServer server;
+  ASSERT_TRUE(server.ok()) << server.error();
+  server.AddPod(Pod("p", c.before));
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Patch("/api/v1/namespaces/ns/pods/p",
+                          json{{"metadata", {{"annotations", c.patch}}}}.dump(),
+                          "application/merge-patch+json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  auto pod = server.GetPod("ns", "p");
+  ASSERT_TRUE(pod.has_value());
+  EXPECT_EQ((*pod)["metadata"].value("annotations", json::object()), c.after);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, FakeApiServerMergePatch,
+    ::testing::Values(
+        MergePatchCase{"AddsAKey", json::object(), {{"a", "1"}}, {{"a", "1"}}},
+        MergePatchCase{"ReplacesAValue", {{"a", "1"}}, {{"a", "2"}}, {{"a", "2"}}},
+        MergePatchCase{"NullDeletesAKey", {{"a", "1"}, {"b", "2"}}, {{"a", nullptr}}, {{"b", "2"}}},
+        MergePatchCase{"NullOfAMissingKeyIsNoChange", {{"b", "2"}}, {{"a", nullptr}}, {{"b", "2"}}},
+        MergePatchCase{"KeepsKeysNotNamed", {{"a", "1"}}, {{"b", "2"}}, {{"a", "1"}, {"b", "2"}}}),
+    [](const auto& test_case) { return test_case.param.name; });
+
+TEST(FakeApiServer, PatchThatChangesNothingKeepsTheResourceVersion) {
+  FakeApiServer server;
+  const std::string rv = server.AddPod(Pod("p", {{"a", "1"}}));
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Patch("/api/v1/namespaces/ns/pods/p",
+                          R"({"metadata":{"annotations":{"a":"1"}}})", "application/merge-patch+json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(server.resource_version(), rv);
+}
+
+TEST(FakeApiServer, MergePatchWithAnotherUidIsAConflictStatus) {
+  FakeApiServer server;
+  server.AddPod(Pod("p"));
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Patch("/api/v1/namespaces/ns/pods/p",
+                          R"({"metadata":{"uid":"not-it","annotations":{"a":"1"}}})",
+                          "application/merge-patch+json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 409);
+  const json status = json::parse(res->body);
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["status"], "Failure");
+  EXPECT_EQ(status["reason"], "Conflict");
+  EXPECT_EQ(status["code"], 409);
+  EXPECT_NE(status["message"].get<std::string>().find("UID in precondition: not-it"),
+            std::string::npos);
+}
+
+TEST(FakeApiServer, JsonPatchTestOperationThatFailsIsRejected) {
+  FakeApiServer server;
+  server.AddPod(Pod("p", {{"a", "1"}}));
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Patch(
+      "/api/v1/namespaces/ns/pods/p",
+      R"([{"op":"test","path":"/metadata/annotations/a","value":"2"},)"
+      R"({"op":"replace","path":"/metadata/annotations/a","value":"3"}])",
+      "application/json-patch+json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 422);
+  EXPECT_EQ((*server.GetPod("ns", "p"))["metadata"]["annotations"]["a"], "1");
+}
+
+TEST(FakeApiServer, BindingSetsTheNodeOnceAndThenConflicts) {
+  FakeApiServer server;
+  server.AddPod(Pod("p"));
+  httplib::Client client("127.0.0.1", server.port());
+  const std::string body =
+      R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"ns"},)"
+      R"("target":{"apiVersion":"v1","kind":"Node","name":"n1"}})";
+  auto first = client.Post("/api/v1/namespaces/ns/pods/p/binding", body, "application/json");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 201) << first->body;
+  EXPECT_EQ((*server.GetPod("ns", "p"))["spec"]["nodeName"], "n1");
+  auto second = client.Post("/api/v1/namespaces/ns/pods/p/binding", body, "application/json");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 409);
+  EXPECT_NE(second->body.find("is already assigned to node \\\"n1\\\""), std::string::npos)
+      << second->body;
+  auto absent = client.Post("/api/v1/namespaces/ns/pods/q/binding",
+                            R"({"metadata":{"name":"q"},"target":{"kind":"Node","name":"n1"}})",
+                            "application/json");
+  ASSERT_TRUE(absent);
+  EXPECT_EQ(absent->status, 404);
+  EXPECT_EQ(server.bindings(), 1);
+  EXPECT_EQ(server.requests("create binding"), 3);
+}
+
+TEST(FakeApiServer, ListPagesWithContinueTokensAtOneResourceVersion) {
+  FakeApiServer server;
+  for (const char* name : {"a", "b", "c"}) server.AddNode({{"metadata", {{"name", name}}}});
+  httplib::Client client("127.0.0.1", server.port());
+  auto first = client.Get("/api/v1/nodes?limit=2");
+  ASSERT_TRUE(first);
+  const json page1 = json::parse(first->body);
+  ASSERT_EQ(page1["items"].size(), 2u);
+  EXPECT_EQ(page1["kind"], "NodeList");
+  EXPECT_FALSE(page1["items"][0].contains("kind"));  // as Kubernetes: no kind in list items
+  const std::string token = page1["metadata"]["continue"];
+  server.AddNode({{"metadata", {{"name", "d"}}}});
+  auto second = client.Get("/api/v1/nodes?limit=2&continue=" + httplib::detail::encode_query_param(token));
+  ASSERT_TRUE(second);
+  const json page2 = json::parse(second->body);
+  ASSERT_EQ(page2["items"].size(), 2u);
+  EXPECT_EQ(page2["items"][0]["metadata"]["name"], "c");
+  EXPECT_EQ(page2["metadata"]["resourceVersion"], page1["metadata"]["resourceVersion"]);
+}
+
+TEST(FakeApiServer, WatchReplaysHistoryAfterTheResourceVersionThenEnds) {
+  FakeApiServer server;
+  const std::string rv = server.AddPod(Pod("a"));
+  server.AddPod(Pod("b"));
+  server.DeletePod("ns", "a");
+  httplib::Client client("127.0.0.1", server.port());
+  std::vector<std::string> types;
+  // Closing flushes what is pending first, so the whole history arrives.
+  std::jthread closer([&] {
+    server.WaitForOpenWatches(1, std::chrono::seconds(5));
+    server.CloseWatches();
+  });
+  auto res = client.Get("/api/v1/pods?watch=1&resourceVersion=" + rv,
+                        [&](const char* data, size_t length) {
+                          std::string text(data, length);
+                          for (std::size_t at = 0; (at = text.find("\"type\":\"", at)) != std::string::npos;) {
+                            at += 8;
+                            types.push_back(text.substr(at, text.find('"', at) - at));
+                          }
+                          return true;
+                        });
+  ASSERT_TRUE(res);
+  EXPECT_EQ(types, (std::vector<std::string>{"ADDED", "DELETED"}));
+}
+
+TEST(FakeApiServer, FieldSelectorWatchSeesAPodMovingInAsAdded) {
+  FakeApiServer server;
+  const std::string rv = server.AddPod(Pod("a"));
+  json bound = Pod("a");
+  bound["spec"]["nodeName"] = "n1";
+  server.UpdatePod(bound);
+  httplib::Client client("127.0.0.1", server.port());
+  std::string body;
+  std::jthread closer([&] {
+    server.WaitForOpenWatches(1, std::chrono::seconds(5));
+    server.CloseWatches();
+  });
+  auto res = client.Get("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn1"
+                        "&resourceVersion=" + rv,
+                        [&](const char* data, size_t length) {
+                          body.append(data, length);
+                          return true;
+                        });
+  ASSERT_TRUE(res);
+  EXPECT_EQ(body.find("\"type\":\"MODIFIED\""), std::string::npos) << body;
+  EXPECT_NE(body.find("\"type\":\"ADDED\""), std::string::npos) << body;
+}
+
+TEST(FakeApiServer, CompactedResourceVersionIsGoneAsHttp410) {
+  FakeApiServer server;
+  const std::string rv = server.AddPod(Pod("a"));
+  server.Compact();
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Get("/api/v1/pods?watch=1&resourceVersion=" + rv);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 410);
+  EXPECT_EQ(json::parse(res->body)["reason"], "Expired");
+}
+
+TEST(FakeApiServer, FailNextAnswersTheInjectedStatusOnce) {
+  FakeApiServer server;
+  server.FailNext("GET", "/api/v1/nodes", 503, "ServiceUnavailable", "try later");
+  httplib::Client client("127.0.0.1", server.port());
+  auto failed = client.Get("/api/v1/nodes");
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 503);
+  EXPECT_EQ(json::parse(failed->body)["message"], "try later");
+  auto next = client.Get("/api/v1/nodes");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->status, 200);
+}
+
+TEST(FakeApiServer, RequiredBearerTokenIsCheckedWithAStatus) {
+  FakeApiServer server(FakeApiServerOptions::Token("secret"));
+  httplib::Client client("127.0.0.1", server.port());
+  auto denied = client.Get("/api/v1/nodes");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(json::parse(denied->body)["reason"], "Unauthorized");
+  auto allowed = client.Get("/api/v1/nodes", {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(allowed);
+  EXPECT_EQ(allowed->status, 200);
+}
+
+}  // namespace
+}  // namespace gpumux::test
