@@ -23,6 +23,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* policies = app.add_subcommand("policies", "List the placement policies");
   JobGenCliOptions jobgen_options;
   CLI::App* jobgen = AddJobGenCommand(app, jobgen_options);
+  ExtenderCliOptions extender_options;
+  CLI::App* extender = AddExtenderCommand(app, extender_options);
 
   HostOptions host;
   std::string stage;
@@ -103,6 +105,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (simulate->parsed()) return RunSimulate(sim, out, err);
   if (policies->parsed()) return RunPolicies(out);
   if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
+  if (extender->parsed()) return RunExtender(extender_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, reservations, json, out, err);
   return 2;

@@ -5,6 +5,7 @@
 #include <istream>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,27 @@ int RunOciRuntime(const HostOptions& options, const std::vector<std::string>& ar
                   std::ostream& err);
 int RunGpus(const HostOptions& options, bool reservations, bool json, std::ostream& out,
             std::ostream& err);
+
+// `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).
+struct ExtenderCliOptions {
+  std::string listen = "127.0.0.1:12345";
+  std::string url_prefix = "/gpumux";
+  std::string policy = "fgd";
+  std::string config;  // YAML settings; flags given on the command line win
+  std::string kubeconfig;
+  bool in_cluster = false;
+  std::string context;
+  std::string offline_nodes;
+  std::string default_gpu_model = "unknown";
+  std::int64_t default_gpu_memory_mib = 0;
+  std::int64_t grant_ttl_seconds = 60;
+  std::string typical_pods;  // "" = the embedded trace
+  int threads = 8;
+  std::set<std::string> given;  // long names of the flags given on the command line
+};
+CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);
+// Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
+int RunExtender(const ExtenderCliOptions& options, std::ostream& out, std::ostream& err);
 
 void AddDlOptions(CLI::App& cmd, DlOptions& options);
 // Splits comma-separated or repeated names; 'all' = `all`, 'study' = the FGD study's six.

@@ -1,0 +1,559 @@
+// `gpumux extender`: the kube-scheduler HTTP extender daemon. Settings come from flags and an
+// optional YAML file (flags win); the cluster comes from the API server (list + watch of nodes
+// and pods) or, with --offline-nodes, from a file. SIGINT/SIGTERM stop it cleanly.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/k8s/api_client.h"
+#include "gpumux/k8s/cluster_state.h"
+#include "gpumux/k8s/extender.h"
+#include "gpumux/k8s/extender_server.h"
+#include "gpumux/k8s/objects.h"
+#include "gpumux/k8s/reflector.h"
+#include "gpumux/policy/fragmentation.h"
+#include "gpumux/policy/registry.h"
+#include "gpumux/sim/trace.h"
+#include "src/cli/commands.h"
+
+namespace gpumux::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::chrono::seconds kExpireInterval{5};
+constexpr int kUsageError = 2;
+constexpr int kRuntimeError = 1;
+
+std::string KnownPolicies() {
+  std::string names;
+  for (const std::string& n : policy::BuiltinPolicies().names()) {
+    names += (names.empty() ? "" : ", ") + n;
+  }
+  return names;
+}
+
+// One line per event on `err`, with a UTC timestamp; safe from any thread.
+class LogSink {
+ public:
+  explicit LogSink(std::ostream& err) : err_(&err) {}
+  void operator()(std::string_view line) {
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        now.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    char millis[8];
+    std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(ms));
+    std::lock_guard lock(mu_);
+    *err_ << stamp << millis << " gpumux extender: " << line << '\n' << std::flush;
+  }
+
+ private:
+  std::mutex mu_;
+  std::ostream* err_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Settings: the YAML file, then the flags given on the command line.
+
+struct UsageError {
+  std::string message;
+};
+
+// Relative paths in the config file are relative to the file's folder.
+std::string ResolveAgainst(const std::string& path, const std::string& config_file) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(config_file).parent_path() / path).lexically_normal().string();
+}
+
+std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
+  const std::string& file = o.config;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    return UsageError{"--config " + file + ": cannot read the file"};
+  } catch (const YAML::Exception& e) {
+    return UsageError{"--config " + file + ": not valid YAML: " + e.what()};
+  }
+  if (root.IsNull()) return std::nullopt;  // an empty file
+  if (!root.IsMap()) return UsageError{"--config " + file + ": expected a map of settings"};
+  const auto given = [&](const char* flag) { return o.given.count(flag) > 0; };
+  for (const auto& entry : root) {
+    std::string key;
+    try {
+      key = entry.first.as<std::string>();
+    } catch (const YAML::Exception&) {
+      return UsageError{file + ": a key is not a string"};
+    }
+    const YAML::Node& value = entry.second;
+    const auto where = [&](const char* what) {
+      return UsageError{file + ": key '" + key + "' must be " + what};
+    };
+    try {
+      if (key == "listen") {
+        if (!given("listen")) o.listen = value.as<std::string>();
+      } else if (key == "urlPrefix") {
+        if (!given("url-prefix")) o.url_prefix = value.as<std::string>();
+      } else if (key == "policy") {
+        if (!given("policy")) o.policy = value.as<std::string>();
+      } else if (key == "kubeconfig") {
+        if (!given("kubeconfig")) o.kubeconfig = ResolveAgainst(value.as<std::string>(), file);
+      } else if (key == "inCluster") {
+        if (!given("in-cluster")) o.in_cluster = value.as<bool>();
+      } else if (key == "context") {
+        if (!given("context")) o.context = value.as<std::string>();
+      } else if (key == "defaultGpuModel") {
+        if (!given("default-gpu-model")) o.default_gpu_model = value.as<std::string>();
+      } else if (key == "defaultGpuMemoryMiB") {
+        if (!given("default-gpu-memory-mib")) o.default_gpu_memory_mib = value.as<std::int64_t>();
+      } else if (key == "grantTTLSeconds") {
+        if (!given("grant-ttl-seconds")) o.grant_ttl_seconds = value.as<std::int64_t>();
+      } else if (key == "typicalPods") {
+        if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
+      } else if (key == "offlineNodes") {
+        if (!given("offline-nodes")) {
+          o.offline_nodes = ResolveAgainst(value.as<std::string>(), file);
+        }
+      } else if (key == "threads") {
+        if (!given("threads")) o.threads = value.as<int>();
+      } else {
+        return UsageError{
+            file + ": unknown key '" + key +
+            "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
+            "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, typicalPods, offlineNodes, "
+            "threads)"};
+      }
+    } catch (const YAML::Exception&) {
+      const bool is_bool = key == "inCluster";
+      const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
+                          key == "threads";
+      return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
+    }
+  }
+  return std::nullopt;
+}
+
+// "127.0.0.1:12345", "[::1]:8080", ":12345" is refused (say 0.0.0.0 to mean every address).
+std::optional<UsageError> ParseListen(const std::string& text, std::string& host, int& port) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return UsageError{"--listen \"" + text + "\": expected HOST:PORT, e.g. 127.0.0.1:12345"};
+  }
+  host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string port_text = text.substr(colon + 1);
+  long value = -1;
+  if (!port_text.empty() && port_text.size() <= 5 &&
+      port_text.find_first_not_of("0123456789") == std::string::npos) {
+    value = std::stol(port_text);
+  }
+  if (host.empty() || value < 0 || value > 65535) {
+    return UsageError{"--listen \"" + text + "\": expected HOST:PORT with a port in 0..65535"};
+  }
+  port = static_cast<int>(value);
+  return std::nullopt;
+}
+
+std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
+  if (policy::BuiltinPolicies().Find(o.policy) == nullptr) {
+    return UsageError{"unknown policy '" + o.policy + "' (known: " + KnownPolicies() + ")"};
+  }
+  const int sources = (o.kubeconfig.empty() ? 0 : 1) + (o.in_cluster ? 1 : 0) +
+                      (o.offline_nodes.empty() ? 0 : 1);
+  if (sources == 0) {
+    return UsageError{
+        "no cluster source: give --kubeconfig PATH (e.g. ~/.kube/config), --in-cluster (the "
+        "pod's service account), or --offline-nodes FILE (no API server)"};
+  }
+  if (sources > 1) {
+    return UsageError{"give only one of --kubeconfig, --in-cluster and --offline-nodes"};
+  }
+  if (!o.context.empty() && o.kubeconfig.empty()) {
+    return UsageError{"--context needs --kubeconfig"};
+  }
+  if (o.default_gpu_memory_mib < 0) {
+    return UsageError{"--default-gpu-memory-mib must not be negative"};
+  }
+  if (o.grant_ttl_seconds < 1) return UsageError{"--grant-ttl-seconds must be at least 1"};
+  if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
+  if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
+    return UsageError{"--url-prefix: " + prefix.error().message};
+  }
+  return std::nullopt;
+}
+
+// Typical pods for fragmentation-aware policies: the request shapes of a pod list (the
+// embedded default trace unless --typical-pods). The trace's GPU model names (T4, V100M16, ...)
+// are not this cluster's, so model constraints are dropped and every shape fits any model.
+core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod_list) {
+  core::Result<std::vector<core::Request>> pods = [&] {
+    if (!pod_list.empty()) return sim::LoadPodList(pod_list);
+    std::istringstream in{std::string(sim::EmbeddedPodList())};
+    return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
+  }();
+  if (!pods) return tl::unexpected(pods.error());
+  for (core::Request& r : *pods) r.gpu_models.clear();
+  auto cluster = core::Cluster::Build({});
+  if (!cluster) return tl::unexpected(cluster.error());
+  return policy::ComputeTypicalPods(*pods, *cluster);
+}
+
+// A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
+core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
+                                                 const k8s::NodeDefaults& defaults,
+                                                 LogSink& log) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot read the file");
+  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": not valid JSON");
+  }
+  json items;
+  if (doc.is_array()) {
+    items = std::move(doc);
+  } else if (doc.is_object() && doc.contains("items") && doc["items"].is_array()) {
+    items = std::move(doc["items"]);
+  } else {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           path + ": expected a v1.NodeList (an object with \"items\") or a JSON "
+                                  "array of nodes");
+  }
+  std::vector<json> nodes;
+  nodes.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto node = k8s::DecodeNode(items[i], defaults);
+    if (!node) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             path + ": node " + std::to_string(i) + ": " + node.error().message);
+    }
+    if (!node->gpus_error.empty()) {
+      log("node " + node->spec.name + " in " + path + " gets no GPUs: " + node->gpus_error);
+    }
+    nodes.push_back(std::move(items[i]));
+  }
+  return nodes;
+}
+
+// Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards, so that
+// sigwait in this thread receives them; restores the previous mask when destroyed.
+class SignalBlock {
+ public:
+  SignalBlock() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~SignalBlock() { Restore(); }
+  SignalBlock(const SignalBlock&) = delete;
+  SignalBlock& operator=(const SignalBlock&) = delete;
+  int Wait() const {
+    int sig = 0;
+    while (sigwait(&set_, &sig) != 0) {
+    }
+    return sig;
+  }
+  // A second signal then takes its default action (ends the process) in this thread.
+  void Restore() {
+    if (restored_) return;
+    restored_ = true;
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+  bool restored_ = false;
+};
+
+// Feeds one ClusterState collection from a reflector's list and events.
+k8s::ReflectorHandler NodeHandler(k8s::ClusterState& state, LogSink& log,
+                                  std::function<void()> listed) {
+  k8s::ReflectorHandler h;
+  h.replace = [&state, listed = std::move(listed)](std::vector<json> items) {
+    state.SetNodes(items);
+    listed();
+  };
+  h.event = [&state](const k8s::WatchEvent& e) {
+    if (e.type == "ADDED" || e.type == "MODIFIED") {
+      state.UpsertNode(e.object);
+    } else if (e.type == "DELETED") {
+      const json* name = nullptr;
+      if (auto m = e.object.find("metadata"); m != e.object.end() && m->is_object()) {
+        if (auto n = m->find("name"); n != m->end() && n->is_string()) name = &*n;
+      }
+      if (name != nullptr) state.RemoveNode(name->get_ref<const std::string&>());
+    }
+  };
+  h.log = [&log](std::string_view line) { log(std::string("nodes: ") + std::string(line)); };
+  return h;
+}
+
+k8s::ReflectorHandler PodHandler(k8s::ClusterState& state, LogSink& log,
+                                 std::function<void()> listed) {
+  k8s::ReflectorHandler h;
+  h.replace = [&state, listed = std::move(listed)](std::vector<json> items) {
+    state.SetPods(items);
+    listed();
+  };
+  h.event = [&state](const k8s::WatchEvent& e) {
+    if (e.type == "ADDED" || e.type == "MODIFIED") {
+      state.UpsertPod(e.object);
+    } else if (e.type == "DELETED") {
+      state.RemovePod(e.object);
+    }
+  };
+  h.log = [&log](std::string_view line) { log(std::string("pods: ") + std::string(line)); };
+  return h;
+}
+
+}  // namespace
+
+CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "extender",
+      "Run the kube-scheduler HTTP extender: POST <prefix>/filter, /prioritize, /bind and "
+      "/preempt decide which GPUs of which node each pod asking for gpumux.io/gpu, "
+      "gpumux.io/gpu-mem or gpumux.io/gpu-milli gets, with the same placement engine as "
+      "'gpumux simulate'. Also serves GET /healthz, /readyz (200 once nodes and pods are "
+      "listed), /metrics (Prometheus) and /inspect (every node's GPUs and tenants, JSON). "
+      "Needs one cluster source: --kubeconfig, --in-cluster or --offline-nodes.");
+  cmd->add_option("--listen", o.listen,
+                  "HOST:PORT to listen on (port 0: any free port, printed at start; "
+                  "0.0.0.0:PORT for every address)")
+      ->capture_default_str();
+  cmd->add_option("--url-prefix", o.url_prefix,
+                  "Path under which the verbs are served: the path of the scheduler "
+                  "configuration's urlPrefix")
+      ->capture_default_str();
+  cmd->add_option("--policy", o.policy, "Placement policy: one of " + KnownPolicies())
+      ->capture_default_str();
+  cmd->add_option("--config", o.config,
+                  "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
+                  "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
+                  "typicalPods, offlineNodes, threads; flags given on the command line win; "
+                  "relative paths are relative to the file");
+  cmd->add_option("--kubeconfig", o.kubeconfig,
+                  "Reach the API server with this kubeconfig (not read from $KUBECONFIG "
+                  "implicitly: a daemon should say which cluster it serves)");
+  cmd->add_flag("--in-cluster", o.in_cluster,
+                "Reach the API server with the pod's service account (in a cluster)");
+  cmd->add_option("--context", o.context, "kubeconfig context [default: current-context]");
+  cmd->add_option("--offline-nodes", o.offline_nodes,
+                  "No API server: the nodes come from this JSON file (a v1.NodeList or an "
+                  "array of nodes) and there are no pods; bind answers an error. For trying "
+                  "the protocol and for benchmarks");
+  cmd->add_option("--default-gpu-model", o.default_gpu_model,
+                  "GPU model of nodes that publish no gpumux.io/gpus annotation (their GPU "
+                  "count is status.allocatable[gpumux.io/gpu])")
+      ->capture_default_str();
+  cmd->add_option("--default-gpu-memory-mib", o.default_gpu_memory_mib,
+                  "GPU memory of such nodes; 0: they take whole-GPU requests only")
+      ->capture_default_str();
+  cmd->add_option("--grant-ttl-seconds", o.grant_ttl_seconds,
+                  "Release GPUs picked at bind whose pod is not seen bound within this time")
+      ->capture_default_str();
+  cmd->add_option("--typical-pods", o.typical_pods,
+                  "Pod list (the trace's CSV format) whose request shapes define "
+                  "fragmentation for fgd [default: the embedded Alibaba trace]");
+  cmd->add_option("--threads", o.threads,
+                  "HTTP worker threads (each open keep-alive connection holds one)")
+      ->capture_default_str();
+  cmd->footer(
+      "\nExit status: 0 after SIGINT/SIGTERM (a second signal ends it at once), 2 for bad "
+      "usage or input, 1 when it cannot run (e.g. the port is in use).\n"
+      "\nExamples:\n"
+      "  gpumux extender --kubeconfig ~/.kube/config --policy fgd\n"
+      "  gpumux extender --in-cluster --listen 0.0.0.0:12345 --default-gpu-model T4 "
+      "--default-gpu-memory-mib 15360\n"
+      "  gpumux extender --offline-nodes nodes.json --listen 127.0.0.1:0\n"
+      "\nkube-scheduler configuration (KubeSchedulerConfiguration.extenders):\n"
+      "  - urlPrefix: http://127.0.0.1:12345/gpumux\n"
+      "    filterVerb: filter\n    prioritizeVerb: prioritize\n    bindVerb: bind\n"
+      "    preemptVerb: preempt\n    weight: 1\n    nodeCacheCapable: true\n"
+      "    ignorable: false\n    managedResources:\n"
+      "    - {name: gpumux.io/gpu, ignoredByScheduler: true}\n"
+      "    - {name: gpumux.io/gpu-mem, ignoredByScheduler: true}\n"
+      "    - {name: gpumux.io/gpu-milli, ignoredByScheduler: true}\n");
+  cmd->callback([cmd, &o] {
+    for (const CLI::Option* opt : cmd->get_options()) {
+      if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert(opt->get_lnames().front());
+    }
+  });
+  return cmd;
+}
+
+int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream& err) {
+  (void)out;
+  const auto usage = [&err](const std::string& message) {
+    err << "gpumux extender: " << message << "\nRun 'gpumux extender --help'.\n";
+    return kUsageError;
+  };
+  ExtenderCliOptions o = given;
+  if (!o.config.empty()) {
+    if (auto e = ApplyConfigFile(o)) return usage(e->message);
+  }
+  if (auto e = Validate(o)) return usage(e->message);
+  k8s::ExtenderServerOptions server_options;
+  if (auto e = ParseListen(o.listen, server_options.host, server_options.port)) {
+    return usage(e->message);
+  }
+  server_options.url_prefix = o.url_prefix;
+  server_options.threads = o.threads;
+
+  // Before any thread starts (the API client's, the server's): they all inherit the mask, and
+  // SIGINT/SIGTERM reach only the sigwait below.
+  SignalBlock signals;
+  signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
+
+  LogSink log(err);
+  const auto log_fn = [&log](std::string_view line) { log(line); };
+  k8s::ClusterStateOptions state_options;
+  state_options.policy = o.policy;
+  state_options.defaults.gpu_model = o.default_gpu_model;
+  state_options.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
+  state_options.grant_ttl_seconds = o.grant_ttl_seconds;
+  state_options.log = log_fn;
+  auto typical = TypicalPods(o.typical_pods);
+  if (!typical) return usage(typical.error().message);
+  state_options.context.typical_pods = std::move(*typical);
+
+  // The cluster source, before anything starts: its errors are the user's to fix.
+  std::vector<json> offline_nodes;
+  std::unique_ptr<k8s::KubeApi> api;
+  std::string source;
+  if (!o.offline_nodes.empty()) {
+    auto nodes = LoadOfflineNodes(o.offline_nodes, state_options.defaults, log);
+    if (!nodes) return usage(nodes.error().message);
+    offline_nodes = std::move(*nodes);
+    source = "offline nodes from " + o.offline_nodes;
+  } else {
+    auto config = o.in_cluster ? k8s::LoadInClusterConfig()
+                               : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+    if (!config) {
+      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
+                   config.error().message);
+    }
+    source = "API server " + config->server;
+    api = k8s::MakeCurlClient(std::move(*config));
+  }
+
+  const k8s::Clock clock = [] {
+    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count());
+  };
+  auto created = k8s::ClusterState::Create(std::move(state_options), clock);
+  if (!created) return usage(created.error().message);
+  k8s::ClusterState& state = **created;
+  k8s::Extender extender(state, api.get());
+  server_options.log = log_fn;
+
+  k8s::ExtenderServer server(extender, state, server_options);
+  if (auto started = server.Start(); !started) {
+    log("cannot start: " + started.error().message);
+    return kRuntimeError;
+  }
+  log("serving policy " + state.policy_name() + " for " + source + "; listening on " +
+      server_options.host + ":" + std::to_string(server.port()) + ", verbs under " +
+      (server.url_prefix().empty() ? std::string("/") : server.url_prefix()));
+
+  std::vector<std::jthread> threads;
+  std::vector<std::unique_ptr<k8s::Reflector>> reflectors;
+  if (api == nullptr) {
+    state.SetNodes(offline_nodes);
+    state.SetPods({});
+    state.MarkSynced();
+    const k8s::StateCounters c = state.counters();
+    log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs");
+  } else {
+    auto listed = std::make_shared<std::atomic<int>>(0);
+    const auto on_listed = [&state, &log, listed] {
+      // Both collections listed once (a relist later does not count again).
+      if (listed->fetch_add(1) + 1 == 2) {
+        state.MarkSynced();
+        const k8s::StateCounters c = state.counters();
+        log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) +
+            " GPUs, " + std::to_string(c.grants_bound) + " bound grants");
+      }
+    };
+    auto once = [on_listed] {
+      return [on_listed, done = std::make_shared<std::atomic<bool>>(false)] {
+        if (!done->exchange(true)) on_listed();
+      };
+    };
+    // Jittered backoff, so that replicas do not relist in step after an API server restart.
+    const auto options = [](std::string_view stream) {
+      k8s::ReflectorOptions r;
+      const auto seed = static_cast<std::uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count()) ^
+          static_cast<std::uint64_t>(getpid());
+      r.random_below = [rng = std::make_shared<core::Rng>(seed, stream)](std::uint64_t n) {
+        return rng->Below(n);
+      };
+      return r;
+    };
+    reflectors.push_back(std::make_unique<k8s::Reflector>(
+        *api, "/api/v1/nodes", NodeHandler(state, log, once()), options("nodes")));
+    reflectors.push_back(std::make_unique<k8s::Reflector>(
+        *api, "/api/v1/pods", PodHandler(state, log, once()), options("pods")));
+    for (auto& r : reflectors) {
+      threads.emplace_back([reflector = r.get()](std::stop_token stop) { reflector->Run(stop); });
+    }
+  }
+  // Assumed grants whose pod never got bound give their GPUs back.
+  threads.emplace_back([&state, &log, ttl = o.grant_ttl_seconds](std::stop_token stop) {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, stop, kExpireInterval, [&stop] { return stop.stop_requested(); })) {
+      if (const int n = state.ExpireAssumed(); n > 0) {
+        log("released " + std::to_string(n) + " assumed grant(s) whose pod was not bound within " +
+            std::to_string(ttl) + " s");
+      }
+    }
+  });
+
+  const int sig = signals.Wait();
+  signals.Restore();
+  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+      ", stopping (a second signal ends the process at once)");
+  server.Stop();
+  for (std::jthread& t : threads) t.request_stop();
+  for (std::jthread& t : threads) t.join();
+  log("stopped");
+  return 0;
+}
+
+}  // namespace gpumux::cli
