@@ -27,11 +27,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kErrorBodyExcerpt = 200;     // bytes of a non-Status error body kept
-constexpr std::size_t kMaxErrorBody = 64 * 1024;   // bytes of an error body read at all
-constexpr std::size_t kMaxWatchLine = 64u << 20;   // one watch event (a huge object) at most
+constexpr std::size_t kErrorBodyExcerpt = 200;    // bytes of a non-Status error body kept
+constexpr std::size_t kMaxErrorBody = 64 * 1024;  // bytes of an error body read at all
+constexpr std::size_t kMaxWatchLine = 64u << 20;  // one watch event (a huge object) at most
 constexpr std::size_t kMaxIdleHandles = 8;
-constexpr long kWatchGraceSeconds = 30;            // after timeoutSeconds, before we end it
+constexpr long kWatchGraceSeconds = 30;  // after timeoutSeconds, before we end it
 constexpr int kWatchPollMs = 1000;
 
 void InitCurlOnce() {
@@ -57,22 +57,38 @@ using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
 // Kubernetes' StatusReason for an HTTP status, for answers that carry no Status object.
 std::string ReasonForStatus(long status) {
   switch (status) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 406: return "NotAcceptable";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return status >= 500 ? "InternalError" : "Unknown";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return status >= 500 ? "InternalError" : "Unknown";
   }
 }
 
@@ -316,8 +332,8 @@ class CurlClient final : public KubeApi {
         CURLMcode code = curl_multi_perform(raw_multi, &running);
         if (code != CURLM_OK) {
           curl_multi_remove_handle(raw_multi, easy.get());
-          return tl::unexpected(LocalError("CurlMultiError", sink.what + ": " +
-                                                                 curl_multi_strerror(code)));
+          return tl::unexpected(
+              LocalError("CurlMultiError", sink.what + ": " + curl_multi_strerror(code)));
         }
         if (running == 0) {
           int left = 0;
@@ -330,8 +346,8 @@ class CurlClient final : public KubeApi {
         code = curl_multi_poll(raw_multi, nullptr, 0, kWatchPollMs, nullptr);
         if (code != CURLM_OK) {
           curl_multi_remove_handle(raw_multi, easy.get());
-          return tl::unexpected(LocalError("CurlMultiError", sink.what + ": " +
-                                                                 curl_multi_strerror(code)));
+          return tl::unexpected(
+              LocalError("CurlMultiError", sink.what + ": " + curl_multi_strerror(code)));
         }
       }
       curl_multi_remove_handle(raw_multi, easy.get());
@@ -391,9 +407,9 @@ class CurlClient final : public KubeApi {
     }
     if (token_loaded_) return token_;
     if (!config_.bearer_token.empty()) return config_.bearer_token;
-    return tl::unexpected(LocalError(
-        "TokenFile", "cannot read the token file " + config_.token_file +
-                         (ec ? ": " + ec.message() : std::string(": unreadable"))));
+    return tl::unexpected(
+        LocalError("TokenFile", "cannot read the token file " + config_.token_file +
+                                    (ec ? ": " + ec.message() : std::string(": unreadable"))));
   }
 
   EasyHandle Acquire() {
@@ -453,7 +469,8 @@ class CurlClient final : public KubeApi {
     set(curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L), "TCP_KEEPALIVE");
     set(curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L), "TCP_KEEPIDLE");
     set(curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 10L), "TCP_KEEPINTVL");
-    const long timeout_ms = static_cast<long>(std::max<std::int64_t>(1, config_.request_timeout.count()));
+    const long timeout_ms =
+        static_cast<long>(std::max<std::int64_t>(1, config_.request_timeout.count()));
     set(curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms), "CONNECTTIMEOUT_MS");
     if (kind == RequestKind::kPlain) {
       set(curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms), "TIMEOUT_MS");
@@ -486,8 +503,8 @@ class CurlClient final : public KubeApi {
       set(curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM"), "SSLCERTTYPE");
     }
     if (!config_.client_key_pem.empty()) {
-      curl_blob key{const_cast<char*>(config_.client_key_pem.data()),
-                    config_.client_key_pem.size(), CURL_BLOB_COPY};
+      curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                    CURL_BLOB_COPY};
       set(curl_easy_setopt(easy, CURLOPT_SSLKEY_BLOB, &key), "SSLKEY_BLOB");
       set(curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM"), "SSLKEYTYPE");
     }
@@ -505,8 +522,8 @@ class CurlClient final : public KubeApi {
     if (!easy) return tl::unexpected(LocalError("OutOfMemory", "curl_easy_init failed"));
     char error_buffer[CURL_ERROR_SIZE] = {};
     HeaderList headers;
-    if (auto setup = Configure(easy.get(), method, url, body, content_type, headers,
-                               error_buffer, RequestKind::kPlain);
+    if (auto setup = Configure(easy.get(), method, url, body, content_type, headers, error_buffer,
+                               RequestKind::kPlain);
         !setup) {
       return tl::unexpected(setup.error());
     }
@@ -533,9 +550,9 @@ class CurlClient final : public KubeApi {
     if (answer->body.empty()) return json();
     json decoded = json::parse(answer->body, nullptr, false);
     if (decoded.is_discarded()) {
-      return tl::unexpected(ApiError{static_cast<int>(answer->status), "InvalidResponse",
-                                     std::string(method) + " " + path +
-                                         ": the answer is not JSON: " + Excerpt(answer->body)});
+      return tl::unexpected(ApiError{
+          static_cast<int>(answer->status), "InvalidResponse",
+          std::string(method) + " " + path + ": the answer is not JSON: " + Excerpt(answer->body)});
     }
     return decoded;
   }

@@ -56,7 +56,7 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
     }
   }
   const int remainder = symbols % 4;
-  if (remainder == 1) return std::nullopt;                       // 6 bits cannot make a byte
+  if (remainder == 1) return std::nullopt;  // 6 bits cannot make a byte
   if (padding > 0 && (remainder + padding) % 4 != 0) return std::nullopt;  // wrong padding
   if (padding > 2) return std::nullopt;
   return out;
@@ -121,14 +121,15 @@ class KubeconfigReader {
                                    const std::string& where) const {
     const YAML::Node node = map[key];
     if (!node.IsDefined() || node.IsNull()) return std::string();
-    if (!node.IsScalar()) return Fail(ErrorCode::kInvalidArgument, where + "." + key + " is not a string");
+    if (!node.IsScalar())
+      return Fail(ErrorCode::kInvalidArgument, where + "." + key + " is not a string");
     return node.as<std::string>();
   }
 
   // The entry named `name` in the list `list_key` (contexts, clusters, users); its `body_key`
   // (context, cluster, user) map.
-  core::Result<YAML::Node> Named(const YAML::Node& root, const char* list_key,
-                                 const char* body_key, const std::string& name) const {
+  core::Result<YAML::Node> Named(const YAML::Node& root, const char* list_key, const char* body_key,
+                                 const std::string& name) const {
     const YAML::Node list = root[list_key];
     std::vector<std::string> known;
     if (list.IsDefined() && !list.IsNull()) {
@@ -144,8 +145,8 @@ class KubeconfigReader {
           const YAML::Node body = entry[body_key];
           if (!body.IsDefined() || body.IsNull()) return YAML::Node(YAML::NodeType::Map);
           if (!body.IsMap()) {
-            return Fail(ErrorCode::kInvalidArgument, std::string(list_key) + "[\"" + name +
-                                                         "\"]." + body_key + " is not a map");
+            return Fail(ErrorCode::kInvalidArgument,
+                        std::string(list_key) + "[\"" + name + "\"]." + body_key + " is not a map");
           }
           return body;
         }
@@ -191,7 +192,8 @@ class KubeconfigReader {
   }
 
   core::Result<ClientConfig> Parse(const YAML::Node& root, std::string_view wanted_context) {
-    if (!root.IsMap()) return Fail(ErrorCode::kInvalidArgument, "not a YAML map (is it a kubeconfig?)");
+    if (!root.IsMap())
+      return Fail(ErrorCode::kInvalidArgument, "not a YAML map (is it a kubeconfig?)");
     ClientConfig config;
     std::string context_name(wanted_context);
     if (context_name.empty()) {
@@ -199,7 +201,8 @@ class KubeconfigReader {
       if (!current) return tl::unexpected(current.error());
       context_name = *current;
       if (context_name.empty()) {
-        return Fail(ErrorCode::kInvalidArgument, "no current-context is set and no context was given");
+        return Fail(ErrorCode::kInvalidArgument,
+                    "no current-context is set and no context was given");
       }
     }
     auto context = Named(root, "contexts", "context", context_name);
@@ -207,7 +210,8 @@ class KubeconfigReader {
     const std::string context_where = "contexts[\"" + context_name + "\"].context";
     auto cluster_name = Scalar(*context, "cluster", context_where);
     if (!cluster_name) return tl::unexpected(cluster_name.error());
-    if (cluster_name->empty()) return Fail(ErrorCode::kInvalidArgument, context_where + ".cluster is missing");
+    if (cluster_name->empty())
+      return Fail(ErrorCode::kInvalidArgument, context_where + ".cluster is missing");
     auto user_name = Scalar(*context, "user", context_where);
     if (!user_name) return tl::unexpected(user_name.error());
     auto ns = Scalar(*context, "namespace", context_where);
@@ -220,12 +224,20 @@ class KubeconfigReader {
     const std::string cluster_where = "clusters[\"" + *cluster_name + "\"].cluster";
     auto server = Scalar(*cluster, "server", cluster_where);
     if (!server) return tl::unexpected(server.error());
-    if (server->empty()) return Fail(ErrorCode::kInvalidArgument, cluster_where + ".server is missing");
+    if (server->empty())
+      return Fail(ErrorCode::kInvalidArgument, cluster_where + ".server is missing");
     if (server->rfind("https://", 0) != 0 && server->rfind("http://", 0) != 0) {
       return Fail(ErrorCode::kInvalidArgument,
                   cluster_where + ".server \"" + *server + "\" is not an http(s):// URL");
     }
     config.server = *server;
+    // Settings the client cannot honour are refused rather than silently ignored.
+    for (const char* unsupported : {"proxy-url", "tls-server-name"}) {
+      if (const YAML::Node node = (*cluster)[unsupported]; node.IsDefined() && !node.IsNull()) {
+        return Fail(ErrorCode::kInvalidArgument,
+                    cluster_where + "." + unsupported + " is not supported by gpumux");
+      }
+    }
     auto ca = Pem(*cluster, "certificate-authority", cluster_where);
     if (!ca) return tl::unexpected(ca.error());
     config.ca_pem = *ca;
@@ -267,7 +279,8 @@ class KubeconfigReader {
       config.token_file = Resolve(*token_file);
       std::string read_error;
       if (!ReadWholeFile(config.token_file, read_error)) {
-        return Fail(ErrorCode::kIo, user_where + ".tokenFile: " + config.token_file + " " + read_error);
+        return Fail(ErrorCode::kIo,
+                    user_where + ".tokenFile: " + config.token_file + " " + read_error);
       }
     }
     auto cert = Pem(*user, "client-certificate", user_where);
@@ -304,8 +317,8 @@ core::Result<ClientConfig> LoadInClusterConfig(const std::string& sa_dir) {
   }
   const std::string port_text = port;
   if (port_text.find_first_not_of("0123456789") != std::string::npos || port_text.size() > 5) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "in-cluster config: KUBERNETES_SERVICE_PORT \"" + port_text + "\" is not a port");
+    return MakeError(ErrorCode::kInvalidArgument, "in-cluster config: KUBERNETES_SERVICE_PORT \"" +
+                                                      port_text + "\" is not a port");
   }
   std::string host_text = host;
   if (host_text.find(':') != std::string::npos && host_text.front() != '[') {
@@ -323,13 +336,14 @@ core::Result<ClientConfig> LoadInClusterConfig(const std::string& sa_dir) {
                                          config.token_file + " " + read_error);
   }
   if (Trim(*token).empty()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "in-cluster config: the service account token " + config.token_file + " is empty");
+    return MakeError(ErrorCode::kInvalidArgument, "in-cluster config: the service account token " +
+                                                      config.token_file + " is empty");
   }
   const std::string ca_path = (dir / "ca.crt").string();
   auto ca = ReadWholeFile(ca_path, read_error);
   if (!ca) {
-    return MakeError(ErrorCode::kIo, "in-cluster config: the CA bundle " + ca_path + " " + read_error);
+    return MakeError(ErrorCode::kIo,
+                     "in-cluster config: the CA bundle " + ca_path + " " + read_error);
   }
   config.ca_pem = *ca;
   if (auto ns = ReadWholeFile(dir / "namespace", read_error); ns && !Trim(*ns).empty()) {

@@ -65,7 +65,8 @@ std::chrono::milliseconds Reflector::NextBackoff() {
   backoff_ = std::min(backoff_ * 2, std::max(options_.max_backoff, options_.initial_backoff));
   if (options_.random_below && options_.jitter_percent > 0 && delay.count() > 0) {
     const auto span = static_cast<std::uint64_t>(delay.count()) *
-                          static_cast<std::uint64_t>(options_.jitter_percent) / 100 + 1;
+                          static_cast<std::uint64_t>(options_.jitter_percent) / 100 +
+                      1;
     delay += std::chrono::milliseconds(static_cast<std::int64_t>(options_.random_below(span)));
   }
   last_backoff_ms_.store(delay.count());
@@ -96,8 +97,7 @@ bool Reflector::ListOnce(std::string& resource_version) {
   return true;
 }
 
-Reflector::WatchOutcome Reflector::WatchOnce(std::string& resource_version,
-                                             std::stop_token stop) {
+Reflector::WatchOutcome Reflector::WatchOnce(std::string& resource_version, std::stop_token stop) {
   watches_.fetch_add(1);
   const auto start = std::chrono::steady_clock::now();
   std::int64_t received = 0;

@@ -55,14 +55,14 @@ struct ToStringCase {
   std::string expected;
 };
 
-class ApiErrorToString : public ::testing::TestWithParam<ToStringCase> {};
+class ApiClientErrorToString : public ::testing::TestWithParam<ToStringCase> {};
 
-TEST_P(ApiErrorToString, NamesTheStatusReasonAndMessage) {
+TEST_P(ApiClientErrorToString, NamesTheStatusReasonAndMessage) {
   EXPECT_EQ(GetParam().error.ToString(), GetParam().expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, ApiErrorToString,
+    ApiClient, ApiClientErrorToString,
     ::testing::Values(
         ToStringCase{"AnHttpErrorShowsCodeReasonAndMessage",
                      ApiError{409, "Conflict", "Operation cannot be fulfilled on pods \"p\""},
@@ -272,8 +272,7 @@ TEST(ApiClient, ASlowServerIsATransportErrorAfterTheRequestTimeout) {
   auto nodes = api->Get("/api/v1/nodes");
   ASSERT_FALSE(nodes.has_value());
   EXPECT_EQ(nodes.error().http_status, 0);
-  EXPECT_NE(nodes.error().message.find("GET " + server.url() + "/api/v1/nodes"),
-            std::string::npos)
+  EXPECT_NE(nodes.error().message.find("GET " + server.url() + "/api/v1/nodes"), std::string::npos)
       << nodes.error().message;
   EXPECT_LT(MillisSince(start), 1500);
 }
@@ -378,8 +377,7 @@ TEST(ApiClient, HttpsWithAnotherCaIsRejected) {
   auto nodes = MakeCurlClient(config)->Get("/api/v1/nodes");
   ASSERT_FALSE(nodes.has_value());
   EXPECT_EQ(nodes.error().http_status, 0);
-  EXPECT_NE(nodes.error().message.find("certificate"), std::string::npos)
-      << nodes.error().message;
+  EXPECT_NE(nodes.error().message.find("certificate"), std::string::npos) << nodes.error().message;
   EXPECT_EQ(server.total_requests(), 0);
 }
 
@@ -441,8 +439,8 @@ TEST(ApiClient, WatchStreamsEventsInOrderAndStopsWhenTheHandlerSaysSo) {
       std::stop_token(), 10);
   ASSERT_TRUE(result.has_value()) << result.error().ToString();
   EXPECT_EQ(seen, (std::vector<std::string>{"ADDED b", "DELETED a", "ADDED c"}));
-  EXPECT_NE(server.seen().back().target.find("watch=1&allowWatchBookmarks=true&resourceVersion=" +
-                                             rv + "&timeoutSeconds=10"),
+  EXPECT_NE(server.seen().back().target.find(
+                "watch=1&allowWatchBookmarks=true&resourceVersion=" + rv + "&timeoutSeconds=10"),
             std::string::npos);
 }
 
@@ -456,8 +454,9 @@ TEST(ApiClient, AStopRequestEndsASilentWatchPromptly) {
     stop.request_stop();
   });
   const auto start = Clock::now();
-  auto result = api->Watch("/api/v1/pods", server.resource_version(),
-                           [](WatchEvent&&) { return true; }, stop.get_token(), 300);
+  auto result = api->Watch(
+      "/api/v1/pods", server.resource_version(), [](WatchEvent&&) { return true; },
+      stop.get_token(), 300);
   EXPECT_TRUE(result.has_value()) << result.error().ToString();
   EXPECT_LT(MillisSince(start), 1000);
 }
@@ -469,8 +468,9 @@ TEST(ApiClient, WatchEndsSuccessfullyWhenTheServerEndsTheStream) {
     server.WaitForOpenWatches(1, std::chrono::seconds(5));
     server.CloseWatches();
   });
-  auto result = api->Watch("/api/v1/nodes", server.resource_version(),
-                           [](WatchEvent&&) { return true; }, std::stop_token(), 300);
+  auto result = api->Watch(
+      "/api/v1/nodes", server.resource_version(), [](WatchEvent&&) { return true; },
+      std::stop_token(), 300);
   EXPECT_TRUE(result.has_value()) << result.error().ToString();
 }
 
@@ -480,8 +480,8 @@ TEST(ApiClient, WatchFromACompactedVersionIsHttp410) {
   server.Compact();
   auto api = MakeCurlClient(ConfigFor(server));
   int events = 0;
-  auto result = api->Watch("/api/v1/pods", old, [&](WatchEvent&&) { return ++events > 0; },
-                           std::stop_token(), 10);
+  auto result = api->Watch(
+      "/api/v1/pods", old, [&](WatchEvent&&) { return ++events > 0; }, std::stop_token(), 10);
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().http_status, 410);
   EXPECT_EQ(result.error().reason, "Expired");
@@ -494,12 +494,13 @@ TEST(ApiClient, AnErrorEventIsPassedToTheHandler) {
   server.Compact();
   auto api = MakeCurlClient(ConfigFor(server));
   std::vector<WatchEvent> events;
-  auto result = api->Watch("/api/v1/pods", old,
-                           [&](WatchEvent&& event) {
-                             events.push_back(std::move(event));
-                             return true;
-                           },
-                           std::stop_token(), 10);
+  auto result = api->Watch(
+      "/api/v1/pods", old,
+      [&](WatchEvent&& event) {
+        events.push_back(std::move(event));
+        return true;
+      },
+      std::stop_token(), 10);
   ASSERT_TRUE(result.has_value()) << result.error().ToString();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].type, "ERROR");
@@ -510,8 +511,8 @@ TEST(ApiClient, AnInjectedWatchFailureIsAnHttpError) {
   FakeApiServer server;
   server.FailNext("GET", "watch=1", 500, "InternalError", "etcd is down");
   auto api = MakeCurlClient(ConfigFor(server));
-  auto result = api->Watch("/api/v1/pods", "1", [](WatchEvent&&) { return true; },
-                           std::stop_token(), 10);
+  auto result = api->Watch(
+      "/api/v1/pods", "1", [](WatchEvent&&) { return true; }, std::stop_token(), 10);
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().http_status, 500);
   EXPECT_EQ(result.error().message, "etcd is down");
@@ -523,8 +524,8 @@ TEST(ApiClient, AnUndecodableWatchLineIsAnError) {
                           "{\"type\":\"ADDED\",\"object\":{}}\nnot json\n");
   auto api = MakeCurlClient(ConfigFor(server));
   int events = 0;
-  auto result = api->Watch("/api/v1/pods", "1", [&](WatchEvent&&) { return ++events > 0; },
-                           std::stop_token(), 10);
+  auto result = api->Watch(
+      "/api/v1/pods", "1", [&](WatchEvent&&) { return ++events > 0; }, std::stop_token(), 10);
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().reason, "InvalidWatchEvent");
   EXPECT_NE(result.error().message.find("not json"), std::string::npos);

@@ -2,8 +2,8 @@
 // bug in one cannot hide a bug in the other.
 #include "tests/testing/fake_apiserver.h"
 
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <string>
@@ -46,7 +46,7 @@ TEST_P(FakeApiServerMergePatch, FollowsRfc7386) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, FakeApiServerMergePatch,
+    FakeApiServer, FakeApiServerMergePatch,
     ::testing::Values(
         MergePatchCase{"AddsAKey", json::object(), {{"a", "1"}}, {{"a", "1"}}},
         MergePatchCase{"ReplacesAValue", {{"a", "1"}}, {{"a", "2"}}, {{"a", "2"}}},
@@ -59,8 +59,9 @@ TEST(FakeApiServer, PatchThatChangesNothingKeepsTheResourceVersion) {
   FakeApiServer server;
   const std::string rv = server.AddPod(Pod("p", {{"a", "1"}}));
   httplib::Client client("127.0.0.1", server.port());
-  auto res = client.Patch("/api/v1/namespaces/ns/pods/p",
-                          R"({"metadata":{"annotations":{"a":"1"}}})", "application/merge-patch+json");
+  auto res =
+      client.Patch("/api/v1/namespaces/ns/pods/p", R"({"metadata":{"annotations":{"a":"1"}}})",
+                   "application/merge-patch+json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(server.resource_version(), rv);
@@ -88,11 +89,10 @@ TEST(FakeApiServer, JsonPatchTestOperationThatFailsIsRejected) {
   FakeApiServer server;
   server.AddPod(Pod("p", {{"a", "1"}}));
   httplib::Client client("127.0.0.1", server.port());
-  auto res = client.Patch(
-      "/api/v1/namespaces/ns/pods/p",
-      R"([{"op":"test","path":"/metadata/annotations/a","value":"2"},)"
-      R"({"op":"replace","path":"/metadata/annotations/a","value":"3"}])",
-      "application/json-patch+json");
+  auto res = client.Patch("/api/v1/namespaces/ns/pods/p",
+                          R"([{"op":"test","path":"/metadata/annotations/a","value":"2"},)"
+                          R"({"op":"replace","path":"/metadata/annotations/a","value":"3"}])",
+                          "application/json-patch+json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 422);
   EXPECT_EQ((*server.GetPod("ns", "p"))["metadata"]["annotations"]["a"], "1");
@@ -135,7 +135,8 @@ TEST(FakeApiServer, ListPagesWithContinueTokensAtOneResourceVersion) {
   EXPECT_FALSE(page1["items"][0].contains("kind"));  // as Kubernetes: no kind in list items
   const std::string token = page1["metadata"]["continue"];
   server.AddNode({{"metadata", {{"name", "d"}}}});
-  auto second = client.Get("/api/v1/nodes?limit=2&continue=" + httplib::detail::encode_query_param(token));
+  auto second =
+      client.Get("/api/v1/nodes?limit=2&continue=" + httplib::detail::encode_query_param(token));
   ASSERT_TRUE(second);
   const json page2 = json::parse(second->body);
   ASSERT_EQ(page2["items"].size(), 2u);
@@ -155,17 +156,31 @@ TEST(FakeApiServer, WatchReplaysHistoryAfterTheResourceVersionThenEnds) {
     server.WaitForOpenWatches(1, std::chrono::seconds(5));
     server.CloseWatches();
   });
-  auto res = client.Get("/api/v1/pods?watch=1&resourceVersion=" + rv,
-                        [&](const char* data, size_t length) {
-                          std::string text(data, length);
-                          for (std::size_t at = 0; (at = text.find("\"type\":\"", at)) != std::string::npos;) {
-                            at += 8;
-                            types.push_back(text.substr(at, text.find('"', at) - at));
-                          }
-                          return true;
-                        });
+  auto res = client.Get(
+      "/api/v1/pods?watch=1&resourceVersion=" + rv, [&](const char* data, size_t length) {
+        std::string text(data, length);
+        for (std::size_t at = 0; (at = text.find("\"type\":\"", at)) != std::string::npos;) {
+          at += 8;
+          types.push_back(text.substr(at, text.find('"', at) - at));
+        }
+        return true;
+      });
   ASSERT_TRUE(res);
   EXPECT_EQ(types, (std::vector<std::string>{"ADDED", "DELETED"}));
+}
+
+TEST(FakeApiServer, WatchEndsCleanlyAfterTimeoutSeconds) {
+  FakeApiServer server;
+  httplib::Client client("127.0.0.1", server.port());
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client.Get("/api/v1/nodes?watch=1&timeoutSeconds=1&resourceVersion=" +
+                        server.resource_version());
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "");
+  EXPECT_GE(elapsed, std::chrono::milliseconds(990));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(2500));
 }
 
 TEST(FakeApiServer, FieldSelectorWatchSeesAPodMovingInAsAdded) {
@@ -180,12 +195,14 @@ TEST(FakeApiServer, FieldSelectorWatchSeesAPodMovingInAsAdded) {
     server.WaitForOpenWatches(1, std::chrono::seconds(5));
     server.CloseWatches();
   });
-  auto res = client.Get("/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn1"
-                        "&resourceVersion=" + rv,
-                        [&](const char* data, size_t length) {
-                          body.append(data, length);
-                          return true;
-                        });
+  auto res = client.Get(
+      "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dn1"
+      "&resourceVersion=" +
+          rv,
+      [&](const char* data, size_t length) {
+        body.append(data, length);
+        return true;
+      });
   ASSERT_TRUE(res);
   EXPECT_EQ(body.find("\"type\":\"MODIFIED\""), std::string::npos) << body;
   EXPECT_NE(body.find("\"type\":\"ADDED\""), std::string::npos) << body;

@@ -96,8 +96,9 @@ TEST_F(KubeconfigTest, AMissingContextIsAnErrorNamingItAndTheKnownOnes) {
   const std::string path = Write("config", TwoContexts("    token: abc123\n"));
   auto config = LoadKubeconfig(path, "staging");
   ASSERT_FALSE(config.has_value());
-  EXPECT_EQ(config.error().message,
-            "kubeconfig " + path + ": context \"staging\" not found in contexts (known: dev, prod)");
+  EXPECT_EQ(
+      config.error().message,
+      "kubeconfig " + path + ": context \"staging\" not found in contexts (known: dev, prod)");
 }
 
 TEST_F(KubeconfigTest, TokenFileIsResolvedAgainstTheKubeconfigFolderAndKeptForRereading) {
@@ -133,8 +134,10 @@ TEST_F(KubeconfigTest, ClientCertificateFilesAreReadFromRelativeAndAbsolutePaths
   Write("pki/client.crt", "CERT FILE");
   const std::string key = Write("elsewhere/client.key", "KEY FILE");
   Write("pki/ca.crt", "CA FILE");
-  std::string text = TwoContexts("    client-certificate: pki/client.crt\n"
-                                 "    client-key: " + key + "\n");
+  std::string text = TwoContexts(
+      "    client-certificate: pki/client.crt\n"
+      "    client-key: " +
+      key + "\n");
   const std::string data_line = std::string("certificate-authority-data: ") + kCaData;
   text.replace(text.find(data_line), data_line.size(), "certificate-authority: ./pki/ca.crt");
   const std::string path = Write("config", text);
@@ -165,7 +168,7 @@ TEST_P(KubeconfigRejects, WithAMessageNamingTheFileAndField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Cases, KubeconfigRejects,
+    Kubeconfig, KubeconfigRejects,
     ::testing::Values(
         BadKubeconfigCase{"ExecCredentialPlugins",
                           "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
@@ -176,16 +179,19 @@ INSTANTIATE_TEST_SUITE_P(
                           "uses auth-provider credentials, which are not supported"},
         BadKubeconfigCase{"BasicAuthentication", "    username: admin\n    password: x\n",
                           "basic authentication"},
-        BadKubeconfigCase{"InvalidBase64", "    client-certificate-data: 'Q0VSVAo*'\n"
-                                           "    client-key-data: S0VZCg==\n",
+        BadKubeconfigCase{"InvalidBase64",
+                          "    client-certificate-data: 'Q0VSVAo*'\n"
+                          "    client-key-data: S0VZCg==\n",
                           "users[\"dev-user\"].user.client-certificate-data is not valid base64"},
-        BadKubeconfigCase{"WrongBase64Padding", "    client-certificate-data: Q0VSVAo==\n"
-                                                "    client-key-data: S0VZCg==\n",
+        BadKubeconfigCase{"WrongBase64Padding",
+                          "    client-certificate-data: Q0VSVAo==\n"
+                          "    client-key-data: S0VZCg==\n",
                           "client-certificate-data is not valid base64"},
         BadKubeconfigCase{"ACertificateWithoutKey", "    client-certificate-data: Q0VSVAo=\n",
                           "has a client-certificate but no client-key"},
-        BadKubeconfigCase{"AMissingCertificateFile", "    client-certificate: missing.crt\n"
-                                                     "    client-key-data: S0VZCg==\n",
+        BadKubeconfigCase{"AMissingCertificateFile",
+                          "    client-certificate: missing.crt\n"
+                          "    client-key-data: S0VZCg==\n",
                           "client-certificate: "}),
     [](const auto& test_case) { return test_case.param.name; });
 
@@ -220,9 +226,23 @@ TEST_F(KubeconfigTest, AServerThatIsNotAnHttpUrlIsAnError) {
   const std::string path = Write("config", text);
   auto config = LoadKubeconfig(path);
   ASSERT_FALSE(config.has_value());
-  EXPECT_NE(config.error().message.find(
-                "clusters[\"dev-cluster\"].cluster.server \"10.0.0.1:6443\" is not an http(s):// URL"),
-            std::string::npos)
+  EXPECT_NE(
+      config.error().message.find(
+          "clusters[\"dev-cluster\"].cluster.server \"10.0.0.1:6443\" is not an http(s):// URL"),
+      std::string::npos)
+      << config.error().message;
+}
+
+TEST_F(KubeconfigTest, AProxyUrlIsRefusedRatherThanIgnored) {
+  std::string text = TwoContexts("    token: t\n");
+  text.replace(text.find("    server: https://10.0.0.1:6443\n"), 0,
+               "    proxy-url: http://proxy:3128\n");
+  const std::string path = Write("config", text);
+  auto config = LoadKubeconfig(path);
+  ASSERT_FALSE(config.has_value());
+  EXPECT_NE(
+      config.error().message.find("clusters[\"dev-cluster\"].cluster.proxy-url is not supported"),
+      std::string::npos)
       << config.error().message;
 }
 
@@ -233,13 +253,18 @@ TEST_F(KubeconfigTest, AKubeconfigWithCertificateDataTalksToAMutualTlsServer) {
   ASSERT_TRUE(server.ok()) << server.error();
   server.AddNode({{"metadata", {{"name", "n1"}}}});
   const fs::path pki = server.tls().dir;
-  const std::string path = Write(
-      "config", "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-                "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-                "clusters: [{name: k, cluster: {server: '" + server.url() + "', "
-                "certificate-authority: '" + (pki / "ca.crt").string() + "'}}]\n"
-                "users: [{name: u, user: {client-certificate: '" + (pki / "client.crt").string() +
-                "', client-key: '" + (pki / "client.key").string() + "'}}]\n");
+  const std::string path = Write("config",
+                                 "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                                 "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                                 "clusters: [{name: k, cluster: {server: '" +
+                                     server.url() +
+                                     "', "
+                                     "certificate-authority: '" +
+                                     (pki / "ca.crt").string() +
+                                     "'}}]\n"
+                                     "users: [{name: u, user: {client-certificate: '" +
+                                     (pki / "client.crt").string() + "', client-key: '" +
+                                     (pki / "client.key").string() + "'}}]\n");
   auto config = LoadKubeconfig(path);
   ASSERT_TRUE(config.has_value()) << config.error().message;
   auto node = MakeCurlClient(*config)->Get("/api/v1/nodes/n1");
@@ -255,7 +280,8 @@ class KubeconfigInCluster : public KubeconfigTest {
     KubeconfigTest::SetUp();
     for (const char* name : {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
       const char* value = std::getenv(name);
-      saved_.emplace_back(name, value != nullptr ? std::optional<std::string>(value) : std::nullopt);
+      saved_.emplace_back(name,
+                          value != nullptr ? std::optional<std::string>(value) : std::nullopt);
     }
   }
   void TearDown() override {

@@ -100,8 +100,8 @@ class ReflectorTest : public ::testing::Test {
     ClientConfig config;
     config.server = server_.url();
     api_ = MakeCurlClient(config);
-    reflector_ = std::make_unique<Reflector>(*api_, "/api/v1/pods", recorder_.Handler(),
-                                             std::move(options));
+    reflector_ =
+        std::make_unique<Reflector>(*api_, "/api/v1/pods", recorder_.Handler(), std::move(options));
     runner_ = std::jthread([this](std::stop_token stop) { reflector_->Run(stop); });
   }
 

@@ -1,7 +1,7 @@
 #include "tests/testing/fake_apiserver.h"
 
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <charconv>
@@ -27,8 +27,8 @@ void IgnoreSigpipeOnce() {
 }
 
 json Status(int code, const std::string& reason, const std::string& message) {
-  return json{{"kind", "Status"},     {"apiVersion", "v1"}, {"metadata", json::object()},
-              {"status", "Failure"},  {"message", message}, {"reason", reason},
+  return json{{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+              {"status", "Failure"}, {"message", message}, {"reason", reason},
               {"code", code}};
 }
 
@@ -102,11 +102,14 @@ std::optional<std::vector<Requirement>> ParseRequirements(const std::string& tex
     part = TrimSpaces(part);
     Requirement r;
     if (auto at = part.find("!="); at != std::string::npos) {
-      r = {TrimSpaces(part.substr(0, at)), Requirement::Op::kNotEquals, TrimSpaces(part.substr(at + 2))};
+      r = {TrimSpaces(part.substr(0, at)), Requirement::Op::kNotEquals,
+           TrimSpaces(part.substr(at + 2))};
     } else if (auto eq2 = part.find("=="); eq2 != std::string::npos) {
-      r = {TrimSpaces(part.substr(0, eq2)), Requirement::Op::kEquals, TrimSpaces(part.substr(eq2 + 2))};
+      r = {TrimSpaces(part.substr(0, eq2)), Requirement::Op::kEquals,
+           TrimSpaces(part.substr(eq2 + 2))};
     } else if (auto eq = part.find('='); eq != std::string::npos) {
-      r = {TrimSpaces(part.substr(0, eq)), Requirement::Op::kEquals, TrimSpaces(part.substr(eq + 1))};
+      r = {TrimSpaces(part.substr(0, eq)), Requirement::Op::kEquals,
+           TrimSpaces(part.substr(eq + 1))};
     } else if (allow_existence && !part.empty() && part.find(' ') == std::string::npos) {
       if (part[0] == '!') {
         r = {part.substr(1), Requirement::Op::kNotExists, ""};
@@ -141,12 +144,11 @@ bool Matches(const Selector& selector, const json& object) {
     const std::string value = FieldValue(object, r.key);
     if ((r.op == Requirement::Op::kEquals) != (value == r.value)) return false;
   }
-  const json labels = object.is_object() && object.contains("metadata") &&
-                              object["metadata"].is_object() &&
-                              object["metadata"].contains("labels") &&
-                              object["metadata"]["labels"].is_object()
-                          ? object["metadata"]["labels"]
-                          : json::object();
+  const json labels =
+      object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
+              object["metadata"].contains("labels") && object["metadata"]["labels"].is_object()
+          ? object["metadata"]["labels"]
+          : json::object();
   for (const Requirement& r : selector.labels) {
     auto it = labels.find(r.key);
     const bool present = it != labels.end() && it->is_string();
@@ -315,8 +317,8 @@ FakeApiServer::~FakeApiServer() {
 }
 
 std::string FakeApiServer::url() const {
-  return std::string(options_.tls == FakeTls::kNone ? "http" : "https") + "://127.0.0.1:" +
-         std::to_string(port_);
+  return std::string(options_.tls == FakeTls::kNone ? "http" : "https") +
+         "://127.0.0.1:" + std::to_string(port_);
 }
 
 bool FakeApiServer::GenerateCertificates() {
@@ -348,8 +350,11 @@ bool FakeApiServer::GenerateCertificates() {
   const std::vector<std::string> ec_key = {"-newkey", "ec", "-pkeyopt",
                                            "ec_paramgen_curve:prime256v1", "-nodes"};
   auto make_ca = [&](const std::string& name) {
-    std::vector<std::string> args = {"req", "-x509", "-days", "2", "-subj", "/CN=" + name,
-                                     "-keyout", name + ".key", "-out", name + ".crt",
+    std::vector<std::string> args = {"req",     "-x509",
+                                     "-days",   "2",
+                                     "-subj",   "/CN=" + name,
+                                     "-keyout", name + ".key",
+                                     "-out",    name + ".crt",
                                      "-addext", "basicConstraints=critical,CA:TRUE",
                                      "-addext", "keyUsage=critical,keyCertSign,cRLSign"};
     args.insert(args.begin() + 2, ec_key.begin(), ec_key.end());
@@ -358,13 +363,12 @@ bool FakeApiServer::GenerateCertificates() {
   auto make_leaf = [&](const std::string& name, const std::string& subject, const std::string& ca,
                        const std::string& extensions, const std::string& serial) {
     write(name + ".ext", extensions);
-    std::vector<std::string> request = {"req", "-subj", subject, "-keyout", name + ".key",
-                                        "-out", name + ".csr"};
+    std::vector<std::string> request = {"req",         "-subj", subject,      "-keyout",
+                                        name + ".key", "-out",  name + ".csr"};
     request.insert(request.begin() + 1, ec_key.begin(), ec_key.end());
-    return openssl(request) &&
-           openssl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey",
-                    ca + ".key", "-set_serial", serial, "-days", "2", "-extfile", name + ".ext",
-                    "-out", name + ".crt"});
+    return openssl(request) && openssl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
+                                        "-CAkey", ca + ".key", "-set_serial", serial, "-days", "2",
+                                        "-extfile", name + ".ext", "-out", name + ".crt"});
   };
   const bool made =
       make_ca("ca") && make_ca("other-ca") &&
@@ -406,8 +410,8 @@ std::string FakeApiServer::Store(const std::string& resource, json object, std::
   json previous;
   if (auto it = objects.find(key); it != objects.end()) previous = it->second;
   objects[key] = object;
-  history_.push_back(HistoryEntry{rv_, resource, std::string(type), std::move(object),
-                                  std::move(previous)});
+  history_.push_back(
+      HistoryEntry{rv_, resource, std::string(type), std::move(object), std::move(previous)});
   cv_.notify_all();
   return std::to_string(rv_);
 }
@@ -424,7 +428,8 @@ std::string FakeApiServer::Remove(const std::string& resource, const std::string
   json object = std::move(it->second);
   objects.erase(it);
   object["metadata"]["resourceVersion"] = std::to_string(rv_);
-  history_.push_back(HistoryEntry{rv_, resource, "DELETED", std::move(object), std::move(previous)});
+  history_.push_back(
+      HistoryEntry{rv_, resource, "DELETED", std::move(object), std::move(previous)});
   cv_.notify_all();
   return std::to_string(rv_);
 }
@@ -434,7 +439,8 @@ namespace {
 // Fills kind, apiVersion, namespace and uid; false (and a test failure) without a name.
 bool Normalize(json& object, const std::string& resource, std::int64_t& next_uid) {
   if (!object.is_object() || Str(object, {"metadata", "name"}).empty()) {
-    ADD_FAILURE() << "FakeApiServer: a " << Singular(resource) << " needs metadata.name: " << object;
+    ADD_FAILURE() << "FakeApiServer: a " << Singular(resource)
+                  << " needs metadata.name: " << object;
     return false;
   }
   object["kind"] = KindOf(resource);
@@ -554,13 +560,17 @@ std::string FakeApiServer::resource_version() const {
 void FakeApiServer::FailNext(std::string method, std::string target_substring, int status,
                              std::string reason, std::string message, int times) {
   std::lock_guard lock(mu_);
-  failures_.push_back(Failure{std::move(method), std::move(target_substring), status,
-                              std::move(reason), std::move(message), times, {}});
+  failures_.push_back(Failure{std::move(method),
+                              std::move(target_substring),
+                              status,
+                              std::move(reason),
+                              std::move(message),
+                              times,
+                              {}});
 }
 
-void FakeApiServer::FailNextWithBody(std::string method, std::string target_substring,
-                                     int status, std::string content_type, std::string body,
-                                     int times) {
+void FakeApiServer::FailNextWithBody(std::string method, std::string target_substring, int status,
+                                     std::string content_type, std::string body, int times) {
   std::lock_guard lock(mu_);
   Failure failure{std::move(method), std::move(target_substring), status, "", "", times, {}};
   failure.raw = std::make_pair(std::move(content_type), std::move(body));
@@ -589,7 +599,8 @@ void FakeApiServer::Compact() {
   if (options_.gone_mode == GoneMode::kErrorEvent) {
     for (auto& watch : watches_) {
       if (!watch->error_event) {
-        watch->error_event = Status(410, "Expired", "The resourceVersion for the provided watch is too old.");
+        watch->error_event =
+            Status(410, "Expired", "The resourceVersion for the provided watch is too old.");
       }
     }
   }
@@ -748,7 +759,8 @@ std::optional<Selector> SelectorOf(const httplib::Request& req, std::string& err
   Selector selector;
   auto fields = ParseRequirements(req.get_param_value("fieldSelector"), false);
   if (!fields) {
-    error = "unable to parse requirement: fieldSelector \"" + req.get_param_value("fieldSelector") + "\"";
+    error = "unable to parse requirement: fieldSelector \"" + req.get_param_value("fieldSelector") +
+            "\"";
     return std::nullopt;
   }
   auto labels = ParseRequirements(req.get_param_value("labelSelector"), true);
@@ -773,7 +785,8 @@ void FakeApiServer::HandleList(const Route& route, const httplib::Request& req,
   if (req.has_param("limit")) {
     auto parsed = ParseInt(req.get_param_value("limit"));
     if (!parsed || *parsed < 0) {
-      return ReplyStatus(res, 400, "BadRequest", "invalid limit \"" + req.get_param_value("limit") + "\"");
+      return ReplyStatus(res, 400, "BadRequest",
+                         "invalid limit \"" + req.get_param_value("limit") + "\"");
     }
     limit = *parsed;
   }
@@ -828,8 +841,9 @@ void FakeApiServer::HandleWatch(const Route& route, const httplib::Request& req,
   if (req.has_param("timeoutSeconds")) {
     auto seconds = ParseInt(req.get_param_value("timeoutSeconds"));
     if (!seconds || *seconds < 0) {
-      return ReplyStatus(res, 400, "BadRequest",
-                         "invalid timeoutSeconds \"" + req.get_param_value("timeoutSeconds") + "\"");
+      return ReplyStatus(
+          res, 400, "BadRequest",
+          "invalid timeoutSeconds \"" + req.get_param_value("timeoutSeconds") + "\"");
     }
     if (*seconds > 0) stream->deadline = Clock::now() + std::chrono::seconds(*seconds);
   }
@@ -849,18 +863,17 @@ void FakeApiServer::HandleWatch(const Route& route, const httplib::Request& req,
                            "invalid resourceVersion \"" + rv_text + "\": not a number");
       }
       if (*rv < compacted_rv_) {
-        json gone = Status(410, "Expired",
-                           "too old resource version: " + rv_text + " (" +
-                               std::to_string(compacted_rv_) + ")");
+        json gone = Status(
+            410, "Expired",
+            "too old resource version: " + rv_text + " (" + std::to_string(compacted_rv_) + ")");
         if (options_.gone_mode == GoneMode::kHttp410) return Reply(res, 410, gone);
         stream->error_event = std::move(gone);
         stream->next = history_.size();
       } else {
         stream->next = static_cast<std::size_t>(
-            std::upper_bound(history_.begin(), history_.end(), *rv,
-                             [](std::int64_t value, const HistoryEntry& entry) {
-                               return value < entry.rv;
-                             }) -
+            std::upper_bound(
+                history_.begin(), history_.end(), *rv,
+                [](std::int64_t value, const HistoryEntry& entry) { return value < entry.rv; }) -
             history_.begin());
       }
     }
@@ -940,7 +953,8 @@ void FakeApiServer::HandlePatch(const Route& route, const httplib::Request& req,
   const std::string conflict_prefix =
       "Operation cannot be fulfilled on " + route.resource + " \"" + route.name + "\": ";
   json patched = current;
-  if (media == "application/merge-patch+json" || media == "application/strategic-merge-patch+json") {
+  if (media == "application/merge-patch+json" ||
+      media == "application/strategic-merge-patch+json") {
     if (!patch.is_object()) {
       return ReplyStatus(res, 400, "BadRequest", "a merge patch must be a JSON object");
     }
@@ -996,19 +1010,19 @@ void FakeApiServer::HandleBinding(const Route& route, const httplib::Request& re
   }
   const std::string node = Str(body, {"target", "name"});
   if (node.empty()) {
-    return ReplyStatus(res, 400, "BadRequest", "Binding \"" + route.name +
-                                                   "\" is invalid: target.name: Required value");
+    return ReplyStatus(res, 400, "BadRequest",
+                       "Binding \"" + route.name + "\" is invalid: target.name: Required value");
   }
   const std::string target_kind = Str(body, {"target", "kind"});
   if (!target_kind.empty() && target_kind != "Node") {
-    return ReplyStatus(res, 400, "BadRequest", "Binding \"" + route.name +
-                                                   "\" is invalid: target.kind: must be Node");
+    return ReplyStatus(res, 400, "BadRequest",
+                       "Binding \"" + route.name + "\" is invalid: target.kind: must be Node");
   }
   const std::string body_name = Str(body, {"metadata", "name"});
   if (!body_name.empty() && body_name != route.name) {
-    return ReplyStatus(res, 400, "BadRequest",
-                       "the name of the binding (" + body_name + ") does not match the URL (" +
-                           route.name + ")");
+    return ReplyStatus(
+        res, 400, "BadRequest",
+        "the name of the binding (" + body_name + ") does not match the URL (" + route.name + ")");
   }
   std::lock_guard lock(mu_);
   auto& pods = objects_["pods"];
@@ -1026,17 +1040,20 @@ void FakeApiServer::HandleBinding(const Route& route, const httplib::Request& re
                            ", UID in object meta: " + pod_uid);
   }
   if (const std::string bound = Str(it->second, {"spec", "nodeName"}); !bound.empty()) {
-    return ReplyStatus(res, 409, "Conflict",
-                       conflict_prefix + "pod " + route.name + " is already assigned to node \"" +
-                           bound + "\"");
+    return ReplyStatus(
+        res, 409, "Conflict",
+        conflict_prefix + "pod " + route.name + " is already assigned to node \"" + bound + "\"");
   }
   json pod = it->second;
   pod["spec"]["nodeName"] = node;
   Store("pods", std::move(pod), "MODIFIED");
   ++bindings_;
   Reply(res, 201,
-        json{{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
-             {"status", "Success"}, {"code", 201}});
+        json{{"kind", "Status"},
+             {"apiVersion", "v1"},
+             {"metadata", json::object()},
+             {"status", "Success"},
+             {"code", 201}});
 }
 
 }  // namespace gpumux::test

@@ -38,13 +38,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace httplib {
 class Server;
@@ -97,14 +96,14 @@ struct FakeTlsMaterial {
   std::string other_ca_pem;           // an unrelated CA (the server is not signed by it)
   std::string other_client_cert_pem;  // a client certificate signed by the unrelated CA
   std::string other_client_key_pem;
-  std::filesystem::path dir;          // where the files are (ca.crt, client.crt, ...)
+  std::filesystem::path dir;  // where the files are (ca.crt, client.crt, ...)
 };
 
 // One request as the fake saw it.
 struct SeenRequest {
   std::string method;
-  std::string target;        // path and query as sent
-  std::string kind;          // "list pods", "watch nodes", "get pod", "patch pod", ...
+  std::string target;  // path and query as sent
+  std::string kind;    // "list pods", "watch nodes", "get pod", "patch pod", ...
   std::string content_type;
   std::string user_agent;
 };

@@ -51,6 +51,8 @@ struct ClientConfig {
 // server / certificate-authority(-data) / insecure-skip-tls-verify, its user's token /
 // tokenFile / client-certificate(-data) / client-key(-data). Relative file paths are resolved
 // against the kubeconfig's folder. Errors name the file and the missing or bad field.
+// Refused with a clear error: exec and auth-provider credential plugins, basic auth,
+// a cluster's proxy-url and tls-server-name. One file only (no KUBECONFIG merging).
 core::Result<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context = {});
 
 // In-cluster: KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT and the service account's

@@ -13,7 +13,8 @@
 //   - every reconnect and relist is logged with its reason.
 //
 // Thread safety: Run is called once, on the thread that owns the reflector's work; the
-// handler's functions are called on that thread only. synced(), relists() and the other
+// handler's functions are called on that thread only, and must not throw (an exception
+// leaves Run). synced(), relists() and the other
 // counters may be read from any thread. Run returns within about a second (usually at once)
 // after `stop` is requested, also during a backoff or a silent watch; a List in flight is
 // bounded by the client's request timeout.
@@ -25,12 +26,11 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/k8s/api_client.h"
 
@@ -48,8 +48,8 @@ struct ReflectorHandler {
 struct ReflectorOptions {
   std::chrono::milliseconds initial_backoff{500};
   std::chrono::milliseconds max_backoff{30000};
-  int page_size = 500;               // List's limit
-  int watch_timeout_seconds = 300;   // timeoutSeconds of each watch
+  int page_size = 500;              // List's limit
+  int watch_timeout_seconds = 300;  // timeoutSeconds of each watch
   // Jitter: when set, each backoff delay d becomes d + random_below(d * jitter_percent / 100
   // + 1) milliseconds. random_below(n) must return a uniform integer in [0, n), e.g. from a
   // seeded core::Rng. Empty: no jitter.
