@@ -181,6 +181,23 @@ TEST_F(ReflectorTest, WatchesAgainFromTheLastResourceVersionWhenTheServerEndsThe
   EXPECT_TRUE(recorder_.Logged("ended; watching again from " + rv)) << recorder_.logs();
 }
 
+TEST_F(ReflectorTest, AGoneAnswerRightAfterAListIsBackedOffBeforeRelisting) {
+  server_.FailNext("GET", "watch=1", 410, "Expired", "too old resource version: 1 (2)");
+  Start();
+  ASSERT_TRUE(Eventually([&] { return reflector_->relists() == 1; }));
+  EXPECT_EQ(reflector_->failures(), 1);
+  EXPECT_TRUE(recorder_.Logged("is gone right after a list (HTTP 410 Expired")) << recorder_.logs();
+}
+
+TEST_F(ReflectorTest, AWatchThatEndsAtOnceWithNothingIsBackedOff) {
+  server_.FailNextWithBody("GET", "watch=1", 200, "application/json", "", 3);
+  Start();
+  ASSERT_TRUE(WaitForWatch());  // the fourth watch stays open
+  EXPECT_EQ(reflector_->failures(), 3);
+  EXPECT_EQ(reflector_->last_backoff(), milliseconds(40));
+  EXPECT_TRUE(recorder_.Logged("the watch ended at once without any event")) << recorder_.logs();
+}
+
 TEST_F(ReflectorTest, BookmarksMoveTheResourceVersionForward) {
   Start();
   ASSERT_TRUE(WaitForWatch());
