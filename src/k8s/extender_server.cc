@@ -630,6 +630,10 @@ core::Result<void> ExtenderServer::Start() {
                           : std::string(": not an address of this host");
     return MakeError(ErrorCode::kFailedPrecondition, message);
   }
+  // httplib 0.11 listens with a backlog of 5: a burst of more simultaneous connections (probes,
+  // a scrape, concurrent binds) has SYNs dropped and retried a second later. Listening again on
+  // the listening socket raises the backlog (Linux).
+  ::listen(m.last_socket, SOMAXCONN);
   m.bound.len = sizeof m.bound.addr;
   if (getsockname(m.last_socket, reinterpret_cast<sockaddr*>(&m.bound.addr),  // NOLINT
                   &m.bound.len) != 0) {
