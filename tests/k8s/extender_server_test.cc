@@ -582,7 +582,11 @@ TEST_F(ExtenderServerTest, StopLetsARequestInFlightFinish) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Stop while the clients are busy.
+  const auto give_up = SteadyClock::now() + std::chrono::seconds(10);
+  while (ok.load() < 8 && SteadyClock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   server_->Stop();
   for (std::thread& t : clients) t.join();
   // Every reply that arrived is whole; the clients noticed the stop.
