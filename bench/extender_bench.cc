@@ -11,20 +11,19 @@
 // Reported per scenario: p50, p90, p99 and max of each call's round trip (request written to
 // reply read, on the client) and of the pair, and pairs per second back to back (wall time of
 // the timed iterations, client work included). Warm-up iterations are not timed.
-#include <CLI/CLI.hpp>
 #include <httplib.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/k8s/cluster_state.h"
@@ -84,48 +83,57 @@ json NodeObject(int i, int gpus) {
                           {"message", "kubelet reports its state"}});
   }
   json images = json::array();
-  for (const char* image : {"registry.k8s.io/kube-proxy:v1.32.13", "nvcr.io/nvidia/pytorch:24.10-py3",
-                            "docker.io/library/busybox:1.36", "registry.k8s.io/pause:3.10"}) {
-    images.push_back({{"names", {std::string(image), std::string(image) + "@sha256:0123456789abcdef"}},
-                      {"sizeBytes", 123456789}});
+  for (const char* image :
+       {"registry.k8s.io/kube-proxy:v1.32.13", "nvcr.io/nvidia/pytorch:24.10-py3",
+        "docker.io/library/busybox:1.36", "registry.k8s.io/pause:3.10"}) {
+    images.push_back(
+        {{"names", {std::string(image), std::string(image) + "@sha256:0123456789abcdef"}},
+         {"sizeBytes", 123456789}});
   }
-  return {
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", name},
-        {"uid", "node-uid-" + std::to_string(i)},
-        {"resourceVersion", std::to_string(1000 + i)},
-        {"creationTimestamp", "2026-11-01T08:00:00Z"},
-        {"labels",
-         {{"kubernetes.io/hostname", name},
-          {"kubernetes.io/os", "linux"},
-          {"kubernetes.io/arch", "amd64"},
-          {"node.kubernetes.io/instance-type", "gpu-8x-h100"},
-          {"topology.kubernetes.io/zone", "zone-" + std::to_string(i % 3)}}},
-        {"annotations",
-         {{"gpumux.io/gpus", inventory.dump()},
-          {"node.alpha.kubernetes.io/ttl", "0"},
-          {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
-      {"spec", {{"podCIDR", "10.244." + std::to_string(i % 250) + ".0/24"}}},
-      {"status",
-       {{"capacity",
-         {{"cpu", "192"}, {"memory", "2113459676Ki"}, {"pods", "110"},
-          {"gpumux.io/gpu", std::to_string(gpus)}}},
-        {"allocatable",
-         {{"cpu", "190"}, {"memory", "2100000000Ki"}, {"pods", "110"},
-          {"gpumux.io/gpu", std::to_string(gpus)}}},
-        {"conditions", conditions},
-        {"addresses",
-         {{{"type", "InternalIP"}, {"address", "10.0." + std::to_string(i / 250) + "." +
-                                                   std::to_string(i % 250)}},
-          {{"type", "Hostname"}, {"address", name}}}},
-        {"nodeInfo",
-         {{"machineID", "m" + std::to_string(i)}, {"kernelVersion", "6.1.0-27-amd64"},
-          {"osImage", "Debian GNU/Linux 12 (bookworm)"}, {"containerRuntimeVersion", "containerd://1.7.24"},
-          {"kubeletVersion", "v1.32.13"}, {"kubeProxyVersion", "v1.32.13"},
-          {"operatingSystem", "linux"}, {"architecture", "amd64"}}},
-        {"images", images}}}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"uid", "node-uid-" + std::to_string(i)},
+            {"resourceVersion", std::to_string(1000 + i)},
+            {"creationTimestamp", "2026-11-01T08:00:00Z"},
+            {"labels",
+             {{"kubernetes.io/hostname", name},
+              {"kubernetes.io/os", "linux"},
+              {"kubernetes.io/arch", "amd64"},
+              {"node.kubernetes.io/instance-type", "gpu-8x-h100"},
+              {"topology.kubernetes.io/zone", "zone-" + std::to_string(i % 3)}}},
+            {"annotations",
+             {{"gpumux.io/gpus", inventory.dump()},
+              {"node.alpha.kubernetes.io/ttl", "0"},
+              {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
+          {"spec", {{"podCIDR", "10.244." + std::to_string(i % 250) + ".0/24"}}},
+          {"status",
+           {{"capacity",
+             {{"cpu", "192"},
+              {"memory", "2113459676Ki"},
+              {"pods", "110"},
+              {"gpumux.io/gpu", std::to_string(gpus)}}},
+            {"allocatable",
+             {{"cpu", "190"},
+              {"memory", "2100000000Ki"},
+              {"pods", "110"},
+              {"gpumux.io/gpu", std::to_string(gpus)}}},
+            {"conditions", conditions},
+            {"addresses",
+             {{{"type", "InternalIP"},
+               {"address", "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250)}},
+              {{"type", "Hostname"}, {"address", name}}}},
+            {"nodeInfo",
+             {{"machineID", "m" + std::to_string(i)},
+              {"kernelVersion", "6.1.0-27-amd64"},
+              {"osImage", "Debian GNU/Linux 12 (bookworm)"},
+              {"containerRuntimeVersion", "containerd://1.7.24"},
+              {"kubeletVersion", "v1.32.13"},
+              {"kubeProxyVersion", "v1.32.13"},
+              {"operatingSystem", "linux"},
+              {"architecture", "amd64"}}},
+            {"images", images}}}};
 }
 
 // A bound pod holding GPUs of node `node`, with its grant annotation.
@@ -183,8 +191,8 @@ std::vector<json> ExistingPods(int nodes, int gpus, int& exclusive_full) {
       continue;
     }
     for (int k = 0; k < i % 4 && k < gpus; ++k) {
-      pods.push_back(BoundPod("share-" + std::to_string(i) + "-" + std::to_string(k), node,
-                              {k}, false));
+      pods.push_back(
+          BoundPod("share-" + std::to_string(i) + "-" + std::to_string(k), node, {k}, false));
     }
     if (i % 3 == 0 && gpus >= 8) {
       pods.push_back(BoundPod("pair-" + std::to_string(i), node, {6, 7}, true));
@@ -202,37 +210,40 @@ json PendingPod(int iteration, const json& limits) {
   json all_limits = limits;
   all_limits["cpu"] = "2";
   all_limits["memory"] = "8Gi";
-  return {
-      {"metadata",
-       {{"name", name},
-        {"namespace", "default"},
-        {"uid", "0b1c2d3e-0000-4000-8000-" + std::to_string(100000000000 + iteration)},
-        {"resourceVersion", std::to_string(5000 + iteration)},
-        {"creationTimestamp", "2026-11-20T23:12:08Z"},
-        {"labels", {{"app", "trainer"}, {"team", "vision"}}},
-        {"annotations", {{"gpumux.io/workload-class", "resnet50"}}}}},
-      {"spec",
-       {{"containers",
-         {{{"name", "main"},
-           {"image", "nvcr.io/nvidia/pytorch:24.10-py3"},
-           {"command", {"python", "train.py", "--epochs", "90"}},
-           {"resources", {{"limits", all_limits}, {"requests", requests}}},
-           {"terminationMessagePath", "/dev/termination-log"},
-           {"terminationMessagePolicy", "File"},
-           {"imagePullPolicy", "IfNotPresent"}}}},
-        {"restartPolicy", "Never"},
-        {"terminationGracePeriodSeconds", 30},
-        {"dnsPolicy", "ClusterFirst"},
-        {"schedulerName", "default-scheduler"},
-        {"tolerations",
-         {{{"key", "node.kubernetes.io/not-ready"}, {"operator", "Exists"},
-           {"effect", "NoExecute"}, {"tolerationSeconds", 300}},
-          {{"key", "node.kubernetes.io/unreachable"}, {"operator", "Exists"},
-           {"effect", "NoExecute"}, {"tolerationSeconds", 300}}}},
-        {"priority", 0},
-        {"enableServiceLinks", true},
-        {"preemptionPolicy", "PreemptLowerPriority"}}},
-      {"status", {{"phase", "Pending"}, {"qosClass", "Guaranteed"}}}};
+  return {{"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", "0b1c2d3e-0000-4000-8000-" + std::to_string(100000000000 + iteration)},
+            {"resourceVersion", std::to_string(5000 + iteration)},
+            {"creationTimestamp", "2026-11-20T23:12:08Z"},
+            {"labels", {{"app", "trainer"}, {"team", "vision"}}},
+            {"annotations", {{"gpumux.io/workload-class", "resnet50"}}}}},
+          {"spec",
+           {{"containers",
+             {{{"name", "main"},
+               {"image", "nvcr.io/nvidia/pytorch:24.10-py3"},
+               {"command", {"python", "train.py", "--epochs", "90"}},
+               {"resources", {{"limits", all_limits}, {"requests", requests}}},
+               {"terminationMessagePath", "/dev/termination-log"},
+               {"terminationMessagePolicy", "File"},
+               {"imagePullPolicy", "IfNotPresent"}}}},
+            {"restartPolicy", "Never"},
+            {"terminationGracePeriodSeconds", 30},
+            {"dnsPolicy", "ClusterFirst"},
+            {"schedulerName", "default-scheduler"},
+            {"tolerations",
+             {{{"key", "node.kubernetes.io/not-ready"},
+               {"operator", "Exists"},
+               {"effect", "NoExecute"},
+               {"tolerationSeconds", 300}},
+              {{"key", "node.kubernetes.io/unreachable"},
+               {"operator", "Exists"},
+               {"effect", "NoExecute"},
+               {"tolerationSeconds", 300}}}},
+            {"priority", 0},
+            {"enableServiceLinks", true},
+            {"preemptionPolicy", "PreemptLowerPriority"}}},
+          {"status", {{"phase", "Pending"}, {"qosClass", "Guaranteed"}}}};
 }
 
 // Typical pods for fgd, as `gpumux extender` builds them: the embedded trace's request shapes,
@@ -316,8 +327,9 @@ Outcome RunScenario(httplib::Client& client, const Scenario& s, const std::vecto
       for (std::size_t i : which) names.push_back(nodes[i]["metadata"]["name"]);
       tail = ",\"Nodes\":null,\"NodeNames\":" + names.dump() + "}";
     } else {
-      tail = ",\"Nodes\":{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{"
-             "\"resourceVersion\":\"123456\"},\"items\":[";
+      tail =
+          ",\"Nodes\":{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{"
+          "\"resourceVersion\":\"123456\"},\"items\":[";
       for (std::size_t k = 0; k < which.size(); ++k) {
         if (k > 0) tail += ',';
         tail += node_texts[which[k]];
@@ -337,9 +349,9 @@ Outcome RunScenario(httplib::Client& client, const Scenario& s, const std::vecto
   auto first = client.Post("/gpumux/filter", body(PendingPod(-1, s.limits), filter_tail),
                            "application/json");
   if (!first || first->status != 200) {
-    out.error = first ? "filter: HTTP " + std::to_string(first->status) + ": " +
-                            first->body.substr(0, 300)
-                      : "filter: " + httplib::to_string(first.error());
+    out.error =
+        first ? "filter: HTTP " + std::to_string(first->status) + ": " + first->body.substr(0, 300)
+              : "filter: " + httplib::to_string(first.error());
     return out;
   }
   const json reply = json::parse(first->body, nullptr, false);
@@ -407,8 +419,7 @@ Outcome RunScenario(httplib::Client& client, const Scenario& s, const std::vecto
     prioritize_ms.push_back(Millis(t3 - t2));
     pair_ms.push_back(Millis(t1 - t0) + Millis(t3 - t2));
   }
-  const double wall_s =
-      std::chrono::duration<double>(SteadyClock::now() - timed_start).count();
+  const double wall_s = std::chrono::duration<double>(SteadyClock::now() - timed_start).count();
   out.filter = Summarise(filter_ms);
   out.prioritize = Summarise(prioritize_ms);
   out.pair = Summarise(pair_ms);
@@ -480,12 +491,15 @@ int main(int argc, char** argv) {
       {"1 whole GPU", {{"gpumux.io/gpu", "1"}}},
   };
 
-  std::printf("gpumux extender: filter then prioritize over loopback HTTP, one keep-alive client\n");
-  std::printf("%d GPUs of 80 GiB per node; bound pods use part of them (every 10th node full); "
-              "%u hardware threads; server %d threads\n",
-              o.gpus_per_node, std::thread::hardware_concurrency(), o.threads);
-  std::printf("latencies in ms (client round trip: request written -> reply read); pair = "
-              "filter + prioritize; pairs/s back to back\n\n");
+  std::printf(
+      "gpumux extender: filter then prioritize over loopback HTTP, one keep-alive client\n");
+  std::printf(
+      "%d GPUs of 80 GiB per node; bound pods use part of them (every 10th node full); "
+      "%u hardware threads; server %d threads\n",
+      o.gpus_per_node, std::thread::hardware_concurrency(), o.threads);
+  std::printf(
+      "latencies in ms (client round trip: request written -> reply read); pair = "
+      "filter + prioritize; pairs/s back to back\n\n");
   std::printf("%6s %-6s %-9s %-14s %6s %9s | %-31s | %-31s | %-31s | %8s\n", "nodes", "mode",
               "policy", "pod", "passed", "reply KB", "filter p50/p90/p99/max",
               "prioritize p50/p90/p99/max", "pair p50/p90/p99/max", "pairs/s");
@@ -545,11 +559,11 @@ int main(int argc, char** argv) {
       for (const Mode mode : {Mode::kNodeNames, Mode::kNodeList}) {
         if (mode == Mode::kNodeList && n > o.full_max_nodes) continue;
         for (const auto& [kind, limits] : pod_kinds) {
-          Scenario s{n, mode, policy, kind, limits,
-                     mode == Mode::kNodeList ? o.full_iterations : o.iterations};
-          const Outcome r = RunScenario(client, s, nodes, node_texts,
-                                        mode == Mode::kNodeList ? std::min(o.warmup, 10)
-                                                                : o.warmup);
+          Scenario s{n,    mode,   policy,
+                     kind, limits, mode == Mode::kNodeList ? o.full_iterations : o.iterations};
+          const Outcome r =
+              RunScenario(client, s, nodes, node_texts,
+                          mode == Mode::kNodeList ? std::min(o.warmup, 10) : o.warmup);
           const char* mode_name = mode == Mode::kNodeNames ? "names" : "list";
           if (!r.ok) {
             std::printf("%6d %-6s %-9s %-14s FAILED: %s\n", n, mode_name, policy.c_str(),
@@ -559,8 +573,7 @@ int main(int argc, char** argv) {
           }
           const auto cell = [](const Percentiles& p) {
             char buf[64];
-            std::snprintf(buf, sizeof buf, "%6.3f %6.3f %6.3f %7.3f", p.p50, p.p90, p.p99,
-                          p.max);
+            std::snprintf(buf, sizeof buf, "%6.3f %6.3f %6.3f %7.3f", p.p50, p.p90, p.p99, p.max);
             return std::string(buf);
           };
           std::printf("%6d %-6s %-9s %-14s %6zu %9.1f | %s | %s | %s | %8.0f\n", n, mode_name,

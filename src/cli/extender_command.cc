@@ -4,10 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <stop_token>
@@ -24,8 +24,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/rng.h"
@@ -64,8 +62,9 @@ class LogSink {
   void operator()(std::string_view line) {
     const auto now = std::chrono::system_clock::now();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        now.time_since_epoch()).count() % 1000;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000;
     std::tm tm{};
     gmtime_r(&t, &tm);
     char stamp[32];
@@ -154,8 +153,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
-      const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
-                          key == "threads";
+      const bool is_int =
+          key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" || key == "threads";
       return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
     }
   }
@@ -189,8 +188,8 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (policy::BuiltinPolicies().Find(o.policy) == nullptr) {
     return UsageError{"unknown policy '" + o.policy + "' (known: " + KnownPolicies() + ")"};
   }
-  const int sources = (o.kubeconfig.empty() ? 0 : 1) + (o.in_cluster ? 1 : 0) +
-                      (o.offline_nodes.empty() ? 0 : 1);
+  const int sources =
+      (o.kubeconfig.empty() ? 0 : 1) + (o.in_cluster ? 1 : 0) + (o.offline_nodes.empty() ? 0 : 1);
   if (sources == 0) {
     return UsageError{
         "no cluster source: give --kubeconfig PATH (e.g. ~/.kube/config), --in-cluster (the "
@@ -231,8 +230,7 @@ core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod
 
 // A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
 core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
-                                                 const k8s::NodeDefaults& defaults,
-                                                 LogSink& log) {
+                                                 const k8s::NodeDefaults& defaults, LogSink& log) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot read the file");
   json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -246,8 +244,9 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
     items = std::move(doc["items"]);
   } else {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           path + ": expected a v1.NodeList (an object with \"items\") or a JSON "
-                                  "array of nodes");
+                           path +
+                               ": expected a v1.NodeList (an object with \"items\") or a JSON "
+                               "array of nodes");
   }
   std::vector<json> nodes;
   nodes.reserve(items.size());
@@ -459,8 +458,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     offline_nodes = std::move(*nodes);
     source = "offline nodes from " + o.offline_nodes;
   } else {
-    auto config = o.in_cluster ? k8s::LoadInClusterConfig()
-                               : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+    auto config =
+        o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
@@ -504,8 +503,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
       if (listed->fetch_add(1) + 1 == 2) {
         state.MarkSynced();
         const k8s::StateCounters c = state.counters();
-        log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) +
-            " GPUs, " + std::to_string(c.grants_bound) + " bound grants");
+        log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs, " +
+            std::to_string(c.grants_bound) + " bound grants");
       }
     };
     auto once = [on_listed] {
@@ -516,8 +515,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     // Jittered backoff, so that replicas do not relist in step after an API server restart.
     const auto options = [](std::string_view stream) {
       k8s::ReflectorOptions r;
-      const auto seed = static_cast<std::uint64_t>(
-          std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      const auto seed =
+          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
           static_cast<std::uint64_t>(getpid());
       r.random_below = [rng = std::make_shared<core::Rng>(seed, stream)](std::uint64_t n) {
         return rng->Below(n);

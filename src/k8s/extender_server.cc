@@ -3,17 +3,16 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <httplib.h>
+#include <netinet/in.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -25,14 +24,13 @@
 #include <exception>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gpumux::k8s {
 namespace {
@@ -49,8 +47,7 @@ constexpr const char* kJsonType = "application/json; charset=utf-8";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 
-constexpr std::array<Verb, 4> kVerbs{Verb::kFilter, Verb::kPrioritize, Verb::kBind,
-                                     Verb::kPreempt};
+constexpr std::array<Verb, 4> kVerbs{Verb::kFilter, Verb::kPrioritize, Verb::kBind, Verb::kPreempt};
 
 std::size_t VerbIndex(Verb verb) { return static_cast<std::size_t>(verb); }
 
@@ -59,8 +56,8 @@ std::string ErrorBody(std::string_view message) {
 }
 
 bool IsSegmentChar(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '~' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '~' || c == '-';
 }
 
 // "application/json", "Application/JSON; charset=UTF-8" and "" (absent) are JSON.
@@ -79,8 +76,7 @@ bool IsJsonContentType(std::string_view value) {
 
 std::string FormatMillis(SteadyClock::duration d) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f ms",
-                std::chrono::duration<double, std::milli>(d).count());
+  std::snprintf(buf, sizeof buf, "%.2f ms", std::chrono::duration<double, std::milli>(d).count());
   return buf;
 }
 
@@ -148,8 +144,8 @@ class Metrics {
     // 50 us .. 5 s: a filter over thousands of cached nodes takes well under a millisecond,
     // a full NodeList tens of ms, a bind two API round trips.
     const prometheus::Histogram::BucketBoundaries buckets{
-        50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
-        25e-3, 50e-3,  100e-3, 250e-3, 500e-3, 1.0,  2.5,    5.0};
+        50e-6, 100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3, 10e-3,
+        25e-3, 50e-3,  100e-3, 250e-3, 500e-3, 1.0,    2.5,  5.0};
     for (Verb verb : kVerbs) {
       durations_by_verb_[VerbIndex(verb)] =
           &durations_.Add({{"verb", std::string(VerbName(verb))}}, buckets);
@@ -265,9 +261,7 @@ bool SameOrWildcard(const sockaddr_storage& bound, const sockaddr_storage& a) {
          std::memcmp(&b.sin6_addr, &x.sin6_addr, sizeof b.sin6_addr) == 0;
 }
 
-std::string PeerKey(const std::string& addr, int port) {
-  return addr + "|" + std::to_string(port);
-}
+std::string PeerKey(const std::string& addr, int port) { return addr + "|" + std::to_string(port); }
 
 std::string PeerKeyOf(const sockaddr_storage& a) {
   char host[INET6_ADDRSTRLEN] = {};
@@ -346,9 +340,9 @@ core::Result<std::string> NormalizeUrlPrefix(std::string_view prefix) {
       }
     }
     if (segment == "." || segment == "..") {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "URL prefix \"" + std::string(prefix) + "\": '.' and '..' segments are "
-                       "not allowed");
+      return MakeError(ErrorCode::kInvalidArgument, "URL prefix \"" + std::string(prefix) +
+                                                        "\": '.' and '..' segments are "
+                                                        "not allowed");
     }
     out += '/';
     out += segment;
@@ -404,15 +398,17 @@ struct ExtenderServer::Impl {
     routes.push_back({"/readyz", Endpoint::kReadyz, Verb::kFilter});
     routes.push_back({"/metrics", Endpoint::kMetrics, Verb::kFilter});
     routes.push_back({"/inspect", Endpoint::kInspect, Verb::kFilter});
-    endpoints_text = "POST " + prefix + "/{filter,prioritize,bind,preempt}; GET /healthz, "
+    endpoints_text = "POST " + prefix +
+                     "/{filter,prioritize,bind,preempt}; GET /healthz, "
                      "/readyz, /metrics, /inspect";
   }
 
   void Dispatch(const httplib::Request& req, httplib::Response& res) {
     const Route* route = Find(req.path);
     if (route == nullptr) {
-      Reply(req, res, 404, ErrorBody("no such endpoint: " + req.method + " " + req.path +
-                                     " (endpoints: " + endpoints_text + ")"));
+      Reply(req, res, 404,
+            ErrorBody("no such endpoint: " + req.method + " " + req.path +
+                      " (endpoints: " + endpoints_text + ")"));
       return;
     }
     if (route->endpoint == Endpoint::kVerb) {
@@ -454,9 +450,8 @@ struct ExtenderServer::Impl {
         return;
       case Endpoint::kInspect:
         res.status = 200;
-        res.set_content(
-            state->Inspect().dump(2, ' ', false, json::error_handler_t::replace) + "\n",
-            kJsonType);
+        res.set_content(state->Inspect().dump(2, ' ', false, json::error_handler_t::replace) + "\n",
+                        kJsonType);
         return;
       case Endpoint::kVerb:
         break;
@@ -511,8 +506,8 @@ struct ExtenderServer::Impl {
   void Reply(const httplib::Request& req, httplib::Response& res, int status, std::string body) {
     res.status = status;
     res.set_content(std::move(body), kJsonType);
-    Log(req.method + " " + req.path + " " + std::to_string(status) + " from " +
-        req.remote_addr + ":" + std::to_string(req.remote_port) + ": " + Excerpt(res.body));
+    Log(req.method + " " + req.path + " " + std::to_string(status) + " from " + req.remote_addr +
+        ":" + std::to_string(req.remote_port) + ": " + Excerpt(res.body));
   }
 
   // Errors produced by httplib itself (413, an unreadable request) get a JSON body; our own
@@ -521,11 +516,11 @@ struct ExtenderServer::Impl {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string message;
     if (res.status == 413) {
-      message = "request body too large: the limit is " +
-                std::to_string(options.max_body_bytes) + " bytes";
+      message = "request body too large: the limit is " + std::to_string(options.max_body_bytes) +
+                " bytes";
     } else if (res.status == 404) {
-      message = "no such endpoint: " + req.method + " " + req.path + " (endpoints: " +
-                endpoints_text + ")";
+      message = "no such endpoint: " + req.method + " " + req.path +
+                " (endpoints: " + endpoints_text + ")";
     } else {
       message = "bad request: " + req.method + " " + req.path + " (HTTP " +
                 std::to_string(res.status) + ")";
@@ -587,9 +582,7 @@ core::Result<void> ExtenderServer::Start() {
   s.set_read_timeout(static_cast<time_t>(m.options.read_timeout.count()), 0);
   s.set_write_timeout(static_cast<time_t>(m.options.read_timeout.count()), 0);
   const httplib::Server::Handler dispatch = [&m](const httplib::Request& req,
-                                                 httplib::Response& res) {
-    m.Dispatch(req, res);
-  };
+                                                 httplib::Response& res) { m.Dispatch(req, res); };
   // One catch-all per method; Dispatch routes by exact path (and answers 404/405 itself).
   s.Get(".*", dispatch);
   s.Post(".*", dispatch);
@@ -599,19 +592,19 @@ core::Result<void> ExtenderServer::Start() {
   s.Options(".*", dispatch);
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [&m](const httplib::Request& req, httplib::Response& res) { return m.OnError(req, res); }));
-  s.set_exception_handler([&m](const httplib::Request& req, httplib::Response& res,
-                               std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    res.status = 500;
-    res.set_content(ErrorBody("internal error: " + what), kJsonType);
-    m.Log(req.method + " " + req.path + " 500: " + what);
-  });
+  s.set_exception_handler(
+      [&m](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        res.status = 500;
+        res.set_content(ErrorBody("internal error: " + what), kJsonType);
+        m.Log(req.method + " " + req.path + " 500: " + what);
+      });
 
   errno = 0;
   bool bound = false;
@@ -624,8 +617,8 @@ core::Result<void> ExtenderServer::Start() {
   }
   if (!bound) {
     const int error = errno;
-    std::string message = "cannot listen on " + m.options.host + ":" +
-                          std::to_string(m.options.port);
+    std::string message =
+        "cannot listen on " + m.options.host + ":" + std::to_string(m.options.port);
     message += error != 0 ? std::string(": ") + std::strerror(error)
                           : std::string(": not an address of this host");
     return MakeError(ErrorCode::kFailedPrecondition, message);
@@ -653,9 +646,9 @@ core::Result<void> ExtenderServer::Start() {
   }
   if (!s.is_running()) {
     Stop();
-    return MakeError(ErrorCode::kFailedPrecondition,
-                     "the server on " + m.options.host + ":" + std::to_string(m.port) +
-                         " stopped as soon as it started");
+    return MakeError(ErrorCode::kFailedPrecondition, "the server on " + m.options.host + ":" +
+                                                         std::to_string(m.port) +
+                                                         " stopped as soon as it started");
   }
   m.Log("extender listening on " + m.options.host + ":" + std::to_string(m.port) +
         " (verbs under " + (m.prefix.empty() ? std::string("/") : m.prefix) + ", " +

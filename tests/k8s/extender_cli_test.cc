@@ -2,7 +2,6 @@
 // fake API server (list + watch, bind), the config file, signals and exit statuses.
 #include <gtest/gtest.h>
 #include <httplib.h>
-
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -12,12 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
@@ -75,10 +73,9 @@ class ExtenderCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string pattern =
-        (fs::temp_directory_path() / (std::string("gpumux-extender-cli-") + info->name() +
-                                      "-XXXXXX"))
-            .string();
+    std::string pattern = (fs::temp_directory_path() /
+                           (std::string("gpumux-extender-cli-") + info->name() + "-XXXXXX"))
+                              .string();
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     scratch_ = pattern;
     json list = {{"apiVersion", "v1"}, {"kind", "NodeList"}, {"items", json::array()}};
@@ -158,8 +155,8 @@ class ExtenderCliTest : public ::testing::Test {
 };
 
 TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
-  const pid_t pid = Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"},
-                          "offline");
+  const pid_t pid =
+      Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"}, "offline");
   ASSERT_GT(pid, 0);
   const int port = WaitForPort("offline");
   ASSERT_GT(port, 0) << Err("offline");
@@ -172,19 +169,19 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
   EXPECT_EQ(ready->status, 200) << "offline nodes are synced at once";
 
   const json pod = PodWithOne("share", 0, 8192, 250);
-  auto filter = client.Post("/gpumux/filter",
-                            FilterArgs(pod, {"gpu-1", "gpu-2", "small"}).dump(),
+  auto filter = client.Post("/gpumux/filter", FilterArgs(pod, {"gpu-1", "gpu-2", "small"}).dump(),
                             "application/json");
   ASSERT_TRUE(filter);
   ASSERT_EQ(filter->status, 200) << filter->body;
   EXPECT_EQ(json::parse(filter->body)["NodeNames"], json::array({"gpu-1", "gpu-2"}))
       << filter->body;
-  auto bind = client.Post(
-      "/gpumux/bind",
-      json{{"PodName", "share"}, {"PodNamespace", "default"}, {"PodUID", "uid-share"},
-           {"Node", "gpu-1"}}
-          .dump(),
-      "application/json");
+  auto bind = client.Post("/gpumux/bind",
+                          json{{"PodName", "share"},
+                               {"PodNamespace", "default"},
+                               {"PodUID", "uid-share"},
+                               {"Node", "gpu-1"}}
+                              .dump(),
+                          "application/json");
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 200);
   EXPECT_FALSE(json::parse(bind->body)["Error"].get<std::string>().empty())
@@ -206,8 +203,8 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
 }
 
 TEST_F(ExtenderCliTest, SigintStopsItToo) {
-  const pid_t pid = Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"},
-                          "sigint");
+  const pid_t pid =
+      Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"}, "sigint");
   ASSERT_GT(pid, 0);
   ASSERT_GT(WaitForPort("sigint"), 0) << Err("sigint");
   auto e = Signal(pid, SIGINT, milliseconds(5000));
@@ -217,14 +214,14 @@ TEST_F(ExtenderCliTest, SigintStopsItToo) {
 }
 
 TEST_F(ExtenderCliTest, APortInUseIsARuntimeFailureWithTheReason) {
-  const pid_t first = Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"},
-                            "first");
+  const pid_t first =
+      Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0"}, "first");
   ASSERT_GT(first, 0);
   const int port = WaitForPort("first");
   ASSERT_GT(port, 0) << Err("first");
-  auto second = Run({"--offline-nodes", nodes_file_.string(), "--listen",
-                     "127.0.0.1:" + std::to_string(port)},
-                    "second");
+  auto second = Run(
+      {"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:" + std::to_string(port)},
+      "second");
   EXPECT_TRUE(second.exit.Exited(1)) << ::testing::PrintToString(second.exit) << second.err;
   EXPECT_NE(second.err.find("Address already in use"), std::string::npos) << second.err;
   auto e = Signal(first, SIGTERM, milliseconds(5000));
@@ -243,9 +240,8 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
             "offlineNodes: cluster.json   # relative to this file\n"
             "grantTTLSeconds: 30\n"
             "threads: 4\n");
-  const pid_t pid =
-      Start({"--config", (scratch_ / "conf" / "extender.yaml").string(), "--policy", "fgd"},
-            "config");
+  const pid_t pid = Start(
+      {"--config", (scratch_ / "conf" / "extender.yaml").string(), "--policy", "fgd"}, "config");
   ASSERT_GT(pid, 0);
   const int port = WaitForPort("config");
   ASSERT_GT(port, 0) << Err("config");
@@ -254,9 +250,9 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
   EXPECT_NE(err.find("verbs under /scheduler"), std::string::npos) << err;
   EXPECT_NE(err.find("4 threads"), std::string::npos) << err;
   httplib::Client client("127.0.0.1", port);
-  auto filter = client.Post("/scheduler/filter",
-                            FilterArgs(PodWithOne("p", 1, 0, 0), {"gpu-1"}).dump(),
-                            "application/json");
+  auto filter =
+      client.Post("/scheduler/filter", FilterArgs(PodWithOne("p", 1, 0, 0), {"gpu-1"}).dump(),
+                  "application/json");
   ASSERT_TRUE(filter);
   EXPECT_EQ(filter->status, 200) << filter->body;
   auto e = Signal(pid, SIGTERM, milliseconds(5000));
@@ -290,26 +286,35 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       {"a config file that is not YAML",
        {"--offline-nodes", nodes, "--config", (scratch_ / "not-yaml.yaml").string()},
        {"not-yaml.yaml", "not valid YAML"}},
-      {"a missing config file", {"--offline-nodes", nodes, "--config", "/nonexistent.yaml"},
+      {"a missing config file",
+       {"--offline-nodes", nodes, "--config", "/nonexistent.yaml"},
        {"/nonexistent.yaml"}},
       {"no cluster source", {"--listen", "127.0.0.1:0"}, {"no cluster source", "--offline-nodes"}},
       {"two cluster sources", {"--offline-nodes", nodes, "--in-cluster"}, {"only one of"}},
-      {"a listen address without a port", {"--offline-nodes", nodes, "--listen", "localhost"},
+      {"a listen address without a port",
+       {"--offline-nodes", nodes, "--listen", "localhost"},
        {"HOST:PORT"}},
-      {"a port out of range", {"--offline-nodes", nodes, "--listen", "127.0.0.1:70000"},
+      {"a port out of range",
+       {"--offline-nodes", nodes, "--listen", "127.0.0.1:70000"},
        {"0..65535"}},
-      {"a URL prefix with a space", {"--offline-nodes", nodes, "--url-prefix", "/a b"},
+      {"a URL prefix with a space",
+       {"--offline-nodes", nodes, "--url-prefix", "/a b"},
        {"--url-prefix"}},
       {"--context without --kubeconfig", {"--in-cluster", "--context", "x"}, {"--context"}},
-      {"a missing offline nodes file", {"--offline-nodes", "/nonexistent.json"},
+      {"a missing offline nodes file",
+       {"--offline-nodes", "/nonexistent.json"},
        {"/nonexistent.json"}},
       {"an offline nodes file that is not JSON",
-       {"--offline-nodes", (scratch_ / "not-json.json").string()}, {"not-json.json", "JSON"}},
+       {"--offline-nodes", (scratch_ / "not-json.json").string()},
+       {"not-json.json", "JSON"}},
       {"an offline node without a name",
-       {"--offline-nodes", (scratch_ / "no-name.json").string()}, {"node 0", "metadata.name"}},
+       {"--offline-nodes", (scratch_ / "no-name.json").string()},
+       {"node 0", "metadata.name"}},
       {"a kubeconfig without a context",
-       {"--kubeconfig", (scratch_ / "kubeconfig").string()}, {"--kubeconfig"}},
-      {"a zero grant TTL", {"--offline-nodes", nodes, "--grant-ttl-seconds", "0"},
+       {"--kubeconfig", (scratch_ / "kubeconfig").string()},
+       {"--kubeconfig"}},
+      {"a zero grant TTL",
+       {"--offline-nodes", nodes, "--grant-ttl-seconds", "0"},
        {"--grant-ttl-seconds"}},
       {"an unknown flag", {"--offline-nodes", nodes, "--bogus"}, {"--bogus"}},
   };
@@ -327,11 +332,11 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
 TEST_F(ExtenderCliTest, HelpExplainsTheFlagsAndListsThePolicies) {
   const auto r = Run({"--help"}, "help");
   EXPECT_TRUE(r.exit.Exited(0)) << r.err;
-  for (const char* text : {"--listen", "127.0.0.1:12345", "--url-prefix", "/gpumux", "--policy",
-                           "fgd", "best-fit", "--config", "--kubeconfig", "--in-cluster",
-                           "--context", "--offline-nodes", "--default-gpu-model",
-                           "--default-gpu-memory-mib", "--grant-ttl-seconds", "SIGTERM",
-                           "managedResources"}) {
+  for (const char* text :
+       {"--listen", "127.0.0.1:12345", "--url-prefix", "/gpumux", "--policy", "fgd", "best-fit",
+        "--config", "--kubeconfig", "--in-cluster", "--context", "--offline-nodes",
+        "--default-gpu-model", "--default-gpu-memory-mib", "--grant-ttl-seconds", "SIGTERM",
+        "managedResources"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing '" << text << "' in:\n" << r.out;
   }
 }
@@ -346,10 +351,12 @@ TEST_F(ExtenderCliTest, WithAnApiServerItSyncsBindsAndFollowsTheWatch) {
   api.AddNode(NodeJson("gpu-2", 4, GpuOf{"H100", 81920}));
   WriteFile(scratch_ / "kubeconfig",
             "apiVersion: v1\nkind: Config\n"
-            "clusters:\n- name: fake\n  cluster:\n    server: " + api.url() + "\n"
-            "users:\n- name: tester\n  user:\n    token: test-token\n"
-            "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: tester\n"
-            "current-context: test\n");
+            "clusters:\n- name: fake\n  cluster:\n    server: " +
+                api.url() +
+                "\n"
+                "users:\n- name: tester\n  user:\n    token: test-token\n"
+                "contexts:\n- name: test\n  context:\n    cluster: fake\n    user: tester\n"
+                "current-context: test\n");
   const pid_t pid = Start({"--kubeconfig", (scratch_ / "kubeconfig").string(), "--listen",
                            "127.0.0.1:0", "--grant-ttl-seconds", "60"},
                           "api");
@@ -372,18 +379,17 @@ TEST_F(ExtenderCliTest, WithAnApiServerItSyncsBindsAndFollowsTheWatch) {
   json pod = PodWithOne("trainer", 2, 0, 0);
   api.AddPod(pod);
   pod = *api.GetPod("default", "trainer");
-  auto filter = client.Post("/gpumux/filter",
-                            FilterArgs(pod, {"gpu-1", "gpu-2", "gpu-3"}).dump(),
+  auto filter = client.Post("/gpumux/filter", FilterArgs(pod, {"gpu-1", "gpu-2", "gpu-3"}).dump(),
                             "application/json");
   ASSERT_TRUE(filter);
   ASSERT_EQ(filter->status, 200) << filter->body;
   EXPECT_EQ(json::parse(filter->body)["NodeNames"].size(), 3U) << filter->body;
   const std::string uid = pod["metadata"]["uid"];
-  auto bind = client.Post("/gpumux/bind",
-                          json{{"PodName", "trainer"}, {"PodNamespace", "default"},
-                               {"PodUID", uid}, {"Node", "gpu-2"}}
-                              .dump(),
-                          "application/json");
+  auto bind = client.Post(
+      "/gpumux/bind",
+      json{{"PodName", "trainer"}, {"PodNamespace", "default"}, {"PodUID", uid}, {"Node", "gpu-2"}}
+          .dump(),
+      "application/json");
   ASSERT_TRUE(bind);
   ASSERT_EQ(bind->status, 200) << bind->body;
   EXPECT_EQ(json::parse(bind->body)["Error"], "") << bind->body << "\n" << Err("api");

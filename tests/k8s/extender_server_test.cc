@@ -3,10 +3,9 @@
 // resources, bad bodies, the probes, /metrics, /inspect, routing errors, limits and stops.
 #include "gpumux/k8s/extender_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,13 +17,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/k8s/k8s_fixtures.h"
 
@@ -197,8 +195,8 @@ std::string CheckReplyShape(const std::string& verb, const json& request, const 
   if (verb == "prioritize") {
     if (!reply.is_array()) return "prioritize reply is not an array";
     for (const json& e : reply) {
-      if (!e.is_object() || !e.contains("Host") || !e["Host"].is_string() ||
-          !e.contains("Score") || !e["Score"].is_number_integer()) {
+      if (!e.is_object() || !e.contains("Host") || !e["Host"].is_string() || !e.contains("Score") ||
+          !e["Score"].is_number_integer()) {
         return "prioritize entry is not {Host, Score}: " + e.dump();
       }
       const auto score = e["Score"].get<std::int64_t>();
@@ -266,9 +264,9 @@ TEST_F(ExtenderServerTest, EveryCapturedKubeSchedulerRequestGetsAWellFormedReply
 TEST_F(ExtenderServerTest, ASampleAskingForAGpuShareIsFilteredAndPrioritisedForReal) {
   const fs::path dir = SamplesDir() / "v1.32.13-nodeCacheCapable-true";
   if (!fs::is_directory(dir)) GTEST_SKIP() << "no captured samples at " << dir;
-  const json request = WithGpumuxLimits(json::parse(ReadFile(dir / "filter.request.json")),
-                                        {{"gpumux.io/gpu-mem", "8192"},
-                                         {"gpumux.io/gpu-milli", "250"}});
+  const json request =
+      WithGpumuxLimits(json::parse(ReadFile(dir / "filter.request.json")),
+                       {{"gpumux.io/gpu-mem", "8192"}, {"gpumux.io/gpu-milli", "250"}});
   auto r = Post("/gpumux/filter", request.dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -365,8 +363,8 @@ TEST_F(ExtenderServerTest, BadBodiesAreAnswered400WithAMessageAndTheServerKeepsS
 
 TEST_F(ExtenderServerTest, ContentTypeMustBeJsonWithAnyParametersOrAbsent) {
   const std::string body = R"({"PodName":"p","PodNamespace":"d","PodUID":"u","Node":"n"})";
-  for (const char* type : {"application/json", "application/json; charset=utf-8",
-                           "Application/JSON;charset=UTF-8"}) {
+  for (const char* type :
+       {"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"}) {
     auto r = Post("/gpumux/bind", body, type);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << type << ": " << r->body;
@@ -495,7 +493,7 @@ TEST_F(ExtenderServerTest, RepliesAreNotCompressedEvenWhenTheClientAcceptsGzip) 
   httplib::Headers headers{{"Accept-Encoding", "gzip, br"}};
   const fs::path dir = SamplesDir() / "v1.32.13-nodeCacheCapable-false";
   const std::string body = fs::is_directory(dir) ? ReadFile(dir / "filter.request.json")
-                                                  : std::string(R"({"Pod":null})");
+                                                 : std::string(R"({"Pod":null})");
   auto r = client.Post("/gpumux/filter", headers, body, "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
@@ -603,8 +601,7 @@ TEST_F(ExtenderServerTest, ASecondServerOnTheSamePortFailsToStartAndSaysWhy) {
   ASSERT_FALSE(started.has_value());
   EXPECT_NE(started.error().message.find(std::to_string(port)), std::string::npos)
       << started.error().message;
-  EXPECT_NE(started.error().message.find("in use"), std::string::npos)
-      << started.error().message;
+  EXPECT_NE(started.error().message.find("in use"), std::string::npos) << started.error().message;
   // The first one still serves.
   auto r = Client().Get("/healthz");
   ASSERT_TRUE(r);

@@ -49,15 +49,15 @@ namespace gpumux::k8s {
 using LogFn = std::function<void(std::string_view line)>;
 
 struct ExtenderServerOptions {
-  std::string host = "127.0.0.1";  // an address of this host; "0.0.0.0" or "::" for all
-  int port = 0;                    // 0: any free port (see ExtenderServer::port())
+  std::string host = "127.0.0.1";      // an address of this host; "0.0.0.0" or "::" for all
+  int port = 0;                        // 0: any free port (see ExtenderServer::port())
   std::string url_prefix = "/gpumux";  // normalised by NormalizeUrlPrefix
-  int threads = 8;                 // worker threads; each keep-alive connection holds one
+  int threads = 8;                     // worker threads; each keep-alive connection holds one
   std::size_t max_body_bytes = std::size_t{64} << 20;  // a 5,000-node NodeList is tens of MB
   std::chrono::milliseconds slow_request{100};         // log requests slower than this
-  std::chrono::seconds keep_alive_timeout{10};  // idle keep-alive connections close after it
-  std::chrono::seconds read_timeout{10};        // a request must arrive within it
-  LogFn log;                                    // may be empty: no logging
+  std::chrono::seconds keep_alive_timeout{10};         // idle keep-alive connections close after it
+  std::chrono::seconds read_timeout{10};               // a request must arrive within it
+  LogFn log;                                           // may be empty: no logging
 };
 
 // "gpumux" -> "/gpumux", "//a//b/" -> "/a/b", "/" or "" -> "" (verbs at /filter, ...).
@@ -82,8 +82,8 @@ class ExtenderServer {
   void Stop();
 
   bool running() const;
-  int port() const;                        // the bound port, once started; else options.port
-  const std::string& url_prefix() const;   // normalised ("" when the verbs sit at the root)
+  int port() const;                       // the bound port, once started; else options.port
+  const std::string& url_prefix() const;  // normalised ("" when the verbs sit at the root)
 
   // The /metrics page (Prometheus text format 0.0.4), e.g. for tests. Thread-safe.
   std::string RenderMetrics() const;
