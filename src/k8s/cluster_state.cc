@@ -55,6 +55,45 @@ core::Request GrantedRequest(const ContainerGrant& c, const PodInfo& pod) {
   return r;
 }
 
+// Node name -> index, for the verbs' hot loop (thousands of names per call): open addressing
+// with FNV-1a over a power-of-two table, names compared against the cluster's own. About a
+// quarter of the instructions of std::unordered_map<std::string>::find with a temporary string.
+class NameIndex {
+ public:
+  void Build(const core::Cluster& cluster) {
+    cluster_ = &cluster;
+    std::size_t size = 16;
+    while (size < 2 * static_cast<std::size_t>(cluster.size()) + 1) size *= 2;
+    slots_.assign(size, -1);
+    for (core::NodeIndex n = 0; n < cluster.size(); ++n) {
+      std::size_t i = Hash(cluster.node(n).name) & (size - 1);
+      while (slots_[i] >= 0) i = (i + 1) & (size - 1);
+      slots_[i] = n;
+    }
+  }
+  core::NodeIndex Find(std::string_view name) const {
+    if (slots_.empty()) return -1;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = Hash(name) & mask;; i = (i + 1) & mask) {
+      const core::NodeIndex n = slots_[i];
+      if (n < 0) return -1;
+      if (cluster_->node(n).name == name) return n;
+    }
+  }
+
+ private:
+  static std::size_t Hash(std::string_view s) {
+    std::uint64_t h = 14695981039346656037ULL;
+    for (char c : s) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+  const core::Cluster* cluster_ = nullptr;
+  std::vector<core::NodeIndex> slots_;
+};
+
 }  // namespace
 
 struct ClusterState::Impl {
@@ -76,6 +115,7 @@ struct ClusterState::Impl {
   std::unique_ptr<core::Ledger> ledger;
   std::unique_ptr<policy::Policy> policy;
   std::unique_ptr<policy::Engine> engine;
+  NameIndex name_index;
   core::Rng rng;
 
   void Log(const std::string& line) const {
@@ -102,6 +142,8 @@ struct ClusterState::Impl {
     ledger.reset();
     cluster = std::make_unique<core::Cluster>(std::move(*built));
     ledger = std::make_unique<core::Ledger>(*cluster);
+    name_index.Build(*cluster);
+    reasons.clear();
     auto made = policy::BuiltinPolicies().Make(options.policy, options.context);
     GPUMUX_CHECK(made.has_value(), "policy was validated at Create");
     policy = std::move(*made);
@@ -238,12 +280,6 @@ struct ClusterState::Impl {
     pods.erase(it);
   }
 
-  core::Result<std::vector<core::NodeIndex>> Indices(std::span<const std::string> names) const {
-    std::vector<core::NodeIndex> out;
-    out.reserve(names.size());
-    for (const std::string& name : names) out.push_back(cluster->FindNode(name));
-    return out;
-  }
 
   // Whether all containers of `pod` fit on node n (placing them one after another), and the
   // first container's score. Leaves the ledger as it was.
@@ -268,19 +304,52 @@ struct ClusterState::Impl {
   }
 
   NodeVerdict Misfit(const policy::Decision& d, core::NodeIndex n, const core::Request& original) {
+    const core::Request adapted = policy->Adapt(original);
+    return Misfit(d, n, adapted, cluster->MaskOf(adapted.gpu_models));
+  }
+  NodeVerdict Misfit(const policy::Decision& d, core::NodeIndex n, const core::Request& adapted,
+                     core::ModelMask models) {
     NodeVerdict v;
     if (d.declined) {
       v.kind = NodeVerdict::Kind::kDeclined;
       v.reason = "policy " + options.policy + " would rather wait than use this node";
       return v;
     }
-    const core::Request adapted = policy->Adapt(original);
-    const core::Misfit m = core::ExplainMisfit(ledger->Node(n), adapted,
-                                               cluster->MaskOf(adapted.gpu_models));
-    v.kind = m.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable;
-    v.reason = m.reason;
+    // The reason is memoised per node like the engine's scores: valid while the node's ledger
+    // generation and the request's shape are unchanged (replicas of a job share a shape, and
+    // most nodes do not change between two scheduling cycles).
+    const ReasonKey key{adapted.gpu_count, adapted.gpu_milli, adapted.gpu_mib, adapted.sharing,
+                        models, ledger->Generation(n)};
+    if (reasons.size() != static_cast<std::size_t>(cluster->size())) {
+      reasons.assign(static_cast<std::size_t>(cluster->size()), {});
+    }
+    ReasonMemo& memo = reasons[static_cast<std::size_t>(n)];
+    if (!memo.valid || !(memo.key == key)) {
+      memo.misfit = core::ExplainMisfit(ledger->Node(n), adapted, models);
+      memo.key = key;
+      memo.valid = true;
+    }
+    v.kind = memo.misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit
+                                    : NodeVerdict::Kind::kUnresolvable;
+    v.reason = memo.misfit.reason;
     return v;
   }
+
+  struct ReasonKey {
+    int gpu_count;
+    core::MilliGpu milli;
+    core::MiB mib;
+    core::GpuSharing sharing;
+    core::ModelMask models;
+    std::uint64_t generation;
+    bool operator==(const ReasonKey&) const = default;
+  };
+  struct ReasonMemo {
+    bool valid = false;
+    ReasonKey key{};
+    core::Misfit misfit;
+  };
+  std::vector<ReasonMemo> reasons;  // per node; cleared on every rebuild
 };
 
 core::Result<std::unique_ptr<ClusterState>> ClusterState::Create(ClusterStateOptions options,
@@ -427,6 +496,13 @@ bool ClusterState::synced() const { return impl_->synced.load(); }
 
 std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
                                                 std::span<const std::string> names) {
+  const std::vector<std::string_view> views(names.begin(), names.end());
+  return Evaluate(pod, views, Reasons::kExplain);
+}
+
+std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
+                                                std::span<const std::string_view> names,
+                                                Reasons reasons) {
   std::vector<NodeVerdict> out(names.size());
   if (!pod.request_error.empty()) {
     for (NodeVerdict& v : out) v = {NodeVerdict::Kind::kUnresolvable, 0, pod.request_error};
@@ -438,10 +514,10 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
   s.EnsureBuilt();
   std::vector<core::NodeIndex> nodes;
   nodes.reserve(names.size());
-  for (const std::string& name : names) nodes.push_back(s.cluster->FindNode(name));
-  auto unknown = [&](NodeVerdict& v, const std::string& name) {
+  for (std::string_view name : names) nodes.push_back(s.name_index.Find(name));
+  auto unknown = [&](NodeVerdict& v, std::string_view name) {
     v.kind = NodeVerdict::Kind::kUnresolvable;
-    v.reason = "node " + name + " is not known to gpumux yet";
+    v.reason = "node " + std::string(name) + " is not known to gpumux yet";
   };
   if (pod.containers.size() == 1) {
     const core::Request& request = pod.containers[0].request;
@@ -451,6 +527,8 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
       if (n >= 0) known.push_back(n);
     }
     const std::vector<std::int64_t> scores = s.engine->ScoreNodes(request, known);
+    const core::Request adapted = s.policy->Adapt(request);
+    const core::ModelMask models = s.cluster->MaskOf(adapted.gpu_models);
     std::size_t k = 0;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (nodes[i] < 0) {
@@ -458,13 +536,17 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
         continue;
       }
       const std::int64_t score = scores[k++];
-      if (score == policy::Engine::kNoFit) {
+      if (reasons == Reasons::kSkip && score < 0 &&
+          (score == policy::Engine::kNoFit || score == policy::Policy::kDecline)) {
+        out[i].kind = score == policy::Engine::kNoFit ? NodeVerdict::Kind::kDoesNotFit
+                                                      : NodeVerdict::Kind::kDeclined;
+      } else if (score == policy::Engine::kNoFit) {
         policy::Decision none;
-        out[i] = s.Misfit(none, nodes[i], request);
+        out[i] = s.Misfit(none, nodes[i], adapted, models);
       } else if (score == policy::Policy::kDecline) {
         policy::Decision declined;
         declined.declined = true;
-        out[i] = s.Misfit(declined, nodes[i], request);
+        out[i] = s.Misfit(declined, nodes[i], adapted, models);
       } else {
         out[i].score = score;
       }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <cstdio>
+#include <deque>
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -50,11 +51,47 @@ const json* Member(const json& object, const char* key) {
 // text so that the reply can echo the passing nodes without re-serialising them.
 struct ExtenderArgs {
   PodInfo pod;
-  std::vector<std::string> names;
+  // Candidate names (unescaped) and, for the reply, each name as the JSON string token it was
+  // sent as (already quoted and escaped). Views into `padded`, the parser's string buffer or
+  // `owned`; valid while this object lives and the thread's parser is not reused.
+  std::vector<std::string_view> names;
+  std::vector<std::string_view> name_tokens;
   std::vector<std::string_view> node_raw;  // full-NodeList mode: each item's JSON text
+  std::deque<std::string> owned;           // names and tokens made here (full-NodeList mode)
   bool full_nodes = false;
-  simdjson::padded_string padded;           // owns the text node_raw points into
+  simdjson::padded_string padded;          // the body
 };
+
+// Appends `s` as a JSON string literal.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  const bool plain = std::none_of(s.begin(), s.end(), [](char c) {
+    return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+  });
+  if (plain) {  // node names (DNS labels) always are
+    out += s;
+    out += '"';
+    return;
+  }
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
 
 namespace sj = simdjson::ondemand;
 
@@ -84,6 +121,9 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
     return nullptr;
   }
   args->padded = simdjson::padded_string(body);
+  // A node-cache body is mostly names of ~15 bytes each: reserve once instead of regrowing.
+  args->names.reserve(body.size() / 16);
+  args->name_tokens.reserve(body.size() / 16);
   thread_local sj::parser parser;
   sj::document doc;
   sj::object root;
@@ -129,13 +169,21 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
         *error = "\"NodeNames\" must be an array of strings";
         return nullptr;
       }
-      for (auto item : names) {
+      for (auto item_result : names) {
+        sj::value item;
         std::string_view name;
+        if (std::move(item_result).get(item) != simdjson::SUCCESS) {
+          *error = "\"NodeNames\" is not valid JSON";
+          return nullptr;
+        }
+        std::string_view token = item.raw_json_token();
         if (item.get_string().get(name) != simdjson::SUCCESS) {
           *error = "\"NodeNames\" must be an array of strings";
           return nullptr;
         }
-        args->names.emplace_back(name);
+        while (!token.empty() && token.back() != '"') token.remove_suffix(1);
+        args->names.push_back(name);
+        args->name_tokens.push_back(token);
       }
     } else if (key == "Nodes") {
       if (IsNull(value)) continue;
@@ -171,7 +219,11 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
                      "] has no metadata.name";
             return nullptr;
           }
-          args->names.push_back(std::move(name));
+          const std::string& owned_name = args->owned.emplace_back(std::move(name));
+          std::string& token = args->owned.emplace_back();
+          AppendJsonString(token, owned_name);
+          args->names.push_back(owned_name);
+          args->name_tokens.push_back(token);
           args->node_raw.push_back(raw);
         }
       }
@@ -184,36 +236,6 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
   return args;
 }
 
-// Appends `s` as a JSON string literal.
-void AppendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  const bool plain = std::none_of(s.begin(), s.end(), [](char c) {
-    return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
-  });
-  if (plain) {  // node names (DNS labels) always are
-    out += s;
-    out += '"';
-    return;
-  }
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 // Maps raw policy scores of the fitting nodes linearly onto 0..10 (kube-scheduler's
 // MaxExtenderPriority): the best node gets 10, the worst 0; all equal -> all 10.
@@ -296,16 +318,12 @@ VerbReply Extender::Filter(std::string_view body) {
     const NodeVerdict& v = verdicts[i];
     if (v.kind == NodeVerdict::Kind::kFits) {
       if (passing++ > 0) passed += ',';
-      if (args->full_nodes) {
-        passed += args->node_raw[i];
-      } else {
-        AppendJsonString(passed, args->names[i]);
-      }
+      passed += args->full_nodes ? args->node_raw[i] : args->name_tokens[i];
       continue;
     }
     std::string& target = v.kind == NodeVerdict::Kind::kUnresolvable ? unresolvable : failed;
     if (!target.empty()) target += ',';
-    AppendJsonString(target, args->names[i]);
+    target += args->name_tokens[i];
     target += ':';
     AppendJsonString(target, "gpumux: " + v.reason);
   }
@@ -336,13 +354,16 @@ VerbReply Extender::Prioritize(std::string_view body) {
   if (!args) return BadRequest(error);
   Remember(args->pod);
   std::vector<int> scores(args->names.size(), 0);
-  if (args->pod.wants_gpu()) scores = ExtenderScores(state_->Evaluate(args->pod, args->names));
+  if (args->pod.wants_gpu()) {
+    scores = ExtenderScores(
+        state_->Evaluate(args->pod, args->names, ClusterState::Reasons::kSkip));
+  }
   std::string out = "[";
   out.reserve(scores.size() * 40 + 2);
   for (std::size_t i = 0; i < scores.size(); ++i) {
     if (i > 0) out += ',';
     out += R"({"Host":)";
-    AppendJsonString(out, args->names[i]);
+    out += args->name_tokens[i];
     out += R"(,"Score":)";
     out += std::to_string(scores[i]);
     out += '}';

@@ -486,7 +486,8 @@ struct ExtenderServer::Impl {
     const auto elapsed = SteadyClock::now() - start;
     metrics.Observe(verb, reply.http_status, reply.failure, reply.placements, elapsed);
     res.status = reply.http_status;
-    res.set_content(std::move(reply.body), kJsonType);
+    res.body = std::move(reply.body);  // set_content would copy 100+ KB replies
+    res.set_header("Content-Type", kJsonType);
     const bool ok = res.status >= 200 && res.status < 300;
     if (!ok || elapsed > options.slow_request) {
       std::string line = req.method + " " + req.path + " " + std::to_string(res.status);

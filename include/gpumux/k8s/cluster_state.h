@@ -86,6 +86,10 @@ class ClusterState {
 
   // --- the verbs ---
   // One verdict per name, in order. Names the state does not know are unresolvable.
+  // With Reasons::kSkip, failing nodes get no reason text (prioritize does not need it).
+  enum class Reasons : std::uint8_t { kExplain, kSkip };
+  std::vector<NodeVerdict> Evaluate(const PodInfo& pod, std::span<const std::string_view> names,
+                                    Reasons reasons = Reasons::kExplain);
   std::vector<NodeVerdict> Evaluate(const PodInfo& pod, std::span<const std::string> names);
   // Picks the GPUs on `node` for every container and books them as an assumed grant (replacing
   // an earlier assumed grant of the same pod). Error, changing nothing, if it does not fit.
