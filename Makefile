@@ -39,6 +39,7 @@ bench:
 	@$(MAKE) --no-print-directory build BENCH=ON
 	./$(BUILD)/bench/gpumux_bench
 	sh bench/sweep.sh ./$(BUILD)/gpumux
+	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
 
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON

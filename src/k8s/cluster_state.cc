@@ -144,7 +144,20 @@ struct ClusterState::Impl {
     ledger = std::make_unique<core::Ledger>(*cluster);
     name_index.Build(*cluster);
     reasons.clear();
-    auto made = policy::BuiltinPolicies().Make(options.policy, options.context);
+    // Typical pods name GPU models; their masks are only meaningful against this cluster.
+    policy::PolicyContext context = options.context;
+    for (policy::TypicalPod& t : context.typical_pods) {
+      std::vector<std::string> models;
+      std::size_t start = 0;
+      while (start < t.models.size()) {
+        std::size_t end = t.models.find('|', start);
+        if (end == std::string::npos) end = t.models.size();
+        if (end > start) models.push_back(t.models.substr(start, end - start));
+        start = end + 1;
+      }
+      t.model_mask = cluster->MaskOf(models);
+    }
+    auto made = policy::BuiltinPolicies().Make(options.policy, context);
     GPUMUX_CHECK(made.has_value(), "policy was validated at Create");
     policy = std::move(*made);
     std::vector<std::int64_t> rank(static_cast<std::size_t>(cluster->size()));
@@ -265,6 +278,13 @@ struct ClusterState::Impl {
   }
 
   void Upsert(PodInfo info) {
+    if (!info.grant_error.empty()) {
+      auto seen = pods.find(info.uid);
+      if (seen == pods.end() || seen->second.info.grant_error != info.grant_error) {
+        ++counters.unreadable_grants;
+        Log("pod " + info.Key() + ": " + info.grant_error + "; the grant is ignored");
+      }
+    }
     auto it = pods.find(info.uid);
     if (!info.wants_gpu() && !info.grant) {
       if (it != pods.end()) Remove(it);
@@ -750,6 +770,9 @@ nlohmann::json ClusterState::Inspect() const {
   for (const PodRecord* r : records) {
     if (r->booked && !r->in_ledger) {
       problems.push_back({{"pod", r->info.Key()}, {"uid", r->info.uid}, {"problem", r->problem}});
+    } else if (!r->info.grant_error.empty()) {
+      problems.push_back(
+          {{"pod", r->info.Key()}, {"uid", r->info.uid}, {"problem", r->info.grant_error}});
     }
   }
   StateCounters c = s.counters;
@@ -766,6 +789,7 @@ nlohmann::json ClusterState::Inspect() const {
             {"grants_assumed", c.grants_assumed},
             {"grants_expired", c.grants_expired},
             {"grant_conflicts", c.grant_conflicts},
+            {"unreadable_grants", c.unreadable_grants},
             {"rebuilds", c.rebuilds}}},
           {"nodes", std::move(nodes)},
           {"grants_not_in_ledger", std::move(problems)}};

@@ -125,6 +125,8 @@ class Metrics {
         grants_assumed_(grants_.Add({{"state", "assumed"}})),
         conflicts_(Gauge("gpumux_extender_grant_conflicts",
                          "Grants recorded on pods that do not fit the ledger (kept out of it)")),
+        unreadable_(Gauge("gpumux_extender_unreadable_grants",
+                          "gpumux.io/grant annotations seen that did not decode (ignored)")),
         synced_(Gauge("gpumux_extender_synced",
                       "1 once the cluster state has listed nodes and pods from the API server")),
         expired_(prometheus::BuildCounter()
@@ -182,6 +184,7 @@ class Metrics {
     grants_bound_.Set(static_cast<double>(c.grants_bound));
     grants_assumed_.Set(static_cast<double>(c.grants_assumed));
     conflicts_.Set(static_cast<double>(c.grant_conflicts));
+    unreadable_.Set(static_cast<double>(c.unreadable_grants));
     synced_.Set(synced ? 1 : 0);
     // ClusterState's counts are cumulative; a Prometheus counter only grows.
     AddDelta(expired_, c.grants_expired, last_expired_);
@@ -212,6 +215,7 @@ class Metrics {
   prometheus::Gauge& grants_bound_;
   prometheus::Gauge& grants_assumed_;
   prometheus::Gauge& conflicts_;
+  prometheus::Gauge& unreadable_;
   prometheus::Gauge& synced_;
   prometheus::Counter& expired_;
   prometheus::Counter& rebuilds_;

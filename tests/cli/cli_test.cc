@@ -258,7 +258,7 @@ TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
   const CliRun r = Gpumux({"policies"});
   EXPECT_EQ(r.code, 0);
   const auto names = policy::BuiltinPolicies().names();
-  ASSERT_EQ(names.size(), 10U);
+  ASSERT_EQ(names.size(), 12U);
   std::istringstream lines(r.out);
   std::string line;
   std::size_t i = 0;

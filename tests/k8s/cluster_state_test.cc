@@ -217,6 +217,21 @@ TEST_F(ClusterStateTest, PreemptionChecksTheNodeWithoutTheVictims) {
   EXPECT_EQ(state->counters().grants_bound, 1) << "the trial leaves the victim in place";
 }
 
+TEST_F(ClusterStateTest, AnUnreadableGrantIsCountedLoggedAndShownNotSilentlyDropped) {
+  auto state = Make();
+  const json nodes[] = {NodeJson("n1", 1)};
+  state->SetNodes(nodes);
+  json pod = PodWithOne("a", 1, 0, 0);
+  pod["metadata"]["annotations"]["gpumux.io/grant"] = "{not json";
+  pod["spec"]["nodeName"] = "n1";
+  state->UpsertPod(pod);
+  state->UpsertPod(pod);  // the same problem again is not counted twice
+  EXPECT_EQ(state->counters().unreadable_grants, 1);
+  ASSERT_FALSE(log_.empty());
+  EXPECT_NE(log_.back().find("gpumux.io/grant"), std::string::npos) << log_.back();
+  EXPECT_EQ(state->Inspect()["grants_not_in_ledger"].size(), 1u);
+}
+
 TEST_F(ClusterStateTest, UnknownPolicyIsAnError) {
   ClusterStateOptions options;
   options.policy = "no-such-policy";

@@ -61,6 +61,7 @@ struct NodeVerdict {
 struct StateCounters {
   std::int64_t nodes = 0, gpus = 0, grants_bound = 0, grants_assumed = 0;
   std::int64_t grants_expired = 0, grant_conflicts = 0, rebuilds = 0;
+  std::int64_t unreadable_grants = 0;  // gpumux.io/grant annotations that did not decode
 };
 
 class ClusterState {
