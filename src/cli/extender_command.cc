@@ -29,6 +29,7 @@
 #include "gpumux/core/rng.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
+#include "gpumux/k8s/cluster_sync.h"
 #include "gpumux/k8s/extender.h"
 #include "gpumux/k8s/extender_server.h"
 #include "gpumux/k8s/objects.h"
@@ -296,47 +297,6 @@ class SignalBlock {
   bool restored_ = false;
 };
 
-// Feeds one ClusterState collection from a reflector's list and events.
-k8s::ReflectorHandler NodeHandler(k8s::ClusterState& state, LogSink& log,
-                                  std::function<void()> listed) {
-  k8s::ReflectorHandler h;
-  h.replace = [&state, listed = std::move(listed)](std::vector<json> items) {
-    state.SetNodes(items);
-    listed();
-  };
-  h.event = [&state](const k8s::WatchEvent& e) {
-    if (e.type == "ADDED" || e.type == "MODIFIED") {
-      state.UpsertNode(e.object);
-    } else if (e.type == "DELETED") {
-      const json* name = nullptr;
-      if (auto m = e.object.find("metadata"); m != e.object.end() && m->is_object()) {
-        if (auto n = m->find("name"); n != m->end() && n->is_string()) name = &*n;
-      }
-      if (name != nullptr) state.RemoveNode(name->get_ref<const std::string&>());
-    }
-  };
-  h.log = [&log](std::string_view line) { log(std::string("nodes: ") + std::string(line)); };
-  return h;
-}
-
-k8s::ReflectorHandler PodHandler(k8s::ClusterState& state, LogSink& log,
-                                 std::function<void()> listed) {
-  k8s::ReflectorHandler h;
-  h.replace = [&state, listed = std::move(listed)](std::vector<json> items) {
-    state.SetPods(items);
-    listed();
-  };
-  h.event = [&state](const k8s::WatchEvent& e) {
-    if (e.type == "ADDED" || e.type == "MODIFIED") {
-      state.UpsertPod(e.object);
-    } else if (e.type == "DELETED") {
-      state.RemovePod(e.object);
-    }
-  };
-  h.log = [&log](std::string_view line) { log(std::string("pods: ") + std::string(line)); };
-  return h;
-}
-
 }  // namespace
 
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
@@ -488,8 +448,9 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
       server_options.host + ":" + std::to_string(server.port()) + ", verbs under " +
       (server.url_prefix().empty() ? std::string("/") : server.url_prefix()));
 
-  std::vector<std::jthread> threads;
-  std::vector<std::unique_ptr<k8s::Reflector>> reflectors;
+  // With an API server: reflectors for nodes and pods, synced once both listed, and a ticker
+  // that gives back the GPUs of assumed grants whose pod never got bound.
+  std::unique_ptr<k8s::ClusterSync> sync;
   if (api == nullptr) {
     state.SetNodes(offline_nodes);
     state.SetPods({});
@@ -497,60 +458,23 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     const k8s::StateCounters c = state.counters();
     log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs");
   } else {
-    auto listed = std::make_shared<std::atomic<int>>(0);
-    const auto on_listed = [&state, &log, listed] {
-      // Both collections listed once (a relist later does not count again).
-      if (listed->fetch_add(1) + 1 == 2) {
-        state.MarkSynced();
-        const k8s::StateCounters c = state.counters();
-        log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs, " +
-            std::to_string(c.grants_bound) + " bound grants");
-      }
-    };
-    auto once = [on_listed] {
-      return [on_listed, done = std::make_shared<std::atomic<bool>>(false)] {
-        if (!done->exchange(true)) on_listed();
-      };
-    };
-    // Jittered backoff, so that replicas do not relist in step after an API server restart.
-    const auto options = [](std::string_view stream) {
-      k8s::ReflectorOptions r;
-      const auto seed =
-          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-          static_cast<std::uint64_t>(getpid());
-      r.random_below = [rng = std::make_shared<core::Rng>(seed, stream)](std::uint64_t n) {
-        return rng->Below(n);
-      };
-      return r;
-    };
-    reflectors.push_back(std::make_unique<k8s::Reflector>(
-        *api, "/api/v1/nodes", NodeHandler(state, log, once()), options("nodes")));
-    reflectors.push_back(std::make_unique<k8s::Reflector>(
-        *api, "/api/v1/pods", PodHandler(state, log, once()), options("pods")));
-    for (auto& r : reflectors) {
-      threads.emplace_back([reflector = r.get()](std::stop_token stop) { reflector->Run(stop); });
-    }
+    k8s::ClusterSyncOptions sync_options;
+    sync_options.expire_interval = kExpireInterval;
+    sync_options.jitter_seed =
+        (static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+         static_cast<std::uint64_t>(getpid())) |
+        1U;  // never 0 (no jitter)
+    sync_options.log = log_fn;
+    sync = std::make_unique<k8s::ClusterSync>(*api, state, std::move(sync_options));
+    sync->Start();
   }
-  // Assumed grants whose pod never got bound give their GPUs back.
-  threads.emplace_back([&state, &log, ttl = o.grant_ttl_seconds](std::stop_token stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
-    while (!cv.wait_for(lock, stop, kExpireInterval, [&stop] { return stop.stop_requested(); })) {
-      if (const int n = state.ExpireAssumed(); n > 0) {
-        log("released " + std::to_string(n) + " assumed grant(s) whose pod was not bound within " +
-            std::to_string(ttl) + " s");
-      }
-    }
-  });
 
   const int sig = signals.Wait();
   signals.Restore();
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
       ", stopping (a second signal ends the process at once)");
   server.Stop();
-  for (std::jthread& t : threads) t.request_stop();
-  for (std::jthread& t : threads) t.join();
+  if (sync) sync->Stop();
   log("stopped");
   return 0;
 }

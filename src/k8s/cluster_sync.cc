@@ -3,6 +3,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "gpumux/core/rng.h"
+
 namespace gpumux::k8s {
 
 ClusterSync::ClusterSync(KubeApi& api, ClusterState& state, ClusterSyncOptions options)
@@ -41,9 +43,19 @@ void ClusterSync::Start() {
     }
   };
   pods.log = prefixed("pods");
+  const auto reflector_options = [this](std::string_view stream) {
+    ReflectorOptions r = options_.reflector;
+    r.random_below = nullptr;
+    if (options_.jitter_seed != 0) {
+      r.random_below = [rng = std::make_shared<core::Rng>(options_.jitter_seed, stream)](
+                           std::uint64_t n) { return rng->Below(n); };
+    }
+    return r;
+  };
   nodes_ = std::make_unique<Reflector>(*api_, "/api/v1/nodes", std::move(nodes),
-                                       options_.reflector);
-  pods_ = std::make_unique<Reflector>(*api_, "/api/v1/pods", std::move(pods), options_.reflector);
+                                       reflector_options("nodes"));
+  pods_ = std::make_unique<Reflector>(*api_, "/api/v1/pods", std::move(pods),
+                                      reflector_options("pods"));
   nodes_thread_ = std::jthread([this](std::stop_token stop) { nodes_->Run(stop); });
   pods_thread_ = std::jthread([this](std::stop_token stop) { pods_->Run(stop); });
   ticker_ = std::jthread([this](std::stop_token stop) {
@@ -54,7 +66,12 @@ void ClusterSync::Start() {
     while (!stop.stop_requested()) {
       if (!state_->synced() && nodes_->synced() && pods_->synced()) {
         state_->MarkSynced();
-        if (options_.log) options_.log("synced with the API server");
+        const StateCounters c = state_->counters();
+        if (options_.log) {
+          options_.log("synced: " + std::to_string(c.nodes) + " nodes, " +
+                       std::to_string(c.gpus) + " GPUs, " + std::to_string(c.grants_bound) +
+                       " bound grants");
+        }
       }
       if (std::chrono::steady_clock::now() >= next_expiry) {
         state_->ExpireAssumed();
