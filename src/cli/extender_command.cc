@@ -7,9 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -19,14 +17,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <stop_token>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "gpumux/core/cluster.h"
-#include "gpumux/core/rng.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/cluster_sync.h"
