@@ -434,6 +434,15 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   k8s::Extender extender(state, api.get());
   server_options.log = log_fn;
 
+  if (api == nullptr) {
+    // Offline nodes are the whole state: ready before the first request can arrive.
+    state.SetNodes(offline_nodes);
+    state.SetPods({});
+    state.MarkSynced();
+    const k8s::StateCounters c = state.counters();
+    log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs");
+  }
+
   k8s::ExtenderServer server(extender, state, server_options);
   if (auto started = server.Start(); !started) {
     log("cannot start: " + started.error().message);
@@ -446,13 +455,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   // With an API server: reflectors for nodes and pods, synced once both listed, and a ticker
   // that gives back the GPUs of assumed grants whose pod never got bound.
   std::unique_ptr<k8s::ClusterSync> sync;
-  if (api == nullptr) {
-    state.SetNodes(offline_nodes);
-    state.SetPods({});
-    state.MarkSynced();
-    const k8s::StateCounters c = state.counters();
-    log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs");
-  } else {
+  if (api != nullptr) {
     k8s::ClusterSyncOptions sync_options;
     sync_options.expire_interval = kExpireInterval;
     sync_options.jitter_seed =
