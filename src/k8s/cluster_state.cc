@@ -270,10 +270,7 @@ struct ClusterState::Impl {
       }
       return;
     }
-    if (!p.node_name.empty() && !p.containers.empty() && record.state == Booking::kNone &&
-        !p.finished()) {
-      // Scheduled by something other than gpumux: it holds no grant and gets no GPUs from us.
-    }
+    // Otherwise the pod holds no grant (e.g. scheduled by something other than gpumux).
     Book(record, std::nullopt, Booking::kNone);
   }
 
