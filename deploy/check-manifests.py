@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Checks deploy/: every YAML file parses; the ConfigMap in extender/deployment.yaml holds
 exactly extender/scheduler-config.yaml; the scheduler config uses only known fields; the
-examples ask gpumux-scheduler for gpumux resources. With the Kubernetes Python client
+examples (pods, and the pods of jobs) ask gpumux-scheduler for gpumux resources; every
+workload's service account is defined and bound; the device plugin runs in the extender's
+namespace with the extender's image and the same --gpu-mem-unit-mib, mounts the kubelet's
+device-plugin folder, and is probed on its --metrics-address. With the Kubernetes Python client
 importable (Debian: python3-kubernetes), every Kubernetes object is also checked field by field
 against the API's types (unknown or misspelt fields, wrong kinds of values). No cluster needed.
   python3 deploy/check-manifests.py            exit 1 and a list of problems if any
@@ -110,14 +113,113 @@ if not configmaps or configmaps[0]["data"].get("scheduler-config.yaml") != confi
 check_scheduler_config(yaml.safe_load(configmaps[0]["data"]["scheduler-config.yaml"]) if configmaps else {},
                        "extender/deployment.yaml ConfigMap")
 
+def pod_spec(doc):
+    """The pod spec of a Pod, or of the pods a workload object creates; None for other kinds."""
+    spec = doc.get("spec") or {}
+    if doc.get("kind") == "Pod":
+        return spec
+    if doc.get("kind") == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec") or {})
+    elif doc.get("kind") not in ("Job", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"):
+        return None
+    return (spec.get("template") or {}).get("spec") or {}
+
+def arg(container, flag, default=None):
+    """The value of `--flag value` or `--flag=value` in a container's args."""
+    args = [str(a) for a in container.get("args", []) or []]
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a[len(flag) + 1:]
+    return default
+
+def objects(kind):
+    return [(path, d) for path, ds in docs.items() for d in ds if d.get("kind") == kind]
+
+def name_ns(doc):
+    meta = doc.get("metadata") or {}
+    return meta.get("name"), meta.get("namespace")
+
 for path in sorted((DEPLOY / "examples").glob("*.yaml")):
     for doc in docs[path]:
-        spec = doc.get("spec", {})
+        spec = pod_spec(doc)
+        if spec is None:
+            problems.append(f"{path.name}: {doc.get('kind')} is neither a pod nor makes pods")
+            continue
+        at = "spec." if doc.get("kind") == "Pod" else "pod template spec."
         if spec.get("schedulerName") != "gpumux-scheduler":
-            problems.append(f"{path.name}: spec.schedulerName is not gpumux-scheduler")
+            problems.append(f"{path.name}: {at}schedulerName is not gpumux-scheduler")
         asks = [k for c in spec.get("containers", []) for k in c.get("resources", {}).get("limits", {})]
         if not any(k.startswith("gpumux.io/") for k in asks):
             problems.append(f"{path.name}: asks for no gpumux.io resource")
+
+# Every workload's service account exists in its namespace and is a subject of some binding.
+service_accounts = {name_ns(d) for _, d in objects("ServiceAccount")}
+bound = {(s.get("name"), s.get("namespace") or name_ns(b)[1])
+         for kind in ("ClusterRoleBinding", "RoleBinding") for _, b in objects(kind)
+         for s in b.get("subjects", []) or [] if s.get("kind") == "ServiceAccount"}
+for kind in ("Deployment", "DaemonSet"):
+    for path, doc in objects(kind):
+        name, ns = name_ns(doc)
+        account = (pod_spec(doc).get("serviceAccountName"), ns)
+        if account[0] is None:
+            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name} names no serviceAccountName")
+        elif account not in service_accounts:
+            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name}: no ServiceAccount {account[1]}/{account[0]} in deploy/")
+        elif account not in bound:
+            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name}: ServiceAccount {account[1]}/{account[0]} is bound to no role")
+# Bindings refer to roles defined here, or to built-in ones (system:...).
+roles = {("ClusterRole", name_ns(d)[0]) for _, d in objects("ClusterRole")} | \
+        {("Role", name_ns(d)[0]) for _, d in objects("Role")}
+for kind in ("ClusterRoleBinding", "RoleBinding"):
+    for path, doc in objects(kind):
+        ref = doc.get("roleRef") or {}
+        builtin = str(ref.get("name", "")).startswith("system:") or \
+            ref.get("name") == "extension-apiserver-authentication-reader"
+        if not builtin and (ref.get("kind"), ref.get("name")) not in roles:
+            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name_ns(doc)[0]} refers to "
+                            f"{ref.get('kind')}/{ref.get('name')}, which deploy/ does not define")
+
+# The device plugin against the extender.
+def container(path, kind, name):
+    for doc in docs.get(path, []):
+        if doc.get("kind") == kind:
+            for c in pod_spec(doc).get("containers", []):
+                if c.get("name") == name:
+                    return doc, c
+    problems.append(f"{path.relative_to(DEPLOY)}: no {kind} with a container {name}")
+    return None, None
+
+ext_doc, extender = container(DEPLOY / "extender/deployment.yaml", "Deployment", "gpumux-extender")
+dp_doc, plugin = container(DEPLOY / "device-plugin/daemonset.yaml", "DaemonSet", "device-plugin")
+if extender and plugin:
+    where = "device-plugin/daemonset.yaml"
+    if name_ns(dp_doc)[1] != name_ns(ext_doc)[1]:
+        problems.append(f"{where}: namespace {name_ns(dp_doc)[1]} is not the extender's {name_ns(ext_doc)[1]}")
+    if plugin.get("image") != extender.get("image"):
+        problems.append(f"{where}: image {plugin.get('image')} is not the extender's {extender.get('image')}")
+    args = [str(a) for a in plugin.get("args", []) or []]
+    if args[:1] != ["device-plugin"]:
+        problems.append(f"{where}: args do not start with the subcommand device-plugin")
+    unit = (arg(plugin, "--gpu-mem-unit-mib", "1024"), arg(extender, "--gpu-mem-unit-mib", "1024"))
+    if unit[0] != unit[1]:
+        problems.append(f"{where}: --gpu-mem-unit-mib {unit[0]} differs from the extender's {unit[1]}")
+    kubelet_dir = arg(plugin, "--kubelet-dir", "/var/lib/kubelet/device-plugins")
+    spec = pod_spec(dp_doc)
+    host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path") for v in spec.get("volumes", []) or []}
+    if not any(m.get("mountPath") == kubelet_dir and host_paths.get(m.get("name")) == "/var/lib/kubelet/device-plugins"
+               for m in plugin.get("volumeMounts", []) or []):
+        problems.append(f"{where}: --kubelet-dir {kubelet_dir} is not the hostPath /var/lib/kubelet/device-plugins")
+    metrics = arg(plugin, "--metrics-address", "127.0.0.1:9402")
+    for probe in ("livenessProbe", "readinessProbe"):
+        command = " ".join(((plugin.get(probe) or {}).get("exec") or {}).get("command", []) or [])
+        if f"http://{metrics}/" not in command:
+            problems.append(f"{where}: {probe} does not ask --metrics-address {metrics}")
+    env = {e.get("name"): e for e in plugin.get("env", []) or []}
+    if ((env.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName" \
+            and arg(plugin, "--node-name") is None:
+        problems.append(f"{where}: neither --node-name nor NODE_NAME from spec.nodeName")
 
 for p in problems:
     print(p)
