@@ -45,14 +45,28 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
                      "real runtime ($GPUMUX_RUNTIME, default runc). Also runs as "
                      "'gpumux-oci-runtime' through a symlink. Configured by GPUMUX_STATE_DIR, "
                      "GPUMUX_DEV_DIR, GPUMUX_GPUS_FILE.");
-  bool reservations = false;
-  bool json = false;
+  GpusOptions gpus_options;
   CLI::App* gpus = app.add_subcommand(
-      "gpus", "List the host's GPUs in the format of `nvidia-smi -L` (or JSON), and who holds them");
+      "gpus",
+      "List the host's GPUs in the format of `nvidia-smi -L` (or JSON), and who holds them.\n"
+      "  --backend dev (default): the device folder's nvidia<N> nodes, or the GPU file when one "
+      "is given (what the runtime hook sees).\n"
+      "  --backend fake: the GPU file as the device plugin's fake backend reads it (optional "
+      "columns minor, health, memory_used_mib, xids).\n"
+      "  --backend nvml: NVIDIA's management library (libnvidia-ml.so.1): name, memory, "
+      "minor, utilisation, processes, health.");
   AddHostOptions(*gpus, host);
-  gpus->add_flag("--reservations", reservations,
-                 "Show which container holds each GPU, and since when");
-  gpus->add_flag("--json", json, "JSON instead of text");
+  gpus->add_option("--gpus-file", host.gpus_file, "Same as --gpus");
+  gpus->add_option("--backend", gpus_options.backend, "Where the GPUs come from: dev, fake, nvml")
+      ->check(CLI::IsMember({"dev", "fake", "nvml"}))
+      ->capture_default_str();
+  gpus->add_option("--nvml-library", gpus_options.nvml_library,
+                   "NVML library to load with --backend nvml (a soname or a path)")
+      ->capture_default_str();
+  gpus->add_flag("--reservations", gpus_options.reservations,
+                 "Show which container holds each GPU, and since when (dev and fake backends)");
+  gpus->add_flag("--json", gpus_options.json,
+                 "JSON instead of text (with fake and nvml: every field the backend reports)");
 
   // The runtime wrapper takes the runtime's own arguments verbatim: no option parsing here.
   const char* base = std::strrchr(argv[0], '/');
@@ -107,7 +121,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
   if (extender->parsed()) return RunExtender(extender_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
-  if (gpus->parsed()) return RunGpus(host, reservations, json, out, err);
+  if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   return 2;
 }
 

@@ -85,7 +85,16 @@ int RunHook(const HostOptions& options, const std::string& stage, std::istream& 
 // `gpumux oci-runtime <runtime args>`: grants, edits config.json, then execs the runtime.
 int RunOciRuntime(const HostOptions& options, const std::vector<std::string>& args,
                   std::ostream& err);
-int RunGpus(const HostOptions& options, bool reservations, bool json, std::ostream& out,
+// `gpumux gpus`: the host's GPUs from one backend. dev: the hook's view (the device folder, or
+// the GPU file when one is given); fake: the GPU file through gpu::OpenFake; nvml: NVML.
+// Exit 0; 1 when NVML cannot be used; 2 for bad usage or a bad file.
+struct GpusOptions {
+  std::string backend = "dev";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  bool reservations = false;
+  bool json = false;
+};
+int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& out,
             std::ostream& err);
 
 // `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/gpu/backend.h"
 #include "gpumux/hook/grant.h"
 #include "gpumux/hook/oci.h"
 #include "src/cli/commands.h"
@@ -247,19 +248,104 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
   return 127;
 }
 
-int RunGpus(const HostOptions& o, bool reservations, bool json, std::ostream& out,
-            std::ostream& err) {
+namespace {
+
+// One GPU as `gpumux gpus` prints it: the nvidia-smi -L line's parts and the JSON object.
+struct GpuRow {
+  int index = 0;
+  std::string name;
+  std::string uuid;
+  nlohmann::ordered_json json;
+};
+
+struct GpuRows {
+  std::vector<GpuRow> rows;
+  std::string source;  // for "No devices found (...)"
+};
+
+// The hook's view: the device folder, or the GPU file.
+int DevRows(const HostOptions& o, GpuRows& rows, std::ostream& err) {
   auto inventory = hook::LoadInventory(InventoryOf(o));
   if (!inventory) {
     err << "gpumux gpus: " << inventory.error().message << "\n";
     return 2;
   }
-  if (inventory->gpus.empty() && !json) {
-    err << "No devices found (" << inventory->source << ").\n";
+  rows.source = inventory->source;
+  for (const auto& g : inventory->gpus) {
+    rows.rows.push_back(GpuRow{g.index, g.model, g.uuid,
+                               nlohmann::ordered_json{{"index", g.index},
+                                                      {"uuid", g.uuid},
+                                                      {"name", g.model},
+                                                      {"memory_mib", g.memory_mib},
+                                                      {"device", g.device.host_path}}});
+  }
+  return 0;
+}
+
+nlohmann::ordered_json GpuJson(const gpu::Gpu& g) {
+  nlohmann::ordered_json processes = nlohmann::ordered_json::array();
+  for (const gpu::GpuProcess& p : g.processes) {
+    processes.push_back({{"pid", p.pid}, {"used_mib", p.used_mib}});
+  }
+  return {{"index", g.index},
+          {"uuid", g.uuid},
+          {"name", g.name},
+          {"memory_total_mib", g.memory_total_mib},
+          {"memory_used_mib", g.memory_used_mib},
+          {"minor", g.minor},
+          {"utilization_gpu", g.utilization_gpu},
+          {"utilization_memory", g.utilization_memory},
+          {"processes", std::move(processes)},
+          {"health", gpu::HealthName(g.health)},
+          {"health_reason", g.health_reason}};
+}
+
+// gpu::OpenFake or gpu::OpenNvml. Exit codes: 2 for usage and a bad GPU file, 1 when NVML
+// cannot be used.
+int BackendRows(const HostOptions& o, const GpusOptions& options, GpuRows& rows,
+                std::ostream& err) {
+  const bool nvml = options.backend == "nvml";
+  if (nvml && options.reservations) {
+    err << "gpumux gpus: --reservations is not supported with --backend nvml (the hook's "
+           "ledger numbers GPUs as the device folder or GPU file does, not as NVML does); use "
+           "--backend dev\n";
+    return 2;
+  }
+  if (!nvml && o.gpus_file.empty()) {
+    err << "gpumux gpus: --backend fake needs a GPU file (--gpus-file FILE or "
+           "GPUMUX_GPUS_FILE)\n";
+    return 2;
+  }
+  const int failure = nvml ? 1 : 2;
+  auto backend = nvml ? gpu::OpenNvml(options.nvml_library) : gpu::OpenFake(o.gpus_file);
+  if (!backend) {
+    err << "gpumux gpus: " << backend.error().message << "\n";
+    return failure;
+  }
+  auto gpus = (*backend)->List();
+  if (!gpus) {
+    err << "gpumux gpus: " << gpus.error().message << "\n";
+    return failure;
+  }
+  rows.source = nvml ? "nvml: " + options.nvml_library : o.gpus_file;
+  for (const gpu::Gpu& g : *gpus) rows.rows.push_back(GpuRow{g.index, g.name, g.uuid, GpuJson(g)});
+  return 0;
+}
+
+}  // namespace
+
+int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
+            std::ostream& err) {
+  GpuRows rows;
+  const int loaded =
+      options.backend == "dev" ? DevRows(o, rows, err) : BackendRows(o, options, rows, err);
+  if (loaded != 0) return loaded;
+  if (rows.rows.empty() && !options.json) {
+    err << "No devices found (" << rows.source << ").\n";
     return 0;
   }
   hook::ReservationFile file;
-  if (reservations) {
+  if (options.reservations) {
     auto read = hook::ReservationStore(o.state_dir).Read();
     if (!read) {
       err << "gpumux gpus: " << read.error().message << "\n";
@@ -273,33 +359,28 @@ int RunGpus(const HostOptions& o, bool reservations, bool json, std::ostream& ou
     }
     return nullptr;
   };
-  if (json) {
+  if (options.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (const auto& g : inventory->gpus) {
-      nlohmann::ordered_json o_gpu{{"index", g.index},
-                                   {"uuid", g.uuid},
-                                   {"name", g.model},
-                                   {"memory_mib", g.memory_mib},
-                                   {"device", g.device.host_path}};
-      if (reservations) {
-        const hook::Reservation* r = holder_of(g.index);
-        o_gpu["reserved_by"] = r != nullptr ? nlohmann::ordered_json(r->container) : nullptr;
+    for (GpuRow& row : rows.rows) {
+      if (options.reservations) {
+        const hook::Reservation* r = holder_of(row.index);
+        row.json["reserved_by"] = r != nullptr ? nlohmann::ordered_json(r->container) : nullptr;
         if (r != nullptr) {
-          o_gpu["since"] = r->since;
-          o_gpu["state"] = r->state;
-          o_gpu["holder_alive"] = hook::IsAlive(r->holder);
+          row.json["since"] = r->since;
+          row.json["state"] = r->state;
+          row.json["holder_alive"] = hook::IsAlive(r->holder);
         }
       }
-      j.push_back(o_gpu);
+      j.push_back(std::move(row.json));
     }
     out << j.dump(2) << "\n";
     return 0;
   }
-  for (const auto& g : inventory->gpus) {
-    out << "GPU " << g.index << ": " << (g.model.empty() ? "NVIDIA GPU" : g.model)
-        << " (UUID: " << (g.uuid.empty() ? "unknown" : g.uuid) << ")";
-    if (reservations) {
-      const hook::Reservation* r = holder_of(g.index);
+  for (const GpuRow& row : rows.rows) {
+    out << "GPU " << row.index << ": " << (row.name.empty() ? "NVIDIA GPU" : row.name)
+        << " (UUID: " << (row.uuid.empty() ? "unknown" : row.uuid) << ")";
+    if (options.reservations) {
+      const hook::Reservation* r = holder_of(row.index);
       if (r == nullptr) {
         out << "  free";
       } else {
