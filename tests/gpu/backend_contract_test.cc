@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpumux/gpu/backend.h"
+#include "tests/gpu/gpu_testing.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::gpu {
@@ -34,8 +35,7 @@ class Harness {
 
  protected:
   void Replace(const std::string& name, const std::string& content) {
-    const std::string tmp = dir_.Write(name + ".tmp", content);
-    std::filesystem::rename(tmp, dir_.path() / name);
+    test::ReplaceFile(dir_, name, content);
   }
   std::string PathOf(const std::string& name) const { return (dir_.path() / name).string(); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumux/gpu/backend.h"
+#include "tests/gpu/gpu_testing.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::gpu {
@@ -17,17 +18,12 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::Contains;
 
 class FakeBackendTest : public ::testing::Test {
  protected:
   // Replaces the GPU file as a writer should: a new file renamed over the old one.
-  void Rewrite(const std::string& content) {
-    const std::string tmp = dir_.Write("gpus.csv.tmp", content);
-    std::filesystem::rename(tmp, path_);
-  }
+  void Rewrite(const std::string& content) { test::ReplaceFile(dir_, "gpus.csv", content); }
   std::unique_ptr<Backend> Open(const std::string& content) {
     path_ = dir_.Write("gpus.csv", content);
     auto b = OpenFake(path_);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/cli/cli_fixtures.h"
+#include "tests/gpu/gpu_testing.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::cli {
@@ -15,9 +16,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::Contains;
 
 class GpusBackends : public ::testing::Test {
  protected:

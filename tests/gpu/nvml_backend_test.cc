@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpumux/gpu/backend.h"
+#include "tests/gpu/gpu_testing.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::gpu {
@@ -19,9 +20,7 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::Contains;
 
 constexpr const char* kTwoGpus =
     "gpu=GPU-8f0c0000-1111-2222-3333-444455556666|NVIDIA H100 80GB HBM3|81559|1024|0|37|12|"
@@ -40,10 +39,7 @@ class NvmlBackendTest : public ::testing::Test {
   void TearDown() override { ::unsetenv("GPUMUX_FAKE_NVML"); }
 
   // Replaces the fake library's state atomically (it reads the file on every call).
-  void SetState(const std::string& content) {
-    const std::string tmp = dir_.Write("nvml-state.tmp", content);
-    std::filesystem::rename(tmp, state_);
-  }
+  void SetState(const std::string& content) { test::ReplaceFile(dir_, "nvml-state", content); }
   std::unique_ptr<Backend> Open(const std::string& library = GPUMUX_FAKE_NVML_LIB) {
     auto b = OpenNvml(library);
     EXPECT_TRUE(b.has_value()) << b.error().message;
