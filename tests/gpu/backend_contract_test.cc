@@ -167,7 +167,7 @@ TEST_P(BackendContract, WaitXidWithNothingToSayReturnsAfterTheTimeout) {
     ASSERT_TRUE(xids.has_value()) << xids.error().message;
     EXPECT_TRUE(xids->empty());
     EXPECT_GE(waited, timeout);
-    EXPECT_LT(waited, timeout + milliseconds(500));
+    EXPECT_LT(waited, timeout + milliseconds(1000));
   }
 }
 
@@ -177,18 +177,18 @@ TEST_P(BackendContract, ListAndWaitXidRunOnTwoThreadsAtOnce) {
   std::vector<XidEvent> seen;  // the waiter's until it is joined
   std::thread waiter([&] {
     while (!stop) {
-      auto x = backend_->WaitXid(milliseconds(200));
+      auto x = backend_->WaitXid(milliseconds(1500));
       EXPECT_TRUE(x.has_value());
       if (x) seen.insert(seen.end(), x->begin(), x->end());
       count = seen.size();
     }
   });
-  // While WaitXid blocks, List() answers promptly; XIDs keep arriving meanwhile.
+  // While WaitXid blocks (up to 1.5 s), List() answers promptly; XIDs keep arriving meanwhile.
   for (std::uint64_t i = 1; i <= 20; ++i) {
     harness_->AddXid(static_cast<int>(i % 2), 1000 + i);
     const auto start = Clock::now();
     auto gpus = backend_->List();
-    EXPECT_LT(Clock::now() - start, milliseconds(150));
+    EXPECT_LT(Clock::now() - start, milliseconds(750));
     ASSERT_TRUE(gpus.has_value()) << gpus.error().message;
     EXPECT_EQ(gpus->size(), 2u);
   }
