@@ -110,6 +110,8 @@ struct ExtenderCliOptions {
   std::string default_gpu_model = "unknown";
   std::int64_t default_gpu_memory_mib = 0;
   std::int64_t grant_ttl_seconds = 60;
+  std::int64_t node_lock_ttl_seconds = 120;
+  std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;  // "" = the embedded trace
   int threads = 8;
   std::set<std::string> given;  // long names of the flags given on the command line

@@ -132,6 +132,10 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("default-gpu-memory-mib")) o.default_gpu_memory_mib = value.as<std::int64_t>();
       } else if (key == "grantTTLSeconds") {
         if (!given("grant-ttl-seconds")) o.grant_ttl_seconds = value.as<std::int64_t>();
+      } else if (key == "nodeLockTTLSeconds") {
+        if (!given("node-lock-ttl-seconds")) o.node_lock_ttl_seconds = value.as<std::int64_t>();
+      } else if (key == "gpuMemUnitMiB") {
+        if (!given("gpu-mem-unit-mib")) o.gpu_mem_unit_mib = value.as<std::int64_t>();
       } else if (key == "typicalPods") {
         if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
       } else if (key == "offlineNodes") {
@@ -144,13 +148,13 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         return UsageError{
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
-            "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, typicalPods, offlineNodes, "
-            "threads)"};
+            "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
+            "gpuMemUnitMiB, typicalPods, offlineNodes, threads)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
-      const bool is_int =
-          key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" || key == "threads";
+      const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
+                          key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" || key == "threads";
       return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
     }
   }
@@ -201,6 +205,13 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     return UsageError{"--default-gpu-memory-mib must not be negative"};
   }
   if (o.grant_ttl_seconds < 1) return UsageError{"--grant-ttl-seconds must be at least 1"};
+  if (o.node_lock_ttl_seconds < 1) return UsageError{"--node-lock-ttl-seconds must be at least 1"};
+  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
+    std::string message = "--gpu-mem-unit-mib must be in 1..";
+    message += std::to_string(k8s::kMaxGpuMemUnitMib);
+    message += " (MiB per unit of gpumux.io/gpu-mem; the device plugin's --gpu-mem-unit-mib)";
+    return UsageError{std::move(message)};
+  }
   if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
   if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
@@ -254,6 +265,9 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
     }
     if (!node->gpus_error.empty()) {
       log("node " + node->spec.name + " in " + path + " gets no GPUs: " + node->gpus_error);
+    }
+    if (!node->gpu_mem_unit_error.empty()) {
+      log("node " + node->spec.name + " in " + path + ": " + node->gpu_mem_unit_error);
     }
     nodes.push_back(std::move(items[i]));
   }
@@ -316,7 +330,8 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--config", o.config,
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "typicalPods, offlineNodes, threads; flags given on the command line win; "
+                  "nodeLockTTLSeconds, gpuMemUnitMiB, typicalPods, offlineNodes, threads; flags "
+                  "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
                   "Reach the API server with this kubeconfig (not read from $KUBECONFIG "
@@ -338,6 +353,17 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--grant-ttl-seconds", o.grant_ttl_seconds,
                   "Release GPUs picked at bind whose pod is not seen bound within this time")
       ->capture_default_str();
+  cmd->add_option("--node-lock-ttl-seconds", o.node_lock_ttl_seconds,
+                  "On nodes whose device plugin announces the node lock (annotation "
+                  "gpumux.io/handshake: node-lock/v1), bind waits while another pod's devices "
+                  "are being allocated; a lock older than this is taken over")
+      ->capture_default_str();
+  cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
+                  "MiB per unit of gpumux.io/gpu-mem: a pod's 'gpumux.io/gpu-mem: 8' is 8 GiB "
+                  "with the default. Must match the device plugin's unit (it publishes it in "
+                  "the node annotation gpumux.io/gpu-mem-unit-mib; nodes that differ are "
+                  "refused for gpu-mem pods)")
+      ->capture_default_str();
   cmd->add_option("--typical-pods", o.typical_pods,
                   "Pod list (the trace's CSV format) whose request shapes define "
                   "fragmentation for fgd [default: the embedded Alibaba trace]");
@@ -347,6 +373,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM (a second signal ends it at once), 2 for bad "
       "usage or input, 1 when it cannot run (e.g. the port is in use).\n"
+      "\ngpumux.io/gpu-mem counts units of --gpu-mem-unit-mib MiB (default 1024: a pod's "
+      "'gpumux.io/gpu-mem: 8' asks for 8 GiB), the unit in which the device plugin advertises "
+      "it to the kubelet.\n"
       "\nExamples:\n"
       "  gpumux extender --kubeconfig ~/.kube/config --policy fgd\n"
       "  gpumux extender --in-cluster --listen 0.0.0.0:12345 --default-gpu-model T4 "
@@ -398,6 +427,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   state_options.defaults.gpu_model = o.default_gpu_model;
   state_options.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
   state_options.grant_ttl_seconds = o.grant_ttl_seconds;
+  state_options.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
   state_options.log = log_fn;
   auto typical = TypicalPods(o.typical_pods);
   if (!typical) return usage(typical.error().message);
@@ -431,7 +461,10 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   auto created = k8s::ClusterState::Create(std::move(state_options), clock);
   if (!created) return usage(created.error().message);
   k8s::ClusterState& state = **created;
-  k8s::Extender extender(state, api.get());
+  k8s::ExtenderOptions extender_options;
+  extender_options.node_lock_ttl_seconds = o.node_lock_ttl_seconds;
+  extender_options.log = log_fn;
+  k8s::Extender extender(state, api.get(), extender_options);
   server_options.log = log_fn;
 
   if (api == nullptr) {
@@ -450,7 +483,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   }
   log("serving policy " + state.policy_name() + " for " + source + "; listening on " +
       server_options.host + ":" + std::to_string(server.port()) + ", verbs under " +
-      (server.url_prefix().empty() ? std::string("/") : server.url_prefix()));
+      (server.url_prefix().empty() ? std::string("/") : server.url_prefix()) +
+      "; gpumux.io/gpu-mem in units of " + std::to_string(state.gpu_mem_unit_mib()) + " MiB");
 
   // With an API server: reflectors for nodes and pods, synced once both listed, and a ticker
   // that gives back the GPUs of assumed grants whose pod never got bound.

@@ -117,6 +117,10 @@ struct ClusterState::Impl {
   std::unique_ptr<policy::Engine> engine;
   NameIndex name_index;
   core::Rng rng;
+  // Per node index: why pods asking for gpu-mem cannot go there (the node's device plugin
+  // counts gpu-mem in another unit, or its unit annotation is unreadable); "" when they can.
+  std::vector<std::string> unit_problems;
+  bool any_unit_problem = false;
 
   void Log(const std::string& line) const {
     if (options.log) options.log(line);
@@ -143,6 +147,16 @@ struct ClusterState::Impl {
     cluster = std::make_unique<core::Cluster>(std::move(*built));
     ledger = std::make_unique<core::Ledger>(*cluster);
     name_index.Build(*cluster);
+    unit_problems.assign(static_cast<std::size_t>(cluster->size()), {});
+    any_unit_problem = false;
+    for (core::NodeIndex n = 0; n < cluster->size(); ++n) {
+      const auto it = nodes.find(cluster->node(n).name);
+      if (it == nodes.end()) continue;
+      std::string problem = UnitProblem(it->second);
+      if (problem.empty()) continue;
+      any_unit_problem = true;
+      unit_problems[static_cast<std::size_t>(n)] = std::move(problem);
+    }
     reasons.clear();
     // Typical pods name GPU models; their masks are only meaningful against this cluster.
     policy::PolicyContext context = options.context;
@@ -179,6 +193,32 @@ struct ClusterState::Impl {
       return a->info.uid < b->info.uid;
     });
     for (PodRecord* record : order) Place(*record);
+  }
+
+  std::string UnitProblem(const NodeInfo& info) const {
+    if (!info.gpu_mem_unit_error.empty()) {
+      return info.gpu_mem_unit_error + "; the node's unit of gpumux.io/gpu-mem is unknown";
+    }
+    if (info.gpu_mem_unit_mib == 0 || info.gpu_mem_unit_mib == options.gpu_mem_unit_mib) return {};
+    std::string reason = "node counts gpumux.io/gpu-mem in ";
+    reason += std::to_string(info.gpu_mem_unit_mib);
+    reason += " MiB units, this extender in ";
+    reason += std::to_string(options.gpu_mem_unit_mib);
+    reason += " MiB (--gpu-mem-unit-mib)";
+    return reason;
+  }
+
+  // Why `pod` cannot go to node n because of the gpu-mem unit ("" if it can). Built state.
+  const std::string* UnitMismatch(const PodInfo& pod, core::NodeIndex n) const {
+    if (!any_unit_problem || n < 0) return nullptr;
+    const std::string& problem = unit_problems[static_cast<std::size_t>(n)];
+    if (problem.empty() || !AsksGpuMem(pod)) return nullptr;
+    return &problem;
+  }
+
+  static bool AsksGpuMem(const PodInfo& pod) {
+    return std::any_of(pod.containers.begin(), pod.containers.end(),
+                       [](const ContainerRequest& c) { return c.request.gpu_mib > 0; });
   }
 
   // Puts record.booked into the ledger; on failure records why (a conflict is counted).
@@ -376,6 +416,13 @@ core::Result<std::unique_ptr<ClusterState>> ClusterState::Create(ClusterStateOpt
   if (options.grant_ttl_seconds < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "grant TTL must be at least 1 second");
   }
+  if (options.gpu_mem_unit_mib < 1 || options.gpu_mem_unit_mib > kMaxGpuMemUnitMib) {
+    std::string message = "the gpumux.io/gpu-mem unit must be 1..";
+    message += std::to_string(kMaxGpuMemUnitMib);
+    message += " MiB, not ";
+    message += std::to_string(options.gpu_mem_unit_mib);
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
   if (!clock) {
     clock = [] {
       return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
@@ -395,6 +442,9 @@ namespace {
 bool SameNode(const NodeInfo& a, const NodeInfo& b) {
   const core::NodeSpec& x = a.spec;
   const core::NodeSpec& y = b.spec;
+  if (a.gpu_mem_unit_mib != b.gpu_mem_unit_mib || a.gpu_mem_unit_error != b.gpu_mem_unit_error) {
+    return false;
+  }
   if (x.name != y.name || x.cpu_milli != y.cpu_milli || x.memory_mib != y.memory_mib ||
       x.max_pods != y.max_pods || x.labels != y.labels || x.gpus.size() != y.gpus.size()) {
     return false;
@@ -423,6 +473,10 @@ void ClusterState::SetNodes(std::span<const nlohmann::json> nodes) {
     if (!info->gpus_error.empty()) {
       impl_->Log("node " + info->spec.name + ": " + info->gpus_error + "; it gets no GPUs");
     }
+    if (!info->gpu_mem_unit_error.empty()) {
+      impl_->Log("node " + info->spec.name + ": " + info->gpu_mem_unit_error +
+                 "; pods asking for gpumux.io/gpu-mem cannot go there");
+    }
     std::string name = info->spec.name;
     fresh.insert_or_assign(std::move(name), std::move(*info));
   }
@@ -446,6 +500,10 @@ void ClusterState::UpsertNode(const nlohmann::json& node) {
   if (!info->gpus_error.empty()) {
     impl_->Log("node " + info->spec.name + ": " + info->gpus_error + "; it gets no GPUs");
   }
+  if (!info->gpu_mem_unit_error.empty()) {
+    impl_->Log("node " + info->spec.name + ": " + info->gpu_mem_unit_error +
+               "; pods asking for gpumux.io/gpu-mem cannot go there");
+  }
   std::string name = info->spec.name;
   impl_->nodes.insert_or_assign(std::move(name), std::move(*info));
   impl_->dirty = true;
@@ -463,7 +521,7 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
   std::vector<PodInfo> decoded;
   decoded.reserve(pods.size());
   for (const json& pod : pods) {
-    auto info = DecodePod(pod);
+    auto info = DecodePod(pod, impl_->options.gpu_mem_unit_mib);
     if (!info) {
       impl_->Log("ignoring a pod: " + info.error().message);
       continue;
@@ -490,7 +548,7 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
 }
 
 void ClusterState::UpsertPod(const nlohmann::json& pod) {
-  auto info = DecodePod(pod);
+  auto info = DecodePod(pod, impl_->options.gpu_mem_unit_mib);
   if (!info) {
     impl_->Log("ignoring a pod: " + info.error().message);
     return;
@@ -536,6 +594,16 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
     v.kind = NodeVerdict::Kind::kUnresolvable;
     v.reason = "node " + std::string(name) + " is not known to gpumux yet";
   };
+  // Nodes whose device plugin counts gpu-mem in another unit: the kubelet would admit the pod
+  // with the wrong amount, so they are out whatever the ledger says.
+  auto units = [&] {
+    if (!s.any_unit_problem) return;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (const std::string* problem = s.UnitMismatch(pod, nodes[i]); problem != nullptr) {
+        out[i] = {NodeVerdict::Kind::kUnresolvable, 0, *problem};
+      }
+    }
+  };
   if (pod.containers.size() == 1) {
     const core::Request& request = pod.containers[0].request;
     std::vector<core::NodeIndex> known;
@@ -568,6 +636,7 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
         out[i].score = score;
       }
     }
+    units();
     return out;
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -577,6 +646,7 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
       out[i] = s.TrialOnNode(pod, nodes[i]);
     }
   }
+  units();
   return out;
 }
 
@@ -598,6 +668,9 @@ core::Result<Grant> ClusterState::Assume(const PodInfo& pod, const std::string& 
   s.EnsureBuilt();
   const core::NodeIndex n = s.cluster->FindNode(node);
   if (n < 0) return MakeError(ErrorCode::kNotFound, "node " + node + " is not known to gpumux");
+  if (const std::string* problem = s.UnitMismatch(pod, n); problem != nullptr) {
+    return MakeError(ErrorCode::kFailedPrecondition, "node " + node + ": " + *problem);
+  }
   auto existing = s.pods.find(pod.uid);
   if (existing != s.pods.end() && existing->second.state == Booking::kBound) {
     return MakeError(ErrorCode::kFailedPrecondition,
@@ -680,7 +753,7 @@ bool ClusterState::FitsWithout(const PodInfo& pod, const std::string& node,
   Impl& s = *impl_;
   s.EnsureBuilt();
   const core::NodeIndex n = s.cluster->FindNode(node);
-  if (n < 0) return false;
+  if (n < 0 || s.UnitMismatch(pod, n) != nullptr) return false;
   std::vector<PodRecord*> evicted;
   for (const std::string& uid : victims) {
     auto it = s.pods.find(uid);
@@ -757,6 +830,8 @@ nlohmann::json ClusterState::Inspect() const {
     if (!info.gpus_from_annotation) node["gpus_source"] = "default";
     if (!info.gpus_error.empty()) node["gpus_error"] = info.gpus_error;
     if (info.unschedulable) node["unschedulable"] = true;
+    if (info.gpu_mem_unit_mib > 0) node["gpu_mem_unit_mib"] = info.gpu_mem_unit_mib;
+    if (!info.gpu_mem_unit_error.empty()) node["gpu_mem_unit_error"] = info.gpu_mem_unit_error;
     nodes.push_back(std::move(node));
   }
   json problems = json::array();
@@ -779,6 +854,7 @@ nlohmann::json ClusterState::Inspect() const {
   }
   return {{"policy", s.options.policy},
           {"synced", s.synced.load()},
+          {"gpu_mem_unit_mib", s.options.gpu_mem_unit_mib},
           {"counters",
            {{"nodes", c.nodes},
             {"gpus", c.gpus},
@@ -805,5 +881,17 @@ StateCounters ClusterState::counters() const {
 }
 
 const std::string& ClusterState::policy_name() const { return impl_->options.policy; }
+
+std::int64_t ClusterState::gpu_mem_unit_mib() const { return impl_->options.gpu_mem_unit_mib; }
+
+std::int64_t ClusterState::Now() const { return impl_->clock(); }
+
+bool ClusterState::PodAwaitsDevices(const std::string& uid) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->pods.find(uid);
+  if (it == impl_->pods.end()) return false;
+  const PodInfo& p = it->second.info;
+  return !p.finished() && !p.deleting && p.phase != "Running";
+}
 
 }  // namespace gpumux::k8s

@@ -114,7 +114,8 @@ bool IsNull(sj::value& v) {
   return v.type().get(type) == simdjson::SUCCESS && type == sj::json_type::null;
 }
 
-std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* error) {
+std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu_mem_unit_mib,
+                                         std::string* error) {
   auto args = std::make_unique<ExtenderArgs>();
   if (body.empty()) {
     *error = "empty body: expected a JSON object";
@@ -155,7 +156,7 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
         *error = "\"Pod\" is not valid JSON";
         return nullptr;
       }
-      auto decoded = DecodePod(parsed);
+      auto decoded = DecodePod(parsed, gpu_mem_unit_mib);
       if (!decoded) {
         *error = "\"Pod\": " + decoded.error().message;
         return nullptr;
@@ -236,7 +237,6 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::string* err
   return args;
 }
 
-
 // Maps raw policy scores of the fitting nodes linearly onto 0..10 (kube-scheduler's
 // MaxExtenderPriority): the best node gets 10, the worst 0; all equal -> all 10.
 std::vector<int> ExtenderScores(const std::vector<NodeVerdict>& verdicts) {
@@ -272,7 +272,8 @@ std::string_view VerbName(Verb verb) {
   return "unknown";
 }
 
-Extender::Extender(ClusterState& state, KubeApi* api) : state_(&state), api_(api) {}
+Extender::Extender(ClusterState& state, KubeApi* api, ExtenderOptions options)
+    : state_(&state), api_(api), options_(options) {}
 
 VerbReply Extender::Handle(Verb verb, std::string_view body) {
   switch (verb) {
@@ -305,7 +306,7 @@ std::optional<PodInfo> Extender::Recall(const std::string& uid) {
 
 VerbReply Extender::Filter(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   const std::vector<NodeVerdict> verdicts = state_->Evaluate(args->pod, args->names);
@@ -350,7 +351,7 @@ VerbReply Extender::Filter(std::string_view body) {
 
 VerbReply Extender::Prioritize(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   std::vector<int> scores(args->names.size(), 0);
@@ -405,7 +406,7 @@ VerbReply Extender::Bind(std::string_view body) {
     // Neither filter nor the watch has shown us this pod yet: ask the API server.
     auto got = api_->Get("/api/v1/namespaces/" + *ns + "/pods/" + *name);
     if (!got) return fail("api_error", "reading pod " + *ns + "/" + *name + ": " + got.error().ToString());
-    auto decoded = DecodePod(*got);
+    auto decoded = DecodePod(*got, state_->gpu_mem_unit_mib());
     if (!decoded) return fail("api_error", decoded.error().message);
     pod = std::move(*decoded);
   }
@@ -420,16 +421,66 @@ VerbReply Extender::Bind(std::string_view body) {
   }
   auto grant = state_->Assume(*pod, *node);
   if (!grant) return fail("no_fit", grant.error().message);
+  // The node lock: on nodes whose device plugin announces the handshake, this pod becomes the
+  // one whose devices the kubelet allocates next there (node_lock.h).
+  NodeLock lock;
+  lock.ns = *ns;
+  lock.name = *name;
+  lock.uid = *uid;
+  lock.since = state_->Now();
+  AcquireOptions acquire;
+  acquire.ttl_seconds = options_.node_lock_ttl_seconds;
+  acquire.attempts = options_.node_lock_attempts;
+  ClusterState* state = state_;
+  acquire.holder_alive = [state](const std::string& holder) {
+    return state->PodAwaitsDevices(holder);
+  };
+  auto acquired = AcquireNodeLock(*api_, *node, lock, lock.since, acquire);
+  if (!acquired) {
+    state_->Forget(*uid, *grant);
+    std::string message = "taking the node lock (";
+    message += kAnnotationAllocating;
+    message += ") on ";
+    message += *node;
+    message += ": ";
+    message += acquired.error().ToString();
+    return fail(acquired.error().http_status == 409 ? "conflict" : "api_error", message);
+  }
+  if (acquired->outcome == AcquireOutcome::kBusy) {
+    state_->Forget(*uid, *grant);
+    return fail("node_busy", acquired->message +
+                                 "; gpumux binds one pod at a time to a node until its device "
+                                 "plugin has served it, so " +
+                                 *ns + "/" + *name + " will be retried");
+  }
+  if (!acquired->message.empty() && options_.log) {
+    options_.log("bind " + *ns + "/" + *name + " on " + *node + ": " + acquired->message);
+  }
+  // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
+  // same pod that succeeded.
+  const bool release_on_failure =
+      acquired->outcome == AcquireOutcome::kTaken && !acquired->reentered;
+  auto undo = [&] {
+    if (!release_on_failure) return state_->Forget(*uid, *grant);
+    auto released = ReleaseNodeLock(*api_, *node, *uid, options_.node_lock_attempts);
+    if (!released && options_.log) {
+      options_.log("bind " + *ns + "/" + *name + " failed and its node lock on " + *node +
+                   " could not be released (it goes stale after " +
+                   std::to_string(options_.node_lock_ttl_seconds) +
+                   " s): " + released.error().ToString());
+    }
+    state_->Forget(*uid, *grant);
+  };
   auto patched = PatchPodAnnotations(*api_, *ns, *name, *uid,
                                      json{{std::string(kAnnotationGrant), EncodeGrant(*grant)}});
   if (!patched) {
-    state_->Forget(*uid, *grant);
+    undo();
     return fail(patched.error().http_status == 409 ? "conflict" : "api_error",
                 "writing the grant annotation: " + patched.error().ToString());
   }
   auto bound = CreateBinding(*api_, *ns, *name, *uid, *node);
   if (!bound) {
-    state_->Forget(*uid, *grant);
+    undo();
     return fail(bound.error().http_status == 409 ? "conflict" : "api_error",
                 "binding: " + bound.error().ToString());
   }
@@ -443,7 +494,7 @@ VerbReply Extender::Preempt(std::string_view body) {
   if (!doc) return BadRequest(error);
   const json* pod_json = Member(*doc, "Pod");
   if (pod_json == nullptr || !pod_json->is_object()) return BadRequest("\"Pod\" is missing or not an object");
-  auto pod = DecodePod(*pod_json);
+  auto pod = DecodePod(*pod_json, state_->gpu_mem_unit_mib());
   if (!pod) return BadRequest("\"Pod\": " + pod.error().message);
   // Victims per node, as UIDs, from either form.
   std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>> victims;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace gpumux::k8s {
@@ -52,7 +52,9 @@ struct Amounts {
   bool any = false;
 };
 
-core::Result<Amounts> ContainerAmounts(const json& container, const std::string& where) {
+// gpu-mem is read in units of `gpu_mem_unit_mib` MiB and returned in MiB.
+core::Result<Amounts> ContainerAmounts(const json& container, const std::string& where,
+                                       std::int64_t gpu_mem_unit_mib) {
   Amounts a;
   const json* resources = Child(container, "resources");
   if (resources == nullptr) return a;
@@ -74,7 +76,15 @@ core::Result<Amounts> ContainerAmounts(const json& container, const std::string&
         return MakeError(ErrorCode::kInvalidArgument,
                          where + " " + section + "[" + std::string(name) + "] is negative");
       }
-      *target = *q;
+      if (target == &a.mem && *q > std::numeric_limits<std::int64_t>::max() / gpu_mem_unit_mib) {
+        std::string message = where + " " + section + "[" + std::string(name) + "]: ";
+        message += std::to_string(*q);
+        message += " units of ";
+        message += std::to_string(gpu_mem_unit_mib);
+        message += " MiB is too large";
+        return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+      }
+      *target = target == &a.mem ? *q * gpu_mem_unit_mib : *q;
       found_here = true;
     }
     if (found_here) {
@@ -181,7 +191,14 @@ core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t sca
   return negative ? -result : result;
 }
 
-core::Result<PodInfo> DecodePod(const nlohmann::json& pod) {
+core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_unit_mib) {
+  if (gpu_mem_unit_mib < 1 || gpu_mem_unit_mib > kMaxGpuMemUnitMib) {
+    std::string message = "the gpumux.io/gpu-mem unit must be 1..";
+    message += std::to_string(kMaxGpuMemUnitMib);
+    message += " MiB, not ";
+    message += std::to_string(gpu_mem_unit_mib);
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
   const json* metadata = Child(pod, "metadata");
   if (metadata == nullptr || !metadata->is_object()) {
     return MakeError(ErrorCode::kInvalidArgument, "pod has no metadata");
@@ -216,7 +233,7 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod) {
   p.node_name = StringAt(*spec, "nodeName");
   if (const json* init = Child(*spec, "initContainers"); init != nullptr && init->is_array()) {
     for (const json& c : *init) {
-      auto a = ContainerAmounts(c, "init container " + StringAt(c, "name"));
+      auto a = ContainerAmounts(c, "init container " + StringAt(c, "name"), gpu_mem_unit_mib);
       if (!a || a->any) {
         p.request_error = "init container \"" + StringAt(c, "name") +
                           "\" asks for gpumux resources; only regular containers may";
@@ -229,7 +246,7 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod) {
   for (const json& c : *containers) {
     const std::string name = StringAt(c, "name");
     const std::string where = "container \"" + name + "\"";
-    auto amounts = ContainerAmounts(c, where);
+    auto amounts = ContainerAmounts(c, where, gpu_mem_unit_mib);
     if (!amounts) {
       p.request_error = amounts.error().message;
       p.containers.clear();
@@ -305,6 +322,23 @@ core::Result<std::vector<core::GpuSpec>> GpusFromAnnotation(const std::string& t
   return gpus;
 }
 
+// "1024": a positive decimal integer of at most kMaxGpuMemUnitMib.
+core::Result<std::int64_t> GpuMemUnitFromAnnotation(const json& value) {
+  std::string where = "annotation ";
+  where += kAnnotationGpuMemUnit;
+  if (!value.is_string()) return MakeError(ErrorCode::kInvalidArgument, where + " is not a string");
+  const std::string& text = value.get_ref<const std::string&>();
+  const bool digits = !text.empty() && text.size() <= 8 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  const std::int64_t unit = digits ? std::stoll(text) : 0;
+  if (unit < 1 || unit > kMaxGpuMemUnitMib) {
+    std::string message = where + ": \"" + text + "\" is not a whole number of MiB in 1..";
+    message += std::to_string(kMaxGpuMemUnitMib);
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
+  return unit;
+}
+
 }  // namespace
 
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults) {
@@ -343,6 +377,17 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     }
   }
   const json* annotations = Child(*metadata, "annotations");
+  if (const json* unit = annotations != nullptr
+                             ? Child(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
+                             : nullptr;
+      unit != nullptr) {
+    auto parsed = GpuMemUnitFromAnnotation(*unit);
+    if (parsed) {
+      info.gpu_mem_unit_mib = *parsed;
+    } else {
+      info.gpu_mem_unit_error = parsed.error().message;
+    }
+  }
   const json* gpus = annotations != nullptr
                          ? Child(*annotations, std::string(kAnnotationGpus).c_str())
                          : nullptr;

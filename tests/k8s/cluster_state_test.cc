@@ -238,5 +238,104 @@ TEST_F(ClusterStateTest, UnknownPolicyIsAnError) {
   EXPECT_FALSE(ClusterState::Create(options, {}).has_value());
 }
 
+ClusterStateOptions InUnits(std::int64_t unit) {
+  ClusterStateOptions options;
+  options.policy = "best-fit";
+  options.gpu_mem_unit_mib = unit;
+  return options;
+}
+
+json NodeWithUnit(const std::string& name, const json& unit) {
+  json node = NodeJson(name, 1, {"A100", 40960});
+  node["metadata"]["annotations"]["gpumux.io/gpu-mem-unit-mib"] = unit;
+  return node;
+}
+
+TEST_F(ClusterStateTest, ANodeCountingGpuMemInAnotherUnitIsUnresolvableForGpuMemPods) {
+  auto state = std::move(*ClusterState::Create(InUnits(1024), [this] { return now_; }));
+  const json nodes[] = {NodeWithUnit("gib", "1024"), NodeWithUnit("mib", "1"),
+                        NodeWithUnit("broken", "lots"), NodeJson("silent", 1, {"A100", 40960})};
+  state->SetNodes(nodes);
+  const std::vector<std::string> names = {"gib", "mib", "broken", "silent"};
+  const auto share = DecodePod(PodWithOne("share", 0, 8, 0), 1024);
+  ASSERT_TRUE(share.has_value());
+  auto v = state->Evaluate(*share, names);
+  EXPECT_EQ(v[0].kind, Kind::kFits) << v[0].reason;
+  EXPECT_EQ(v[1].kind, Kind::kUnresolvable);
+  EXPECT_EQ(v[1].reason,
+            "node counts gpumux.io/gpu-mem in 1 MiB units, this extender in 1024 MiB "
+            "(--gpu-mem-unit-mib)");
+  EXPECT_EQ(v[2].kind, Kind::kUnresolvable);
+  EXPECT_NE(v[2].reason.find("annotation gpumux.io/gpu-mem-unit-mib: \"lots\""), std::string::npos)
+      << v[2].reason;
+  EXPECT_EQ(v[3].kind, Kind::kFits) << "a node that publishes no unit is not checked";
+
+  const auto whole = DecodePod(PodWithOne("whole", 1, 0, 0), 1024);
+  for (const NodeVerdict& w : state->Evaluate(*whole, names)) {
+    EXPECT_EQ(w.kind, Kind::kFits) << "whole GPUs have no memory unit: " << w.reason;
+  }
+  const std::vector<std::string> two = {"mib", "gib"};
+  const auto pair =
+      DecodePod(PodJson("pair", {ContainerOf{"a", 0, 1, 0}, ContainerOf{"b", 0, 1, 0}}), 1024);
+  auto multi = state->Evaluate(*pair, two);
+  EXPECT_EQ(multi[0].kind, Kind::kUnresolvable) << "multi-container pods too";
+  EXPECT_EQ(multi[1].kind, Kind::kFits) << multi[1].reason;
+
+  auto refused = state->Assume(*share, "mib");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("in 1 MiB units"), std::string::npos);
+  const std::vector<std::string> no_victims;
+  EXPECT_FALSE(state->FitsWithout(*share, "mib", no_victims));
+  EXPECT_TRUE(state->Assume(*share, "gib").has_value());
+
+  // The plugin is reconfigured: the node's new unit is seen at once.
+  state->UpsertNode(NodeWithUnit("mib", "1024"));
+  EXPECT_EQ(state->Evaluate(*share, names)[1].kind, Kind::kFits);
+  EXPECT_EQ(state->Inspect()["gpu_mem_unit_mib"], 1024);
+}
+
+TEST_F(ClusterStateTest, PodsFromTheWatchAreDecodedInTheStatesUnit) {
+  auto state = std::move(*ClusterState::Create(InUnits(1024), [this] { return now_; }));
+  const json nodes[] = {NodeJson("n1", 1, {"A100", 40960})};
+  state->SetNodes(nodes);
+  state->UpsertPod(PodWithOne("p", 0, 8, 0));
+  const auto p = state->FindPod("uid-p");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->containers[0].request.gpu_mib, 8192);
+  EXPECT_EQ(state->gpu_mem_unit_mib(), 1024);
+}
+
+TEST_F(ClusterStateTest, AGpuMemUnitOutsideItsRangeIsRefused) {
+  EXPECT_FALSE(ClusterState::Create(InUnits(0), {}).has_value());
+  EXPECT_FALSE(ClusterState::Create(InUnits(kMaxGpuMemUnitMib + 1), {}).has_value());
+}
+
+TEST_F(ClusterStateTest, APodAwaitsDevicesUntilItRunsEndsOrIsDeleted) {
+  auto state = Make();
+  EXPECT_FALSE(state->PodAwaitsDevices("uid-p")) << "unknown";
+  json pod = PodWithOne("p", 1, 0, 0);
+  state->UpsertPod(pod);
+  EXPECT_TRUE(state->PodAwaitsDevices("uid-p"));
+  pod["spec"]["nodeName"] = "n1";
+  state->UpsertPod(pod);
+  EXPECT_TRUE(state->PodAwaitsDevices("uid-p")) << "bound, still Pending";
+  pod["status"]["phase"] = "Running";
+  state->UpsertPod(pod);
+  EXPECT_FALSE(state->PodAwaitsDevices("uid-p")) << "its containers run: devices allocated";
+  pod["status"]["phase"] = "Pending";
+  pod["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:00Z";
+  state->UpsertPod(pod);
+  EXPECT_FALSE(state->PodAwaitsDevices("uid-p")) << "being deleted";
+  pod["metadata"].erase("deletionTimestamp");
+  pod["status"]["phase"] = "Failed";
+  state->UpsertPod(pod);
+  EXPECT_FALSE(state->PodAwaitsDevices("uid-p")) << "finished";
+  pod["status"]["phase"] = "Pending";
+  state->UpsertPod(pod);
+  state->RemovePod(pod);
+  EXPECT_FALSE(state->PodAwaitsDevices("uid-p")) << "deleted";
+  EXPECT_EQ(state->Now(), now_);
+}
+
 }  // namespace
 }  // namespace gpumux::k8s

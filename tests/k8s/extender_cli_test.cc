@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpumux/k8s/objects.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/process.h"
@@ -168,7 +169,8 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200) << "offline nodes are synced at once";
 
-  const json pod = PodWithOne("share", 0, 8192, 250);
+  // 8 units of the default 1024 MiB: 8 GiB, more than the small node's 4 GiB GPUs.
+  const json pod = PodWithOne("share", 0, 8, 250);
   auto filter = client.Post("/gpumux/filter", FilterArgs(pod, {"gpu-1", "gpu-2", "small"}).dump(),
                             "application/json");
   ASSERT_TRUE(filter);
@@ -197,6 +199,7 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
   EXPECT_LT(took, milliseconds(2000));
   const std::string err = Err("offline");
   EXPECT_NE(err.find("synced: 3 nodes, 18 GPUs"), std::string::npos) << err;
+  EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 1024 MiB"), std::string::npos) << err;
   EXPECT_NE(err.find("received SIGTERM"), std::string::npos) << err;
   EXPECT_NE(err.find("gpumux extender: stopped"), std::string::npos) << err;
   EXPECT_EQ(err.find("gpumux extender:"), 25U) << "lines start with a timestamp: " << err;
@@ -239,6 +242,8 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
             "policy: best-fit\n"
             "offlineNodes: cluster.json   # relative to this file\n"
             "grantTTLSeconds: 30\n"
+            "nodeLockTTLSeconds: 45\n"
+            "gpuMemUnitMiB: 512\n"
             "threads: 4\n");
   const pid_t pid = Start(
       {"--config", (scratch_ / "conf" / "extender.yaml").string(), "--policy", "fgd"}, "config");
@@ -249,6 +254,7 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
   EXPECT_NE(err.find("serving policy fgd"), std::string::npos) << "the flag wins: " << err;
   EXPECT_NE(err.find("verbs under /scheduler"), std::string::npos) << err;
   EXPECT_NE(err.find("4 threads"), std::string::npos) << err;
+  EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 512 MiB"), std::string::npos) << err;
   httplib::Client client("127.0.0.1", port);
   auto filter =
       client.Post("/scheduler/filter", FilterArgs(PodWithOne("p", 1, 0, 0), {"gpu-1"}).dump(),
@@ -316,6 +322,15 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       {"a zero grant TTL",
        {"--offline-nodes", nodes, "--grant-ttl-seconds", "0"},
        {"--grant-ttl-seconds"}},
+      {"a zero node lock TTL",
+       {"--offline-nodes", nodes, "--node-lock-ttl-seconds", "0"},
+       {"--node-lock-ttl-seconds must be at least 1"}},
+      {"a zero gpu-mem unit",
+       {"--offline-nodes", nodes, "--gpu-mem-unit-mib", "0"},
+       {"--gpu-mem-unit-mib must be in 1..1048576"}},
+      {"a gpu-mem unit above 1 TiB",
+       {"--offline-nodes", nodes, "--gpu-mem-unit-mib", "2097152"},
+       {"--gpu-mem-unit-mib must be in 1..1048576"}},
       {"an unknown flag", {"--offline-nodes", nodes, "--bogus"}, {"--bogus"}},
   };
   int i = 0;
@@ -332,13 +347,33 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
 TEST_F(ExtenderCliTest, HelpExplainsTheFlagsAndListsThePolicies) {
   const auto r = Run({"--help"}, "help");
   EXPECT_TRUE(r.exit.Exited(0)) << r.err;
-  for (const char* text :
-       {"--listen", "127.0.0.1:12345", "--url-prefix", "/gpumux", "--policy", "fgd", "best-fit",
-        "--config", "--kubeconfig", "--in-cluster", "--context", "--offline-nodes",
-        "--default-gpu-model", "--default-gpu-memory-mib", "--grant-ttl-seconds", "SIGTERM",
-        "managedResources"}) {
+  for (const char* text : {"--listen",
+                           "127.0.0.1:12345",
+                           "--url-prefix",
+                           "/gpumux",
+                           "--policy",
+                           "fgd",
+                           "best-fit",
+                           "--config",
+                           "--kubeconfig",
+                           "--in-cluster",
+                           "--context",
+                           "--offline-nodes",
+                           "--default-gpu-model",
+                           "--default-gpu-memory-mib",
+                           "--grant-ttl-seconds",
+                           "SIGTERM",
+                           "managedResources",
+                           "--node-lock-ttl-seconds",
+                           "--gpu-mem-unit-mib",
+                           "gpumux.io/gpu-mem-unit-mib",
+                           "'gpumux.io/gpu-mem: 8' asks for 8 GiB"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing '" << text << "' in:\n" << r.out;
   }
+  // The CLI default is the one the device plugin uses too.
+  std::string unit_default = "--gpu-mem-unit-mib INT=";
+  unit_default += std::to_string(kDefaultGpuMemUnitMib);
+  EXPECT_NE(r.out.find(unit_default), std::string::npos) << r.out;
 }
 
 // The whole daemon against the in-test API server: list + watch feed the state, /readyz turns

@@ -6,12 +6,12 @@
 
 #include <atomic>
 #include <map>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "gpumux/k8s/cluster_sync.h"
 #include "gpumux/k8s/extender.h"
+#include "gpumux/k8s/node_lock.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 
@@ -19,24 +19,36 @@ namespace gpumux::k8s {
 namespace {
 
 using nlohmann::json;
+using testing::HandshakeNodeJson;
 using testing::NodeJson;
 using testing::PodWithOne;
 
+// How a test's extender is set up beyond the defaults.
+struct DaemonSetup {
+  std::string policy = "best-fit";
+  Clock clock;  // empty: the system clock
+  ExtenderOptions extender;
+  std::int64_t gpu_mem_unit_mib = 1;
+};
+
 // An extender (state + sync + verbs) talking to `server`.
 struct Daemon {
-  explicit Daemon(const test::FakeApiServer& server, std::string policy = "best-fit") {
+  explicit Daemon(const test::FakeApiServer& server, std::string policy = "best-fit")
+      : Daemon(server, DaemonSetup{std::move(policy), {}, {}, 1}) {}
+  Daemon(const test::FakeApiServer& server, DaemonSetup setup) {
     ClientConfig config;
     config.server = server.url();
     api = MakeCurlClient(config);
     ClusterStateOptions options;
-    options.policy = std::move(policy);
-    state = std::move(*ClusterState::Create(options, {}));
+    options.policy = std::move(setup.policy);
+    options.gpu_mem_unit_mib = setup.gpu_mem_unit_mib;
+    state = std::move(*ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
     sync = std::make_unique<ClusterSync>(*api, *state, sync_options);
     sync->Start();
     EXPECT_TRUE(sync->WaitSynced(std::chrono::seconds(10)));
-    extender = std::make_unique<Extender>(*state, api.get());
+    extender = std::make_unique<Extender>(*state, api.get(), setup.extender);
   }
   ~Daemon() { sync->Stop(); }
   std::unique_ptr<KubeApi> api;
@@ -64,6 +76,28 @@ bool Eventually(F predicate) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return predicate();
+}
+
+// Adds pending pods `names` (one container asking for `gpu_mem` MiB) and returns them.
+std::vector<json> AddPods(test::FakeApiServer& server, const std::vector<std::string>& names,
+                          std::int64_t gpu_mem) {
+  std::vector<json> pods;
+  for (const std::string& name : names) {
+    pods.push_back(PodWithOne(name, 0, gpu_mem, 0));
+    server.AddPod(pods.back());
+  }
+  return pods;
+}
+
+// Pods p0, p1, ... asking for `gpu_mem` MiB each.
+std::vector<json> AddNumberedPods(test::FakeApiServer& server, int count, std::int64_t gpu_mem) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count; ++i) {
+    std::string name = "p";
+    name += std::to_string(i);
+    names.push_back(std::move(name));
+  }
+  return AddPods(server, names, gpu_mem);
 }
 
 TEST(ExtenderIntegration, APodIsFilteredScoredAndBoundWithAGrantNamingRealGpuUuids) {
@@ -113,20 +147,15 @@ TEST(ExtenderIntegration, ParallelBindsNeverOverGrantAGpu) {
   test::FakeApiServer server;
   server.AddNode(NodeJson("n1", 2, {"A100", 40960}));  // 4 pods of 10000 MiB per GPU
   constexpr int kPods = 24;
-  std::vector<json> pods;
-  for (int i = 0; i < kPods; ++i) {
-    std::string name = "p";
-    name += std::to_string(i);
-    pods.push_back(PodWithOne(name, 0, 10000, 0));
-    server.AddPod(pods.back());
-  }
+  const std::vector<json> pods = AddNumberedPods(server, kPods, 10000);
   Daemon d(server);
   std::atomic<int> bound{0}, refused{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kPods; i += 6) {
-        auto reply = d.extender->Handle(Verb::kBind, BindBody(pods[static_cast<std::size_t>(i)], "n1").dump());
+        auto reply = d.extender->Handle(Verb::kBind,
+                                        BindBody(pods[static_cast<std::size_t>(i)], "n1").dump());
         const std::string error = json::parse(reply.body)["Error"];
         if (error.empty()) {
           ++bound;
@@ -149,7 +178,8 @@ TEST(ExtenderIntegration, ParallelBindsNeverOverGrantAGpu) {
         !stored["spec"].contains("nodeName")) {
       continue;
     }
-    auto grant = DecodeGrant(stored["metadata"]["annotations"]["gpumux.io/grant"].get<std::string>());
+    auto grant =
+        DecodeGrant(stored["metadata"]["annotations"]["gpumux.io/grant"].get<std::string>());
     ASSERT_TRUE(grant.has_value());
     used[grant->containers[0].gpus[0].index] += grant->containers[0].gpu_mem_mib;
   }
@@ -173,7 +203,8 @@ TEST(ExtenderIntegration, ARestartedExtenderRebuildsItsGrantsFromTheAnnotations)
   EXPECT_EQ(restarted.state->counters().grants_bound, 1);
   auto reply = restarted.extender->Handle(Verb::kBind, BindBody(second, "n1").dump());
   const std::string error = json::parse(reply.body)["Error"];
-  EXPECT_NE(error.find("no longer fits"), std::string::npos) << "the GPU is still granted: " << error;
+  EXPECT_NE(error.find("no longer fits"), std::string::npos)
+      << "the GPU is still granted: " << error;
   EXPECT_FALSE(server.GetPod("default", "second")->at("spec").contains("nodeName"));
   // The first pod ends: the restarted extender sees it through the watch and frees the GPU.
   json done = *server.GetPod("default", "first");
@@ -224,6 +255,247 @@ TEST(ExtenderIntegration, BindIsRefusedUntilTheStateIsSynced) {
   Extender extender(*state, api.get());
   auto reply = extender.Handle(Verb::kBind, BindBody(PodWithOne("p", 1, 0, 0), "n1").dump());
   EXPECT_EQ(reply.failure, "not_synced");
+}
+
+// --- the node lock (node_lock.h) ---------------------------------------------------------------
+
+std::string ErrorOf(const VerbReply& reply) { return json::parse(reply.body)["Error"]; }
+
+// The lock the API server holds on `node`.
+std::optional<NodeLock> LockOn(const test::FakeApiServer& server, const std::string& node) {
+  return ReadNodeLock(*server.GetNode(node)).lock;
+}
+
+bool HasGrant(const test::FakeApiServer& server, const std::string& pod) {
+  const json stored = *server.GetPod("default", pod);
+  return stored["metadata"].contains("annotations") &&
+         stored["metadata"]["annotations"].contains("gpumux.io/grant");
+}
+
+// Tenants the state has booked on a node's GPUs (assumed or bound).
+std::size_t TenantsOn(const ClusterState& state, const std::string& node) {
+  std::size_t n = 0;
+  const json inspect = state.Inspect();
+  for (const json& item : inspect["nodes"]) {
+    if (item["name"] != node) continue;
+    for (const json& gpu : item["gpus"]) n += gpu["tenants"].size();
+  }
+  return n;
+}
+
+// The device plugin's part, done by hand: every device of the holder was served, so the lock
+// is removed (with the resourceVersion it was read at).
+void DevicePluginFinishes(const test::FakeApiServer& server, KubeApi& api,
+                          const std::string& node) {
+  const NodeLockView view = ReadNodeLock(*server.GetNode(node));
+  auto removed = ReplaceNodeLock(api, node, view.resource_version, std::nullopt);
+  ASSERT_TRUE(removed.has_value()) << removed.error().ToString();
+}
+
+// The API server with `nodes` and two pending pods a and b, and an extender on it.
+class ExtenderNodeLock : public ::testing::Test {
+ protected:
+  void Start(std::vector<json> nodes, DaemonSetup setup = {}, std::int64_t gpu_mem = 1000) {
+    for (json& node : nodes) server_.AddNode(std::move(node));
+    pods_ = AddPods(server_, {"a", "b"}, gpu_mem);
+    daemon_ = std::make_unique<Daemon>(server_, std::move(setup));
+  }
+  // Binds pod "a" or "b" to `node`.
+  VerbReply Bind(const std::string& pod, const std::string& node) {
+    return daemon_->extender->Handle(Verb::kBind, BindBody(pods_[pod == "a" ? 0 : 1], node).dump());
+  }
+  std::optional<NodeLock> Lock(const std::string& node) const { return LockOn(server_, node); }
+  std::size_t Tenants(const std::string& node) const { return TenantsOn(*daemon_->state, node); }
+
+  test::FakeApiServer server_;
+  std::vector<json> pods_;
+  std::unique_ptr<Daemon> daemon_;  // destroyed before the server
+};
+
+TEST_F(ExtenderNodeLock, ASecondPodOnABusyNodeIsRefusedUntilTheFirstWasServed) {
+  // The same size: the race that matching by request size loses.
+  Start({HandshakeNodeJson("n1", 1, {"A100", 40960})}, {}, 10000);
+  auto bind_a = Bind("a", "n1");
+  ASSERT_EQ(ErrorOf(bind_a), "") << bind_a.body;
+  auto lock = Lock("n1");
+  ASSERT_TRUE(lock.has_value());
+  EXPECT_EQ(lock->PodKey(), "default/a");
+  EXPECT_EQ(lock->uid, "uid-a");
+  EXPECT_TRUE(lock->served.empty());
+
+  auto bind_b = Bind("b", "n1");
+  EXPECT_EQ(bind_b.failure, "node_busy");
+  EXPECT_EQ(bind_b.placements, 0);
+  const std::string error = ErrorOf(bind_b);
+  EXPECT_NE(error.find("node n1 is allocating devices for pod default/a"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("default/b will be retried"), std::string::npos) << error;
+  EXPECT_EQ(Lock("n1")->uid, "uid-a") << "the holder keeps the lock";
+  EXPECT_FALSE(HasGrant(server_, "b"));
+  EXPECT_FALSE(server_.GetPod("default", "b")->at("spec").contains("nodeName"));
+  EXPECT_EQ(Tenants("n1"), 1u) << "b's booking was given back";
+
+  // The device plugin serves a and removes the lock: b binds, and the lock names b.
+  DevicePluginFinishes(server_, *daemon_->api, "n1");
+  bind_b = Bind("b", "n1");
+  ASSERT_EQ(ErrorOf(bind_b), "") << bind_b.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-b");
+  EXPECT_TRUE(HasGrant(server_, "b"));
+  EXPECT_EQ(Tenants("n1"), 2u);
+  EXPECT_EQ(server_.bindings(), 2);
+}
+
+TEST_F(ExtenderNodeLock, ParallelBindsOnOneHandshakeNodeBindExactlyOnePod) {
+  constexpr int kPods = 6;
+  const std::vector<json> pods = AddNumberedPods(server_, kPods, 1000);
+  Start({HandshakeNodeJson("n1", 2, {"A100", 40960})});
+  std::atomic<int> bound{0}, busy{0};
+  std::vector<std::thread> threads;
+  for (const json& pod : pods) {
+    threads.emplace_back([&] {
+      auto reply = daemon_->extender->Handle(Verb::kBind, BindBody(pod, "n1").dump());
+      if (reply.failure.empty()) ++bound;
+      if (reply.failure == "node_busy") ++busy;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bound.load(), 1);
+  EXPECT_EQ(busy.load(), kPods - 1);
+  EXPECT_EQ(server_.bindings(), 1);
+  EXPECT_EQ(Tenants("n1"), 1u) << "every refused booking was given back";
+  const auto lock = Lock("n1");
+  ASSERT_TRUE(lock.has_value());
+  EXPECT_TRUE(server_.GetPod("default", lock->name)->at("spec").contains("nodeName"))
+      << "the lock names the pod that was bound";
+}
+
+TEST_F(ExtenderNodeLock, APodRefusedOnABusyNodeCanBindElsewhere) {
+  Start({HandshakeNodeJson("n1", 1), HandshakeNodeJson("n2", 1)});
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  EXPECT_EQ(Bind("b", "n1").failure, "node_busy");
+  auto elsewhere = Bind("b", "n2");
+  ASSERT_EQ(ErrorOf(elsewhere), "") << elsewhere.body;
+  EXPECT_EQ(Lock("n2")->uid, "uid-b");
+  EXPECT_EQ(Lock("n1")->uid, "uid-a");
+  EXPECT_EQ(Tenants("n1"), 1u);
+  EXPECT_EQ(Tenants("n2"), 1u);
+}
+
+TEST_F(ExtenderNodeLock, AStaleLockIsTakenOverAfterTheTtl) {
+  auto now = std::make_shared<std::atomic<std::int64_t>>(1'800'000'000);
+  DaemonSetup setup;
+  setup.clock = [now] { return now->load(); };
+  setup.extender.node_lock_ttl_seconds = 30;
+  auto logged = std::make_shared<std::vector<std::string>>();  // bind runs on this thread
+  setup.extender.log = [logged](std::string_view line) { logged->emplace_back(line); };
+  Start({HandshakeNodeJson("n1", 1)}, std::move(setup));
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  EXPECT_EQ(Lock("n1")->since, 1'800'000'000) << "since is the extender's clock";
+
+  *now += 30;
+  auto refused = Bind("b", "n1");
+  EXPECT_EQ(refused.failure, "node_busy");
+  EXPECT_NE(ErrorOf(refused).find("(30 s)"), std::string::npos) << refused.body;
+
+  *now += 1;  // a's devices were never allocated (kubelet down?): the lock is stale
+  auto taken = Bind("b", "n1");
+  ASSERT_EQ(ErrorOf(taken), "") << taken.body;
+  const auto lock = Lock("n1");
+  EXPECT_EQ(lock->uid, "uid-b");
+  EXPECT_EQ(lock->since, 1'800'000'031);
+  ASSERT_EQ(logged->size(), 1u);
+  EXPECT_EQ(logged->front(),
+            "bind default/b on n1: took over the lock of pod default/a (31 s, older than the TTL)");
+}
+
+TEST_F(ExtenderNodeLock, ALockWhoseHolderWasDeletedIsTakenOverAtOnce) {
+  Start({HandshakeNodeJson("n1", 1)});
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  server_.DeletePod("default", "a");
+  ASSERT_TRUE(Eventually([&] { return !daemon_->state->FindPod("uid-a").has_value(); }));
+  auto taken = Bind("b", "n1");
+  ASSERT_EQ(ErrorOf(taken), "") << taken.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-b");
+}
+
+TEST_F(ExtenderNodeLock, AFailedBindReleasesTheLockItTook) {
+  Start({HandshakeNodeJson("n1", 1)});
+  server_.FailNext("POST", "/pods/a/binding", 500, "InternalError", "etcd is unhappy");
+  auto failed = Bind("a", "n1");
+  EXPECT_NE(ErrorOf(failed).find("etcd is unhappy"), std::string::npos) << failed.body;
+  EXPECT_FALSE(Lock("n1").has_value()) << "the Binding failed: the lock is released";
+  EXPECT_EQ(Tenants("n1"), 0u);
+
+  server_.FailNext("PATCH", "/pods/a", 500, "InternalError", "no grant today");
+  failed = Bind("a", "n1");
+  EXPECT_NE(ErrorOf(failed).find("no grant today"), std::string::npos) << failed.body;
+  EXPECT_FALSE(Lock("n1").has_value()) << "the grant failed: the lock is released";
+
+  auto bound = Bind("b", "n1");
+  ASSERT_EQ(ErrorOf(bound), "") << bound.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-b");
+}
+
+TEST_F(ExtenderNodeLock, AnApiErrorWhileTakingTheLockGivesTheBookingBack) {
+  Start({HandshakeNodeJson("n1", 1)});
+  server_.FailNext("PATCH", "/api/v1/nodes/n1", 403, "Forbidden", "nodes is forbidden");
+  auto failed = Bind("a", "n1");
+  EXPECT_EQ(failed.failure, "api_error");
+  EXPECT_NE(ErrorOf(failed).find("taking the node lock (gpumux.io/allocating) on n1"),
+            std::string::npos)
+      << failed.body;
+  EXPECT_NE(ErrorOf(failed).find("nodes is forbidden"), std::string::npos) << failed.body;
+  EXPECT_EQ(Tenants("n1"), 0u);
+  EXPECT_FALSE(HasGrant(server_, "a"));
+}
+
+TEST_F(ExtenderNodeLock, ANodeWithoutTheHandshakeGetsNoLock) {
+  Start({NodeJson("n1", 1)});
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  ASSERT_EQ(ErrorOf(Bind("b", "n1")), "") << "without the handshake binds are not serialised";
+  const json node = *server_.GetNode("n1");
+  EXPECT_FALSE(node["metadata"]["annotations"].contains("gpumux.io/allocating")) << node.dump();
+  EXPECT_EQ(server_.requests("patch node"), 0);
+  EXPECT_EQ(server_.requests("get node"), 2) << "one read of the node per bind";
+}
+
+// --- the unit of gpumux.io/gpu-mem --------------------------------------------------------------
+
+TEST(ExtenderGpuMemUnit, PodsAskInUnitsAndNodesCountingInAnotherUnitAreUnresolvable) {
+  test::FakeApiServer server;
+  server.AddNode(HandshakeNodeJson("gib", 1, {"A100", 40960}, 1024));
+  server.AddNode(HandshakeNodeJson("quarter", 1, {"A100", 40960}, 256));
+  server.AddNode(NodeJson("silent", 1, {"A100", 40960}));  // publishes no unit: not checked
+  const json share = PodWithOne("share", 0, 8, 0);         // 8 GiB
+  const json whole = PodWithOne("whole", 1, 0, 0);
+  server.AddPod(share);
+  server.AddPod(whole);
+  DaemonSetup setup;
+  setup.gpu_mem_unit_mib = 1024;
+  Daemon d(server, setup);
+
+  auto filter =
+      d.extender->Handle(Verb::kFilter, FilterBody(share, {"gib", "quarter", "silent"}).dump());
+  const json reply = json::parse(filter.body);
+  EXPECT_EQ(reply["NodeNames"], json::array({"gib", "silent"})) << filter.body;
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"]["quarter"],
+            "gpumux: node counts gpumux.io/gpu-mem in 256 MiB units, this extender in 1024 MiB "
+            "(--gpu-mem-unit-mib)");
+  filter = d.extender->Handle(Verb::kFilter, FilterBody(whole, {"gib", "quarter"}).dump());
+  EXPECT_EQ(json::parse(filter.body)["NodeNames"].size(), 2u)
+      << "a pod asking for no gpu-mem is not affected: " << filter.body;
+
+  auto refused = d.extender->Handle(Verb::kBind, BindBody(share, "quarter").dump());
+  EXPECT_NE(ErrorOf(refused).find("256 MiB units"), std::string::npos) << refused.body;
+  auto bound = d.extender->Handle(Verb::kBind, BindBody(share, "gib").dump());
+  ASSERT_EQ(ErrorOf(bound), "") << bound.body;
+  auto grant = DecodeGrant(server.GetPod("default", "share")
+                               ->at("metadata")
+                               .at("annotations")
+                               .at("gpumux.io/grant")
+                               .get<std::string>());
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_EQ(grant->containers[0].gpu_mem_mib, 8192) << "the grant is in MiB";
 }
 
 }  // namespace

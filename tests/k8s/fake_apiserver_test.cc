@@ -85,6 +85,33 @@ TEST(FakeApiServer, MergePatchWithAnotherUidIsAConflictStatus) {
             std::string::npos);
 }
 
+// The node lock's compare-and-swap: a merge patch on a node carrying a resourceVersion other
+// than the node's is refused, and every change to the node bumps its resourceVersion.
+TEST(FakeApiServer, NodeMergePatchWithAStaleResourceVersionIsAConflict) {
+  FakeApiServer server;
+  const std::string rv =
+      server.AddNode(json{{"metadata", {{"name", "n1"}, {"annotations", json::object()}}}});
+  httplib::Client client("127.0.0.1", server.port());
+  auto first = client.Patch(
+      "/api/v1/nodes/n1",
+      json{{"metadata", {{"resourceVersion", rv}, {"annotations", {{"lock", "a"}}}}}}.dump(),
+      "application/merge-patch+json");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  const std::string bumped = json::parse(first->body)["metadata"]["resourceVersion"];
+  EXPECT_NE(bumped, rv);
+  EXPECT_EQ(server.GetNode("n1")->at("metadata").at("resourceVersion"), bumped);
+
+  auto second = client.Patch(
+      "/api/v1/nodes/n1",
+      json{{"metadata", {{"resourceVersion", rv}, {"annotations", {{"lock", "b"}}}}}}.dump(),
+      "application/merge-patch+json");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 409) << second->body;
+  EXPECT_EQ(json::parse(second->body)["reason"], "Conflict");
+  EXPECT_EQ((*server.GetNode("n1"))["metadata"]["annotations"]["lock"], "a");
+}
+
 TEST(FakeApiServer, JsonPatchTestOperationThatFailsIsRejected) {
   FakeApiServer server;
   server.AddPod(Pod("p", {{"a", "1"}}));

@@ -36,6 +36,19 @@ inline nlohmann::json NodeJson(const std::string& name, int gpus, GpuOf gpu = {}
               {"gpumux.io/gpu", std::to_string(gpus)}}}}}};
 }
 
+// NodeJson whose device plugin announces the node lock (gpumux.io/handshake: node-lock/v1)
+// and, when `gpu_mem_unit_mib` > 0, publishes its gpu-mem unit.
+inline nlohmann::json HandshakeNodeJson(const std::string& name, int gpus, GpuOf gpu = {},
+                                        std::int64_t gpu_mem_unit_mib = 0) {
+  nlohmann::json node = NodeJson(name, gpus, std::move(gpu));
+  node["metadata"]["annotations"]["gpumux.io/handshake"] = "node-lock/v1";
+  if (gpu_mem_unit_mib > 0) {
+    node["metadata"]["annotations"]["gpumux.io/gpu-mem-unit-mib"] =
+        std::to_string(gpu_mem_unit_mib);
+  }
+  return node;
+}
+
 struct ContainerOf {
   std::string name = "main";
   std::int64_t gpu = 0, gpu_mem = 0, gpu_milli = 0;

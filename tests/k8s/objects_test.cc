@@ -132,5 +132,72 @@ TEST(DecodeNode, AMalformedAnnotationGivesNoGpusAndSaysWhy) {
   EXPECT_NE(n->gpus_error.find("without gaps"), std::string::npos) << n->gpus_error;
 }
 
+TEST(DecodePod, GpuMemIsCountedInUnitsOfTheGivenSize) {
+  auto gib = DecodePod(PodWithOne("p", 0, 8, 250), kDefaultGpuMemUnitMib);
+  ASSERT_TRUE(gib.has_value());
+  ASSERT_TRUE(gib->request_error.empty()) << gib->request_error;
+  EXPECT_EQ(gib->containers[0].request.gpu_mib, 8 * 1024);
+  EXPECT_EQ(gib->containers[0].request.gpu_milli, 250) << "only gpu-mem has a unit";
+  auto mib = DecodePod(PodWithOne("p", 0, 8, 0));
+  ASSERT_TRUE(mib.has_value());
+  EXPECT_EQ(mib->containers[0].request.gpu_mib, 8) << "the library default is 1 MiB";
+  auto whole = DecodePod(PodWithOne("p", 2, 0, 0), 1024);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->containers[0].request.gpu_count, 2);
+  EXPECT_EQ(whole->containers[0].request.gpu_mib, 0);
+}
+
+TEST(DecodePod, AGpuMemAmountThatOverflowsInMiBIsARequestError) {
+  json pod = PodWithOne("p", 0, 1, 0);
+  pod["spec"]["containers"][0]["resources"]["limits"]["gpumux.io/gpu-mem"] = "8Pi";
+  auto p = DecodePod(pod, 1024);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->containers.empty());
+  EXPECT_TRUE(p->wants_gpu()) << "a bad request still belongs to gpumux (it fits nowhere)";
+  EXPECT_NE(p->request_error.find("container \"main\" limits[gpumux.io/gpu-mem]: "
+                                  "9007199254740992 units of 1024 MiB is too large"),
+            std::string::npos)
+      << p->request_error;
+  p = DecodePod(pod, 1);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->request_error.empty()) << "the same number is fine in MiB: " << p->request_error;
+}
+
+TEST(DecodePod, AUnitOutsideItsRangeIsAnError) {
+  for (std::int64_t unit : {std::int64_t{0}, std::int64_t{-1}, kMaxGpuMemUnitMib + 1}) {
+    auto p = DecodePod(PodWithOne("p", 0, 8, 0), unit);
+    ASSERT_FALSE(p.has_value()) << unit;
+    EXPECT_NE(p.error().message.find("gpu-mem unit must be 1..1048576"), std::string::npos)
+        << p.error().message;
+  }
+}
+
+TEST(DecodeNode, ThePublishedGpuMemUnitIsRead) {
+  json node = NodeJson("n1", 2);
+  auto n = DecodeNode(node, {});
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->gpu_mem_unit_mib, 0) << "not published";
+  node["metadata"]["annotations"]["gpumux.io/gpu-mem-unit-mib"] = "1024";
+  n = DecodeNode(node, {});
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->gpu_mem_unit_mib, 1024);
+  EXPECT_TRUE(n->gpu_mem_unit_error.empty());
+}
+
+TEST(DecodeNode, AMalformedGpuMemUnitIsNamedAndKeepsTheGpus) {
+  for (const json& bad :
+       {json("1GiB"), json("0"), json(""), json("-4"), json("2097152"), json(1024)}) {
+    json node = NodeJson("n1", 2);
+    node["metadata"]["annotations"]["gpumux.io/gpu-mem-unit-mib"] = bad;
+    auto n = DecodeNode(node, {});
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(n->gpu_mem_unit_mib, 0) << bad;
+    EXPECT_NE(n->gpu_mem_unit_error.find("annotation gpumux.io/gpu-mem-unit-mib"),
+              std::string::npos)
+        << n->gpu_mem_unit_error;
+    EXPECT_EQ(n->spec.gpus.size(), 2u) << "whole-GPU pods can still go there";
+  }
+}
+
 }  // namespace
 }  // namespace gpumux::k8s

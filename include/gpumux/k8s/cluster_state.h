@@ -42,6 +42,10 @@ struct ClusterStateOptions {
   policy::PolicyContext context;  // typical pods for fgd, interference model, ...
   NodeDefaults defaults;
   std::int64_t grant_ttl_seconds = 60;
+  // MiB per unit of gpumux.io/gpu-mem in pods (1..kMaxGpuMemUnitMib). A node whose device
+  // plugin publishes another unit (gpumux.io/gpu-mem-unit-mib) is unresolvable for pods that
+  // ask for gpu-mem.
+  std::int64_t gpu_mem_unit_mib = 1;
   std::function<void(std::string_view)> log;  // one line per notable event; may be empty
 };
 
@@ -84,6 +88,10 @@ class ClusterState {
 
   // The pod as last seen from the API server, if it asks gpumux for anything.
   std::optional<PodInfo> FindPod(const std::string& uid) const;
+  // Whether the pod with this uid may still be waiting for the kubelet to allocate its devices:
+  // it is known (FindPod), not finished, not being deleted, and not Running (a Running pod's
+  // containers were created, so its devices were allocated). The node lock's holder_alive.
+  bool PodAwaitsDevices(const std::string& uid) const;
 
   // --- the verbs ---
   // One verdict per name, in order. Names the state does not know are unresolvable.
@@ -109,6 +117,9 @@ class ClusterState {
   nlohmann::json Inspect() const;
   StateCounters counters() const;
   const std::string& policy_name() const;
+  std::int64_t gpu_mem_unit_mib() const;
+  // The state's clock (unix seconds): bind stamps grants and node locks with it.
+  std::int64_t Now() const;
 
  private:
   struct Impl;

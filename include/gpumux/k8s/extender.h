@@ -4,14 +4,18 @@
 // Wire facts (PROTOCOLS.md): JSON keys are Go field names; with nodeCacheCapable the request
 // has NodeNames and "Nodes":null, otherwise a full v1.NodeList in Nodes (and the reply returns
 // Nodes). Scores are 0..10. A bad body is HTTP 400 with a message.
-// bind: books the GPUs (ClusterState::Assume), merge-patches the grant annotation onto the pod
-// (with its uid as precondition) and creates the Binding; on failure the booking is released
-// and the reply carries the API server's error. Nothing blocks on anything slow besides these
-// two API calls, each bounded by the client's request timeout.
+// bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
+// device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
+// its uid as precondition) and creates the Binding; on failure the lock (if this bind took it)
+// and the booking are released and the reply carries the reason. While another live pod holds
+// the node's lock, bind is refused ("node_busy") and kube-scheduler retries the pod later.
+// Nothing blocks on anything slow besides these API calls (GET + PATCH of the node on handshake
+// nodes only, the grant patch, the Binding), each bounded by the client's request timeout.
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -19,6 +23,7 @@
 
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
+#include "gpumux/k8s/node_lock.h"
 
 namespace gpumux::k8s {
 
@@ -34,10 +39,20 @@ struct VerbReply {
   int placements = 0;         // bind: 1 when a pod was bound
 };
 
+struct ExtenderOptions {
+  // A node lock older than this is stale: its holder never got its devices (pod deleted before
+  // the kubelet admitted it, kubelet or device plugin down), and bind may take it over.
+  std::int64_t node_lock_ttl_seconds = 120;
+  int node_lock_attempts = 4;  // tries of the lock's patch on 409 Conflict
+  // One line per notable event (a stale or unreadable node lock taken over, a lock that could
+  // not be released); may be empty.
+  std::function<void(std::string_view)> log;
+};
+
 class Extender {
  public:
   // `api` may be null (no API server: bind answers an error); both must outlive the extender.
-  Extender(ClusterState& state, KubeApi* api);
+  Extender(ClusterState& state, KubeApi* api, ExtenderOptions options = {});
   VerbReply Handle(Verb verb, std::string_view body);
 
  private:
@@ -50,6 +65,7 @@ class Extender {
   std::optional<PodInfo> Recall(const std::string& uid);
   ClusterState* state_;
   KubeApi* api_;
+  ExtenderOptions options_;
   std::mutex recent_mu_;
   std::unordered_map<std::string, PodInfo> recent_;
   std::deque<std::string> recent_order_;

@@ -53,7 +53,8 @@ struct NodeLock {
 };
 
 std::string EncodeNodeLock(const NodeLock& lock);
-// Error names the field that is missing or wrong.
+// Error names the field that is missing or wrong. `served` may be absent (nothing served yet);
+// every other field is required; `pod` must be "<namespace>/<name>".
 core::Result<NodeLock> DecodeNodeLock(std::string_view text);
 
 // What a node object says about the handshake (from its JSON).
@@ -84,18 +85,29 @@ enum class AcquireOutcome : std::uint8_t {
 struct AcquireResult {
   AcquireOutcome outcome = AcquireOutcome::kTaken;
   std::string message;  // for kBusy: "node n1 is allocating devices for pod default/a (3 s)"
+                        // for kTaken: "" or what was taken over ("took over the lock of ...")
+  // kTaken only: the lock already named this uid (a retried bind, or an earlier release that
+  // failed). It was re-written with the new `since` and the `served` list it had, so a pod the
+  // device plugin is part-way through is not served twice. A caller whose bind then fails
+  // should not release such a lock: an earlier bind of the pod may have succeeded.
+  bool reentered = false;
 };
 
 // GET the node, then (when it announces the handshake and the lock is free, stale, or already
 // ours) merge-patch gpumux.io/allocating = lock with the node's resourceVersion as a
 // precondition. `now` is unix seconds. API errors (after `attempts` conflicts, or any other
 // failure) come back as ApiError.
+// Details: a lock is stale when now - since > ttl_seconds, or when holder_alive says its uid no
+// longer needs devices. A present but unreadable annotation (on a node that announces
+// node-lock/v1) is replaced, and says so in `message`. "Ours" means the same uid (see
+// AcquireResult::reentered). A node without metadata.resourceVersion is an ApiError (status 0,
+// reason "BadNode"): the patch could not be atomic.
 ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
                                          const NodeLock& lock, std::int64_t now,
                                          const AcquireOptions& options);
 
 // Removes the lock if it is still held by `uid` (bind failed after taking it). A lock held by
-// another pod, or no lock, is left alone (success).
+// another pod, or no lock, is left alone (success). A node that is gone (404) is success too.
 ApiResult<void> ReleaseNodeLock(KubeApi& api, const std::string& node, const std::string& uid,
                                 int attempts = 4);
 

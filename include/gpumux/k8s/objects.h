@@ -4,7 +4,9 @@
 //
 // Resources (container `limits`, copied into `requests` by the API server):
 //   gpumux.io/gpu: N          N whole GPUs, exclusive (like nvidia.com/gpu)
-//   gpumux.io/gpu-mem: M      M MiB of GPU memory on one shared GPU (per GPU with gpu: N)
+//   gpumux.io/gpu-mem: M      M units of GPU memory on one shared GPU (per GPU with gpu: N);
+//                             a unit is gpu_mem_unit_mib MiB (the device plugin advertises
+//                             gpu-mem as devices of one unit each, so the kubelet counts units)
 //   gpumux.io/gpu-milli: K    K thousandths (1..1000) of one GPU's compute (per GPU with gpu: N)
 // gpu-mem without gpu-milli reserves memory only: compute is time-sliced and unguarded (the
 // ledger books 1 milli-GPU so that the tenant is counted on the GPU). With gpu: N plus a share,
@@ -16,6 +18,8 @@
 //     "health":"Healthy"}, ...]
 // A node without it has status.allocatable["gpumux.io/gpu"] GPUs of the configured default
 // model and memory (NodeDefaults), with no UUIDs.
+// Node annotation gpumux.io/gpu-mem-unit-mib: "1024", the unit in which the node's device
+// plugin counts gpumux.io/gpu-mem (a positive decimal integer; absent: not published).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +43,15 @@ inline constexpr std::string_view kResourceGpuMilli = "gpumux.io/gpu-milli";
 inline constexpr std::string_view kAnnotationGpus = "gpumux.io/gpus";
 inline constexpr std::string_view kAnnotationGpuModel = "gpumux.io/gpu-model";
 inline constexpr std::string_view kAnnotationWorkloadClass = "gpumux.io/workload-class";
+inline constexpr std::string_view kAnnotationGpuMemUnit = "gpumux.io/gpu-mem-unit-mib";
+
+// The unit of gpumux.io/gpu-mem that the daemons use unless told otherwise: 1 GiB. The kubelet
+// counts a device-plugin resource as devices, so in MiB an 8 x 80 GiB node would advertise
+// 655,360 devices (over gRPC's 4 MB message limit); in GiB, 640. The library default of
+// DecodePod and ClusterStateOptions stays 1 (MiB).
+inline constexpr std::int64_t kDefaultGpuMemUnitMib = 1024;
+// The largest unit accepted (1 TiB).
+inline constexpr std::int64_t kMaxGpuMemUnitMib = std::int64_t{1} << 20;
 
 // One container's GPU request. `request` has no CPU or memory: kube-scheduler accounts those.
 struct ContainerRequest {
@@ -63,9 +76,11 @@ struct PodInfo {
   std::string Key() const { return ns + "/" + name; }
 };
 
-// Errors only when the object is not a pod at all (no metadata.name/namespace/uid); a bad
-// resource value or grant is recorded in request_error / grant_error.
-core::Result<PodInfo> DecodePod(const nlohmann::json& pod);
+// Errors only when the object is not a pod at all (no metadata.name/namespace/uid) or when
+// gpu_mem_unit_mib is not in 1..kMaxGpuMemUnitMib; a bad resource value or grant is recorded in
+// request_error / grant_error. gpumux.io/gpu-mem: N becomes N x gpu_mem_unit_mib MiB in the
+// request (a product beyond int64 is a request_error).
+core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_unit_mib = 1);
 
 struct NodeDefaults {
   std::string gpu_model = "unknown";
@@ -77,6 +92,9 @@ struct NodeInfo {
   bool unschedulable = false;
   bool gpus_from_annotation = false;
   std::string gpus_error;  // the annotation is present but malformed: the node gets no GPUs
+  // gpumux.io/gpu-mem-unit-mib as published by the node's device plugin; 0: not published.
+  std::int64_t gpu_mem_unit_mib = 0;
+  std::string gpu_mem_unit_error;  // present but malformed (then gpu_mem_unit_mib is 0)
 };
 
 // Errors only when the object has no metadata.name.
