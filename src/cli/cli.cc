@@ -25,6 +25,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* jobgen = AddJobGenCommand(app, jobgen_options);
   ExtenderCliOptions extender_options;
   CLI::App* extender = AddExtenderCommand(app, extender_options);
+  DevicePluginCliOptions device_plugin_options;
+  CLI::App* device_plugin = AddDevicePluginCommand(app, device_plugin_options);
 
   HostOptions host;
   std::string stage;
@@ -120,6 +122,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (policies->parsed()) return RunPolicies(out);
   if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
   if (extender->parsed()) return RunExtender(extender_options, out, err);
+  if (device_plugin->parsed()) return RunDevicePlugin(device_plugin_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   return 2;

@@ -120,6 +120,32 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);
 // Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
 int RunExtender(const ExtenderCliOptions& options, std::ostream& out, std::ostream& err);
 
+// `gpumux device-plugin`: the kubelet device plugin daemon (device_plugin_command.cc).
+struct DevicePluginCliOptions {
+  std::string node_name;  // "" = $NODE_NAME
+  std::string backend = "nvml";
+  std::string gpus_file;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string resources = "gpu,gpu-mem,gpu-milli";
+  std::int64_t gpu_mem_unit_mib = 1024;
+  std::string kubeconfig;
+  bool in_cluster = false;
+  std::string context;
+  bool offline = false;
+  bool inject_devices = false;
+  std::string dev_dir = "/dev";
+  std::vector<std::string> mounts;
+  std::string cdi_kind;
+  std::int64_t health_interval_ms = 5000;
+  std::int64_t xid_recovery_seconds = 300;
+  std::string ignore_xids;
+  std::string metrics_address = "127.0.0.1:9402";
+};
+CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& options);
+// Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
+int RunDevicePlugin(const DevicePluginCliOptions& options, std::ostream& out, std::ostream& err);
+
 void AddDlOptions(CLI::App& cmd, DlOptions& options);
 // Splits comma-separated or repeated names; 'all' = `all`, 'study' = the FGD study's six.
 std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,

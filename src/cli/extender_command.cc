@@ -33,6 +33,7 @@
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/trace.h"
 #include "src/cli/commands.h"
+#include "src/cli/daemon_support.h"
 
 namespace gpumux::cli {
 namespace {
@@ -50,31 +51,6 @@ std::string KnownPolicies() {
   }
   return names;
 }
-
-// One line per event on `err`, with a UTC timestamp; safe from any thread.
-class LogSink {
- public:
-  explicit LogSink(std::ostream& err) : err_(&err) {}
-  void operator()(std::string_view line) {
-    const auto now = std::chrono::system_clock::now();
-    const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
-        1000;
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-    char millis[8];
-    std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(ms));
-    std::lock_guard lock(mu_);
-    *err_ << stamp << millis << " gpumux extender: " << line << '\n' << std::flush;
-  }
-
- private:
-  std::mutex mu_;
-  std::ostream* err_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Settings: the YAML file, then the flags given on the command line.
@@ -274,38 +250,6 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
   return nodes;
 }
 
-// Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards, so that
-// sigwait in this thread receives them; restores the previous mask when destroyed.
-class SignalBlock {
- public:
-  SignalBlock() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~SignalBlock() { Restore(); }
-  SignalBlock(const SignalBlock&) = delete;
-  SignalBlock& operator=(const SignalBlock&) = delete;
-  int Wait() const {
-    int sig = 0;
-    while (sigwait(&set_, &sig) != 0) {
-    }
-    return sig;
-  }
-  // A second signal then takes its default action (ends the process) in this thread.
-  void Restore() {
-    if (restored_) return;
-    restored_ = true;
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-  bool restored_ = false;
-};
-
 }  // namespace
 
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
@@ -420,7 +364,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
 
-  LogSink log(err);
+  LogSink log(err, "extender");
   const auto log_fn = [&log](std::string_view line) { log(line); };
   k8s::ClusterStateOptions state_options;
   state_options.policy = o.policy;

@@ -1,0 +1,72 @@
+// What a container gets from Allocate, built from its grant (pure; no I/O).
+//
+// Environment:
+//   NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b        the granted GPUs' UUIDs (the NVIDIA runtime hook
+//                                             or CDI exposes exactly these)
+//   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25      shared GPU with gpu-milli: ceil(milli / 10)
+//   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M,1=8192M
+//                                             shared GPU with gpu-mem: per visible GPU ordinal
+//   GPUMUX_POD=ns/name GPUMUX_POD_UID GPUMUX_CONTAINER GPUMUX_NODE GPUMUX_POLICY
+//   GPUMUX_GPU_UUIDS GPUMUX_GPU_INDICES (host indices) GPUMUX_GPU_MILLI GPUMUX_GPU_MEM_MIB
+//   GPUMUX_EXCLUSIVE=true|false
+// Device nodes (only with `inject_devices`, for runtimes without the NVIDIA hook):
+//   the control devices found (nvidiactl, nvidia-uvm, nvidia-uvm-tools) and /dev/nvidia<minor>
+//   of every granted GPU, "rwm"; plus the configured read-only driver mounts.
+// CDI (only with `cdi_kind`, e.g. "nvidia.com/gpu"): one CDI device "<kind>=<uuid>" per GPU.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpumux/core/result.h"
+#include "gpumux/k8s/grant.h"
+
+namespace gpumux::deviceplugin {
+
+struct MountSpec {
+  std::string host_path, container_path;
+  bool read_only = true;
+};
+
+struct DeviceNodeSpec {
+  std::string host_path, container_path;
+  std::string permissions = "rwm";
+};
+
+struct InjectOptions {
+  bool inject_devices = false;
+  std::string dev_dir = "/dev";
+  std::vector<MountSpec> mounts;
+  std::string cdi_kind;  // "" = no CDI devices
+};
+
+// A GPU of this node as Allocate needs it.
+struct NodeGpu {
+  int index = 0;
+  std::string uuid;
+  int minor = -1;
+};
+
+struct ContainerEnv {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+  std::vector<DeviceNodeSpec> devices;
+  std::vector<std::string> cdi_devices;
+};
+
+struct GrantContext {
+  std::string pod_ns, pod_name, pod_uid, node, policy;
+};
+
+// Error (the pod is not started) when the grant names a GPU this node does not have, or a
+// UUID that does not match the node's GPU at that index.
+core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
+                                             const GrantContext& context,
+                                             const std::vector<NodeGpu>& gpus,
+                                             const InjectOptions& inject);
+
+// The control device nodes (nvidiactl, nvidia-uvm, nvidia-uvm-tools) present in `dev_dir`.
+std::vector<DeviceNodeSpec> ControlDevices(const std::string& dev_dir);
+
+}  // namespace gpumux::deviceplugin

@@ -1,0 +1,96 @@
+// The device plugin's side of the grant handshake: which pod, and which container of it, a
+// kubelet Allocate call serves — read from the node lock (k8s/node_lock.h), never guessed.
+//
+// The extender takes the node lock for a pod before binding it, so at most one pod per node
+// waits for its devices. Allocate for resource R with N devices serves the lock holder's next
+// container (in pod spec order) that asks for R and has not been served R yet; N must equal
+// what that container asks for. The served pair is recorded in the lock with the node's
+// resourceVersion as precondition (so two plugin processes, or a restarted one, cannot serve
+// a pair twice), and the lock is removed when every pair of the pod has been served.
+// kubelet allocates a pod's containers in spec order; the order of resources inside one
+// container is not fixed (a Go map), which is why progress is kept per resource.
+//
+// Everything that cannot be matched exactly fails closed with an error that says why: no lock
+// on the node, the holder has no grant or a grant for another node, the counts differ, the
+// holder was replaced (uid), an init container asks for gpumux resources.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/devices.h"
+#include "gpumux/k8s/api_client.h"
+#include "gpumux/k8s/grant.h"
+
+namespace gpumux::deviceplugin {
+
+// One regular container and the device counts it asks for, per Resource (kubelet units).
+struct ContainerAsk {
+  std::string name;
+  std::array<std::int64_t, 3> count{};  // indexed by Resource
+};
+
+// The containers of a pod that ask for gpumux resources, in spec order (limits, else
+// requests, as the extender reads them). Error if an init container asks for any, or a value
+// is malformed.
+core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod);
+
+// "<container>/<resource name>" as recorded in the lock's `served` list.
+std::string ServedKey(const std::string& container, Resource resource);
+
+struct ServedContainer {
+  std::string pod_ns, pod_name, pod_uid;
+  std::string policy;
+  k8s::ContainerGrant grant;
+};
+
+// Why an Allocate was refused; `code` maps to a gRPC status.
+struct HandshakeError {
+  enum class Code : std::uint8_t {
+    kFailedPrecondition,  // the state does not allow it (no lock, no grant, counts differ)
+    kInvalidArgument,     // the request itself is wrong
+    kUnavailable,         // the API server could not be reached or kept conflicting
+  };
+  Code code = Code::kFailedPrecondition;
+  std::string message;
+};
+
+template <typename T>
+using HandshakeResult = tl::expected<T, HandshakeError>;
+
+struct HandshakeOptions {
+  int attempts = 5;  // reads + conditional writes of the lock before giving up (409s)
+};
+
+class Handshake {
+ public:
+  // `api` must outlive the handshake.
+  Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options = {});
+
+  // Serves one Allocate call: `counts` has the number of devices of each container request,
+  // in order. Returns one served container per entry. Thread safe (calls are serialised).
+  HandshakeResult<std::vector<ServedContainer>> Claim(Resource resource,
+                                                      const std::vector<std::int64_t>& counts);
+
+  // For GetPreferredAllocation: the granted GPU indices of the container the next Allocate of
+  // `resource` with `count` devices would serve, without recording anything. Empty when that
+  // cannot be told (the caller then prefers nothing in particular).
+  std::vector<int> Peek(Resource resource, std::int64_t count);
+
+ private:
+  struct Holder;
+  HandshakeResult<Holder> ReadHolder();
+  k8s::KubeApi* api_;
+  std::string node_;
+  HandshakeOptions options_;
+  std::mutex mu_;
+};
+
+}  // namespace gpumux::deviceplugin

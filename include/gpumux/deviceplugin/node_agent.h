@@ -1,0 +1,74 @@
+// What `gpumux device-plugin` runs on every GPU node: the GPU backend (NVML or the fake file),
+// health tracking from the backend's reports and XID events, the kubelet device plugin, the
+// node's inventory published for the extender, and a small HTTP endpoint for probes and
+// Prometheus.
+//
+// Node annotations written (merge patch on the node, at start and whenever health changes;
+// retried every health interval until the API server accepts them):
+//   gpumux.io/gpus               [{"index":0,"uuid":"GPU-..","model":"NVIDIA H100 80GB HBM3",
+//                                  "memory_mib":81559,"health":"Healthy"}, ...]
+//   gpumux.io/gpu-mem-unit-mib   "1024" (the extender refuses nodes counting in another unit)
+//   gpumux.io/handshake          "node-lock/v1" (bind takes the node lock; see k8s/node_lock.h)
+// HTTP (loopback by default): /healthz 200 while running; /readyz 200 once every resource is
+// registered with the kubelet and the inventory is published (503 with the reason before);
+// /metrics: registrations, Allocate calls and latency by resource and outcome, GPUs by health,
+// XID events by class.
+//
+// The GPU set is read once at start (a GPU that disappears later turns Unhealthy; new GPUs
+// need a restart, as with NVIDIA's own plugin).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/plugin.h"
+#include "gpumux/gpu/backend.h"
+#include "gpumux/gpu/health.h"
+#include "gpumux/k8s/api_client.h"
+
+namespace gpumux::deviceplugin {
+
+struct NodeAgentOptions {
+  PluginOptions plugin;
+  std::chrono::milliseconds health_interval{5000};
+  gpu::HealthPolicy health;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = 9402;  // 0: any free port; -1: no HTTP endpoint
+  std::function<std::int64_t()> now_ms;  // wall clock in ms; empty = the system clock
+};
+
+class NodeAgent {
+ public:
+  // Lists the GPUs once. Error if the backend cannot list them or the inventory is unusable.
+  // `api` may be null (nothing published; Allocate fails closed); it must outlive the agent.
+  static core::Result<std::unique_ptr<NodeAgent>> Create(NodeAgentOptions options,
+                                                         std::unique_ptr<gpu::Backend> backend,
+                                                         k8s::KubeApi* api);
+  ~NodeAgent();  // Stop()
+
+  // Publishes the inventory (a failure is logged and retried), starts the plugin, the health
+  // loop and the HTTP endpoint. Error if a socket or the HTTP port cannot be served.
+  core::Result<void> Start();
+  void Stop();
+
+  int metrics_port() const;  // the bound port (after Start)
+  bool ready(std::string* why = nullptr) const;
+  DevicePlugin& plugin();
+  // The GPUs found at start.
+  const std::vector<gpu::Gpu>& gpus() const;
+
+ private:
+  struct Impl;
+  explicit NodeAgent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The gpumux.io/gpus annotation value for these GPUs and health verdicts.
+std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus,
+                                const std::vector<bool>& healthy);
+
+}  // namespace gpumux::deviceplugin

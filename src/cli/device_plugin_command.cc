@@ -1,0 +1,231 @@
+// `gpumux device-plugin`: the kubelet device plugin daemon of one GPU node (NodeAgent: GPU
+// backend, health, the three resources' gRPC servers, the node's inventory annotation, the
+// node-lock handshake in Allocate). SIGINT/SIGTERM stop it cleanly.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpumux/deviceplugin/node_agent.h"
+#include "gpumux/gpu/backend.h"
+#include "gpumux/k8s/api_client.h"
+#include "gpumux/k8s/objects.h"
+#include "src/cli/commands.h"
+#include "src/cli/daemon_support.h"
+
+namespace gpumux::cli {
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kRuntimeError = 1;
+
+// "HOST:PORT" -> host, port; "off" -> port -1.
+bool ParseAddress(const std::string& text, std::string& host, int& port) {
+  if (text == "off") {
+    port = -1;
+    return true;
+  }
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  const std::string digits = text.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  port = std::stoi(digits);
+  host = text.substr(0, colon);
+  return port <= 65535;
+}
+
+// "HOST[:CONTAINER]" -> a read-only mount.
+deviceplugin::MountSpec ParseMount(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return {text, text, true};
+  return {text.substr(0, colon), text.substr(colon + 1), true};
+}
+
+}  // namespace
+
+CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "device-plugin",
+      "Run the kubelet device plugin of this node: registers gpumux.io/gpu (one device per "
+      "GPU), gpumux.io/gpu-mem (GPU memory in units of --gpu-mem-unit-mib) and "
+      "gpumux.io/gpu-milli (1000 per GPU), reports GPU health (backend state and XID events) "
+      "to the kubelet, publishes the node's GPUs in its gpumux.io/gpus annotation for the "
+      "extender, and in Allocate gives each container exactly the GPUs the extender granted it "
+      "(found through the node lock, never guessed). Serves /healthz, /readyz and /metrics on "
+      "--metrics-address.");
+  cmd->add_option("--node-name", o.node_name, "This node's name [default: $NODE_NAME]");
+  cmd->add_option("--backend", o.backend, "Where GPUs come from: nvml or fake (a --gpus-file)")
+      ->check(CLI::IsMember({"nvml", "fake"}))
+      ->capture_default_str();
+  cmd->add_option("--gpus-file", o.gpus_file,
+                  "Fake backend: CSV with index,uuid,model,memory_mib and optional minor, "
+                  "health, memory_used_mib, xids columns (re-read when it changes)");
+  cmd->add_option("--nvml-library", o.nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  cmd->add_option("--kubelet-dir", o.kubelet_dir,
+                  "The kubelet's device-plugin folder (kubelet.sock and the plugins' sockets)")
+      ->capture_default_str();
+  cmd->add_option("--resources", o.resources,
+                  "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
+      ->capture_default_str();
+  cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
+                  "MiB per gpumux.io/gpu-mem device; must equal the extender's "
+                  "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
+      ->capture_default_str();
+  cmd->add_option("--kubeconfig", o.kubeconfig, "Reach the API server with this kubeconfig");
+  cmd->add_flag("--in-cluster", o.in_cluster,
+                "Reach the API server with the pod's service account (in a DaemonSet)");
+  cmd->add_option("--context", o.context, "kubeconfig context [default: current-context]");
+  cmd->add_flag("--offline", o.offline,
+                "No API server: register and report health only; every Allocate is refused "
+                "(the pod cannot be identified). For trying the kubelet side");
+  cmd->add_flag("--inject-devices", o.inject_devices,
+                "Add /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools and the granted "
+                "/dev/nvidia<minor> to containers (for runtimes without the NVIDIA hook)");
+  cmd->add_option("--dev-dir", o.dev_dir, "Where the NVIDIA device nodes are")->capture_default_str();
+  cmd->add_option("--mount", o.mounts,
+                  "HOST[:CONTAINER] to bind read-only into containers (driver libraries, "
+                  "nvidia-smi); with --inject-devices; repeatable");
+  cmd->add_option("--cdi-kind", o.cdi_kind,
+                  "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
+  cmd->add_option("--health-interval-ms", o.health_interval_ms,
+                  "How often GPU health is read from the backend")
+      ->capture_default_str();
+  cmd->add_option("--xid-recovery-seconds", o.xid_recovery_seconds,
+                  "A GPU marked unhealthy by a transient XID is healthy again after this long "
+                  "without another one (fatal XIDs keep it unhealthy until restart)")
+      ->capture_default_str();
+  cmd->add_option("--ignore-xids", o.ignore_xids,
+                  "Comma-separated XIDs to treat as application errors (no health change)");
+  cmd->add_option("--metrics-address", o.metrics_address,
+                  "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
+      ->capture_default_str();
+  cmd->footer(
+      "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input, 1 when it cannot run "
+      "(no GPUs can be listed, a socket or port cannot be served).\n"
+      "\nExamples:\n"
+      "  gpumux device-plugin --in-cluster                      (in the DaemonSet)\n"
+      "  gpumux device-plugin --node-name gpu-1 --kubeconfig ~/.kube/config\n"
+      "  gpumux device-plugin --node-name dev --backend fake --gpus-file gpus.csv "
+      "--kubelet-dir /tmp/kubelet --offline\n");
+  return cmd;
+}
+
+int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ostream& err) {
+  (void)out;
+  const auto usage = [&err](const std::string& message) {
+    err << "gpumux device-plugin: " << message << "\nRun 'gpumux device-plugin --help'.\n";
+    return kUsageError;
+  };
+  deviceplugin::NodeAgentOptions options;
+  deviceplugin::PluginOptions& p = options.plugin;
+  p.node_name = o.node_name;
+  if (p.node_name.empty()) {
+    const char* env = std::getenv("NODE_NAME");
+    if (env != nullptr) p.node_name = env;
+  }
+  if (p.node_name.empty()) return usage("the node name is unknown: give --node-name or set NODE_NAME");
+  if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
+  if (o.backend == "nvml" && !o.gpus_file.empty()) {
+    return usage("--gpus-file is for --backend fake");
+  }
+  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
+    return usage("--gpu-mem-unit-mib must be 1.." + std::to_string(k8s::kMaxGpuMemUnitMib));
+  }
+  if (o.health_interval_ms < 10) return usage("--health-interval-ms must be at least 10");
+  if (o.xid_recovery_seconds < 0) return usage("--xid-recovery-seconds must not be negative");
+  const int sources = (o.kubeconfig.empty() ? 0 : 1) + (o.in_cluster ? 1 : 0) + (o.offline ? 1 : 0);
+  if (sources != 1) {
+    return usage("give exactly one of --kubeconfig, --in-cluster and --offline");
+  }
+  p.resources.clear();
+  std::string rest = o.resources;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    auto r = deviceplugin::ParseResource(item);
+    if (!r) return usage("--resources: " + r.error().message);
+    p.resources.push_back(*r);
+  }
+  if (p.resources.empty()) return usage("--resources names no resource");
+  p.kubelet_dir = o.kubelet_dir;
+  p.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
+  p.inject.inject_devices = o.inject_devices;
+  p.inject.dev_dir = o.dev_dir;
+  for (const std::string& m : o.mounts) p.inject.mounts.push_back(ParseMount(m));
+  if (!p.inject.mounts.empty() && !o.inject_devices) return usage("--mount needs --inject-devices");
+  p.inject.cdi_kind = o.cdi_kind;
+  options.health_interval = std::chrono::milliseconds(o.health_interval_ms);
+  options.health.transient_recovery_ms = o.xid_recovery_seconds * 1000;
+  rest = o.ignore_xids;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos) {
+      return usage("--ignore-xids: '" + item + "' is not an XID number");
+    }
+    options.health.ignored_xids.push_back(std::stoull(item));
+  }
+  if (!ParseAddress(o.metrics_address, options.metrics_host, options.metrics_port)) {
+    return usage("--metrics-address must be HOST:PORT or 'off', not '" + o.metrics_address + "'");
+  }
+
+  SignalBlock signals;
+  signal(SIGPIPE, SIG_IGN);
+  LogSink log(err, "device-plugin");
+  p.log = [&log](std::string_view line) { log(line); };
+
+  std::unique_ptr<k8s::KubeApi> api;
+  if (!o.offline) {
+    auto config =
+        o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+    if (!config) {
+      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
+                   config.error().message);
+    }
+    api = k8s::MakeCurlClient(std::move(*config));
+  }
+  auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml(o.nvml_library);
+  if (!backend) {
+    log("cannot open the " + o.backend + " backend: " + backend.error().message);
+    return kRuntimeError;
+  }
+  std::string resources;
+  for (deviceplugin::Resource r : p.resources) {
+    resources += (resources.empty() ? "" : ", ") + std::string(deviceplugin::ResourceName(r));
+  }
+  const std::string node_name = p.node_name, kubelet_dir = p.kubelet_dir;
+  const std::int64_t unit = p.gpu_mem_unit_mib;
+  auto agent = deviceplugin::NodeAgent::Create(std::move(options), std::move(*backend), api.get());
+  if (!agent) {
+    log("cannot start: " + agent.error().message);
+    return kRuntimeError;
+  }
+  if (auto started = (*agent)->Start(); !started) {
+    log("cannot start: " + started.error().message);
+    return kRuntimeError;
+  }
+  log("serving " + std::to_string((*agent)->gpus().size()) + " GPUs of node " + node_name +
+      " as " + resources + " (gpu-mem in units of " + std::to_string(unit) + " MiB) in " +
+      kubelet_dir +
+      ((*agent)->metrics_port() > 0
+           ? "; /healthz /readyz /metrics on " + o.metrics_address.substr(0, o.metrics_address.rfind(':')) +
+                 ":" + std::to_string((*agent)->metrics_port())
+           : std::string()));
+  const int sig = signals.Wait();
+  signals.Restore();
+  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+      ", stopping (a second signal ends the process at once)");
+  (*agent)->Stop();
+  log("stopped");
+  return 0;
+}
+
+}  // namespace gpumux::cli

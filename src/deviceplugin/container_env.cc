@@ -1,0 +1,92 @@
+#include "gpumux/deviceplugin/container_env.h"
+
+#include <filesystem>
+
+namespace gpumux::deviceplugin {
+
+std::vector<DeviceNodeSpec> ControlDevices(const std::string& dev_dir) {
+  std::vector<DeviceNodeSpec> out;
+  std::error_code ec;
+  for (const char* name : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+    std::string host = dev_dir + "/" + name;
+    if (std::filesystem::exists(host, ec)) {
+      std::string inside = "/dev/";
+      inside += name;
+      out.push_back(DeviceNodeSpec{std::move(host), std::move(inside), "rwm"});
+    }
+  }
+  return out;
+}
+
+core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
+                                             const GrantContext& context,
+                                             const std::vector<NodeGpu>& gpus,
+                                             const InjectOptions& inject) {
+  ContainerEnv out;
+  std::string uuids, indices, mem_limits;
+  std::vector<const NodeGpu*> chosen;
+  for (std::size_t i = 0; i < grant.gpus.size(); ++i) {
+    const k8s::GrantedGpu& g = grant.gpus[i];
+    const NodeGpu* found = nullptr;
+    for (const NodeGpu& n : gpus) {
+      if (n.index == g.index) found = &n;
+    }
+    if (found == nullptr) {
+      return core::MakeError(core::ErrorCode::kNotFound,
+                             "the grant names GPU " + std::to_string(g.index) + ", but node " +
+                                 context.node + " has " + std::to_string(gpus.size()) + " GPUs");
+    }
+    if (!g.uuid.empty() && g.uuid != found->uuid) {
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             "the grant names GPU " + std::to_string(g.index) + " as " + g.uuid +
+                                 ", but that GPU is " + found->uuid + " on node " + context.node);
+    }
+    chosen.push_back(found);
+    if (i > 0) {
+      uuids += ',';
+      indices += ',';
+      mem_limits += ',';
+    }
+    uuids += found->uuid;
+    indices += std::to_string(found->index);
+    mem_limits += std::to_string(i) + "=" + std::to_string(grant.gpu_mem_mib) + "M";
+  }
+  if (chosen.empty()) {
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           "the grant of container " + grant.name + " names no GPU");
+  }
+  auto& env = out.envs;
+  env["NVIDIA_VISIBLE_DEVICES"] = uuids;
+  if (!grant.exclusive) {
+    if (grant.milli_requested && grant.gpu_milli > 0) {
+      env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string((grant.gpu_milli + 9) / 10);
+    }
+    if (grant.gpu_mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mem_limits;
+  }
+  env["GPUMUX_POD"] = context.pod_ns + "/" + context.pod_name;
+  env["GPUMUX_POD_UID"] = context.pod_uid;
+  env["GPUMUX_CONTAINER"] = grant.name;
+  env["GPUMUX_NODE"] = context.node;
+  env["GPUMUX_POLICY"] = context.policy;
+  env["GPUMUX_GPU_UUIDS"] = uuids;
+  env["GPUMUX_GPU_INDICES"] = indices;
+  env["GPUMUX_GPU_MILLI"] = std::to_string(grant.exclusive ? 1000 : grant.gpu_milli);
+  env["GPUMUX_GPU_MEM_MIB"] = std::to_string(grant.gpu_mem_mib);
+  env["GPUMUX_EXCLUSIVE"] = grant.exclusive ? "true" : "false";
+  if (inject.inject_devices) {
+    out.devices = ControlDevices(inject.dev_dir);
+    for (const NodeGpu* g : chosen) {
+      const int minor = g->minor >= 0 ? g->minor : g->index;
+      std::string name = "/nvidia";
+      name += std::to_string(minor);
+      out.devices.push_back(DeviceNodeSpec{inject.dev_dir + name, "/dev" + name, "rwm"});
+    }
+    out.mounts = inject.mounts;
+  }
+  if (!inject.cdi_kind.empty()) {
+    for (const NodeGpu* g : chosen) out.cdi_devices.push_back(inject.cdi_kind + "=" + g->uuid);
+  }
+  return out;
+}
+
+}  // namespace gpumux::deviceplugin

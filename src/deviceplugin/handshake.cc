@@ -1,0 +1,259 @@
+#include "gpumux/deviceplugin/handshake.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumux/k8s/node_lock.h"
+#include "gpumux/k8s/objects.h"
+
+namespace gpumux::deviceplugin {
+namespace {
+
+using json = nlohmann::json;
+
+const json* Child(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return nullptr;
+  return &object.at(key);
+}
+
+std::string StringAt(const json& object, const char* key) {
+  const json* v = Child(object, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// The gpumux amounts of one container, as the kubelet counts them: limits, else requests.
+core::Result<ContainerAsk> AskOf(const json& container, const std::string& where) {
+  ContainerAsk ask;
+  ask.name = StringAt(container, "name");
+  const json* resources = Child(container, "resources");
+  if (resources == nullptr) return ask;
+  for (const char* section : {"limits", "requests"}) {
+    const json* list = Child(*resources, section);
+    if (list == nullptr || !list->is_object()) continue;
+    bool found = false;
+    for (Resource r : kAllResources) {
+      const std::string name(ResourceName(r));
+      if (!list->contains(name)) continue;
+      const json& v = list->at(name);
+      const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+      auto q = k8s::ParseQuantity(text);
+      if (!q || *q < 0) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               where + " " + section + "[" + name + "] = " + text +
+                                   " is not a count");
+      }
+      ask.count[static_cast<std::size_t>(r)] = *q;
+      found = true;
+    }
+    if (found) break;
+  }
+  return ask;
+}
+
+HandshakeError Refuse(std::string message) {
+  return HandshakeError{HandshakeError::Code::kFailedPrecondition, std::move(message)};
+}
+
+HandshakeError Unavailable(std::string message) {
+  return HandshakeError{HandshakeError::Code::kUnavailable, std::move(message)};
+}
+
+}  // namespace
+
+core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod) {
+  std::vector<ContainerAsk> out;
+  const json* spec = Child(pod, "spec");
+  if (spec == nullptr) return out;
+  if (const json* init = Child(*spec, "initContainers"); init != nullptr && init->is_array()) {
+    for (const json& c : *init) {
+      auto ask = AskOf(c, "init container " + StringAt(c, "name"));
+      if (!ask) return tl::unexpected(ask.error());
+      for (std::int64_t n : ask->count) {
+        if (n > 0) {
+          return core::MakeError(core::ErrorCode::kInvalidArgument,
+                                 "init container \"" + ask->name +
+                                     "\" asks for gpumux resources; only regular containers may");
+        }
+      }
+    }
+  }
+  const json* containers = Child(*spec, "containers");
+  if (containers == nullptr || !containers->is_array()) return out;
+  for (const json& c : *containers) {
+    auto ask = AskOf(c, "container " + StringAt(c, "name"));
+    if (!ask) return tl::unexpected(ask.error());
+    if (std::any_of(ask->count.begin(), ask->count.end(), [](std::int64_t n) { return n > 0; })) {
+      out.push_back(std::move(*ask));
+    }
+  }
+  return out;
+}
+
+std::string ServedKey(const std::string& container, Resource resource) {
+  std::string key = container;
+  key += '/';
+  key += ResourceName(resource);
+  return key;
+}
+
+struct Handshake::Holder {
+  std::string resource_version;
+  k8s::NodeLock lock;
+  std::vector<ContainerAsk> asks;
+  k8s::Grant grant;
+};
+
+Handshake::Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options)
+    : api_(&api), node_(std::move(node)), options_(options) {}
+
+HandshakeResult<Handshake::Holder> Handshake::ReadHolder() {
+  auto node = api_->Get("/api/v1/nodes/" + k8s::QueryEscape(node_));
+  if (!node) return tl::unexpected(Unavailable("reading node " + node_ + ": " + node.error().ToString()));
+  k8s::NodeLockView view = k8s::ReadNodeLock(*node);
+  if (!view.lock_error.empty()) {
+    return tl::unexpected(Refuse("node " + node_ + ": annotation gpumux.io/allocating is unreadable (" +
+                                 view.lock_error + ")"));
+  }
+  if (!view.lock) {
+    return tl::unexpected(Refuse(
+        "no pod holds the node lock gpumux.io/allocating on node " + node_ +
+        ", so gpumux cannot tell which pod this Allocate is for and will not guess (was the pod "
+        "bound by the gpumux scheduler extender? did its lock expire before the kubelet "
+        "admitted it?)"));
+  }
+  Holder h;
+  h.resource_version = std::move(view.resource_version);
+  h.lock = std::move(*view.lock);
+  const std::string key = h.lock.PodKey();
+  auto pod = api_->Get("/api/v1/namespaces/" + k8s::QueryEscape(h.lock.ns) + "/pods/" +
+                       k8s::QueryEscape(h.lock.name));
+  if (!pod) {
+    if (pod.error().http_status == 404) {
+      return tl::unexpected(Refuse("pod " + key + ", holder of the node lock on " + node_ +
+                                   ", does not exist any more"));
+    }
+    return tl::unexpected(Unavailable("reading pod " + key + ": " + pod.error().ToString()));
+  }
+  const json* metadata = Child(*pod, "metadata");
+  const std::string uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
+  if (uid != h.lock.uid) {
+    return tl::unexpected(Refuse("pod " + key + " has uid " + uid + ", but the node lock on " +
+                                 node_ + " was taken for uid " + h.lock.uid));
+  }
+  auto asks = ContainerAsks(*pod);
+  if (!asks) return tl::unexpected(Refuse("pod " + key + ": " + asks.error().message));
+  h.asks = std::move(*asks);
+  const json* annotations = metadata != nullptr ? Child(*metadata, "annotations") : nullptr;
+  const std::string grant_text =
+      annotations != nullptr ? StringAt(*annotations, std::string(k8s::kAnnotationGrant).c_str()) : "";
+  if (grant_text.empty()) {
+    return tl::unexpected(Refuse("pod " + key + " holds the node lock on " + node_ +
+                                 " but has no gpumux.io/grant annotation"));
+  }
+  auto grant = k8s::DecodeGrant(grant_text);
+  if (!grant) {
+    return tl::unexpected(Refuse("pod " + key + ": gpumux.io/grant is unreadable: " +
+                                 grant.error().message));
+  }
+  if (grant->node != node_) {
+    return tl::unexpected(Refuse("pod " + key + " was granted GPUs on node " + grant->node +
+                                 ", not on " + node_));
+  }
+  h.grant = std::move(*grant);
+  return h;
+}
+
+HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
+    Resource resource, const std::vector<std::int64_t>& counts) {
+  std::lock_guard lock(mu_);
+  const std::string resource_name(ResourceName(resource));
+  for (int attempt = 0; attempt < options_.attempts; ++attempt) {
+    auto holder = ReadHolder();
+    if (!holder) return tl::unexpected(holder.error());
+    const std::string key = holder->lock.PodKey();
+    std::vector<std::string> served = holder->lock.served;
+    auto is_served = [&](const std::string& k) {
+      return std::find(served.begin(), served.end(), k) != served.end();
+    };
+    std::vector<ServedContainer> out;
+    for (std::int64_t count : counts) {
+      const ContainerAsk* next = nullptr;
+      for (const ContainerAsk& a : holder->asks) {
+        if (a.count[static_cast<std::size_t>(resource)] > 0 && !is_served(ServedKey(a.name, resource))) {
+          next = &a;
+          break;
+        }
+      }
+      if (next == nullptr) {
+        return tl::unexpected(Refuse("pod " + key + " (holder of the node lock on " + node_ +
+                                     ") has no container left that asks for " + resource_name +
+                                     "; the kubelet asks for " + std::to_string(count) + " more"));
+      }
+      const std::int64_t wanted = next->count[static_cast<std::size_t>(resource)];
+      if (wanted != count) {
+        return tl::unexpected(Refuse(
+            "the kubelet asks for " + std::to_string(count) + " " + resource_name +
+            " devices, but container " + next->name + " of pod " + key +
+            " (holder of the node lock on " + node_ + ") asks for " + std::to_string(wanted)));
+      }
+      const k8s::ContainerGrant* g = nullptr;
+      for (const k8s::ContainerGrant& c : holder->grant.containers) {
+        if (c.name == next->name) g = &c;
+      }
+      if (g == nullptr) {
+        return tl::unexpected(Refuse("the grant of pod " + key + " has no entry for container " +
+                                     next->name));
+      }
+      served.push_back(ServedKey(next->name, resource));
+      out.push_back(ServedContainer{holder->lock.ns, holder->lock.name, holder->lock.uid,
+                                    holder->grant.policy, *g});
+    }
+    bool complete = true;
+    for (const ContainerAsk& a : holder->asks) {
+      for (Resource r : kAllResources) {
+        if (a.count[static_cast<std::size_t>(r)] > 0 && !is_served(ServedKey(a.name, r))) {
+          complete = false;
+        }
+      }
+    }
+    std::optional<k8s::NodeLock> next_lock;
+    if (!complete) {
+      next_lock = holder->lock;
+      next_lock->served = std::move(served);
+    }
+    auto replaced = k8s::ReplaceNodeLock(*api_, node_, holder->resource_version, next_lock);
+    if (replaced) return out;
+    if (replaced.error().http_status != 409) {
+      return tl::unexpected(Unavailable("recording the allocation in the node lock of " + node_ +
+                                        ": " + replaced.error().ToString()));
+    }
+  }
+  return tl::unexpected(Unavailable("the node lock on " + node_ + " kept changing (" +
+                                    std::to_string(options_.attempts) + " conflicts in a row)"));
+}
+
+std::vector<int> Handshake::Peek(Resource resource, std::int64_t count) {
+  std::lock_guard lock(mu_);
+  auto holder = ReadHolder();
+  if (!holder) return {};
+  for (const ContainerAsk& a : holder->asks) {
+    const std::int64_t n = a.count[static_cast<std::size_t>(resource)];
+    if (n <= 0) continue;
+    if (std::find(holder->lock.served.begin(), holder->lock.served.end(),
+                  ServedKey(a.name, resource)) != holder->lock.served.end()) {
+      continue;
+    }
+    if (n != count) return {};
+    for (const k8s::ContainerGrant& c : holder->grant.containers) {
+      if (c.name != a.name) continue;
+      std::vector<int> out;
+      for (const k8s::GrantedGpu& g : c.gpus) out.push_back(g.index);
+      return out;
+    }
+    return {};
+  }
+  return {};
+}
+
+}  // namespace gpumux::deviceplugin

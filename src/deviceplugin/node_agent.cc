@@ -1,0 +1,376 @@
+#include "gpumux/deviceplugin/node_agent.h"
+
+#include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumux/k8s/node_lock.h"
+#include "gpumux/k8s/objects.h"
+
+namespace gpumux::deviceplugin {
+namespace {
+
+using json = nlohmann::json;
+
+std::int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Prometheus metrics of one node agent.
+class Metrics {
+ public:
+  Metrics()
+      : registry_(std::make_shared<prometheus::Registry>()),
+        allocations_(prometheus::BuildCounter()
+                         .Name("gpumux_device_plugin_allocate_total")
+                         .Help("kubelet Allocate calls by resource and outcome (ok, refused)")
+                         .Register(*registry_)),
+        latency_(prometheus::BuildHistogram()
+                     .Name("gpumux_device_plugin_allocate_seconds")
+                     .Help("Time to answer a kubelet Allocate call, by resource")
+                     .Register(*registry_)),
+        gpus_(prometheus::BuildGauge()
+                  .Name("gpumux_device_plugin_gpus")
+                  .Help("GPUs of this node by health")
+                  .Register(*registry_)),
+        xids_(prometheus::BuildCounter()
+                  .Name("gpumux_device_plugin_xid_events_total")
+                  .Help("XID events reported by the driver, by class (application, transient, fatal)")
+                  .Register(*registry_)),
+        registrations_(prometheus::BuildGauge()
+                           .Name("gpumux_device_plugin_registrations")
+                           .Help("Successful registrations with the kubelet since start")
+                           .Register(*registry_)
+                           .Add({})),
+        published_(prometheus::BuildGauge()
+                       .Name("gpumux_device_plugin_inventory_published")
+                       .Help("1 when the node's gpumux.io/gpus annotation is up to date")
+                       .Register(*registry_)
+                       .Add({})) {}
+
+  void Allocate(Resource r, double seconds, bool ok) {
+    const std::string name(ResourceName(r));
+    allocations_.Add({{"resource", name}, {"outcome", ok ? "ok" : "refused"}}).Increment();
+    static const prometheus::Histogram::BucketBoundaries buckets{
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5};
+    latency_.Add({{"resource", name}}, buckets).Observe(seconds);
+  }
+  void Gpus(int healthy, int unhealthy) {
+    gpus_.Add({{"health", "Healthy"}}).Set(healthy);
+    gpus_.Add({{"health", "Unhealthy"}}).Set(unhealthy);
+  }
+  void Xid(gpu::XidClass c) { xids_.Add({{"class", std::string(gpu::XidClassName(c))}}).Increment(); }
+  void Registrations(std::int64_t n) { registrations_.Set(static_cast<double>(n)); }
+  void Published(bool yes) { published_.Set(yes ? 1 : 0); }
+  std::string Text() const {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, registry_->Collect());
+    return out.str();
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& allocations_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Family<prometheus::Gauge>& gpus_;
+  prometheus::Family<prometheus::Counter>& xids_;
+  prometheus::Gauge& registrations_;
+  prometheus::Gauge& published_;
+};
+
+}  // namespace
+
+std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::vector<bool>& healthy) {
+  json list = json::array();
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const bool ok = i < healthy.size() ? healthy[i] : true;
+    list.push_back({{"index", gpus[i].index},
+                    {"uuid", gpus[i].uuid},
+                    {"model", gpus[i].name},
+                    {"memory_mib", gpus[i].memory_total_mib},
+                    {"health", ok ? "Healthy" : "Unhealthy"}});
+  }
+  return list.dump();
+}
+
+struct NodeAgent::Impl {
+  NodeAgentOptions options;
+  std::unique_ptr<gpu::Backend> backend;
+  k8s::KubeApi* api = nullptr;
+  std::vector<gpu::Gpu> gpus;
+  std::unique_ptr<DevicePlugin> plugin;
+  gpu::HealthTracker tracker;
+  Metrics metrics;
+
+  mutable std::mutex mu;  // tracker, healthy, published
+  std::vector<bool> healthy;
+  bool published = false;
+  std::string publish_error = "not published yet";
+
+  std::jthread health_thread, xid_thread;
+  std::mutex sleep_mu;
+  std::condition_variable_any sleep_cv;
+
+  httplib::Server http;
+  std::thread http_thread;
+  int http_port = 0;
+  bool started = false;
+
+  explicit Impl(NodeAgentOptions o) : options(std::move(o)), tracker(options.health) {}
+
+  std::int64_t Now() const { return options.now_ms ? options.now_ms() : SystemNowMs(); }
+  void Log(const std::string& line) const {
+    if (options.plugin.log) options.plugin.log(line);
+  }
+  void Publish();
+  void Poll();
+  bool Ready(std::string* why) const;
+  void HealthLoop(std::stop_token stop);
+  void XidLoop(std::stop_token stop);
+  core::Result<void> StartHttp();
+};
+
+void NodeAgent::Impl::Publish() {
+  std::vector<bool> snapshot;
+  {
+    std::lock_guard lock(mu);
+    snapshot = healthy;
+  }
+  if (api == nullptr) return;
+  const json patch = {
+      {"metadata",
+       {{"annotations",
+         {{std::string(k8s::kAnnotationGpus), InventoryAnnotation(gpus, snapshot)},
+          {std::string(k8s::kAnnotationGpuMemUnit), std::to_string(options.plugin.gpu_mem_unit_mib)},
+          {std::string(k8s::kAnnotationHandshake), std::string(k8s::kHandshakeNodeLock)}}}}}};
+  auto patched = api->Patch("/api/v1/nodes/" + k8s::QueryEscape(options.plugin.node_name), patch,
+                            k8s::PatchType::kMerge);
+  std::lock_guard lock(mu);
+  const bool was = published;
+  published = patched.has_value() && snapshot == healthy;
+  publish_error = patched ? "" : patched.error().ToString();
+  metrics.Published(published);
+  if (!patched) {
+    Log("publishing the GPU inventory on node " + options.plugin.node_name +
+        " failed (retrying): " + publish_error);
+  } else if (!was) {
+    Log("published " + std::to_string(gpus.size()) + " GPUs in the annotations of node " +
+        options.plugin.node_name);
+  }
+}
+
+// One health round: the backend's snapshot into the tracker, then the verdicts to the plugin.
+void NodeAgent::Impl::Poll() {
+  auto listed = backend->List();
+  const std::int64_t now = Now();
+  std::vector<bool> next;
+  bool changed = false;
+  {
+    std::lock_guard lock(mu);
+    if (listed) {
+      tracker.OnSnapshot(*listed, now);
+    } else {
+      Log("listing GPUs failed: " + listed.error().message);
+    }
+    for (const std::string& uuid : tracker.TakeChanges(now)) {
+      const gpu::GpuHealth h = tracker.Of(uuid, now);
+      Log("GPU " + uuid + " is " + std::string(gpu::HealthName(h.health)) +
+          (h.reason.empty() ? "" : ": " + h.reason));
+    }
+    int bad = 0;
+    for (const gpu::Gpu& g : gpus) {
+      const bool ok = tracker.Of(g.uuid, now).health == gpu::Health::kHealthy;
+      next.push_back(ok);
+      bad += ok ? 0 : 1;
+    }
+    metrics.Gpus(static_cast<int>(gpus.size()) - bad, bad);
+    changed = next != healthy;
+    healthy = next;
+    if (changed) published = false;
+    metrics.Registrations(plugin->stats().registrations);
+  }
+  plugin->SetHealth(next);
+  bool need_publish = false;
+  {
+    std::lock_guard lock(mu);
+    need_publish = !published;
+  }
+  if (need_publish) Publish();
+}
+
+void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::unique_lock lock(sleep_mu);
+    sleep_cv.wait_for(lock, stop, options.health_interval, [] { return false; });
+    lock.unlock();
+    if (stop.stop_requested()) return;
+    Poll();
+  }
+}
+
+void NodeAgent::Impl::XidLoop(std::stop_token stop) {
+  const auto step = std::min<std::chrono::milliseconds>(options.health_interval,
+                                                        std::chrono::milliseconds(500));
+  while (!stop.stop_requested()) {
+    auto events = backend->WaitXid(step);
+    if (!events || events->empty()) continue;
+    {
+      std::lock_guard lock(mu);
+      const std::int64_t now = Now();
+      for (const gpu::XidEvent& e : *events) {
+        const gpu::XidClass c = gpu::ClassifyXid(e.xid);
+        metrics.Xid(c);
+        Log("XID " + std::to_string(e.xid) + " (" + std::string(gpu::XidClassName(c)) + ") on " +
+            (e.uuid.empty() ? std::string("an unnamed GPU") : e.uuid));
+        tracker.OnXid(e, now);
+      }
+    }
+    sleep_cv.notify_all();  // judge health now rather than at the next interval
+  }
+}
+
+core::Result<void> NodeAgent::Impl::StartHttp() {
+  if (options.metrics_port < 0) return {};
+  http.set_keep_alive_max_count(1);  // probes and scrapes: no idle connections to wait for
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    std::string why;
+    const bool ok = Ready(&why);
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? "ready\n" : why + "\n", "text/plain");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Text(), "text/plain; version=0.0.4");
+  });
+  errno = 0;
+  bool bound = false;
+  if (options.metrics_port == 0) {
+    http_port = http.bind_to_any_port(options.metrics_host);
+    bound = http_port > 0;
+  } else {
+    http_port = options.metrics_port;
+    bound = http.bind_to_port(options.metrics_host, options.metrics_port);
+  }
+  if (!bound) {
+    const int error = errno;
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           "cannot listen on " + options.metrics_host + ":" +
+                               std::to_string(options.metrics_port) +
+                               (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+  }
+  http_thread = std::thread([this] { http.listen_after_bind(); });
+  while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return {};
+}
+
+NodeAgent::NodeAgent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+NodeAgent::~NodeAgent() { Stop(); }
+
+core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options,
+                                                           std::unique_ptr<gpu::Backend> backend,
+                                                           k8s::KubeApi* api) {
+  if (options.health_interval.count() <= 0) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "the health interval must be positive");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  impl->backend = std::move(backend);
+  impl->api = api;
+  auto listed = impl->backend->List();
+  if (!listed) return tl::unexpected(listed.error());
+  impl->gpus = std::move(*listed);
+  const std::int64_t now = impl->Now();
+  impl->tracker.OnSnapshot(impl->gpus, now);
+  (void)impl->tracker.TakeChanges(now);
+  std::vector<GpuSlot> slots;
+  for (const gpu::Gpu& g : impl->gpus) {
+    const bool ok = impl->tracker.Of(g.uuid, now).health == gpu::Health::kHealthy;
+    impl->healthy.push_back(ok);
+    slots.push_back(GpuSlot{g.index, g.uuid, g.memory_total_mib, g.minor, ok});
+  }
+  auto plugin = DevicePlugin::Create(impl->options.plugin, std::move(slots), api);
+  if (!plugin) return tl::unexpected(plugin.error());
+  impl->plugin = std::move(*plugin);
+  Impl* raw = impl.get();
+  impl->plugin->set_allocate_observer(
+      [raw](Resource r, double seconds, bool ok) { raw->metrics.Allocate(r, seconds, ok); });
+  return std::unique_ptr<NodeAgent>(new NodeAgent(std::move(impl)));
+}
+
+core::Result<void> NodeAgent::Start() {
+  Impl& m = *impl_;
+  if (m.started) return core::MakeError(core::ErrorCode::kFailedPrecondition, "started before");
+  m.Publish();
+  if (auto http = m.StartHttp(); !http) return http;
+  if (auto started = m.plugin->Start(); !started) {
+    m.http.stop();
+    if (m.http_thread.joinable()) m.http_thread.join();
+    return started;
+  }
+  m.started = true;
+  m.health_thread = std::jthread([&m](std::stop_token stop) { m.HealthLoop(stop); });
+  m.xid_thread = std::jthread([&m](std::stop_token stop) { m.XidLoop(stop); });
+  return {};
+}
+
+void NodeAgent::Stop() {
+  Impl& m = *impl_;
+  if (!m.started) return;
+  m.started = false;
+  m.health_thread.request_stop();
+  m.xid_thread.request_stop();
+  m.sleep_cv.notify_all();
+  if (m.health_thread.joinable()) m.health_thread.join();
+  if (m.xid_thread.joinable()) m.xid_thread.join();
+  m.plugin->Stop();
+  if (m.http_thread.joinable()) {
+    m.http.stop();
+    m.http_thread.join();
+  }
+}
+
+bool NodeAgent::Impl::Ready(std::string* why) const {
+  {
+    std::lock_guard lock(mu);
+    if (api != nullptr && !published) {
+      if (why != nullptr) *why = "GPU inventory not published on the node yet: " + publish_error;
+      return false;
+    }
+  }
+  if (!plugin->registered()) {
+    if (why != nullptr) *why = "not registered with the kubelet yet";
+    return false;
+  }
+  return true;
+}
+
+bool NodeAgent::ready(std::string* why) const { return impl_->Ready(why); }
+int NodeAgent::metrics_port() const { return impl_->http_port; }
+DevicePlugin& NodeAgent::plugin() { return *impl_->plugin; }
+const std::vector<gpu::Gpu>& NodeAgent::gpus() const { return impl_->gpus; }
+
+}  // namespace gpumux::deviceplugin

@@ -1,0 +1,495 @@
+#include "gpumux/deviceplugin/plugin.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include <grpcpp/grpcpp.h>
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+namespace gpumux::deviceplugin {
+namespace {
+
+namespace pb = ::v1beta1;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kVersion = "v1beta1";
+
+// The inode of a path, 0 when it does not exist (sockets are replaced, not rewritten).
+ino_t InodeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+grpc::Status ToStatus(const HandshakeError& e) {
+  switch (e.code) {
+    case HandshakeError::Code::kInvalidArgument:
+      return {grpc::StatusCode::INVALID_ARGUMENT, e.message};
+    case HandshakeError::Code::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, e.message};
+    case HandshakeError::Code::kFailedPrecondition: break;
+  }
+  return {grpc::StatusCode::FAILED_PRECONDITION, e.message};
+}
+
+}  // namespace
+
+struct DevicePlugin::Impl {
+  class Service;
+  // One resource's server. Heap-allocated: services point at it.
+  struct Server {
+    Resource resource = Resource::kGpu;
+    std::string socket;
+    std::unique_ptr<Service> service;
+    std::unique_ptr<grpc::Server> server;
+    std::atomic<bool> stopping{false};
+    ino_t inode = 0;
+    bool registered = false;  // with the kubelet whose socket has inode kubelet_inode
+  };
+
+  PluginOptions options;
+  k8s::KubeApi* api = nullptr;
+  std::unique_ptr<Handshake> handshake;
+  std::vector<NodeGpu> node_gpus;
+
+  mutable std::mutex mu;  // tables, generation, stats, registration flags
+  std::condition_variable cv;
+  std::vector<DeviceTable> tables;  // indexed by Resource
+  std::vector<bool> healthy;
+  std::uint64_t generation = 1;
+  bool stopping = false;
+  PluginStats stats;
+  AllocateObserver observer;
+  ino_t kubelet_inode = 0;
+
+  std::vector<std::unique_ptr<Server>> servers;
+  std::jthread watcher;
+  std::mutex watcher_mu;  // the watcher's sleep
+  std::condition_variable_any watcher_cv;
+
+  void Log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+  std::string KubeletSocket() const { return options.kubelet_dir + "/kubelet.sock"; }
+  const DeviceTable& Table(Resource r) const { return tables[static_cast<std::size_t>(r)]; }
+
+  core::Result<void> StartServer(Server& s);
+  void StopServer(Server& s);
+  bool Register(Server& s);
+  void WatchKubelet(std::stop_token stop);
+
+  grpc::Status ListAndWatch(Server& s, grpc::ServerContext* ctx,
+                            grpc::ServerWriter<pb::ListAndWatchResponse>* writer);
+  grpc::Status Allocate(Resource r, const pb::AllocateRequest& req, pb::AllocateResponse* resp);
+  grpc::Status Preferred(Resource r, const pb::PreferredAllocationRequest& req,
+                         pb::PreferredAllocationResponse* resp);
+};
+
+class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
+ public:
+  Service(Impl& impl, Server& server) : impl_(&impl), server_(&server) {}
+
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const pb::Empty*,
+                                      pb::DevicePluginOptions* out) override {
+    out->set_pre_start_required(false);
+    out->set_get_preferred_allocation_available(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListAndWatch(grpc::ServerContext* ctx, const pb::Empty*,
+                            grpc::ServerWriter<pb::ListAndWatchResponse>* writer) override {
+    return impl_->ListAndWatch(*server_, ctx, writer);
+  }
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
+                                      const pb::PreferredAllocationRequest* req,
+                                      pb::PreferredAllocationResponse* resp) override {
+    return impl_->Preferred(server_->resource, *req, resp);
+  }
+  grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
+                        pb::AllocateResponse* resp) override {
+    const auto start = Clock::now();
+    grpc::Status status = impl_->Allocate(server_->resource, *req, resp);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    AllocateObserver observer;
+    {
+      std::lock_guard lock(impl_->mu);
+      if (status.ok()) {
+        impl_->stats.allocations += req->container_requests_size();
+      } else {
+        ++impl_->stats.allocate_failures;
+      }
+      observer = impl_->observer;
+    }
+    if (!status.ok()) {
+      impl_->Log("Allocate " + std::string(ResourceName(server_->resource)) + " refused: " +
+                 status.error_message());
+    }
+    if (observer) observer(server_->resource, seconds, status.ok());
+    return status;
+  }
+  grpc::Status PreStartContainer(grpc::ServerContext*, const pb::PreStartContainerRequest*,
+                                 pb::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  Impl* impl_;
+  Server* server_;
+};
+
+grpc::Status DevicePlugin::Impl::ListAndWatch(
+    Server& s, grpc::ServerContext* ctx, grpc::ServerWriter<pb::ListAndWatchResponse>* writer) {
+  std::uint64_t sent = 0;
+  while (true) {
+    pb::ListAndWatchResponse response;
+    {
+      std::unique_lock lock(mu);
+      // Wake now and then to notice a client that went away.
+      cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return stopping || s.stopping.load() || generation != sent;
+      });
+      if (stopping || s.stopping.load()) return grpc::Status::OK;
+      if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+      if (generation == sent) continue;
+      sent = generation;
+      const DeviceTable& table = Table(s.resource);
+      response.mutable_devices()->Reserve(static_cast<int>(table.devices().size()));
+      for (const Device& d : table.devices()) {
+        pb::Device* out = response.add_devices();
+        out->set_id(d.id);
+        out->set_health(d.healthy ? "Healthy" : "Unhealthy");
+      }
+    }
+    if (!writer->Write(response)) return grpc::Status::OK;  // the kubelet went away
+    std::lock_guard lock(mu);
+    ++stats.list_and_watch_updates;
+  }
+}
+
+grpc::Status DevicePlugin::Impl::Allocate(Resource r, const pb::AllocateRequest& req,
+                                          pb::AllocateResponse* resp) {
+  const std::string name(ResourceName(r));
+  if (req.container_requests_size() == 0) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "Allocate for " + name + " names no container"};
+  }
+  std::vector<std::int64_t> counts;
+  {
+    std::lock_guard lock(mu);
+    const DeviceTable& table = Table(r);
+    for (const pb::ContainerAllocateRequest& c : req.container_requests()) {
+      if (c.devices_ids_size() == 0) {
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "Allocate for " + name + " has a container with no device IDs"};
+      }
+      std::unordered_set<std::string_view> seen;
+      for (const std::string& id : c.devices_ids()) {
+        if (table.Find(id) == nullptr) {
+          return {grpc::StatusCode::INVALID_ARGUMENT,
+                  "unknown device ID '" + id + "' for " + name + " on node " + options.node_name +
+                      " (this plugin lists " + std::to_string(table.devices().size()) +
+                      " devices, e.g. '" +
+                      (table.devices().empty() ? std::string() : table.devices().front().id) + "')"};
+        }
+        if (!seen.insert(id).second) {
+          return {grpc::StatusCode::INVALID_ARGUMENT,
+                  "device ID '" + id + "' appears twice in one container request"};
+        }
+      }
+      counts.push_back(c.devices_ids_size());
+    }
+  }
+  if (handshake == nullptr) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "gpumux device plugin runs without an API server, so it cannot tell which pod this "
+            "Allocate is for and will not guess"};
+  }
+  auto served = handshake->Claim(r, counts);
+  if (!served) return ToStatus(served.error());
+  for (const ServedContainer& c : *served) {
+    GrantContext context{c.pod_ns, c.pod_name, c.pod_uid, options.node_name, c.policy};
+    auto env = BuildContainerEnv(c.grant, context, node_gpus, options.inject);
+    if (!env) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name + ": " +
+                  env.error().message};
+    }
+    pb::ContainerAllocateResponse* out = resp->add_container_responses();
+    for (const auto& [k, v] : env->envs) (*out->mutable_envs())[k] = v;
+    for (const MountSpec& m : env->mounts) {
+      pb::Mount* mount = out->add_mounts();
+      mount->set_host_path(m.host_path);
+      mount->set_container_path(m.container_path);
+      mount->set_read_only(m.read_only);
+    }
+    for (const DeviceNodeSpec& d : env->devices) {
+      pb::DeviceSpec* dev = out->add_devices();
+      dev->set_host_path(d.host_path);
+      dev->set_container_path(d.container_path);
+      dev->set_permissions(d.permissions);
+    }
+    for (const std::string& cdi : env->cdi_devices) out->add_cdi_devices()->set_name(cdi);
+    (*out->mutable_annotations())["gpumux.io/pod"] = c.pod_ns + "/" + c.pod_name;
+  }
+  Log("Allocate " + name + ": served pod " + served->front().pod_ns + "/" +
+      served->front().pod_name + " container " + served->front().grant.name);
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePlugin::Impl::Preferred(Resource r, const pb::PreferredAllocationRequest& req,
+                                           pb::PreferredAllocationResponse* resp) {
+  for (const pb::ContainerPreferredAllocationRequest& c : req.container_requests()) {
+    const auto size = static_cast<std::size_t>(std::max(0, c.allocation_size()));
+    std::vector<int> granted;
+    if (handshake != nullptr) granted = handshake->Peek(r, c.allocation_size());
+    std::vector<std::string> chosen;
+    std::unordered_set<std::string> taken;
+    for (const std::string& id : c.must_include_deviceids()) {
+      if (taken.insert(id).second) chosen.push_back(id);
+    }
+    {
+      std::lock_guard lock(mu);
+      const DeviceTable& table = Table(r);
+      auto pick = [&](bool granted_only) {
+        for (const std::string& id : c.available_deviceids()) {
+          if (chosen.size() >= size) return;
+          const Device* d = table.Find(id);
+          if (d == nullptr || taken.contains(id)) continue;
+          const int index = node_gpus[static_cast<std::size_t>(d->gpu)].index;
+          const bool is_granted =
+              std::find(granted.begin(), granted.end(), index) != granted.end();
+          if (granted_only && !is_granted) continue;
+          taken.insert(id);
+          chosen.push_back(id);
+        }
+      };
+      pick(true);
+      pick(false);
+    }
+    pb::ContainerPreferredAllocationResponse* out = resp->add_container_responses();
+    for (const std::string& id : chosen) out->add_deviceids(id);
+  }
+  return grpc::Status::OK;
+}
+
+core::Result<void> DevicePlugin::Impl::StartServer(Server& s) {
+  std::error_code ec;
+  std::filesystem::remove(s.socket, ec);  // a stale socket from an earlier run
+  s.stopping = false;
+  s.service = std::make_unique<Service>(*this, s);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("unix:" + s.socket, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s.service.get());
+  s.server = builder.BuildAndStart();
+  if (s.server == nullptr) {
+    return core::MakeError(core::ErrorCode::kIo,
+                           s.socket + ": cannot serve the device plugin for " +
+                               std::string(ResourceName(s.resource)) +
+                               " (does the folder exist and is it writable?)");
+  }
+  s.inode = InodeOf(s.socket);
+  return {};
+}
+
+void DevicePlugin::Impl::StopServer(Server& s) {
+  if (s.server == nullptr) return;
+  s.stopping = true;
+  cv.notify_all();
+  s.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  s.server->Wait();
+  s.server.reset();
+  s.service.reset();
+}
+
+bool DevicePlugin::Impl::Register(Server& s) {
+  auto channel = grpc::CreateChannel("unix:" + KubeletSocket(), grpc::InsecureChannelCredentials());
+  auto stub = pb::Registration::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options.register_timeout);
+  pb::RegisterRequest request;
+  request.set_version(std::string(kVersion));
+  request.set_endpoint(std::filesystem::path(s.socket).filename().string());
+  request.set_resource_name(std::string(ResourceName(s.resource)));
+  request.mutable_options()->set_pre_start_required(false);
+  request.mutable_options()->set_get_preferred_allocation_available(true);
+  pb::Empty empty;
+  const grpc::Status status = stub->Register(&ctx, request, &empty);
+  std::lock_guard lock(mu);
+  if (!status.ok()) {
+    ++stats.register_failures;
+    Log("registering " + std::string(ResourceName(s.resource)) + " with the kubelet at " +
+        KubeletSocket() + " failed: " + status.error_message());
+    return false;
+  }
+  ++stats.registrations;
+  s.registered = true;
+  Log("registered " + std::string(ResourceName(s.resource)) + " (" +
+      std::to_string(Table(s.resource).devices().size()) + " devices) with the kubelet");
+  return true;
+}
+
+void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    const ino_t kubelet = InodeOf(KubeletSocket());
+    bool kubelet_changed = false;
+    {
+      std::lock_guard lock(mu);
+      if (kubelet != kubelet_inode) {
+        kubelet_changed = kubelet_inode != 0 || kubelet == 0;
+        kubelet_inode = kubelet;
+        for (auto& s : servers) s->registered = false;
+      }
+    }
+    if (kubelet_changed) {
+      Log(kubelet == 0 ? "the kubelet's socket " + KubeletSocket() + " is gone"
+                       : "the kubelet restarted (new " + KubeletSocket() + ")");
+    }
+    for (auto& s : servers) {
+      if (stop.stop_requested()) return;
+      if (InodeOf(s->socket) != s->inode) {
+        // The kubelet removes the folder's sockets when it starts: serve again.
+        Log(s->socket + " was removed: restarting the server for " +
+            std::string(ResourceName(s->resource)));
+        StopServer(*s);
+        auto started = StartServer(*s);
+        std::lock_guard lock(mu);
+        s->registered = false;
+        ++stats.server_restarts;
+        if (!started) Log(started.error().message);
+      }
+      bool needs = false;
+      {
+        std::lock_guard lock(mu);
+        needs = !s->registered && kubelet_inode != 0 && s->server != nullptr;
+      }
+      if (needs) Register(*s);
+    }
+    std::unique_lock lock(watcher_mu);
+    watcher_cv.wait_for(lock, stop, options.kubelet_poll, [] { return false; });
+  }
+}
+
+DevicePlugin::DevicePlugin(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DevicePlugin::~DevicePlugin() { Stop(); }
+
+core::Result<std::unique_ptr<DevicePlugin>> DevicePlugin::Create(PluginOptions options,
+                                                                 std::vector<GpuSlot> gpus,
+                                                                 k8s::KubeApi* api) {
+  if (options.node_name.empty()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "the node name is empty");
+  }
+  if (options.resources.empty()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "no resource to serve");
+  }
+  auto impl = std::make_unique<Impl>();
+  for (Resource r : kAllResources) {
+    auto table = DeviceTable::Build(r, gpus, options.gpu_mem_unit_mib);
+    if (!table) return tl::unexpected(table.error());
+    impl->tables.push_back(std::move(*table));
+  }
+  for (const GpuSlot& g : gpus) {
+    impl->node_gpus.push_back(NodeGpu{g.index, g.uuid, g.minor});
+    impl->healthy.push_back(g.healthy);
+  }
+  impl->api = api;
+  if (api != nullptr) impl->handshake = std::make_unique<Handshake>(*api, options.node_name, options.handshake);
+  std::unordered_set<int> seen;
+  for (Resource r : options.resources) {
+    if (!seen.insert(static_cast<int>(r)).second) continue;
+    auto s = std::make_unique<Impl::Server>();
+    s->resource = r;
+    s->socket = options.kubelet_dir + "/" + options.socket_prefix + "-" + std::string(ShortName(r)) + ".sock";
+    if (s->socket.size() >= 108) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             s->socket + ": a unix socket path must be shorter than 108 bytes");
+    }
+    impl->servers.push_back(std::move(s));
+  }
+  impl->options = std::move(options);
+  return std::unique_ptr<DevicePlugin>(new DevicePlugin(std::move(impl)));
+}
+
+core::Result<void> DevicePlugin::Start() {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(impl_->options.kubelet_dir, ec)) {
+    return core::MakeError(core::ErrorCode::kNotFound,
+                           impl_->options.kubelet_dir +
+                               ": the kubelet's device-plugin folder does not exist");
+  }
+  for (auto& s : impl_->servers) {
+    auto started = impl_->StartServer(*s);
+    if (!started) {
+      Stop();
+      return started;
+    }
+  }
+  impl_->watcher = std::jthread([this](std::stop_token stop) { impl_->WatchKubelet(stop); });
+  return {};
+}
+
+void DevicePlugin::Stop() {
+  if (impl_->watcher.joinable()) {
+    impl_->watcher.request_stop();
+    impl_->watcher_cv.notify_all();
+    impl_->watcher.join();
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  for (auto& s : impl_->servers) {
+    impl_->StopServer(*s);
+    std::error_code ec;
+    std::filesystem::remove(s->socket, ec);
+  }
+  std::lock_guard lock(impl_->mu);
+  impl_->stopping = false;  // Start may be called again
+}
+
+bool DevicePlugin::SetHealth(const std::vector<bool>& healthy) {
+  std::lock_guard lock(impl_->mu);
+  bool changed = false;
+  for (std::size_t g = 0; g < healthy.size() && g < impl_->healthy.size(); ++g) {
+    if (impl_->healthy[g] == healthy[g]) continue;
+    impl_->healthy[g] = healthy[g];
+    for (DeviceTable& t : impl_->tables) t.SetHealth(static_cast<int>(g), healthy[g]);
+    changed = true;
+  }
+  if (changed) {
+    ++impl_->generation;
+    impl_->cv.notify_all();
+  }
+  return changed;
+}
+
+bool DevicePlugin::registered() const {
+  std::lock_guard lock(impl_->mu);
+  return std::all_of(impl_->servers.begin(), impl_->servers.end(),
+                     [](const auto& s) { return s->registered; });
+}
+
+PluginStats DevicePlugin::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+void DevicePlugin::set_allocate_observer(AllocateObserver observer) {
+  std::lock_guard lock(impl_->mu);
+  impl_->observer = std::move(observer);
+}
+
+std::string DevicePlugin::SocketPath(Resource resource) const {
+  for (const auto& s : impl_->servers) {
+    if (s->resource == resource) return s->socket;
+  }
+  return {};
+}
+
+}  // namespace gpumux::deviceplugin

@@ -1,0 +1,257 @@
+// The node agent (what `gpumux device-plugin` runs) with the fake GPU backend: the inventory
+// published on the node, health from the backend's file and from XID events reaching the
+// kubelet and the annotation, /readyz and /metrics; and the `gpumux device-plugin` binary.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "gpumux/deviceplugin/node_agent.h"
+#include "gpumux/k8s/node_lock.h"
+#include "gpumux/k8s/objects.h"
+#include "tests/k8s/k8s_fixtures.h"
+#include "tests/testing/fake_apiserver.h"
+#include "tests/testing/fake_kubelet.h"
+#include "tests/testing/process.h"
+
+namespace gpumux::deviceplugin {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A fake backend file, rewritten atomically (rename) as the backend asks.
+class GpuFile {
+ public:
+  GpuFile() {
+    std::string name = "gpumux-gpus-";
+    name += std::to_string(::getpid());
+    name += '-';
+    name += std::to_string(counter_++);
+    path_ = std::filesystem::temp_directory_path() / (name + ".csv");
+    Write({"healthy", "healthy"}, {"", ""});
+  }
+  ~GpuFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  void Write(const std::vector<std::string>& health, const std::vector<std::string>& xids) {
+    const auto tmp = path_.string() + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << "index,uuid,model,memory_mib,minor,health,xids\n";
+      for (std::size_t i = 0; i < health.size(); ++i) {
+        out << i << ",GPU-n1-" << i << ",NVIDIA A100-SXM4-40GB,40960," << i << "," << health[i]
+            << "," << xids[i] << "\n";
+      }
+    }
+    std::filesystem::rename(tmp, path_);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+json Annotations(const test::FakeApiServer& server) {
+  return (*server.GetNode("n1"))["metadata"]["annotations"];
+}
+
+template <typename F>
+bool Eventually(F predicate, std::chrono::milliseconds timeout = 10s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return predicate();
+}
+
+TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
+  GpuFile file;
+  test::FakeApiServer server;
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.health.transient_recovery_ms = 60'000;
+  options.metrics_port = 0;
+  auto backend = gpu::OpenFake(file.path());
+  ASSERT_TRUE(backend.has_value()) << backend.error().message;
+  auto agent = NodeAgent::Create(options, std::move(*backend), api.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().message;
+  ASSERT_TRUE((*agent)->Start().has_value());
+  ASSERT_TRUE(kubelet.WaitRegistrations(3, 10s));
+
+  // The inventory, the unit and the handshake are on the node.
+  json a = Annotations(server);
+  EXPECT_EQ(a[std::string(k8s::kAnnotationHandshake)], "node-lock/v1");
+  EXPECT_EQ(a[std::string(k8s::kAnnotationGpuMemUnit)], "1024");
+  json gpus = json::parse(a[std::string(k8s::kAnnotationGpus)].get<std::string>());
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[1]["uuid"], "GPU-n1-1");
+  EXPECT_EQ(gpus[1]["model"], "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(gpus[1]["memory_mib"], 40960);
+  EXPECT_EQ(gpus[1]["health"], "Healthy");
+  // What the extender reads back from it.
+  auto decoded = k8s::DecodeNode(*server.GetNode("n1"), {});
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->spec.gpus.size(), 2u);
+
+  httplib::Client http("127.0.0.1", (*agent)->metrics_port());
+  EXPECT_TRUE(Eventually([&] {
+    auto r = http.Get("/readyz");
+    return r && r->status == 200;
+  }));
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+
+  // The backend says GPU 1 is unhealthy: the kubelet and the annotation learn it.
+  file.Write({"healthy", "unhealthy"}, {"", ""});
+  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
+                                  [](const auto& d) { return d.size() == 2 && d[1].health == "Unhealthy"; },
+                                  10s));
+  EXPECT_TRUE(Eventually([&] {
+    json g = json::parse(Annotations(server)[std::string(k8s::kAnnotationGpus)].get<std::string>());
+    return g[1]["health"] == "Unhealthy";
+  }));
+  // An application XID (13) changes nothing; a fatal one (79) takes GPU 0 out for good.
+  file.Write({"healthy", "healthy"}, {"13", ""});
+  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
+                                  [](const auto& d) { return d[1].health == "Healthy"; }, 10s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(kubelet.Devices("gpumux.io/gpu")[0].health, "Healthy");
+  file.Write({"healthy", "healthy"}, {"13;79", ""});
+  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
+                                  [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu-mem",
+                                  [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
+
+  const std::string metrics = http.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("gpumux_device_plugin_gpus{health=\"Unhealthy\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gpumux_device_plugin_xid_events_total{class=\"fatal\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("gpumux_device_plugin_xid_events_total{class=\"application\"}"),
+            std::string::npos);
+  (*agent)->Stop();
+  EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
+}
+
+TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
+  GpuFile file;
+  test::FakeApiServer server;  // no node n1: every publish fails with 404
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.metrics_port = 0;
+  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+  ASSERT_TRUE(agent.has_value());
+  ASSERT_TRUE((*agent)->Start().has_value());
+  ASSERT_TRUE(kubelet.WaitRegistrations(3, 10s));
+  std::string why;
+  EXPECT_FALSE((*agent)->ready(&why));
+  EXPECT_NE(why.find("not published"), std::string::npos) << why;
+  EXPECT_NE(why.find("404"), std::string::npos) << why;
+  // The node appears: the next health round publishes.
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  EXPECT_TRUE(Eventually([&] { return (*agent)->ready(); }));
+}
+
+// --- the binary ---
+
+TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
+  GpuFile file;
+  test::FakeKubelet kubelet;
+  const auto scratch = kubelet.dir();
+  test::ProcessSpec spec;
+  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n1", "--backend", "fake",
+               "--gpus-file", file.path(), "--kubelet-dir", kubelet.dir().string(), "--offline",
+               "--metrics-address", "127.0.0.1:0", "--resources", "gpu,gpu-milli"};
+  spec.stderr_path = (scratch / "plugin.err").string();
+  const pid_t pid = test::StartProcess(spec);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(kubelet.WaitRegistrations(2, 20s));
+  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu-milli", [](const auto& d) { return d.size() == 2000; }, 20s));
+  EXPECT_TRUE(kubelet.Devices("gpumux.io/gpu-mem").empty());  // not served
+  // Offline, Allocate is refused: the pod cannot be identified.
+  v1beta1::AllocateResponse response;
+  EXPECT_EQ(kubelet.Allocate("gpumux.io/gpu", {{"GPU-n1-0"}}, &response).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  ::kill(pid, SIGTERM);
+  const test::ProcessExit exit = test::WaitProcess(pid);
+  EXPECT_TRUE(exit.Exited(0)) << test::ReadFileText(scratch / "plugin.err");
+  const std::string log = test::ReadFileText(scratch / "plugin.err");
+  EXPECT_NE(log.find("serving 2 GPUs of node n1 as gpumux.io/gpu, gpumux.io/gpu-milli"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("received SIGTERM"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
+}
+
+TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
+  GpuFile file;
+  const auto scratch = std::filesystem::temp_directory_path();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--backend", "fake", "--gpus-file", file.path(), "--offline"}, "the node name is unknown"},
+      {{"--node-name", "n", "--backend", "fake", "--offline"}, "--backend fake needs --gpus-file"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path()},
+       "give exactly one of --kubeconfig, --in-cluster and --offline"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--resources", "gpu,nvidia.com/gpu"},
+       "unknown resource 'nvidia.com/gpu'"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--metrics-address", "9402"},
+       "--metrics-address must be HOST:PORT"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--gpu-mem-unit-mib", "0"},
+       "--gpu-mem-unit-mib must be 1..1048576"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--ignore-xids", "13,x"},
+       "'x' is not an XID number"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--mount", "/usr/lib"},
+       "--mount needs --inject-devices"},
+  };
+  int i = 0;
+  for (const auto& [args, message] : cases) {
+    test::ProcessSpec spec;
+    spec.argv = {GPUMUX_BINARY, "device-plugin"};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.unset_env = {"NODE_NAME"};
+    std::string tag = "dp-usage-";
+    tag += std::to_string(i++);
+    const auto run = test::RunCaptured(spec, scratch, tag);
+    EXPECT_TRUE(run.exit.Exited(2)) << message << ": " << run.err;
+    EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+  }
+  // A missing GPU file is a runtime error naming it.
+  test::ProcessSpec spec;
+  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
+               "--gpus-file", "/nonexistent/gpus.csv", "--offline", "--kubelet-dir", "/tmp"};
+  const auto run = test::RunCaptured(spec, scratch, "dp-missing");
+  EXPECT_TRUE(run.exit.Exited(1)) << run.err;
+  EXPECT_NE(run.err.find("/nonexistent/gpus.csv"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace gpumux::deviceplugin
