@@ -40,6 +40,7 @@ bench:
 	./$(BUILD)/bench/gpumux_bench
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
+	./$(BUILD)/bench/gpumux_device_plugin_bench --iterations 1000
 
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON

@@ -3,11 +3,12 @@
 // conditional PATCH of the node), with the fake GPU backend's inventory. Prints percentiles
 // per kind of call; a plain program (not Google Benchmark) so that it reports tails.
 //
-//   gpumux_device_plugin_bench [--iterations 2000] [--gpus 8] [--api-latency-ms 0]
+//   gpumux_device_plugin_bench [--iterations 2000] [--gpus 8] [--api-latency-ms 0] [--settle-ms 5]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -93,10 +94,15 @@ void Report(const char* what, std::vector<double> ms) {
 
 int main(int argc, char** argv) {
   CLI::App app{"gpumux device plugin: Allocate latency through the node-lock handshake"};
-  int iterations = 2000, gpus = 8, api_latency_ms = 0;
+  int iterations = 2000, gpus = 8, api_latency_ms = 0, settle_ms = 5;
   app.add_option("--iterations", iterations, "Pods per kind")->capture_default_str();
   app.add_option("--gpus", gpus, "GPUs on the node")->capture_default_str();
   app.add_option("--api-latency-ms", api_latency_ms, "Added to every API server answer")
+      ->capture_default_str();
+  app.add_option("--settle-ms", settle_ms,
+                 "Wait between the extender's lock and the kubelet's Allocate (the kubelet "
+                 "learns of the bound pod through its own watch; 0 = at once, every read misses "
+                 "the plugin's watch cache)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (iterations < 1 || gpus < 1 || gpus > 64) {
@@ -163,6 +169,7 @@ int main(int argc, char** argv) {
     const json pod = Pod(name, i % gpus, false);
     server.AddPod(pod);
     TakeLock(server, pod);
+    std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
     timed("gpumux.io/gpu", {gpu_ids[static_cast<std::size_t>(i % gpus)]}, whole);
     server.DeletePod("default", name);
   }
@@ -172,12 +179,14 @@ int main(int argc, char** argv) {
     const json pod = Pod(name, i % gpus, true);
     server.AddPod(pod);
     TakeLock(server, pod);
+    std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
     timed("gpumux.io/gpu-mem", mem8, shared_first);
     timed("gpumux.io/gpu-milli", milli250, shared_last);
     server.DeletePod("default", name);
   }
   std::printf("Allocate through gRPC (unix socket) + node lock (in-test API server on loopback, "
-              "+%d ms per answer); %d GPUs; ms\n", api_latency_ms, gpus);
+              "+%d ms per answer, %d ms from lock to Allocate); %d GPUs; ms\n", api_latency_ms,
+              settle_ms, gpus);
   std::printf("%-44s %7s %8s %8s %8s %8s\n", "call", "n", "p50", "p90", "p99", "max");
   Report("whole GPU (claim + release lock)", whole);
   Report("shared, 1st resource (claim + record)", shared_first);

@@ -6,6 +6,7 @@
 
 #include "gpumux/k8s/node_lock.h"
 #include "gpumux/k8s/objects.h"
+#include "gpumux/k8s/reflector.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -107,9 +108,98 @@ struct Handshake::Holder {
 Handshake::Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options)
     : api_(&api), node_(std::move(node)), options_(options) {}
 
-HandshakeResult<Handshake::Holder> Handshake::ReadHolder() {
-  auto node = api_->Get("/api/v1/nodes/" + k8s::QueryEscape(node_));
-  if (!node) return tl::unexpected(Unavailable("reading node " + node_ + ": " + node.error().ToString()));
+Handshake::~Handshake() { StopWatching(); }
+
+namespace {
+
+// resourceVersion as a number (they are decimal on real API servers); 0 when it is not one.
+std::uint64_t VersionOf(const json& object) {
+  const json* metadata = Child(object, "metadata");
+  const std::string rv = metadata != nullptr ? StringAt(*metadata, "resourceVersion") : "";
+  if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoull(rv);
+}
+
+std::string PodKeyOf(const json& pod) {
+  const json* metadata = Child(pod, "metadata");
+  if (metadata == nullptr) return {};
+  return StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name");
+}
+
+}  // namespace
+
+void Handshake::RememberNode(const json& node) {
+  std::lock_guard lock(cache_mu_);
+  // Keep the newer of the two (a watch event may arrive after a PATCH answer it predates).
+  if (node_cache_ != nullptr && VersionOf(*node_cache_) > VersionOf(node)) return;
+  node_cache_ = std::make_unique<json>(node);
+}
+
+std::optional<json> Handshake::CachedNode() const {
+  std::lock_guard lock(cache_mu_);
+  if (node_cache_ == nullptr) return std::nullopt;
+  return *node_cache_;
+}
+
+std::optional<json> Handshake::CachedPod(const std::string& ns, const std::string& name) const {
+  std::lock_guard lock(cache_mu_);
+  auto it = pod_cache_.find(ns + "/" + name);
+  if (it == pod_cache_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Handshake::Watch(std::function<void(std::string_view)> log) {
+  if (!watchers_.empty()) return;
+  k8s::ReflectorHandler nodes;
+  nodes.replace = [this](std::vector<json> items) {
+    for (const json& n : items) RememberNode(n);
+  };
+  nodes.event = [this](const k8s::WatchEvent& e) {
+    if (e.type == "DELETED") {
+      std::lock_guard lock(cache_mu_);
+      node_cache_.reset();
+    } else {
+      RememberNode(e.object);
+    }
+  };
+  nodes.log = log;
+  k8s::ReflectorHandler pods;
+  pods.replace = [this](std::vector<json> items) {
+    std::lock_guard lock(cache_mu_);
+    pod_cache_.clear();
+    for (json& p : items) pod_cache_[PodKeyOf(p)] = std::move(p);
+  };
+  pods.event = [this](const k8s::WatchEvent& e) {
+    std::lock_guard lock(cache_mu_);
+    if (e.type == "DELETED") {
+      pod_cache_.erase(PodKeyOf(e.object));
+    } else {
+      pod_cache_[PodKeyOf(e.object)] = e.object;
+    }
+  };
+  pods.log = log;
+  auto run = [](std::shared_ptr<k8s::Reflector> r) {
+    return std::jthread([r](std::stop_token stop) { r->Run(stop); });
+  };
+  watchers_.push_back(run(std::make_shared<k8s::Reflector>(
+      *api_, "/api/v1/nodes?fieldSelector=" + k8s::QueryEscape("metadata.name=" + node_), nodes)));
+  watchers_.push_back(run(std::make_shared<k8s::Reflector>(
+      *api_, "/api/v1/pods?fieldSelector=" + k8s::QueryEscape("spec.nodeName=" + node_), pods)));
+}
+
+void Handshake::StopWatching() {
+  for (auto& w : watchers_) w.request_stop();
+  watchers_.clear();  // joins
+}
+
+HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
+  std::optional<json> node = cached ? CachedNode() : std::nullopt;
+  if (!node) {
+    auto got = api_->Get("/api/v1/nodes/" + k8s::QueryEscape(node_));
+    if (!got) return tl::unexpected(Unavailable("reading node " + node_ + ": " + got.error().ToString()));
+    RememberNode(*got);
+    node = std::move(*got);
+  }
   k8s::NodeLockView view = k8s::ReadNodeLock(*node);
   if (!view.lock_error.empty()) {
     return tl::unexpected(Refuse("node " + node_ + ": annotation gpumux.io/allocating is unreadable (" +
@@ -126,14 +216,18 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder() {
   h.resource_version = std::move(view.resource_version);
   h.lock = std::move(*view.lock);
   const std::string key = h.lock.PodKey();
-  auto pod = api_->Get("/api/v1/namespaces/" + k8s::QueryEscape(h.lock.ns) + "/pods/" +
-                       k8s::QueryEscape(h.lock.name));
+  std::optional<json> pod = cached ? CachedPod(h.lock.ns, h.lock.name) : std::nullopt;
   if (!pod) {
-    if (pod.error().http_status == 404) {
-      return tl::unexpected(Refuse("pod " + key + ", holder of the node lock on " + node_ +
-                                   ", does not exist any more"));
+    auto got = api_->Get("/api/v1/namespaces/" + k8s::QueryEscape(h.lock.ns) + "/pods/" +
+                         k8s::QueryEscape(h.lock.name));
+    if (!got) {
+      if (got.error().http_status == 404) {
+        return tl::unexpected(Refuse("pod " + key + ", holder of the node lock on " + node_ +
+                                     ", does not exist any more"));
+      }
+      return tl::unexpected(Unavailable("reading pod " + key + ": " + got.error().ToString()));
     }
-    return tl::unexpected(Unavailable("reading pod " + key + ": " + pod.error().ToString()));
+    pod = std::move(*got);
   }
   const json* metadata = Child(*pod, "metadata");
   const std::string uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
@@ -168,8 +262,15 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
     Resource resource, const std::vector<std::int64_t>& counts) {
   std::lock_guard lock(mu_);
   const std::string resource_name(ResourceName(resource));
+  bool cached = true;
   for (int attempt = 0; attempt < options_.attempts; ++attempt) {
-    auto holder = ReadHolder();
+    auto holder = ReadHolder(cached);
+    if (!holder && cached) {
+      // The cache may lag: never refuse on its word alone.
+      cached = false;
+      holder = ReadHolder(false);
+    }
+    cached = false;  // after a conflict, read afresh
     if (!holder) return tl::unexpected(holder.error());
     const std::string key = holder->lock.PodKey();
     std::vector<std::string> served = holder->lock.served;
@@ -223,7 +324,10 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
       next_lock->served = std::move(served);
     }
     auto replaced = k8s::ReplaceNodeLock(*api_, node_, holder->resource_version, next_lock);
-    if (replaced) return out;
+    if (replaced) {
+      RememberNode(*replaced);
+      return out;
+    }
     if (replaced.error().http_status != 409) {
       return tl::unexpected(Unavailable("recording the allocation in the node lock of " + node_ +
                                         ": " + replaced.error().ToString()));
@@ -235,7 +339,8 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
 
 std::vector<int> Handshake::Peek(Resource resource, std::int64_t count) {
   std::lock_guard lock(mu_);
-  auto holder = ReadHolder();
+  auto holder = ReadHolder(true);
+  if (!holder) holder = ReadHolder(false);
   if (!holder) return {};
   for (const ContainerAsk& a : holder->asks) {
     const std::int64_t n = a.count[static_cast<std::size_t>(resource)];

@@ -429,6 +429,7 @@ core::Result<void> DevicePlugin::Start() {
       return started;
     }
   }
+  if (impl_->handshake != nullptr) impl_->handshake->Watch(impl_->options.log);
   impl_->watcher = std::jthread([this](std::stop_token stop) { impl_->WatchKubelet(stop); });
   return {};
 }
@@ -439,6 +440,7 @@ void DevicePlugin::Stop() {
     impl_->watcher_cv.notify_all();
     impl_->watcher.join();
   }
+  if (impl_->handshake != nullptr) impl_->handshake->StopWatching();
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;

@@ -59,6 +59,7 @@ void FakeKubelet::Stop() {
   {
     std::lock_guard lock(mu_);
     streams.swap(streams_);
+    stubs_.clear();
   }
   for (auto& s : streams) {
     s->context.TryCancel();
@@ -171,16 +172,16 @@ std::vector<std::string> FakeKubelet::HealthyIds(const std::string& resource) co
   return out;
 }
 
-std::unique_ptr<pb::DevicePlugin::Stub> FakeKubelet::StubFor(const std::string& resource) {
-  std::string socket;
-  {
-    std::lock_guard lock(mu_);
-    auto it = endpoints_.find(resource);
-    if (it == endpoints_.end()) return nullptr;
-    socket = it->second;
+std::shared_ptr<pb::DevicePlugin::Stub> FakeKubelet::StubFor(const std::string& resource) {
+  std::lock_guard lock(mu_);
+  auto it = endpoints_.find(resource);
+  if (it == endpoints_.end()) return nullptr;
+  auto& stub = stubs_[it->second];
+  if (stub == nullptr) {
+    stub = pb::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + it->second, grpc::InsecureChannelCredentials()));
   }
-  return pb::DevicePlugin::NewStub(
-      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+  return stub;
 }
 
 grpc::Status FakeKubelet::Allocate(const std::string& resource,

@@ -78,7 +78,8 @@ class FakeKubelet {
   class RegistrationService;
   struct Stream;
   void OnRegister(const v1beta1::RegisterRequest& request);
-  std::unique_ptr<v1beta1::DevicePlugin::Stub> StubFor(const std::string& resource);
+  // The kubelet keeps one connection per plugin: so do we (one channel per endpoint).
+  std::shared_ptr<v1beta1::DevicePlugin::Stub> StubFor(const std::string& resource);
 
   std::filesystem::path dir_;
   mutable std::mutex mu_;
@@ -87,6 +88,7 @@ class FakeKubelet {
   std::map<std::string, std::vector<FakeDevice>> devices_;
   std::map<std::string, int> updates_;
   std::map<std::string, std::string> endpoints_;  // resource -> socket path
+  std::map<std::string, std::shared_ptr<v1beta1::DevicePlugin::Stub>> stubs_;  // by socket path
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -10,6 +10,12 @@
 // kubelet allocates a pod's containers in spec order; the order of resources inside one
 // container is not fixed (a Go map), which is why progress is kept per resource.
 //
+// Reads: with Watch() running, the node and the node's pods come from a watch cache (and the
+// node from each PATCH answer), so a steady-state Allocate costs one conditional PATCH. The
+// cache is only trusted when it agrees: a stale node fails the PATCH's resourceVersion
+// precondition (409) and the call retries with fresh GETs, and any negative answer from the
+// cache (no lock, pod or grant not found) is checked again with fresh GETs before refusing.
+//
 // Everything that cannot be matched exactly fails closed with an error that says why: no lock
 // on the node, the holder has no grant or a grant for another node, the counts differ, the
 // holder was replaced (uid), an init container asks for gpumux resources.
@@ -17,12 +23,16 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "gpumux/core/result.h"
 #include "gpumux/deviceplugin/devices.h"
@@ -73,6 +83,11 @@ class Handshake {
  public:
   // `api` must outlive the handshake.
   Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options = {});
+  ~Handshake();  // StopWatching()
+
+  // Starts watching the node and the pods bound to it (two reflectors); optional.
+  void Watch(std::function<void(std::string_view)> log = {});
+  void StopWatching();
 
   // Serves one Allocate call: `counts` has the number of devices of each container request,
   // in order. Returns one served container per entry. Thread safe (calls are serialised).
@@ -86,11 +101,20 @@ class Handshake {
 
  private:
   struct Holder;
-  HandshakeResult<Holder> ReadHolder();
+  // From the cache when `cached`, else with GETs.
+  HandshakeResult<Holder> ReadHolder(bool cached);
+  std::optional<nlohmann::json> CachedNode() const;
+  std::optional<nlohmann::json> CachedPod(const std::string& ns, const std::string& name) const;
+  void RememberNode(const nlohmann::json& node);
   k8s::KubeApi* api_;
   std::string node_;
   HandshakeOptions options_;
-  std::mutex mu_;
+  std::mutex mu_;  // serialises Claim and Peek
+
+  mutable std::mutex cache_mu_;
+  std::unique_ptr<nlohmann::json> node_cache_;                 // latest node seen
+  std::map<std::string, nlohmann::json> pod_cache_;            // "ns/name" -> pod
+  std::vector<std::jthread> watchers_;
 };
 
 }  // namespace gpumux::deviceplugin

@@ -11,7 +11,8 @@
 // what its container was granted (container_env.h); unknown device IDs are INVALID_ARGUMENT,
 // a pod that cannot be identified exactly is FAILED_PRECONDITION, an unreachable API server
 // UNAVAILABLE — the kubelet then fails the pod instead of starting it on the wrong GPU.
-// GetPreferredAllocation steers the kubelet's device IDs towards the granted GPUs.
+// GetPreferredAllocation steers the kubelet's device IDs towards the granted GPUs. With an API
+// server, Start() also starts the handshake's watch cache of the node and its pods.
 //
 // When the kubelet restarts it deletes the folder's sockets: a watcher notices (every
 // `kubelet_poll`) that a socket is gone or that kubelet.sock was replaced, restarts the
