@@ -238,7 +238,9 @@ class CurlClient final : public KubeApi {
           if (!query.empty()) query += '&';
           query += "continue=" + QueryEscape(token);
         }
-        auto page = Get(query.empty() ? path : WithQuery(path, query));
+        const std::string page_path = query.empty() ? path : WithQuery(path, query);
+        auto page = DecodeJson(Perform("GET", page_path, nullptr, {}, RequestKind::kList), "GET",
+                               page_path);
         if (!page) {
           if (page.error().http_status == 410 && !token.empty() && attempt == 0) {
             restart = true;  // the continue token expired: list again from the start, once
@@ -373,7 +375,10 @@ class CurlClient final : public KubeApi {
   }
 
  private:
-  enum class RequestKind : std::uint8_t { kPlain, kWatch };
+  // kList asks for compression: lists can be megabytes. Single objects are small, and
+  // compressing them costs more than it saves (the API server itself compresses only large
+  // answers); watches stream.
+  enum class RequestKind : std::uint8_t { kPlain, kList, kWatch };
 
   struct HttpAnswer {
     long status = 0;
@@ -472,8 +477,10 @@ class CurlClient final : public KubeApi {
     const long timeout_ms =
         static_cast<long>(std::max<std::int64_t>(1, config_.request_timeout.count()));
     set(curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms), "CONNECTTIMEOUT_MS");
-    if (kind == RequestKind::kPlain) {
+    if (kind != RequestKind::kWatch) {
       set(curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms), "TIMEOUT_MS");
+    }
+    if (kind == RequestKind::kList) {
       set(curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, ""), "ACCEPT_ENCODING");
     }
 
@@ -512,7 +519,8 @@ class CurlClient final : public KubeApi {
   }
 
   ApiResult<HttpAnswer> Perform(const char* method, const std::string& path,
-                                const std::string* body, std::string_view content_type) {
+                                const std::string* body, std::string_view content_type,
+                                RequestKind kind = RequestKind::kPlain) {
     const std::string url = config_.server + path;
     const std::string what = std::string(method) + " " + url;
     if (config_.server.empty()) {
@@ -523,7 +531,7 @@ class CurlClient final : public KubeApi {
     char error_buffer[CURL_ERROR_SIZE] = {};
     HeaderList headers;
     if (auto setup = Configure(easy.get(), method, url, body, content_type, headers, error_buffer,
-                               RequestKind::kPlain);
+                               kind);
         !setup) {
       return tl::unexpected(setup.error());
     }

@@ -93,7 +93,7 @@ class KubeApi {
 };
 
 // The real client. Each call uses its own libcurl easy handle taken from a small pool (so
-// connections are kept alive between calls); HTTP/1.1; gzip for everything but watches.
+// connections are kept alive between calls); HTTP/1.1; compression (gzip) is asked for lists only.
 // The token file, when set, is re-read whenever its modification time or size changes.
 // A stop request interrupts a watch at once (curl_multi_wakeup), even on a silent stream;
 // other calls are bounded by `request_timeout`. A watch whose server never ends it is
