@@ -12,8 +12,27 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpumux::cli {
+
+// "HOST:PORT" (also "[::1]:PORT") -> host, port in 0..65535; false when it is not that.
+inline bool ParseHostPort(const std::string& text, std::string& host, int& port) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string h = text.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  const std::string digits = text.substr(colon + 1);
+  if (h.empty() || digits.empty() || digits.size() > 5 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const int value = std::stoi(digits);
+  if (value > 65535) return false;
+  host = std::move(h);
+  port = value;
+  return true;
+}
 
 // One line per event on `err`, "2026-11-21T10:00:00.123Z gpumux <daemon>: <line>"; safe from
 // any thread.

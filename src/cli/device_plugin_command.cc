@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -28,15 +29,19 @@ bool ParseAddress(const std::string& text, std::string& host, int& port) {
     port = -1;
     return true;
   }
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string digits = text.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
+  return ParseHostPort(text, host, port);
+}
+
+// "a,b,,c" -> {"a", "b", "", "c"}; "" -> {}.
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
   }
-  port = std::stoi(digits);
-  host = text.substr(0, colon);
-  return port <= 65535;
+  return out;
 }
 
 // "HOST[:CONTAINER]" -> a read-only mount.
@@ -144,11 +149,7 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     return usage("give exactly one of --kubeconfig, --in-cluster and --offline");
   }
   p.resources.clear();
-  std::string rest = o.resources;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string item = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  for (const std::string& item : SplitCommas(o.resources)) {
     auto r = deviceplugin::ParseResource(item);
     if (!r) return usage("--resources: " + r.error().message);
     p.resources.push_back(*r);
@@ -163,11 +164,7 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   p.inject.cdi_kind = o.cdi_kind;
   options.health_interval = std::chrono::milliseconds(o.health_interval_ms);
   options.health.transient_recovery_ms = o.xid_recovery_seconds * 1000;
-  rest = o.ignore_xids;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string item = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  for (const std::string& item : SplitCommas(o.ignore_xids)) {
     if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos) {
       return usage("--ignore-xids: '" + item + "' is not an XID number");
     }

@@ -139,24 +139,12 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
 
 // "127.0.0.1:12345", "[::1]:8080", ":12345" is refused (say 0.0.0.0 to mean every address).
 std::optional<UsageError> ParseListen(const std::string& text, std::string& host, int& port) {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  if (text.rfind(':') == std::string::npos || text.rfind(':') == 0) {
     return UsageError{"--listen \"" + text + "\": expected HOST:PORT, e.g. 127.0.0.1:12345"};
   }
-  host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string port_text = text.substr(colon + 1);
-  long value = -1;
-  if (!port_text.empty() && port_text.size() <= 5 &&
-      port_text.find_first_not_of("0123456789") == std::string::npos) {
-    value = std::stol(port_text);
-  }
-  if (host.empty() || value < 0 || value > 65535) {
+  if (!ParseHostPort(text, host, port)) {
     return UsageError{"--listen \"" + text + "\": expected HOST:PORT with a port in 0..65535"};
   }
-  port = static_cast<int>(value);
   return std::nullopt;
 }
 

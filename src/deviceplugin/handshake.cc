@@ -23,32 +23,13 @@ std::string StringAt(const json& object, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-// The gpumux amounts of one container, as the kubelet counts them: limits, else requests.
+// The device counts of one container, as the kubelet counts them (gpu-mem in units).
 core::Result<ContainerAsk> AskOf(const json& container, const std::string& where) {
+  auto amounts = k8s::ReadContainerAmounts(container, where);
+  if (!amounts) return tl::unexpected(amounts.error());
   ContainerAsk ask;
   ask.name = StringAt(container, "name");
-  const json* resources = Child(container, "resources");
-  if (resources == nullptr) return ask;
-  for (const char* section : {"limits", "requests"}) {
-    const json* list = Child(*resources, section);
-    if (list == nullptr || !list->is_object()) continue;
-    bool found = false;
-    for (Resource r : kAllResources) {
-      const std::string name(ResourceName(r));
-      if (!list->contains(name)) continue;
-      const json& v = list->at(name);
-      const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-      auto q = k8s::ParseQuantity(text);
-      if (!q || *q < 0) {
-        return core::MakeError(core::ErrorCode::kInvalidArgument,
-                               where + " " + section + "[" + name + "] = " + text +
-                                   " is not a count");
-      }
-      ask.count[static_cast<std::size_t>(r)] = *q;
-      found = true;
-    }
-    if (found) break;
-  }
+  ask.count = {amounts->gpu, amounts->mem, amounts->milli};
   return ask;
 }
 

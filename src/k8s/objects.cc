@@ -46,16 +46,12 @@ std::vector<std::string> SplitModels(std::string_view text) {
   return out;
 }
 
-// The gpumux amounts of one container: from limits, else requests.
-struct Amounts {
-  std::int64_t gpu = 0, mem = 0, milli = 0;
-  bool any = false;
-};
+}  // namespace
 
-// gpu-mem is read in units of `gpu_mem_unit_mib` MiB and returned in MiB.
-core::Result<Amounts> ContainerAmounts(const json& container, const std::string& where,
-                                       std::int64_t gpu_mem_unit_mib) {
-  Amounts a;
+core::Result<ContainerAmounts> ReadContainerAmounts(const nlohmann::json& container,
+                                                    const std::string& where,
+                                                    std::int64_t gpu_mem_unit_mib) {
+  ContainerAmounts a;
   const json* resources = Child(container, "resources");
   if (resources == nullptr) return a;
   for (const char* section : {"limits", "requests"}) {
@@ -95,7 +91,9 @@ core::Result<Amounts> ContainerAmounts(const json& container, const std::string&
   return a;
 }
 
-core::Result<core::Request> RequestOf(const Amounts& a, const std::string& where,
+namespace {
+
+core::Result<core::Request> RequestOf(const ContainerAmounts& a, const std::string& where,
                                       bool* milli_requested) {
   core::Request r;
   r.name = where;
@@ -233,7 +231,7 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
   p.node_name = StringAt(*spec, "nodeName");
   if (const json* init = Child(*spec, "initContainers"); init != nullptr && init->is_array()) {
     for (const json& c : *init) {
-      auto a = ContainerAmounts(c, "init container " + StringAt(c, "name"), gpu_mem_unit_mib);
+      auto a = ReadContainerAmounts(c, "init container " + StringAt(c, "name"), gpu_mem_unit_mib);
       if (!a || a->any) {
         p.request_error = "init container \"" + StringAt(c, "name") +
                           "\" asks for gpumux resources; only regular containers may";
@@ -246,7 +244,7 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
   for (const json& c : *containers) {
     const std::string name = StringAt(c, "name");
     const std::string where = "container \"" + name + "\"";
-    auto amounts = ContainerAmounts(c, where, gpu_mem_unit_mib);
+    auto amounts = ReadContainerAmounts(c, where, gpu_mem_unit_mib);
     if (!amounts) {
       p.request_error = amounts.error().message;
       p.containers.clear();

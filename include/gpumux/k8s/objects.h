@@ -76,6 +76,17 @@ struct PodInfo {
   std::string Key() const { return ns + "/" + name; }
 };
 
+// The gpumux amounts one container asks for: from `limits`, else `requests` (as the kubelet
+// counts them). gpu-mem is read in units of `gpu_mem_unit_mib` MiB and returned in MiB, so with
+// 1 it is the raw count. Error names `where`, the section and the resource.
+struct ContainerAmounts {
+  std::int64_t gpu = 0, mem = 0, milli = 0;
+  bool any = false;  // some gpumux resource is named (maybe with 0)
+};
+core::Result<ContainerAmounts> ReadContainerAmounts(const nlohmann::json& container,
+                                                    const std::string& where,
+                                                    std::int64_t gpu_mem_unit_mib = 1);
+
 // Errors only when the object is not a pod at all (no metadata.name/namespace/uid) or when
 // gpu_mem_unit_mib is not in 1..kMaxGpuMemUnitMib; a bad resource value or grant is recorded in
 // request_error / grant_error. gpumux.io/gpu-mem: N becomes N x gpu_mem_unit_mib MiB in the
