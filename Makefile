@@ -4,16 +4,25 @@
 #   make test   install build deps if missing, build with warnings as errors, run all tests
 #   make bench  build and run the benchmarks (prints figures)
 #   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
+#   make e2e    build, then deploy gpumux with deploy/ onto a real single-node Kubernetes
+#               (../shared/k8s-rig, when built on this machine) and run the end-to-end scenarios
 BUILD ?= build
 BUILD_TYPE ?= Release
 WERROR ?= ON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# ccache (when installed) keeps rebuilds of an unchanged tree cheap; paths are made relative to
+# the checkout so that two clones share the cache.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+export CCACHE_BASEDIR := $(CURDIR)
+CMAKE_LAUNCHER := -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)
+endif
 # demo builds only the binary; test and bench add the tests and benchmarks.
 TESTS ?= OFF
 BENCH ?= OFF
 
-.PHONY: all setup configure build demo test bench asan clean format
+.PHONY: all setup configure build demo test bench asan e2e clean format
 
 all: build
 
@@ -22,7 +31,7 @@ setup:
 
 configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUMUX_WERROR=$(WERROR) \
-	  -DGPUMUX_BUILD_TESTS=$(TESTS) -DGPUMUX_BUILD_BENCH=$(BENCH) $(CMAKE_FLAGS) >/dev/null
+	  -DGPUMUX_BUILD_TESTS=$(TESTS) -DGPUMUX_BUILD_BENCH=$(BENCH) $(CMAKE_LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -44,6 +53,10 @@ bench:
 
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
+
+# Skips (exit 0, saying so) when the rig is not built here; tests/e2e/README.md.
+e2e: build
+	bash tests/e2e/run.sh ./$(BUILD)/gpumux
 
 clean:
 	rm -rf build build-asan gpumux-report

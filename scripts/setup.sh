@@ -5,7 +5,7 @@
 #   scripts/setup.sh --check  exit 1 and list what is missing, install nothing
 set -eu
 
-PACKAGES="build-essential cmake ninja-build pkg-config git time \
+PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
   runc busybox-static \

@@ -111,9 +111,10 @@ struct ExtenderCliOptions {
   std::int64_t default_gpu_memory_mib = 0;
   std::int64_t grant_ttl_seconds = 60;
   std::int64_t node_lock_ttl_seconds = 120;
+  std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;  // "" = the embedded trace
-  int threads = 8;
+  int threads = 16;
   std::set<std::string> given;  // long names of the flags given on the command line
 };
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);

@@ -110,6 +110,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("grant-ttl-seconds")) o.grant_ttl_seconds = value.as<std::int64_t>();
       } else if (key == "nodeLockTTLSeconds") {
         if (!given("node-lock-ttl-seconds")) o.node_lock_ttl_seconds = value.as<std::int64_t>();
+      } else if (key == "bindWaitMs") {
+        if (!given("bind-wait-ms")) o.bind_wait_ms = value.as<std::int64_t>();
       } else if (key == "gpuMemUnitMiB") {
         if (!given("gpu-mem-unit-mib")) o.gpu_mem_unit_mib = value.as<std::int64_t>();
       } else if (key == "typicalPods") {
@@ -125,12 +127,13 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "gpuMemUnitMiB, typicalPods, offlineNodes, threads)"};
+            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
       const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
-                          key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" || key == "threads";
+                          key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
+                          key == "threads" || key == "bindWaitMs";
       return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
     }
   }
@@ -170,6 +173,9 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   }
   if (o.grant_ttl_seconds < 1) return UsageError{"--grant-ttl-seconds must be at least 1"};
   if (o.node_lock_ttl_seconds < 1) return UsageError{"--node-lock-ttl-seconds must be at least 1"};
+  if (o.bind_wait_ms < 0 || o.bind_wait_ms > 60000) {
+    return UsageError{"--bind-wait-ms must be in 0..60000"};
+  }
   if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
     std::string message = "--gpu-mem-unit-mib must be in 1..";
     message += std::to_string(k8s::kMaxGpuMemUnitMib);
@@ -262,7 +268,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--config", o.config,
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "nodeLockTTLSeconds, gpuMemUnitMiB, typicalPods, offlineNodes, threads; flags "
+                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
@@ -289,6 +295,11 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "On nodes whose device plugin announces the node lock (annotation "
                   "gpumux.io/handshake: node-lock/v1), bind waits while another pod's devices "
                   "are being allocated; a lock older than this is taken over")
+      ->capture_default_str();
+  cmd->add_option("--bind-wait-ms", o.bind_wait_ms,
+                  "How long a bind waits for another pod's node lock (its devices being "
+                  "allocated) before it is refused and kube-scheduler retries the pod later; "
+                  "keep it under the scheduler's extender httpTimeout minus a second")
       ->capture_default_str();
   cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
                   "MiB per unit of gpumux.io/gpu-mem: a pod's 'gpumux.io/gpu-mem: 8' is 8 GiB "
@@ -318,9 +329,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       "    filterVerb: filter\n    prioritizeVerb: prioritize\n    bindVerb: bind\n"
       "    preemptVerb: preempt\n    weight: 1\n    nodeCacheCapable: true\n"
       "    ignorable: false\n    managedResources:\n"
-      "    - {name: gpumux.io/gpu, ignoredByScheduler: true}\n"
-      "    - {name: gpumux.io/gpu-mem, ignoredByScheduler: true}\n"
-      "    - {name: gpumux.io/gpu-milli, ignoredByScheduler: true}\n");
+      "    - {name: gpumux.io/gpu, ignoredByScheduler: false}\n"
+      "    - {name: gpumux.io/gpu-mem, ignoredByScheduler: false}\n"
+      "    - {name: gpumux.io/gpu-milli, ignoredByScheduler: false}\n");
   cmd->callback([cmd, &o] {
     for (const CLI::Option* opt : cmd->get_options()) {
       if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert(opt->get_lnames().front());
@@ -396,6 +407,18 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   k8s::ExtenderOptions extender_options;
   extender_options.node_lock_ttl_seconds = o.node_lock_ttl_seconds;
   extender_options.log = log_fn;
+  extender_options.bind_wait = std::chrono::milliseconds(o.bind_wait_ms);
+  // Waiting binds each hold a worker thread: leave at least half for the other verbs and probes.
+  extender_options.max_waiting_binds = std::max(1, o.threads / 2);
+  k8s::NodeLockBoard lock_board;
+  extender_options.lock_board = &lock_board;
+  std::unique_ptr<k8s::Requeuer> requeuer;
+  if (api != nullptr) {
+    k8s::RequeuerOptions requeue_options;
+    requeue_options.log = log_fn;
+    requeuer = std::make_unique<k8s::Requeuer>(*api, std::move(requeue_options));
+    extender_options.requeuer = requeuer.get();
+  }
   k8s::Extender extender(state, api.get(), extender_options);
   server_options.log = log_fn;
 
@@ -429,6 +452,21 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
          static_cast<std::uint64_t>(getpid())) |
         1U;  // never 0 (no jitter)
     sync_options.log = log_fn;
+    k8s::Requeuer* rq = requeuer.get();
+    sync_options.on_node_event = [rq, &lock_board](const k8s::WatchEvent& e) {
+      if (e.type == "DELETED") {
+        const auto& metadata = e.object.contains("metadata") ? e.object.at("metadata") : e.object;
+        if (metadata.contains("name") && metadata.at("name").is_string()) {
+          lock_board.Forget(metadata.at("name").get<std::string>());
+        }
+      } else {
+        lock_board.Observe(e.object);
+      }
+      rq->ObserveNode(e);
+    };
+    sync_options.on_pod_event = [rq](const k8s::WatchEvent& e) { rq->ObservePod(e); };
+    sync_options.on_synced = [rq] { rq->RoomMayHaveBeenMade("synced with the API server"); };
+    requeuer->Start();
     sync = std::make_unique<k8s::ClusterSync>(*api, state, std::move(sync_options));
     sync->Start();
   }
@@ -439,6 +477,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
       ", stopping (a second signal ends the process at once)");
   server.Stop();
   if (sync) sync->Stop();
+  if (requeuer) requeuer->Stop();
   log("stopped");
   return 0;
 }

@@ -20,9 +20,25 @@ void ClusterSync::Start() {
       if (log) log(what + ": " + std::string(line));
     };
   };
+  const auto on_node = options_.on_node_event;
+  const auto on_pod = options_.on_pod_event;
+  // A relist is handed to the observers as ADDED events.
+  const auto relisted = [](const std::function<void(const WatchEvent&)>& observer,
+                           std::vector<nlohmann::json>& items) {
+    if (!observer) return;
+    WatchEvent e{"ADDED", {}};
+    for (nlohmann::json& item : items) {
+      e.object = std::move(item);
+      observer(e);
+      item = std::move(e.object);
+    }
+  };
   ReflectorHandler nodes;
-  nodes.replace = [state](std::vector<nlohmann::json> items) { state->SetNodes(items); };
-  nodes.event = [state](const WatchEvent& e) {
+  nodes.replace = [state, on_node, relisted](std::vector<nlohmann::json> items) {
+    state->SetNodes(items);
+    relisted(on_node, items);
+  };
+  nodes.event = [state, on_node](const WatchEvent& e) {
     if (e.type == "DELETED") {
       const auto& metadata = e.object.contains("metadata") ? e.object.at("metadata") : e.object;
       if (metadata.contains("name") && metadata.at("name").is_string()) {
@@ -31,16 +47,21 @@ void ClusterSync::Start() {
     } else {
       state->UpsertNode(e.object);
     }
+    if (on_node) on_node(e);
   };
   nodes.log = prefixed("nodes");
   ReflectorHandler pods;
-  pods.replace = [state](std::vector<nlohmann::json> items) { state->SetPods(items); };
-  pods.event = [state](const WatchEvent& e) {
+  pods.replace = [state, on_pod, relisted](std::vector<nlohmann::json> items) {
+    state->SetPods(items);
+    relisted(on_pod, items);
+  };
+  pods.event = [state, on_pod](const WatchEvent& e) {
     if (e.type == "DELETED") {
       state->RemovePod(e.object);
     } else {
       state->UpsertPod(e.object);
     }
+    if (on_pod) on_pod(e);
   };
   pods.log = prefixed("pods");
   const auto reflector_options = [this](std::string_view stream) {
@@ -66,6 +87,7 @@ void ClusterSync::Start() {
     while (!stop.stop_requested()) {
       if (!state_->synced() && nodes_->synced() && pods_->synced()) {
         state_->MarkSynced();
+        if (options_.on_synced) options_.on_synced();
         const StateCounters c = state_->counters();
         if (options_.log) {
           options_.log("synced: " + std::to_string(c.nodes) + " nodes, " +

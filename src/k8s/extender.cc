@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -345,7 +346,12 @@ VerbReply Extender::Filter(std::string_view body) {
   out += unresolvable;
   out += R"(},"Error":""})";
   VerbReply reply{200, std::move(out), "", 0};
-  if (passing == 0 && !verdicts.empty()) reply.failure = "no_fit";
+  if (passing == 0 && !verdicts.empty()) {
+    reply.failure = "no_fit";
+    if (options_.requeuer != nullptr && args->pod.wants_gpu()) {
+      options_.requeuer->TurnedAway(args->pod.ns, args->pod.name, args->pod.uid);
+    }
+  }
   return reply;
 }
 
@@ -432,10 +438,50 @@ VerbReply Extender::Bind(std::string_view body) {
   acquire.ttl_seconds = options_.node_lock_ttl_seconds;
   acquire.attempts = options_.node_lock_attempts;
   ClusterState* state = state_;
-  acquire.holder_alive = [state](const std::string& holder) {
-    return state->PodAwaitsDevices(holder);
+  acquire.holder_state = [state, node](const NodeLock& held) {
+    // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
+    // so the state follows it until it is deleted: not known means gone.
+    const std::optional<PodInfo> holder = state->FindPod(held.uid);
+    if (!holder) return HolderState::kDone;
+    if (holder->finished() || holder->deleting || holder->phase == "Running") {
+      return HolderState::kDone;
+    }
+    if (holder->node_name.empty()) return HolderState::kUnknown;
+    return holder->node_name == *node ? HolderState::kNeedsDevices : HolderState::kDone;
   };
-  auto acquired = AcquireNodeLock(*api_, *node, lock, lock.since, acquire);
+  // While another pod holds the lock, keep the booking and wait for the watch to show the lock
+  // released (the device plugin removes it once that pod's devices are allocated), then try
+  // again: bouncing the pod would send it into kube-scheduler's 1 -> 10 s backoff.
+  const auto deadline = std::chrono::steady_clock::now() + options_.bind_wait;
+  bool waiting = false;
+  struct WaitSlot {
+    std::atomic<int>* count = nullptr;
+    ~WaitSlot() {
+      if (count != nullptr) count->fetch_sub(1);
+    }
+  } slot;
+  ApiResult<AcquireResult> acquired = AcquireResult{};
+  for (;;) {
+    acquired = AcquireNodeLock(*api_, *node, lock, lock.since, acquire);
+    if (!acquired || acquired->outcome != AcquireOutcome::kBusy) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (!waiting) {
+      if (waiting_binds_.fetch_add(1) >= options_.max_waiting_binds) {
+        waiting_binds_.fetch_sub(1);
+        break;
+      }
+      slot.count = &waiting_binds_;
+      waiting = true;
+    }
+    const auto until = std::min(deadline, now + options_.bind_poll);
+    if (options_.lock_board != nullptr && acquired->holder) {
+      options_.lock_board->WaitUntilNotHeldBy(*node, acquired->holder->uid, until);
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+    lock.since = state_->Now();
+  }
   if (!acquired) {
     state_->Forget(*uid, *grant);
     std::string message = "taking the node lock (";

@@ -169,13 +169,13 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
     auto got = api.Get(NodePath(node));
     if (!got) return tl::unexpected(got.error());
     const NodeLockView view = ReadNodeLock(*got);
-    if (!view.handshake) return AcquireResult{AcquireOutcome::kNotNeeded, {}, false};
+    if (!view.handshake) return AcquireResult{AcquireOutcome::kNotNeeded, {}, false, std::nullopt};
     if (view.resource_version.empty()) {
       // Without it the patch would not be atomic; a real API server always sends one.
       return tl::unexpected(Malformed(node, "has no metadata.resourceVersion"));
     }
     NodeLock next = lock;
-    AcquireResult result{AcquireOutcome::kTaken, {}, false};
+    AcquireResult result{AcquireOutcome::kTaken, {}, false, std::nullopt};
     if (view.lock) {
       const NodeLock& held = *view.lock;
       const std::int64_t age = std::max<std::int64_t>(0, now - held.since);
@@ -185,9 +185,10 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
         result.reentered = true;
         next.served = held.served;
       } else {
-        const bool expired = now - held.since > options.ttl_seconds;
-        const bool dead = options.holder_alive && !options.holder_alive(held.uid);
-        if (!expired && !dead) {
+        const HolderState state =
+            options.holder_state ? options.holder_state(held) : HolderState::kUnknown;
+        const bool expired = state == HolderState::kUnknown && age > options.ttl_seconds;
+        if (state == HolderState::kNeedsDevices || (state == HolderState::kUnknown && !expired)) {
           std::string message = "node ";
           message += node;
           message += " is allocating devices for pod ";
@@ -195,14 +196,14 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
           message += " (";
           message += std::to_string(age);
           message += " s)";
-          return AcquireResult{AcquireOutcome::kBusy, std::move(message), false};
+          return AcquireResult{AcquireOutcome::kBusy, std::move(message), false, held};
         }
         result.message = "took over the lock of pod ";
         result.message += held.PodKey();
         result.message += " (";
         result.message += std::to_string(age);
         result.message +=
-            expired ? " s, older than the TTL)" : " s, the pod no longer needs devices)";
+            expired ? " s, not bound and older than the TTL)" : " s, the pod no longer needs devices)";
       }
     } else if (!view.lock_error.empty()) {
       result.message = "replaced an unreadable lock: " + view.lock_error;
@@ -213,6 +214,48 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
     last = patched.error();  // someone else changed the node: read it again
   }
   return tl::unexpected(last);
+}
+
+void NodeLockBoard::Observe(const nlohmann::json& node) {
+  const json* metadata = node.is_object() && node.contains("metadata") ? &node.at("metadata")
+                                                                      : nullptr;
+  if (metadata == nullptr || !metadata->contains("name") || !metadata->at("name").is_string()) {
+    return;
+  }
+  const std::string& name = metadata->at("name").get_ref<const std::string&>();
+  std::string holder;
+  if (metadata->contains("annotations") && metadata->at("annotations").is_object() &&
+      metadata->at("annotations").contains(kAnnotationAllocating)) {
+    const NodeLockView view = ReadNodeLock(node);
+    if (view.lock) holder = view.lock->uid;
+  }
+  std::lock_guard lock(mu_);
+  auto it = holders_.find(name);
+  if (holder.empty()) {
+    if (it == holders_.end()) return;
+    holders_.erase(it);
+  } else if (it == holders_.end()) {
+    holders_.emplace(name, std::move(holder));
+  } else if (it->second != holder) {
+    it->second = std::move(holder);
+  } else {
+    return;
+  }
+  changed_.notify_all();
+}
+
+void NodeLockBoard::Forget(const std::string& node) {
+  std::lock_guard lock(mu_);
+  if (holders_.erase(node) > 0) changed_.notify_all();
+}
+
+bool NodeLockBoard::WaitUntilNotHeldBy(const std::string& node, const std::string& holder_uid,
+                                       std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(lock, deadline, [&] {
+    auto it = holders_.find(node);
+    return it == holders_.end() || it->second != holder_uid;
+  });
 }
 
 ApiResult<void> ReleaseNodeLock(KubeApi& api, const std::string& node, const std::string& uid,

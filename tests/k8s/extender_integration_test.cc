@@ -29,12 +29,14 @@ struct DaemonSetup {
   Clock clock;  // empty: the system clock
   ExtenderOptions extender;
   std::int64_t gpu_mem_unit_mib = 1;
+  // Binds wait for a busy node lock only when a test asks (else they are refused at once).
+  bool wait_for_locks = false;
 };
 
 // An extender (state + sync + verbs) talking to `server`.
 struct Daemon {
   explicit Daemon(const test::FakeApiServer& server, std::string policy = "best-fit")
-      : Daemon(server, DaemonSetup{std::move(policy), {}, {}, 1}) {}
+      : Daemon(server, DaemonSetup{std::move(policy), {}, {}, 1, false}) {}
   Daemon(const test::FakeApiServer& server, DaemonSetup setup) {
     ClientConfig config;
     config.server = server.url();
@@ -45,14 +47,18 @@ struct Daemon {
     state = std::move(*ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
+    sync_options.on_node_event = [this](const WatchEvent& e) { board.Observe(e.object); };
     sync = std::make_unique<ClusterSync>(*api, *state, sync_options);
     sync->Start();
     EXPECT_TRUE(sync->WaitSynced(std::chrono::seconds(10)));
+    if (!setup.wait_for_locks) setup.extender.bind_wait = std::chrono::milliseconds(0);
+    if (setup.extender.lock_board == nullptr) setup.extender.lock_board = &board;
     extender = std::make_unique<Extender>(*state, api.get(), setup.extender);
   }
   ~Daemon() { sync->Stop(); }
   std::unique_ptr<KubeApi> api;
   std::unique_ptr<ClusterState> state;
+  NodeLockBoard board;  // before sync: the sync's thread uses it
   std::unique_ptr<ClusterSync> sync;
   std::unique_ptr<Extender> extender;
 };
@@ -381,7 +387,38 @@ TEST_F(ExtenderNodeLock, APodRefusedOnABusyNodeCanBindElsewhere) {
   EXPECT_EQ(Tenants("n2"), 1u);
 }
 
-TEST_F(ExtenderNodeLock, AStaleLockIsTakenOverAfterTheTtl) {
+// Fault 12 of the real-cluster review: a holder bound to the node whose devices the kubelet
+// has not allocated yet (a long kubelet restart) keeps the lock past the TTL; taking it over
+// would let Allocate serve it with the next pod's GPUs.
+TEST_F(ExtenderNodeLock, ABoundHolderStillWaitingForItsDevicesKeepsTheLockPastTheTtl) {
+  auto now = std::make_shared<std::atomic<std::int64_t>>(1'800'000'000);
+  DaemonSetup setup;
+  setup.clock = [now] { return now->load(); };
+  setup.extender.node_lock_ttl_seconds = 30;
+  Start({HandshakeNodeJson("n1", 2)}, std::move(setup));
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  EXPECT_EQ(Lock("n1")->since, 1'800'000'000) << "since is the extender's clock";
+  ASSERT_TRUE(Eventually([&] { return daemon_->state->FindPod("uid-a")->node_name == "n1"; }));
+
+  *now += 3600;
+  auto refused = Bind("b", "n1");
+  EXPECT_EQ(refused.failure, "node_busy");
+  EXPECT_NE(ErrorOf(refused).find("(3600 s)"), std::string::npos) << refused.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-a");
+
+  // Once the kubelet has started it (Running), its devices were allocated: stale at once.
+  json a = *server_.GetPod("default", "a");
+  a["status"]["phase"] = "Running";
+  server_.UpdatePod(a);
+  ASSERT_TRUE(Eventually([&] { return daemon_->state->FindPod("uid-a")->phase == "Running"; }));
+  auto taken = Bind("b", "n1");
+  ASSERT_EQ(ErrorOf(taken), "") << taken.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-b");
+}
+
+// A lock left by a bind that failed and could not release it names a pod that is not bound:
+// no kubelet will ask for its devices, so it goes stale after the TTL.
+TEST_F(ExtenderNodeLock, AnUnboundHoldersLockIsTakenOverAfterTheTtl) {
   auto now = std::make_shared<std::atomic<std::int64_t>>(1'800'000'000);
   DaemonSetup setup;
   setup.clock = [now] { return now->load(); };
@@ -389,15 +426,20 @@ TEST_F(ExtenderNodeLock, AStaleLockIsTakenOverAfterTheTtl) {
   auto logged = std::make_shared<std::vector<std::string>>();  // bind runs on this thread
   setup.extender.log = [logged](std::string_view line) { logged->emplace_back(line); };
   Start({HandshakeNodeJson("n1", 1)}, std::move(setup));
-  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
-  EXPECT_EQ(Lock("n1")->since, 1'800'000'000) << "since is the extender's clock";
+  NodeLock left;
+  left.ns = "default";
+  left.name = "a";
+  left.uid = "uid-a";
+  left.since = *now;
+  const NodeLockView view = ReadNodeLock(*server_.GetNode("n1"));
+  ASSERT_TRUE(ReplaceNodeLock(*daemon_->api, "n1", view.resource_version, left).has_value());
 
   *now += 30;
   auto refused = Bind("b", "n1");
   EXPECT_EQ(refused.failure, "node_busy");
   EXPECT_NE(ErrorOf(refused).find("(30 s)"), std::string::npos) << refused.body;
 
-  *now += 1;  // a's devices were never allocated (kubelet down?): the lock is stale
+  *now += 1;
   auto taken = Bind("b", "n1");
   ASSERT_EQ(ErrorOf(taken), "") << taken.body;
   const auto lock = Lock("n1");
@@ -405,7 +447,67 @@ TEST_F(ExtenderNodeLock, AStaleLockIsTakenOverAfterTheTtl) {
   EXPECT_EQ(lock->since, 1'800'000'031);
   ASSERT_EQ(logged->size(), 1u);
   EXPECT_EQ(logged->front(),
-            "bind default/b on n1: took over the lock of pod default/a (31 s, older than the TTL)");
+            "bind default/b on n1: took over the lock of pod default/a (31 s, not bound and older "
+            "than the TTL)");
+}
+
+// Fault 3 of the real-cluster review: a bind refused because another pod holds the lock sent
+// its pod into kube-scheduler's 1 -> 10 s backoff (8 pods on one node took 31.5 s). Now it
+// keeps its booking and waits for the node watch to show the lock released.
+TEST_F(ExtenderNodeLock, ABindWaitsForTheLockAndBindsOnceTheDevicePluginReleasesIt) {
+  DaemonSetup setup;
+  setup.wait_for_locks = true;
+  setup.extender.bind_wait = std::chrono::seconds(20);
+  Start({HandshakeNodeJson("n1", 2, {"A100", 40960})}, std::move(setup), 10000);
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  std::atomic<bool> done{false};
+  VerbReply bind_b;
+  std::thread waiter([&] {
+    bind_b = Bind("b", "n1");
+    done = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
+  EXPECT_FALSE(done.load());
+  EXPECT_EQ(Tenants("n1"), 2u) << "the waiting bind keeps its booking";
+  EXPECT_FALSE(HasGrant(server_, "b"));
+
+  DevicePluginFinishes(server_, *daemon_->api, "n1");
+  waiter.join();
+  ASSERT_EQ(ErrorOf(bind_b), "") << bind_b.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-b");
+  EXPECT_TRUE(HasGrant(server_, "b"));
+  EXPECT_EQ(server_.bindings(), 2);
+  EXPECT_EQ(daemon_->extender->waiting_binds(), 0);
+}
+
+TEST_F(ExtenderNodeLock, AWaitingBindGivesUpAfterItsWaitAndGivesTheBookingBack) {
+  DaemonSetup setup;
+  setup.wait_for_locks = true;
+  setup.extender.bind_wait = std::chrono::milliseconds(300);
+  Start({HandshakeNodeJson("n1", 2)}, std::move(setup));
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  auto refused = Bind("b", "n1");
+  EXPECT_EQ(refused.failure, "node_busy");
+  EXPECT_EQ(Tenants("n1"), 1u);
+  EXPECT_EQ(daemon_->extender->waiting_binds(), 0);
+}
+
+TEST_F(ExtenderNodeLock, BindsBeyondTheWaitingLimitAreRefusedAtOnce) {
+  DaemonSetup setup;
+  setup.wait_for_locks = true;
+  setup.extender.bind_wait = std::chrono::seconds(20);
+  setup.extender.max_waiting_binds = 1;
+  const std::vector<json> more = AddPods(server_, {"c"}, 1000);
+  Start({HandshakeNodeJson("n1", 3)}, std::move(setup));
+  ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
+  VerbReply bind_b;
+  std::thread waiter([&] { bind_b = Bind("b", "n1"); });
+  ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
+  auto bind_c = daemon_->extender->Handle(Verb::kBind, BindBody(more[0], "n1").dump());
+  EXPECT_EQ(bind_c.failure, "node_busy") << "no waiting slot left: refused without waiting";
+  DevicePluginFinishes(server_, *daemon_->api, "n1");
+  waiter.join();
+  EXPECT_EQ(ErrorOf(bind_b), "") << bind_b.body;
 }
 
 TEST_F(ExtenderNodeLock, ALockWhoseHolderWasDeletedIsTakenOverAtOnce) {

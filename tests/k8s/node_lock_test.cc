@@ -216,7 +216,9 @@ TEST_F(NodeLockApiTest, ALiveHolderMakesItBusyWithItsNameAndAge) {
   server_.AddNode(HandshakeNodeJson("n1", 2));
   Put("n1", LockOf("a", kNow - 3));
   AcquireOptions options;
-  options.holder_alive = [](const std::string& uid) { return uid == "uid-a"; };
+  options.holder_state = [](const NodeLock& held) {
+    return held.uid == "uid-a" ? HolderState::kNeedsDevices : HolderState::kDone;
+  };
   auto r = AcquireNodeLock(*api_, "n1", LockOf("b", kNow), kNow, options);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(r->outcome, AcquireOutcome::kBusy);
@@ -225,11 +227,11 @@ TEST_F(NodeLockApiTest, ALiveHolderMakesItBusyWithItsNameAndAge) {
   EXPECT_EQ(server_.requests("patch node"), 0);
 }
 
-TEST_F(NodeLockApiTest, ALockOlderThanTheTtlIsTakenOver) {
+TEST_F(NodeLockApiTest, AnUnboundHoldersLockOlderThanTheTtlIsTakenOver) {
   server_.AddNode(HandshakeNodeJson("n1", 2));
   AcquireOptions options;
   options.ttl_seconds = 120;
-  options.holder_alive = [](const std::string&) { return true; };
+  options.holder_state = [](const NodeLock&) { return HolderState::kUnknown; };
   Put("n1", LockOf("a", kNow - 120));
   auto at_ttl = AcquireNodeLock(*api_, "n1", LockOf("b", kNow), kNow, options);
   ASSERT_TRUE(at_ttl.has_value());
@@ -238,17 +240,36 @@ TEST_F(NodeLockApiTest, ALockOlderThanTheTtlIsTakenOver) {
   auto later = AcquireNodeLock(*api_, "n1", LockOf("b", kNow + 1), kNow + 1, options);
   ASSERT_TRUE(later.has_value()) << later.error().ToString();
   EXPECT_EQ(later->outcome, AcquireOutcome::kTaken);
-  EXPECT_NE(later->message.find("took over the lock of pod default/a (121 s, older than the TTL)"),
+  EXPECT_NE(later->message.find(
+                "took over the lock of pod default/a (121 s, not bound and older than the TTL)"),
             std::string::npos)
       << later->message;
   EXPECT_EQ(Held("n1"), LockOf("b", kNow + 1));
+}
+
+// Fault 12 of the real-cluster review: a holder bound to the node that the kubelet has not
+// admitted yet (e.g. during a long kubelet restart) would, once admitted, be served by
+// Allocate with the new holder's grant. Its lock is never taken over, however old.
+TEST_F(NodeLockApiTest, ABoundHolderStillWaitingForItsDevicesKeepsTheLockPastTheTtl) {
+  server_.AddNode(HandshakeNodeJson("n1", 2));
+  AcquireOptions options;
+  options.ttl_seconds = 120;
+  options.holder_state = [](const NodeLock&) { return HolderState::kNeedsDevices; };
+  Put("n1", LockOf("a", kNow - 3600));
+  auto r = AcquireNodeLock(*api_, "n1", LockOf("b", kNow), kNow, options);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->outcome, AcquireOutcome::kBusy);
+  EXPECT_EQ(Held("n1"), LockOf("a", kNow - 3600));
+  EXPECT_EQ(server_.requests("patch node"), 0);
 }
 
 TEST_F(NodeLockApiTest, ALockWhoseHolderNoLongerNeedsDevicesIsTakenOverAtOnce) {
   server_.AddNode(HandshakeNodeJson("n1", 2));
   Put("n1", LockOf("gone", kNow - 1));
   AcquireOptions options;
-  options.holder_alive = [](const std::string& uid) { return uid != "uid-gone"; };
+  options.holder_state = [](const NodeLock& held) {
+    return held.uid == "uid-gone" ? HolderState::kDone : HolderState::kNeedsDevices;
+  };
   auto r = AcquireNodeLock(*api_, "n1", LockOf("b", kNow), kNow, options);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(r->outcome, AcquireOutcome::kTaken);
@@ -260,7 +281,7 @@ TEST_F(NodeLockApiTest, OurOwnLockIsReenteredKeepingWhatWasServed) {
   server_.AddNode(HandshakeNodeJson("n1", 2));
   Put("n1", LockOf("a", kNow - 5, {"main/gpumux.io/gpu-mem"}));
   AcquireOptions options;
-  options.holder_alive = [](const std::string&) { return true; };
+  options.holder_state = [](const NodeLock&) { return HolderState::kNeedsDevices; };
   auto r = AcquireNodeLock(*api_, "n1", LockOf("a", kNow), kNow, options);
   ASSERT_TRUE(r.has_value()) << r.error().ToString();
   EXPECT_EQ(r->outcome, AcquireOutcome::kTaken);
@@ -318,7 +339,7 @@ TEST_F(NodeLockApiTest, ConcurrentAcquirersExactlyOneWins) {
   constexpr int kRounds = 10;
   AcquireOptions options;
   options.attempts = 4;
-  options.holder_alive = [](const std::string&) { return true; };
+  options.holder_state = [](const NodeLock&) { return HolderState::kNeedsDevices; };
   for (int round = 0; round < kRounds; ++round) {
     SCOPED_TRACE(round);
     std::atomic<int> taken{0}, busy{0}, failed{0};

@@ -27,6 +27,11 @@ struct ClusterSyncOptions {
   // replicas do not relist in step after an API server restart. 0: no jitter.
   std::uint64_t jitter_seed = 0;
   std::function<void(std::string_view)> log;  // may be empty
+  // Called for every node and pod event after the state has taken it (the items of a relist
+  // as ADDED events), and once when the state is first marked synced; may be empty. They run on
+  // the reflectors' threads and must be quick (the requeuer and the node lock board).
+  std::function<void(const WatchEvent&)> on_node_event, on_pod_event;
+  std::function<void()> on_synced;
 };
 
 class ClusterSync {

@@ -7,13 +7,20 @@
 // bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
 // device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
 // its uid as precondition) and creates the Binding; on failure the lock (if this bind took it)
-// and the booking are released and the reply carries the reason. While another live pod holds
-// the node's lock, bind is refused ("node_busy") and kube-scheduler retries the pod later.
-// Nothing blocks on anything slow besides these API calls (GET + PATCH of the node on handshake
-// nodes only, the grant patch, the Binding), each bounded by the client's request timeout.
+// and the booking are released and the reply carries the reason. While another pod holds the
+// node's lock, bind keeps its booking and waits (up to `bind_wait`, for at most
+// `max_waiting_binds` binds at once) for the node watch to show the lock released, then tries
+// again; only past that is it refused ("node_busy") and kube-scheduler retries the pod later.
+// Besides that bounded wait nothing blocks on anything slow but these API calls (GET + PATCH of
+// the node on handshake nodes only, the grant patch, the Binding), each bounded by the client's
+// request timeout.
+// filter: a pod for which no node passes is reported to the requeuer (requeue.h), which asks
+// kube-scheduler to retry it once the watch shows room may have been made.
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -24,6 +31,7 @@
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/node_lock.h"
+#include "gpumux/k8s/requeue.h"
 
 namespace gpumux::k8s {
 
@@ -44,6 +52,18 @@ struct ExtenderOptions {
   // the kubelet admitted it, kubelet or device plugin down), and bind may take it over.
   std::int64_t node_lock_ttl_seconds = 120;
   int node_lock_attempts = 4;  // tries of the lock's patch on 409 Conflict
+  // How long a bind waits for another pod's node lock to be released, and how many binds may
+  // wait at once (each holds an HTTP worker thread: keep some free for other verbs and probes).
+  // kube-scheduler's extender timeout (httpTimeout, 5 s by default) must cover the wait plus
+  // the bind's API calls.
+  std::chrono::milliseconds bind_wait{3000};
+  int max_waiting_binds = 4;
+  // Optional: the node watch's view of the locks (waits are woken by it; without it a waiting
+  // bind re-reads the node every `bind_poll`), and the requeuer (filter reports pods it turned
+  // away). Both must outlive the extender.
+  NodeLockBoard* lock_board = nullptr;
+  std::chrono::milliseconds bind_poll{250};
+  Requeuer* requeuer = nullptr;
   // One line per notable event (a stale or unreadable node lock taken over, a lock that could
   // not be released); may be empty.
   std::function<void(std::string_view)> log;
@@ -54,6 +74,7 @@ class Extender {
   // `api` may be null (no API server: bind answers an error); both must outlive the extender.
   Extender(ClusterState& state, KubeApi* api, ExtenderOptions options = {});
   VerbReply Handle(Verb verb, std::string_view body);
+  int waiting_binds() const { return waiting_binds_.load(); }
 
  private:
   VerbReply Filter(std::string_view body);
@@ -69,6 +90,7 @@ class Extender {
   std::mutex recent_mu_;
   std::unordered_map<std::string, PodInfo> recent_;
   std::deque<std::string> recent_order_;
+  std::atomic<int> waiting_binds_{0};
 };
 
 }  // namespace gpumux::k8s

@@ -13,9 +13,10 @@
 // The device plugin reads the lock in Allocate, serves the holder's grant, and records each
 // (container, resource) pair it has served in the lock itself (the same atomic patch), so a
 // plugin restart in the middle of a pod loses nothing. When every pair the pod asks for has
-// been served, the plugin removes the annotation. A lock whose holder never gets its devices
-// (pod deleted before the kubelet admitted it, kubelet down) goes stale after a TTL, and the
-// extender may then take it over.
+// been served, the plugin removes the annotation. A lock whose holder will never get its
+// devices (pod deleted, finished, bound elsewhere) is stale at once and the extender may take
+// it over; one whose holder is not bound (a failed bind) goes stale after a TTL. A holder bound
+// to the node and still waiting for the kubelet keeps the lock, however old (HolderState).
 //
 // The lock is used only on nodes whose device plugin announces it: node annotation
 // gpumux.io/handshake = "node-lock/v1". Elsewhere bind takes no lock.
@@ -25,11 +26,15 @@
 //    "served":["main/gpumux.io/gpu-mem"]}
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -67,13 +72,28 @@ struct NodeLockView {
 NodeLockView ReadNodeLock(const nlohmann::json& node);
 
 // --- extender side ---
+// What the extender knows of a lock's holder (from its own watch of pods).
+enum class HolderState : std::uint8_t {
+  // Bound to this node and not yet started, finished or being deleted: the kubelet may still
+  // admit it and call Allocate for it. Its lock is never taken over, whatever its age: handing
+  // the lock to another pod would let Allocate serve the old holder with the new pod's GPUs
+  // (the gpushare race the lock exists to prevent). A kubelet that never admits it blocks only
+  // its own node.
+  kNeedsDevices,
+  // Gone, finished, being deleted, Running (its devices were allocated) or bound elsewhere:
+  // the lock is stale at once.
+  kDone,
+  // Not bound yet (a bind in flight, or one that failed and could not release the lock), or
+  // its state cannot be told: the lock is stale once older than the TTL.
+  kUnknown,
+};
+
 struct AcquireOptions {
-  std::int64_t ttl_seconds = 120;  // a lock older than this is stale and may be taken over
+  std::int64_t ttl_seconds = 120;  // a kUnknown holder's lock older than this is stale
   int attempts = 4;                // tries on 409 Conflict (fresh GET each time)
-  // Whether the pod with this uid still needs its devices allocated (exists, not finished,
-  // not deleting). A lock held by a pod that does not is stale at once. May be empty (then
-  // only the TTL makes a lock stale).
-  std::function<bool(const std::string& uid)> holder_alive;
+  // The holder's state. May be empty (then every holder is kUnknown: only the TTL makes a
+  // lock stale).
+  std::function<HolderState(const NodeLock& held)> holder_state;
 };
 
 enum class AcquireOutcome : std::uint8_t {
@@ -91,14 +111,15 @@ struct AcquireResult {
   // device plugin is part-way through is not served twice. A caller whose bind then fails
   // should not release such a lock: an earlier bind of the pod may have succeeded.
   bool reentered = false;
+  std::optional<NodeLock> holder;  // kBusy only: the lock that holds the node
 };
 
 // GET the node, then (when it announces the handshake and the lock is free, stale, or already
 // ours) merge-patch gpumux.io/allocating = lock with the node's resourceVersion as a
 // precondition. `now` is unix seconds. API errors (after `attempts` conflicts, or any other
 // failure) come back as ApiError.
-// Details: a lock is stale when now - since > ttl_seconds, or when holder_alive says its uid no
-// longer needs devices. A present but unreadable annotation (on a node that announces
+// Details: a lock is stale when holder_state says kDone, or says kUnknown and
+// now - since > ttl_seconds; a kNeedsDevices holder keeps its lock. A present but unreadable annotation (on a node that announces
 // node-lock/v1) is replaced, and says so in `message`. "Ours" means the same uid (see
 // AcquireResult::reentered). A node without metadata.resourceVersion is an ApiError (status 0,
 // reason "BadNode"): the patch could not be atomic.
@@ -110,6 +131,27 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
 // another pod, or no lock, is left alone (success). A node that is gone (404) is success too.
 ApiResult<void> ReleaseNodeLock(KubeApi& api, const std::string& node, const std::string& uid,
                                 int attempts = 4);
+
+// Who holds each node's lock, as the extender's node watch last saw it. A bind refused because
+// another pod holds the lock waits here for the watch to show the lock released (the device
+// plugin removes it once the holder's devices are allocated), instead of bouncing its pod into
+// kube-scheduler's 1 -> 10 s backoff.
+// Thread safety: all methods may be called concurrently.
+class NodeLockBoard {
+ public:
+  // A node object from the watch (or a list). Cheap when the node has no lock annotation.
+  void Observe(const nlohmann::json& node);
+  void Forget(const std::string& node);
+  // Blocks until the watch shows `node` not held by `holder_uid` (free, or held by another
+  // pod), or until `deadline`. True when it changed.
+  bool WaitUntilNotHeldBy(const std::string& node, const std::string& holder_uid,
+                          std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::unordered_map<std::string, std::string> holders_;  // node -> holder uid (absent: free)
+};
 
 // --- device plugin side ---
 // Atomically replaces the node's lock with `next` (or removes it when `next` is empty), with

@@ -1,0 +1,240 @@
+#include "gpumux/k8s/requeue.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpumux::k8s {
+namespace {
+
+using nlohmann::json;
+
+const json* At(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return nullptr;
+  const json& value = object.at(key);
+  return value.is_null() ? nullptr : &value;
+}
+
+std::string StringAt(const json& object, const char* key) {
+  const json* v = At(object, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+std::string UtcMillis() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) %
+                  std::chrono::milliseconds(1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms.count()));
+  return buf;
+}
+
+// What of a node can change whether a GPU pod fits there: gpumux's annotations (inventory,
+// device plugin state, unit, handshake), the kubelet's allocatable gpumux resources, and
+// spec.unschedulable. Status heartbeats leave it unchanged.
+std::string NodeFingerprint(const json& node) {
+  std::string out;
+  const json empty = json::object();
+  const json* metadata = At(node, "metadata");
+  const json* annotations = metadata != nullptr ? At(*metadata, "annotations") : nullptr;
+  if (annotations != nullptr && annotations->is_object()) {
+    for (const auto& [key, value] : annotations->items()) {
+      if (key.rfind("gpumux.io/", 0) != 0 || key == "gpumux.io/allocating") continue;
+      out += key;
+      out += '=';
+      out += value.is_string() ? value.get<std::string>() : value.dump();
+      out += '\n';
+    }
+  }
+  const json* status = At(node, "status");
+  const json* allocatable = status != nullptr ? At(*status, "allocatable") : nullptr;
+  if (allocatable != nullptr && allocatable->is_object()) {
+    for (const auto& [key, value] : allocatable->items()) {
+      if (key.rfind("gpumux.io/", 0) != 0) continue;
+      out += key;
+      out += ':';
+      out += value.is_string() ? value.get<std::string>() : value.dump();
+      out += '\n';
+    }
+  }
+  const json* spec = At(node, "spec");
+  const json* unschedulable = spec != nullptr ? At(*spec, "unschedulable") : nullptr;
+  if (unschedulable != nullptr && unschedulable->is_boolean() && unschedulable->get<bool>()) {
+    out += "unschedulable\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+Requeuer::Requeuer(KubeApi& api, RequeuerOptions options)
+    : api_(&api), options_(std::move(options)) {
+  if (!options_.now_text) options_.now_text = UtcMillis;
+}
+
+Requeuer::~Requeuer() { Stop(); }
+
+void Requeuer::Start() {
+  thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
+}
+
+void Requeuer::Stop() {
+  if (!thread_.joinable()) return;
+  thread_.request_stop();
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const std::string& uid) {
+  if (uid.empty() || name.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = waiting_.try_emplace(uid, Waiting{ns, name, now, {}});
+  it->second.last_turned_away = now;
+  if (!inserted || waiting_.size() <= options_.max_pods) return;
+  // Full: drop the pod turned away longest ago.
+  auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
+    return a.second.last_turned_away < b.second.last_turned_away;
+  });
+  if (oldest == waiting_.end()) return;
+  const std::string key = oldest->first;  // a copy: erase must not read the erased node
+  waiting_.erase(key);
+}
+
+void Requeuer::ObservePod(const WatchEvent& event) {
+  const json* metadata = At(event.object, "metadata");
+  if (metadata == nullptr) return;
+  const std::string uid = StringAt(*metadata, "uid");
+  const json* annotations = At(*metadata, "annotations");
+  const bool granted = annotations != nullptr && annotations->is_object() &&
+                       annotations->contains("gpumux.io/grant");
+  const json* spec = At(event.object, "spec");
+  const bool bound = spec != nullptr && !StringAt(*spec, "nodeName").empty();
+  const json* status = At(event.object, "status");
+  const std::string phase = status != nullptr ? StringAt(*status, "phase") : std::string();
+  std::string why;
+  if (event.type == "DELETED") {
+    if (granted) why = "pod " + StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name") + " deleted";
+  } else if (granted && (phase == "Succeeded" || phase == "Failed")) {
+    why = "pod " + StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name") + " " +
+          (phase == "Succeeded" ? "succeeded" : "failed");
+  }
+  std::lock_guard lock(mu_);
+  if (event.type == "DELETED" || bound) waiting_.erase(uid);
+  if (!why.empty() && !waiting_.empty()) {
+    pending_why_ = std::move(why);
+    wake_.notify_all();
+  }
+}
+
+void Requeuer::ObserveNode(const WatchEvent& event) {
+  const json* metadata = At(event.object, "metadata");
+  if (metadata == nullptr) return;
+  const std::string name = StringAt(*metadata, "name");
+  std::lock_guard lock(mu_);
+  if (event.type == "DELETED") {
+    node_fingerprints_.erase(name);
+    return;
+  }
+  std::string fingerprint = NodeFingerprint(event.object);
+  auto [it, inserted] = node_fingerprints_.try_emplace(name, fingerprint);
+  if (!inserted) {
+    if (it->second == fingerprint) return;
+    it->second = std::move(fingerprint);
+  }
+  if (waiting_.empty()) return;
+  pending_why_ = "node " + name + (inserted ? " added" : " changed");
+  wake_.notify_all();
+}
+
+void Requeuer::RoomMayHaveBeenMade(std::string_view why) {
+  std::lock_guard lock(mu_);
+  if (waiting_.empty()) return;
+  pending_why_ = std::string(why);
+  wake_.notify_all();
+}
+
+std::size_t Requeuer::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_.size();
+}
+
+std::int64_t Requeuer::requeued() const {
+  std::lock_guard lock(mu_);
+  return requeued_;
+}
+
+void Requeuer::Run(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    wake_.wait(lock, stop, [this] { return !pending_why_.empty(); });
+    if (stop.stop_requested()) return;
+    // Let a burst of events (a Job's pods ending together) make one round.
+    wake_.wait_for(lock, stop, options_.coalesce, [] { return false; });
+    if (stop.stop_requested()) return;
+    std::string why = std::move(pending_why_);
+    pending_why_.clear();
+    lock.unlock();
+    Round(why);
+    lock.lock();
+  }
+}
+
+void Requeuer::Round(const std::string& why) {
+  struct Target {
+    std::string uid, ns, name;
+  };
+  std::vector<Target> targets;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (now - it->second.last_turned_away > options_.forget_after) {
+        it = waiting_.erase(it);
+        continue;
+      }
+      if (it->second.last_patched == std::chrono::steady_clock::time_point{} ||
+          now - it->second.last_patched >= options_.min_interval) {
+        it->second.last_patched = now;
+        targets.push_back({it->first, it->second.ns, it->second.name});
+      }
+      ++it;
+    }
+  }
+  if (targets.empty()) return;
+  // Oldest names first is arbitrary; sort for a deterministic order in logs and tests.
+  std::sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) {
+    return a.ns != b.ns ? a.ns < b.ns : a.name < b.name;
+  });
+  const std::string stamp = options_.now_text();
+  int done = 0;
+  std::string failures;
+  for (const Target& t : targets) {
+    auto patched = PatchPodAnnotations(*api_, t.ns, t.name, t.uid,
+                                       json{{std::string(kAnnotationRequeuedAt), stamp}});
+    std::lock_guard lock(mu_);
+    if (patched) {
+      ++done;
+      ++requeued_;
+    } else if (patched.error().http_status == 404 || patched.error().http_status == 409) {
+      waiting_.erase(t.uid);  // gone, or replaced by another pod of the same name
+    } else if (failures.empty()) {
+      failures = "; " + t.ns + "/" + t.name + ": " + patched.error().ToString();
+    }
+  }
+  if (options_.log) {
+    options_.log("requeued " + std::to_string(done) + " of " + std::to_string(targets.size()) +
+                 (targets.size() == 1 ? " pod" : " pods") + " waiting for GPUs (" + why + ")" +
+                 failures);
+  }
+}
+
+}  // namespace gpumux::k8s

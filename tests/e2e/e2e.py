@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+"""gpumux end-to-end scenarios on a real single-node Kubernetes (started by tests/e2e/run.sh).
+
+Deploys gpumux from deploy/ (kustomize over verbatim copies, with the rig-specific patches listed
+in tests/e2e/README.md), then runs every scenario. After each scenario it checks, from the API
+server's copy, that no GPU's grants exceed its capacity and that no exclusive GPU is shared.
+Prints one row per scenario with its timings and writes them to OUT/results.json and
+OUT/results.md. Standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+NS = "gpumux-e2e"          # where the test pods live
+SYS = "gpumux-system"      # where gpumux runs
+CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"  # the rig's busybox stand-in
+GPUS = 4
+
+
+class Failed(Exception):
+    pass
+
+
+class Rig:
+    def __init__(self, args):
+        self.args = args
+        self.kc = os.path.join(args.rig, "config", "admin.kubeconfig")
+        self.node = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+        self.log = open(os.path.join(args.out, "e2e.log"), "a")
+
+    def say(self, line):
+        stamp = time.strftime("%H:%M:%S")
+        print(f"e2e {stamp} {line}", flush=True)
+        self.log.write(f"{stamp} {line}\n")
+        self.log.flush()
+
+    def kubectl(self, *args, stdin=None, check=True, timeout=120):
+        cmd = ["kubectl", "--kubeconfig", self.kc, *args]
+        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+        self.log.write(f"$ kubectl {' '.join(args)}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+        if check and p.returncode != 0:
+            raise Failed(f"kubectl {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
+        return p.stdout
+
+    def get(self, *args):
+        return json.loads(self.kubectl("get", "-o", "json", *args))
+
+    def apply(self, obj):
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+
+    def rig(self, script, *args):
+        p = subprocess.run([os.path.join(self.args.rig_scripts, script), *args],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ))
+        self.log.write(f"$ {script} {' '.join(args)}\n{p.stdout}{p.stderr}")
+        if p.returncode != 0:
+            raise Failed(f"{script} {' '.join(args)} failed: {p.stderr.strip()[-500:]}")
+
+    # --- waiting ---------------------------------------------------------------------------
+    def wait(self, what, predicate, timeout, interval=0.1):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = predicate()
+                if last:
+                    return last
+            except Failed as e:
+                last = e
+            time.sleep(interval)
+        raise Failed(f"timed out after {timeout} s waiting for {what} (last: {last})")
+
+    def pod(self, name, ns=NS):
+        p = self.kubectl("get", "pod", "-n", ns, name, "-o", "json", check=False)
+        return json.loads(p) if p.strip() else None
+
+    def phase(self, name, ns=NS):
+        p = self.pod(name, ns)
+        return p["status"].get("phase") if p else None
+
+    def wait_running(self, names, timeout=90, ns=NS):
+        names = [names] if isinstance(names, str) else names
+        start = time.monotonic()
+        pending = set(names)
+        while pending:
+            if time.monotonic() - start > timeout:
+                details = {n: self.describe_tail(n, ns) for n in sorted(pending)}
+                raise Failed(f"not Running within {timeout} s: {details}")
+            items = self.get("pods", "-n", ns)["items"]
+            by_name = {i["metadata"]["name"]: i for i in items}
+            for n in list(pending):
+                p = by_name.get(n)
+                if p and p["status"].get("phase") == "Running":
+                    pending.discard(n)
+                elif p and p["status"].get("phase") == "Failed":
+                    raise Failed(f"pod {n} failed: {p['status'].get('reason')} "
+                                 f"{p['status'].get('message')}")
+            time.sleep(0.1)
+        return time.monotonic() - start
+
+    def describe_tail(self, name, ns=NS):
+        out = self.kubectl("describe", "pod", "-n", ns, name, check=False)
+        return " | ".join(out.strip().splitlines()[-4:])
+
+    def unschedulable(self, name, ns=NS):
+        p = self.pod(name, ns)
+        if not p:
+            return False
+        for c in p["status"].get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return c.get("message") or True
+        return False
+
+    def delete_pods(self, *names, ns=NS, grace=1):
+        if names:
+            self.kubectl("delete", "pod", "-n", ns, *names, f"--grace-period={grace}",
+                         "--wait=true", timeout=180)
+
+    def clean(self):
+        self.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force",
+                     "--wait=true", check=False, timeout=180)
+        self.wait("no pods in " + NS, lambda: not self.get("pods", "-n", NS)["items"], 60)
+
+    def exec_env(self, pod, container, var):
+        return self.kubectl("exec", "-n", NS, pod, "-c", container, "--", "printenv", var,
+                            check=False).strip()
+
+    def grant(self, name):
+        p = self.pod(name)
+        text = p["metadata"].get("annotations", {}).get("gpumux.io/grant")
+        if not text:
+            raise Failed(f"pod {name} has no gpumux.io/grant")
+        return json.loads(text)
+
+
+def gpu_pod(name, containers, scheduler="gpumux-scheduler", priority_class=None, extra=None,
+            runtime_class=None, env=None):
+    """containers: [(container name, {resource: amount})]."""
+    spec = {
+        "schedulerName": scheduler,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{
+            "name": c,
+            "image": CUDA,
+            "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+            "resources": {"limits": {k: str(v) for k, v in limits.items()}},
+            **({"env": [{"name": k, "value": v} for k, v in env.items()]} if env else {}),
+        } for c, limits in containers],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    if extra:
+        spec.update(extra)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": spec}
+
+
+WHOLE = {"gpumux.io/gpu": 1}
+
+
+# --- the invariant checked after every scenario -----------------------------------------------
+def check_capacity(rig):
+    """No GPU's grants exceed its capacity; an exclusive grant is alone on its GPU."""
+    nodes = {n["metadata"]["name"]: n for n in rig.get("nodes")["items"]}
+    used = {}
+    for p in rig.get("pods", "-A")["items"]:
+        ann = p["metadata"].get("annotations", {})
+        if "gpumux.io/grant" not in ann or p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        g = json.loads(ann["gpumux.io/grant"])
+        node = p["spec"].get("nodeName") or g["node"]
+        for c in g["containers"]:
+            for gpu in c["gpus"]:
+                u = used.setdefault((node, gpu["uuid"]), {"milli": 0, "mib": 0, "tenants": [],
+                                                          "exclusive": 0})
+                u["milli"] += 1000 if c.get("exclusive") else c.get("gpu_milli", 0)
+                u["mib"] += c.get("gpu_mem_mib", 0)
+                u["exclusive"] += 1 if c.get("exclusive") else 0
+                u["tenants"].append(p["metadata"]["name"] + "/" + c["name"])
+    problems = []
+    for (node, uuid), u in used.items():
+        inv = json.loads(nodes.get(node, {}).get("metadata", {}).get("annotations", {})
+                         .get("gpumux.io/gpus", "[]"))
+        size = {g["uuid"]: g["memory_mib"] for g in inv}.get(uuid)
+        if size is None:
+            problems.append(f"{uuid} on {node} is not in the node's inventory: {u['tenants']}")
+            continue
+        if u["milli"] > 1000 or u["mib"] > size:
+            problems.append(f"{uuid} over capacity: {u['milli']} milli, {u['mib']} MiB of "
+                            f"{size}: {u['tenants']}")
+        if u["exclusive"] and len(u["tenants"]) > 1:
+            problems.append(f"{uuid} is exclusive but shared: {u['tenants']}")
+    if problems:
+        raise Failed("capacity invariant broken: " + "; ".join(problems))
+    return len(used)
+
+
+def check_env_matches_grant(rig, name):
+    """Each container's NVIDIA_VISIBLE_DEVICES and GPUMUX_GPU_UUIDS are its own grant's UUIDs."""
+    g = rig.grant(name)
+    for c in g["containers"]:
+        want = ",".join(gpu["uuid"] for gpu in c["gpus"])
+        got = rig.exec_env(name, c["name"], "NVIDIA_VISIBLE_DEVICES")
+        if got != want:
+            raise Failed(f"{name}/{c['name']}: NVIDIA_VISIBLE_DEVICES={got!r}, grant {want!r}")
+        got = rig.exec_env(name, c["name"], "GPUMUX_GPU_UUIDS")
+        if got != want:
+            raise Failed(f"{name}/{c['name']}: GPUMUX_GPU_UUIDS={got!r}, grant {want!r}")
+    return g
+
+
+# --- setup --------------------------------------------------------------------------------------
+def deploy(rig):
+    a = rig.args
+    k = os.path.join(a.out, "kustomize")
+    os.makedirs(k, exist_ok=True)
+    files = ["extender/rbac.yaml", "extender/deployment.yaml", "device-plugin/rbac.yaml",
+             "device-plugin/daemonset.yaml"]
+    for f in files:  # verbatim copies of what a user applies
+        shutil.copy(os.path.join(a.root, "deploy", f), os.path.join(k, f.replace("/", "-")))
+    shutil.copy(os.path.join(a.out, "gpus.csv"), os.path.join(k, "gpus.csv"))
+    sa_mount = {"name": "sa-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True}
+    apiserver_env = [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                     {"name": "KUBERNETES_SERVICE_PORT", "value": "16443"}]
+
+    def rig_patch(kind, name, secret, containers, more=None):
+        spec = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet",
+                "volumes": [{"name": "sa-token", "secret": {"secretName": secret}}],
+                "containers": [{"name": c, "env": apiserver_env, "volumeMounts": [sa_mount]}
+                               for c in containers]}
+        if more:
+            more(spec)
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": SYS},
+                "spec": {"template": {"spec": spec}}}
+
+    def fake_gpus(spec):
+        spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
+        c = spec["containers"][0]
+        c["volumeMounts"].append({"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e",
+                                  "readOnly": True})
+
+    patches = [
+        rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
+                  ["gpumux-extender", "kube-scheduler"]),
+        rig_patch("DaemonSet", "gpumux-device-plugin", "gpumux-device-plugin-token",
+                  ["device-plugin"], fake_gpus),
+    ]
+    backend = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "fake"},
+               {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                "value": "--gpus-file"},
+               {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                "value": "/etc/gpumux-e2e/gpus.csv"}]
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [f.replace("/", "-") for f in files],
+        "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS, "files": ["gpus.csv"],
+                                "options": {"disableNameSuffixHash": True}}],
+        "patches": [{"patch": json.dumps(p)} for p in patches] + [
+            {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
+             "patch": json.dumps(backend)}],
+    }
+    with open(os.path.join(k, "kustomization.yaml"), "w") as f:
+        json.dump(kustomization, f, indent=1)
+    # The service accounts exist once rbac.yaml is applied; the rig has no token controller and
+    # no ServiceAccount admission, so each gets a bound token (TokenRequest) in a Secret.
+    rig.kubectl("apply", "-f", os.path.join(k, "extender-rbac.yaml"))
+    rig.kubectl("apply", "-f", os.path.join(k, "device-plugin-rbac.yaml"))
+    ca = os.path.join(a.rig, "pki", "ca.crt")
+    for sa in ("gpumux-scheduler", "gpumux-device-plugin"):
+        token = rig.kubectl("create", "token", sa, "-n", SYS, "--duration=24h").strip()
+        tokfile = os.path.join(a.out, f"{sa}.token")
+        with open(tokfile, "w") as f:
+            f.write(token)
+        rig.kubectl("create", "secret", "generic", f"{sa}-token", "-n", SYS,
+                    f"--from-file=token={tokfile}", f"--from-file=ca.crt={ca}",
+                    f"--from-literal=namespace={SYS}")
+    rig.kubectl("label", "node", rig.node, "gpumux.io/enabled=true", "--overwrite")
+    rig.kubectl("apply", "-k", k)
+    rig.kubectl("create", "namespace", NS)
+    for name, value in (("gpumux-e2e-low", 100), ("gpumux-e2e-high", 1000)):
+        rig.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": name}, "value": value})
+    rig.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+               "metadata": {"name": "gpumux"}, "handler": "gpumux"})
+    wait_gpumux_ready(rig)
+
+
+def allocatable(rig, resource="gpumux.io/gpu"):
+    n = rig.get("node", rig.node)
+    return int(n["status"].get("allocatable", {}).get(resource, "0"))
+
+
+def wait_gpumux_ready(rig, timeout=180):
+    rig.kubectl("rollout", "status", "-n", SYS, "deployment/gpumux-scheduler",
+                f"--timeout={timeout}s", timeout=timeout + 10)
+    rig.kubectl("rollout", "status", "-n", SYS, "daemonset/gpumux-device-plugin",
+                f"--timeout={timeout}s", timeout=timeout + 10)
+    rig.wait("node allocatable gpumux.io/gpu = 4", lambda: allocatable(rig) == GPUS, timeout)
+    rig.wait("node allocatable gpumux.io/gpu-mem = 320",
+             lambda: allocatable(rig, "gpumux.io/gpu-mem") == 320, timeout)
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+def example(rig, path, containers_with_gpu):
+    obj_path = os.path.join(rig.args.root, "deploy", "examples", path)
+    rig.kubectl("apply", "-n", NS, "-f", obj_path)
+    name = rig.kubectl("get", "-n", NS, "-f", obj_path, "-o", "jsonpath={.metadata.name}").strip()
+    t = rig.wait_running(name)
+    g = check_env_matches_grant(rig, name)
+    if sorted(c["name"] for c in g["containers"]) != sorted(containers_with_gpu):
+        raise Failed(f"{name}: grant names containers {[c['name'] for c in g['containers']]}")
+    return name, t, g
+
+
+def s_whole_shared_multi(rig):
+    times = {}
+    for path, containers in (("pod-gpu-whole.yaml", ["cuda"]), ("pod-gpu-mem.yaml", ["cuda"]),
+                             ("pod-gpu-milli.yaml", ["cuda"]),
+                             ("pod-two-containers.yaml", ["trainer", "evaluator"])):
+        name, t, g = example(rig, path, containers)
+        times[name] = round(t, 1)
+    rig.apply(gpu_pod("two-gpus", [("main", {"gpumux.io/gpu": 2})]))
+    times["two-gpus"] = round(rig.wait_running("two-gpus"), 1)
+    g = check_env_matches_grant(rig, "two-gpus")
+    if len(g["containers"][0]["gpus"]) != 2:
+        raise Failed(f"two-gpus got {g['containers'][0]['gpus']}")
+    whole = rig.grant("gpu-whole")["containers"][0]
+    if not whole["exclusive"]:
+        raise Failed("gpu-whole's grant is not exclusive")
+    return "create -> Running (s): " + ", ".join(f"{k} {v}" for k, v in times.items())
+
+
+def s_concurrent_same_size(rig):
+    pods = [gpu_pod(f"same-{i}", [("main", {"gpumux.io/gpu-mem": 40})]) for i in range(2)]
+    rig.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                       "items": pods}))
+    t = rig.wait_running(["same-0", "same-1"])
+    seen = set()
+    for i in range(2):
+        g = check_env_matches_grant(rig, f"same-{i}")
+        seen.add(rig.exec_env(f"same-{i}", "main", "GPUMUX_POD"))
+    if seen != {f"{NS}/same-0", f"{NS}/same-1"} and seen != {"same-0", "same-1"}:
+        raise Failed(f"GPUMUX_POD values {seen}")
+    return f"both Running in {t:.1f} s, each with its own grant in its environment"
+
+
+def burst(rig, prefix, scheduler, limits, count=8):
+    pods = [gpu_pod(f"{prefix}-{i}", [("main", limits)], scheduler=scheduler) for i in range(count)]
+    start = time.monotonic()
+    rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": pods}))
+    rig.wait_running([p["metadata"]["name"] for p in pods], timeout=180)
+    return time.monotonic() - start
+
+
+def s_burst(rig):
+    base = burst(rig, "plain", "default-scheduler", {"cpu": "10m"})
+    rig.clean()
+    gpumux = burst(rig, "burst", "gpumux-scheduler", {"gpumux.io/gpu-mem": 8})
+    for i in range(8):
+        check_env_matches_grant(rig, f"burst-{i}")
+    ratio = gpumux / base
+    detail = (f"8 pods create -> all Running: {gpumux:.1f} s with gpumux (8 GiB each), "
+              f"{base:.1f} s without (default scheduler, no GPU), ratio {ratio:.2f}")
+    if ratio > 2.0:
+        raise Failed(detail + " (goal: at most 2x)")
+    return detail
+
+
+def s_wait_for_freed_gpu(rig, tries):
+    holders = [f"hold-{i}" for i in range(GPUS)]
+    rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        gpu_pod(h, [("main", WHOLE)]) for h in holders]}))
+    rig.wait_running(holders)
+    waits = []
+    for i in range(tries):
+        w = f"wait-{i}"
+        rig.apply(gpu_pod(w, [("main", WHOLE)]))
+        rig.wait(f"{w} unschedulable", lambda: rig.unschedulable(w), 60)
+        victim = holders.pop(0)
+        rig.delete_pods(victim)           # returns once the pod object is gone: the GPU is free
+        freed = time.monotonic()
+        rig.wait_running(w, timeout=120)
+        waits.append(time.monotonic() - freed)
+        holders.append(w)
+        rig.say(f"  try {i + 1}/{tries}: Running {waits[-1]:.1f} s after the GPU was freed")
+    within = sum(1 for x in waits if x <= 10.0)
+    waits_sorted = sorted(waits)
+    detail = (f"{within}/{tries} within 10 s of the GPU being freed; median "
+              f"{waits_sorted[len(waits) // 2]:.1f} s, max {waits_sorted[-1]:.1f} s")
+    if within != tries:
+        raise Failed(detail)
+    return detail
+
+
+def s_preemption(rig):
+    low = [f"low-{i}" for i in range(GPUS)]
+    rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        gpu_pod(n, [("main", WHOLE)], priority_class="gpumux-e2e-low") for n in low]}))
+    rig.wait_running(low)
+    start = time.monotonic()
+    rig.apply(gpu_pod("high", [("main", WHOLE)], priority_class="gpumux-e2e-high"))
+    rig.wait_running("high", timeout=120)
+    t = time.monotonic() - start
+    left = [n for n in low if rig.phase(n) == "Running" and
+            not rig.pod(n)["metadata"].get("deletionTimestamp")]
+    if len(left) != GPUS - 1:
+        raise Failed(f"expected exactly one low-priority victim, {len(left)} of {GPUS} still run")
+    check_env_matches_grant(rig, "high")
+    return f"high-priority whole-GPU pod Running {t:.1f} s after creation; 1 of 4 low-priority pods preempted"
+
+
+def set_plugin_node_selector(rig, value):
+    rig.kubectl("patch", "daemonset", "-n", SYS, "gpumux-device-plugin", "--type=merge", "-p",
+                json.dumps({"spec": {"template": {"spec": {"nodeSelector": {
+                    "gpumux.io/enabled": value}}}}}))
+
+
+def plugin_pods(rig):
+    return [p for p in rig.get("pods", "-n", SYS)["items"]
+            if p["metadata"]["name"].startswith("gpumux-device-plugin")]
+
+
+def s_device_plugin_down(rig):
+    set_plugin_node_selector(rig, "nowhere")
+    rig.wait("device plugin pod gone", lambda: not plugin_pods(rig), 120)
+    t0 = time.monotonic()
+    rig.wait("node allocatable gpumux.io/gpu = 0", lambda: allocatable(rig) == 0, 120)
+    drop = time.monotonic() - t0
+    rig.apply(gpu_pod("while-down", [("main", WHOLE)]))
+    time.sleep(15)
+    p = rig.pod("while-down")
+    if p["spec"].get("nodeName"):
+        raise Failed(f"bound while the device plugin was down: {p['status']}")
+    reason = rig.unschedulable("while-down")
+    set_plugin_node_selector(rig, "true")
+    start = time.monotonic()
+    rig.wait_running("while-down", timeout=120)
+    up = time.monotonic() - start
+    check_env_matches_grant(rig, "while-down")
+    return (f"allocatable 0 after {drop:.1f} s; pod kept Pending ({str(reason)[:90]}); "
+            f"Running {up:.1f} s after the plugin was back")
+
+
+def s_device_plugin_restart(rig):
+    rig.apply(gpu_pod("before-restart", [("main", {"gpumux.io/gpu-mem": 8})]))
+    rig.wait_running("before-restart")
+    old = plugin_pods(rig)[0]["metadata"]["name"]
+    rig.kubectl("delete", "pod", "-n", SYS, old, "--wait=false")
+    # Pods created while the plugin restarts must not be admitted with missing resources.
+    pods = [gpu_pod(f"during-restart-{i}", [("main", {"gpumux.io/gpu-mem": 8})]) for i in range(3)]
+    rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": pods}))
+    t = rig.wait_running([p["metadata"]["name"] for p in pods], timeout=180)
+    for p in pods:
+        check_env_matches_grant(rig, p["metadata"]["name"])
+    if rig.phase("before-restart") != "Running":
+        raise Failed("a running pod was disturbed by the plugin restart")
+    return f"3 pods created during the restart all Running after {t:.1f} s, none rejected"
+
+
+def s_extender_restart(rig):
+    rig.apply(gpu_pod("held-1", [("main", {"gpumux.io/gpu-mem": 60})]))
+    rig.apply(gpu_pod("held-2", [("main", WHOLE)]))
+    rig.wait_running(["held-1", "held-2"])
+    old = [p["metadata"]["name"] for p in rig.get("pods", "-n", SYS)["items"]
+           if p["metadata"]["name"].startswith("gpumux-scheduler")]
+    rig.kubectl("delete", "pod", "-n", SYS, *old, "--wait=true")
+    start = time.monotonic()
+    # held-1 (60 of 80 GiB) and held-2 (whole) occupy two GPUs: two more 60 GiB pods fit only
+    # on the other two, so a new extender that forgot either grant would double-book a GPU
+    # (check_capacity) or leave a pod Pending.
+    pods = [gpu_pod(f"after-{i}", [("main", {"gpumux.io/gpu-mem": 60})]) for i in range(2)]
+    rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": pods}))
+    t = rig.wait_running([p["metadata"]["name"] for p in pods], timeout=180)
+    return f"extender replaced; new pods scheduled {t:.1f} s after the old extender was gone"
+
+
+def s_kubelet_restart(rig):
+    rig.apply(gpu_pod("k-before", [("main", WHOLE)]))
+    rig.wait_running("k-before")
+    start = time.monotonic()
+    rig.rig("down.sh", "kubelet")
+    time.sleep(3)
+    rig.rig("up.sh", "--controller-manager")
+    rig.wait("node allocatable gpumux.io/gpu = 4 again", lambda: allocatable(rig) == GPUS, 180)
+    rig.apply(gpu_pod("k-after", [("main", WHOLE)]))
+    rig.wait_running("k-after", timeout=120)
+    t = time.monotonic() - start
+    if rig.phase("k-before") != "Running":
+        raise Failed("k-before is not Running after the kubelet restart")
+    check_env_matches_grant(rig, "k-after")
+    if rig.grant("k-after")["containers"][0]["gpus"] == rig.grant("k-before")["containers"][0]["gpus"]:
+        raise Failed("k-after got k-before's GPU")
+    return f"kubelet restarted; old pod still Running, new pod Running {t:.1f} s after the restart began"
+
+
+def s_api_outage(rig):
+    rig.rig("down.sh", "kube-apiserver")
+    time.sleep(15)
+    rig.rig("up.sh", "--controller-manager")
+    start = time.monotonic()
+    rig.apply(gpu_pod("after-outage", [("main", WHOLE)]))
+    rig.wait_running("after-outage", timeout=240)
+    t = time.monotonic() - start
+    sched = [p for p in rig.get("pods", "-n", SYS)["items"]
+             if p["metadata"]["name"].startswith("gpumux-scheduler")][0]
+    restarts = {c["name"]: c.get("restartCount", 0) for c in sched["status"]["containerStatuses"]}
+    return f"15 s API outage: a new GPU pod Running {t:.1f} s after the API server was back; restarts {restarts}"
+
+
+def s_oci_runtime(rig):
+    houdini = {"HOUDINI_GPU_ENABLED": "true", "HOUDINI_GPU_REQUESTED": "1"}
+    # With the device plugin serving the node, the OCI runtime path refuses (two ledgers).
+    rig.apply(gpu_pod("oci-with-plugin", [("main", {"cpu": "10m"})], scheduler="default-scheduler",
+                      runtime_class="gpumux", env=houdini))
+    msg = rig.wait("refusal in the pod's events", lambda: refusal(rig, "oci-with-plugin"), 90)
+    first = msg
+    rig.delete_pods("oci-with-plugin", grace=0)
+    set_plugin_node_selector(rig, "nowhere")
+    rig.wait("device plugin pod gone", lambda: not plugin_pods(rig), 120)
+    try:
+        env_all = dict(houdini, HOUDINI_GPU_REQUESTED=str(GPUS))
+        rig.apply(gpu_pod("oci-all", [("main", {"cpu": "10m"})], scheduler="default-scheduler",
+                          runtime_class="gpumux", env=env_all))
+        rig.wait_running("oci-all")
+        rig.apply(gpu_pod("oci-none-left", [("main", {"cpu": "10m"})],
+                          scheduler="default-scheduler", runtime_class="gpumux", env=houdini))
+        second = rig.wait("refusal in the pod's events", lambda: refusal(rig, "oci-none-left"), 90)
+        rig.delete_pods("oci-all", "oci-none-left", grace=0)
+    finally:
+        set_plugin_node_selector(rig, "true")
+        wait_gpumux_ready(rig)
+    return f"with the plugin: {first[:120]} | without, no GPU left: {second[:160]}"
+
+
+def refusal(rig, name):
+    events = rig.get("events", "-n", NS, "--field-selector", f"involvedObject.name={name}")["items"]
+    for e in events:
+        m = e.get("message", "")
+        if "gpumux" in m and ("OCI runtime" in m or "failed" in m.lower()):
+            if "unable to retrieve OCI runtime error" in m:
+                raise Failed(f"the runtime's reason is hidden: {m[:300]}")
+            return m
+    return False
+
+
+SCENARIOS = [
+    ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
+    ("two same-size pods at once", s_concurrent_same_size),
+    ("burst of 8 pods on one node", s_burst),
+    ("a pod waits for a GPU another pod frees", None),  # filled in main (tries)
+    ("priority preemption", s_preemption),
+    ("device plugin down", s_device_plugin_down),
+    ("device plugin restarted", s_device_plugin_restart),
+    ("extender restarted", s_extender_restart),
+    ("kubelet restarted", s_kubelet_restart),
+    ("OCI runtime path", s_oci_runtime),
+    ("API server outage (15 s)", s_api_outage),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--rig", required=True)
+    ap.add_argument("--rig-scripts", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tries", type=int, default=20, help="tries of the freed-GPU scenario")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-based)")
+    a = ap.parse_args()
+    rig = Rig(a)
+    rig.say(f"deploying gpumux from {a.root}/deploy onto node {rig.node}")
+    t = time.monotonic()
+    try:
+        deploy(rig)
+    except Exception as e:  # noqa: BLE001 - report any setup failure plainly
+        rig.say(f"SETUP FAILED: {e}")
+        return 2
+    rig.say(f"gpumux ready in {time.monotonic() - t:.1f} s")
+    only = {int(x) for x in a.only.split(",") if x}
+    results = []
+    for i, (name, fn) in enumerate(SCENARIOS, 1):
+        if only and i not in only:
+            continue
+        if fn is None:
+            fn = lambda r: s_wait_for_freed_gpu(r, a.tries)  # noqa: E731
+        rig.say(f"[{i}] {name} ...")
+        start = time.monotonic()
+        try:
+            detail = fn(rig)
+            check_capacity(rig)
+            ok = True
+        except Exception as e:  # noqa: BLE001 - a scenario's failure is reported, then the next runs
+            detail, ok = str(e), False
+            try:
+                check_capacity(rig)
+            except Failed as inv:
+                detail += " | " + str(inv)
+        took = time.monotonic() - start
+        results.append({"scenario": name, "ok": ok, "seconds": round(took, 1), "detail": detail})
+        rig.say(f"[{i}] {'PASS' if ok else 'FAIL'} ({took:.1f} s): {detail}")
+        try:
+            rig.clean()
+        except Exception as e:  # noqa: BLE001
+            rig.say(f"cleaning up after [{i}] failed: {e}")
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write("| scenario | result | time (s) | measured |\n|---|---|---|---|\n")
+        for r in results:
+            f.write(f"| {r['scenario']} | {'pass' if r['ok'] else 'FAIL'} | {r['seconds']} | "
+                    f"{r['detail']} |\n")
+    passed = sum(r["ok"] for r in results)
+    print(f"e2e: {passed} passed, {len(results) - passed} failed")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

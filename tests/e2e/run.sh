@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpumux's end-to-end suite on a real single-node Kubernetes v1.32 (../shared/k8s-rig: real
+# kube-apiserver, kube-scheduler, kube-controller-manager, kubelet, containerd, runc).
+#   tests/e2e/run.sh [GPUMUX_BINARY] [-- e2e.py options]
+# Deploys gpumux with the files in deploy/ (see tests/e2e/README.md for the few rig-specific
+# patches: the rig has no service network and no token controller, and no GPUs), runs every
+# scenario, and checks after each that no GPU's grants exceed its capacity.
+# Exit: 0 when every scenario passed or when the rig is not built here (it says so); 1 when a
+# scenario failed; 2 when the rig could not be started.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+RIG=${RIG:-/opt/k8s-rig}
+RIG_SCRIPTS=${RIG_SCRIPTS:-$ROOT/../shared/k8s-rig}
+BIN=${1:-$ROOT/build/gpumux}
+[ "${1:-}" = "" ] || shift
+[ "${1:-}" = "--" ] && shift
+
+missing=""
+for b in kube-apiserver kube-scheduler kubelet kube-controller-manager; do
+  [ -x "$RIG/bin/$b" ] || missing="$missing $b"
+done
+for t in pause busybox cuda-standin; do [ -f "$RIG/images/$t.tar" ] || missing="$missing images/$t.tar"; done
+for c in containerd runc etcd kubectl python3 ctr; do command -v "$c" >/dev/null || missing="$missing $c"; done
+if [ ! -d "$RIG_SCRIPTS" ]; then missing="$missing $RIG_SCRIPTS"; fi
+if [ -n "$missing" ]; then
+  echo "e2e: SKIPPED: the Kubernetes rig is not built on this machine (missing:$missing)."
+  echo "e2e: build it once with ../shared/k8s-rig/README.md (build-k8s.sh with BINS including"
+  echo "e2e: kube-controller-manager, then build-images.sh), then run 'make e2e'."
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then echo "e2e: SKIPPED: the rig needs root (kubelet, containerd)"; exit 0; fi
+[ -x "$BIN" ] || { echo "e2e: no gpumux binary at $BIN (run 'make build' first)" >&2; exit 2; }
+
+OUT=${E2E_OUT:-$ROOT/build/e2e}
+rm -rf "$OUT"; mkdir -p "$OUT/images" "$OUT/gpumux-bin"
+
+# Images, built locally (no registry is reachable): gpumux (the binary, the shared libraries it
+# links, busybox for the exec probes) and kube-scheduler (the rig's v1.32.13 binary, under the
+# name the Deployment asks for).
+libs=()
+while read -r lib; do libs+=(--file "$lib:${lib#/}"); done < <(
+  ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
+python3 "$RIG_SCRIPTS/mkimage.py" --name docker.io/library/gpumux:latest --out "$OUT/images/gpumux.tar" \
+  --file "$BIN:usr/local/bin/gpumux" --file /bin/busybox:bin/busybox "${libs[@]}" \
+  --entrypoint /usr/local/bin/gpumux >/dev/null
+python3 "$RIG_SCRIPTS/mkimage.py" --name registry.k8s.io/kube-scheduler:v1.32.0 \
+  --out "$OUT/images/kube-scheduler.tar" --file "$(readlink -f "$RIG/bin/kube-scheduler"):usr/local/bin/kube-scheduler" \
+  >/dev/null
+
+# The OCI runtime path: containerd's "gpumux" runtime handler runs $GPUMUX_BIN_DIR/gpumux-oci-runtime.
+cp "$BIN" "$OUT/gpumux-bin/gpumux"
+ln -sf gpumux "$OUT/gpumux-bin/gpumux-oci-runtime"
+# Four fake GPUs, for the device plugin (fake backend) and for the OCI runtime path.
+cat > "$OUT/gpus.csv" <<'EOF'
+index,uuid,model,memory_mib
+0,GPU-e2e00000-0000-0000-0000-000000000000,NVIDIA A100-SXM4-80GB,81920
+1,GPU-e2e00000-0000-0000-0000-000000000001,NVIDIA A100-SXM4-80GB,81920
+2,GPU-e2e00000-0000-0000-0000-000000000002,NVIDIA A100-SXM4-80GB,81920
+3,GPU-e2e00000-0000-0000-0000-000000000003,NVIDIA A100-SXM4-80GB,81920
+EOF
+
+echo "e2e: starting the rig (wiped) ..."
+export GPUMUX_BIN_DIR="$OUT/gpumux-bin" GPUMUX_GPUS_FILE="$OUT/gpus.csv"
+if ! "$RIG_SCRIPTS/up.sh" --wipe --controller-manager > "$OUT/rig-up.log" 2>&1; then
+  echo "e2e: the rig did not start; see $OUT/rig-up.log" >&2
+  tail -20 "$OUT/rig-up.log" >&2
+  exit 2
+fi
+for img in "$OUT"/images/*.tar; do
+  ctr -a "$RIG/run/containerd/containerd.sock" -n k8s.io images import "$img" >/dev/null
+done
+
+set +e
+python3 "$HERE/e2e.py" --root "$ROOT" --rig "$RIG" --rig-scripts "$RIG_SCRIPTS" --out "$OUT" "$@"
+rc=$?
+set -e
+if [ "${E2E_KEEP:-0}" != 1 ]; then "$RIG_SCRIPTS/down.sh" > "$OUT/rig-down.log" 2>&1 || true; fi
+exit $rc
