@@ -463,7 +463,10 @@ VerbReply Extender::Bind(std::string_view body) {
   ApiResult<AcquireResult> acquired = AcquireResult{};
   for (;;) {
     acquired = AcquireNodeLock(*api_, *node, lock, lock.since, acquire);
-    if (!acquired || acquired->outcome != AcquireOutcome::kBusy) break;
+    if (!acquired || (acquired->outcome != AcquireOutcome::kBusy &&
+                      acquired->outcome != AcquireOutcome::kNotReady)) {
+      break;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     if (!waiting) {
@@ -475,7 +478,8 @@ VerbReply Extender::Bind(std::string_view body) {
       waiting = true;
     }
     const auto until = std::min(deadline, now + options_.bind_poll);
-    if (options_.lock_board != nullptr && acquired->holder) {
+    if (options_.lock_board != nullptr && acquired->outcome == AcquireOutcome::kBusy &&
+        acquired->holder) {
       options_.lock_board->WaitUntilNotHeldBy(*node, acquired->holder->uid, until);
     } else {
       std::this_thread::sleep_until(until);
@@ -491,6 +495,11 @@ VerbReply Extender::Bind(std::string_view body) {
     message += ": ";
     message += acquired.error().ToString();
     return fail(acquired.error().http_status == 409 ? "conflict" : "api_error", message);
+  }
+  if (acquired->outcome == AcquireOutcome::kNotReady) {
+    state_->Forget(*uid, *grant);
+    return fail("plugin_not_ready", acquired->message + "; " + *ns + "/" + *name +
+                                        " will be retried once it is ready");
   }
   if (acquired->outcome == AcquireOutcome::kBusy) {
     state_->Forget(*uid, *grant);

@@ -136,6 +136,9 @@ NodeLockView ReadNodeLock(const nlohmann::json& node) {
       view.lock_error = lock.error().message;
     }
   }
+  if (const json* p = Annotation(node, kAnnotationDevicePlugin); p != nullptr) {
+    view.plugin_state = p->is_string() ? p->get<std::string>() : p->dump();
+  }
   if (node.is_object() && node.contains("metadata") && node.at("metadata").is_object()) {
     const json& metadata = node.at("metadata");
     if (metadata.contains("resourceVersion") && metadata.at("resourceVersion").is_string()) {
@@ -173,6 +176,18 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
     if (view.resource_version.empty()) {
       // Without it the patch would not be atomic; a real API server always sends one.
       return tl::unexpected(Malformed(node, "has no metadata.resourceVersion"));
+    }
+    if (!view.plugin_state.empty() && view.plugin_state != kDevicePluginReady) {
+      // Read with the same resourceVersion the lock would be written with: a plugin that
+      // starts stopping after this read makes the patch below fail with 409 and be re-read.
+      std::string message = "the device plugin on node ";
+      message += node;
+      message += " is ";
+      message += view.plugin_state;
+      message += " (";
+      message += kAnnotationDevicePlugin;
+      message += "); the kubelet would reject a pod admitted now";
+      return AcquireResult{AcquireOutcome::kNotReady, std::move(message), false, std::nullopt};
     }
     NodeLock next = lock;
     AcquireResult result{AcquireOutcome::kTaken, {}, false, std::nullopt};

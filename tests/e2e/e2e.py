@@ -126,8 +126,8 @@ class Rig:
         self.wait("no pods in " + NS, lambda: not self.get("pods", "-n", NS)["items"], 60)
 
     def exec_env(self, pod, container, var):
-        return self.kubectl("exec", "-n", NS, pod, "-c", container, "--", "printenv", var,
-                            check=False).strip()
+        return self.kubectl("exec", "-n", NS, pod, "-c", container, "--", "sh", "-c",
+                            f"echo \"${var}\"", check=False).strip()
 
     def grant(self, name):
         p = self.pod(name)

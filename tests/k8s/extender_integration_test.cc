@@ -480,6 +480,43 @@ TEST_F(ExtenderNodeLock, ABindWaitsForTheLockAndBindsOnceTheDevicePluginReleases
   EXPECT_EQ(daemon_->extender->waiting_binds(), 0);
 }
 
+TEST_F(ExtenderNodeLock, ABindWaitsForTheDevicePluginToBeReady) {
+  DaemonSetup setup;
+  setup.wait_for_locks = true;
+  setup.extender.bind_wait = std::chrono::seconds(20);
+  setup.extender.bind_poll = std::chrono::milliseconds(20);
+  json node = HandshakeNodeJson("n1", 2);
+  node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "starting";
+  Start({node}, std::move(setup));
+  std::atomic<bool> done{false};
+  VerbReply bind_a;
+  std::thread waiter([&] {
+    bind_a = Bind("a", "n1");
+    done = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
+  EXPECT_FALSE(done.load());
+  EXPECT_FALSE(Lock("n1").has_value());
+  node = *server_.GetNode("n1");
+  node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "ready";
+  server_.UpdateNode(node);
+  waiter.join();
+  ASSERT_EQ(ErrorOf(bind_a), "") << bind_a.body;
+  EXPECT_EQ(Lock("n1")->uid, "uid-a");
+}
+
+TEST_F(ExtenderNodeLock, ABindOnANodeWhosePluginStaysNotReadyIsRefusedWithTheReason) {
+  json node = HandshakeNodeJson("n1", 2);
+  node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "stopping";
+  Start({node});
+  auto refused = Bind("a", "n1");
+  EXPECT_EQ(refused.failure, "plugin_not_ready");
+  EXPECT_NE(ErrorOf(refused).find("the device plugin on node n1 is stopping"), std::string::npos)
+      << refused.body;
+  EXPECT_EQ(Tenants("n1"), 0u);
+  EXPECT_FALSE(HasGrant(server_, "a"));
+}
+
 TEST_F(ExtenderNodeLock, AWaitingBindGivesUpAfterItsWaitAndGivesTheBookingBack) {
   DaemonSetup setup;
   setup.wait_for_locks = true;

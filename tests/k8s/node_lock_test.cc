@@ -277,6 +277,31 @@ TEST_F(NodeLockApiTest, ALockWhoseHolderNoLongerNeedsDevicesIsTakenOverAtOnce) {
   EXPECT_EQ(Held("n1"), LockOf("b", kNow));
 }
 
+// Fault 5 of the real-cluster review: a pod bound while the device plugin restarted was
+// rejected by the kubelet (UnexpectedAdmissionError: unhealthy devices gpumux.io/gpu-mem).
+TEST_F(NodeLockApiTest, ANodeWhoseDevicePluginIsStartingOrStoppingIsNotReady) {
+  server_.AddNode(HandshakeNodeJson("n1", 2));
+  for (const char* state : {"starting", "stopping"}) {
+    SCOPED_TRACE(state);
+    json node = *server_.GetNode("n1");
+    node["metadata"]["annotations"]["gpumux.io/device-plugin"] = state;
+    server_.UpdateNode(node);
+    auto r = AcquireNodeLock(*api_, "n1", LockOf("a", kNow), kNow, {});
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->outcome, AcquireOutcome::kNotReady);
+    EXPECT_EQ(r->message, std::string("the device plugin on node n1 is ") + state +
+                              " (gpumux.io/device-plugin); the kubelet would reject a pod "
+                              "admitted now");
+    EXPECT_FALSE(Held("n1").has_value());
+  }
+  json node = *server_.GetNode("n1");
+  node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "ready";
+  server_.UpdateNode(node);
+  auto r = AcquireNodeLock(*api_, "n1", LockOf("a", kNow), kNow, {});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->outcome, AcquireOutcome::kTaken);
+}
+
 TEST_F(NodeLockApiTest, OurOwnLockIsReenteredKeepingWhatWasServed) {
   server_.AddNode(HandshakeNodeJson("n1", 2));
   Put("n1", LockOf("a", kNow - 5, {"main/gpumux.io/gpu-mem"}));

@@ -8,7 +8,8 @@
 // device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
 // its uid as precondition) and creates the Binding; on failure the lock (if this bind took it)
 // and the booking are released and the reply carries the reason. While another pod holds the
-// node's lock, bind keeps its booking and waits (up to `bind_wait`, for at most
+// node's lock, or the node's device plugin is starting or stopping (gpumux.io/device-plugin),
+// bind keeps its booking and waits (up to `bind_wait`, for at most
 // `max_waiting_binds` binds at once) for the node watch to show the lock released, then tries
 // again; only past that is it refused ("node_busy") and kube-scheduler retries the pod later.
 // Besides that bounded wait nothing blocks on anything slow but these API calls (GET + PATCH of

@@ -47,6 +47,15 @@ namespace gpumux::k8s {
 inline constexpr std::string_view kAnnotationAllocating = "gpumux.io/allocating";
 inline constexpr std::string_view kAnnotationHandshake = "gpumux.io/handshake";
 inline constexpr std::string_view kHandshakeNodeLock = "node-lock/v1";
+// The device plugin's state on its node: "starting" from its start until every resource is
+// registered with the kubelet and the kubelet watches each, then "ready", and "stopping" from
+// SIGTERM until it has served the lock's holder and stops. The kubelet rejects a pod whose
+// resources are not all registered (UnexpectedAdmissionError), so on a handshake node the lock
+// is taken only when the plugin is "ready" (or announces no state).
+inline constexpr std::string_view kAnnotationDevicePlugin = "gpumux.io/device-plugin";
+inline constexpr std::string_view kDevicePluginStarting = "starting";
+inline constexpr std::string_view kDevicePluginReady = "ready";
+inline constexpr std::string_view kDevicePluginStopping = "stopping";
 
 struct NodeLock {
   int version = 1;
@@ -68,6 +77,7 @@ struct NodeLockView {
   std::optional<NodeLock> lock;    // gpumux.io/allocating, when present and readable
   std::string lock_error;          // present but unreadable (then `lock` is empty)
   std::string resource_version;    // metadata.resourceVersion
+  std::string plugin_state;        // gpumux.io/device-plugin ("" when absent)
 };
 NodeLockView ReadNodeLock(const nlohmann::json& node);
 
@@ -100,6 +110,7 @@ enum class AcquireOutcome : std::uint8_t {
   kTaken,       // the lock now names `lock`'s pod
   kNotNeeded,   // the node does not announce the handshake: no lock taken
   kBusy,        // another live pod holds it (the error message names it and its age)
+  kNotReady,    // the node's device plugin is starting or stopping (the message says which)
 };
 
 struct AcquireResult {
