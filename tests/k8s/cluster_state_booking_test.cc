@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,8 @@ struct LifeCase {
   BookingState state;  // a's state after the steps
   bool gpu_free;       // whether another pod could have GPU 0 now
 };
+
+void PrintTo(const LifeCase& c, std::ostream* os) { *os << c.name; }
 
 class BookingLifeCycle : public BookingTest, public ::testing::WithParamInterface<LifeCase> {};
 

@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <thread>
 
 #include "gpumux/k8s/cluster_state.h"
@@ -176,6 +177,8 @@ struct LogCase {
   std::string name;
   std::function<void(ClusterState&, std::int64_t& now)> act;
 };
+
+void PrintTo(const LogCase& c, std::ostream* os) { *os << c.name; }
 
 json BoundPod(const std::string& name, const std::string& node, const std::string& grant_node) {
   json pod = PodWithOne(name, 1, 0, 0);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <thread>
 
 #include "gpumux/k8s/cluster_sync.h"
@@ -534,6 +535,8 @@ struct LostAnswer {
   std::string name;
   ApiError error;
 };
+
+void PrintTo(const LostAnswer& c, std::ostream* os) { *os << c.name; }
 
 class ExtenderLostBindingAnswer : public ::testing::TestWithParam<LostAnswer> {};
 
