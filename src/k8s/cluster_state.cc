@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/check.h"
 #include "gpumux/core/explain.h"
@@ -14,34 +13,91 @@
 #include "gpumux/policy/engine.h"
 
 namespace gpumux::k8s {
+
+std::string_view BookingStateName(BookingState state) {
+  switch (state) {
+    case BookingState::kNone:
+      return "none";
+    case BookingState::kAssumed:
+      return "assumed";
+    case BookingState::kBinding:
+      return "binding";
+    case BookingState::kBound:
+      return "bound";
+    case BookingState::kConflict:
+      return "conflict";
+  }
+  return "none";
+}
+
 namespace {
 
 using core::ErrorCode;
 using core::MakeError;
 using nlohmann::json;
+using State = BookingState;
 
-enum class Booking : std::uint8_t { kNone, kAssumed, kBound };
+// The most GPUs on one node that the policies handle (fgd keeps a fixed array of 64 per node,
+// and DecodeNode refuses more); a node with more is unusable rather than a crash.
+constexpr std::size_t kMaxGpusPerNode = 64;
 
-std::string_view BookingName(Booking b) {
-  switch (b) {
-    case Booking::kNone: return "none";
-    case Booking::kAssumed: return "assumed";
-    case Booking::kBound: return "bound";
-  }
-  return "none";
-}
-
+// Invariants, whenever the ledger is built (not `dirty`):
+//   state assumed, binding or bound  <=>  booked && in_ledger
+//   state conflict                   =>   booked && !in_ledger
+//   state none                       <=>  !booked
 struct PodRecord {
   PodInfo info;
-  std::optional<Grant> booked;     // the grant this pod should hold
-  Booking state = Booking::kNone;  // kNone iff !booked
-  bool in_ledger = false;          // booked and placed in the ledger
-  std::string problem;             // why a booked grant is not in the ledger
-  std::optional<Grant> forgotten;  // a grant whose bind failed: ignore its annotation
+  std::optional<Grant> booked;  // the grant this pod holds (or claims, in conflict)
+  State state = State::kNone;
+  bool in_ledger = false;
+  std::string problem;  // conflict: why not in the ledger; none: why a booking was dropped
+  // The latest grant given back (failed bind, TTL, eviction): its annotation on a pending pod
+  // does not book it again. A bound view of the pod still does.
+  std::optional<Grant> released;
 };
 
 std::string TenantKey(const std::string& uid, const std::string& container) {
   return uid + "/" + container;
+}
+
+// "GPU 0" / "GPUs 0, 2" of a grant, for humans.
+std::string GpusOf(const Grant& grant) {
+  std::vector<int> gpus;
+  for (const ContainerGrant& c : grant.containers) {
+    for (const GrantedGpu& g : c.gpus) gpus.push_back(g.index);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  std::string out = gpus.size() == 1 ? "GPU " : "GPUs ";
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(gpus[i]);
+  }
+  return out;
+}
+
+bool ShareAGpu(const Grant& a, const Grant& b) {
+  if (a.node != b.node) return false;
+  for (const ContainerGrant& x : a.containers) {
+    for (const GrantedGpu& g : x.gpus) {
+      for (const ContainerGrant& y : b.containers) {
+        for (const GrantedGpu& h : y.gpus) {
+          if (g.index == h.index) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+// metadata.name of a node object, "" when it has none.
+std::string NodeNameOf(const json& node) {
+  if (!node.is_object() || !node.contains("metadata")) return {};
+  const json& metadata = node.at("metadata");
+  if (!metadata.is_object() || !metadata.contains("name") || !metadata.at("name").is_string()) {
+    return {};
+  }
+  return metadata.at("name").get<std::string>();
 }
 
 // The core request of one container as booked by a grant.
@@ -105,9 +161,31 @@ struct ClusterState::Impl {
   mutable std::mutex mu;
   std::atomic<bool> synced{false};
 
+  // Holds `mu`; the lines logged meanwhile are written once it is released.
+  class Locked {
+   public:
+    explicit Locked(Impl& s) : s_(s), lock_(s.mu) {}
+    ~Locked() {
+      std::vector<std::string> lines;
+      lines.swap(s_.pending_log);
+      lock_.unlock();
+      for (const std::string& line : lines) s_.options.log(line);
+    }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Impl& s_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
   std::map<std::string, NodeInfo, std::less<>> nodes;  // by name: rebuilds are deterministic
-  std::unordered_map<std::string, PodRecord> pods;     // by uid
+  // Nodes known by name that DecodeNode refused, with its error.
+  std::map<std::string, std::string, std::less<>> undecodable;
+  std::unordered_map<std::string, PodRecord> pods;  // by uid
   StateCounters counters;
+  std::vector<std::string> pending_log;  // written by Locked's destructor
+  std::int64_t in_conflict = 0;          // records in State::kConflict
 
   // Derived from `nodes` (rebuilt when dirty).
   bool dirty = true;
@@ -117,13 +195,114 @@ struct ClusterState::Impl {
   std::unique_ptr<policy::Engine> engine;
   NameIndex name_index;
   core::Rng rng;
+  // Nodes of `nodes` the cluster model left out, with why (rebuilt with it).
+  std::map<std::string, std::string, std::less<>> excluded;
   // Per node index: why pods asking for gpu-mem cannot go there (the node's device plugin
   // counts gpu-mem in another unit, or its unit annotation is unreadable); "" when they can.
   std::vector<std::string> unit_problems;
   bool any_unit_problem = false;
 
-  void Log(const std::string& line) const {
-    if (options.log) options.log(line);
+  // Caller holds `mu` (through Locked).
+  void Log(std::string line) {
+    if (options.log) pending_log.push_back(std::move(line));
+  }
+
+  // Why node `name` cannot be used at all, or nullptr if nothing is known against it.
+  const std::string* Unusable(std::string_view name) const {
+    if (auto it = undecodable.find(name); it != undecodable.end()) return &it->second;
+    if (auto it = excluded.find(name); it != excluded.end()) return &it->second;
+    return nullptr;
+  }
+
+  // --- nodes ---
+
+  void NoteNodeProblems(const NodeInfo& info) {
+    if (!info.gpus_error.empty()) {
+      Log("node " + info.spec.name + ": " + info.gpus_error + "; it gets no GPUs");
+    }
+    if (!info.gpu_mem_unit_error.empty()) {
+      Log("node " + info.spec.name + ": " + info.gpu_mem_unit_error +
+          "; pods asking for gpumux.io/gpu-mem cannot go there");
+    }
+  }
+
+  // A node object DecodeNode refused: kept by name as unusable, or counted when it has none.
+  void NoteUndecodable(const json& node, const std::string& error) {
+    std::string name = NodeNameOf(node);
+    if (name.empty()) {
+      ++counters.unreadable_nodes;
+      Log("ignoring a node object: " + error);
+      return;
+    }
+    auto [it, inserted] = undecodable.try_emplace(name, error);
+    if (!inserted && it->second == error) return;
+    it->second = error;
+    Log("node " + name + " cannot be used by gpumux: " + error);
+    if (nodes.erase(name) > 0) dirty = true;
+  }
+
+  // The cluster model of `nodes`, leaving out (into `out`, with why) each node it cannot
+  // take, so that no node takes the others with it. In name order, so deterministic.
+  core::Cluster BuildCluster(std::map<std::string, std::string, std::less<>>& out) {
+    for (const auto& [name, info] : nodes) {
+      if (info.spec.gpus.size() > kMaxGpusPerNode) {
+        out[name] = "node " + name + " has " + std::to_string(info.spec.gpus.size()) +
+                    " GPUs; gpumux handles at most " + std::to_string(kMaxGpusPerNode) +
+                    " per node";
+      }
+    }
+    auto specs = [&] {
+      std::vector<core::NodeSpec> v;
+      v.reserve(nodes.size());
+      for (const auto& [name, info] : nodes) {
+        if (out.count(name) == 0) v.push_back(info.spec);
+      }
+      return v;
+    };
+    auto built = core::Cluster::Build(specs());
+    if (built) return std::move(*built);
+    // Find the culprits: each node alone, then the limit on distinct GPU models across nodes.
+    std::vector<std::string> models;
+    for (const auto& [name, info] : nodes) {
+      if (out.count(name) != 0) continue;
+      auto alone = core::Cluster::Build({info.spec});
+      if (!alone) {
+        out[name] = alone.error().message;
+        continue;
+      }
+      std::vector<std::string> fresh;
+      for (const core::GpuSpec& gpu : info.spec.gpus) {
+        if (std::find(models.begin(), models.end(), gpu.model) == models.end() &&
+            std::find(fresh.begin(), fresh.end(), gpu.model) == fresh.end()) {
+          fresh.push_back(gpu.model);
+        }
+      }
+      if (models.size() + fresh.size() > static_cast<std::size_t>(core::kMaxModels)) {
+        out[name] = "node " + name + ": its GPU model " + fresh.front() +
+                    " would be one more than the " + std::to_string(core::kMaxModels) +
+                    " distinct GPU models gpumux handles";
+        continue;
+      }
+      models.insert(models.end(), fresh.begin(), fresh.end());
+    }
+    built = core::Cluster::Build(specs());
+    if (built) return std::move(*built);
+    // A rule the loop above does not know: add the nodes one at a time (quadratic; a safety
+    // net that no known input reaches).
+    Log("cannot build the cluster model: " + built.error().message +
+        "; adding the nodes one at a time");
+    std::vector<core::NodeSpec> accepted;
+    for (core::NodeSpec& spec : specs()) {
+      accepted.push_back(std::move(spec));
+      auto trial = core::Cluster::Build(accepted);
+      if (!trial) {
+        out[accepted.back().name] = trial.error().message;
+        accepted.pop_back();
+      }
+    }
+    built = core::Cluster::Build(std::move(accepted));
+    GPUMUX_CHECK(built.has_value(), "a cluster built one node at a time builds");
+    return std::move(*built);
   }
 
   // --- the ledger ---
@@ -132,19 +311,18 @@ struct ClusterState::Impl {
     if (!dirty) return;
     dirty = false;
     ++counters.rebuilds;
-    std::vector<core::NodeSpec> specs;
-    specs.reserve(nodes.size());
-    for (const auto& [name, info] : nodes) specs.push_back(info.spec);
-    auto built = core::Cluster::Build(std::move(specs));
-    if (!built) {
-      // Only possible with more GPU models than the core supports; keep serving, say why.
-      Log("cannot build the cluster model: " + built.error().message +
-          "; serving an empty cluster until the nodes change");
-      built = core::Cluster::Build({});
+    std::map<std::string, std::string, std::less<>> left_out;
+    core::Cluster built = BuildCluster(left_out);
+    for (const auto& [name, why] : left_out) {
+      auto it = excluded.find(name);
+      if (it == excluded.end() || it->second != why) {
+        Log("node " + name + " cannot be used by gpumux: " + why);
+      }
     }
+    excluded = std::move(left_out);
     engine.reset();
     ledger.reset();
-    cluster = std::make_unique<core::Cluster>(std::move(*built));
+    cluster = std::make_unique<core::Cluster>(std::move(built));
     ledger = std::make_unique<core::Ledger>(*cluster);
     name_index.Build(*cluster);
     unit_problems.assign(static_cast<std::size_t>(cluster->size()), {});
@@ -179,20 +357,43 @@ struct ClusterState::Impl {
     engine = std::make_unique<policy::Engine>(*ledger, *policy, std::move(rank), rng);
     counters.nodes = cluster->size();
     counters.gpus = cluster->total_gpus();
-    // Replay every booked grant: bound ones first, then assumed ones by age, uid breaking ties.
+    // Replay every booking: bound ones first (those in conflict after them, so that a rebuild
+    // does not swap which of two overlapping bound grants is in the ledger), then binding and
+    // assumed ones by age, uid breaking ties. An assumption that no longer fits is dropped.
     std::vector<PodRecord*> order;
     for (auto& [uid, record] : pods) {
       record.in_ledger = false;
       if (record.booked) order.push_back(&record);
     }
-    std::sort(order.begin(), order.end(), [](const PodRecord* a, const PodRecord* b) {
-      if (a->state != b->state) return a->state == Booking::kBound;
+    auto rank_of = [](State s) {
+      switch (s) {
+        case State::kBound:
+          return 0;
+        case State::kConflict:
+          return 1;
+        case State::kBinding:
+          return 2;
+        default:
+          return 3;
+      }
+    };
+    std::sort(order.begin(), order.end(), [&](const PodRecord* a, const PodRecord* b) {
+      if (rank_of(a->state) != rank_of(b->state)) return rank_of(a->state) < rank_of(b->state);
       if (a->booked->assumed_at != b->booked->assumed_at) {
         return a->booked->assumed_at < b->booked->assumed_at;
       }
       return a->info.uid < b->info.uid;
     });
-    for (PodRecord* record : order) Place(*record);
+    for (PodRecord* record : order) {
+      if (record->state == State::kBound || record->state == State::kConflict) {
+        PlaceBound(*record);
+      } else if (auto failed = TryPlace(*record); failed) {
+        Drop(*record,
+             "its " + std::string(BookingStateName(record->state)) + " grant on " +
+                 record->booked->node + " no longer fits: " + failed->reason,
+             failed->overlap);
+      }
+    }
   }
 
   std::string UnitProblem(const NodeInfo& info) const {
@@ -221,14 +422,29 @@ struct ClusterState::Impl {
                        [](const ContainerRequest& c) { return c.request.gpu_mib > 0; });
   }
 
-  // Puts record.booked into the ledger; on failure records why (a conflict is counted).
-  void Place(PodRecord& record) {
+  // --- bookings (the table in cluster_state.h); the ledger is built unless noted ---
+
+  void SetState(PodRecord& record, State state) {
+    if (record.state == State::kConflict) --in_conflict;
+    if (state == State::kConflict) ++in_conflict;
+    record.state = state;
+  }
+
+  struct PlaceFailure {
+    std::string reason;
+    bool overlap = false;  // the ledger refused it (else its node is unusable or unknown)
+  };
+
+  // Puts record.booked into the ledger (all containers or none).
+  std::optional<PlaceFailure> TryPlace(PodRecord& record) {
     GPUMUX_CHECK(record.booked.has_value() && !record.in_ledger, "place a booked grant once");
     const Grant& grant = *record.booked;
     const core::NodeIndex n = cluster->FindNode(grant.node);
     if (n < 0) {
-      record.problem = "node " + grant.node + " is not known (yet)";
-      return;
+      const std::string* why = Unusable(grant.node);
+      return PlaceFailure{why != nullptr ? "node " + grant.node + " is unusable: " + *why
+                                         : "node " + grant.node + " is not known (yet)",
+                          false};
     }
     std::vector<std::string> placed;
     for (const ContainerGrant& c : grant.containers) {
@@ -239,16 +455,14 @@ struct ClusterState::Impl {
       auto assigned = ledger->Assign(key, GrantedRequest(c, record.info), placement);
       if (!assigned) {
         for (const std::string& k : placed) (void)ledger->Release(k);
-        record.problem = "grant of pod " + record.info.Key() + " on node " + grant.node +
-                         " conflicts with the ledger: " + assigned.error().message;
-        ++counters.grant_conflicts;
-        Log(record.problem);
-        return;
+        return PlaceFailure{GpusOf(grant) + " of node " + grant.node +
+                                " conflict with the ledger: " + assigned.error().message,
+                            true};
       }
       placed.push_back(key);
     }
     record.in_ledger = true;
-    record.problem.clear();
+    return std::nullopt;
   }
 
   void Unplace(PodRecord& record) {
@@ -260,58 +474,174 @@ struct ClusterState::Impl {
     record.in_ledger = false;
   }
 
-  // Changes what `record` holds to (grant, state); ledger kept in step unless a rebuild is due.
-  void Book(PodRecord& record, std::optional<Grant> grant, Booking state) {
-    if (record.booked == grant) {
-      record.state = grant ? state : Booking::kNone;
-      return;
-    }
-    if (!dirty) Unplace(record);
+  // Drops an assumed or binding booking that cannot stay (no longer fits, evicted): none.
+  void Drop(PodRecord& record, std::string why, bool conflict) {
+    record.released = std::move(record.booked);
+    record.booked.reset();
     record.in_ledger = false;
-    record.booked = std::move(grant);
-    record.state = record.booked ? state : Booking::kNone;
-    record.problem.clear();
-    if (record.booked && !dirty) Place(record);
+    SetState(record, State::kNone);
+    record.problem = std::move(why);
+    if (conflict) ++counters.grant_conflicts;
+    Log("pod " + record.info.Key() + ": " + record.problem);
   }
 
-  // What a pod seen from the API server should hold.
-  void Reconcile(PodRecord& record) {
-    const PodInfo& p = record.info;
-    const std::int64_t now = clock();
-    if (p.finished()) {
-      Book(record, std::nullopt, Booking::kNone);
+  // Gives back whatever the record holds: none. Retries conflicts if GPUs were freed.
+  void Release(PodRecord& record) {
+    if (!record.booked) {
+      SetState(record, State::kNone);
       return;
     }
-    if (p.grant && !(record.forgotten && *record.forgotten == *p.grant)) {
-      const Grant& g = *p.grant;
-      if (!p.node_name.empty()) {
-        if (p.node_name == g.node) {
-          Book(record, g, Booking::kBound);
-        } else {
-          Log("pod " + p.Key() + " is bound to " + p.node_name + " but its grant names " + g.node +
-              "; ignoring the grant");
+    const bool freed = record.in_ledger;
+    if (!dirty) Unplace(record);
+    record.in_ledger = false;
+    record.released = std::move(record.booked);
+    record.booked.reset();
+    SetState(record, State::kNone);
+    if (freed && !dirty) RetryConflicts();
+  }
+
+  // record.booked is a grant the API server shows bound: into the ledger, evicting assumed
+  // and binding bookings of the same GPUs (youngest first) if that is what it takes; else
+  // conflict (counted and logged on entering it, when the grant overlaps another).
+  void PlaceBound(PodRecord& record) {
+    const State before = record.state;
+    std::optional<PlaceFailure> failed = TryPlace(record);
+    if (failed && failed->overlap) {
+      std::vector<PodRecord*> rivals;
+      for (auto& [uid, other] : pods) {
+        if (&other == &record || !other.in_ledger) continue;
+        if (other.state != State::kAssumed && other.state != State::kBinding) continue;
+        if (ShareAGpu(*other.booked, *record.booked)) rivals.push_back(&other);
+      }
+      std::sort(rivals.begin(), rivals.end(), [](const PodRecord* a, const PodRecord* b) {
+        if (a->booked->assumed_at != b->booked->assumed_at) {
+          return a->booked->assumed_at > b->booked->assumed_at;
+        }
+        return a->info.uid > b->info.uid;
+      });
+      std::vector<PodRecord*> evicted;
+      for (PodRecord* rival : rivals) {
+        Unplace(*rival);
+        evicted.push_back(rival);
+        failed = TryPlace(record);
+        if (!failed) break;
+      }
+      if (failed) {  // evicting did not help: put them back as they were
+        for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) {
+          GPUMUX_CHECK(!TryPlace(**it).has_value(), "an evicted booking goes back in place");
+        }
+      } else {
+        for (PodRecord* rival : evicted) {
+          Drop(*rival,
+               "its " + std::string(BookingStateName(rival->state)) + " grant of " +
+                   GpusOf(*rival->booked) + " on " + rival->booked->node + " gives way to pod " +
+                   record.info.Key() +
+                   ", seen bound there (a bound pod wins over a booking not seen bound)",
+               true);
+        }
+      }
+    }
+    record.problem.clear();
+    if (!failed) {
+      SetState(record, State::kBound);
+      if (before == State::kConflict) {
+        Log("pod " + record.info.Key() + ": its bound grant on " + record.booked->node +
+            " is in the ledger now");
+      }
+      return;
+    }
+    record.problem = "bound with a grant that is not in the ledger: " + failed->reason;
+    SetState(record, State::kConflict);
+    if (before != State::kConflict && failed->overlap) {
+      ++counters.grant_conflicts;
+      Log("pod " + record.info.Key() + ": " + record.problem);
+    }
+  }
+
+  // Bound bookings in conflict get another try (GPUs were freed), oldest first.
+  void RetryConflicts() {
+    if (in_conflict == 0 || dirty) return;
+    std::vector<PodRecord*> waiting;
+    for (auto& [uid, record] : pods) {
+      if (record.state == State::kConflict) waiting.push_back(&record);
+    }
+    std::sort(waiting.begin(), waiting.end(), [](const PodRecord* a, const PodRecord* b) {
+      if (a->booked->assumed_at != b->booked->assumed_at) {
+        return a->booked->assumed_at < b->booked->assumed_at;
+      }
+      return a->info.uid < b->info.uid;
+    });
+    for (PodRecord* record : waiting) PlaceBound(*record);
+  }
+
+  // The API server shows the pod bound with `grant` on grant.node: it holds that grant.
+  void BookBound(PodRecord& record, const Grant& grant) {
+    if (record.booked == grant) {
+      if (record.state == State::kAssumed || record.state == State::kBinding) {
+        SetState(record, State::kBound);  // our own bind: already in the ledger
+        record.problem.clear();
+      }
+      return;  // bound or conflict already
+    }
+    const bool freed = record.in_ledger;
+    if (!dirty) Unplace(record);
+    record.in_ledger = false;
+    record.booked = grant;
+    record.problem.clear();
+    SetState(record, State::kBound);
+    if (dirty) return;  // EnsureBuilt places it
+    PlaceBound(record);
+    if (freed) RetryConflicts();
+  }
+
+  // What a pod seen from the API server holds (the table in cluster_state.h).
+  void Reconcile(PodRecord& record) {
+    const PodInfo& p = record.info;
+    if (p.finished()) {
+      Release(record);
+      return;
+    }
+    if (!p.node_name.empty()) {
+      if (p.grant && p.grant->node == p.node_name) {
+        BookBound(record, *p.grant);
+        return;
+      }
+      if (p.grant) {
+        std::string why = "bound to " + p.node_name + " but its grant names " + p.grant->node +
+                          "; the grant is void";
+        Release(record);
+        if (record.problem != why) {
+          record.problem = std::move(why);
           ++counters.grant_conflicts;
-          Book(record, std::nullopt, Booking::kNone);
+          Log("pod " + p.Key() + " is " + record.problem);
         }
         return;
       }
-      if (record.state == Booking::kAssumed && record.booked == g) return;  // our own bind
-      if (now - g.assumed_at <= options.grant_ttl_seconds) {
-        Book(record, g, Booking::kAssumed);
-      } else {
-        Book(record, std::nullopt, Booking::kNone);
+      // Bound without a (readable) grant: bound by our bind whose annotation this view lacks,
+      // or by something other than gpumux.
+      if (record.state == State::kBound || record.state == State::kConflict) return;
+      if ((record.state == State::kAssumed || record.state == State::kBinding) &&
+          record.booked->node == p.node_name) {
+        SetState(record, State::kBound);
+        return;
       }
+      Release(record);
       return;
     }
-    // No (usable) grant annotation: keep an assumption made by bind until its TTL.
-    if (record.state == Booking::kAssumed) {
-      if (!p.node_name.empty() && record.booked && p.node_name == record.booked->node) {
-        record.state = Booking::kBound;
-      }
-      return;
+    // Pending. A nodeName is never unset, so after a bound view this one is stale; and an
+    // assumed or binding booking is this extender's bind in flight (or of unknown outcome).
+    if (record.state != State::kNone) return;
+    if (!p.grant || (record.released && *record.released == *p.grant)) return;
+    if (clock() - p.grant->assumed_at > options.grant_ttl_seconds) return;
+    // A bind wrote this grant (before a restart, or another extender): held until its TTL.
+    record.booked = *p.grant;
+    record.problem.clear();
+    SetState(record, State::kAssumed);
+    if (dirty) return;
+    if (auto failed = TryPlace(record); failed) {
+      Drop(record, "the grant annotation of this pending pod is not booked: " + failed->reason,
+           false);
     }
-    // Otherwise the pod holds no grant (e.g. scheduled by something other than gpumux).
-    Book(record, std::nullopt, Booking::kNone);
   }
 
   void Upsert(PodInfo info) {
@@ -333,10 +663,34 @@ struct ClusterState::Impl {
   }
 
   void Remove(std::unordered_map<std::string, PodRecord>::iterator it) {
-    if (!dirty) Unplace(it->second);
+    Release(it->second);
     pods.erase(it);
   }
 
+  // The counters with the gauges counted now. Built state.
+  StateCounters Counters() const {
+    StateCounters c = counters;
+    for (const auto& [uid, record] : pods) {
+      switch (record.state) {
+        case State::kNone:
+          break;
+        case State::kAssumed:
+          ++c.grants_assumed;
+          break;
+        case State::kBinding:
+          ++c.grants_binding;
+          break;
+        case State::kBound:
+          ++c.grants_bound;
+          break;
+        case State::kConflict:
+          ++c.grants_in_conflict;
+          break;
+      }
+    }
+    c.unusable_nodes = static_cast<std::int64_t>(undecodable.size() + excluded.size());
+    return c;
+  }
 
   // Whether all containers of `pod` fit on node n (placing them one after another), and the
   // first container's score. Leaves the ledger as it was.
@@ -375,8 +729,9 @@ struct ClusterState::Impl {
     // The reason is memoised per node like the engine's scores: valid while the node's ledger
     // generation and the request's shape are unchanged (replicas of a job share a shape, and
     // most nodes do not change between two scheduling cycles).
-    const ReasonKey key{adapted.gpu_count, adapted.gpu_milli, adapted.gpu_mib, adapted.sharing,
-                        models, ledger->Generation(n)};
+    const ReasonKey key{
+        adapted.gpu_count,    adapted.gpu_milli, adapted.gpu_mib, adapted.sharing, models,
+        ledger->Generation(n)};
     if (reasons.size() != static_cast<std::size_t>(cluster->size())) {
       reasons.assign(static_cast<std::size_t>(cluster->size()), {});
     }
@@ -386,8 +741,8 @@ struct ClusterState::Impl {
       memo.key = key;
       memo.valid = true;
     }
-    v.kind = memo.misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit
-                                    : NodeVerdict::Kind::kUnresolvable;
+    v.kind =
+        memo.misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable;
     v.reason = memo.misfit.reason;
     return v;
   }
@@ -464,82 +819,99 @@ bool SameNode(const NodeInfo& a, const NodeInfo& b) {
 
 void ClusterState::SetNodes(std::span<const nlohmann::json> nodes) {
   std::map<std::string, NodeInfo, std::less<>> fresh;
+  std::vector<std::pair<const json*, std::string>> refused;
   for (const json& node : nodes) {
     auto info = DecodeNode(node, impl_->options.defaults);
     if (!info) {
-      impl_->Log("ignoring a node: " + info.error().message);
+      refused.emplace_back(&node, info.error().message);
       continue;
-    }
-    if (!info->gpus_error.empty()) {
-      impl_->Log("node " + info->spec.name + ": " + info->gpus_error + "; it gets no GPUs");
-    }
-    if (!info->gpu_mem_unit_error.empty()) {
-      impl_->Log("node " + info->spec.name + ": " + info->gpu_mem_unit_error +
-                 "; pods asking for gpumux.io/gpu-mem cannot go there");
     }
     std::string name = info->spec.name;
     fresh.insert_or_assign(std::move(name), std::move(*info));
   }
-  std::lock_guard lock(impl_->mu);
-  impl_->nodes = std::move(fresh);
-  impl_->dirty = true;
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  auto previous = std::move(s.undecodable);
+  s.undecodable.clear();
+  for (const auto& [node, error] : refused) {
+    const std::string name = NodeNameOf(*node);
+    if (name.empty()) {
+      ++s.counters.unreadable_nodes;
+      s.Log("ignoring a node object: " + error);
+      continue;
+    }
+    fresh.erase(name);
+    auto seen = previous.find(name);
+    if (seen == previous.end() || seen->second != error) {
+      s.Log("node " + name + " cannot be used by gpumux: " + error);
+    }
+    s.undecodable.insert_or_assign(name, error);
+  }
+  for (const auto& [name, info] : fresh) s.NoteNodeProblems(info);
+  s.nodes = std::move(fresh);
+  s.dirty = true;
 }
 
 void ClusterState::UpsertNode(const nlohmann::json& node) {
   auto info = DecodeNode(node, impl_->options.defaults);
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
   if (!info) {
-    impl_->Log("ignoring a node: " + info.error().message);
+    s.NoteUndecodable(node, info.error().message);
     return;
   }
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->nodes.find(info->spec.name);
-  if (it != impl_->nodes.end() && SameNode(it->second, *info)) {
+  if (s.undecodable.erase(info->spec.name) > 0) {
+    s.Log("node " + info->spec.name + " decodes again");
+  }
+  auto it = s.nodes.find(info->spec.name);
+  if (it != s.nodes.end() && SameNode(it->second, *info)) {
     it->second.unschedulable = info->unschedulable;
     return;  // a status heartbeat: nothing gpumux uses changed
   }
-  if (!info->gpus_error.empty()) {
-    impl_->Log("node " + info->spec.name + ": " + info->gpus_error + "; it gets no GPUs");
-  }
-  if (!info->gpu_mem_unit_error.empty()) {
-    impl_->Log("node " + info->spec.name + ": " + info->gpu_mem_unit_error +
-               "; pods asking for gpumux.io/gpu-mem cannot go there");
-  }
+  s.NoteNodeProblems(*info);
   std::string name = info->spec.name;
-  impl_->nodes.insert_or_assign(std::move(name), std::move(*info));
-  impl_->dirty = true;
+  s.nodes.insert_or_assign(std::move(name), std::move(*info));
+  s.dirty = true;
 }
 
 void ClusterState::RemoveNode(std::string_view name) {
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->nodes.find(name);
-  if (it == impl_->nodes.end()) return;
-  impl_->nodes.erase(it);
-  impl_->dirty = true;
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  s.undecodable.erase(std::string(name));
+  auto it = s.nodes.find(name);
+  if (it == s.nodes.end()) return;
+  s.nodes.erase(it);
+  s.dirty = true;
 }
 
 void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
   std::vector<PodInfo> decoded;
+  std::vector<std::string> refused;
   decoded.reserve(pods.size());
   for (const json& pod : pods) {
     auto info = DecodePod(pod, impl_->options.gpu_mem_unit_mib);
     if (!info) {
-      impl_->Log("ignoring a pod: " + info.error().message);
+      refused.push_back("ignoring a pod: " + info.error().message);
       continue;
     }
     decoded.push_back(std::move(*info));
   }
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
+  for (std::string& line : refused) s.Log(std::move(line));
   std::unordered_map<std::string, bool> seen;
   for (const PodInfo& p : decoded) seen.emplace(p.uid, true);
-  for (auto it = s.pods.begin(); it != s.pods.end();) {
-    if (seen.count(it->first) == 0 && it->second.state != Booking::kAssumed) {
-      if (!s.dirty) s.Unplace(it->second);
-      it = s.pods.erase(it);
-    } else {
-      ++it;
+  // Pods gone from the list are gone, except bookings of a bind in flight (the list may
+  // predate the pod) or of unknown outcome: those wait for the watch or their TTL.
+  std::vector<std::string> gone;
+  for (const auto& [uid, record] : s.pods) {
+    if (seen.count(uid) == 0 && record.state != State::kAssumed &&
+        record.state != State::kBinding) {
+      gone.push_back(uid);
     }
   }
+  std::sort(gone.begin(), gone.end());
+  for (const std::string& uid : gone) s.Remove(s.pods.find(uid));
   // Bound grants first so that an older, stale assumption never displaces them.
   std::stable_sort(decoded.begin(), decoded.end(), [](const PodInfo& a, const PodInfo& b) {
     return !a.node_name.empty() && b.node_name.empty();
@@ -549,21 +921,24 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
 
 void ClusterState::UpsertPod(const nlohmann::json& pod) {
   auto info = DecodePod(pod, impl_->options.gpu_mem_unit_mib);
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
   if (!info) {
-    impl_->Log("ignoring a pod: " + info.error().message);
+    s.Log("ignoring a pod: " + info.error().message);
     return;
   }
-  std::lock_guard lock(impl_->mu);
-  impl_->Upsert(std::move(*info));
+  s.Upsert(std::move(*info));
 }
 
 void ClusterState::RemovePod(const nlohmann::json& pod) {
-  const json* metadata = pod.is_object() && pod.contains("metadata") ? &pod.at("metadata") : nullptr;
+  const json* metadata =
+      pod.is_object() && pod.contains("metadata") ? &pod.at("metadata") : nullptr;
   if (metadata == nullptr || !metadata->contains("uid") || !metadata->at("uid").is_string()) return;
   const std::string uid = metadata->at("uid").get<std::string>();
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->pods.find(uid);
-  if (it != impl_->pods.end()) impl_->Remove(it);
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  auto it = s.pods.find(uid);
+  if (it != s.pods.end()) s.Remove(it);
 }
 
 void ClusterState::MarkSynced() { impl_->synced.store(true); }
@@ -584,15 +959,27 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
     return out;
   }
   if (pod.containers.empty()) return out;  // asks gpumux for nothing: every node passes
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   s.EnsureBuilt();
   std::vector<core::NodeIndex> nodes;
   nodes.reserve(names.size());
   for (std::string_view name : names) nodes.push_back(s.name_index.Find(name));
+  // A name the cluster model lacks: unusable (with why), or not known (yet): retriable.
   auto unknown = [&](NodeVerdict& v, std::string_view name) {
-    v.kind = NodeVerdict::Kind::kUnresolvable;
-    v.reason = "node " + std::string(name) + " is not known to gpumux yet";
+    if (const std::string* why = s.Unusable(name); why != nullptr) {
+      v.kind = NodeVerdict::Kind::kUnresolvable;
+      v.reason = "node " + std::string(name) + " cannot be used by gpumux: " + *why;
+      return;
+    }
+    v.kind = NodeVerdict::Kind::kUnknownNode;
+    if (reasons == Reasons::kSkip) return;
+    v.reason = s.synced.load()
+                   ? "node " + std::string(name) +
+                         " is not known to gpumux yet (new? its watch may be a moment behind)"
+                   : "node " + std::string(name) +
+                         " is not known yet: gpumux is waiting for its first sync with the API "
+                         "server";
   };
   // Nodes whose device plugin counts gpu-mem in another unit: the kubelet would admit the pod
   // with the wrong amount, so they are out whatever the ledger says.
@@ -651,10 +1038,21 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
 }
 
 std::optional<PodInfo> ClusterState::FindPod(const std::string& uid) const {
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->pods.find(uid);
-  if (it == impl_->pods.end()) return std::nullopt;
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  auto it = s.pods.find(uid);
+  if (it == s.pods.end()) return std::nullopt;
   return it->second.info;
+}
+
+std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  s.EnsureBuilt();
+  auto it = s.pods.find(uid);
+  if (it == s.pods.end()) return std::nullopt;
+  const PodRecord& r = it->second;
+  return BookingView{r.state, r.booked, r.in_ledger, r.problem};
 }
 
 core::Result<Grant> ClusterState::Assume(const PodInfo& pod, const std::string& node) {
@@ -663,25 +1061,38 @@ core::Result<Grant> ClusterState::Assume(const PodInfo& pod, const std::string& 
     return MakeError(ErrorCode::kInvalidArgument,
                      "pod " + pod.Key() + " asks for no gpumux resource");
   }
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   s.EnsureBuilt();
   const core::NodeIndex n = s.cluster->FindNode(node);
-  if (n < 0) return MakeError(ErrorCode::kNotFound, "node " + node + " is not known to gpumux");
+  if (n < 0) {
+    if (const std::string* why = s.Unusable(node); why != nullptr) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "node " + node + " cannot be used by gpumux: " + *why);
+    }
+    return MakeError(ErrorCode::kNotFound, "node " + node + " is not known to gpumux");
+  }
   if (const std::string* problem = s.UnitMismatch(pod, n); problem != nullptr) {
     return MakeError(ErrorCode::kFailedPrecondition, "node " + node + ": " + *problem);
   }
   auto existing = s.pods.find(pod.uid);
-  if (existing != s.pods.end() && existing->second.state == Booking::kBound) {
-    return MakeError(ErrorCode::kFailedPrecondition,
-                     "pod " + pod.Key() + " is already bound to " + existing->second.booked->node);
+  if (existing != s.pods.end()) {
+    const PodRecord& r = existing->second;
+    if (r.state == State::kBound || r.state == State::kConflict) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "pod " + pod.Key() + " is already bound to " + r.booked->node);
+    }
+    if (r.state == State::kBinding) {
+      return MakeError(ErrorCode::kFailedPrecondition,
+                       "an earlier bind of pod " + pod.Key() + " to " + r.booked->node +
+                           " has an unknown outcome; its GPUs stay booked until the API "
+                           "server shows the pod bound, or for at most " +
+                           std::to_string(s.options.grant_ttl_seconds) + " s");
+    }
   }
   // An earlier assumption of this pod (a retried bind) gives its GPUs back first.
-  std::optional<Grant> previous;
-  if (existing != s.pods.end() && existing->second.in_ledger) {
-    previous = existing->second.booked;
-    s.Unplace(existing->second);
-  }
+  const bool had_previous = existing != s.pods.end() && existing->second.in_ledger;
+  if (had_previous) s.Unplace(existing->second);
   Grant grant;
   grant.node = node;
   grant.policy = s.options.policy;
@@ -713,44 +1124,59 @@ core::Result<Grant> ClusterState::Assume(const PodInfo& pod, const std::string& 
     }
     grant.containers.push_back(std::move(cg));
   }
+  for (const std::string& key : placed) (void)s.ledger->Release(key);  // re-placed below
   if (!failure.empty()) {
-    for (const std::string& key : placed) (void)s.ledger->Release(key);
-    if (previous) s.Place(existing->second);
+    if (had_previous) {
+      GPUMUX_CHECK(!s.TryPlace(existing->second).has_value(), "a booking goes back in place");
+    }
     return MakeError(ErrorCode::kFailedPrecondition, failure);
   }
-  for (const std::string& key : placed) (void)s.ledger->Release(key);  // re-placed via Book
   PodRecord& record = existing != s.pods.end() ? existing->second
                                                : s.pods.emplace(pod.uid, PodRecord{}).first->second;
   if (existing == s.pods.end()) record.info = pod;
+  record.booked = grant;
   record.in_ledger = false;
-  record.booked.reset();
-  record.forgotten.reset();
-  s.Book(record, grant, Booking::kAssumed);
-  GPUMUX_CHECK(record.in_ledger, "the grant just computed is placeable");
+  record.problem.clear();
+  GPUMUX_CHECK(!s.TryPlace(record).has_value(), "the grant just computed is placeable");
+  s.SetState(record, State::kAssumed);
+  if (had_previous) s.RetryConflicts();
   return grant;
 }
 
-void ClusterState::ConfirmBound(const std::string& uid) {
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->pods.find(uid);
-  if (it != impl_->pods.end() && it->second.booked) it->second.state = Booking::kBound;
+bool ClusterState::BeginBinding(const std::string& uid, const Grant& grant) {
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  s.EnsureBuilt();  // a pending rebuild may drop the booking
+  auto it = s.pods.find(uid);
+  if (it == s.pods.end() || it->second.booked != grant || !it->second.in_ledger) return false;
+  PodRecord& record = it->second;
+  if (record.state == State::kAssumed) s.SetState(record, State::kBinding);
+  return true;
+}
+
+void ClusterState::ConfirmBound(const std::string& uid, const Grant& grant) {
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  auto it = s.pods.find(uid);
+  if (it != s.pods.end()) s.BookBound(it->second, grant);
 }
 
 void ClusterState::Forget(const std::string& uid, const Grant& grant) {
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   auto it = s.pods.find(uid);
-  if (it == s.pods.end() || !it->second.booked || !(*it->second.booked == grant)) return;
-  s.Book(it->second, std::nullopt, Booking::kNone);
-  it->second.forgotten = grant;
+  if (it == s.pods.end() || it->second.booked != grant) return;
+  PodRecord& record = it->second;
+  if (record.state != State::kAssumed && record.state != State::kBinding) return;
+  s.Release(record);
 }
 
 bool ClusterState::FitsWithout(const PodInfo& pod, const std::string& node,
                                std::span<const std::string> victims) {
   if (!pod.request_error.empty()) return false;
   if (pod.containers.empty()) return true;
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   s.EnsureBuilt();
   const core::NodeIndex n = s.cluster->FindNode(node);
   if (n < 0 || s.UnitMismatch(pod, n) != nullptr) return false;
@@ -762,32 +1188,42 @@ bool ClusterState::FitsWithout(const PodInfo& pod, const std::string& node,
     evicted.push_back(&it->second);
   }
   const bool fits = s.TrialOnNode(pod, n).kind == NodeVerdict::Kind::kFits;
-  for (PodRecord* record : evicted) s.Place(*record);
+  for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) {
+    GPUMUX_CHECK(!s.TryPlace(**it).has_value(), "a victim goes back in place");
+  }
   return fits;
 }
 
 int ClusterState::ExpireAssumed() {
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   const std::int64_t now = s.clock();
-  int expired = 0;
+  std::vector<PodRecord*> old;
   for (auto& [uid, record] : s.pods) {
-    if (record.state != Booking::kAssumed || !record.booked) continue;
+    if (record.state != State::kAssumed && record.state != State::kBinding) continue;
     if (now - record.booked->assumed_at <= s.options.grant_ttl_seconds) continue;
-    s.Log("grant of pod " + record.info.Key() + " on " + record.booked->node +
-          " expired: the pod was not bound within " +
-          std::to_string(s.options.grant_ttl_seconds) + " s");
-    record.forgotten = record.booked;
-    s.Book(record, std::nullopt, Booking::kNone);
+    old.push_back(&record);
+  }
+  std::sort(old.begin(), old.end(),
+            [](const PodRecord* a, const PodRecord* b) { return a->info.uid < b->info.uid; });
+  int expired = 0;
+  for (PodRecord* record : old) {
+    // Releasing one may let a bound pod in conflict evict another: skip those.
+    if (record->state != State::kAssumed && record->state != State::kBinding) continue;
     ++expired;
+    s.Log("grant of pod " + record->info.Key() + " on " + record->booked->node + " (" +
+          std::string(BookingStateName(record->state)) +
+          ") expired: the pod was not seen bound within " +
+          std::to_string(s.options.grant_ttl_seconds) + " s");
+    s.Release(*record);
   }
   s.counters.grants_expired += expired;
   return expired;
 }
 
 nlohmann::json ClusterState::Inspect() const {
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   s.EnsureBuilt();
   // Which pod each tenant key belongs to.
   std::unordered_map<std::string, const PodRecord*> by_uid;
@@ -811,20 +1247,20 @@ nlohmann::json ClusterState::Inspect() const {
              {"gpu_milli", tenant.request.gpu_milli},
              {"gpu_mem_mib", tenant.request.gpu_mib},
              {"exclusive", tenant.request.sharing == core::GpuSharing::kExclusive},
-             {"state", record != nullptr ? BookingName(record->state) : "unknown"}});
+             {"state", record != nullptr ? BookingStateName(record->state) : "unknown"}});
       }
     }
     json gpus = json::array();
     for (std::size_t g = 0; g < spec.gpus.size(); ++g) {
-      gpus.push_back({{"index", spec.gpus[g].index},
-                      {"uuid", spec.gpus[g].uuid},
-                      {"model", spec.gpus[g].model},
-                      {"memory_mib", spec.gpus[g].memory_mib},
-                      {"health", spec.gpus[g].health == core::GpuHealth::kHealthy ? "Healthy"
-                                                                                  : "Unhealthy"},
-                      {"free_milli", view.gpu_free_milli[g]},
-                      {"free_mib", view.gpu_free_mib[g]},
-                      {"tenants", std::move(tenants[g])}});
+      gpus.push_back(
+          {{"index", spec.gpus[g].index},
+           {"uuid", spec.gpus[g].uuid},
+           {"model", spec.gpus[g].model},
+           {"memory_mib", spec.gpus[g].memory_mib},
+           {"health", spec.gpus[g].health == core::GpuHealth::kHealthy ? "Healthy" : "Unhealthy"},
+           {"free_milli", view.gpu_free_milli[g]},
+           {"free_mib", view.gpu_free_mib[g]},
+           {"tenants", std::move(tenants[g])}});
     }
     json node = {{"name", spec.name}, {"gpus", std::move(gpus)}};
     if (!info.gpus_from_annotation) node["gpus_source"] = "default";
@@ -834,50 +1270,53 @@ nlohmann::json ClusterState::Inspect() const {
     if (!info.gpu_mem_unit_error.empty()) node["gpu_mem_unit_error"] = info.gpu_mem_unit_error;
     nodes.push_back(std::move(node));
   }
+  // Unusable nodes by name (both maps are sorted; a name is in one of them at most).
+  std::map<std::string, std::string, std::less<>> unusable(s.undecodable);
+  unusable.insert(s.excluded.begin(), s.excluded.end());
+  json unusable_nodes = json::array();
+  for (const auto& [name, reason] : unusable) {
+    unusable_nodes.push_back({{"name", name}, {"reason", reason}});
+  }
   json problems = json::array();
   std::vector<const PodRecord*> records;
   for (const auto& [uid, record] : s.pods) records.push_back(&record);
   std::sort(records.begin(), records.end(),
             [](const PodRecord* a, const PodRecord* b) { return a->info.uid < b->info.uid; });
   for (const PodRecord* r : records) {
-    if (r->booked && !r->in_ledger) {
-      problems.push_back({{"pod", r->info.Key()}, {"uid", r->info.uid}, {"problem", r->problem}});
-    } else if (!r->info.grant_error.empty()) {
-      problems.push_back(
-          {{"pod", r->info.Key()}, {"uid", r->info.uid}, {"problem", r->info.grant_error}});
-    }
+    const std::string& problem = !r->problem.empty() ? r->problem : r->info.grant_error;
+    if (problem.empty() || r->in_ledger) continue;
+    problems.push_back({{"pod", r->info.Key()},
+                        {"uid", r->info.uid},
+                        {"state", BookingStateName(r->state)},
+                        {"problem", problem}});
   }
-  StateCounters c = s.counters;
-  for (const PodRecord* r : records) {
-    if (r->state == Booking::kBound) ++c.grants_bound;
-    if (r->state == Booking::kAssumed) ++c.grants_assumed;
-  }
+  const StateCounters c = s.Counters();
   return {{"policy", s.options.policy},
           {"synced", s.synced.load()},
           {"gpu_mem_unit_mib", s.options.gpu_mem_unit_mib},
           {"counters",
            {{"nodes", c.nodes},
             {"gpus", c.gpus},
+            {"unusable_nodes", c.unusable_nodes},
+            {"unreadable_nodes", c.unreadable_nodes},
             {"grants_bound", c.grants_bound},
             {"grants_assumed", c.grants_assumed},
+            {"grants_binding", c.grants_binding},
+            {"grants_in_conflict", c.grants_in_conflict},
             {"grants_expired", c.grants_expired},
             {"grant_conflicts", c.grant_conflicts},
             {"unreadable_grants", c.unreadable_grants},
             {"rebuilds", c.rebuilds}}},
           {"nodes", std::move(nodes)},
+          {"unusable_nodes", std::move(unusable_nodes)},
           {"grants_not_in_ledger", std::move(problems)}};
 }
 
 StateCounters ClusterState::counters() const {
-  std::lock_guard lock(impl_->mu);
   Impl& s = *impl_;
+  Impl::Locked lock(s);
   s.EnsureBuilt();
-  StateCounters c = s.counters;
-  for (const auto& [uid, record] : s.pods) {
-    if (record.state == Booking::kBound) ++c.grants_bound;
-    if (record.state == Booking::kAssumed) ++c.grants_assumed;
-  }
-  return c;
+  return s.Counters();
 }
 
 const std::string& ClusterState::policy_name() const { return impl_->options.policy; }
@@ -887,9 +1326,10 @@ std::int64_t ClusterState::gpu_mem_unit_mib() const { return impl_->options.gpu_
 std::int64_t ClusterState::Now() const { return impl_->clock(); }
 
 bool ClusterState::PodAwaitsDevices(const std::string& uid) const {
-  std::lock_guard lock(impl_->mu);
-  auto it = impl_->pods.find(uid);
-  if (it == impl_->pods.end()) return false;
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  auto it = s.pods.find(uid);
+  if (it == s.pods.end()) return false;
   const PodInfo& p = it->second.info;
   return !p.finished() && !p.deleting && p.phase != "Running";
 }

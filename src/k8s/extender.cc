@@ -261,6 +261,49 @@ std::vector<int> ExtenderScores(const std::vector<NodeVerdict>& verdicts) {
   return out;
 }
 
+// Whether a failed call may still have been applied by the API server: no answer (timeout,
+// connection reset), a server-side timeout, or a server error that may come after the commit.
+// Other 4xx answers (400, 403, 404, 409, 422, 429, ...) are refusals.
+bool MayHaveBeenApplied(const ApiError& error) {
+  return error.http_status == 0 || error.http_status == 408 || error.http_status >= 500;
+}
+
+enum class BindOutcome : std::uint8_t { kBound, kNotBound, kUnknown };
+
+struct PodReadBack {
+  BindOutcome outcome = BindOutcome::kUnknown;
+  std::string detail;  // what was seen, for humans
+};
+
+// Reads the pod back after an ambiguous answer: bound to `node` with `grant`, not (pending,
+// bound elsewhere or with another grant, replaced, gone), or unknown (the read failed).
+PodReadBack ReadPodBack(KubeApi& api, const std::string& ns, const std::string& name,
+                        const std::string& uid, const std::string& node, const Grant& grant,
+                        std::int64_t gpu_mem_unit_mib) {
+  auto got = api.Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+  if (!got) {
+    if (got.error().http_status == 404) return {BindOutcome::kNotBound, "the pod is gone"};
+    return {BindOutcome::kUnknown, "reading the pod back failed: " + got.error().ToString()};
+  }
+  auto pod = DecodePod(*got, gpu_mem_unit_mib);
+  if (!pod) {
+    return {BindOutcome::kUnknown, "the pod read back does not decode: " + pod.error().message};
+  }
+  if (pod->uid != uid) {
+    return {BindOutcome::kNotBound, "the pod was replaced (uid " + pod->uid + ")"};
+  }
+  const bool written = pod->grant.has_value() && *pod->grant == grant;
+  if (pod->node_name.empty()) {
+    return {BindOutcome::kNotBound,
+            written ? "the pod carries the grant but is not bound" : "the pod is not bound"};
+  }
+  if (pod->node_name == node && written) {
+    return {BindOutcome::kBound, "the pod is bound to " + node + " with this grant"};
+  }
+  return {BindOutcome::kNotBound, "the pod is bound to " + pod->node_name +
+                                      (written ? "" : " with another grant (or none)")};
+}
+
 }  // namespace
 
 std::string_view VerbName(Verb verb) {
@@ -310,6 +353,20 @@ VerbReply Extender::Filter(std::string_view body) {
   auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
+  if (args->pod.wants_gpu() && !state_->synced()) {
+    // Not "unresolvable" (that would skip preemption for this cycle): an error, which
+    // kube-scheduler treats as a scheduling error and retries with backoff.
+    return VerbReply{200,
+                     json{{"Nodes", nullptr},
+                          {"NodeNames", nullptr},
+                          {"FailedNodes", nullptr},
+                          {"FailedAndUnresolvableNodes", nullptr},
+                          {"Error",
+                           "gpumux extender is waiting for its first sync with the API "
+                           "server; the pod will be retried"}}
+                         .dump(),
+                     "not_synced", 0};
+  }
   const std::vector<NodeVerdict> verdicts = state_->Evaluate(args->pod, args->names);
   // The reply is written by hand: at 5,000 nodes building a json tree first costs more than
   // the placement work itself.
@@ -323,6 +380,7 @@ VerbReply Extender::Filter(std::string_view body) {
       passed += args->full_nodes ? args->node_raw[i] : args->name_tokens[i];
       continue;
     }
+    // kUnknownNode is retriable (FailedNodes): the node may be new and the watch behind.
     std::string& target = v.kind == NodeVerdict::Kind::kUnresolvable ? unresolvable : failed;
     if (!target.empty()) target += ',';
     target += args->name_tokens[i];
@@ -529,18 +587,60 @@ VerbReply Extender::Bind(std::string_view body) {
   auto patched = PatchPodAnnotations(*api_, *ns, *name, *uid,
                                      json{{std::string(kAnnotationGrant), EncodeGrant(*grant)}});
   if (!patched) {
+    // Read back rather than guess. No Binding was sent by this bind, so unless the pod shows
+    // up bound with this very grant, it does not hold these GPUs: they are given back.
+    const PodReadBack seen =
+        ReadPodBack(*api_, *ns, *name, *uid, *node, *grant, state_->gpu_mem_unit_mib());
+    if (seen.outcome == BindOutcome::kBound) {
+      state_->ConfirmBound(*uid, *grant);
+      return VerbReply{200, R"({"Error":""})", "", 1};
+    }
     undo();
     return fail(patched.error().http_status == 409 ? "conflict" : "api_error",
-                "writing the grant annotation: " + patched.error().ToString());
+                "writing the grant annotation: " + patched.error().ToString() +
+                    " (read back: " + seen.detail + ")");
+  }
+  if (!state_->BeginBinding(*uid, *grant)) {
+    undo();
+    return fail("conflict", "the GPUs booked for pod " + *ns + "/" + *name + " on " + *node +
+                                " were given to a pod seen bound there, or the booking expired; "
+                                "not binding it, so that nothing is granted twice");
   }
   auto bound = CreateBinding(*api_, *ns, *name, *uid, *node);
-  if (!bound) {
-    undo();
-    return fail(bound.error().http_status == 409 ? "conflict" : "api_error",
-                "binding: " + bound.error().ToString());
+  if (bound) {
+    state_->ConfirmBound(*uid, *grant);
+    return VerbReply{200, R"({"Error":""})", "", 1};
   }
-  state_->ConfirmBound(*uid);
-  return VerbReply{200, R"({"Error":""})", "", 1};
+  // The Binding may have been applied although its answer says otherwise (a timeout, a 5xx
+  // after the commit): never guess, read the pod back.
+  const std::string label = bound.error().http_status == 409 ? "conflict" : "api_error";
+  const PodReadBack seen =
+      ReadPodBack(*api_, *ns, *name, *uid, *node, *grant, state_->gpu_mem_unit_mib());
+  switch (seen.outcome) {
+    case BindOutcome::kBound:
+      state_->ConfirmBound(*uid, *grant);
+      if (options_.log) {
+        options_.log("bind " + *ns + "/" + *name + " on " + *node + ": the Binding answered " +
+                     bound.error().ToString() + ", but " + seen.detail + ": bound");
+      }
+      return VerbReply{200, R"({"Error":""})", "", 1};
+    case BindOutcome::kNotBound:
+      undo();
+      return fail(label,
+                  "binding: " + bound.error().ToString() + " (read back: " + seen.detail + ")");
+    case BindOutcome::kUnknown:
+      break;
+  }
+  if (!MayHaveBeenApplied(bound.error())) {
+    undo();  // refused by the API server: not applied
+    return fail(label, "binding: " + bound.error().ToString() + " (" + seen.detail + ")");
+  }
+  // The pod may be bound: keep its GPUs booked (binding) and the node lock; the watch settles
+  // it (bound), or the booking expires with its TTL if the pod is never seen bound.
+  return fail("api_error", "binding: " + bound.error().ToString() + "; its outcome is unknown (" +
+                               seen.detail + "), so the GPUs on " + *node + " stay booked for " +
+                               *ns + "/" + *name +
+                               " until the API server shows it bound or the booking expires");
 }
 
 VerbReply Extender::Preempt(std::string_view body) {

@@ -65,7 +65,7 @@ TEST_F(ClusterStateTest, MoreGpusThanTheNodeHasIsUnresolvable) {
   auto v = state->Evaluate(Pod(PodWithOne("big", 64, 0, 0)), names);
   EXPECT_EQ(v[0].kind, Kind::kUnresolvable);
   EXPECT_EQ(v[0].reason, "needs 64 GPUs, node has 8");
-  EXPECT_EQ(v[1].kind, Kind::kUnresolvable);
+  EXPECT_EQ(v[1].kind, Kind::kUnknownNode) << "retriable: the node may be new";
   EXPECT_NE(v[1].reason.find("not known"), std::string::npos);
 }
 
@@ -163,11 +163,19 @@ TEST_F(ClusterStateTest, ConflictingGrantsAreReportedNotDoubleBooked) {
     pods.push_back(Bound(pod, g));
   }
   state->SetPods(pods);
-  EXPECT_EQ(state->counters().grants_bound, 2) << "both pods claim it";
+  EXPECT_EQ(state->counters().grants_bound, 1) << "both pods claim it: one holds it";
+  EXPECT_EQ(state->counters().grants_in_conflict, 1) << "the other is in conflict";
   EXPECT_EQ(state->counters().grant_conflicts, 1);
   const json inspect = state->Inspect();
   EXPECT_EQ(inspect["nodes"][0]["gpus"][0]["tenants"].size(), 1u);
-  EXPECT_EQ(inspect["grants_not_in_ledger"].size(), 1u);
+  ASSERT_EQ(inspect["grants_not_in_ledger"].size(), 1u);
+  EXPECT_EQ(inspect["grants_not_in_ledger"][0]["state"], "conflict");
+  // The holder ends: the pod in conflict takes its place, and nothing is counted twice.
+  pods[0]["status"]["phase"] = "Succeeded";
+  state->UpsertPod(pods[0]);
+  EXPECT_EQ(state->counters().grants_bound, 1);
+  EXPECT_EQ(state->counters().grants_in_conflict, 0);
+  EXPECT_EQ(state->counters().grant_conflicts, 1);
 }
 
 TEST_F(ClusterStateTest, NodeChangesKeepGrants) {

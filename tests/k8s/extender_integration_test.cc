@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
 #include <thread>
 
 #include "gpumux/k8s/cluster_sync.h"
@@ -33,7 +36,63 @@ struct DaemonSetup {
   bool wait_for_locks = false;
 };
 
-// An extender (state + sync + verbs) talking to `server`.
+// The real client with a script of what the network does to some calls: a POST forwarded to
+// the API server (which commits it) whose answer is then lost (a 500 from a proxy, a client
+// timeout), or a GET that fails without being sent. Unscripted calls pass through.
+class LossyApi : public KubeApi {
+ public:
+  explicit LossyApi(KubeApi& real) : real_(&real) {}
+  // The next POST whose path contains `substring` is sent, then answered with `error`.
+  void LoseAnswerOfNextPost(std::string substring, ApiError error) {
+    std::lock_guard lock(mu_);
+    lost_posts_.push_back({std::move(substring), std::move(error)});
+  }
+  // The next GET whose path contains `substring` fails with `error` (nothing is sent).
+  void FailNextGet(std::string substring, ApiError error) {
+    std::lock_guard lock(mu_);
+    failed_gets_.push_back({std::move(substring), std::move(error)});
+  }
+
+  ApiResult<json> Get(const std::string& path) override {
+    if (auto error = Take(failed_gets_, path)) return tl::unexpected(*error);
+    return real_->Get(path);
+  }
+  ApiResult<json> List(const std::string& path, int page_size) override {
+    return real_->List(path, page_size);
+  }
+  ApiResult<json> Patch(const std::string& path, const json& body, PatchType type) override {
+    return real_->Patch(path, body, type);
+  }
+  ApiResult<json> Post(const std::string& path, const json& body) override {
+    auto error = Take(lost_posts_, path);
+    auto answer = real_->Post(path, body);
+    if (error) return tl::unexpected(*error);
+    return answer;
+  }
+  ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
+                        const std::function<bool(WatchEvent&&)>& on_event, std::stop_token stop,
+                        int timeout_seconds) override {
+    return real_->Watch(path, resource_version, on_event, stop, timeout_seconds);
+  }
+
+ private:
+  using Script = std::vector<std::pair<std::string, ApiError>>;
+  std::optional<ApiError> Take(Script& script, const std::string& path) {
+    std::lock_guard lock(mu_);
+    for (auto it = script.begin(); it != script.end(); ++it) {
+      if (path.find(it->first) == std::string::npos) continue;
+      ApiError error = std::move(it->second);
+      script.erase(it);
+      return error;
+    }
+    return std::nullopt;
+  }
+  KubeApi* real_;
+  std::mutex mu_;
+  Script lost_posts_, failed_gets_;
+};
+
+// An extender (state + sync + verbs) talking to `server`; the verbs go through `lossy`.
 struct Daemon {
   explicit Daemon(const test::FakeApiServer& server, std::string policy = "best-fit")
       : Daemon(server, DaemonSetup{std::move(policy), {}, {}, 1, false}) {}
@@ -53,10 +112,12 @@ struct Daemon {
     EXPECT_TRUE(sync->WaitSynced(std::chrono::seconds(10)));
     if (!setup.wait_for_locks) setup.extender.bind_wait = std::chrono::milliseconds(0);
     if (setup.extender.lock_board == nullptr) setup.extender.lock_board = &board;
-    extender = std::make_unique<Extender>(*state, api.get(), setup.extender);
+    lossy = std::make_unique<LossyApi>(*api);
+    extender = std::make_unique<Extender>(*state, lossy.get(), setup.extender);
   }
   ~Daemon() { sync->Stop(); }
   std::unique_ptr<KubeApi> api;
+  std::unique_ptr<LossyApi> lossy;
   std::unique_ptr<ClusterState> state;
   NodeLockBoard board;  // before sync: the sync's thread uses it
   std::unique_ptr<ClusterSync> sync;
@@ -221,7 +282,7 @@ TEST(ExtenderIntegration, ARestartedExtenderRebuildsItsGrantsFromTheAnnotations)
   EXPECT_EQ(json::parse(reply.body)["Error"], "") << reply.body;
 }
 
-TEST(ExtenderIntegration, AFailedBindingGivesTheGpusBackAndSaysWhy) {
+TEST(ExtenderIntegration, ABindingRefusedBeforeItsCommitIsReadBackThenGivesTheGpusBack) {
   test::FakeApiServer server;
   server.AddNode(NodeJson("n1", 1));
   const json a = PodWithOne("a", 1, 0, 0);
@@ -229,13 +290,22 @@ TEST(ExtenderIntegration, AFailedBindingGivesTheGpusBackAndSaysWhy) {
   server.AddPod(a);
   server.AddPod(b);
   Daemon d(server);
+  // The API server answers 500 without applying the Binding.
   server.FailNext("POST", "/pods/a/binding", 500, "InternalError", "etcd is unhappy");
+  const std::int64_t reads = server.requests("get pod");
   auto reply = d.extender->Handle(Verb::kBind, BindBody(a, "n1").dump());
   const std::string error = json::parse(reply.body)["Error"];
   EXPECT_NE(error.find("etcd is unhappy"), std::string::npos) << error;
+  EXPECT_NE(error.find("not bound"), std::string::npos)
+      << "says what the read-back showed: " << error;
   EXPECT_EQ(reply.failure, "api_error");
+  EXPECT_EQ(server.requests("get pod"), reads + 1) << "a 500 is ambiguous: the pod is read back";
+  EXPECT_FALSE(server.GetPod("default", "a")->at("spec").contains("nodeName"))
+      << "the real outcome: a is not bound";
+  // So its GPU really is free.
   reply = d.extender->Handle(Verb::kBind, BindBody(b, "n1").dump());
   EXPECT_EQ(json::parse(reply.body)["Error"], "") << reply.body;
+  EXPECT_EQ(server.bindings(), 1);
 }
 
 TEST(ExtenderIntegration, APodReplacedUnderTheSameNameIsAConflict) {
@@ -596,6 +666,109 @@ TEST_F(ExtenderNodeLock, ANodeWithoutTheHandshakeGetsNoLock) {
   EXPECT_FALSE(node["metadata"]["annotations"].contains("gpumux.io/allocating")) << node.dump();
   EXPECT_EQ(server_.requests("patch node"), 0);
   EXPECT_EQ(server_.requests("get node"), 2) << "one read of the node per bind";
+}
+
+// --- ambiguous answers: the Binding may have been applied although its answer says otherwise ---
+
+struct LostAnswer {
+  std::string name;
+  ApiError error;
+};
+
+void PrintTo(const LostAnswer& c, std::ostream* os) { *os << c.name; }
+
+class ExtenderLostBindingAnswer : public ::testing::TestWithParam<LostAnswer> {};
+
+TEST_P(ExtenderLostBindingAnswer, IsReadBackSoTheBoundPodKeepsItsGpuAndNoSecondPodGetsIt) {
+  test::FakeApiServer server;
+  server.AddNode(NodeJson("n1", 1));
+  const json a = PodWithOne("a", 1, 0, 0);
+  const json b = PodWithOne("b", 1, 0, 0);
+  server.AddPod(a);
+  server.AddPod(b);
+  Daemon d(server);
+  d.lossy->LoseAnswerOfNextPost("/pods/a/binding", GetParam().error);
+  auto first = d.extender->Handle(Verb::kBind, BindBody(a, "n1").dump());
+  ASSERT_TRUE(server.GetPod("default", "a")->at("spec").contains("nodeName"))
+      << "the API server applied the Binding";
+  EXPECT_EQ(ErrorOf(first), "") << "the read-back shows a bound with its grant: " << first.body;
+  EXPECT_EQ(first.placements, 1);
+  auto second = d.extender->Handle(Verb::kBind, BindBody(b, "n1").dump());
+  EXPECT_NE(ErrorOf(second).find("no longer fits"), std::string::npos)
+      << "the only GPU was granted twice: " << second.body;
+  EXPECT_FALSE(server.GetPod("default", "b")->at("spec").contains("nodeName"));
+  EXPECT_EQ(server.bindings(), 1);
+  EXPECT_TRUE(Eventually([&] { return d.state->counters().grants_bound == 1; }));
+  EXPECT_EQ(d.state->counters().grant_conflicts, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Answers, ExtenderLostBindingAnswer,
+    ::testing::Values(
+        LostAnswer{"a_500_after_the_commit", ApiError{500, "InternalError", "etcd leader changed"}},
+        LostAnswer{"a_client_timeout", ApiError{0, "Timeout was reached",
+                                                "Operation timed out after 3000 milliseconds"}}),
+    [](const ::testing::TestParamInfo<LostAnswer>& param_info) { return param_info.param.name; });
+
+TEST(ExtenderIntegration, ABindingWhoseOutcomeCannotBeReadBackKeepsItsGpusUntilTheWatchShowsIt) {
+  test::FakeApiServer server;
+  server.AddNode(NodeJson("n1", 1));
+  const json a = PodWithOne("a", 1, 0, 0);
+  const json b = PodWithOne("b", 1, 0, 0);
+  server.AddPod(a);
+  server.AddPod(b);
+  Daemon d(server);
+  d.lossy->LoseAnswerOfNextPost("/pods/a/binding",
+                                ApiError{0, "Timeout was reached", "Operation timed out"});
+  d.lossy->FailNextGet("/pods/a", ApiError{0, "Couldn't connect to server", "connection refused"});
+  auto first = d.extender->Handle(Verb::kBind, BindBody(a, "n1").dump());
+  EXPECT_EQ(first.failure, "api_error");
+  EXPECT_NE(ErrorOf(first).find("Operation timed out"), std::string::npos) << first.body;
+  EXPECT_NE(ErrorOf(first).find("connection refused"), std::string::npos) << first.body;
+  // Whatever the watch shows meanwhile, the GPU stays booked for a.
+  auto second = d.extender->Handle(Verb::kBind, BindBody(b, "n1").dump());
+  EXPECT_NE(ErrorOf(second).find("no longer fits"), std::string::npos)
+      << "a GPU that a may hold was given away: " << second.body;
+  // The watch shows a bound: the booking is bound, the GPU still taken.
+  EXPECT_TRUE(Eventually([&] { return d.state->counters().grants_bound == 1; }));
+  second = d.extender->Handle(Verb::kBind, BindBody(b, "n1").dump());
+  EXPECT_NE(ErrorOf(second).find("no longer fits"), std::string::npos) << second.body;
+  EXPECT_EQ(server.bindings(), 1);
+  EXPECT_FALSE(server.GetPod("default", "b")->at("spec").contains("nodeName"));
+}
+
+// --- filter before and after the first sync ----------------------------------------------------
+
+TEST(ExtenderIntegration, FilterBeforeTheFirstSyncIsARetriableErrorNotUnresolvable) {
+  ClusterStateOptions options;
+  auto state = std::move(*ClusterState::Create(options, {}));
+  Extender extender(*state, nullptr);
+  const json pod = PodWithOne("p", 1, 0, 0);
+  auto reply = extender.Handle(Verb::kFilter, FilterBody(pod, {"n1", "n2"}).dump());
+  ASSERT_EQ(reply.http_status, 200) << reply.body;
+  const json body = json::parse(reply.body);
+  EXPECT_NE(body["Error"].get<std::string>().find("waiting for its first sync"), std::string::npos)
+      << reply.body;
+  EXPECT_TRUE(body["FailedAndUnresolvableNodes"].is_null() ||
+              body["FailedAndUnresolvableNodes"].empty())
+      << "unresolvable would skip preemption: " << reply.body;
+  EXPECT_EQ(reply.failure, "not_synced");
+}
+
+TEST(ExtenderIntegration, ANodeNotKnownAfterTheSyncFailsRetriablyNotUnresolvably) {
+  test::FakeApiServer server;
+  server.AddNode(NodeJson("n1", 1));
+  const json pod = PodWithOne("p", 1, 0, 0);
+  server.AddPod(pod);
+  Daemon d(server);
+  auto reply = d.extender->Handle(Verb::kFilter, FilterBody(pod, {"n1", "brand-new"}).dump());
+  const json body = json::parse(reply.body);
+  EXPECT_EQ(body["NodeNames"], json::array({"n1"})) << reply.body;
+  EXPECT_FALSE(body["FailedAndUnresolvableNodes"].contains("brand-new")) << reply.body;
+  ASSERT_TRUE(body["FailedNodes"].contains("brand-new")) << reply.body;
+  EXPECT_NE(body["FailedNodes"]["brand-new"].get<std::string>().find("not known"),
+            std::string::npos)
+      << reply.body;
 }
 
 // --- the unit of gpumux.io/gpu-mem --------------------------------------------------------------

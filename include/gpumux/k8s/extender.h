@@ -6,8 +6,11 @@
 // Nodes). Scores are 0..10. A bad body is HTTP 400 with a message.
 // bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
 // device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
-// its uid as precondition) and creates the Binding; on failure the lock (if this bind took it)
-// and the booking are released and the reply carries the reason. While another pod holds the
+// its uid as precondition) and creates the Binding. When the grant patch or the Binding fails,
+// the pod is read back: bound with this grant is success; not bound releases the lock (if this
+// bind took it) and the booking, and the reply carries the reason; an outcome that cannot be
+// read back after an answer that may have been applied (no answer, 408, 5xx) keeps both, and
+// the watch settles it (never release GPUs a pod may hold). While another pod holds the
 // node's lock, or the node's device plugin is starting or stopping (gpumux.io/device-plugin),
 // bind keeps its booking and waits (up to `bind_wait`, for at most
 // `max_waiting_binds` binds at once) for the node watch to show the lock released, then tries
