@@ -355,7 +355,11 @@ VerbReply Extender::Filter(std::string_view body) {
   Remember(args->pod);
   if (args->pod.wants_gpu() && !state_->synced()) {
     // Not "unresolvable" (that would skip preemption for this cycle): an error, which
-    // kube-scheduler treats as a scheduling error and retries with backoff.
+    // kube-scheduler treats as a scheduling error and retries with backoff; the requeuer also
+    // nudges the pod once the state has synced.
+    if (options_.requeuer != nullptr) {
+      options_.requeuer->TurnedAway(args->pod.ns, args->pod.name, args->pod.uid);
+    }
     return VerbReply{200,
                      json{{"Nodes", nullptr},
                           {"NodeNames", nullptr},
