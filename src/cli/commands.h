@@ -128,6 +128,7 @@ struct DevicePluginCliOptions {
   std::string gpus_file;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string hook_state_dir;  // "" = $GPUMUX_STATE_DIR, else the hook's /var/lib/gpumux
   std::string resources = "gpu,gpu-mem,gpu-milli";
   std::int64_t gpu_mem_unit_mib = 1024;
   std::string kubeconfig;

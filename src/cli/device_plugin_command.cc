@@ -12,6 +12,7 @@
 
 #include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/gpu/backend.h"
+#include "gpumux/hook/coexistence.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/objects.h"
 #include "src/cli/commands.h"
@@ -75,6 +76,11 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   cmd->add_option("--kubelet-dir", o.kubelet_dir,
                   "The kubelet's device-plugin folder (kubelet.sock and the plugins' sockets)")
       ->capture_default_str();
+  cmd->add_option("--hook-state-dir", o.hook_state_dir,
+                  "State folder of the OCI runtime path (gpumux oci-runtime / gpumux hook): the "
+                  "plugin refuses to start while its GPU reservation ledger holds live "
+                  "reservations, since the two would grant GPUs twice [default: "
+                  "$GPUMUX_STATE_DIR, else /var/lib/gpumux]");
   cmd->add_option("--resources", o.resources,
                   "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
       ->capture_default_str();
@@ -112,7 +118,8 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
       ->capture_default_str();
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input, 1 when it cannot run "
-      "(no GPUs can be listed, a socket or port cannot be served).\n"
+      "(no GPUs can be listed, a socket or port cannot be served, the OCI runtime path holds "
+      "GPUs on this node).\n"
       "\nExamples:\n"
       "  gpumux device-plugin --in-cluster                      (in the DaemonSet)\n"
       "  gpumux device-plugin --node-name gpu-1 --kubeconfig ~/.kube/config\n"
@@ -156,6 +163,13 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   }
   if (p.resources.empty()) return usage("--resources names no resource");
   p.kubelet_dir = o.kubelet_dir;
+  std::string hook_state_dir = o.hook_state_dir;
+  if (hook_state_dir.empty()) {
+    const char* env = std::getenv(std::string(hook::kStateDirEnv).c_str());
+    hook_state_dir = env != nullptr && env[0] != '\0' ? env : std::string(hook::kDefaultStateDir);
+  }
+  // Checked once the sockets are served, before registering (hook/coexistence.h).
+  p.before_register = [hook_state_dir] { return hook::CheckNoActiveReservations(hook_state_dir); };
   p.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
   p.inject.inject_devices = o.inject_devices;
   p.inject.dev_dir = o.dev_dir;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/gpu/backend.h"
+#include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/grant.h"
 #include "gpumux/hook/oci.h"
 #include "src/cli/commands.h"
@@ -35,17 +37,74 @@ std::string SelfExe() {
   return buf;
 }
 
-// Appends one line to <state-dir>/hook.log (best effort) and echoes it on stderr.
-void Log(const HostOptions& o, const std::string& line, std::ostream& err) {
+// UTC now as RFC 3339, e.g. "2024-05-01T10:00:00Z".
+std::string UtcStamp() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string text = std::string(stamp) + " gpumux[" + std::to_string(::getpid()) + "]: " + line;
+  return stamp;
+}
+
+// Appends one line to <state-dir>/hook.log (best effort) and echoes it on stderr.
+void Log(const HostOptions& o, const std::string& line, std::ostream& err) {
+  const std::string text = UtcStamp() + " gpumux[" + std::to_string(::getpid()) + "]: " + line;
   ::mkdir(o.state_dir.c_str(), 0755);
   std::ofstream(o.state_dir + "/hook.log", std::ios::app) << text << "\n";
   err << "gpumux: " << line << "\n";
+}
+
+// The runtime's own log (runc --log FILE --log-format json|text). containerd's shim passes
+// --log <bundle>/log.json --log-format json and, when the runtime fails, shows the "msg" of
+// the file's last "level":"error" line; without one it says only "unable to retrieve OCI
+// runtime error". So the wrapper writes its refusals there as runc would (logrus formats).
+struct RuntimeLog {
+  std::string path;             // "" = none given
+  std::string format = "text";  // runc's default
+
+  // Appends one error line (best effort: the refusal stands whether or not it is written).
+  void Error(const std::string& message) const {
+    if (path.empty()) return;
+    const std::string msg = "gpumux: " + message;
+    std::string line;
+    if (format == "json") {
+      // Invalid UTF-8 (from a variable's value) is replaced rather than thrown on.
+      line = nlohmann::ordered_json{{"level", "error"}, {"msg", msg}, {"time", UtcStamp()}}.dump(
+          -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    } else {
+      line = "time=\"" + UtcStamp() + "\" level=error msg=" + Quoted(msg);
+    }
+    std::ofstream(path, std::ios::app) << line << "\n";
+  }
+
+  // A logrus text value: in double quotes, with \\ \" and control characters escaped.
+  static std::string Quoted(const std::string& s) {
+    std::string out = "\"";
+    for (const char c : s) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(c));
+        out += hex;
+      } else {
+        out += c;
+      }
+    }
+    return out + "\"";
+  }
+};
+
+// The kubelet's device-plugin folder, where a gpumux device plugin would serve its sockets.
+std::string DevicePluginDir() {
+  return EnvOr(std::string(hook::kDevicePluginDirEnv).c_str(),
+               std::string(hook::kDefaultDevicePluginDir).c_str());
 }
 
 hook::InventoryOptions InventoryOf(const HostOptions& o) {
@@ -96,7 +155,8 @@ void InjectDevices(const HostOptions& o, const hook::ContainerState& state,
 }  // namespace
 
 void AddHostOptions(CLI::App& cmd, HostOptions& o) {
-  o.state_dir = EnvOr("GPUMUX_STATE_DIR", "/var/lib/gpumux");
+  o.state_dir =
+      EnvOr(std::string(hook::kStateDirEnv).c_str(), std::string(hook::kDefaultStateDir).c_str());
   o.dev_dir = EnvOr("GPUMUX_DEV_DIR", "/dev");
   o.gpus_file = EnvOr("GPUMUX_GPUS_FILE", "");
   cmd.add_option("--state-dir", o.state_dir,
@@ -135,8 +195,8 @@ int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, st
   if (ask->kind == hook::AskKind::kNone) return 0;
   auto inventory = hook::LoadInventory(InventoryOf(o));
   if (!inventory) return fail(inventory.error().message);
-  auto grant = hook::GrantGpus(state->id, *ask, *inventory, store,
-                               hook::CurrentProcess(state->pid), "running");
+  auto grant = hook::GrantGpus(state->id, *ask, *inventory, store, hook::CurrentProcess(state->pid),
+                               "running", {hook::PodOf(*config), DevicePluginDir()});
   if (!grant) return fail(grant.error().message);
   Log(o, grant->message, err);
   // The wrapper already put the devices into config.json; without it, add them now.
@@ -149,16 +209,42 @@ int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, st
 
 int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, std::ostream& err) {
   const std::string runtime = EnvOr("GPUMUX_RUNTIME", "runc");
-  // Find the runtime command and, for create/run, the bundle and the container id.
-  static const std::vector<std::string> kGlobalWithValue{"--root", "--log", "--log-format",
-                                                         "--criu", "--rootless"};
+  // Find the runtime command and, for create/run, the bundle and the container id. Global
+  // options come before the command, as --name value, --name=value or -name value (runc's
+  // flag parser accepts all three); every argument goes to the runtime unchanged.
+  static const std::vector<std::string> kGlobalWithValue{"root", "log", "log-format", "criu",
+                                                         "rootless"};
+  RuntimeLog log;
   std::size_t i = 0;
   while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
+    std::string name = args[i].substr(args[i][1] == '-' ? 2 : 1);
+    std::string value;
+    bool inline_value = false;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      inline_value = true;
+    }
     const bool takes_value =
-        std::find(kGlobalWithValue.begin(), kGlobalWithValue.end(), args[i]) != kGlobalWithValue.end();
-    i += takes_value ? 2 : 1;
+        std::find(kGlobalWithValue.begin(), kGlobalWithValue.end(), name) != kGlobalWithValue.end();
+    if (takes_value && !inline_value && i + 1 < args.size()) value = args[i + 1];
+    if (name == "log") log.path = value;
+    if (name == "log-format") log.format = value;
+    i += takes_value && !inline_value ? 2 : 1;
   }
   const std::string command = i < args.size() ? args[i] : "";
+  // Every refusal goes to hook.log and stderr (Log) and to the runtime's --log file, where
+  // containerd's shim looks for the reason to show in the pod's events.
+  auto refuse = [&](const std::string& message) {
+    Log(o, message, err);
+    log.Error(message);
+    return 1;
+  };
+  auto fail = [&](const std::string& message) {
+    err << "gpumux oci-runtime: " << message << "\n";
+    log.Error(message);
+    return 1;
+  };
   if (command == "create" || command == "run") {
     std::string bundle = ".";
     std::string id;
@@ -175,44 +261,26 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
       }
     }
     auto config = hook::LoadConfig(bundle);
-    if (!config) {
-      err << "gpumux oci-runtime: " << config.error().message << "\n";
-      return 1;
-    }
+    if (!config) return fail(config.error().message);
     auto env = hook::ConfigEnv(*config, bundle + "/config.json");
-    if (!env) {
-      err << "gpumux oci-runtime: " << env.error().message << "\n";
-      return 1;
-    }
+    if (!env) return fail(env.error().message);
     auto ask = hook::ParseGpuAsk(*env);
-    if (!ask) {
-      Log(o, "container '" + id + "': " + ask.error().message, err);
-      return 1;
-    }
+    if (!ask) return refuse("container '" + id + "': " + ask.error().message);
     if (ask->kind == hook::AskKind::kNone && ask->explicit_none) {
       hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES", "void");
       if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
-        err << "gpumux oci-runtime: " << saved.error().message << "\n";
-        return 1;
+        return fail(saved.error().message);
       }
     }
     if (ask->kind != hook::AskKind::kNone) {
-      if (id.empty()) {
-        err << "gpumux oci-runtime: " << command << " without a container id\n";
-        return 1;
-      }
+      if (id.empty()) return fail(command + " without a container id");
       auto inventory = hook::LoadInventory(InventoryOf(o));
-      if (!inventory) {
-        Log(o, inventory.error().message, err);
-        return 1;
-      }
+      if (!inventory) return refuse(inventory.error().message);
       hook::ReservationStore store(o.state_dir);
+      const std::string plugin_dir = DevicePluginDir();
       auto grant = hook::GrantGpus(id, *ask, *inventory, store, hook::CurrentProcess(::getpid()),
-                                   "pending");
-      if (!grant) {
-        Log(o, grant.error().message, err);
-        return 1;
-      }
+                                   "pending", {hook::PodOf(*config), plugin_dir});
+      if (!grant) return refuse(grant.error().message);
       Log(o, grant->message, err);
       hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES",
                    grant->gpus.empty() ? "void" : hook::VisibleDevicesValue(*inventory, grant->gpus));
@@ -220,9 +288,10 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
       hook::SetEnv(*config, "GPUMUX_GPU_RESERVED", grant->reserved ? "true" : "false");
       hook::AddDevices(*config, DevicesFor(*inventory, grant->gpus));
       if (grant->reserved) {
-        const std::vector<std::string> hook_env{"GPUMUX_STATE_DIR=" + o.state_dir,
-                                                "GPUMUX_DEV_DIR=" + o.dev_dir,
-                                                "GPUMUX_GPUS_FILE=" + o.gpus_file};
+        const std::vector<std::string> hook_env{
+            "GPUMUX_STATE_DIR=" + o.state_dir, "GPUMUX_DEV_DIR=" + o.dev_dir,
+            "GPUMUX_GPUS_FILE=" + o.gpus_file,
+            std::string(hook::kDevicePluginDirEnv) + "=" + plugin_dir};
         const std::string self = SelfExe();
         hook::AddHook(*config, "createRuntime", self, {"gpumux", "hook", "createRuntime"},
                       hook_env);
@@ -230,8 +299,7 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
       }
       if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
         if (grant->reserved && !grant->existing) (void)hook::ReleaseGpus(id, store);
-        err << "gpumux oci-runtime: " << saved.error().message << "\n";
-        return 1;
+        return fail(saved.error().message);
       }
     }
   }
@@ -243,8 +311,9 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
   err.flush();
   std::cout.flush();
   ::execvp(runtime.c_str(), argv.data());
-  err << "gpumux oci-runtime: cannot run '" << runtime << "': " << std::strerror(errno)
-      << " (set GPUMUX_RUNTIME to the runtime's path)\n";
+  const std::string reason = "cannot run '" + runtime + "': " + std::strerror(errno) +
+                             " (set GPUMUX_RUNTIME to the runtime's path)";
+  fail(reason);
   return 127;
 }
 
@@ -366,9 +435,16 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
         const hook::Reservation* r = holder_of(row.index);
         row.json["reserved_by"] = r != nullptr ? nlohmann::ordered_json(r->container) : nullptr;
         if (r != nullptr) {
+          // "namespace/pod/container" when the runtime said (CRI annotations), else null.
+          row.json["reserved_by_pod"] = r->pod.empty()
+                                            ? nlohmann::ordered_json(nullptr)
+                                            : nlohmann::ordered_json(hook::HolderName(*r));
           row.json["since"] = r->since;
           row.json["state"] = r->state;
-          row.json["holder_alive"] = hook::IsAlive(r->holder);
+          const hook::Liveness alive = hook::HolderLiveness(*r);
+          row.json["holder_alive"] = alive == hook::Liveness::kUnknown
+                                         ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(alive == hook::Liveness::kAlive);
         }
       }
       j.push_back(std::move(row.json));
@@ -384,9 +460,20 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
       if (r == nullptr) {
         out << "  free";
       } else {
-        out << "  reserved by '" << r->container << "' since " << r->since << " (" << r->state
-            << (hook::IsAlive(r->holder) ? "" : ", holder gone: reclaimed at the next grant")
-            << ")";
+        out << "  reserved by '" << hook::HolderName(*r) << "'";
+        if (!r->pod.empty()) out << " (container " << r->container.substr(0, 12) << ")";
+        out << " since " << r->since << " (" << r->state;
+        switch (hook::HolderLiveness(*r)) {
+          case hook::Liveness::kAlive:
+            break;
+          case hook::Liveness::kGone:
+            out << ", holder gone: reclaimed at the next grant";
+            break;
+          case hook::Liveness::kUnknown:
+            out << ", holder in another pid namespace: cannot tell whether it runs";
+            break;
+        }
+        out << ")";
       }
     }
     out << "\n";

@@ -241,7 +241,6 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
 
 HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
     Resource resource, const std::vector<std::int64_t>& counts) {
-  std::lock_guard lock(mu_);
   const std::string resource_name(ResourceName(resource));
   bool cached = true;
   for (int attempt = 0; attempt < options_.attempts; ++attempt) {
@@ -319,7 +318,6 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
 }
 
 std::vector<int> Handshake::Peek(Resource resource, std::int64_t count) {
-  std::lock_guard lock(mu_);
   auto holder = ReadHolder(true);
   if (!holder) holder = ReadHolder(false);
   if (!holder) return {};

@@ -116,18 +116,22 @@ struct NodeAgent::Impl {
   std::unique_ptr<gpu::Backend> backend;
   k8s::KubeApi* api = nullptr;
   std::vector<gpu::Gpu> gpus;
+  // The health loop's sleep; before `plugin`, whose callbacks wake it, so that it outlives it.
+  std::mutex sleep_mu;
+  std::condition_variable_any sleep_cv;
+  bool wake = false;  // under sleep_mu: run a round now
   std::unique_ptr<DevicePlugin> plugin;
   gpu::HealthTracker tracker;
   Metrics metrics;
 
-  mutable std::mutex mu;  // tracker, healthy, published
+  mutable std::mutex mu;  // tracker, healthy, published, state, published_state
   std::vector<bool> healthy;
-  bool published = false;
+  bool published = false;  // the inventory (gpus, unit, handshake) is up to date on the node
   std::string publish_error = "not published yet";
+  std::string_view state = kDevicePluginStarting;  // gpumux.io/device-plugin as it should be
+  std::string published_state;                     // as last written ("" = not yet)
 
   std::jthread health_thread, xid_thread;
-  std::mutex sleep_mu;
-  std::condition_variable_any sleep_cv;
 
   httplib::Server http;
   std::thread http_thread;
@@ -142,6 +146,13 @@ struct NodeAgent::Impl {
   }
   void Publish();
   void Poll();
+  void Wake() {
+    {
+      std::lock_guard lock(sleep_mu);
+      wake = true;
+    }
+    sleep_cv.notify_all();
+  }
   bool Ready(std::string* why) const;
   void HealthLoop(std::stop_token stop);
   void XidLoop(std::stop_token stop);
@@ -150,17 +161,21 @@ struct NodeAgent::Impl {
 
 void NodeAgent::Impl::Publish() {
   std::vector<bool> snapshot;
+  std::string state_snapshot;
   {
     std::lock_guard lock(mu);
     snapshot = healthy;
+    state_snapshot = state;
   }
   if (api == nullptr) return;
   const json patch = {
       {"metadata",
        {{"annotations",
          {{std::string(k8s::kAnnotationGpus), InventoryAnnotation(gpus, snapshot)},
-          {std::string(k8s::kAnnotationGpuMemUnit), std::to_string(options.plugin.gpu_mem_unit_mib)},
-          {std::string(k8s::kAnnotationHandshake), std::string(k8s::kHandshakeNodeLock)}}}}}};
+          {std::string(k8s::kAnnotationGpuMemUnit),
+           std::to_string(options.plugin.gpu_mem_unit_mib)},
+          {std::string(k8s::kAnnotationHandshake), std::string(k8s::kHandshakeNodeLock)},
+          {std::string(kAnnotationDevicePlugin), state_snapshot}}}}}};
   auto patched = api->Patch("/api/v1/nodes/" + k8s::QueryEscape(options.plugin.node_name), patch,
                             k8s::PatchType::kMerge);
   std::lock_guard lock(mu);
@@ -169,12 +184,20 @@ void NodeAgent::Impl::Publish() {
   publish_error = patched ? "" : patched.error().ToString();
   metrics.Published(published);
   if (!patched) {
-    Log("publishing the GPU inventory on node " + options.plugin.node_name +
-        " failed (retrying): " + publish_error);
-  } else if (!was) {
+    Log("publishing the GPU inventory and " + std::string(kAnnotationDevicePlugin) + "=" +
+        state_snapshot + " on node " + options.plugin.node_name + " failed" +
+        (state == kDevicePluginStopping ? "" : " (retrying)") + ": " + publish_error);
+    return;
+  }
+  if (!was) {
     Log("published " + std::to_string(gpus.size()) + " GPUs in the annotations of node " +
         options.plugin.node_name);
   }
+  if (published_state != state_snapshot) {
+    Log("node " + options.plugin.node_name + ": " + std::string(kAnnotationDevicePlugin) + "=" +
+        state_snapshot);
+  }
+  published_state = state_snapshot;
 }
 
 // One health round: the backend's snapshot into the tracker, then the verdicts to the plugin.
@@ -208,10 +231,14 @@ void NodeAgent::Impl::Poll() {
     metrics.Registrations(plugin->stats().registrations);
   }
   plugin->SetHealth(next);
+  const bool serving = plugin->serving();
   bool need_publish = false;
   {
     std::lock_guard lock(mu);
-    need_publish = !published;
+    if (state != kDevicePluginStopping) {
+      state = serving ? kDevicePluginReady : kDevicePluginStarting;
+    }
+    need_publish = !published || published_state != state;
   }
   if (need_publish) Publish();
 }
@@ -219,7 +246,8 @@ void NodeAgent::Impl::Poll() {
 void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::unique_lock lock(sleep_mu);
-    sleep_cv.wait_for(lock, stop, options.health_interval, [] { return false; });
+    sleep_cv.wait_for(lock, stop, options.health_interval, [this] { return wake; });
+    wake = false;
     lock.unlock();
     if (stop.stop_requested()) return;
     Poll();
@@ -243,7 +271,7 @@ void NodeAgent::Impl::XidLoop(std::stop_token stop) {
         tracker.OnXid(e, now);
       }
     }
-    sleep_cv.notify_all();  // judge health now rather than at the next interval
+    Wake();  // judge health now rather than at the next interval
   }
 }
 
@@ -298,6 +326,7 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
     return core::MakeError(core::ErrorCode::kInvalidArgument, "the health interval must be positive");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
+  Impl* raw = impl.get();
   impl->backend = std::move(backend);
   impl->api = api;
   auto listed = impl->backend->List();
@@ -312,10 +341,24 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
     impl->healthy.push_back(ok);
     slots.push_back(GpuSlot{g.index, g.uuid, g.memory_total_mib, g.minor, ok});
   }
-  auto plugin = DevicePlugin::Create(impl->options.plugin, std::move(slots), api);
+  // The plugin publishes "starting" after the caller's check and before it registers, and wakes
+  // the health loop (which publishes "ready") when its state may have changed.
+  PluginOptions plugin_options = impl->options.plugin;
+  plugin_options.before_register =
+      [raw, check = impl->options.plugin.before_register]() -> core::Result<void> {
+    if (check) {
+      if (auto ok = check(); !ok) return ok;
+    }
+    raw->Publish();
+    return {};
+  };
+  plugin_options.on_serving_change = [raw, also = impl->options.plugin.on_serving_change] {
+    raw->Wake();
+    if (also) also();
+  };
+  auto plugin = DevicePlugin::Create(std::move(plugin_options), std::move(slots), api);
   if (!plugin) return tl::unexpected(plugin.error());
   impl->plugin = std::move(*plugin);
-  Impl* raw = impl.get();
   impl->plugin->set_allocate_observer(
       [raw](Resource r, double seconds, bool ok) { raw->metrics.Allocate(r, seconds, ok); });
   return std::unique_ptr<NodeAgent>(new NodeAgent(std::move(impl)));
@@ -324,7 +367,6 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
 core::Result<void> NodeAgent::Start() {
   Impl& m = *impl_;
   if (m.started) return core::MakeError(core::ErrorCode::kFailedPrecondition, "started before");
-  m.Publish();
   if (auto http = m.StartHttp(); !http) return http;
   if (auto started = m.plugin->Start(); !started) {
     m.http.stop();
@@ -346,6 +388,11 @@ void NodeAgent::Stop() {
   m.sleep_cv.notify_all();
   if (m.health_thread.joinable()) m.health_thread.join();
   if (m.xid_thread.joinable()) m.xid_thread.join();
+  {
+    std::lock_guard lock(m.mu);
+    m.state = kDevicePluginStopping;
+  }
+  m.Publish();  // before the kubelet loses the plugin, so the extender stops binding here
   m.plugin->Stop();
   if (m.http_thread.joinable()) {
     m.http.stop();
@@ -361,8 +408,11 @@ bool NodeAgent::Impl::Ready(std::string* why) const {
       return false;
     }
   }
-  if (!plugin->registered()) {
-    if (why != nullptr) *why = "not registered with the kubelet yet";
+  if (!plugin->serving()) {
+    if (why != nullptr) {
+      *why = plugin->registered() ? "the kubelet has not opened ListAndWatch on every resource yet"
+                                  : "not registered with the kubelet yet";
+    }
     return false;
   }
   return true;

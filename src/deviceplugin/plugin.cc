@@ -51,6 +51,7 @@ struct DevicePlugin::Impl {
     std::atomic<bool> stopping{false};
     ino_t inode = 0;
     bool registered = false;  // with the kubelet whose socket has inode kubelet_inode
+    int streams = 0;          // ListAndWatch streams that have sent their first list
   };
 
   PluginOptions options;
@@ -75,6 +76,10 @@ struct DevicePlugin::Impl {
 
   void Log(const std::string& line) const {
     if (options.log) options.log(line);
+  }
+  // Callers hold no lock.
+  void ServingMayHaveChanged() const {
+    if (options.on_serving_change) options.on_serving_change();
   }
   std::string KubeletSocket() const { return options.kubelet_dir + "/kubelet.sock"; }
   const DeviceTable& Table(Resource r) const { return tables[static_cast<std::size_t>(r)]; }
@@ -144,6 +149,21 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
 
 grpc::Status DevicePlugin::Impl::ListAndWatch(
     Server& s, grpc::ServerContext* ctx, grpc::ServerWriter<pb::ListAndWatchResponse>* writer) {
+  // Counted in s.streams from the first list the kubelet received until the stream ends.
+  bool counted = false;
+  struct Uncount {
+    Impl* impl;
+    Server* s;
+    bool* counted;
+    ~Uncount() {
+      if (!*counted) return;
+      {
+        std::lock_guard lock(impl->mu);
+        --s->streams;
+      }
+      impl->ServingMayHaveChanged();
+    }
+  } uncount{this, &s, &counted};
   std::uint64_t sent = 0;
   while (true) {
     pb::ListAndWatchResponse response;
@@ -166,8 +186,16 @@ grpc::Status DevicePlugin::Impl::ListAndWatch(
       }
     }
     if (!writer->Write(response)) return grpc::Status::OK;  // the kubelet went away
-    std::lock_guard lock(mu);
-    ++stats.list_and_watch_updates;
+    bool first = false;
+    {
+      std::lock_guard lock(mu);
+      ++stats.list_and_watch_updates;
+      if (!counted) {
+        counted = first = true;
+        ++s.streams;
+      }
+    }
+    if (first) ServingMayHaveChanged();
   }
 }
 
@@ -319,17 +347,20 @@ bool DevicePlugin::Impl::Register(Server& s) {
   request.mutable_options()->set_get_preferred_allocation_available(true);
   pb::Empty empty;
   const grpc::Status status = stub->Register(&ctx, request, &empty);
-  std::lock_guard lock(mu);
-  if (!status.ok()) {
-    ++stats.register_failures;
-    Log("registering " + std::string(ResourceName(s.resource)) + " with the kubelet at " +
-        KubeletSocket() + " failed: " + status.error_message());
-    return false;
+  {
+    std::lock_guard lock(mu);
+    if (!status.ok()) {
+      ++stats.register_failures;
+      Log("registering " + std::string(ResourceName(s.resource)) + " with the kubelet at " +
+          KubeletSocket() + " failed: " + status.error_message());
+      return false;
+    }
+    ++stats.registrations;
+    s.registered = true;
+    Log("registered " + std::string(ResourceName(s.resource)) + " (" +
+        std::to_string(Table(s.resource).devices().size()) + " devices) with the kubelet");
   }
-  ++stats.registrations;
-  s.registered = true;
-  Log("registered " + std::string(ResourceName(s.resource)) + " (" +
-      std::to_string(Table(s.resource).devices().size()) + " devices) with the kubelet");
+  ServingMayHaveChanged();
   return true;
 }
 
@@ -348,6 +379,7 @@ void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
     if (kubelet_changed) {
       Log(kubelet == 0 ? "the kubelet's socket " + KubeletSocket() + " is gone"
                        : "the kubelet restarted (new " + KubeletSocket() + ")");
+      ServingMayHaveChanged();
     }
     for (auto& s : servers) {
       if (stop.stop_requested()) return;
@@ -357,10 +389,13 @@ void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
             std::string(ResourceName(s->resource)));
         StopServer(*s);
         auto started = StartServer(*s);
-        std::lock_guard lock(mu);
-        s->registered = false;
-        ++stats.server_restarts;
-        if (!started) Log(started.error().message);
+        {
+          std::lock_guard lock(mu);
+          s->registered = false;
+          ++stats.server_restarts;
+          if (!started) Log(started.error().message);
+        }
+        ServingMayHaveChanged();
       }
       bool needs = false;
       {
@@ -429,6 +464,12 @@ core::Result<void> DevicePlugin::Start() {
       return started;
     }
   }
+  if (impl_->options.before_register) {
+    if (auto ok = impl_->options.before_register(); !ok) {
+      Stop();
+      return ok;
+    }
+  }
   if (impl_->handshake != nullptr) impl_->handshake->Watch(impl_->options.log);
   impl_->watcher = std::jthread([this](std::stop_token stop) { impl_->WatchKubelet(stop); });
   return {};
@@ -475,6 +516,12 @@ bool DevicePlugin::registered() const {
   std::lock_guard lock(impl_->mu);
   return std::all_of(impl_->servers.begin(), impl_->servers.end(),
                      [](const auto& s) { return s->registered; });
+}
+
+bool DevicePlugin::serving() const {
+  std::lock_guard lock(impl_->mu);
+  return std::all_of(impl_->servers.begin(), impl_->servers.end(),
+                     [](const auto& s) { return s->registered && s->streams > 0; });
 }
 
 PluginStats DevicePlugin::stats() const {

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "gpumux/core/ledger.h"
+#include "gpumux/hook/coexistence.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
 
@@ -50,7 +51,8 @@ core::Request ExclusiveAsk(const std::string& container, int count) {
 
 core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
                               const Inventory& inventory, ReservationStore& store,
-                              const ProcessRef& holder, const std::string& state) {
+                              const ProcessRef& holder, const std::string& state,
+                              const GrantContext& context) {
   Grant grant;
   const int host_gpus = static_cast<int>(inventory.gpus.size());
   switch (ask.kind) {
@@ -82,11 +84,12 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
   if (!cluster) return tl::unexpected(cluster.error());
   grant.reserved = true;
 
+  const std::string pid_ns = OwnPidNamespace();
   auto updated = store.Update([&](ReservationFile& file) -> core::Result<bool> {
     // Reclaim reservations whose keeper is gone.
     const auto dead = std::remove_if(
         file.reservations.begin(), file.reservations.end(), [&](const Reservation& r) {
-          return r.container != container && !IsAlive(r.holder);
+          return r.container != container && HolderLiveness(r) == Liveness::kGone;
         });
     file.reservations.erase(dead, file.reservations.end());
 
@@ -100,12 +103,22 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
                                    std::to_string(ask.count) + " (" + ask.source + ")");
       }
       r.holder = holder;
+      r.holder_pid_ns = pid_ns;
       r.state = state;
+      if (!context.pod.empty()) r.pod = context.pod;
       grant.gpus = r.gpus;
       grant.existing = true;
       grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
                       " (since " + r.since + ")";
       return true;
+    }
+
+    // A new reservation. The device plugin checks this ledger after serving its sockets, so
+    // looking for them under the ledger's lock means one of the two always sees the other.
+    if (!context.device_plugin_dir.empty()) {
+      if (auto alone = CheckNoDevicePlugin(context.device_plugin_dir); !alone) {
+        return tl::unexpected(alone.error());
+      }
     }
 
     // Decide with the core ledger: every live reservation is an exclusive tenant.
@@ -137,7 +150,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
           if (g >= 0 && g < host_gpus) taken[static_cast<std::size_t>(g)] = true;
         }
         held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + JoinIndices(r.gpus) +
-                " reserved by '" + r.container + "' since " + r.since;
+                " reserved by '" + HolderName(r) + "' since " + r.since;
       }
       const auto free = std::count(taken.begin(), taken.end(), false);
       return core::MakeError(core::ErrorCode::kFailedPrecondition,
@@ -151,6 +164,8 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     r.since = UtcNow(&r.since_unix);
     r.state = state;
     r.holder = holder;
+    r.holder_pid_ns = pid_ns;
+    r.pod = context.pod;
     grant.gpus = r.gpus;
     grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
                     " reserved (" + ask.source + ")";

@@ -96,6 +96,24 @@ core::Result<std::vector<std::string>> ConfigEnv(const Json& config, const std::
   return env;
 }
 
+PodContainer PodOf(const Json& config) {
+  PodContainer p;
+  if (!config.contains("annotations") || !config["annotations"].is_object()) return p;
+  const Json& a = config["annotations"];
+  auto first = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      if (a.contains(k) && a[k].is_string() && !a[k].get<std::string>().empty()) {
+        return a[k].get<std::string>();
+      }
+    }
+    return std::string();
+  };
+  p.ns = first({"io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"});
+  p.pod = first({"io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"});
+  p.container = first({"io.kubernetes.cri.container-name", "io.kubernetes.container.name"});
+  return p;
+}
+
 void SetEnv(Json& config, const std::string& name, const std::string& value) {
   Json& process = Ensure(config, "process", Json::object());
   Json& env = Ensure(process, "env", Json::array());

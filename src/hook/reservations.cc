@@ -23,6 +23,13 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// A string field that ledgers written before it was added do not have.
+std::string OptionalString(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
 core::Result<ReservationFile> Parse(const std::string& text, const std::string& path) {
   ReservationFile f;
   if (text.empty()) return f;
@@ -41,6 +48,11 @@ core::Result<ReservationFile> Parse(const std::string& text, const std::string& 
       res.state = r.at("state").get<std::string>();
       res.holder.pid = r.at("holder_pid").get<std::int64_t>();
       res.holder.start_time = r.at("holder_start_time").get<std::uint64_t>();
+      // Fields added later: absent in older ledgers.
+      res.holder_pid_ns = OptionalString(r, "holder_pid_ns");
+      res.pod.ns = OptionalString(r, "pod_namespace");
+      res.pod.pod = OptionalString(r, "pod_name");
+      res.pod.container = OptionalString(r, "container_name");
       f.reservations.push_back(std::move(res));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -63,6 +75,12 @@ std::string Serialise(const ReservationFile& f) {
     o["state"] = r.state;
     o["holder_pid"] = r.holder.pid;
     o["holder_start_time"] = r.holder.start_time;
+    if (!r.holder_pid_ns.empty()) o["holder_pid_ns"] = r.holder_pid_ns;
+    if (!r.pod.empty()) {
+      o["pod_namespace"] = r.pod.ns;
+      o["pod_name"] = r.pod.pod;
+      o["container_name"] = r.pod.container;
+    }
     list.push_back(o);
   }
   j["reservations"] = list;
@@ -108,6 +126,29 @@ bool IsAlive(const ProcessRef& p) {
   return now.start_time == p.start_time;
 }
 
+std::string OwnPidNamespace() {
+  char buf[64];
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::string HolderName(const Reservation& r) {
+  if (r.pod.empty()) return r.container;
+  std::string name;
+  for (const std::string* part : {&r.pod.ns, &r.pod.pod, &r.pod.container}) {
+    if (part->empty()) continue;
+    if (!name.empty()) name += '/';
+    name += *part;
+  }
+  return name;
+}
+
+Liveness HolderLiveness(const Reservation& r) {
+  if (!r.holder_pid_ns.empty() && r.holder_pid_ns != OwnPidNamespace()) return Liveness::kUnknown;
+  return IsAlive(r.holder) ? Liveness::kAlive : Liveness::kGone;
+}
+
 ReservationStore::ReservationStore(std::string state_dir)
     : dir_(std::move(state_dir)),
       path_(dir_ + "/reservations.json"),
@@ -117,6 +158,24 @@ core::Result<ReservationFile> ReservationStore::Read() const {
   auto text = ReadAll(path_);
   if (!text) return tl::unexpected(text.error());
   return Parse(*text, path_);
+}
+
+core::Result<void> ReservationStore::ReadLocked(
+    const std::function<void(const ReservationFile&)>& use) const {
+  io::UniqueFd lock(::open(lock_path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (lock.get() < 0) {
+    if (errno != ENOENT) return tl::unexpected(io::ErrnoError(lock_path_));
+    // No lock file: no writer has ever started here (each creates it before writing).
+    use(ReservationFile{});
+    return {};
+  }
+  while (::flock(lock.get(), LOCK_SH) != 0) {
+    if (errno != EINTR) return tl::unexpected(io::ErrnoError(lock_path_));
+  }
+  auto file = Read();
+  if (!file) return tl::unexpected(file.error());
+  use(*file);
+  return {};
 }
 
 core::Result<void> ReservationStore::Update(

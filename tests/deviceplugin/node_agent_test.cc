@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +16,7 @@
 #include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/k8s/node_lock.h"
 #include "gpumux/k8s/objects.h"
+#include "tests/hook/hook_fixtures.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
@@ -178,6 +182,110 @@ TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
   EXPECT_TRUE(Eventually([&] { return (*agent)->ready(); }));
 }
 
+// gpumux.io/device-plugin follows the plugin: "starting" before it registers with the kubelet,
+// "ready" only once the kubelet has opened ListAndWatch on every resource, "stopping" before it
+// stops serving (the kubelet's streams end after it is written).
+TEST(NodeAgent, TellsTheNodeStartingReadyAndStoppingAsTheKubeletSeesThePlugin) {
+  GpuFile file;
+  test::FakeApiServer server;
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  auto state = [&]() -> std::string {
+    const json a = Annotations(server);
+    const std::string key(kAnnotationDevicePlugin);
+    return a.contains(key) ? a[key].get<std::string>() : "<none>";
+  };
+  test::FakeKubelet kubelet;
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> seen;  // kubelet event -> states then
+  kubelet.SetObserver([&](std::string_view event, const std::string&) {
+    const std::string now = state();
+    std::lock_guard lock(mu);
+    seen[std::string(event)].push_back(now);
+  });
+  kubelet.HoldListAndWatch();
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.metrics_port = -1;
+  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().message;
+  ASSERT_TRUE((*agent)->Start().has_value());
+  ASSERT_TRUE(kubelet.WaitRegistrations(3, 10s));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen["register"], std::vector<std::string>(3, std::string(kDevicePluginStarting)))
+        << "the node must say starting before the plugin registers";
+  }
+  // Registered, but the kubelet has not opened ListAndWatch: not ready (and never marked so,
+  // since "ready" is only published once serving() holds).
+  // (The kubelet sees a Register call a moment before the plugin counts its answer.)
+  EXPECT_TRUE(Eventually([&] { return (*agent)->plugin().registered(); }));
+  EXPECT_FALSE((*agent)->plugin().serving());
+  std::string why;
+  EXPECT_FALSE((*agent)->ready(&why));
+  EXPECT_NE(why.find("ListAndWatch"), std::string::npos) << why;
+  EXPECT_EQ(state(), kDevicePluginStarting);
+
+  kubelet.ReleaseListAndWatch();
+  EXPECT_TRUE(Eventually([&] { return state() == kDevicePluginReady; })) << state();
+  EXPECT_TRUE((*agent)->plugin().serving());
+  EXPECT_TRUE((*agent)->ready());
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen["list"].size(), 3u);
+  }
+
+  (*agent)->Stop();
+  EXPECT_EQ(state(), kDevicePluginStopping);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return seen["end"].size() == 3u;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen["end"], std::vector<std::string>(3, std::string(kDevicePluginStopping)))
+      << "the node must say stopping before the kubelet loses the plugin";
+}
+
+// The kubelet restarts: the plugin registers again, and the node says ready again once the new
+// kubelet lists the devices.
+TEST(NodeAgent, IsReadyAgainAfterAKubeletRestart) {
+  GpuFile file;
+  test::FakeApiServer server;
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.metrics_port = -1;
+  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().message;
+  ASSERT_TRUE((*agent)->Start().has_value());
+  const std::string key(kAnnotationDevicePlugin);
+  EXPECT_TRUE(Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginReady; }));
+  kubelet.HoldListAndWatch();
+  kubelet.Restart();
+  ASSERT_TRUE(kubelet.WaitRegistrations(6, 10s));
+  EXPECT_TRUE(Eventually([&] { return !(*agent)->plugin().serving(); }));
+  EXPECT_TRUE(
+      Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginStarting; }));
+  kubelet.ReleaseListAndWatch();
+  EXPECT_TRUE(Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginReady; }));
+}
+
 // --- the binary ---
 
 TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
@@ -206,6 +314,100 @@ TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
             std::string::npos) << log;
   EXPECT_NE(log.find("received SIGTERM"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
+}
+
+// Runs `gpumux device-plugin` until it exits by itself, or until it has registered every
+// resource with `kubelet` (then stops it with SIGTERM).
+struct PluginRun {
+  test::ProcessExit exit;
+  bool registered = false;
+  std::string err;
+};
+PluginRun RunPlugin(test::ProcessSpec spec, test::FakeKubelet& kubelet, std::size_t resources,
+                    const std::string& tag) {
+  const std::filesystem::path err_path = kubelet.dir() / (tag + ".err");
+  spec.stderr_path = err_path.string();
+  const std::size_t before = kubelet.registrations().size();
+  PluginRun run;
+  const pid_t pid = test::StartProcess(spec);
+  if (pid <= 0) return run;
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 2000 && done == 0; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done != 0) break;
+    if (kubelet.registrations().size() >= before + resources) {
+      run.registered = true;
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  if (done == 0) {
+    ::kill(pid, SIGTERM);
+    run.exit = test::WaitProcess(pid);
+  } else if (WIFEXITED(status)) {
+    run.exit.code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    run.exit.signal = WTERMSIG(status);
+  }
+  run.err = test::ReadFileText(err_path);
+  return run;
+}
+
+// The OCI runtime path's ledger on the same node: the plugin does not register while it holds a
+// live reservation (the two would grant the same GPU), and starts once only dead ones are left.
+TEST(DevicePluginCli, RefusesToStartWhileTheOciRuntimePathHoldsGpus) {
+  GpuFile file;
+  test::FakeKubelet kubelet;
+  const std::string state_dir = (kubelet.dir() / "hook-state").string();
+  hook::Reservation live =
+      hook::testing_fixtures::Held("0123456789abcdef", {0}, hook::CurrentProcess(::getpid()));
+  live.pod = {"default", "render", "main"};
+  ASSERT_TRUE(hook::ReservationStore(state_dir)
+                  .Update([&](hook::ReservationFile& f) -> core::Result<bool> {
+                    f.reservations.push_back(live);
+                    return true;
+                  })
+                  .has_value());
+  test::ProcessSpec spec;
+  spec.argv = {GPUMUX_BINARY,   "device-plugin",
+               "--node-name",   "n1",
+               "--backend",     "fake",
+               "--gpus-file",   file.path(),
+               "--kubelet-dir", kubelet.dir().string(),
+               "--offline",     "--metrics-address",
+               "off",           "--hook-state-dir",
+               state_dir};
+  const PluginRun refused = RunPlugin(spec, kubelet, 3, "refused");
+  EXPECT_FALSE(refused.registered) << "it must not register";
+  EXPECT_TRUE(refused.exit.Exited(1)) << refused.err;
+  EXPECT_NE(
+      refused.err.find("cannot start: the OCI runtime path's GPU reservation ledger " + state_dir +
+                       "/reservations.json holds 1 live reservation (GPU 0 "
+                       "reserved by 'default/render/main' since 2024-05-01T10:00:00Z); a "
+                       "device plugin beside it would grant GPUs twice; use one of the two"),
+      std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
+
+  // GPUMUX_STATE_DIR is the default, as for the hook.
+  spec.argv.resize(spec.argv.size() - 2);
+  spec.set_env = {"GPUMUX_STATE_DIR=" + state_dir};
+  const PluginRun by_env = RunPlugin(spec, kubelet, 3, "refused-env");
+  EXPECT_FALSE(by_env.registered);
+  EXPECT_TRUE(by_env.exit.Exited(1)) << by_env.err;
+  EXPECT_NE(by_env.err.find("holds 1 live reservation"), std::string::npos) << by_env.err;
+
+  // The container is gone (its holder has exited): the plugin starts.
+  ASSERT_TRUE(hook::ReservationStore(state_dir)
+                  .Update([&](hook::ReservationFile& f) -> core::Result<bool> {
+                    f.reservations[0].holder = hook::ProcessRef{0, 0};
+                    return true;
+                  })
+                  .has_value());
+  const PluginRun started = RunPlugin(spec, kubelet, 3, "started");
+  EXPECT_TRUE(started.registered) << started.err;
+  EXPECT_TRUE(started.exit.Exited(0)) << started.err;
 }
 
 TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {

@@ -12,6 +12,7 @@
 #include "gpumux/k8s/cluster_sync.h"
 #include "gpumux/k8s/extender.h"
 #include "gpumux/k8s/node_lock.h"
+#include "tests/deviceplugin/handshake_fixtures.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
@@ -19,23 +20,19 @@
 namespace gpumux::deviceplugin {
 namespace {
 
-using nlohmann::json;
 using k8s::testing::ContainerOf;
 using k8s::testing::NodeJson;
 using k8s::testing::PodJson;
+using nlohmann::json;
+using testing_fixtures::GrantedPod;
+using testing_fixtures::HandshakeNode;
+using testing_fixtures::Lock;
+using testing_fixtures::Locked;
 using namespace std::chrono_literals;
 
 constexpr const char* kGpu = "gpumux.io/gpu";
 constexpr const char* kMem = "gpumux.io/gpu-mem";
 constexpr const char* kMilli = "gpumux.io/gpu-milli";
-
-// Node n1 as the device plugin publishes it: 2 GPUs of 40 GiB, handshake announced.
-json HandshakeNode(const std::string& name = "n1", int gpus = 2) {
-  json node = NodeJson(name, gpus);
-  node["metadata"]["annotations"][std::string(k8s::kAnnotationHandshake)] =
-      std::string(k8s::kHandshakeNodeLock);
-  return node;
-}
 
 std::vector<GpuSlot> Slots(const std::string& node = "n1", int gpus = 2) {
   std::vector<GpuSlot> out;
@@ -46,37 +43,6 @@ std::vector<GpuSlot> Slots(const std::string& node = "n1", int gpus = 2) {
     out.push_back(GpuSlot{i, uuid, 40960, i, true});
   }
   return out;
-}
-
-// A pod bound to n1 with a grant, as the extender leaves it.
-json GrantedPod(const std::string& name, std::vector<ContainerOf> containers,
-                std::vector<k8s::ContainerGrant> grants) {
-  json pod = PodJson(name, std::move(containers));
-  pod["spec"]["nodeName"] = "n1";
-  k8s::Grant grant;
-  grant.node = "n1";
-  grant.policy = "fgd";
-  grant.assumed_at = 1'700'000'000;
-  grant.containers = std::move(grants);
-  pod["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)] = k8s::EncodeGrant(grant);
-  return pod;
-}
-
-// Takes the node lock for `pod` directly (what the extender's bind does).
-void Lock(test::FakeApiServer& server, const json& pod, const std::string& node = "n1") {
-  k8s::NodeLock lock;
-  lock.ns = "default";
-  lock.name = pod["metadata"]["name"].get<std::string>();
-  lock.uid = pod["metadata"]["uid"].get<std::string>();
-  lock.since = 1'700'000'000;
-  json n = *server.GetNode(node);
-  n["metadata"]["annotations"][std::string(k8s::kAnnotationAllocating)] = k8s::EncodeNodeLock(lock);
-  server.UpdateNode(n);
-}
-
-bool Locked(const test::FakeApiServer& server, const std::string& node = "n1") {
-  const json n = *server.GetNode(node);
-  return n["metadata"]["annotations"].contains(std::string(k8s::kAnnotationAllocating));
 }
 
 std::vector<std::string> FirstN(const std::vector<std::string>& ids, std::size_t n) {
@@ -146,6 +112,28 @@ TEST(DevicePlugin, RegistersEveryResourceAndListsItsDevices) {
   v1beta1::DevicePluginOptions options;
   ASSERT_TRUE(kubelet.Options(kGpu, &options).ok());
   EXPECT_TRUE(options.get_preferred_allocation_available());
+}
+
+TEST(DevicePlugin, ACheckThatFailsBeforeRegisteringStopsItWithTheReason) {
+  test::FakeKubelet kubelet;
+  PluginOptions options;
+  options.node_name = "n1";
+  options.kubelet_dir = kubelet.dir().string();
+  options.kubelet_poll = 20ms;
+  bool sockets_served = false;
+  options.before_register = [&]() -> core::Result<void> {
+    sockets_served = std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock") &&
+                     std::filesystem::exists(kubelet.dir() / "gpumux-gpu-milli.sock");
+    return core::MakeError(core::ErrorCode::kFailedPrecondition, "the node is taken");
+  };
+  auto plugin = DevicePlugin::Create(options, Slots(), nullptr);
+  ASSERT_TRUE(plugin.has_value()) << plugin.error().message;
+  const auto started = (*plugin)->Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_EQ(started.error().message, "the node is taken");
+  EXPECT_TRUE(sockets_served) << "the check runs once the sockets are served";
+  EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
+  EXPECT_TRUE(kubelet.registrations().empty());
 }
 
 TEST(DevicePlugin, AHealthChangeIsPushedToEveryResourceAndRecovers) {

@@ -1,4 +1,5 @@
-// hook::GrantGpus and hook::ReleaseGpus against a real ledger file.
+// hook::GrantGpus and hook::ReleaseGpus against a real ledger file, and the checks that keep the
+// OCI runtime path and a device plugin from both granting GPUs on one node (coexistence.h).
 #include "gpumux/hook/grant.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumux/hook/coexistence.h"
 #include "tests/hook/hook_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/process.h"
@@ -358,6 +360,147 @@ TEST_F(GrantTest, ConcurrentGrantsFromManyProcessesNeverShareAGpu) {
   }
   EXPECT_EQ(f.reservations.size(), 4u);
   EXPECT_EQ(gpus, (std::set<int>{0, 1, 2, 3}));
+}
+
+// --- The pod behind a container id, and the device plugin beside the ledger ---
+
+TEST_F(GrantTest, TheReservationRecordsThePodAndARefusalNamesItsHolderByIt) {
+  const std::string id(64, 'a');
+  const auto g = GrantGpus(id, Reserve(4), host_, store_, Me(), "running",
+                           {PodContainer{"render", "blender-7f9c", "worker"}, ""});
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  const ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, id);
+  EXPECT_EQ(f.reservations[0].pod.ns, "render");
+  EXPECT_EQ(f.reservations[0].pod.pod, "blender-7f9c");
+  EXPECT_EQ(f.reservations[0].pod.container, "worker");
+  EXPECT_EQ(f.reservations[0].holder_pid_ns, OwnPidNamespace());
+  const auto refused = GrantGpus(std::string(64, 'b'), Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("GPUs 0,1,2,3 reserved by 'render/blender-7f9c/worker' "
+                                         "since "),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(refused.error().message.find(id), std::string::npos)
+      << "the holder's 64-hex id says nothing to a person: " << refused.error().message;
+}
+
+TEST_F(GrantTest, ANewReservationIsRefusedWhileAGpumuxDevicePluginServesTheNode) {
+  const testing_fixtures::ShortDir sockets;
+  const fs::path plugins = sockets.path() / "device-plugins";
+  fs::create_directories(plugins);
+  const GrantContext context{{}, plugins.string()};
+  testing_fixtures::ListeningSocket other((plugins / "nvidia-gpu.sock").string());
+  ASSERT_TRUE(GrantGpus("c0", Reserve(1), host_, store_, Me(), "running", context).has_value())
+      << "another vendor's plugin is not gpumux's";
+  ASSERT_TRUE(ReleaseGpus("c0", store_).has_value());
+
+  testing_fixtures::ListeningSocket plugin((plugins / "gpumux-gpu-mem.sock").string());
+  const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending", context);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code, core::ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(g.error().message, "a gpumux device plugin serves this node (" +
+                                   (plugins / "gpumux-gpu-mem.sock").string() +
+                                   "); the OCI runtime path keeps its own GPU ledger and would "
+                                   "grant GPUs twice; use one of the two");
+  EXPECT_TRUE(Ledger().reservations.empty());
+  // Shared GPUs are not reserved: nothing to grant twice.
+  GpuAsk all;
+  all.kind = AskKind::kAll;
+  EXPECT_TRUE(GrantGpus("c2", all, host_, store_, Me(), "pending", context).has_value());
+
+  // A plugin that was killed leaves its socket behind, refusing connections: not serving.
+  plugin.Close();
+  ASSERT_TRUE(fs::exists(plugins / "gpumux-gpu-mem.sock"));
+  const auto after = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending", context);
+  EXPECT_TRUE(after.has_value()) << after.error().message;
+}
+
+TEST_F(GrantTest, AContainerThatAlreadyHoldsItsReservationGetsItBackBeforeAnyPluginCheck) {
+  ASSERT_TRUE(GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending").has_value());
+  const testing_fixtures::ShortDir sockets;
+  const fs::path plugins = sockets.path() / "device-plugins";
+  fs::create_directories(plugins);
+  testing_fixtures::ListeningSocket plugin((plugins / "gpumux-gpu.sock").string());
+  const auto again =
+      GrantGpus("c1", Reserve(1), host_, store_, Me(), "running", {{}, plugins.string()});
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_TRUE(again->existing);
+}
+
+struct LedgerCase {
+  const char* name;
+  std::vector<Reservation> reservations;
+  std::string message;  // "" = no conflict
+};
+
+class ActiveReservations : public ::testing::TestWithParam<LedgerCase> {};
+
+Reservation WithNamespace(Reservation r, std::string ns) {
+  r.holder_pid_ns = std::move(ns);
+  return r;
+}
+
+TEST_P(ActiveReservations, KeepTheDevicePluginFromStarting) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  for (const Reservation& r : GetParam().reservations) {
+    ASSERT_TRUE(store
+                    .Update([&](ReservationFile& f) -> core::Result<bool> {
+                      f.reservations.push_back(r);
+                      return true;
+                    })
+                    .has_value());
+  }
+  const auto checked = CheckNoActiveReservations(dir.path().string());
+  if (GetParam().message.empty()) {
+    EXPECT_TRUE(checked.has_value()) << checked.error().message;
+    return;
+  }
+  ASSERT_FALSE(checked.has_value());
+  EXPECT_EQ(checked.error().code, core::ErrorCode::kFailedPrecondition);
+  EXPECT_NE(checked.error().message.find(GetParam().message), std::string::npos)
+      << checked.error().message;
+  EXPECT_NE(checked.error().message.find(store.path()), std::string::npos);
+  EXPECT_NE(checked.error().message.find("would grant GPUs twice; use one of the two"),
+            std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ActiveReservations,
+    ::testing::Values(
+        LedgerCase{"an_empty_ledger", {}, ""},
+        LedgerCase{"only_reservations_whose_holder_is_gone", {Held("c1", {0}, Dead())}, ""},
+        LedgerCase{"a_running_container",
+                   {Held("c1", {0, 1}, Me()), Held("c2", {2}, Dead())},
+                   "holds 1 live reservation (GPUs 0,1 reserved by 'c1' since "
+                   "2024-05-01T10:00:00Z)"},
+        LedgerCase{"a_holder_in_another_pid_namespace",
+                   {WithNamespace(Held("c1", {3}, Dead()), "pid:[1]")},
+                   "GPU 3 reserved by 'c1' since 2024-05-01T10:00:00Z (its holder, pid "},
+        LedgerCase{"more_than_four",
+                   {Held("a", {0}, Me()), Held("b", {1}, Me()), Held("c", {2}, Me()),
+                    Held("d", {3}, Me()), Held("e", {4}, Me()), Held("f", {5}, Me())},
+                   "holds 6 live reservations (GPU 0 reserved by 'a'"}),
+    test::CaseName());
+
+TEST(ActiveReservationsCheck, AFolderWithoutALedgerIsNoConflictAndIsNotCreated) {
+  test::ScratchDir dir;
+  EXPECT_TRUE(CheckNoActiveReservations((dir.path() / "absent").string()).has_value());
+  EXPECT_FALSE(fs::exists(dir.path() / "absent"));
+}
+
+TEST(ActiveReservationsCheck, AnUnreadableLedgerIsAnErrorNamingIt) {
+  test::ScratchDir dir;
+  ASSERT_TRUE(ReservationStore(dir.path().string())
+                  .Update([](ReservationFile&) -> core::Result<bool> { return false; })
+                  .has_value());  // creates the lock file
+  dir.Write("reservations.json", "[");
+  const auto checked = CheckNoActiveReservations(dir.path().string());
+  ASSERT_FALSE(checked.has_value());
+  EXPECT_NE(checked.error().message.find("malformed reservation ledger"), std::string::npos)
+      << checked.error().message;
 }
 
 }  // namespace

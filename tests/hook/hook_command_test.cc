@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -60,12 +61,15 @@ std::string EnvValue(const Json& config, const std::string& name) {
 }
 
 // A host of four GPUs with UUIDs (a GPU file whose device column names /dev/null, so that no
-// mknod is needed), a state folder and a bundle.
+// mknod is needed), a state folder, a bundle, and a device-plugin folder of its own
+// (GPUMUX_DEVICE_PLUGIN_DIR, set for the commands run in this process and their children).
 class HostFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(dev_);
     fs::create_directories(bundle_);
+    fs::create_directories(plugins_);
+    ::setenv("GPUMUX_DEVICE_PLUGIN_DIR", plugins_.c_str(), 1);
     gpus_file_ = dir_.Write("gpus.csv",
                             "index,uuid,model,memory_mib,device\n"
                             "0,GPU-aaaa,A100,40960,/dev/null\n"
@@ -73,13 +77,16 @@ class HostFixture : public ::testing::Test {
                             "2,GPU-cccc,A100,40960,/dev/null\n"
                             "3,GPU-dddd,A100,40960,/dev/null\n");
   }
+  void TearDown() override { ::unsetenv("GPUMUX_DEVICE_PLUGIN_DIR"); }
 
-  void WriteConfig(const std::vector<std::string>& env) {
+  // config.json with `env` added to process.env, and `annotations` when given.
+  void WriteConfig(const std::vector<std::string>& env, const Json& annotations = nullptr) {
     Json c = {{"ociVersion", "1.0.2"},
               {"process", {{"terminal", false}, {"args", {"sh"}}, {"env", {"PATH=/bin"}}}},
               {"root", {{"path", "rootfs"}}},
               {"x-unknown", {{"kept", true}}}};
     for (const std::string& e : env) c["process"]["env"].push_back(e);
+    if (!annotations.is_null()) c["annotations"] = annotations;
     dir_.Write("bundle/config.json", c.dump(2));
   }
   Json Config() const { return Json::parse(test::ReadFileText(bundle_ / "config.json")); }
@@ -113,8 +120,18 @@ class HostFixture : public ::testing::Test {
   fs::path state_ = dir_.path() / "state";
   fs::path dev_ = dir_.path() / "dev";
   fs::path bundle_ = dir_.path() / "bundle";
+  testing_fixtures::ShortDir short_dir_;  // room for unix sockets
+  fs::path plugins_ = short_dir_.path() / "device-plugins";
   std::string gpus_file_;
 };
+
+// The annotations containerd's CRI plugin puts in a pod container's config.json.
+Json CriAnnotations(const std::string& ns, const std::string& pod, const std::string& container) {
+  return {{"io.kubernetes.cri.container-type", "container"},
+          {"io.kubernetes.cri.sandbox-namespace", ns},
+          {"io.kubernetes.cri.sandbox-name", pod},
+          {"io.kubernetes.cri.container-name", container}};
+}
 
 using HookCommand = HostFixture;
 
@@ -337,7 +354,9 @@ class OciRuntimeWrapper : public HostFixture {
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> set_env{"GPUMUX_STATE_DIR=" + state_.string(),
                                      "GPUMUX_DEV_DIR=" + dev_.string(),
-                                     "GPUMUX_GPUS_FILE=" + gpus_file_, "GPUMUX_RUNTIME=" + runtime_,
+                                     "GPUMUX_DEVICE_PLUGIN_DIR=" + plugins_.string(),
+                                     "GPUMUX_GPUS_FILE=" + gpus_file_,
+                                     "GPUMUX_RUNTIME=" + runtime_,
                                      "FAKE_RUNTIME_LOG=" + (dir_.path() / "runtime.args").string()};
     set_env.insert(set_env.end(), env.begin(), env.end());
     fs::remove(dir_.path() / "runtime.args");
@@ -399,6 +418,8 @@ TEST_F(OciRuntimeWrapper, AReservationRewritesConfigJsonAndRunsTheRuntimeWithThe
     EXPECT_EQ(h["args"], Json({"gpumux", "hook", stage}));
     EXPECT_TRUE(Contains(h["env"].dump(), "GPUMUX_STATE_DIR=" + state_.string())) << h.dump();
     EXPECT_TRUE(Contains(h["env"].dump(), "GPUMUX_GPUS_FILE=" + gpus_file_)) << h.dump();
+    EXPECT_TRUE(Contains(h["env"].dump(), "GPUMUX_DEVICE_PLUGIN_DIR=" + plugins_.string()))
+        << h.dump();
   }
 }
 
@@ -411,7 +432,7 @@ test::Captured RunHookEntry(const Json& hook, const std::string& state_json,
   spec.argv.insert(spec.argv.end(), args.begin() + 1, args.end());
   spec.set_env = hook["env"].get<std::vector<std::string>>();
   for (const char* name : {"GPUMUX_STATE_DIR", "GPUMUX_DEV_DIR", "GPUMUX_GPUS_FILE",
-                           "GPUMUX_RUNTIME", "GPUMUX_FAULT"}) {
+                           "GPUMUX_RUNTIME", "GPUMUX_FAULT", "GPUMUX_DEVICE_PLUGIN_DIR"}) {
     bool set = false;
     for (const std::string& e : spec.set_env) set = set || e.rfind(std::string(name) + "=", 0) == 0;
     if (!set) spec.unset_env.push_back(name);
@@ -551,10 +572,16 @@ class OciRuntimeWrapperBadValues : public OciRuntimeWrapper,
 
 TEST_P(OciRuntimeWrapperBadValues, StopBeforeTheRuntimeWithAClearMessage) {
   WriteConfig(GetParam().env);
-  const test::Captured w = Wrapper(Create("c1"));
+  const std::string log = (bundle_ / "log.json").string();
+  std::vector<std::string> args{"--log", log, "--log-format", "json"};
+  for (const std::string& a : Create("c1")) args.push_back(a);
+  const test::Captured w = Wrapper(args);
   EXPECT_TRUE(w.exit.Exited(1)) << w.err;
   EXPECT_TRUE(RuntimeArgs().empty());
   EXPECT_TRUE(Contains(w.err, GetParam().message)) << w.err;
+  const std::string shown = testing_fixtures::LastRuntimeError(log);  // what containerd shows
+  EXPECT_EQ(shown.rfind("gpumux: ", 0), 0u) << test::ReadFileText(log);
+  EXPECT_TRUE(Contains(shown, GetParam().message)) << test::ReadFileText(log);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -655,6 +682,184 @@ TEST_F(OciRuntimeWrapper, AWrapperKilledMidWriteLeavesTheLedgerUsable) {
   EXPECT_EQ(f.reservations[1].container, "c2");
   EXPECT_EQ(f.reservations[1].gpus, (std::vector<int>{1, 2, 3}));
   EXPECT_FALSE(fs::exists(state_ / "reservations.json.tmp"));
+}
+
+// --- The runtime's --log file: where containerd's shim reads why the runtime failed ---
+
+struct LogCase {
+  const char* name;
+  std::vector<std::string> flags;  // LOG stands for the log file's path
+  bool json;
+};
+
+class OciRuntimeWrapperLog : public OciRuntimeWrapper,
+                             public ::testing::WithParamInterface<LogCase> {};
+
+TEST_P(OciRuntimeWrapperLog, ARefusalIsTheLastErrorLineOfTheRuntimeLog) {
+  Hold("render-a", {0, 1, 2, 3});
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const std::string log = (bundle_ / "log.json").string();
+  const std::string earlier =
+      GetParam().json ? R"({"level":"info","msg":"earlier","time":"2024-05-01T09:00:00Z"})"
+                      : R"(time="2024-05-01T09:00:00Z" level=info msg=earlier)";
+  dir_.Write("bundle/log.json", earlier + "\n");
+  std::vector<std::string> args;
+  for (const std::string& f : GetParam().flags) {
+    const auto at = f.find("LOG");
+    args.push_back(at == std::string::npos ? f : f.substr(0, at) + log);
+  }
+  for (const std::string& a : Create("c2")) args.push_back(a);
+  const test::Captured w = Wrapper(args);
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  const std::string reason =
+      "container 'c2' asks for 1 GPU (HOUDINI_GPU_REQUESTED=1); 0 of 4 free; GPUs 0,1,2,3 "
+      "reserved by 'render-a' since 2024-05-01T10:00:00Z";
+  EXPECT_TRUE(Contains(w.err, reason)) << w.err;
+  std::vector<std::string> lines;
+  std::istringstream in(test::ReadFileText(log));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << test::ReadFileText(log);
+  EXPECT_EQ(lines[0], earlier) << "appended, not overwritten";
+  if (GetParam().json) {
+    EXPECT_EQ(testing_fixtures::LastRuntimeError(log), "gpumux: " + reason);
+    const Json last = Json::parse(lines[1]);
+    EXPECT_EQ(last["level"], "error");
+    EXPECT_TRUE(std::regex_match(last["time"].get<std::string>(),
+                                 std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+        << lines[1];
+  } else {
+    EXPECT_TRUE(std::regex_match(
+        lines[1], std::regex(R"(time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ" level=error msg=".*")")))
+        << lines[1];
+    EXPECT_TRUE(Contains(lines[1], R"(msg="gpumux: )" + reason + "\"")) << lines[1];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, OciRuntimeWrapperLog,
+    ::testing::Values(
+        LogCase{"json_as_containerd_passes_it", {"--log", "LOG", "--log-format", "json"}, true},
+        LogCase{"json_with_equals_signs", {"--log=LOG", "--log-format=json"}, true},
+        LogCase{"json_with_single_dashes", {"-log", "LOG", "-log-format", "json"}, true},
+        LogCase{"text_by_default", {"--log", "LOG"}, false},
+        LogCase{"text_when_asked", {"--log-format", "text", "--log", "LOG"}, false}),
+    test::CaseName());
+
+TEST_F(OciRuntimeWrapper, TheLogOptionsReachTheRuntimeWhichWritesTheLogItself) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const std::string log = (bundle_ / "log.json").string();
+  std::vector<std::string> args{"--log", log, "--log-format", "json"};
+  for (const std::string& a : Create("c1")) args.push_back(a);
+  const test::Captured w = Wrapper(args);
+  ASSERT_TRUE(w.exit.Exited(0)) << w.err;
+  EXPECT_EQ(RuntimeArgs(), args);
+  EXPECT_FALSE(fs::exists(log)) << "nothing to say when the runtime runs";
+}
+
+TEST_F(OciRuntimeWrapper, ARuntimeThatCannotRunIsInTheLogToo) {
+  WriteConfig({"TERM=xterm"});
+  const std::string log = (bundle_ / "log.json").string();
+  std::vector<std::string> args{"--log", log, "--log-format", "json"};
+  for (const std::string& a : Create("c1")) args.push_back(a);
+  const test::Captured w = Wrapper(args, {"GPUMUX_RUNTIME=" + (dir_.path() / "no-runc").string()});
+  EXPECT_TRUE(w.exit.Exited(127)) << w.err;
+  EXPECT_TRUE(Contains(testing_fixtures::LastRuntimeError(log),
+                       "gpumux: cannot run '" + (dir_.path() / "no-runc").string() + "'"))
+      << test::ReadFileText(log);
+}
+
+// --- Holders named by their pod ---
+
+TEST_F(OciRuntimeWrapper, AReservationRecordsThePodAndHoldersAreShownByIt) {
+  const std::string id(64, 'a');
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"}, CriAnnotations("render", "blender-7f9c", "worker"));
+  ASSERT_TRUE(Wrapper(Create(id)).exit.Exited(0));
+  ReservationFile f = Ledger();
+  ASSERT_EQ(f.reservations.size(), 1u);
+  EXPECT_EQ(f.reservations[0].container, id);
+  EXPECT_EQ(HolderName(f.reservations[0]), "render/blender-7f9c/worker");
+
+  // The fake runtime has exited, so that reservation is reclaimable; hold GPUs for real.
+  ASSERT_TRUE(
+      ReservationStore(state_.string())
+          .Update([&](ReservationFile& file) -> core::Result<bool> {
+            file.reservations.clear();
+            Reservation r = testing_fixtures::Held(id, {0, 1, 2}, CurrentProcess(::getpid()));
+            r.pod = {"render", "blender-7f9c", "worker"};
+            file.reservations.push_back(r);
+            return true;
+          })
+          .has_value());
+  const std::string log = (bundle_ / "log.json").string();
+  std::vector<std::string> args{"--log", log, "--log-format", "json"};
+  const std::string other(64, 'b');
+  for (const std::string& a : Create(other)) args.push_back(a);
+  WriteConfig({"HOUDINI_GPU_REQUESTED=2"}, CriAnnotations("default", "train", "main"));
+  const test::Captured w = Wrapper(args);
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  const std::string held = "GPUs 0,1,2 reserved by 'render/blender-7f9c/worker' since";
+  EXPECT_TRUE(Contains(w.err, held)) << w.err;
+  EXPECT_TRUE(Contains(testing_fixtures::LastRuntimeError(log), held)) << test::ReadFileText(log);
+  EXPECT_FALSE(Contains(w.err, "reserved by '" + id)) << w.err;
+
+  std::vector<std::string> list_args{"gpus", "--reservations"};
+  for (const std::string& flag : HostFlags()) list_args.push_back(flag);
+  const CliRun listing = Gpumux(list_args);
+  EXPECT_EQ(listing.code, 0) << listing.err;
+  EXPECT_TRUE(Contains(listing.out,
+                       "GPU 1: A100 (UUID: GPU-bbbb)  reserved by 'render/blender-7f9c/worker' "
+                       "(container aaaaaaaaaaaa) since 2024-05-01T10:00:00Z (running)\n"))
+      << listing.out;
+  list_args.push_back("--json");
+  const CliRun j = Gpumux(list_args);
+  EXPECT_EQ(j.code, 0) << j.err;
+  const Json gpus = Json::parse(j.out);
+  EXPECT_EQ(gpus[1]["reserved_by"], id);
+  EXPECT_EQ(gpus[1]["reserved_by_pod"], "render/blender-7f9c/worker");
+  EXPECT_TRUE(gpus[3]["reserved_by"].is_null());
+}
+
+// --- A gpumux device plugin on the same node ---
+
+TEST_F(OciRuntimeWrapper, AGpumuxDevicePluginOnTheNodeStopsAReservationBeforeTheRuntime) {
+  const std::string socket = (plugins_ / "gpumux-gpu.sock").string();
+  testing_fixtures::ListeningSocket plugin(socket);
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const std::string log = (bundle_ / "log.json").string();
+  std::vector<std::string> args{"--log", log, "--log-format", "json"};
+  for (const std::string& a : Create("c1")) args.push_back(a);
+  const test::Captured w = Wrapper(args);
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty()) << "the container must not start";
+  const std::string reason = "a gpumux device plugin serves this node (" + socket +
+                             "); the OCI runtime path keeps its own GPU ledger and would grant "
+                             "GPUs twice; use one of the two";
+  EXPECT_TRUE(Contains(w.err, "gpumux: " + reason)) << w.err;
+  EXPECT_EQ(testing_fixtures::LastRuntimeError(log), "gpumux: " + reason);
+  EXPECT_TRUE(Contains(HookLog(), reason)) << HookLog();
+  EXPECT_TRUE(Ledger().reservations.empty());
+
+  // Shared GPUs reserve nothing: they pass.
+  WriteConfig({"NVIDIA_VISIBLE_DEVICES=0"});
+  EXPECT_TRUE(Wrapper(Create("c2")).exit.Exited(0));
+  // A plugin that was killed left its socket behind: reservations work again.
+  plugin.Close();
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const test::Captured after = Wrapper(Create("c3"));
+  EXPECT_TRUE(after.exit.Exited(0)) << after.err;
+}
+
+TEST_F(HookCommand, AGpumuxDevicePluginOnTheNodeFailsTheHook) {
+  const std::string socket = (plugins_ / "gpumux-gpu-milli.sock").string();
+  testing_fixtures::ListeningSocket plugin(socket);
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(Contains(
+      r.err, "hook createRuntime: a gpumux device plugin serves this node (" + socket + ")"))
+      << r.err;
+  EXPECT_FALSE(fs::exists(state_ / "reservations.json"));
 }
 
 }  // namespace

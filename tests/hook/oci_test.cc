@@ -1,4 +1,4 @@
-// hook::ParseState, LoadConfig/SaveConfig, ConfigEnv, SetEnv, AddDevices, AddHook.
+// hook::ParseState, LoadConfig/SaveConfig, ConfigEnv, PodOf, SetEnv, AddDevices, AddHook.
 #include "gpumux/hook/oci.h"
 
 #include <gtest/gtest.h>
@@ -228,6 +228,53 @@ TEST(AddHook, AHookWithDifferentEnvIsAnotherHook) {
   AddHook(c, "poststop", "/g", {"g"}, {"A=2"});
   EXPECT_EQ(c["hooks"]["poststop"].size(), 2u);
 }
+
+struct PodCase {
+  const char* name;
+  Json annotations;
+  PodContainer pod;
+};
+
+class PodOfConfig : public ::testing::TestWithParam<PodCase> {};
+
+TEST_P(PodOfConfig, ReadsTheKubeletsAnnotations) {
+  Json config = {{"ociVersion", "1.0.2"}};
+  if (!GetParam().annotations.is_null()) config["annotations"] = GetParam().annotations;
+  const PodContainer p = PodOf(config);
+  EXPECT_EQ(p.ns, GetParam().pod.ns);
+  EXPECT_EQ(p.pod, GetParam().pod.pod);
+  EXPECT_EQ(p.container, GetParam().pod.container);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, PodOfConfig,
+    ::testing::Values(PodCase{"containerd_cri",
+                              {{"io.kubernetes.cri.container-type", "container"},
+                               {"io.kubernetes.cri.sandbox-namespace", "render"},
+                               {"io.kubernetes.cri.sandbox-name", "blender-7f9c"},
+                               {"io.kubernetes.cri.container-name", "worker"}},
+                              {"render", "blender-7f9c", "worker"}},
+                      PodCase{"dockershim_and_cri_o",
+                              {{"io.kubernetes.pod.namespace", "default"},
+                               {"io.kubernetes.pod.name", "train"},
+                               {"io.kubernetes.container.name", "main"}},
+                              {"default", "train", "main"}},
+                      PodCase{"cri_wins_over_the_older_names",
+                              {{"io.kubernetes.pod.namespace", "old"},
+                               {"io.kubernetes.cri.sandbox-namespace", "new"},
+                               {"io.kubernetes.cri.sandbox-name", "p"},
+                               {"io.kubernetes.container.name", "c"}},
+                              {"new", "p", "c"}},
+                      PodCase{"a_sandbox_has_no_container_name",
+                              {{"io.kubernetes.cri.sandbox-namespace", "default"},
+                               {"io.kubernetes.cri.sandbox-name", "p"}},
+                              {"default", "p", ""}},
+                      PodCase{"no_annotations", nullptr, {}},
+                      PodCase{
+                          "annotations_that_are_not_strings",
+                          {{"io.kubernetes.cri.sandbox-name", 7}, {"io.kubernetes.pod.name", ""}},
+                          {}}),
+    test::CaseName());
 
 }  // namespace
 }  // namespace gpumux::hook

@@ -1,16 +1,21 @@
 // hook::ReservationStore (the ledger file), CurrentProcess and IsAlive.
 #include "gpumux/hook/reservations.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/hook/hook_fixtures.h"
@@ -277,6 +282,106 @@ TEST(CurrentProcess, AProcessNameWithParenthesesAndSpacesDoesNotShiftTheFields) 
   for (int fd : {go[0], go[1], ack[0], ack[1]}) ::close(fd);
   EXPECT_GT(before.start_time, 0u);
   EXPECT_EQ(after.start_time, before.start_time);
+}
+
+TEST(ReservationStore, ThePodAndThePidNamespaceAreKeptAndOlderLedgersReadWithoutThem) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  Reservation r = Entry("3f2a", {1});
+  r.pod = {"default", "render", "main"};
+  r.holder_pid_ns = "pid:[4026531836]";
+  ASSERT_TRUE(Append(store, r).has_value());
+  ASSERT_TRUE(Append(store, Entry("c2", {2})).has_value());
+  auto f = store.Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  EXPECT_EQ(f->reservations[0].pod.ns, "default");
+  EXPECT_EQ(f->reservations[0].pod.pod, "render");
+  EXPECT_EQ(f->reservations[0].pod.container, "main");
+  EXPECT_EQ(f->reservations[0].holder_pid_ns, "pid:[4026531836]");
+  EXPECT_TRUE(f->reservations[1].pod.empty());
+  EXPECT_EQ(f->reservations[1].holder_pid_ns, "");
+  // A ledger written before these fields existed.
+  dir.Write("reservations.json",
+            R"({"version":1,"reservations":[{"container":"c1","gpus":[0],"since":"s",)"
+            R"("since_unix":1,"state":"running","holder_pid":1,"holder_start_time":1}]})");
+  f = store.Read();
+  ASSERT_TRUE(f.has_value()) << f.error().message;
+  ASSERT_EQ(f->reservations.size(), 1u);
+  EXPECT_TRUE(f->reservations[0].pod.empty());
+  EXPECT_EQ(HolderName(f->reservations[0]), "c1");
+}
+
+struct NameCase {
+  const char* name;
+  PodContainer pod;
+  std::string shown;
+};
+
+class HolderNames : public ::testing::TestWithParam<NameCase> {};
+
+TEST_P(HolderNames, AreNamespacePodContainerWhenKnownElseTheContainerId) {
+  Reservation r = Entry("3f2a9c", {0});
+  r.pod = GetParam().pod;
+  EXPECT_EQ(HolderName(r), GetParam().shown);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, HolderNames,
+    ::testing::Values(
+        NameCase{"everything_known", {"default", "render", "main"}, "default/render/main"},
+        NameCase{"no_container_name", {"default", "render", ""}, "default/render"},
+        NameCase{"no_pod", {"default", "", "main"}, "3f2a9c"},
+        NameCase{"nothing_known", {}, "3f2a9c"}),
+    test::CaseName());
+
+TEST(HolderLiveness, FollowsTheProcessInOurPidNamespaceAndIsUnknownInAnother) {
+  Reservation r = Entry("c1", {0});
+  r.holder = CurrentProcess(::getpid());
+  EXPECT_EQ(HolderLiveness(r), Liveness::kAlive) << "no namespace recorded: an older ledger";
+  r.holder_pid_ns = OwnPidNamespace();
+  ASSERT_NE(r.holder_pid_ns, "");
+  EXPECT_EQ(HolderLiveness(r), Liveness::kAlive);
+  r.holder.start_time += 1;
+  EXPECT_EQ(HolderLiveness(r), Liveness::kGone);
+  r.holder_pid_ns = "pid:[1]";
+  EXPECT_EQ(HolderLiveness(r), Liveness::kUnknown)
+      << "a pid from another namespace says nothing here";
+}
+
+TEST(ReservationStore, ReadLockedCreatesNothingWhereNoGrantWasEverMade) {
+  test::ScratchDir dir;
+  ReservationStore store((dir.path() / "nope").string());
+  bool called = false;
+  const auto r = store.ReadLocked([&](const ReservationFile& f) {
+    called = true;
+    EXPECT_TRUE(f.reservations.empty());
+  });
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_TRUE(called);
+  EXPECT_FALSE(fs::exists(dir.path() / "nope"));
+}
+
+TEST(ReservationStore, ReadLockedWaitsForAWriterHoldingTheLock) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  ASSERT_TRUE(Append(store, Entry("c1", {0})).has_value());
+  // Hold the writers' lock as an update in progress would.
+  const int lock = ::open((dir.path() / "reservations.lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX), 0);
+  std::atomic<bool> read{false};
+  std::size_t seen = 0;
+  std::thread reader([&] {
+    (void)store.ReadLocked([&](const ReservationFile& f) { seen = f.reservations.size(); });
+    read = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(read.load()) << "read while a writer held the lock";
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  reader.join();
+  EXPECT_TRUE(read.load());
+  EXPECT_EQ(seen, 1u);
 }
 
 }  // namespace

@@ -130,7 +130,8 @@ class RuncHook : public ::testing::Test {
 
   std::vector<std::string> WrapperEnv(const std::vector<std::string>& extra) const {
     std::vector<std::string> env{"GPUMUX_STATE_DIR=" + state_.string(),
-                                 "GPUMUX_DEV_DIR=" + dev_.string()};
+                                 "GPUMUX_DEV_DIR=" + dev_.string(),
+                                 "GPUMUX_DEVICE_PLUGIN_DIR=" + plugins_.string()};
     env.insert(env.end(), extra.begin(), extra.end());
     return env;
   }
@@ -205,6 +206,7 @@ class RuncHook : public ::testing::Test {
   fs::path state_ = dir_.path() / "state";
   fs::path root_ = dir_.path() / "runc-root";
   fs::path busybox_ = dir_.path() / "busybox";
+  fs::path plugins_ = dir_.path() / "device-plugins";  // none: this test's own empty folder
   std::vector<std::string> ids_;
 };
 
@@ -327,6 +329,33 @@ TEST_F(RuncHook, NotEnoughFreeGpusKeepsTheContainerFromStarting) {
       << c.err;
   EXPECT_TRUE(Contains(c.err, "reserved by 'render-a'")) << c.err;
   EXPECT_TRUE(Contains(HookLog(), "asks for 2 GPUs")) << HookLog();
+}
+
+// containerd's shim runs the runtime with --log <bundle>/log.json --log-format json and shows
+// the last error line's msg in the pod's events; the refusal must be there, and runc's own
+// errors must still reach it (the options are passed on).
+TEST_F(RuncHook, RefusalsAndRuncsOwnErrorsReachTheRuntimeLogContainerdReads) {
+  Hold("render-a", {0, 1, 2, 3});
+  const std::string id = Id("c1");
+  const fs::path b = Bundle("c1", {"sh", "-c", kShowGpus}, {"HOUDINI_GPU_REQUESTED=1"});
+  const std::string log = (b / "log.json").string();
+  const test::Captured c =
+      Wrapper({"--log", log, "--log-format", "json", "run", "-b", b.string(), id}, "c1");
+  EXPECT_TRUE(c.exit.Exited(1)) << c.err;
+  EXPECT_FALSE(ParseSeen(c.out).ran);
+  EXPECT_EQ(testing_fixtures::LastRuntimeError(log),
+            "gpumux: container '" + id +
+                "' asks for 1 GPU (HOUDINI_GPU_REQUESTED=1); 0 of 4 free; GPUs 0,1,2,3 reserved "
+                "by 'render-a' since 2024-05-01T10:00:00Z");
+
+  const std::string id2 = Id("c2");
+  const fs::path b2 = Bundle("c2", {"/no/such/program"}, {"TERM=dumb"});
+  const std::string log2 = (b2 / "log.json").string();
+  const test::Captured r =
+      Wrapper({"--log", log2, "--log-format", "json", "run", "-b", b2.string(), id2}, "c2");
+  EXPECT_FALSE(r.exit.Exited(0)) << r.err;
+  EXPECT_TRUE(Contains(testing_fixtures::LastRuntimeError(log2), "/no/such/program"))
+      << "runc writes its own error to the log it was given: " << test::ReadFileText(log2);
 }
 
 struct RefusalCase {
@@ -582,7 +611,8 @@ class RuncHookOnly : public RuncHook {
     const fs::path b = Bundle(name, {"sh", "-c", kShowGpus}, env);
     Json c = Json::parse(test::ReadFileText(b / "config.json"));
     const std::vector<std::string> hook_env{"GPUMUX_STATE_DIR=" + state_.string(),
-                                            "GPUMUX_DEV_DIR=" + dev_.string()};
+                                            "GPUMUX_DEV_DIR=" + dev_.string(),
+                                            "GPUMUX_DEVICE_PLUGIN_DIR=" + plugins_.string()};
     for (const char* stage : {"createRuntime", "poststop"}) {
       c["hooks"][stage] = Json::array(
           {{{"path", GPUMUX_BINARY}, {"args", {"gpumux", "hook", stage}}, {"env", hook_env}}});

@@ -29,6 +29,7 @@ class FakeKubelet::RegistrationService final : public pb::Registration::Service 
 struct FakeKubelet::Stream {
   grpc::ClientContext context;
   std::thread reader;
+  bool cancelled = false;  // under mu_: Stop() wants the reader to end
 };
 
 FakeKubelet::FakeKubelet() {
@@ -58,9 +59,11 @@ void FakeKubelet::Stop() {
   std::vector<std::unique_ptr<Stream>> streams;
   {
     std::lock_guard lock(mu_);
+    for (auto& s : streams_) s->cancelled = true;
     streams.swap(streams_);
     stubs_.clear();
   }
+  cv_.notify_all();
   for (auto& s : streams) {
     s->context.TryCancel();
     if (s->reader.joinable()) s->reader.join();
@@ -89,6 +92,7 @@ void FakeKubelet::OnRegister(const pb::RegisterRequest& request) {
   const std::string socket = (dir_ / request.endpoint()).string();
   auto stream = std::make_unique<Stream>();
   Stream* raw = stream.get();
+  Observe("register", resource);
   {
     std::lock_guard lock(mu_);
     registrations_.push_back(request);
@@ -97,6 +101,11 @@ void FakeKubelet::OnRegister(const pb::RegisterRequest& request) {
   }
   cv_.notify_all();
   raw->reader = std::thread([this, raw, resource, socket] {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !hold_list_and_watch_ || raw->cancelled; });
+      if (raw->cancelled) return;
+    }
     auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
     auto stub = pb::DevicePlugin::NewStub(channel);
     {
@@ -109,6 +118,7 @@ void FakeKubelet::OnRegister(const pb::RegisterRequest& request) {
     pb::Empty empty;
     auto reader = stub->ListAndWatch(&raw->context, empty);
     pb::ListAndWatchResponse response;
+    bool first = true;
     while (reader->Read(&response)) {
       std::vector<FakeDevice> list;
       for (const pb::Device& d : response.devices()) list.push_back(FakeDevice{d.id(), d.health()});
@@ -118,9 +128,39 @@ void FakeKubelet::OnRegister(const pb::RegisterRequest& request) {
         ++updates_[resource];
       }
       cv_.notify_all();
+      if (first) Observe("list", resource);
+      first = false;
     }
     (void)reader->Finish();
+    Observe("end", resource);
   });
+}
+
+void FakeKubelet::SetObserver(Observer observer) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(observer);
+}
+
+void FakeKubelet::Observe(std::string_view event, const std::string& resource) {
+  Observer observer;
+  {
+    std::lock_guard lock(mu_);
+    observer = observer_;
+  }
+  if (observer) observer(event, resource);
+}
+
+void FakeKubelet::HoldListAndWatch() {
+  std::lock_guard lock(mu_);
+  hold_list_and_watch_ = true;
+}
+
+void FakeKubelet::ReleaseListAndWatch() {
+  {
+    std::lock_guard lock(mu_);
+    hold_list_and_watch_ = false;
+  }
+  cv_.notify_all();
 }
 
 std::vector<pb::RegisterRequest> FakeKubelet::registrations() const {

@@ -6,7 +6,8 @@
 // ListAndWatch, keeping the latest device list per resource. Tests then call Allocate /
 // GetPreferredAllocation through it like the kubelet would. Restart() behaves like a kubelet
 // restart: the Registration server stops, every socket in the folder is deleted, and a new
-// kubelet.sock is served.
+// kubelet.sock is served. HoldListAndWatch() plays a slow kubelet (registrations answered,
+// ListAndWatch not opened yet), and an observer sees each step as it happens.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,6 +70,16 @@ class FakeKubelet {
                          int size, std::vector<std::string>* chosen);
   grpc::Status Options(const std::string& resource, v1beta1::DevicePluginOptions* options);
 
+  // What the kubelet does, as it does it: "register" (inside the Register call, before it is
+  // answered), "list" (a ListAndWatch stream received its first list), "end" (a stream
+  // ended), with the resource name. Called on the kubelet's threads without its lock held.
+  // Set it before any plugin registers.
+  using Observer = std::function<void(std::string_view event, const std::string& resource)>;
+  void SetObserver(Observer observer);
+  // Until ReleaseListAndWatch(), registrations are answered but ListAndWatch is not opened.
+  void HoldListAndWatch();
+  void ReleaseListAndWatch();
+
   // Like a kubelet restart: stop, delete every socket in the folder, serve kubelet.sock again.
   void Restart();
   // Stop serving (kubelet down); Start() serves again.
@@ -78,6 +90,7 @@ class FakeKubelet {
   class RegistrationService;
   struct Stream;
   void OnRegister(const v1beta1::RegisterRequest& request);
+  void Observe(std::string_view event, const std::string& resource);
   // The kubelet keeps one connection per plugin: so do we (one channel per endpoint).
   std::shared_ptr<v1beta1::DevicePlugin::Stub> StubFor(const std::string& resource);
 
@@ -90,6 +103,8 @@ class FakeKubelet {
   std::map<std::string, std::string> endpoints_;  // resource -> socket path
   std::map<std::string, std::shared_ptr<v1beta1::DevicePlugin::Stub>> stubs_;  // by socket path
   std::vector<std::unique_ptr<Stream>> streams_;
+  Observer observer_;
+  bool hold_list_and_watch_ = false;
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;
 };

@@ -16,6 +16,13 @@
 // precondition (409) and the call retries with fresh GETs, and any negative answer from the
 // cache (no lock, pod or grant not found) is checked again with fresh GETs before refusing.
 //
+// Concurrency: no lock is held across an API call. Claims running at once (the kubelet's calls
+// for several resources, a retried call, GetPreferredAllocation) each read, decide and write
+// the lock with the resourceVersion they read as precondition; the API server lets exactly one
+// of them through and the others get 409, read afresh and decide again. So Claims are
+// serialised by the node object itself (also across plugin processes), and none waits for
+// another's network round trips.
+//
 // Everything that cannot be matched exactly fails closed with an error that says why: no lock
 // on the node, the holder has no grant or a grant for another node, the counts differ, the
 // holder was replaced (uid), an init container asks for gpumux resources.
@@ -90,13 +97,15 @@ class Handshake {
   void StopWatching();
 
   // Serves one Allocate call: `counts` has the number of devices of each container request,
-  // in order. Returns one served container per entry. Thread safe (calls are serialised).
+  // in order. Returns one served container per entry. Thread safe; concurrent calls overlap
+  // (see above). Cost: one conditional PATCH with a warm cache; two GETs more per conflict.
   HandshakeResult<std::vector<ServedContainer>> Claim(Resource resource,
                                                       const std::vector<std::int64_t>& counts);
 
   // For GetPreferredAllocation: the granted GPU indices of the container the next Allocate of
   // `resource` with `count` devices would serve, without recording anything. Empty when that
-  // cannot be told (the caller then prefers nothing in particular).
+  // cannot be told (the caller then prefers nothing in particular). Thread safe; never waits
+  // for a Claim.
   std::vector<int> Peek(Resource resource, std::int64_t count);
 
  private:
@@ -109,9 +118,8 @@ class Handshake {
   k8s::KubeApi* api_;
   std::string node_;
   HandshakeOptions options_;
-  std::mutex mu_;  // serialises Claim and Peek
 
-  mutable std::mutex cache_mu_;
+  mutable std::mutex cache_mu_;  // the caches only; never held across an API call
   std::unique_ptr<nlohmann::json> node_cache_;                 // latest node seen
   std::map<std::string, nlohmann::json> pod_cache_;            // "ns/name" -> pod
   std::vector<std::jthread> watchers_;

@@ -9,8 +9,13 @@
 //                                  "memory_mib":81559,"health":"Healthy"}, ...]
 //   gpumux.io/gpu-mem-unit-mib   "1024" (the extender refuses nodes counting in another unit)
 //   gpumux.io/handshake          "node-lock/v1" (bind takes the node lock; see k8s/node_lock.h)
+//   gpumux.io/device-plugin      "starting", "ready" or "stopping" (node_state.h): "starting"
+//                                before registering with the kubelet, "ready" once the kubelet
+//                                has opened ListAndWatch on every resource, "stopping" in Stop()
+//                                before the plugin stops serving
 // HTTP (loopback by default): /healthz 200 while running; /readyz 200 once every resource is
-// registered with the kubelet and the inventory is published (503 with the reason before);
+// registered with the kubelet, the kubelet has opened ListAndWatch on each, and the inventory is
+// published (503 with the reason before);
 // /metrics: registrations, Allocate calls and latency by resource and outcome, GPUs by health,
 // XID events by class.
 //
@@ -25,6 +30,7 @@
 #include <string_view>
 
 #include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/node_state.h"
 #include "gpumux/deviceplugin/plugin.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/gpu/health.h"
@@ -50,9 +56,13 @@ class NodeAgent {
                                                          k8s::KubeApi* api);
   ~NodeAgent();  // Stop()
 
-  // Publishes the inventory (a failure is logged and retried), starts the plugin, the health
-  // loop and the HTTP endpoint. Error if a socket or the HTTP port cannot be served.
+  // Starts the HTTP endpoint and the plugin's servers, runs options.plugin.before_register
+  // (an error there stops everything and is returned, before anything is published), publishes
+  // the inventory with gpumux.io/device-plugin=starting (a failure is logged and retried), then
+  // lets the plugin register, and starts the health loop. Error if a socket or the HTTP port
+  // cannot be served.
   core::Result<void> Start();
+  // Publishes gpumux.io/device-plugin=stopping (one attempt), then stops serving.
   void Stop();
 
   int metrics_port() const;  // the bound port (after Start)

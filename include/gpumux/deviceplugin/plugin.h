@@ -14,7 +14,8 @@
 // GetPreferredAllocation steers the kubelet's device IDs towards the granted GPUs. With an API
 // server, Start() also starts the handshake's watch cache of the node and its pods.
 //
-// When the kubelet restarts it deletes the folder's sockets: a watcher notices (every
+// Start() serves every socket, calls `before_register`, then registers. When the kubelet
+// restarts it deletes the folder's sockets: a watcher notices (every
 // `kubelet_poll`) that a socket is gone or that kubelet.sock was replaced, restarts the
 // servers whose sockets are gone and registers again.
 #pragma once
@@ -46,6 +47,13 @@ struct PluginOptions {
   std::chrono::milliseconds register_timeout{5000};
   HandshakeOptions handshake;
   std::function<void(std::string_view)> log;  // one line per notable event; may be empty
+  // Called by Start() once every socket is served and before the first registration; an
+  // error stops the servers and Start() returns it. May be empty. (Serving first is what lets
+  // the OCI runtime path's ledger check order itself with the hook: hook/coexistence.h.)
+  std::function<core::Result<void>()> before_register;
+  // Called when serving() may have changed, from the plugin's threads, with no lock held;
+  // must not block. May be empty.
+  std::function<void()> on_serving_change;
 };
 
 struct PluginStats {
@@ -80,6 +88,9 @@ class DevicePlugin {
 
   // Whether every resource is registered with the kubelet that is running now.
   bool registered() const;
+  // registered(), and the kubelet has opened ListAndWatch on every resource and received its
+  // device list: the kubelet can admit pods asking for them.
+  bool serving() const;
   PluginStats stats() const;
   void set_allocate_observer(AllocateObserver observer);
   // The socket path of a resource's server.

@@ -23,14 +23,24 @@ struct Grant {
   std::string message;        // for the log, e.g. "Found reservation for 'c1': GPUs 0,2"
 };
 
+// What a grant knows beyond the runtime's container id.
+struct GrantContext {
+  PodContainer pod;  // recorded with a reservation and shown instead of the id; may be empty
+  // Refuse a new reservation while a gpumux device plugin serves this folder (coexistence.h);
+  // "" = do not check.
+  std::string device_plugin_dir;
+};
+
 // Decides the GPUs for `container`. For kReserve, the reservation is written to the store with
 // `holder` as its keeper (state "pending" or "running"); a container that already holds a
 // reservation gets the same GPUs back (the holder is updated). Error when the host cannot
-// satisfy the ask: "container 'c9' asks for 2 GPUs (HOUDINI_GPU_REQUESTED=2); 1 of 4 is free:
-// GPU 0 reserved by 'c1' since ..., ...".
+// satisfy the ask: "container 'c9' asks for 2 GPUs (HOUDINI_GPU_REQUESTED=2); 1 of 4 free;
+// GPU 0 reserved by 'default/render/main' since ...; ...", or when a gpumux device plugin
+// serves `context.device_plugin_dir` (checked under the ledger's lock).
 core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
                               const Inventory& inventory, ReservationStore& store,
-                              const ProcessRef& holder, const std::string& state);
+                              const ProcessRef& holder, const std::string& state,
+                              const GrantContext& context = {});
 
 // Drops the container's reservation; Ok (with false) when it had none.
 core::Result<bool> ReleaseGpus(const std::string& container, ReservationStore& store);

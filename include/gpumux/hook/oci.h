@@ -13,6 +13,7 @@
 
 #include "gpumux/core/result.h"
 #include "gpumux/hook/inventory.h"
+#include "gpumux/hook/reservations.h"
 
 namespace gpumux::hook {
 
@@ -31,6 +32,12 @@ core::Result<void> SaveConfig(const std::string& bundle, const nlohmann::json& c
 // process.env as "NAME=value" strings; error if present but not a list of strings.
 core::Result<std::vector<std::string>> ConfigEnv(const nlohmann::json& config,
                                                  const std::string& source);
+// The pod and container from config.json's annotations: containerd's CRI plugin writes
+// io.kubernetes.cri.sandbox-namespace, io.kubernetes.cri.sandbox-name and
+// io.kubernetes.cri.container-name; dockershim and CRI-O wrote io.kubernetes.pod.namespace,
+// io.kubernetes.pod.name and io.kubernetes.container.name (read when the CRI ones are absent).
+// Empty when there are none (a container not started by a kubelet).
+PodContainer PodOf(const nlohmann::json& config);
 // Sets (replacing any earlier entries) NAME=value in process.env.
 void SetEnv(nlohmann::json& config, const std::string& name, const std::string& value);
 // Adds character devices to linux.devices and allows them in linux.resources.devices.

@@ -28,14 +28,41 @@ struct ProcessRef {
 ProcessRef CurrentProcess(std::int64_t pid);
 bool IsAlive(const ProcessRef& p);
 
+// The pid namespace of this process as /proc/self/ns/pid names it ("pid:[4026531836]"); ""
+// when it cannot be read. Pids in the ledger are only meaningful in the namespace that wrote
+// them (a device plugin in a pod without hostPID sees other pids).
+std::string OwnPidNamespace();
+
+// The Kubernetes pod and container a reservation serves, from the CRI annotations of the
+// container's config.json (hook::PodOf); empty when the runtime did not say.
+struct PodContainer {
+  std::string ns;         // io.kubernetes.cri.sandbox-namespace
+  std::string pod;        // io.kubernetes.cri.sandbox-name
+  std::string container;  // io.kubernetes.cri.container-name
+  bool empty() const { return pod.empty(); }
+};
+
 struct Reservation {
-  std::string container;
+  std::string container;  // the runtime's container id (64 hex digits under containerd)
   std::vector<int> gpus;
   std::string since;            // UTC, ISO 8601
   std::int64_t since_unix = 0;
   std::string state;            // "pending" (runtime wrapper) or "running" (container process)
   ProcessRef holder;
+  std::string holder_pid_ns;  // OwnPidNamespace() of the writer; "" in ledgers from before it
+  PodContainer pod;           // optional
 };
+
+// How a holder is remembered in messages: "namespace/pod/container" when the pod is known
+// (the parts that are), else the runtime's container id.
+std::string HolderName(const Reservation& r);
+
+enum class Liveness : std::uint8_t {
+  kAlive,    // the holder process runs
+  kGone,     // it exited (or its pid was reused): the reservation is reclaimable
+  kUnknown,  // written in another pid namespace: this process cannot tell, so counts it alive
+};
+Liveness HolderLiveness(const Reservation& r);
 
 struct ReservationFile {
   std::vector<Reservation> reservations;
@@ -49,6 +76,12 @@ class ReservationStore {
 
   // Reads the ledger without locking (a consistent snapshot thanks to atomic writes).
   core::Result<ReservationFile> Read() const;
+
+  // Reads the ledger under a shared lock: waits for an update in progress, and no update
+  // starts before `use` returns. Creates nothing: a missing folder or lock file is an empty
+  // ledger (no grant has ever been made here). For a reader that must order itself with the
+  // writers (the device plugin's start, see hook/coexistence.h).
+  core::Result<void> ReadLocked(const std::function<void(const ReservationFile&)>& use) const;
 
   // Locks, reads, lets `change` edit the ledger, and writes it back atomically if `change`
   // returned true. An error from `change` is passed through and nothing is written.

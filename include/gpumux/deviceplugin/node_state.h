@@ -1,0 +1,26 @@
+// The device plugin's state on its node, for the extender: the node annotation
+// gpumux.io/device-plugin, written by the node agent (node_agent.h) with the same merge patch
+// as the GPU inventory. Header only, without dependencies, so that readers need not link the
+// device plugin.
+//
+//   starting  written before the plugin registers with the kubelet (and again when the kubelet
+//             restarted and the plugin has not registered with the new one yet)
+//   ready     every resource the plugin serves (gpumux.io/gpu, gpu-mem, gpu-milli) is
+//             registered and the kubelet has opened ListAndWatch on each and received its list
+//   stopping  written on SIGTERM/SIGINT before the plugin stops serving
+// No annotation: no gpumux device plugin has run on the node (or one from before this
+// annotation). A plugin that is killed (SIGKILL, OOM, node crash) leaves the last value
+// behind, so a reader should also look at the node's allocatable gpumux.io resources: the
+// kubelet marks a plugin's devices unhealthy (allocatable 0) once its endpoint has gone.
+#pragma once
+
+#include <string_view>
+
+namespace gpumux::deviceplugin {
+
+inline constexpr std::string_view kAnnotationDevicePlugin = "gpumux.io/device-plugin";
+inline constexpr std::string_view kDevicePluginStarting = "starting";
+inline constexpr std::string_view kDevicePluginReady = "ready";
+inline constexpr std::string_view kDevicePluginStopping = "stopping";
+
+}  // namespace gpumux::deviceplugin
