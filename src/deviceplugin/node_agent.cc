@@ -145,6 +145,7 @@ struct NodeAgent::Impl {
     if (options.plugin.log) options.plugin.log(line);
   }
   void Publish();
+  void DrainNodeLock();
   void Poll();
   void Wake() {
     {
@@ -379,6 +380,35 @@ core::Result<void> NodeAgent::Start() {
   return {};
 }
 
+// A pod bound before the extender saw "stopping" holds the node lock until its devices are
+// allocated: serve it rather than leave the kubelet to reject it. Bounded by stop_drain; the
+// extender takes no new lock once it reads "stopping" (node_lock.h).
+void NodeAgent::Impl::DrainNodeLock() {
+  if (api == nullptr || options.stop_drain.count() <= 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + options.stop_drain;
+  const std::string path = "/api/v1/nodes/" + k8s::QueryEscape(options.plugin.node_name);
+  std::string holder;
+  for (;;) {
+    auto node = api->Get(path);
+    if (!node) return;  // cannot tell: do not hold the stop up
+    const k8s::NodeLockView view = k8s::ReadNodeLock(*node);
+    if (!view.lock) {
+      if (!holder.empty()) Log("served " + holder + " before stopping");
+      return;
+    }
+    if (holder.empty()) {
+      holder = view.lock->PodKey();
+      Log("stopping: waiting for the kubelet to allocate the devices of " + holder +
+          " (it holds the node lock)");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      Log("stopping although " + view.lock->PodKey() + " still holds the node lock");
+      return;
+    }
+    std::this_thread::sleep_for(options.stop_drain_poll);
+  }
+}
+
 void NodeAgent::Stop() {
   Impl& m = *impl_;
   if (!m.started) return;
@@ -393,6 +423,7 @@ void NodeAgent::Stop() {
     m.state = kDevicePluginStopping;
   }
   m.Publish();  // before the kubelet loses the plugin, so the extender stops binding here
+  m.DrainNodeLock();
   m.plugin->Stop();
   if (m.http_thread.joinable()) {
     m.http.stop();

@@ -253,6 +253,92 @@ TEST(NodeAgent, TellsTheNodeStartingReadyAndStoppingAsTheKubeletSeesThePlugin) {
       << "the node must say stopping before the kubelet loses the plugin";
 }
 
+// Fault 5 of the real-cluster review: a pod bound just before the plugin was told to stop
+// (the extender had not seen "stopping" yet) was rejected by the kubelet (Allocate: "the client
+// connection is closing"). The plugin keeps serving while the node lock names a pod.
+TEST(NodeAgent, KeepsServingOnStopWhileThePodHoldingTheNodeLockWaitsForItsDevices) {
+  GpuFile file;
+  test::FakeApiServer server;
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.metrics_port = -1;
+  options.stop_drain = 30s;
+  options.stop_drain_poll = 10ms;
+  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().message;
+  ASSERT_TRUE((*agent)->Start().has_value());
+  ASSERT_TRUE(Eventually([&] { return (*agent)->ready(); }));
+  k8s::NodeLock held;
+  held.ns = "default";
+  held.name = "late";
+  held.uid = "uid-late";
+  held.since = 1'800'000'000;
+  const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
+  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", view.resource_version, held).has_value());
+
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    (*agent)->Stop();
+    stopped = true;
+  });
+  ASSERT_TRUE(Eventually([&] {
+    const json a = Annotations(server);
+    return a.value(std::string(kAnnotationDevicePlugin), std::string()) == kDevicePluginStopping;
+  }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(stopped.load()) << "stopped under a pod that still needs its devices";
+  EXPECT_TRUE((*agent)->plugin().serving());
+
+  // The kubelet allocates the pod's devices: the plugin removes the lock (done by hand here).
+  const k8s::NodeLockView locked = k8s::ReadNodeLock(*server.GetNode("n1"));
+  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", locked.resource_version, std::nullopt).has_value());
+  stopper.join();
+  EXPECT_TRUE(stopped.load());
+}
+
+TEST(NodeAgent, StopsAfterItsDrainTimeWhenTheNodeLockIsNeverReleased) {
+  GpuFile file;
+  test::FakeApiServer server;
+  json node = k8s::testing::NodeJson("n1", 0);
+  node["metadata"]["annotations"] = json::object();
+  server.AddNode(node);
+  k8s::ClientConfig config;
+  config.server = server.url();
+  auto api = k8s::MakeCurlClient(config);
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  options.plugin.node_name = "n1";
+  options.plugin.kubelet_dir = kubelet.dir().string();
+  options.plugin.kubelet_poll = 20ms;
+  options.health_interval = 30ms;
+  options.metrics_port = -1;
+  options.stop_drain = 300ms;
+  options.stop_drain_poll = 10ms;
+  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+  ASSERT_TRUE(agent.has_value()) << agent.error().message;
+  ASSERT_TRUE((*agent)->Start().has_value());
+  ASSERT_TRUE(Eventually([&] { return (*agent)->ready(); }));
+  k8s::NodeLock held;
+  held.ns = "default";
+  held.name = "never";
+  held.uid = "uid-never";
+  held.since = 1'800'000'000;
+  const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
+  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", view.resource_version, held).has_value());
+  (*agent)->Stop();  // returns: bounded by stop_drain
+  EXPECT_FALSE((*agent)->plugin().serving());
+}
+
 // The kubelet restarts: the plugin registers again, and the node says ready again once the new
 // kubelet lists the devices.
 TEST(NodeAgent, IsReadyAgainAfterAKubeletRestart) {

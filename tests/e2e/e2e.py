@@ -243,6 +243,9 @@ def deploy(rig):
 
     def fake_gpus(spec):
         spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
+        # the rig's containerd keeps the OCI runtime path's ledger here (GPUMUX_STATE_DIR)
+        spec["volumes"].append({"name": "hook-state", "hostPath": {
+            "path": os.path.join(a.rig, "gpumux-state"), "type": "DirectoryOrCreate"}})
         c = spec["containers"][0]
         c["volumeMounts"].append({"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e",
                                   "readOnly": True})

@@ -45,6 +45,12 @@ struct NodeAgentOptions {
   std::string metrics_host = "127.0.0.1";
   int metrics_port = 9402;  // 0: any free port; -1: no HTTP endpoint
   std::function<std::int64_t()> now_ms;  // wall clock in ms; empty = the system clock
+  // On Stop, after publishing "stopping": how long the plugin keeps serving while the node lock
+  // names a pod (bound before the extender saw "stopping") whose devices the kubelet has yet to
+  // allocate. Stopping under it would make the kubelet reject that pod. Keep it inside the
+  // DaemonSet's terminationGracePeriodSeconds.
+  std::chrono::milliseconds stop_drain{10000};
+  std::chrono::milliseconds stop_drain_poll{100};
 };
 
 class NodeAgent {
@@ -62,7 +68,8 @@ class NodeAgent {
   // lets the plugin register, and starts the health loop. Error if a socket or the HTTP port
   // cannot be served.
   core::Result<void> Start();
-  // Publishes gpumux.io/device-plugin=stopping (one attempt), then stops serving.
+  // Publishes gpumux.io/device-plugin=stopping (one attempt), keeps serving while the node
+  // lock is held (up to options.stop_drain), then stops serving.
   void Stop();
 
   int metrics_port() const;  // the bound port (after Start)

@@ -1,7 +1,7 @@
 // The device plugin's state on its node, for the extender: the node annotation
 // gpumux.io/device-plugin, written by the node agent (node_agent.h) with the same merge patch
-// as the GPU inventory. Header only, without dependencies, so that readers need not link the
-// device plugin.
+// as the GPU inventory. The names are the extender's (k8s/node_lock.h): the node lock is taken
+// only while the plugin is ready.
 //
 //   starting  written before the plugin registers with the kubelet (and again when the kubelet
 //             restarted and the plugin has not registered with the new one yet)
@@ -14,13 +14,13 @@
 // kubelet marks a plugin's devices unhealthy (allocatable 0) once its endpoint has gone.
 #pragma once
 
-#include <string_view>
+#include "gpumux/k8s/node_lock.h"
 
 namespace gpumux::deviceplugin {
 
-inline constexpr std::string_view kAnnotationDevicePlugin = "gpumux.io/device-plugin";
-inline constexpr std::string_view kDevicePluginStarting = "starting";
-inline constexpr std::string_view kDevicePluginReady = "ready";
-inline constexpr std::string_view kDevicePluginStopping = "stopping";
+using k8s::kAnnotationDevicePlugin;
+using k8s::kDevicePluginReady;
+using k8s::kDevicePluginStarting;
+using k8s::kDevicePluginStopping;
 
 }  // namespace gpumux::deviceplugin
