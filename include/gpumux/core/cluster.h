@@ -22,6 +22,13 @@ using ModelMask = std::uint64_t;
 inline constexpr int kMaxModels = 64;
 inline constexpr ModelMask kAnyModel = ~ModelMask{0};
 
+// Limits on one node, checked by Cluster::Build (and by every adapter that decodes nodes, so
+// that it can name the offending field). They keep per-node scratch arrays fixed-size (the
+// policies keep one slot per GPU of a node) and cluster-wide sums of int64 quantities exact.
+inline constexpr int kMaxGpusPerNode = 64;
+inline constexpr MilliCpu kMaxNodeCpuMilli = std::int64_t{1} << 40;  // about 1.1 billion cores
+inline constexpr MiB kMaxGpuMemoryMib = std::int64_t{1} << 32;       // 4 PiB on one GPU
+
 enum class GpuHealth : std::uint8_t { kHealthy, kUnhealthy };
 
 struct GpuSpec {
