@@ -12,11 +12,17 @@
 // Pod shapes rotate through: two containers (GPU shares), one share, one whole GPU, three
 // containers; the shares' gpu-mem takes --shapes distinct sizes, so the policy engine sees many
 // distinct request shapes.
+// What to expect: the heap grows while caches fill - the Extender remembers the last 4,096
+// pods it filtered (bind carries only a pod's name), the engine's score memo up to 16 MiB of
+// shapes - and is flat after that, so run more than ~4,100 cycles to see it level off.
 // (Bind is emulated instead of run against tests/testing's FakeApiServer: that server keeps
 // every change in a history for watch replay, which would itself grow without bound.)
 //
-// Prints RSS (VmRSS of /proc/self/status) every --report-every cycles: cycles, RSS in MiB,
+// Prints every --report-every cycles: cycles, RSS in MiB (VmRSS of /proc/self/status), the heap
+// in use in MiB (glibc's mallinfo2: a leak grows it, allocator fragmentation only grows RSS),
 // seconds so far. Exit status 1 when a verb fails.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
@@ -46,10 +52,10 @@ constexpr std::int64_t kNow = 1'800'000'000;
 constexpr std::int64_t kGpuMib = 81920;
 
 struct Options {
-  int nodes = 2000;
+  int nodes = 1000;
   int gpus_per_node = 8;
-  int cycles = 600;
-  int report_every = 50;
+  int cycles = 6000;
+  int report_every = 500;
   int live = 300;
   int shapes = 1000;
   int preempt_every = 10;
@@ -143,6 +149,11 @@ double RssMib() {
   return -1;
 }
 
+double HeapMib() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd) / (1024.0 * 1024.0);
+}
+
 std::vector<gpumux::policy::TypicalPod> TypicalPods() {
   std::istringstream in{std::string(gpumux::sim::EmbeddedPodList())};
   auto pods = gpumux::sim::ParsePodList(in, "<embedded pod list>");
@@ -222,12 +233,12 @@ int main(int argc, char** argv) {
       "# gpumux_extender_soak: %d nodes x %d GPUs, policy %s, %d cycles, %d live pods, "
       "%d gpu-mem sizes, preempt every %d\n",
       o.nodes, o.gpus_per_node, o.policy.c_str(), o.cycles, o.live, o.shapes, o.preempt_every);
-  std::printf("%8s %9s %8s\n", "cycles", "rss_mib", "seconds");
+  std::printf("%8s %9s %9s %8s\n", "cycles", "rss_mib", "heap_mib", "seconds");
   const auto start = std::chrono::steady_clock::now();
   const auto report = [&](int cycles) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%8d %9.1f %8.1f\n", cycles, RssMib(), s);
+    std::printf("%8d %9.1f %9.1f %8.1f\n", cycles, RssMib(), HeapMib(), s);
     std::fflush(stdout);
   };
   report(0);
