@@ -16,6 +16,7 @@
 // Node annotation read: gpumux.io/gpus, the node's GPUs as published by the device plugin:
 //   [{"index":0,"uuid":"GPU-...","model":"NVIDIA H100 80GB HBM3","memory_mib":81559,
 //     "health":"Healthy"}, ...]
+// (at most core::kMaxGpusPerNode entries, each with at most core::kMaxGpuMemoryMib)
 // A node without it has status.allocatable["gpumux.io/gpu"] GPUs of the configured default
 // model and memory (NodeDefaults), with no UUIDs.
 // Node annotation gpumux.io/gpu-mem-unit-mib: "1024", the unit in which the node's device
