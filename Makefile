@@ -50,6 +50,7 @@ bench:
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
 	./$(BUILD)/bench/gpumux_device_plugin_bench --iterations 1000
+	./$(BUILD)/bench/gpumux_extender_soak --nodes 1000 --cycles 6000 --report-every 500
 
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON

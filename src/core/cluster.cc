@@ -18,6 +18,18 @@ Result<Cluster> Cluster::Build(std::vector<NodeSpec> nodes) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "node " + n.name + ": negative cpu, memory or pod capacity");
     }
+    if (n.cpu_milli > kMaxNodeCpuMilli) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "node " + n.name + ": " + std::to_string(n.cpu_milli) +
+                           " milli-CPU, more than the " + std::to_string(kMaxNodeCpuMilli) +
+                           " a node may have");
+    }
+    if (n.gpus.size() > static_cast<std::size_t>(kMaxGpusPerNode)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "node " + n.name + " has " + std::to_string(n.gpus.size()) +
+                           " GPUs, more than the " + std::to_string(kMaxGpusPerNode) +
+                           " a node may have");
+    }
     if (!c.by_name_.emplace(n.name, static_cast<NodeIndex>(i)).second) {
       return MakeError(ErrorCode::kAlreadyExists, "node " + n.name + " appears twice");
     }
@@ -33,6 +45,12 @@ Result<Cluster> Cluster::Build(std::vector<NodeSpec> nodes) {
         return MakeError(ErrorCode::kInvalidArgument,
                          "node " + n.name + ": GPU " + std::to_string(g) + " has negative memory");
       }
+      if (gpu.memory_mib > kMaxGpuMemoryMib) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "node " + n.name + ": GPU " + std::to_string(g) + " has " +
+                             std::to_string(gpu.memory_mib) + " MiB, more than the " +
+                             std::to_string(kMaxGpuMemoryMib) + " a GPU may have");
+      }
       auto it = std::find(c.models_.begin(), c.models_.end(), gpu.model);
       if (it == c.models_.end()) {
         if (c.models_.size() == kMaxModels) {
@@ -45,7 +63,11 @@ Result<Cluster> Cluster::Build(std::vector<NodeSpec> nodes) {
       c.gpu_model_.push_back(static_cast<ModelId>(it - c.models_.begin()));
       ++offset;
     }
-    c.total_cpu_milli_ += n.cpu_milli;
+    if (__builtin_add_overflow(c.total_cpu_milli_, n.cpu_milli, &c.total_cpu_milli_)) {
+      // Only past 2^23 nodes at the per-node limit.
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "node " + n.name + ": the cluster's total CPU exceeds int64");
+    }
   }
   c.gpu_offset_.push_back(offset);
   c.total_gpus_ = offset;

@@ -16,8 +16,7 @@ MilliGpu NodeView::gpu_free_milli_total() const {
 bool NodeView::GpuIsIdle(int i) const {
   const auto g = static_cast<std::size_t>(i);
   return gpu_tenants[g] == 0 && gpu_free_milli[g] == kMilliPerGpu &&
-         gpu_free_mib[g] == spec->gpus[g].memory_mib &&
-         spec->gpus[g].health == GpuHealth::kHealthy;
+         gpu_free_mib[g] == spec->gpus[g].memory_mib && spec->gpus[g].health == GpuHealth::kHealthy;
 }
 
 bool GpuAdmits(const NodeView& node, int i, const Request& request, ModelMask models) {
@@ -85,7 +84,8 @@ Result<void> Ledger::CheckAssignable(std::string_view key, const Request& reques
                                      const Placement& placement) const {
   if (auto valid = request.Validate(); !valid) return valid;
   if (by_key_.count(std::string(key)) != 0) {
-    return MakeError(ErrorCode::kAlreadyExists, "tenant " + std::string(key) + " is already placed");
+    return MakeError(ErrorCode::kAlreadyExists,
+                     "tenant " + std::string(key) + " is already placed");
   }
   if (placement.node < 0 || placement.node >= cluster_->size()) {
     return MakeError(ErrorCode::kNotFound,
@@ -122,15 +122,13 @@ Result<void> Ledger::CheckAssignable(std::string_view key, const Request& reques
                        where + "GPU indices must be ascending and distinct");
     }
     if (!GpuAdmits(node, g, request, models)) {
-      return MakeError(ErrorCode::kFailedPrecondition,
-                       where + "GPU " + std::to_string(g) + " cannot take it (" +
-                           std::to_string(node.gpu_free_milli[static_cast<std::size_t>(g)]) +
-                           " milli-GPU and " +
-                           std::to_string(node.gpu_free_mib[static_cast<std::size_t>(g)]) +
-                           " MiB free, " +
-                           std::to_string(node.gpu_tenants[static_cast<std::size_t>(g)]) +
-                           " tenants, model " + node.spec->gpus[static_cast<std::size_t>(g)].model +
-                           ")");
+      return MakeError(
+          ErrorCode::kFailedPrecondition,
+          where + "GPU " + std::to_string(g) + " cannot take it (" +
+              std::to_string(node.gpu_free_milli[static_cast<std::size_t>(g)]) + " milli-GPU and " +
+              std::to_string(node.gpu_free_mib[static_cast<std::size_t>(g)]) + " MiB free, " +
+              std::to_string(node.gpu_tenants[static_cast<std::size_t>(g)]) + " tenants, model " +
+              node.spec->gpus[static_cast<std::size_t>(g)].model + ")");
     }
   }
   return {};
@@ -159,9 +157,20 @@ Result<TenantIndex> Ledger::Assign(std::string_view key, const Request& request,
   use.memory_used += request.memory_mib;
   ++use.pods;
   ++use.generation;
-  const auto t = static_cast<TenantIndex>(tenants_.size());
-  use.tenants.push_back(t);
-  tenants_.push_back(Tenant{std::string(key), request, placement});
+  TenantIndex t = 0;
+  if (free_slots_.empty()) {
+    GPUMUX_CHECK(tenants_.size() < static_cast<std::size_t>(INT32_MAX), "tenant index overflow");
+    t = static_cast<TenantIndex>(tenants_.size());
+    tenants_.push_back(Tenant{std::string(key), request, placement});
+  } else {
+    t = free_slots_.back();
+    free_slots_.pop_back();
+    Tenant& slot = tenants_[static_cast<std::size_t>(t)];
+    slot.key.assign(key);
+    slot.request = request;
+    slot.placement = placement;
+  }
+  use.tenants.push_back(t);  // appended: the node's list stays in arrival order
   by_key_.emplace(std::string(key), t);
   ++live_tenants_;
   used_gpu_milli_ += request.total_gpu_milli();
@@ -201,8 +210,10 @@ Result<void> Ledger::Release(std::string_view key) {
   use.tenants.erase(std::find(use.tenants.begin(), use.tenants.end(), t));
   used_gpu_milli_ -= r.total_gpu_milli();
   used_cpu_milli_ -= r.cpu_milli;
-  tenant.placement.node = -1;
   by_key_.erase(it);
+  // The slot goes back for reuse; drop what it held (its strings and GPU list) now.
+  tenant = Tenant{};
+  free_slots_.push_back(t);
   --live_tenants_;
   return {};
 }
@@ -245,6 +256,13 @@ void Ledger::CheckInvariants() const {
     }
   }
   GPUMUX_CHECK(live == live_tenants_, "live tenant count out of sync");
+  GPUMUX_CHECK(live + free_slots_.size() == tenants_.size(), "tenant slots out of sync");
+  for (TenantIndex t : free_slots_) {
+    GPUMUX_CHECK(t >= 0 && static_cast<std::size_t>(t) < tenants_.size() &&
+                     tenants_[static_cast<std::size_t>(t)].placement.node == -1 &&
+                     tenants_[static_cast<std::size_t>(t)].key.empty(),
+                 "a free tenant slot is in use");
+  }
   GPUMUX_CHECK(total_milli == used_gpu_milli_, "used GPU milli out of sync");
   std::int64_t busy = 0;
   for (NodeIndex n = 0; n < cluster_->size(); ++n) {

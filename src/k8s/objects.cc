@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace gpumux::k8s {
 namespace {
@@ -23,10 +26,28 @@ std::string StringAt(const json& object, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-// A quantity given as a JSON string ("8192") or number (8192).
+// A quantity given as a JSON string ("8192") or number (8192), times `scale`. A JSON integer
+// whose product does not fit int64 is an error, not an overflow.
 core::Result<std::int64_t> QuantityOf(const json& value, std::int64_t scale) {
   if (value.is_string()) return ParseQuantity(value.get_ref<const std::string&>(), scale);
-  if (value.is_number_integer()) return value.get<std::int64_t>() * scale;
+  if (value.is_number_integer()) {
+    const auto too_large = [&] {
+      return MakeError(ErrorCode::kInvalidArgument, "bad quantity " + value.dump() + ": too large");
+    };
+    std::int64_t number = 0;
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return too_large();
+      }
+      number = static_cast<std::int64_t>(u);
+    } else {
+      number = value.get<std::int64_t>();
+    }
+    std::int64_t scaled = 0;
+    if (__builtin_mul_overflow(number, scale, &scaled)) return too_large();
+    return scaled;
+  }
   if (value.is_number()) return ParseQuantity(value.dump(), scale);
   return MakeError(ErrorCode::kInvalidArgument, "not a quantity: " + value.dump());
 }
@@ -65,8 +86,9 @@ core::Result<ContainerAmounts> ReadContainerAmounts(const nlohmann::json& contai
       if (it == list->end()) continue;
       auto q = QuantityOf(*it, 1);
       if (!q) {
-        return MakeError(ErrorCode::kInvalidArgument,
-                         where + " " + section + "[" + std::string(name) + "]: " + q.error().message);
+        return MakeError(
+            ErrorCode::kInvalidArgument,
+            where + " " + section + "[" + std::string(name) + "]: " + q.error().message);
       }
       if (*q < 0) {
         return MakeError(ErrorCode::kInvalidArgument,
@@ -123,8 +145,7 @@ core::Result<core::Request> RequestOf(const ContainerAmounts& a, const std::stri
 core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t scale) {
   const std::string original(text);
   auto bad = [&](const char* why) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "bad quantity \"" + original + "\": " + why);
+    return MakeError(ErrorCode::kInvalidArgument, "bad quantity \"" + original + "\": " + why);
   };
   if (text.empty()) return bad("empty");
   std::size_t i = 0;
@@ -138,6 +159,7 @@ core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t sca
   if (i == number_start) return bad("no number");
   std::string number(text.substr(number_start, i - number_start));
   if (std::count(number.begin(), number.end(), '.') > 1) return bad("two decimal points");
+  if (number.find_first_of("0123456789") == std::string::npos) return bad("no digits");
   long double value = std::strtold(number.c_str(), nullptr);
   const std::string_view suffix = text.substr(i);
   long double multiplier = 1;
@@ -169,6 +191,13 @@ core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t sca
   } else if (suffix == "Ei") {
     multiplier = 1152921504606846976.0L;
   } else if (suffix[0] == 'e' || suffix[0] == 'E') {
+    // An optional sign and digits only (std::stoi alone would also skip blanks).
+    const std::string_view digits = suffix.size() > 1 && (suffix[1] == '+' || suffix[1] == '-')
+                                        ? suffix.substr(2)
+                                        : suffix.substr(1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      return bad("bad exponent");
+    }
     std::size_t consumed = 0;
     int exponent = 0;
     try {
@@ -176,13 +205,14 @@ core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t sca
     } catch (...) {
       return bad("bad exponent");
     }
-    if (consumed != suffix.size() - 1 || exponent > 30 || exponent < -30) return bad("bad exponent");
+    if (consumed != suffix.size() - 1 || exponent > 30 || exponent < -30)
+      return bad("bad exponent");
     multiplier = std::pow(10.0L, static_cast<long double>(exponent));
   } else {
     return bad("unknown suffix");
   }
-  long double scaled = value * multiplier * static_cast<long double>(scale);
-  if (scaled > 9.0e18L) return bad("too large");
+  const long double scaled = value * multiplier * static_cast<long double>(scale);
+  if (!(scaled <= 9.0e18L)) return bad("too large");  // also catches inf and NaN
   // Round up, as Kubernetes does for milli-units (1.0001 cpu -> 1001m); tolerate float noise.
   const long double rounded = std::ceil(scaled - 1e-9L);
   const auto result = static_cast<std::int64_t>(rounded);
@@ -225,7 +255,8 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
       }
     }
   }
-  if (const json* status = Child(pod, "status"); status != nullptr) p.phase = StringAt(*status, "phase");
+  if (const json* status = Child(pod, "status"); status != nullptr)
+    p.phase = StringAt(*status, "phase");
   const json* spec = Child(pod, "spec");
   if (spec == nullptr) return p;
   p.node_name = StringAt(*spec, "nodeName");
@@ -269,13 +300,23 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
 
 namespace {
 
-core::Result<std::vector<core::GpuSpec>> GpusFromAnnotation(const std::string& text,
-                                                            const NodeDefaults& defaults) {
+// The gpumux.io/gpus annotation as a JSON array (not yet checked element by element).
+core::Result<json> GpuListOf(const json& annotation) {
   const std::string where = "annotation gpumux.io/gpus";
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!annotation.is_string()) {
+    return MakeError(ErrorCode::kInvalidArgument, where + " is not a string");
+  }
+  json doc = json::parse(annotation.get_ref<const std::string&>(), nullptr,
+                         /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_array()) {
     return MakeError(ErrorCode::kInvalidArgument, where + ": not a JSON array");
   }
+  return doc;
+}
+
+core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc,
+                                                      const NodeDefaults& defaults) {
+  const std::string where = "annotation gpumux.io/gpus";
   std::vector<core::GpuSpec> gpus;
   for (std::size_t i = 0; i < doc.size(); ++i) {
     const json& g = doc[i];
@@ -292,9 +333,10 @@ core::Result<std::vector<core::GpuSpec>> GpusFromAnnotation(const std::string& t
     spec.model = StringAt(g, "model");
     if (spec.model.empty()) spec.model = defaults.gpu_model;
     const json* memory = Child(g, "memory_mib");
-    if (memory == nullptr || !memory->is_number_integer() || memory->get<std::int64_t>() < 0) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       gw + ": \"memory_mib\" must be a non-negative integer");
+    if (memory == nullptr || !memory->is_number_integer() || memory->get<std::int64_t>() < 0 ||
+        memory->get<std::int64_t>() > core::kMaxGpuMemoryMib) {
+      return MakeError(ErrorCode::kInvalidArgument, gw + ": \"memory_mib\" must be an integer 0.." +
+                                                        std::to_string(core::kMaxGpuMemoryMib));
     }
     spec.memory_mib = memory->get<core::MiB>();
     const std::string health = StringAt(g, "health");
@@ -312,9 +354,9 @@ core::Result<std::vector<core::GpuSpec>> GpusFromAnnotation(const std::string& t
             [](const core::GpuSpec& a, const core::GpuSpec& b) { return a.index < b.index; });
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     if (gpus[i].index != static_cast<int>(i)) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       where + ": GPU indices must be 0.." + std::to_string(gpus.size() - 1) +
-                           " without gaps or repeats");
+      return MakeError(ErrorCode::kInvalidArgument, where + ": GPU indices must be 0.." +
+                                                        std::to_string(gpus.size() - 1) +
+                                                        " without gaps or repeats");
     }
   }
   return gpus;
@@ -339,6 +381,58 @@ core::Result<std::int64_t> GpuMemUnitFromAnnotation(const json& value) {
 
 }  // namespace
 
+namespace {
+
+// "status.allocatable.cpu", or status.allocatable["gpumux.io/gpu"] for names with dots.
+std::string NodeFieldName(const char* section, std::string_view field) {
+  std::string out = "status.";
+  out += section;
+  if (field.find_first_of("./") == std::string_view::npos) {
+    out += '.';
+    out += field;
+  } else {
+    out += "[\"";
+    out += field;
+    out += "\"]";
+  }
+  return out;
+}
+
+// A node's resource list entry (status.allocatable or status.capacity): absent, or a
+// non-negative quantity times `scale`, else an error naming the node and the field.
+class NodeQuantities {
+ public:
+  NodeQuantities(const std::string& node, const json* list, const char* section)
+      : node_(node), list_(list), section_(section) {}
+
+  core::Result<std::optional<std::int64_t>> Read(std::string_view field, std::int64_t scale) const {
+    const json* value = list_ != nullptr ? Child(*list_, std::string(field).c_str()) : nullptr;
+    if (value == nullptr) return std::nullopt;
+    auto q = QuantityOf(*value, scale);
+    if (!q) return Error(field, ": " + q.error().message);
+    if (*q < 0) return Error(field, " is " + value->dump() + ", a negative quantity");
+    return *q;
+  }
+  // `field` is above `limit`: "... is <value>, more than the <limit> <unit> a node may have".
+  tl::unexpected<core::Error> TooMuch(std::string_view field, std::int64_t limit,
+                                      const char* unit) const {
+    const json* value = Child(*list_, std::string(field).c_str());
+    return Error(field, " is " + value->dump() + ", more than the " + std::to_string(limit) + " " +
+                            unit + " a node may have");
+  }
+
+ private:
+  tl::unexpected<core::Error> Error(std::string_view field, const std::string& what) const {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + node_ + ": " + NodeFieldName(section_, field) + what);
+  }
+  const std::string& node_;
+  const json* list_;
+  const char* section_;
+};
+
+}  // namespace
+
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults) {
   const json* metadata = Child(node, "metadata");
   NodeInfo info;
@@ -346,6 +440,7 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
   if (info.spec.name.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "node has no metadata.name");
   }
+  const std::string& name = info.spec.name;
   if (const json* labels = Child(*metadata, "labels"); labels != nullptr && labels->is_object()) {
     for (const auto& [k, v] : labels->items()) {
       if (v.is_string()) info.spec.labels.emplace(k, v.get<std::string>());
@@ -356,24 +451,33 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     info.unschedulable = u != nullptr && u->is_boolean() && u->get<bool>();
   }
   const json* status = Child(node, "status");
+  const char* section = "allocatable";
   const json* allocatable = status != nullptr ? Child(*status, "allocatable") : nullptr;
-  if (allocatable == nullptr && status != nullptr) allocatable = Child(*status, "capacity");
-  std::int64_t gpu_count = 0;
-  info.spec.max_pods = 110;
-  if (allocatable != nullptr && allocatable->is_object()) {
-    if (const json* cpu = Child(*allocatable, "cpu"); cpu != nullptr) {
-      if (auto q = QuantityOf(*cpu, 1000); q) info.spec.cpu_milli = *q;
-    }
-    if (const json* mem = Child(*allocatable, "memory"); mem != nullptr) {
-      if (auto q = QuantityOf(*mem, 1); q) info.spec.memory_mib = *q / (1024 * 1024);
-    }
-    if (const json* pods = Child(*allocatable, "pods"); pods != nullptr) {
-      if (auto q = QuantityOf(*pods, 1); q) info.spec.max_pods = static_cast<int>(std::clamp<std::int64_t>(*q, 0, 1 << 20));
-    }
-    if (const json* g = Child(*allocatable, std::string(kResourceGpu).c_str()); g != nullptr) {
-      if (auto q = QuantityOf(*g, 1); q) gpu_count = std::clamp<std::int64_t>(*q, 0, 1024);
-    }
+  if (allocatable == nullptr && status != nullptr) {
+    allocatable = Child(*status, "capacity");
+    section = "capacity";
   }
+  if (allocatable != nullptr && !allocatable->is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + name + ": status." + section + " is not an object");
+  }
+  const NodeQuantities quantities(name, allocatable, section);
+  auto cpu = quantities.Read("cpu", 1000);
+  if (!cpu) return tl::unexpected(cpu.error());
+  if (cpu->value_or(0) > core::kMaxNodeCpuMilli) {
+    return quantities.TooMuch("cpu", core::kMaxNodeCpuMilli, "milli-CPU");
+  }
+  info.spec.cpu_milli = cpu->value_or(0);
+  auto memory = quantities.Read("memory", 1);
+  if (!memory) return tl::unexpected(memory.error());
+  info.spec.memory_mib = memory->value_or(0) / (1024 * 1024);
+  auto pods = quantities.Read("pods", 1);
+  if (!pods) return tl::unexpected(pods.error());
+  // Kubernetes' default when absent; beyond 2^20 pods, the count means "no limit" to us.
+  info.spec.max_pods = static_cast<int>(std::min<std::int64_t>(pods->value_or(110), 1 << 20));
+  auto gpu_count = quantities.Read(kResourceGpu, 1);
+  if (!gpu_count) return tl::unexpected(gpu_count.error());
+
   const json* annotations = Child(*metadata, "annotations");
   if (const json* unit = annotations != nullptr
                              ? Child(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
@@ -386,14 +490,22 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
       info.gpu_mem_unit_error = parsed.error().message;
     }
   }
-  const json* gpus = annotations != nullptr
-                         ? Child(*annotations, std::string(kAnnotationGpus).c_str())
-                         : nullptr;
+  const json* gpus =
+      annotations != nullptr ? Child(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
   if (gpus != nullptr) {
-    auto parsed = gpus->is_string()
-                      ? GpusFromAnnotation(gpus->get_ref<const std::string&>(), defaults)
-                      : core::Result<std::vector<core::GpuSpec>>(MakeError(
-                            ErrorCode::kInvalidArgument, "annotation gpumux.io/gpus is not a string"));
+    // A malformed list leaves the node without GPUs (gpus_error); a well-formed one naming
+    // more GPUs than a node may have describes a node gpumux cannot model: the node is refused.
+    auto list = GpuListOf(*gpus);
+    if (list && list->size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
+      std::string message = "node " + name + ": gpumux.io/gpus lists ";
+      message += std::to_string(list->size());
+      message += " GPUs, more than the ";
+      message += std::to_string(core::kMaxGpusPerNode);
+      message += " a node may have";
+      return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+    }
+    auto parsed = list ? GpusFromList(*list, defaults)
+                       : core::Result<std::vector<core::GpuSpec>>(tl::unexpected(list.error()));
     if (parsed) {
       info.spec.gpus = std::move(*parsed);
       info.gpus_from_annotation = true;
@@ -402,7 +514,18 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     }
     return info;
   }
-  for (std::int64_t i = 0; i < gpu_count; ++i) {
+  if (gpu_count->value_or(0) > core::kMaxGpusPerNode) {
+    return quantities.TooMuch(kResourceGpu, core::kMaxGpusPerNode, "GPUs");
+  }
+  if (gpu_count->value_or(0) > 0 &&
+      (defaults.gpu_memory_mib < 0 || defaults.gpu_memory_mib > core::kMaxGpuMemoryMib)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + name + ": the default GPU memory for nodes without " +
+                         std::string(kAnnotationGpus) + " is " +
+                         std::to_string(defaults.gpu_memory_mib) + " MiB, not in 0.." +
+                         std::to_string(core::kMaxGpuMemoryMib));
+  }
+  for (std::int64_t i = 0; i < gpu_count->value_or(0); ++i) {
     core::GpuSpec g;
     g.index = static_cast<int>(i);
     g.model = defaults.gpu_model;

@@ -8,9 +8,11 @@
 namespace gpumux::policy {
 
 Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int64_t> node_rank,
-               core::Rng& rng)
+               core::Rng& rng, EngineOptions options)
     : ledger_(&ledger), policy_(&policy), rng_(&rng) {
   const auto n = static_cast<std::size_t>(ledger.cluster().size());
+  max_shapes_ =
+      std::max(EngineOptions::kMinMemoShapes, options.memo_entries / std::max<std::size_t>(n, 1));
   GPUMUX_CHECK(node_rank.size() == n, "one rank per node");
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
@@ -27,9 +29,30 @@ Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int6
 std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::ModelMask models) {
   const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli,
                      r.gpu_mib,   r.sharing,    models};
-  auto [it, inserted] = shapes_.emplace(key, memo_.size());
-  if (inserted) memo_.emplace_back(static_cast<std::size_t>(ledger_->cluster().size()));
-  return memo_[it->second];
+  if (auto it = shapes_.find(key); it != shapes_.end()) {
+    MemoShape& hit = memo_[it->second];
+    hit.last_use = ++memo_clock_;
+    return hit.scores;
+  }
+  std::size_t slot = memo_.size();
+  if (slot < max_shapes_) {
+    memo_.push_back(
+        {key, 0, std::vector<MemoEntry>(static_cast<std::size_t>(ledger_->cluster().size()))});
+  } else {
+    // Full: the least recently used shape gives up its slot, and its scores are wiped (they
+    // belong to another shape, and a node's generation alone would not tell them apart).
+    // O(max_shapes_), only on a miss, which costs a scoring pass over the nodes anyway.
+    slot = 0;
+    for (std::size_t i = 1; i < memo_.size(); ++i) {
+      if (memo_[i].last_use < memo_[slot].last_use) slot = i;
+    }
+    shapes_.erase(memo_[slot].key);
+    memo_[slot].key = key;
+    std::fill(memo_[slot].scores.begin(), memo_[slot].scores.end(), MemoEntry{});
+  }
+  memo_[slot].last_use = ++memo_clock_;
+  shapes_.emplace(key, slot);
+  return memo_[slot].scores;
 }
 
 Decision Engine::Decide(const core::Request& original) {
@@ -87,7 +110,7 @@ Decision Engine::Decide(const core::Request& original) {
 }
 
 std::vector<std::int64_t> Engine::ScoreNodes(const core::Request& original,
-                                            std::span<const core::NodeIndex> nodes) {
+                                             std::span<const core::NodeIndex> nodes) {
   const core::Request r = policy_->Adapt(original);
   const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
   Cycle cycle{r, models, *ledger_, *rng_, {}};

@@ -1,11 +1,14 @@
 #include "gpumux/sim/protocol.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
 
@@ -44,8 +47,8 @@ ArrivalPlan MakeStudyArrivals(std::span<const core::Request> pods, const core::C
   core::MilliGpu total = TotalGpuMilli(pods);
   core::Rng tune(seed, "tune");
   std::vector<std::size_t> copies;
-  const bool any_gpu_pod = std::any_of(pods.begin(), pods.end(),
-                                       [](const core::Request& p) { return p.wants_gpu(); });
+  const bool any_gpu_pod =
+      std::any_of(pods.begin(), pods.end(), [](const core::Request& p) { return p.wants_gpu(); });
   if (!any_gpu_pod) {
     // Nothing to resample towards: copies would add no GPU demand, forever.
   } else if (static_cast<double>(total) < target) {
@@ -86,6 +89,9 @@ ArrivalPlan MakeStudyArrivals(std::span<const core::Request> pods, const core::C
 
 core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const core::Request> pods,
                                      const core::Cluster& cluster) {
+  static const std::string kIndexRange =
+      "an index must be 0.." + std::to_string(core::kMaxGpusPerNode - 1) + " (a node has at most " +
+      std::to_string(core::kMaxGpusPerNode) + " GPUs)";
   ArrivalPlan plan;
   plan.origin = "replay " + dir;
   plan.has_expected = true;
@@ -109,13 +115,15 @@ core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const cor
     if (!more) return tl::unexpected(more.error());
     if (!*more) break;
     const core::NodeIndex n = cluster.FindNode(ncsv.Field("node"));
-    if (n < 0) return bad(ncsv, "node '" + std::string(ncsv.Field("node")) + "' is not in the cluster");
+    if (n < 0)
+      return bad(ncsv, "node '" + std::string(ncsv.Field("node")) + "' is not in the cluster");
     auto rank = ncsv.Int("prefix");
     if (!rank) return tl::unexpected(rank.error());
     if (*rank < 0) return bad(ncsv, "negative prefix " + std::to_string(*rank));
     if (!seen_ranks.insert(*rank).second) {
-      return bad(ncsv, "prefix " + std::to_string(*rank) + " is given to two nodes (ranks must "
-                       "be distinct: they break score ties)");
+      return bad(ncsv, "prefix " + std::to_string(*rank) +
+                           " is given to two nodes (ranks must "
+                           "be distinct: they break score ties)");
     }
     if (plan.node_rank[static_cast<std::size_t>(n)] >= 0) {
       return bad(ncsv, "node '" + std::string(ncsv.Field("node")) + "' is listed twice");
@@ -155,17 +163,27 @@ core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const cor
       if (u == unprefixed.end()) return bad(acsv, "node '" + node + "' is not in nodes.csv");
       a.expected_node = u->second;
     }
+    // gpu_index: empty, or GPU indices joined by '-' ("0", "0-1-2-3"), each below
+    // core::kMaxGpusPerNode.
     const std::string_view gpus = acsv.Field("gpu_index");
     std::size_t start = 0;
     while (start < gpus.size()) {
       std::size_t dash = gpus.find('-', start);
       if (dash == std::string_view::npos) dash = gpus.size();
-      int g = 0;
-      for (char c : gpus.substr(start, dash - start)) {
-        if (c < '0' || c > '9') return bad(acsv, "bad gpu_index '" + std::string(gpus) + "'");
-        g = g * 10 + (c - '0');
+      const std::string_view digits = gpus.substr(start, dash - start);
+      const auto bad_index = [&](const char* why) {
+        return bad(acsv, "bad gpu_index '" + std::string(gpus) + "': " + why);
+      };
+      if (digits.empty()) return bad_index("an empty index between dashes");
+      std::int64_t g = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9') return bad_index("not an index");
+        if (__builtin_mul_overflow(g, 10, &g) || __builtin_add_overflow(g, c - '0', &g) ||
+            g >= core::kMaxGpusPerNode) {
+          return bad_index(kIndexRange.c_str());
+        }
       }
-      a.expected_gpus.push_back(g);
+      a.expected_gpus.push_back(static_cast<int>(g));
       start = dash + 1;
     }
     plan.arrivals.push_back(std::move(a));

@@ -284,5 +284,85 @@ TEST(Engine, TheRequestIsAdaptedBeforeFiltering) {
   EXPECT_EQ(&engine.policy(), &p);
 }
 
+// The score memo keeps one entry per node for every request shape it has seen; with shapes
+// that never repeat (1,000 distinct gpu-mem sizes) it grew by a node list per shape forever.
+TEST(Engine, TheScoreMemoKeepsABoundedNumberOfShapes) {
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p([](const Cycle&, const core::NodeView& n) { return std::int64_t{n.index}; });
+  // Room for 9 entries of 3 nodes: the floor of kMinMemoShapes shapes applies.
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng(), EngineOptions{.memo_entries = 9});
+  ASSERT_EQ(engine.memo_shape_limit(), EngineOptions::kMinMemoShapes);
+  for (core::MiB mib = 1; mib <= 1000; ++mib) {
+    const Decision d = engine.Decide(RequestBuilder().Share(100).GpuMemory(mib));
+    ASSERT_TRUE(d.placement.has_value());
+    EXPECT_EQ(d.placement->node, 2);
+    ASSERT_LE(engine.memo_shapes(), engine.memo_shape_limit()) << "after " << mib << " shapes";
+  }
+  EXPECT_EQ(p.score_calls(), 3000) << "every new shape is scored once per node";
+}
+
+TEST(Engine, TheDefaultMemoLimitIsAboutSixteenMiBOfEntries) {
+  ClusterBuilder nodes;
+  for (int i = 0; i < 5000; ++i) nodes.Node(test::Numbered("n", i), 8000, 16384).Gpus(1);
+  PolicyHarness h(nodes.Specs());
+  ScriptedPolicy p([](const Cycle&, const core::NodeView&) { return std::int64_t{1}; });
+  std::vector<std::int64_t> ranks(5000);
+  std::iota(ranks.begin(), ranks.end(), 0);
+  Engine engine(h.ledger(), p, ranks, h.rng());
+  EXPECT_EQ(engine.memo_shape_limit(), (std::size_t{1} << 20) / 5000);
+}
+
+// A shape in steady use (replicas of one deployment) stays memoised however many one-off shapes
+// pass by: the least recently used shape is the one dropped.
+TEST(Engine, AShapeInSteadyUseStaysMemoisedWhileOneOffShapesComeAndGo) {
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p([](const Cycle&, const core::NodeView& n) { return std::int64_t{n.index}; });
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng(), EngineOptions{.memo_entries = 0});
+  const core::Request replica = RequestBuilder().Cpu(500).Share(250);
+  engine.Decide(replica);
+  for (core::MiB mib = 1; mib <= 100; ++mib) {
+    engine.Decide(RequestBuilder().Share(100).GpuMemory(mib));
+    p.ClearLog();
+    engine.Decide(replica);
+    ASSERT_TRUE(p.scored().empty())
+        << "the replica's shape was re-scored after " << mib << " one-off shapes";
+  }
+}
+
+// A memo slot given to a new shape must not answer with the scores of the shape it held before,
+// even where the node has not changed since: every decision matches a fresh engine's.
+TEST(Engine, AShapeDroppedFromTheMemoAndSeenAgainIsScoredAfresh) {
+  PolicyHarness h(ClusterBuilder()
+                      .Node("a", 8000, 16384)
+                      .Gpus(1, "T4", 4096)
+                      .Node("b", 8000, 16384)
+                      .Gpus(1, "T4", 8192)
+                      .Node("c", 8000, 16384)
+                      .Gpus(1, "T4", 16384)
+                      .Specs());
+  // The score depends on the request, so one shape's memo is wrong for another.
+  const auto score = [](const Cycle& c, const core::NodeView& n) {
+    return (c.request.gpu_mib / 100 + 7 * n.index) % 5;
+  };
+  ScriptedPolicy kept(score);
+  Engine engine(h.ledger(), kept, {0, 1, 2}, h.rng(), EngineOptions{.memo_entries = 0});
+  for (int round = 0; round < 3; ++round) {
+    for (core::MiB mib = 100; mib <= 16000; mib += 500) {
+      const core::Request r = RequestBuilder().Share(100).GpuMemory(mib);
+      ScriptedPolicy fresh_policy(score);
+      Engine fresh(h.ledger(), fresh_policy, {0, 1, 2}, h.rng());
+      const Decision got = engine.Decide(r);
+      const Decision want = fresh.Decide(r);
+      ASSERT_EQ(got.placement.has_value(), want.placement.has_value()) << mib;
+      ASSERT_EQ(got.feasible_nodes, want.feasible_nodes) << mib;
+      if (!want.placement) continue;
+      ASSERT_EQ(got.placement->node, want.placement->node) << "round " << round << ", " << mib;
+      ASSERT_EQ(got.score, want.score) << mib;
+      const std::vector<core::NodeIndex> all{0, 1, 2};
+      ASSERT_EQ(engine.ScoreNodes(r, all), fresh.ScoreNodes(r, all)) << mib;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpumux::policy

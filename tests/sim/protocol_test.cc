@@ -303,7 +303,23 @@ INSTANTIATE_TEST_SUITE_P(
         ReplayErrorCase{"a_bad_gpu_index", kReplayNodes, kArrivalHeader + "0,p1,p1,0000-n-b,x\n",
                         "arrival.csv:2: bad gpu_index 'x'"},
         ReplayErrorCase{"a_missing_column", kReplayNodes, "seq,pod,node\n",
-                        "arrival.csv:1: missing column 'source_pod'"}),
+                        "arrival.csv:1: missing column 'source_pod'"},
+        // More digits than an int holds: signed overflow, then a silently wrapped index
+        // (reliability-repros/replay-gpu-index-overflow: 99999999999 read as 1215752191).
+        ReplayErrorCase{"a_gpu_index_with_more_digits_than_an_int_holds", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,99999999999\n",
+                        "arrival.csv:2: bad gpu_index '99999999999': an index must be 0..63 (a "
+                        "node has at most 64 GPUs)"},
+        ReplayErrorCase{"a_gpu_index_beyond_int64", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,0-99999999999999999999999\n",
+                        "arrival.csv:2: bad gpu_index '0-99999999999999999999999': an index "
+                        "must be 0..63"},
+        ReplayErrorCase{"a_gpu_index_one_past_the_node_limit", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,64\n",
+                        "arrival.csv:2: bad gpu_index '64': an index must be 0..63"},
+        ReplayErrorCase{"an_empty_gpu_index_between_dashes", kReplayNodes,
+                        kArrivalHeader + "0,p2,p2,0000-n-b,0--1\n",
+                        "arrival.csv:2: bad gpu_index '0--1': an empty index between dashes"}),
     test::CaseName());
 
 TEST_F(ReplayFolder, TwoNodesWithTheSameRankAreAnInputError) {

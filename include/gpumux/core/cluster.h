@@ -22,21 +22,28 @@ using ModelMask = std::uint64_t;
 inline constexpr int kMaxModels = 64;
 inline constexpr ModelMask kAnyModel = ~ModelMask{0};
 
+// Limits on one node, checked by Cluster::Build (and by every adapter that decodes nodes, so
+// that it can name the offending field). They keep per-node scratch arrays fixed-size (the
+// policies keep one slot per GPU of a node) and cluster-wide sums of int64 quantities exact.
+inline constexpr int kMaxGpusPerNode = 64;
+inline constexpr MilliCpu kMaxNodeCpuMilli = std::int64_t{1} << 40;  // about 1.1 billion cores
+inline constexpr MiB kMaxGpuMemoryMib = std::int64_t{1} << 32;       // 4 PiB on one GPU
+
 enum class GpuHealth : std::uint8_t { kHealthy, kUnhealthy };
 
 struct GpuSpec {
-  int index = 0;              // position on its node, 0-based (nvidia-smi index)
-  std::string uuid;           // e.g. "GPU-6f1c..."; may be synthetic in simulation
-  std::string model;          // e.g. "T4", "V100M32", "NVIDIA H100 80GB HBM3"
+  int index = 0;      // position on its node, 0-based (nvidia-smi index)
+  std::string uuid;   // e.g. "GPU-6f1c..."; may be synthetic in simulation
+  std::string model;  // e.g. "T4", "V100M32", "NVIDIA H100 80GB HBM3"
   MiB memory_mib = 0;
   GpuHealth health = GpuHealth::kHealthy;
 };
 
 struct NodeSpec {
   std::string name;
-  MilliCpu cpu_milli = 0;     // allocatable CPU
-  MiB memory_mib = 0;         // allocatable host memory
-  int max_pods = 110;         // Kubernetes' default; the FGD study uses 1001
+  MilliCpu cpu_milli = 0;  // allocatable CPU
+  MiB memory_mib = 0;      // allocatable host memory
+  int max_pods = 110;      // Kubernetes' default; the FGD study uses 1001
   std::map<std::string, std::string> labels;
   std::vector<GpuSpec> gpus;
 };
@@ -45,8 +52,9 @@ struct NodeSpec {
 // Thread safety: const after Build(); safe to share between threads.
 class Cluster {
  public:
-  // Validates the nodes (unique names, non-negative capacities, GPU indices 0..n-1 in order,
-  // at most kMaxModels distinct GPU models) and interns GPU models.
+  // Validates the nodes (unique names, non-negative capacities within the per-node limits
+  // above, GPU indices 0..n-1 in order, at most kMaxModels distinct GPU models) and interns GPU
+  // models. The error names the node and what is wrong.
   static Result<Cluster> Build(std::vector<NodeSpec> nodes);
 
   std::span<const NodeSpec> nodes() const { return nodes_; }
@@ -63,9 +71,9 @@ class Cluster {
   // Model ids of all GPUs of a node, in index order.
   std::span<const ModelId> GpuModels(NodeIndex node) const {
     const auto n = static_cast<std::size_t>(node);
-    return std::span<const ModelId>(gpu_model_).subspan(
-        static_cast<std::size_t>(gpu_offset_[n]),
-        static_cast<std::size_t>(gpu_offset_[n + 1] - gpu_offset_[n]));
+    return std::span<const ModelId>(gpu_model_)
+        .subspan(static_cast<std::size_t>(gpu_offset_[n]),
+                 static_cast<std::size_t>(gpu_offset_[n + 1] - gpu_offset_[n]));
   }
   // Mask of acceptable models for a list of model names; empty list = any model.
   // Names that no GPU of the cluster has contribute nothing (so a request naming only
@@ -82,7 +90,7 @@ class Cluster {
   std::vector<NodeSpec> nodes_;
   std::unordered_map<std::string, NodeIndex> by_name_;
   std::vector<std::string> models_;
-  std::vector<ModelId> gpu_model_;       // flat, per GPU
+  std::vector<ModelId> gpu_model_;        // flat, per GPU
   std::vector<std::int32_t> gpu_offset_;  // per node, size()+1 entries
   std::int64_t total_gpus_ = 0;
   MilliCpu total_cpu_milli_ = 0;

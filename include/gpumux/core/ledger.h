@@ -7,6 +7,9 @@
 //   * a tenant holding a GPU exclusively is its only tenant;
 //   * a tenant is assigned once and released once; a GPU appears once in a tenant's set;
 //   * unhealthy GPUs receive no new tenants.
+// Memory: O(nodes + GPUs + the most tenants ever live at once). A released tenant's slot (its
+// TenantIndex) is given to a later Assign, so assign/release churn (the extender places a pod's
+// containers on every candidate node as a trial and releases them) does not grow the ledger.
 // Thread safety: none; callers serialise access (the simulator is single-threaded, daemons
 // guard the ledger with their own lock).
 #pragma once
@@ -25,6 +28,9 @@
 
 namespace gpumux::core {
 
+// A live tenant's slot in the ledger. Stable while the tenant is placed; after its Release the
+// same index may be given to a later tenant, so an index says nothing about arrival order and
+// must not be kept past the tenant's release (key by Tenant::key for that).
 using TenantIndex = std::int32_t;
 
 // A concrete choice: a node and the indices (on that node) of the GPUs granted.
@@ -34,7 +40,7 @@ struct Placement {
 };
 
 struct Tenant {
-  std::string key;        // unique, e.g. pod UID or trace pod name
+  std::string key;  // unique, e.g. pod UID or trace pod name
   Request request;
   Placement placement;
 };
@@ -52,8 +58,9 @@ struct NodeView {
   std::span<const MiB> gpu_free_mib;
   std::span<const std::uint16_t> gpu_tenants;  // number of tenants per GPU
   std::span<const ModelId> gpu_model;
-  std::span<const TenantIndex> tenants;        // tenants on this node, in arrival order
-  std::uint64_t generation = 0;  // changes on every Assign/Release touching this node
+  std::span<const TenantIndex> tenants;  // tenants on this node, in arrival order
+                                         // (the order of Assign calls, not of indices)
+  std::uint64_t generation = 0;          // changes on every Assign/Release touching this node
 
   int gpu_count() const { return static_cast<int>(gpu_free_milli.size()); }
   MilliGpu gpu_free_milli_total() const;
@@ -90,6 +97,7 @@ class Ledger {
   Result<void> Release(std::string_view key);
 
   const Tenant* FindTenant(std::string_view key) const;
+  // `t` must be live (returned by Assign, not yet released). O(1).
   const Tenant& tenant(TenantIndex t) const { return tenants_[static_cast<std::size_t>(t)]; }
   std::size_t tenant_count() const { return live_tenants_; }
 
@@ -125,7 +133,8 @@ class Ledger {
   std::vector<MiB> gpu_free_mib_;
   std::vector<std::uint16_t> gpu_tenants_;
   std::vector<std::uint8_t> gpu_exclusive_;
-  std::vector<Tenant> tenants_;  // released tenants stay as tombstones (placement.node = -1)
+  std::vector<Tenant> tenants_;  // live tenants and free slots (placement.node = -1, no key)
+  std::vector<TenantIndex> free_slots_;  // released slots, reused last-released first
   std::unordered_map<std::string, TenantIndex> by_key_;
   std::size_t live_tenants_ = 0;
   MilliGpu used_gpu_milli_ = 0;

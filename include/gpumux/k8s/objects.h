@@ -16,6 +16,7 @@
 // Node annotation read: gpumux.io/gpus, the node's GPUs as published by the device plugin:
 //   [{"index":0,"uuid":"GPU-...","model":"NVIDIA H100 80GB HBM3","memory_mib":81559,
 //     "health":"Healthy"}, ...]
+// (at most core::kMaxGpusPerNode entries, each with at most core::kMaxGpuMemoryMib)
 // A node without it has status.allocatable["gpumux.io/gpu"] GPUs of the configured default
 // model and memory (NodeDefaults), with no UUIDs.
 // Node annotation gpumux.io/gpu-mem-unit-mib: "1024", the unit in which the node's device
@@ -23,12 +24,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/request.h"
@@ -62,9 +62,9 @@ struct ContainerRequest {
 
 struct PodInfo {
   std::string uid, ns, name;
-  std::string node_name;  // spec.nodeName; empty while pending
-  std::string phase;      // status.phase
-  bool deleting = false;  // metadata.deletionTimestamp is set
+  std::string node_name;                     // spec.nodeName; empty while pending
+  std::string phase;                         // status.phase
+  bool deleting = false;                     // metadata.deletionTimestamp is set
   std::vector<ContainerRequest> containers;  // only containers asking for gpumux resources
   std::optional<Grant> grant;                // decoded gpumux.io/grant
   std::string grant_error;    // the annotation is present but unreadable (named field)
@@ -108,7 +108,14 @@ struct NodeInfo {
   std::string gpu_mem_unit_error;  // present but malformed (then gpu_mem_unit_mib is 0)
 };
 
-// Errors only when the object has no metadata.name.
+// Errors, naming the node and the field (for humans: it reaches kube-scheduler's events), when
+// the object has no metadata.name; when a quantity of status.allocatable (else
+// status.capacity) that gpumux reads - cpu, memory, pods, gpumux.io/gpu - is unreadable,
+// negative or beyond int64; when the node has more CPU or GPUs than a node may have
+// (core::kMaxNodeCpuMilli, core::kMaxGpusPerNode, e.g. "node gpu-7: gpumux.io/gpus lists 65
+// GPUs, more than the 64 a node may have"); or when its GPUs come from `defaults` with a GPU
+// memory beyond core::kMaxGpuMemoryMib. A node it returns always passes core::Cluster::Build.
+// A malformed gpumux.io/gpus list (or a GPU in it) is not an error: see gpus_error.
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults);
 
 // A Kubernetes resource quantity ("100m", "2", "64Mi", "1.5Gi", "1e3") scaled by `scale`
