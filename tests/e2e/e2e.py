@@ -574,8 +574,9 @@ def s_oci_runtime(rig):
     # With the device plugin serving the node, the OCI runtime path refuses (two ledgers).
     rig.apply(gpu_pod("oci-with-plugin", [("main", {"cpu": "10m"})], scheduler="default-scheduler",
                       runtime_class="gpumux", env=houdini))
-    msg = rig.wait("refusal in the pod's events", lambda: refusal(rig, "oci-with-plugin"), 90)
-    first = msg
+    first = rig.wait("refusal in the pod's events", lambda: refusal(rig, "oci-with-plugin"), 90)
+    if "device plugin serves this node" not in first:
+        raise Failed(f"refused for another reason: {first[:300]}")
     rig.delete_pods("oci-with-plugin", grace=0)
     set_plugin_node_selector(rig, "nowhere")
     rig.wait("device plugin pod gone", lambda: not plugin_pods(rig), 120)
@@ -587,6 +588,8 @@ def s_oci_runtime(rig):
         rig.apply(gpu_pod("oci-none-left", [("main", {"cpu": "10m"})],
                           scheduler="default-scheduler", runtime_class="gpumux", env=houdini))
         second = rig.wait("refusal in the pod's events", lambda: refusal(rig, "oci-none-left"), 90)
+        if "0 of 4 free" not in second or f"{NS}/oci-all/main" not in second:
+            raise Failed(f"the refusal does not say why: {second[:300]}")
         rig.delete_pods("oci-all", "oci-none-left", grace=0)
     finally:
         set_plugin_node_selector(rig, "true")

@@ -60,8 +60,13 @@ index,uuid,model,memory_mib
 3,GPU-e2e00000-0000-0000-0000-000000000003,NVIDIA A100-SXM4-80GB,81920
 EOF
 
+# The OCI runtime path checks each GPU's device node: fake ones (as the rig's README says).
+mkdir -p "$OUT/dev"
+for i in 0 1 2 3; do mknod "$OUT/dev/nvidia$i" c 195 "$i"; done
+mknod "$OUT/dev/nvidiactl" c 195 255
+
 echo "e2e: starting the rig (wiped) ..."
-export GPUMUX_BIN_DIR="$OUT/gpumux-bin" GPUMUX_GPUS_FILE="$OUT/gpus.csv"
+export GPUMUX_BIN_DIR="$OUT/gpumux-bin" GPUMUX_GPUS_FILE="$OUT/gpus.csv" GPUMUX_DEV_DIR="$OUT/dev"
 if ! "$RIG_SCRIPTS/up.sh" --wipe --controller-manager > "$OUT/rig-up.log" 2>&1; then
   echo "e2e: the rig did not start; see $OUT/rig-up.log" >&2
   tail -20 "$OUT/rig-up.log" >&2
