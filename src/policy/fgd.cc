@@ -8,7 +8,7 @@
 namespace gpumux::policy {
 namespace {
 
-constexpr std::size_t kMaxGpusPerNode = 64;
+constexpr std::size_t kMaxGpusPerNode = static_cast<std::size_t>(core::kMaxGpusPerNode);
 
 std::int64_t SigmoidScore(double frag_before, double frag_after) {
   const double x = (frag_before - frag_after) / 1000.0;
