@@ -10,6 +10,7 @@
 #include "gpumux/core/explain.h"
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/rng.h"
+#include "gpumux/k8s/node_lock.h"
 #include "gpumux/policy/engine.h"
 
 namespace gpumux::k8s {
@@ -201,6 +202,9 @@ struct ClusterState::Impl {
   // counts gpu-mem in another unit, or its unit annotation is unreadable); "" when they can.
   std::vector<std::string> unit_problems;
   bool any_unit_problem = false;
+  // Per node index: why no pod may be bound there now (its device plugin is starting or
+  // stopping); empty when every node's plugin is ready or announces no state.
+  std::vector<std::string> plugin_problems;
 
   // Caller holds `mu` (through Locked).
   void Log(std::string line) {
@@ -327,13 +331,24 @@ struct ClusterState::Impl {
     name_index.Build(*cluster);
     unit_problems.assign(static_cast<std::size_t>(cluster->size()), {});
     any_unit_problem = false;
+    plugin_problems.clear();
     for (core::NodeIndex n = 0; n < cluster->size(); ++n) {
       const auto it = nodes.find(cluster->node(n).name);
       if (it == nodes.end()) continue;
       std::string problem = UnitProblem(it->second);
-      if (problem.empty()) continue;
-      any_unit_problem = true;
-      unit_problems[static_cast<std::size_t>(n)] = std::move(problem);
+      if (!problem.empty()) {
+        any_unit_problem = true;
+        unit_problems[static_cast<std::size_t>(n)] = std::move(problem);
+      }
+      const std::string& plugin = it->second.device_plugin_state;
+      if (!plugin.empty() && plugin != kDevicePluginReady) {
+        if (plugin_problems.empty()) {
+          plugin_problems.assign(static_cast<std::size_t>(cluster->size()), {});
+        }
+        plugin_problems[static_cast<std::size_t>(n)] =
+            "the device plugin on node " + it->first + " is " + plugin +
+            " (gpumux.io/device-plugin); the kubelet would reject a pod admitted now";
+      }
     }
     reasons.clear();
     // Typical pods name GPU models; their masks are only meaningful against this cluster.
@@ -797,7 +812,8 @@ namespace {
 bool SameNode(const NodeInfo& a, const NodeInfo& b) {
   const core::NodeSpec& x = a.spec;
   const core::NodeSpec& y = b.spec;
-  if (a.gpu_mem_unit_mib != b.gpu_mem_unit_mib || a.gpu_mem_unit_error != b.gpu_mem_unit_error) {
+  if (a.gpu_mem_unit_mib != b.gpu_mem_unit_mib || a.gpu_mem_unit_error != b.gpu_mem_unit_error ||
+      a.device_plugin_state != b.device_plugin_state) {
     return false;
   }
   if (x.name != y.name || x.cpu_milli != y.cpu_milli || x.memory_mib != y.memory_mib ||
@@ -983,7 +999,17 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
   };
   // Nodes whose device plugin counts gpu-mem in another unit: the kubelet would admit the pod
   // with the wrong amount, so they are out whatever the ledger says.
+  // Nodes whose device plugin is starting or stopping: the pod would be rejected by the kubelet
+  // (a resource not registered). Unresolvable for this cycle, so that no pod is preempted for
+  // it; the requeuer retries the pod when the node's state changes.
   auto units = [&] {
+    if (!s.plugin_problems.empty()) {
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i] < 0) continue;
+        const std::string& problem = s.plugin_problems[static_cast<std::size_t>(nodes[i])];
+        if (!problem.empty()) out[i] = {NodeVerdict::Kind::kUnresolvable, 0, problem};
+      }
+    }
     if (!s.any_unit_problem) return;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (const std::string* problem = s.UnitMismatch(pod, nodes[i]); problem != nullptr) {
@@ -1180,6 +1206,9 @@ bool ClusterState::FitsWithout(const PodInfo& pod, const std::string& node,
   s.EnsureBuilt();
   const core::NodeIndex n = s.cluster->FindNode(node);
   if (n < 0 || s.UnitMismatch(pod, n) != nullptr) return false;
+  if (!s.plugin_problems.empty() && !s.plugin_problems[static_cast<std::size_t>(n)].empty()) {
+    return false;
+  }
   std::vector<PodRecord*> evicted;
   for (const std::string& uid : victims) {
     auto it = s.pods.find(uid);

@@ -490,6 +490,11 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
       info.gpu_mem_unit_error = parsed.error().message;
     }
   }
+  if (const json* state = annotations != nullptr ? Child(*annotations, "gpumux.io/device-plugin")
+                                                 : nullptr;
+      state != nullptr) {
+    info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
+  }
   const json* gpus =
       annotations != nullptr ? Child(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
   if (gpus != nullptr) {

@@ -302,6 +302,36 @@ TEST_F(ClusterStateTest, ANodeCountingGpuMemInAnotherUnitIsUnresolvableForGpuMem
   EXPECT_EQ(state->Inspect()["gpu_mem_unit_mib"], 1024);
 }
 
+// A node whose device plugin is starting or stopping takes no pod for now (the kubelet would
+// reject it: fault 5 of the real-cluster review), and no pod is preempted for it.
+TEST_F(ClusterStateTest, ANodeWhoseDevicePluginIsNotReadyTakesNoPodForNow) {
+  auto state = Make();
+  auto node_in = [](const std::string& name, const char* plugin) {
+    json node = NodeJson(name, 1);
+    if (plugin != nullptr) node["metadata"]["annotations"]["gpumux.io/device-plugin"] = plugin;
+    return node;
+  };
+  const json nodes[] = {node_in("starting", "starting"), node_in("ready", "ready"),
+                        node_in("stopping", "stopping"), node_in("silent", nullptr)};
+  state->SetNodes(nodes);
+  const std::vector<std::string> names = {"starting", "ready", "stopping", "silent"};
+  const auto pod = DecodePod(PodWithOne("p", 1, 0, 0), 1);
+  ASSERT_TRUE(pod.has_value());
+  auto v = state->Evaluate(*pod, names);
+  EXPECT_EQ(v[0].kind, Kind::kUnresolvable);
+  EXPECT_EQ(v[0].reason,
+            "the device plugin on node starting is starting (gpumux.io/device-plugin); the "
+            "kubelet would reject a pod admitted now");
+  EXPECT_EQ(v[1].kind, Kind::kFits) << v[1].reason;
+  EXPECT_EQ(v[2].kind, Kind::kUnresolvable);
+  EXPECT_EQ(v[3].kind, Kind::kFits) << "a node whose plugin announces no state is not checked";
+  const std::vector<std::string> no_victims;
+  EXPECT_FALSE(state->FitsWithout(*pod, "stopping", no_victims));
+
+  state->UpsertNode(node_in("starting", "ready"));
+  EXPECT_EQ(state->Evaluate(*pod, names)[0].kind, Kind::kFits);
+}
+
 TEST_F(ClusterStateTest, PodsFromTheWatchAreDecodedInTheStatesUnit) {
   auto state = std::move(*ClusterState::Create(InUnits(1024), [this] { return now_; }));
   const json nodes[] = {NodeJson("n1", 1, {"A100", 40960})};

@@ -106,6 +106,8 @@ struct NodeInfo {
   // gpumux.io/gpu-mem-unit-mib as published by the node's device plugin; 0: not published.
   std::int64_t gpu_mem_unit_mib = 0;
   std::string gpu_mem_unit_error;  // present but malformed (then gpu_mem_unit_mib is 0)
+  // gpumux.io/device-plugin (node_lock.h): "starting", "ready", "stopping"; "" when absent.
+  std::string device_plugin_state;
 };
 
 // Errors, naming the node and the field (for humans: it reaches kube-scheduler's events), when
