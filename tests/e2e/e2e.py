@@ -594,7 +594,9 @@ def s_oci_runtime(rig):
     finally:
         set_plugin_node_selector(rig, "true")
         wait_gpumux_ready(rig)
-    return f"with the plugin: {first[:120]} | without, no GPU left: {second[:160]}"
+    def reason(m):
+        return m[m.find("gpumux: "):][:170]
+    return f"with the device plugin: '{reason(first)}'; without it, no GPU left: '{reason(second)}'"
 
 
 def refusal(rig, name):
