@@ -13,22 +13,12 @@ namespace {
 
 using json = nlohmann::json;
 
-const json* Child(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key)) return nullptr;
-  return &object.at(key);
-}
-
-std::string StringAt(const json& object, const char* key) {
-  const json* v = Child(object, key);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
 // The device counts of one container, as the kubelet counts them (gpu-mem in units).
 core::Result<ContainerAsk> AskOf(const json& container, const std::string& where) {
   auto amounts = k8s::ReadContainerAmounts(container, where);
   if (!amounts) return tl::unexpected(amounts.error());
   ContainerAsk ask;
-  ask.name = StringAt(container, "name");
+  ask.name = k8s::JsonString(container, "name");
   ask.count = {amounts->gpu, amounts->mem, amounts->milli};
   return ask;
 }
@@ -45,11 +35,11 @@ HandshakeError Unavailable(std::string message) {
 
 core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod) {
   std::vector<ContainerAsk> out;
-  const json* spec = Child(pod, "spec");
+  const json* spec = k8s::JsonChild(pod, "spec");
   if (spec == nullptr) return out;
-  if (const json* init = Child(*spec, "initContainers"); init != nullptr && init->is_array()) {
+  if (const json* init = k8s::JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
     for (const json& c : *init) {
-      auto ask = AskOf(c, "init container " + StringAt(c, "name"));
+      auto ask = AskOf(c, "init container " + k8s::JsonString(c, "name"));
       if (!ask) return tl::unexpected(ask.error());
       for (std::int64_t n : ask->count) {
         if (n > 0) {
@@ -60,10 +50,10 @@ core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod)
       }
     }
   }
-  const json* containers = Child(*spec, "containers");
+  const json* containers = k8s::JsonChild(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) return out;
   for (const json& c : *containers) {
-    auto ask = AskOf(c, "container " + StringAt(c, "name"));
+    auto ask = AskOf(c, "container " + k8s::JsonString(c, "name"));
     if (!ask) return tl::unexpected(ask.error());
     if (std::any_of(ask->count.begin(), ask->count.end(), [](std::int64_t n) { return n > 0; })) {
       out.push_back(std::move(*ask));
@@ -95,16 +85,16 @@ namespace {
 
 // resourceVersion as a number (they are decimal on real API servers); 0 when it is not one.
 std::uint64_t VersionOf(const json& object) {
-  const json* metadata = Child(object, "metadata");
-  const std::string rv = metadata != nullptr ? StringAt(*metadata, "resourceVersion") : "";
+  const json* metadata = k8s::JsonChild(object, "metadata");
+  const std::string rv = metadata != nullptr ? k8s::JsonString(*metadata, "resourceVersion") : "";
   if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) return 0;
   return std::stoull(rv);
 }
 
 std::string PodKeyOf(const json& pod) {
-  const json* metadata = Child(pod, "metadata");
+  const json* metadata = k8s::JsonChild(pod, "metadata");
   if (metadata == nullptr) return {};
-  return StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name");
+  return k8s::JsonString(*metadata, "namespace") + "/" + k8s::JsonString(*metadata, "name");
 }
 
 }  // namespace
@@ -210,8 +200,8 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
     }
     pod = std::move(*got);
   }
-  const json* metadata = Child(*pod, "metadata");
-  const std::string uid = metadata != nullptr ? StringAt(*metadata, "uid") : "";
+  const json* metadata = k8s::JsonChild(*pod, "metadata");
+  const std::string uid = metadata != nullptr ? k8s::JsonString(*metadata, "uid") : "";
   if (uid != h.lock.uid) {
     return tl::unexpected(Refuse("pod " + key + " has uid " + uid + ", but the node lock on " +
                                  node_ + " was taken for uid " + h.lock.uid));
@@ -219,9 +209,9 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   auto asks = ContainerAsks(*pod);
   if (!asks) return tl::unexpected(Refuse("pod " + key + ": " + asks.error().message));
   h.asks = std::move(*asks);
-  const json* annotations = metadata != nullptr ? Child(*metadata, "annotations") : nullptr;
+  const json* annotations = metadata != nullptr ? k8s::JsonChild(*metadata, "annotations") : nullptr;
   const std::string grant_text =
-      annotations != nullptr ? StringAt(*annotations, std::string(k8s::kAnnotationGrant).c_str()) : "";
+      annotations != nullptr ? k8s::JsonString(*annotations, std::string(k8s::kAnnotationGrant).c_str()) : "";
   if (grant_text.empty()) {
     return tl::unexpected(Refuse("pod " + key + " holds the node lock on " + node_ +
                                  " but has no gpumux.io/grant annotation"));

@@ -15,16 +15,6 @@ using core::ErrorCode;
 using core::MakeError;
 using nlohmann::json;
 
-const json* Child(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key)) return nullptr;
-  const json& value = object.at(key);
-  return value.is_null() ? nullptr : &value;
-}
-
-std::string StringAt(const json& object, const char* key) {
-  const json* v = Child(object, key);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
 
 // A quantity given as a JSON string ("8192") or number (8192), times `scale`. A JSON integer
 // whose product does not fit int64 is an error, not an overflow.
@@ -73,10 +63,10 @@ core::Result<ContainerAmounts> ReadContainerAmounts(const nlohmann::json& contai
                                                     const std::string& where,
                                                     std::int64_t gpu_mem_unit_mib) {
   ContainerAmounts a;
-  const json* resources = Child(container, "resources");
+  const json* resources = JsonChild(container, "resources");
   if (resources == nullptr) return a;
   for (const char* section : {"limits", "requests"}) {
-    const json* list = Child(*resources, section);
+    const json* list = JsonChild(*resources, section);
     if (list == nullptr || !list->is_object()) continue;
     const std::pair<std::string_view, std::int64_t*> fields[] = {
         {kResourceGpu, &a.gpu}, {kResourceGpuMem, &a.mem}, {kResourceGpuMilli, &a.milli}};
@@ -227,25 +217,25 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
     message += std::to_string(gpu_mem_unit_mib);
     return MakeError(ErrorCode::kInvalidArgument, std::move(message));
   }
-  const json* metadata = Child(pod, "metadata");
+  const json* metadata = JsonChild(pod, "metadata");
   if (metadata == nullptr || !metadata->is_object()) {
     return MakeError(ErrorCode::kInvalidArgument, "pod has no metadata");
   }
   PodInfo p;
-  p.name = StringAt(*metadata, "name");
-  p.ns = StringAt(*metadata, "namespace");
-  p.uid = StringAt(*metadata, "uid");
+  p.name = JsonString(*metadata, "name");
+  p.ns = JsonString(*metadata, "namespace");
+  p.uid = JsonString(*metadata, "uid");
   if (p.name.empty()) return MakeError(ErrorCode::kInvalidArgument, "pod has no metadata.name");
   if (p.ns.empty()) p.ns = "default";
   if (p.uid.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "pod " + p.Key() + " has no metadata.uid");
   }
-  p.deleting = Child(*metadata, "deletionTimestamp") != nullptr;
+  p.deleting = JsonChild(*metadata, "deletionTimestamp") != nullptr;
   std::string models, workload_class;
-  if (const json* annotations = Child(*metadata, "annotations"); annotations != nullptr) {
-    models = StringAt(*annotations, std::string(kAnnotationGpuModel).c_str());
-    workload_class = StringAt(*annotations, std::string(kAnnotationWorkloadClass).c_str());
-    if (const json* g = Child(*annotations, std::string(kAnnotationGrant).c_str()); g != nullptr) {
+  if (const json* annotations = JsonChild(*metadata, "annotations"); annotations != nullptr) {
+    models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
+    workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
+    if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str()); g != nullptr) {
       if (!g->is_string()) {
         p.grant_error = "annotation gpumux.io/grant is not a string";
       } else if (auto grant = DecodeGrant(g->get_ref<const std::string&>()); grant) {
@@ -255,25 +245,25 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
       }
     }
   }
-  if (const json* status = Child(pod, "status"); status != nullptr)
-    p.phase = StringAt(*status, "phase");
-  const json* spec = Child(pod, "spec");
+  if (const json* status = JsonChild(pod, "status"); status != nullptr)
+    p.phase = JsonString(*status, "phase");
+  const json* spec = JsonChild(pod, "spec");
   if (spec == nullptr) return p;
-  p.node_name = StringAt(*spec, "nodeName");
-  if (const json* init = Child(*spec, "initContainers"); init != nullptr && init->is_array()) {
+  p.node_name = JsonString(*spec, "nodeName");
+  if (const json* init = JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
     for (const json& c : *init) {
-      auto a = ReadContainerAmounts(c, "init container " + StringAt(c, "name"), gpu_mem_unit_mib);
+      auto a = ReadContainerAmounts(c, "init container " + JsonString(c, "name"), gpu_mem_unit_mib);
       if (!a || a->any) {
-        p.request_error = "init container \"" + StringAt(c, "name") +
+        p.request_error = "init container \"" + JsonString(c, "name") +
                           "\" asks for gpumux resources; only regular containers may";
         return p;
       }
     }
   }
-  const json* containers = Child(*spec, "containers");
+  const json* containers = JsonChild(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) return p;
   for (const json& c : *containers) {
-    const std::string name = StringAt(c, "name");
+    const std::string name = JsonString(c, "name");
     const std::string where = "container \"" + name + "\"";
     auto amounts = ReadContainerAmounts(c, where, gpu_mem_unit_mib);
     if (!amounts) {
@@ -323,23 +313,23 @@ core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc,
     const std::string gw = where + "[" + std::to_string(i) + "]";
     if (!g.is_object()) return MakeError(ErrorCode::kInvalidArgument, gw + ": not an object");
     core::GpuSpec spec;
-    const json* index = Child(g, "index");
+    const json* index = JsonChild(g, "index");
     if (index == nullptr || !index->is_number_integer() || index->get<std::int64_t>() < 0 ||
         index->get<std::int64_t>() > 1024) {
       return MakeError(ErrorCode::kInvalidArgument, gw + ": \"index\" must be an integer 0..1024");
     }
     spec.index = index->get<int>();
-    spec.uuid = StringAt(g, "uuid");
-    spec.model = StringAt(g, "model");
+    spec.uuid = JsonString(g, "uuid");
+    spec.model = JsonString(g, "model");
     if (spec.model.empty()) spec.model = defaults.gpu_model;
-    const json* memory = Child(g, "memory_mib");
+    const json* memory = JsonChild(g, "memory_mib");
     if (memory == nullptr || !memory->is_number_integer() || memory->get<std::int64_t>() < 0 ||
         memory->get<std::int64_t>() > core::kMaxGpuMemoryMib) {
       return MakeError(ErrorCode::kInvalidArgument, gw + ": \"memory_mib\" must be an integer 0.." +
                                                         std::to_string(core::kMaxGpuMemoryMib));
     }
     spec.memory_mib = memory->get<core::MiB>();
-    const std::string health = StringAt(g, "health");
+    const std::string health = JsonString(g, "health");
     if (health.empty() || health == "Healthy") {
       spec.health = core::GpuHealth::kHealthy;
     } else if (health == "Unhealthy") {
@@ -406,7 +396,7 @@ class NodeQuantities {
       : node_(node), list_(list), section_(section) {}
 
   core::Result<std::optional<std::int64_t>> Read(std::string_view field, std::int64_t scale) const {
-    const json* value = list_ != nullptr ? Child(*list_, std::string(field).c_str()) : nullptr;
+    const json* value = list_ != nullptr ? JsonChild(*list_, std::string(field).c_str()) : nullptr;
     if (value == nullptr) return std::nullopt;
     auto q = QuantityOf(*value, scale);
     if (!q) return Error(field, ": " + q.error().message);
@@ -416,7 +406,7 @@ class NodeQuantities {
   // `field` is above `limit`: "... is <value>, more than the <limit> <unit> a node may have".
   tl::unexpected<core::Error> TooMuch(std::string_view field, std::int64_t limit,
                                       const char* unit) const {
-    const json* value = Child(*list_, std::string(field).c_str());
+    const json* value = JsonChild(*list_, std::string(field).c_str());
     return Error(field, " is " + value->dump() + ", more than the " + std::to_string(limit) + " " +
                             unit + " a node may have");
   }
@@ -434,27 +424,27 @@ class NodeQuantities {
 }  // namespace
 
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults) {
-  const json* metadata = Child(node, "metadata");
+  const json* metadata = JsonChild(node, "metadata");
   NodeInfo info;
-  if (metadata != nullptr) info.spec.name = StringAt(*metadata, "name");
+  if (metadata != nullptr) info.spec.name = JsonString(*metadata, "name");
   if (info.spec.name.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "node has no metadata.name");
   }
   const std::string& name = info.spec.name;
-  if (const json* labels = Child(*metadata, "labels"); labels != nullptr && labels->is_object()) {
+  if (const json* labels = JsonChild(*metadata, "labels"); labels != nullptr && labels->is_object()) {
     for (const auto& [k, v] : labels->items()) {
       if (v.is_string()) info.spec.labels.emplace(k, v.get<std::string>());
     }
   }
-  if (const json* spec = Child(node, "spec"); spec != nullptr) {
-    const json* u = Child(*spec, "unschedulable");
+  if (const json* spec = JsonChild(node, "spec"); spec != nullptr) {
+    const json* u = JsonChild(*spec, "unschedulable");
     info.unschedulable = u != nullptr && u->is_boolean() && u->get<bool>();
   }
-  const json* status = Child(node, "status");
+  const json* status = JsonChild(node, "status");
   const char* section = "allocatable";
-  const json* allocatable = status != nullptr ? Child(*status, "allocatable") : nullptr;
+  const json* allocatable = status != nullptr ? JsonChild(*status, "allocatable") : nullptr;
   if (allocatable == nullptr && status != nullptr) {
-    allocatable = Child(*status, "capacity");
+    allocatable = JsonChild(*status, "capacity");
     section = "capacity";
   }
   if (allocatable != nullptr && !allocatable->is_object()) {
@@ -478,9 +468,9 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
   auto gpu_count = quantities.Read(kResourceGpu, 1);
   if (!gpu_count) return tl::unexpected(gpu_count.error());
 
-  const json* annotations = Child(*metadata, "annotations");
+  const json* annotations = JsonChild(*metadata, "annotations");
   if (const json* unit = annotations != nullptr
-                             ? Child(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
+                             ? JsonChild(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
                              : nullptr;
       unit != nullptr) {
     auto parsed = GpuMemUnitFromAnnotation(*unit);
@@ -490,13 +480,13 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
       info.gpu_mem_unit_error = parsed.error().message;
     }
   }
-  if (const json* state = annotations != nullptr ? Child(*annotations, "gpumux.io/device-plugin")
+  if (const json* state = annotations != nullptr ? JsonChild(*annotations, "gpumux.io/device-plugin")
                                                  : nullptr;
       state != nullptr) {
     info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
   }
   const json* gpus =
-      annotations != nullptr ? Child(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
+      annotations != nullptr ? JsonChild(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
   if (gpus != nullptr) {
     // A malformed list leaves the node without GPUs (gpus_error); a well-formed one naming
     // more GPUs than a node may have describes a node gpumux cannot model: the node is refused.
@@ -538,6 +528,17 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     info.spec.gpus.push_back(std::move(g));
   }
   return info;
+}
+
+const json* JsonChild(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return nullptr;
+  const json& value = object.at(key);
+  return value.is_null() ? nullptr : &value;
+}
+
+std::string JsonString(const json& object, const char* key) {
+  const json* v = JsonChild(object, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
 }  // namespace gpumux::k8s

@@ -7,21 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpumux/k8s/objects.h"
+
 namespace gpumux::k8s {
 namespace {
 
 using nlohmann::json;
-
-const json* At(const json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key)) return nullptr;
-  const json& value = object.at(key);
-  return value.is_null() ? nullptr : &value;
-}
-
-std::string StringAt(const json& object, const char* key) {
-  const json* v = At(object, key);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
 
 std::string UtcMillis() {
   const auto now = std::chrono::system_clock::now();
@@ -43,8 +34,8 @@ std::string UtcMillis() {
 std::string NodeFingerprint(const json& node) {
   std::string out;
   const json empty = json::object();
-  const json* metadata = At(node, "metadata");
-  const json* annotations = metadata != nullptr ? At(*metadata, "annotations") : nullptr;
+  const json* metadata = JsonChild(node, "metadata");
+  const json* annotations = metadata != nullptr ? JsonChild(*metadata, "annotations") : nullptr;
   if (annotations != nullptr && annotations->is_object()) {
     for (const auto& [key, value] : annotations->items()) {
       if (key.rfind("gpumux.io/", 0) != 0 || key == "gpumux.io/allocating") continue;
@@ -54,8 +45,8 @@ std::string NodeFingerprint(const json& node) {
       out += '\n';
     }
   }
-  const json* status = At(node, "status");
-  const json* allocatable = status != nullptr ? At(*status, "allocatable") : nullptr;
+  const json* status = JsonChild(node, "status");
+  const json* allocatable = status != nullptr ? JsonChild(*status, "allocatable") : nullptr;
   if (allocatable != nullptr && allocatable->is_object()) {
     for (const auto& [key, value] : allocatable->items()) {
       if (key.rfind("gpumux.io/", 0) != 0) continue;
@@ -65,8 +56,8 @@ std::string NodeFingerprint(const json& node) {
       out += '\n';
     }
   }
-  const json* spec = At(node, "spec");
-  const json* unschedulable = spec != nullptr ? At(*spec, "unschedulable") : nullptr;
+  const json* spec = JsonChild(node, "spec");
+  const json* unschedulable = spec != nullptr ? JsonChild(*spec, "unschedulable") : nullptr;
   if (unschedulable != nullptr && unschedulable->is_boolean() && unschedulable->get<bool>()) {
     out += "unschedulable\n";
   }
@@ -110,21 +101,21 @@ void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const 
 }
 
 void Requeuer::ObservePod(const WatchEvent& event) {
-  const json* metadata = At(event.object, "metadata");
+  const json* metadata = JsonChild(event.object, "metadata");
   if (metadata == nullptr) return;
-  const std::string uid = StringAt(*metadata, "uid");
-  const json* annotations = At(*metadata, "annotations");
+  const std::string uid = JsonString(*metadata, "uid");
+  const json* annotations = JsonChild(*metadata, "annotations");
   const bool granted = annotations != nullptr && annotations->is_object() &&
                        annotations->contains("gpumux.io/grant");
-  const json* spec = At(event.object, "spec");
-  const bool bound = spec != nullptr && !StringAt(*spec, "nodeName").empty();
-  const json* status = At(event.object, "status");
-  const std::string phase = status != nullptr ? StringAt(*status, "phase") : std::string();
+  const json* spec = JsonChild(event.object, "spec");
+  const bool bound = spec != nullptr && !JsonString(*spec, "nodeName").empty();
+  const json* status = JsonChild(event.object, "status");
+  const std::string phase = status != nullptr ? JsonString(*status, "phase") : std::string();
   std::string why;
   if (event.type == "DELETED") {
-    if (granted) why = "pod " + StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name") + " deleted";
+    if (granted) why = "pod " + JsonString(*metadata, "namespace") + "/" + JsonString(*metadata, "name") + " deleted";
   } else if (granted && (phase == "Succeeded" || phase == "Failed")) {
-    why = "pod " + StringAt(*metadata, "namespace") + "/" + StringAt(*metadata, "name") + " " +
+    why = "pod " + JsonString(*metadata, "namespace") + "/" + JsonString(*metadata, "name") + " " +
           (phase == "Succeeded" ? "succeeded" : "failed");
   }
   std::lock_guard lock(mu_);
@@ -136,9 +127,9 @@ void Requeuer::ObservePod(const WatchEvent& event) {
 }
 
 void Requeuer::ObserveNode(const WatchEvent& event) {
-  const json* metadata = At(event.object, "metadata");
+  const json* metadata = JsonChild(event.object, "metadata");
   if (metadata == nullptr) return;
-  const std::string name = StringAt(*metadata, "name");
+  const std::string name = JsonString(*metadata, "name");
   std::lock_guard lock(mu_);
   if (event.type == "DELETED") {
     node_fingerprints_.erase(name);

@@ -253,123 +253,101 @@ TEST(NodeAgent, TellsTheNodeStartingReadyAndStoppingAsTheKubeletSeesThePlugin) {
       << "the node must say stopping before the kubelet loses the plugin";
 }
 
+// A node "n1" on an in-test API server, a fake kubelet, and an agent for them (Start()).
+struct AgentOnANode {
+  AgentOnANode() {
+    json node = k8s::testing::NodeJson("n1", 0);
+    node["metadata"]["annotations"] = json::object();
+    server.AddNode(node);
+    k8s::ClientConfig config;
+    config.server = server.url();
+    api = k8s::MakeCurlClient(config);
+    options.plugin.node_name = "n1";
+    options.plugin.kubelet_dir = kubelet.dir().string();
+    options.plugin.kubelet_poll = 20ms;
+    options.health_interval = 30ms;
+    options.metrics_port = -1;
+  }
+  NodeAgent& Start() {
+    auto made = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
+    EXPECT_TRUE(made.has_value()) << made.error().message;
+    agent = std::move(*made);
+    EXPECT_TRUE(agent->Start().has_value());
+    return *agent;
+  }
+  std::string PluginState() const {
+    return Annotations(server).value(std::string(kAnnotationDevicePlugin), std::string());
+  }
+  // Sets (or, with an empty name, removes) the node lock, as the extender and plugin do: a
+  // conditional patch, read again when the agent changed the node in between (409).
+  void SetLock(const std::string& pod) {
+    std::optional<k8s::NodeLock> lock;
+    if (!pod.empty()) lock = k8s::NodeLock{1, "default", pod, "uid-" + pod, 1'800'000'000, {}};
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
+      auto replaced = k8s::ReplaceNodeLock(*api, "n1", view.resource_version, lock);
+      if (replaced) return;
+      ASSERT_EQ(replaced.error().http_status, 409) << replaced.error().ToString();
+    }
+    FAIL() << "the node lock could not be written in 20 attempts";
+  }
+
+  GpuFile file;
+  test::FakeApiServer server;
+  std::unique_ptr<k8s::KubeApi> api;
+  test::FakeKubelet kubelet;
+  NodeAgentOptions options;
+  std::unique_ptr<NodeAgent> agent;  // destroyed first
+};
+
 // Fault 5 of the real-cluster review: a pod bound just before the plugin was told to stop
 // (the extender had not seen "stopping" yet) was rejected by the kubelet (Allocate: "the client
 // connection is closing"). The plugin keeps serving while the node lock names a pod.
 TEST(NodeAgent, KeepsServingOnStopWhileThePodHoldingTheNodeLockWaitsForItsDevices) {
-  GpuFile file;
-  test::FakeApiServer server;
-  json node = k8s::testing::NodeJson("n1", 0);
-  node["metadata"]["annotations"] = json::object();
-  server.AddNode(node);
-  k8s::ClientConfig config;
-  config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
-  test::FakeKubelet kubelet;
-  NodeAgentOptions options;
-  options.plugin.node_name = "n1";
-  options.plugin.kubelet_dir = kubelet.dir().string();
-  options.plugin.kubelet_poll = 20ms;
-  options.health_interval = 30ms;
-  options.metrics_port = -1;
-  options.stop_drain = 30s;
-  options.stop_drain_poll = 10ms;
-  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
-  ASSERT_TRUE(agent.has_value()) << agent.error().message;
-  ASSERT_TRUE((*agent)->Start().has_value());
-  ASSERT_TRUE(Eventually([&] { return (*agent)->ready(); }));
-  k8s::NodeLock held;
-  held.ns = "default";
-  held.name = "late";
-  held.uid = "uid-late";
-  held.since = 1'800'000'000;
-  const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
-  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", view.resource_version, held).has_value());
-
+  AgentOnANode n;
+  n.options.stop_drain = 30s;
+  n.options.stop_drain_poll = 10ms;
+  NodeAgent& agent = n.Start();
+  ASSERT_TRUE(Eventually([&] { return agent.ready(); }));
+  n.SetLock("late");
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
-    (*agent)->Stop();
+    agent.Stop();
     stopped = true;
   });
-  ASSERT_TRUE(Eventually([&] {
-    const json a = Annotations(server);
-    return a.value(std::string(kAnnotationDevicePlugin), std::string()) == kDevicePluginStopping;
-  }));
+  ASSERT_TRUE(Eventually([&] { return n.PluginState() == kDevicePluginStopping; }));
   std::this_thread::sleep_for(200ms);
   EXPECT_FALSE(stopped.load()) << "stopped under a pod that still needs its devices";
-  EXPECT_TRUE((*agent)->plugin().serving());
-
-  // The kubelet allocates the pod's devices: the plugin removes the lock (done by hand here).
-  const k8s::NodeLockView locked = k8s::ReadNodeLock(*server.GetNode("n1"));
-  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", locked.resource_version, std::nullopt).has_value());
+  EXPECT_TRUE(agent.plugin().serving());
+  n.SetLock("");  // the kubelet allocated the pod's devices: the plugin removed the lock
   stopper.join();
   EXPECT_TRUE(stopped.load());
 }
 
 TEST(NodeAgent, StopsAfterItsDrainTimeWhenTheNodeLockIsNeverReleased) {
-  GpuFile file;
-  test::FakeApiServer server;
-  json node = k8s::testing::NodeJson("n1", 0);
-  node["metadata"]["annotations"] = json::object();
-  server.AddNode(node);
-  k8s::ClientConfig config;
-  config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
-  test::FakeKubelet kubelet;
-  NodeAgentOptions options;
-  options.plugin.node_name = "n1";
-  options.plugin.kubelet_dir = kubelet.dir().string();
-  options.plugin.kubelet_poll = 20ms;
-  options.health_interval = 30ms;
-  options.metrics_port = -1;
-  options.stop_drain = 300ms;
-  options.stop_drain_poll = 10ms;
-  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
-  ASSERT_TRUE(agent.has_value()) << agent.error().message;
-  ASSERT_TRUE((*agent)->Start().has_value());
-  ASSERT_TRUE(Eventually([&] { return (*agent)->ready(); }));
-  k8s::NodeLock held;
-  held.ns = "default";
-  held.name = "never";
-  held.uid = "uid-never";
-  held.since = 1'800'000'000;
-  const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
-  ASSERT_TRUE(k8s::ReplaceNodeLock(*api, "n1", view.resource_version, held).has_value());
-  (*agent)->Stop();  // returns: bounded by stop_drain
-  EXPECT_FALSE((*agent)->plugin().serving());
+  AgentOnANode n;
+  n.options.stop_drain = 300ms;
+  n.options.stop_drain_poll = 10ms;
+  NodeAgent& agent = n.Start();
+  ASSERT_TRUE(Eventually([&] { return agent.ready(); }));
+  n.SetLock("never");
+  agent.Stop();  // returns: bounded by stop_drain
+  EXPECT_FALSE(agent.plugin().serving());
 }
 
 // The kubelet restarts: the plugin registers again, and the node says ready again once the new
 // kubelet lists the devices.
 TEST(NodeAgent, IsReadyAgainAfterAKubeletRestart) {
-  GpuFile file;
-  test::FakeApiServer server;
-  json node = k8s::testing::NodeJson("n1", 0);
-  node["metadata"]["annotations"] = json::object();
-  server.AddNode(node);
-  k8s::ClientConfig config;
-  config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
-  test::FakeKubelet kubelet;
-  NodeAgentOptions options;
-  options.plugin.node_name = "n1";
-  options.plugin.kubelet_dir = kubelet.dir().string();
-  options.plugin.kubelet_poll = 20ms;
-  options.health_interval = 30ms;
-  options.metrics_port = -1;
-  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
-  ASSERT_TRUE(agent.has_value()) << agent.error().message;
-  ASSERT_TRUE((*agent)->Start().has_value());
-  const std::string key(kAnnotationDevicePlugin);
-  EXPECT_TRUE(Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginReady; }));
-  kubelet.HoldListAndWatch();
-  kubelet.Restart();
-  ASSERT_TRUE(kubelet.WaitRegistrations(6, 10s));
-  EXPECT_TRUE(Eventually([&] { return !(*agent)->plugin().serving(); }));
-  EXPECT_TRUE(
-      Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginStarting; }));
-  kubelet.ReleaseListAndWatch();
-  EXPECT_TRUE(Eventually([&] { return Annotations(server).value(key, "") == kDevicePluginReady; }));
+  AgentOnANode n;
+  NodeAgent& agent = n.Start();
+  EXPECT_TRUE(Eventually([&] { return n.PluginState() == kDevicePluginReady; }));
+  n.kubelet.HoldListAndWatch();
+  n.kubelet.Restart();
+  ASSERT_TRUE(n.kubelet.WaitRegistrations(6, 10s));
+  EXPECT_TRUE(Eventually([&] { return !agent.plugin().serving(); }));
+  EXPECT_TRUE(Eventually([&] { return n.PluginState() == kDevicePluginStarting; }));
+  n.kubelet.ReleaseListAndWatch();
+  EXPECT_TRUE(Eventually([&] { return n.PluginState() == kDevicePluginReady; }));
 }
 
 // --- the binary ---

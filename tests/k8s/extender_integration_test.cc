@@ -135,15 +135,7 @@ json BindBody(const json& pod, const std::string& node) {
           {"Node", node}};
 }
 
-// Waits until `predicate` holds (the watch is asynchronous).
-template <typename F>
-bool Eventually(F predicate) {
-  for (int i = 0; i < 500; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return predicate();
-}
+using testing::Eventually;
 
 // Adds pending pods `names` (one container asking for `gpu_mem` MiB) and returns them.
 std::vector<json> AddPods(test::FakeApiServer& server, const std::vector<std::string>& names,

@@ -1,8 +1,10 @@
 // Builders of Kubernetes objects (as the API server sends them) for the k8s tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +80,17 @@ inline nlohmann::json PodJson(const std::string& name, std::vector<ContainerOf> 
 inline nlohmann::json PodWithOne(const std::string& name, std::int64_t gpu, std::int64_t mem,
                                  std::int64_t milli) {
   return PodJson(name, {ContainerOf{"main", gpu, mem, milli}});
+}
+
+// Polls `predicate` every 10 ms for up to 5 s (watches and background threads are
+// asynchronous); true once it holds.
+template <typename F>
+bool Eventually(F predicate) {
+  for (int i = 0; i < 500; ++i) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return predicate();
 }
 
 }  // namespace gpumux::k8s::testing

@@ -19,14 +19,7 @@ using nlohmann::json;
 using testing::NodeJson;
 using testing::PodWithOne;
 
-template <typename F>
-bool Eventually(F predicate) {
-  for (int i = 0; i < 500; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return predicate();
-}
+using testing::Eventually;
 
 class RequeuerTest : public ::testing::Test {
  protected:

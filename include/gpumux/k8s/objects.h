@@ -120,6 +120,12 @@ struct NodeInfo {
 // A malformed gpumux.io/gpus list (or a GPU in it) is not an error: see gpus_error.
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults);
 
+// The member `key` of a JSON object, or null when `object` is not an object or the member is
+// absent or null.
+const nlohmann::json* JsonChild(const nlohmann::json& object, const char* key);
+// The string member `key`, or "" when absent, null or not a string.
+std::string JsonString(const nlohmann::json& object, const char* key);
+
 // A Kubernetes resource quantity ("100m", "2", "64Mi", "1.5Gi", "1e3") scaled by `scale`
 // (1000 for milli-units) and rounded up, as Kubernetes does. Error names the text.
 core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t scale = 1);
