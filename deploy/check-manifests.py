@@ -221,6 +221,32 @@ if extender and plugin:
             and arg(plugin, "--node-name") is None:
         problems.append(f"{where}: neither --node-name nor NODE_NAME from spec.nodeName")
 
+# What each daemon does with the API server, against what its ClusterRole grants (the extender's
+# bind patches the node to take the node lock: a role without it made every bind on a node with
+# the device plugin fail with 403 Forbidden).
+NEEDS = {
+    "gpumux-extender": {("", "pods"): {"get", "list", "watch", "patch"},
+                        ("", "pods/binding"): {"create"},
+                        ("", "nodes"): {"get", "list", "watch", "patch"}},
+    "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
+                             ("", "nodes"): {"get", "list", "watch", "patch"}},
+}
+cluster_roles = {d.get("metadata", {}).get("name"): d for _, d in objects("ClusterRole")}
+for role_name, needs in NEEDS.items():
+    role = cluster_roles.get(role_name)
+    if role is None:
+        problems.append(f"ClusterRole {role_name} is missing")
+        continue
+    granted = {}
+    for rule in role.get("rules", []) or []:
+        for group in rule.get("apiGroups", []) or []:
+            for resource in rule.get("resources", []) or []:
+                granted.setdefault((group, resource), set()).update(rule.get("verbs", []) or [])
+    for key, verbs in needs.items():
+        missing = verbs - granted.get(key, set())
+        if missing:
+            problems.append(f"ClusterRole {role_name}: {key[1]} lacks {', '.join(sorted(missing))}")
+
 for p in problems:
     print(p)
 print(f"{sum(len(d) for d in docs.values())} objects in {len(docs)} files; "
