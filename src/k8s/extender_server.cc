@@ -118,11 +118,17 @@ class Metrics {
         gpus_(Gauge("gpumux_extender_gpus", "GPUs on the nodes in the cluster state")),
         grants_(prometheus::BuildGauge()
                     .Name("gpumux_extender_grants")
-                    .Help("GPU grants in the ledger: bound (the pod is bound to the node) or "
-                          "assumed (bind picked the GPUs, the pod is not seen bound yet)")
+                    .Help("GPU grants by state: bound (the pod is bound to the node), assumed "
+                          "(bind picked the GPUs), binding (the Binding was sent or its outcome "
+                          "is unknown), conflict (bound, but not in the ledger)")
                     .Register(*registry_)),
         grants_bound_(grants_.Add({{"state", "bound"}})),
         grants_assumed_(grants_.Add({{"state", "assumed"}})),
+        grants_binding_(grants_.Add({{"state", "binding"}})),
+        grants_conflict_(grants_.Add({{"state", "conflict"}})),
+        unusable_nodes_(Gauge("gpumux_extender_unusable_nodes",
+                              "Nodes gpumux cannot use (their object does not decode: see "
+                              "/inspect for why)")),
         conflicts_(Gauge("gpumux_extender_grant_conflicts",
                          "Grants recorded on pods that do not fit the ledger (kept out of it)")),
         unreadable_(Gauge("gpumux_extender_unreadable_grants",
@@ -183,6 +189,9 @@ class Metrics {
     gpus_.Set(static_cast<double>(c.gpus));
     grants_bound_.Set(static_cast<double>(c.grants_bound));
     grants_assumed_.Set(static_cast<double>(c.grants_assumed));
+    grants_binding_.Set(static_cast<double>(c.grants_binding));
+    grants_conflict_.Set(static_cast<double>(c.grants_in_conflict));
+    unusable_nodes_.Set(static_cast<double>(c.unusable_nodes));
     conflicts_.Set(static_cast<double>(c.grant_conflicts));
     unreadable_.Set(static_cast<double>(c.unreadable_grants));
     synced_.Set(synced ? 1 : 0);
@@ -214,6 +223,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& grants_;
   prometheus::Gauge& grants_bound_;
   prometheus::Gauge& grants_assumed_;
+  prometheus::Gauge& grants_binding_;
+  prometheus::Gauge& grants_conflict_;
+  prometheus::Gauge& unusable_nodes_;
   prometheus::Gauge& conflicts_;
   prometheus::Gauge& unreadable_;
   prometheus::Gauge& synced_;

@@ -435,6 +435,9 @@ TEST_F(ExtenderServerTest, MetricsCountRequestsByVerbAndCodeAndShowTheClusterSta
            "gpumux_extender_gpus 24",
            "gpumux_extender_grants{state=\"bound\"} 0",
            "gpumux_extender_grants{state=\"assumed\"} 0",
+           "gpumux_extender_grants{state=\"binding\"} 0",
+           "gpumux_extender_grants{state=\"conflict\"} 0",
+           "gpumux_extender_unusable_nodes 0",
            "gpumux_extender_synced 1",
            "gpumux_extender_info{policy=\"fgd\"} 1",
        }) {
