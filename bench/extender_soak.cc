@@ -5,7 +5,7 @@
 // One cycle is one pending pod, with a new name and uid:
 //   filter (every node offered, NodeNames) -> prioritize (the nodes that passed) -> bind,
 //   emulated as the extender's bind does it once its API calls succeed (ClusterState::Assume,
-//   ConfirmBound, then the watch's UpsertPod of the bound pod with its grant), and, every
+//   BeginBinding, ConfirmBound, then the watch's UpsertPod of the bound pod with its grant), and, every
 //   --preempt-every cycles, a preempt call naming the oldest bound pod as the victim.
 // Once more than --live pods are bound, the oldest is deleted (RemovePod), so the cluster's
 // load stays steady and any growth is a leak or an unbounded cache.
@@ -294,7 +294,8 @@ int main(int argc, char** argv) {
                      grant.error().message.c_str());
         return 1;
       }
-      state.ConfirmBound(info->uid);
+      state.BeginBinding(info->uid, *grant);
+      state.ConfirmBound(info->uid, *grant);
       json bound = pod;
       bound["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)] =
           k8s::EncodeGrant(*grant);
