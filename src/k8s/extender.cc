@@ -16,6 +16,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kRecentPods = 4096;
+// The least time between two reads of a busy node's lock by one bind.
+constexpr std::chrono::milliseconds kMinLockRetry{20};
 
 VerbReply BadRequest(const std::string& message) {
   return VerbReply{400, json{{"Error", message}}.dump(), "bad_request", 0};
@@ -537,6 +539,9 @@ VerbReply Extender::Bind(std::string_view body) {
     if (options_.lock_board != nullptr && acquired->outcome == AcquireOutcome::kBusy &&
         acquired->holder) {
       options_.lock_board->WaitUntilNotHeldBy(*node, acquired->holder->uid, until);
+      // The watch may show the lock released a moment before a fresh read does, or not show
+      // it held at all (the watch behind): never re-read the node in a tight loop.
+      std::this_thread::sleep_until(std::min(until, now + kMinLockRetry));
     } else {
       std::this_thread::sleep_until(until);
     }
