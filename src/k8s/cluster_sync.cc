@@ -90,9 +90,8 @@ void ClusterSync::Start() {
         if (options_.on_synced) options_.on_synced();
         const StateCounters c = state_->counters();
         if (options_.log) {
-          options_.log("synced: " + std::to_string(c.nodes) + " nodes, " +
-                       std::to_string(c.gpus) + " GPUs, " + std::to_string(c.grants_bound) +
-                       " bound grants");
+          options_.log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) +
+                       " GPUs, " + std::to_string(c.grants_bound) + " bound grants");
         }
       }
       if (std::chrono::steady_clock::now() >= next_expiry) {

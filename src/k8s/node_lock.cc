@@ -217,8 +217,8 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
         result.message += held.PodKey();
         result.message += " (";
         result.message += std::to_string(age);
-        result.message +=
-            expired ? " s, not bound and older than the TTL)" : " s, the pod no longer needs devices)";
+        result.message += expired ? " s, not bound and older than the TTL)"
+                                  : " s, the pod no longer needs devices)";
       }
     } else if (!view.lock_error.empty()) {
       result.message = "replaced an unreadable lock: " + view.lock_error;
@@ -232,8 +232,8 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
 }
 
 void NodeLockBoard::Observe(const nlohmann::json& node) {
-  const json* metadata = node.is_object() && node.contains("metadata") ? &node.at("metadata")
-                                                                      : nullptr;
+  const json* metadata =
+      node.is_object() && node.contains("metadata") ? &node.at("metadata") : nullptr;
   if (metadata == nullptr || !metadata->contains("name") || !metadata->at("name").is_string()) {
     return;
   }

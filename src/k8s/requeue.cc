@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "gpumux/k8s/objects.h"
 
@@ -33,7 +32,6 @@ std::string UtcMillis() {
 // spec.unschedulable. Status heartbeats leave it unchanged.
 std::string NodeFingerprint(const json& node) {
   std::string out;
-  const json empty = json::object();
   const json* metadata = JsonChild(node, "metadata");
   const json* annotations = metadata != nullptr ? JsonChild(*metadata, "annotations") : nullptr;
   if (annotations != nullptr && annotations->is_object()) {
@@ -92,9 +90,10 @@ void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const 
   it->second.last_turned_away = now;
   if (!inserted || waiting_.size() <= options_.max_pods) return;
   // Full: drop the pod turned away longest ago.
-  auto oldest = std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
-    return a.second.last_turned_away < b.second.last_turned_away;
-  });
+  auto oldest =
+      std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_turned_away < b.second.last_turned_away;
+      });
   if (oldest == waiting_.end()) return;
   const std::string key = oldest->first;  // a copy: erase must not read the erased node
   waiting_.erase(key);
@@ -113,7 +112,9 @@ void Requeuer::ObservePod(const WatchEvent& event) {
   const std::string phase = status != nullptr ? JsonString(*status, "phase") : std::string();
   std::string why;
   if (event.type == "DELETED") {
-    if (granted) why = "pod " + JsonString(*metadata, "namespace") + "/" + JsonString(*metadata, "name") + " deleted";
+    if (granted)
+      why = "pod " + JsonString(*metadata, "namespace") + "/" + JsonString(*metadata, "name") +
+            " deleted";
   } else if (granted && (phase == "Succeeded" || phase == "Failed")) {
     why = "pod " + JsonString(*metadata, "namespace") + "/" + JsonString(*metadata, "name") + " " +
           (phase == "Succeeded" ? "succeeded" : "failed");

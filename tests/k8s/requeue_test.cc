@@ -47,9 +47,7 @@ class RequeuerTest : public ::testing::Test {
     const json& annotations = pod["metadata"].value("annotations", json::object());
     return annotations.value(std::string(kAnnotationRequeuedAt), std::string());
   }
-  void TurnAway() {
-    requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"]);
-  }
+  void TurnAway() { requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"]); }
   static json GrantedPod(const std::string& name) {
     json pod = PodWithOne(name, 1, 0, 0);
     pod["metadata"]["annotations"]["gpumux.io/grant"] = "{}";
@@ -75,8 +73,7 @@ TEST_F(RequeuerTest, APodTurnedAwayIsRequeuedWhenAGrantedPodIsDeleted) {
   ASSERT_TRUE(Eventually([&] { return StampOf("pending") == "2026-11-23T10:00:00.000Z"; }));
   EXPECT_EQ(requeuer_->requeued(), 1);
   ASSERT_TRUE(Eventually([&] { return !Logged().empty(); }));
-  EXPECT_EQ(Logged().front(),
-            "requeued 1 of 1 pod waiting for GPUs (pod default/holder deleted)");
+  EXPECT_EQ(Logged().front(), "requeued 1 of 1 pod waiting for GPUs (pod default/holder deleted)");
 }
 
 TEST_F(RequeuerTest, AGrantedPodThatFinishedMakesRoomToo) {

@@ -22,7 +22,7 @@ namespace gpumux::k8s {
 
 struct ClusterSyncOptions {
   std::chrono::milliseconds expire_interval{2000};  // how often assumed grants are checked
-  ReflectorOptions reflector;  // its random_below is ignored: see jitter_seed
+  ReflectorOptions reflector;                       // its random_below is ignored: see jitter_seed
   // Non-zero: each reflector's backoff gets seeded jitter (a stream per collection), so that
   // replicas do not relist in step after an API server restart. 0: no jitter.
   std::uint64_t jitter_seed = 0;

@@ -31,13 +31,12 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "gpumux/core/result.h"
 #include "gpumux/k8s/api_client.h"
@@ -73,11 +72,11 @@ core::Result<NodeLock> DecodeNodeLock(std::string_view text);
 
 // What a node object says about the handshake (from its JSON).
 struct NodeLockView {
-  bool handshake = false;          // gpumux.io/handshake == node-lock/v1
-  std::optional<NodeLock> lock;    // gpumux.io/allocating, when present and readable
-  std::string lock_error;          // present but unreadable (then `lock` is empty)
-  std::string resource_version;    // metadata.resourceVersion
-  std::string plugin_state;        // gpumux.io/device-plugin ("" when absent)
+  bool handshake = false;        // gpumux.io/handshake == node-lock/v1
+  std::optional<NodeLock> lock;  // gpumux.io/allocating, when present and readable
+  std::string lock_error;        // present but unreadable (then `lock` is empty)
+  std::string resource_version;  // metadata.resourceVersion
+  std::string plugin_state;      // gpumux.io/device-plugin ("" when absent)
 };
 NodeLockView ReadNodeLock(const nlohmann::json& node);
 
@@ -107,10 +106,10 @@ struct AcquireOptions {
 };
 
 enum class AcquireOutcome : std::uint8_t {
-  kTaken,       // the lock now names `lock`'s pod
-  kNotNeeded,   // the node does not announce the handshake: no lock taken
-  kBusy,        // another live pod holds it (the error message names it and its age)
-  kNotReady,    // the node's device plugin is starting or stopping (the message says which)
+  kTaken,      // the lock now names `lock`'s pod
+  kNotNeeded,  // the node does not announce the handshake: no lock taken
+  kBusy,       // another live pod holds it (the error message names it and its age)
+  kNotReady,   // the node's device plugin is starting or stopping (the message says which)
 };
 
 struct AcquireResult {
@@ -130,10 +129,10 @@ struct AcquireResult {
 // precondition. `now` is unix seconds. API errors (after `attempts` conflicts, or any other
 // failure) come back as ApiError.
 // Details: a lock is stale when holder_state says kDone, or says kUnknown and
-// now - since > ttl_seconds; a kNeedsDevices holder keeps its lock. A present but unreadable annotation (on a node that announces
-// node-lock/v1) is replaced, and says so in `message`. "Ours" means the same uid (see
-// AcquireResult::reentered). A node without metadata.resourceVersion is an ApiError (status 0,
-// reason "BadNode"): the patch could not be atomic.
+// now - since > ttl_seconds; a kNeedsDevices holder keeps its lock. A present but unreadable
+// annotation (on a node that announces node-lock/v1) is replaced, and says so in `message`. "Ours"
+// means the same uid (see AcquireResult::reentered). A node without metadata.resourceVersion is an
+// ApiError (status 0, reason "BadNode"): the patch could not be atomic.
 ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
                                          const NodeLock& lock, std::int64_t now,
                                          const AcquireOptions& options);

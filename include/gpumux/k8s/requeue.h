@@ -37,12 +37,12 @@ namespace gpumux::k8s {
 inline constexpr std::string_view kAnnotationRequeuedAt = "gpumux.io/requeued-at";
 
 struct RequeuerOptions {
-  std::chrono::milliseconds coalesce{50};        // events this close together make one round
-  std::chrono::milliseconds min_interval{500};   // per pod, between two patches
-  std::chrono::seconds forget_after{1800};       // not turned away again for this long: dropped
-  std::size_t max_pods = 4096;                   // the oldest are dropped past this
-  std::function<std::string()> now_text;         // the annotation's value; default: UTC, ms
-  std::function<void(std::string_view)> log;     // one line per round; may be empty
+  std::chrono::milliseconds coalesce{50};       // events this close together make one round
+  std::chrono::milliseconds min_interval{500};  // per pod, between two patches
+  std::chrono::seconds forget_after{1800};      // not turned away again for this long: dropped
+  std::size_t max_pods = 4096;                  // the oldest are dropped past this
+  std::function<std::string()> now_text;        // the annotation's value; default: UTC, ms
+  std::function<void(std::string_view)> log;    // one line per round; may be empty
 };
 
 class Requeuer {
