@@ -6,9 +6,10 @@
 // node: the node annotation gpumux.io/allocating names the one pod whose devices the kubelet
 // will allocate next on that node. It is taken atomically through the API server (a merge
 // patch with the node's resourceVersion as precondition: a concurrent writer gets 409 and
-// re-reads). While another live pod holds it, bind on that node is refused with a retriable
-// error (kube-scheduler requeues the pod), so two pods of the same size bound to one node are
-// never confused: the second is bound only after the first one's devices were allocated.
+// re-reads). While another pod that still needs its devices holds it, a bind on that node waits
+// for it (NodeLockBoard, below) and is refused with a retriable error only past its wait, so two
+// pods of the same size bound to one node are never confused: the second is bound only after
+// the first one's devices were allocated.
 //
 // The device plugin reads the lock in Allocate, serves the holder's grant, and records each
 // (container, resource) pair it has served in the lock itself (the same atomic patch), so a
