@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/extender.h"
@@ -41,7 +42,6 @@ using SteadyClock = std::chrono::steady_clock;
 namespace k8s = gpumux::k8s;
 
 constexpr std::int64_t kNow = 1'800'000'000;
-constexpr std::int64_t kGpuMib = 81920;
 
 struct Options {
   std::vector<int> nodes{1000, 5000};
@@ -54,25 +54,16 @@ struct Options {
   int threads = 8;
 };
 
-std::string NodeName(int i) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "gpu-node-%05d", i);
-  return buf;
-}
+using gpumux::bench::GpuInventory;
+using gpumux::bench::kGpuMib;
+using gpumux::bench::NodeName;
 
 // A node as the API server sends it: the GPU inventory annotation plus the usual bulk
 // (conditions, addresses, images, nodeInfo), about 3 KB, so that the full-NodeList mode moves
 // realistic bodies.
 json NodeObject(int i, int gpus) {
   const std::string name = NodeName(i);
-  json inventory = json::array();
-  for (int g = 0; g < gpus; ++g) {
-    inventory.push_back({{"index", g},
-                         {"uuid", "GPU-" + name + "-" + std::to_string(g)},
-                         {"model", "NVIDIA H100 80GB HBM3"},
-                         {"memory_mib", kGpuMib},
-                         {"health", "Healthy"}});
-  }
+  const json inventory = GpuInventory(name, gpus);
   json conditions = json::array();
   for (const char* type : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}) {
     conditions.push_back({{"type", type},

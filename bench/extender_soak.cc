@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/extender.h"
@@ -49,7 +50,6 @@ using nlohmann::json;
 namespace k8s = gpumux::k8s;
 
 constexpr std::int64_t kNow = 1'800'000'000;
-constexpr std::int64_t kGpuMib = 81920;
 
 struct Options {
   int nodes = 1000;
@@ -62,22 +62,13 @@ struct Options {
   std::string policy = "fgd";
 };
 
-std::string NodeName(int i) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "gpu-node-%05d", i);
-  return buf;
-}
+using gpumux::bench::GpuInventory;
+using gpumux::bench::kGpuMib;
+using gpumux::bench::NodeName;
 
 json NodeObject(int i, int gpus) {
   const std::string name = NodeName(i);
-  json inventory = json::array();
-  for (int g = 0; g < gpus; ++g) {
-    inventory.push_back({{"index", g},
-                         {"uuid", "GPU-" + name + "-" + std::to_string(g)},
-                         {"model", "NVIDIA H100 80GB HBM3"},
-                         {"memory_mib", kGpuMib},
-                         {"health", "Healthy"}});
-  }
+  const json inventory = GpuInventory(name, gpus);
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata",
