@@ -454,14 +454,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     sync_options.log = log_fn;
     k8s::Requeuer* rq = requeuer.get();
     sync_options.on_node_event = [rq, &lock_board](const k8s::WatchEvent& e) {
-      if (e.type == "DELETED") {
-        const auto& metadata = e.object.contains("metadata") ? e.object.at("metadata") : e.object;
-        if (metadata.contains("name") && metadata.at("name").is_string()) {
-          lock_board.Forget(metadata.at("name").get<std::string>());
-        }
-      } else {
-        lock_board.Observe(e.object);
-      }
+      lock_board.Observe(e);
       rq->ObserveNode(e);
     };
     sync_options.on_pod_event = [rq](const k8s::WatchEvent& e) { rq->ObservePod(e); };

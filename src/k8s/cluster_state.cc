@@ -38,10 +38,6 @@ using core::MakeError;
 using nlohmann::json;
 using State = BookingState;
 
-// The most GPUs on one node that the policies handle (fgd keeps a fixed array of 64 per node,
-// and DecodeNode refuses more); a node with more is unusable rather than a crash.
-constexpr std::size_t kMaxGpusPerNode = 64;
-
 // Invariants, whenever the ledger is built (not `dirty`):
 //   state assumed, binding or bound  <=>  booked && in_ledger
 //   state conflict                   =>   booked && !in_ledger
@@ -93,12 +89,8 @@ bool ShareAGpu(const Grant& a, const Grant& b) {
 
 // metadata.name of a node object, "" when it has none.
 std::string NodeNameOf(const json& node) {
-  if (!node.is_object() || !node.contains("metadata")) return {};
-  const json& metadata = node.at("metadata");
-  if (!metadata.is_object() || !metadata.contains("name") || !metadata.at("name").is_string()) {
-    return {};
-  }
-  return metadata.at("name").get<std::string>();
+  const json* metadata = JsonChild(node, "metadata");
+  return metadata != nullptr ? JsonString(*metadata, "name") : std::string();
 }
 
 // The core request of one container as booked by a grant.
@@ -247,14 +239,9 @@ struct ClusterState::Impl {
 
   // The cluster model of `nodes`, leaving out (into `out`, with why) each node it cannot
   // take, so that no node takes the others with it. In name order, so deterministic.
+  // (DecodeNode already refuses nodes beyond the per-node limits that Cluster::Build enforces,
+  // e.g. more than core::kMaxGpusPerNode GPUs.)
   core::Cluster BuildCluster(std::map<std::string, std::string, std::less<>>& out) {
-    for (const auto& [name, info] : nodes) {
-      if (info.spec.gpus.size() > kMaxGpusPerNode) {
-        out[name] = "node " + name + " has " + std::to_string(info.spec.gpus.size()) +
-                    " GPUs; gpumux handles at most " + std::to_string(kMaxGpusPerNode) +
-                    " per node";
-      }
-    }
     auto specs = [&] {
       std::vector<core::NodeSpec> v;
       v.reserve(nodes.size());

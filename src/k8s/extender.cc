@@ -499,11 +499,9 @@ VerbReply Extender::Bind(std::string_view body) {
   acquire.holder_state = [state, node](const NodeLock& held) {
     // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
     // so the state follows it until it is deleted: not known means gone.
+    if (!state->PodAwaitsDevices(held.uid)) return HolderState::kDone;
     const std::optional<PodInfo> holder = state->FindPod(held.uid);
     if (!holder) return HolderState::kDone;
-    if (holder->finished() || holder->deleting || holder->phase == "Running") {
-      return HolderState::kDone;
-    }
     if (holder->node_name.empty()) return HolderState::kUnknown;
     return holder->node_name == *node ? HolderState::kNeedsDevices : HolderState::kDone;
   };

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/k8s/grant.h"
+#include "gpumux/k8s/objects.h"
 
 namespace gpumux::k8s {
 namespace {
@@ -231,18 +232,17 @@ ApiResult<AcquireResult> AcquireNodeLock(KubeApi& api, const std::string& node,
   return tl::unexpected(last);
 }
 
-void NodeLockBoard::Observe(const nlohmann::json& node) {
-  const json* metadata =
-      node.is_object() && node.contains("metadata") ? &node.at("metadata") : nullptr;
-  if (metadata == nullptr || !metadata->contains("name") || !metadata->at("name").is_string()) {
-    return;
-  }
-  const std::string& name = metadata->at("name").get_ref<const std::string&>();
+void NodeLockBoard::Observe(const WatchEvent& event) {
+  const json* metadata = JsonChild(event.object, "metadata");
+  const std::string name = metadata != nullptr ? JsonString(*metadata, "name") : std::string();
+  if (name.empty()) return;
   std::string holder;
-  if (metadata->contains("annotations") && metadata->at("annotations").is_object() &&
-      metadata->at("annotations").contains(kAnnotationAllocating)) {
-    const NodeLockView view = ReadNodeLock(node);
-    if (view.lock) holder = view.lock->uid;
+  if (event.type != "DELETED") {
+    const json* annotations = JsonChild(*metadata, "annotations");
+    if (annotations != nullptr && JsonChild(*annotations, kAnnotationAllocating.data()) != nullptr) {
+      const NodeLockView view = ReadNodeLock(event.object);
+      if (view.lock) holder = view.lock->uid;
+    }
   }
   std::lock_guard lock(mu_);
   auto it = holders_.find(name);
@@ -257,11 +257,6 @@ void NodeLockBoard::Observe(const nlohmann::json& node) {
     return;
   }
   changed_.notify_all();
-}
-
-void NodeLockBoard::Forget(const std::string& node) {
-  std::lock_guard lock(mu_);
-  if (holders_.erase(node) > 0) changed_.notify_all();
 }
 
 bool NodeLockBoard::WaitUntilNotHeldBy(const std::string& node, const std::string& holder_uid,

@@ -106,7 +106,7 @@ struct Daemon {
     state = std::move(*ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
-    sync_options.on_node_event = [this](const WatchEvent& e) { board.Observe(e.object); };
+    sync_options.on_node_event = [this](const WatchEvent& e) { board.Observe(e); };
     sync = std::make_unique<ClusterSync>(*api, *state, sync_options);
     sync->Start();
     EXPECT_TRUE(sync->WaitSynced(std::chrono::seconds(10)));

@@ -143,7 +143,8 @@ class ClusterState {
   std::optional<PodInfo> FindPod(const std::string& uid) const;
   // Whether the pod with this uid may still be waiting for the kubelet to allocate its devices:
   // it is known (FindPod), not finished, not being deleted, and not Running (a Running pod's
-  // containers were created, so its devices were allocated). The node lock's holder_alive.
+  // containers were created, so its devices were allocated). Bind classifies the node lock's
+  // holder with it (HolderState).
   bool PodAwaitsDevices(const std::string& uid) const;
 
   // --- the verbs ---

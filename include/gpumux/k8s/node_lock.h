@@ -150,9 +150,9 @@ ApiResult<void> ReleaseNodeLock(KubeApi& api, const std::string& node, const std
 // Thread safety: all methods may be called concurrently.
 class NodeLockBoard {
  public:
-  // A node object from the watch (or a list). Cheap when the node has no lock annotation.
-  void Observe(const nlohmann::json& node);
-  void Forget(const std::string& node);
+  // A node event from the watch (a relist's items come as ADDED); a DELETED node holds no
+  // lock. Cheap when the node has no lock annotation.
+  void Observe(const WatchEvent& event);
   // Blocks until the watch shows `node` not held by `holder_uid` (free, or held by another
   // pod), or until `deadline`. True when it changed.
   bool WaitUntilNotHeldBy(const std::string& node, const std::string& holder_uid,
