@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -513,29 +514,43 @@ TEST_F(ExtenderNodeLock, AnUnboundHoldersLockIsTakenOverAfterTheTtl) {
             "than the TTL)");
 }
 
+// A setup whose binds wait up to `wait` for a busy node lock or a device plugin not ready.
+DaemonSetup WaitingUpTo(std::chrono::milliseconds wait) {
+  DaemonSetup setup;
+  setup.wait_for_locks = true;
+  setup.extender.bind_wait = wait;
+  return setup;
+}
+
+// A bind on a thread of its own (one that waits); join() before reading `reply`.
+struct BindOnAThread {
+  explicit BindOnAThread(std::function<VerbReply()> bind)
+      : thread([this, bind = std::move(bind)] {
+          reply = bind();
+          done = true;
+        }) {}
+  void join() { thread.join(); }
+  std::atomic<bool> done{false};
+  VerbReply reply;
+  std::thread thread;  // last: starts once the members above exist
+};
+
 // Fault 3 of the real-cluster review: a bind refused because another pod holds the lock sent
 // its pod into kube-scheduler's 1 -> 10 s backoff (8 pods on one node took 31.5 s). Now it
 // keeps its booking and waits for the node watch to show the lock released.
 TEST_F(ExtenderNodeLock, ABindWaitsForTheLockAndBindsOnceTheDevicePluginReleasesIt) {
-  DaemonSetup setup;
-  setup.wait_for_locks = true;
-  setup.extender.bind_wait = std::chrono::seconds(20);
-  Start({HandshakeNodeJson("n1", 2, {"A100", 40960})}, std::move(setup), 10000);
+  Start({HandshakeNodeJson("n1", 2, {"A100", 40960})}, WaitingUpTo(std::chrono::seconds(20)),
+        10000);
   ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
-  std::atomic<bool> done{false};
-  VerbReply bind_b;
-  std::thread waiter([&] {
-    bind_b = Bind("b", "n1");
-    done = true;
-  });
+  BindOnAThread bind_b([&] { return Bind("b", "n1"); });
   ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
-  EXPECT_FALSE(done.load());
+  EXPECT_FALSE(bind_b.done.load());
   EXPECT_EQ(Tenants("n1"), 2u) << "the waiting bind keeps its booking";
   EXPECT_FALSE(HasGrant(server_, "b"));
 
   DevicePluginFinishes(server_, *daemon_->api, "n1");
-  waiter.join();
-  ASSERT_EQ(ErrorOf(bind_b), "") << bind_b.body;
+  bind_b.join();
+  ASSERT_EQ(ErrorOf(bind_b.reply), "") << bind_b.reply.body;
   EXPECT_EQ(Lock("n1")->uid, "uid-b");
   EXPECT_TRUE(HasGrant(server_, "b"));
   EXPECT_EQ(server_.bindings(), 2);
@@ -543,27 +558,20 @@ TEST_F(ExtenderNodeLock, ABindWaitsForTheLockAndBindsOnceTheDevicePluginReleases
 }
 
 TEST_F(ExtenderNodeLock, ABindWaitsForTheDevicePluginToBeReady) {
-  DaemonSetup setup;
-  setup.wait_for_locks = true;
-  setup.extender.bind_wait = std::chrono::seconds(20);
+  DaemonSetup setup = WaitingUpTo(std::chrono::seconds(20));
   setup.extender.bind_poll = std::chrono::milliseconds(20);
   json node = HandshakeNodeJson("n1", 2);
   node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "starting";
   Start({node}, std::move(setup));
-  std::atomic<bool> done{false};
-  VerbReply bind_a;
-  std::thread waiter([&] {
-    bind_a = Bind("a", "n1");
-    done = true;
-  });
+  BindOnAThread bind_a([&] { return Bind("a", "n1"); });
   ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
-  EXPECT_FALSE(done.load());
+  EXPECT_FALSE(bind_a.done.load());
   EXPECT_FALSE(Lock("n1").has_value());
   node = *server_.GetNode("n1");
   node["metadata"]["annotations"]["gpumux.io/device-plugin"] = "ready";
   server_.UpdateNode(node);
-  waiter.join();
-  ASSERT_EQ(ErrorOf(bind_a), "") << bind_a.body;
+  bind_a.join();
+  ASSERT_EQ(ErrorOf(bind_a.reply), "") << bind_a.reply.body;
   EXPECT_EQ(Lock("n1")->uid, "uid-a");
 }
 
@@ -580,10 +588,7 @@ TEST_F(ExtenderNodeLock, ABindOnANodeWhosePluginStaysNotReadyIsRefusedWithTheRea
 }
 
 TEST_F(ExtenderNodeLock, AWaitingBindGivesUpAfterItsWaitAndGivesTheBookingBack) {
-  DaemonSetup setup;
-  setup.wait_for_locks = true;
-  setup.extender.bind_wait = std::chrono::milliseconds(300);
-  Start({HandshakeNodeJson("n1", 2)}, std::move(setup));
+  Start({HandshakeNodeJson("n1", 2)}, WaitingUpTo(std::chrono::milliseconds(300)));
   ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
   auto refused = Bind("b", "n1");
   EXPECT_EQ(refused.failure, "node_busy");
@@ -592,21 +597,18 @@ TEST_F(ExtenderNodeLock, AWaitingBindGivesUpAfterItsWaitAndGivesTheBookingBack) 
 }
 
 TEST_F(ExtenderNodeLock, BindsBeyondTheWaitingLimitAreRefusedAtOnce) {
-  DaemonSetup setup;
-  setup.wait_for_locks = true;
-  setup.extender.bind_wait = std::chrono::seconds(20);
+  DaemonSetup setup = WaitingUpTo(std::chrono::seconds(20));
   setup.extender.max_waiting_binds = 1;
   const std::vector<json> more = AddPods(server_, {"c"}, 1000);
   Start({HandshakeNodeJson("n1", 3)}, std::move(setup));
   ASSERT_EQ(ErrorOf(Bind("a", "n1")), "");
-  VerbReply bind_b;
-  std::thread waiter([&] { bind_b = Bind("b", "n1"); });
+  BindOnAThread bind_b([&] { return Bind("b", "n1"); });
   ASSERT_TRUE(Eventually([&] { return daemon_->extender->waiting_binds() == 1; }));
   auto bind_c = daemon_->extender->Handle(Verb::kBind, BindBody(more[0], "n1").dump());
   EXPECT_EQ(bind_c.failure, "node_busy") << "no waiting slot left: refused without waiting";
   DevicePluginFinishes(server_, *daemon_->api, "n1");
-  waiter.join();
-  EXPECT_EQ(ErrorOf(bind_b), "") << bind_b.body;
+  bind_b.join();
+  EXPECT_EQ(ErrorOf(bind_b.reply), "") << bind_b.reply.body;
 }
 
 TEST_F(ExtenderNodeLock, ALockWhoseHolderWasDeletedIsTakenOverAtOnce) {
