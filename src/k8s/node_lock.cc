@@ -239,7 +239,8 @@ void NodeLockBoard::Observe(const WatchEvent& event) {
   std::string holder;
   if (event.type != "DELETED") {
     const json* annotations = JsonChild(*metadata, "annotations");
-    if (annotations != nullptr && JsonChild(*annotations, kAnnotationAllocating.data()) != nullptr) {
+    if (annotations != nullptr &&
+        JsonChild(*annotations, kAnnotationAllocating.data()) != nullptr) {
       const NodeLockView view = ReadNodeLock(event.object);
       if (view.lock) holder = view.lock->uid;
     }

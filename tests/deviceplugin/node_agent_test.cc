@@ -182,79 +182,6 @@ TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
   EXPECT_TRUE(Eventually([&] { return (*agent)->ready(); }));
 }
 
-// gpumux.io/device-plugin follows the plugin: "starting" before it registers with the kubelet,
-// "ready" only once the kubelet has opened ListAndWatch on every resource, "stopping" before it
-// stops serving (the kubelet's streams end after it is written).
-TEST(NodeAgent, TellsTheNodeStartingReadyAndStoppingAsTheKubeletSeesThePlugin) {
-  GpuFile file;
-  test::FakeApiServer server;
-  json node = k8s::testing::NodeJson("n1", 0);
-  node["metadata"]["annotations"] = json::object();
-  server.AddNode(node);
-  k8s::ClientConfig config;
-  config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
-  auto state = [&]() -> std::string {
-    const json a = Annotations(server);
-    const std::string key(kAnnotationDevicePlugin);
-    return a.contains(key) ? a[key].get<std::string>() : "<none>";
-  };
-  test::FakeKubelet kubelet;
-  std::mutex mu;
-  std::map<std::string, std::vector<std::string>> seen;  // kubelet event -> states then
-  kubelet.SetObserver([&](std::string_view event, const std::string&) {
-    const std::string now = state();
-    std::lock_guard lock(mu);
-    seen[std::string(event)].push_back(now);
-  });
-  kubelet.HoldListAndWatch();
-  NodeAgentOptions options;
-  options.plugin.node_name = "n1";
-  options.plugin.kubelet_dir = kubelet.dir().string();
-  options.plugin.kubelet_poll = 20ms;
-  options.health_interval = 30ms;
-  options.metrics_port = -1;
-  auto agent = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
-  ASSERT_TRUE(agent.has_value()) << agent.error().message;
-  ASSERT_TRUE((*agent)->Start().has_value());
-  ASSERT_TRUE(kubelet.WaitRegistrations(3, 10s));
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(seen["register"], std::vector<std::string>(3, std::string(kDevicePluginStarting)))
-        << "the node must say starting before the plugin registers";
-  }
-  // Registered, but the kubelet has not opened ListAndWatch: not ready (and never marked so,
-  // since "ready" is only published once serving() holds).
-  // (The kubelet sees a Register call a moment before the plugin counts its answer.)
-  EXPECT_TRUE(Eventually([&] { return (*agent)->plugin().registered(); }));
-  EXPECT_FALSE((*agent)->plugin().serving());
-  std::string why;
-  EXPECT_FALSE((*agent)->ready(&why));
-  EXPECT_NE(why.find("ListAndWatch"), std::string::npos) << why;
-  EXPECT_EQ(state(), kDevicePluginStarting);
-
-  kubelet.ReleaseListAndWatch();
-  EXPECT_TRUE(Eventually([&] { return state() == kDevicePluginReady; })) << state();
-  EXPECT_TRUE((*agent)->plugin().serving());
-  EXPECT_TRUE((*agent)->ready());
-  // The fake kubelet notes each list on its own stream thread, a moment after the plugin's
-  // write returned (the CI rehearsal under ASan saw 1 of 3 at the instant "ready" was read).
-  EXPECT_TRUE(Eventually([&] {
-    std::lock_guard lock(mu);
-    return seen["list"].size() == 3u;
-  }));
-
-  (*agent)->Stop();
-  EXPECT_EQ(state(), kDevicePluginStopping);
-  ASSERT_TRUE(Eventually([&] {
-    std::lock_guard lock(mu);
-    return seen["end"].size() == 3u;
-  }));
-  std::lock_guard lock(mu);
-  EXPECT_EQ(seen["end"], std::vector<std::string>(3, std::string(kDevicePluginStopping)))
-      << "the node must say stopping before the kubelet loses the plugin";
-}
-
 // A node "n1" on an in-test API server, a fake kubelet, and an agent for them (Start()).
 struct AgentOnANode {
   AgentOnANode() {
@@ -270,12 +197,19 @@ struct AgentOnANode {
     options.health_interval = 30ms;
     options.metrics_port = -1;
   }
-  NodeAgent& Start() {
+  // The started agent, or null (with a test failure) when it could not be made or started.
+  NodeAgent* Start() {
     auto made = NodeAgent::Create(options, std::move(*gpu::OpenFake(file.path())), api.get());
-    EXPECT_TRUE(made.has_value()) << made.error().message;
+    if (!made) {
+      ADD_FAILURE() << made.error().message;
+      return nullptr;
+    }
     agent = std::move(*made);
-    EXPECT_TRUE(agent->Start().has_value());
-    return *agent;
+    if (auto started = agent->Start(); !started) {
+      ADD_FAILURE() << started.error().message;
+      return nullptr;
+    }
+    return agent.get();
   }
   std::string PluginState() const {
     return Annotations(server).value(std::string(kAnnotationDevicePlugin), std::string());
@@ -302,6 +236,64 @@ struct AgentOnANode {
   std::unique_ptr<NodeAgent> agent;  // destroyed first
 };
 
+// gpumux.io/device-plugin follows the plugin: "starting" before it registers with the kubelet,
+// "ready" only once the kubelet has opened ListAndWatch on every resource, "stopping" before it
+// stops serving (the kubelet's streams end after it is written).
+TEST(NodeAgent, TellsTheNodeStartingReadyAndStoppingAsTheKubeletSeesThePlugin) {
+  std::mutex mu;  // before the kubelet, whose observer uses them
+  std::map<std::string, std::vector<std::string>> seen;  // kubelet event -> states then
+  AgentOnANode n;
+  auto state = [&]() -> std::string {
+    const std::string now = n.PluginState();
+    return now.empty() ? "<none>" : now;
+  };
+  n.kubelet.SetObserver([&](std::string_view event, const std::string&) {
+    const std::string now = state();
+    std::lock_guard lock(mu);
+    seen[std::string(event)].push_back(now);
+  });
+  n.kubelet.HoldListAndWatch();
+  NodeAgent* agent = n.Start();
+  ASSERT_NE(agent, nullptr);
+  test::FakeKubelet& kubelet = n.kubelet;
+  ASSERT_TRUE(kubelet.WaitRegistrations(3, 10s));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen["register"], std::vector<std::string>(3, std::string(kDevicePluginStarting)))
+        << "the node must say starting before the plugin registers";
+  }
+  // Registered, but the kubelet has not opened ListAndWatch: not ready (and never marked so,
+  // since "ready" is only published once serving() holds).
+  // (The kubelet sees a Register call a moment before the plugin counts its answer.)
+  EXPECT_TRUE(Eventually([&] { return agent->plugin().registered(); }));
+  EXPECT_FALSE(agent->plugin().serving());
+  std::string why;
+  EXPECT_FALSE(agent->ready(&why));
+  EXPECT_NE(why.find("ListAndWatch"), std::string::npos) << why;
+  EXPECT_EQ(state(), kDevicePluginStarting);
+
+  kubelet.ReleaseListAndWatch();
+  EXPECT_TRUE(Eventually([&] { return state() == kDevicePluginReady; })) << state();
+  EXPECT_TRUE(agent->plugin().serving());
+  EXPECT_TRUE(agent->ready());
+  // The fake kubelet notes each list on its own stream thread, a moment after the plugin's
+  // write returned (the CI rehearsal under ASan saw 1 of 3 at the instant "ready" was read).
+  EXPECT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return seen["list"].size() == 3u;
+  }));
+
+  agent->Stop();
+  EXPECT_EQ(state(), kDevicePluginStopping);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return seen["end"].size() == 3u;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen["end"], std::vector<std::string>(3, std::string(kDevicePluginStopping)))
+      << "the node must say stopping before the kubelet loses the plugin";
+}
+
 // Fault 5 of the real-cluster review: a pod bound just before the plugin was told to stop
 // (the extender had not seen "stopping" yet) was rejected by the kubelet (Allocate: "the client
 // connection is closing"). The plugin keeps serving while the node lock names a pod.
@@ -309,7 +301,9 @@ TEST(NodeAgent, KeepsServingOnStopWhileThePodHoldingTheNodeLockWaitsForItsDevice
   AgentOnANode n;
   n.options.stop_drain = 30s;
   n.options.stop_drain_poll = 10ms;
-  NodeAgent& agent = n.Start();
+  NodeAgent* started = n.Start();
+  ASSERT_NE(started, nullptr);
+  NodeAgent& agent = *started;
   ASSERT_TRUE(Eventually([&] { return agent.ready(); }));
   n.SetLock("late");
   std::atomic<bool> stopped{false};
@@ -330,7 +324,9 @@ TEST(NodeAgent, StopsAfterItsDrainTimeWhenTheNodeLockIsNeverReleased) {
   AgentOnANode n;
   n.options.stop_drain = 300ms;
   n.options.stop_drain_poll = 10ms;
-  NodeAgent& agent = n.Start();
+  NodeAgent* started = n.Start();
+  ASSERT_NE(started, nullptr);
+  NodeAgent& agent = *started;
   ASSERT_TRUE(Eventually([&] { return agent.ready(); }));
   n.SetLock("never");
   agent.Stop();  // returns: bounded by stop_drain
@@ -341,7 +337,9 @@ TEST(NodeAgent, StopsAfterItsDrainTimeWhenTheNodeLockIsNeverReleased) {
 // kubelet lists the devices.
 TEST(NodeAgent, IsReadyAgainAfterAKubeletRestart) {
   AgentOnANode n;
-  NodeAgent& agent = n.Start();
+  NodeAgent* started = n.Start();
+  ASSERT_NE(started, nullptr);
+  NodeAgent& agent = *started;
   EXPECT_TRUE(Eventually([&] { return n.PluginState() == kDevicePluginReady; }));
   n.kubelet.HoldListAndWatch();
   n.kubelet.Restart();
