@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Regression tests for the inputs that once crashed, hung or misled gpumux.
+
+Each folder beside this file is a reproducer copied from ../shared/reliability-repros (its
+original run.sh and the sanitizer output it produced are kept for reference; README.orig.md
+says what each one did). This script replays one of them against a gpumux binary and asserts
+what a user must see instead: a clear error naming the input, exit status 1 or 2 for commands,
+HTTP 400 and a live daemon for the extender, an unchanged ledger when a container is refused,
+and no sanitizer report (the same tests run in the ASan+UBSan build).
+
+    check.py NAME GPUMUX     run one reproducer; exit 0 when it behaves
+    check.py --list          the reproducers this script knows
+"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SANITIZER_MARKS = ('runtime error:', 'AddressSanitizer', 'LeakSanitizer', 'UndefinedBehaviorSanitizer',
+                   'terminate called', 'internal invariant')
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+def run(argv, *, cwd, env=None, stdin=None, timeout=60):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, cwd=cwd, env=full_env, input=stdin, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure(f'{" ".join(argv[:3])}... still running after {timeout} s')
+    took = time.monotonic() - t0
+    out = p.stdout + p.stderr
+    print(f'$ {" ".join(argv)}\n  exit {p.returncode} in {took:.1f} s\n  ' +
+          '\n  '.join(out.strip().splitlines()[-8:]))
+    for mark in SANITIZER_MARKS:
+        expect(mark not in out, f'output contains "{mark}"')
+    return p.returncode, out
+
+
+def refused(argv, *, cwd, names, env=None, stdin=None, timeout=60, codes=(1, 2)):
+    """The command exits with one of `codes` and its message names every string in `names`."""
+    code, out = run(argv, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+    expect(code in codes, f'exit status {code}, expected one of {codes}')
+    for name in names:
+        expect(name in out, f'the message does not name "{name}"')
+    return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Extender:
+    """`gpumux extender --offline-nodes FILE` on a free loopback port."""
+
+    def __init__(self, gpumux, cwd, nodes, extra=()):
+        self.port = free_port()
+        self.log = open(os.path.join(cwd, 'extender.log'), 'w+')
+        self.proc = subprocess.Popen([gpumux, 'extender', '--offline-nodes', nodes, '--listen',
+                                      f'127.0.0.1:{self.port}', *extra], cwd=cwd,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            expect(self.proc.poll() is None, f'the extender exited with {self.proc.returncode}')
+            if self.get('/readyz', timeout=1)[0] == 200:
+                return
+            time.sleep(0.1)
+        raise Failure('the extender did not become ready within 60 s')
+
+    def request(self, method, path, body=None, timeout=10):
+        try:
+            c = http.client.HTTPConnection('127.0.0.1', self.port, timeout=timeout)
+            headers = {'Content-Type': 'application/json'} if body is not None else {}
+            c.request(method, path, body=body, headers=headers)
+            r = c.getresponse()
+            data = r.read().decode(errors='replace')
+            c.close()
+            return r.status, data
+        except OSError as e:
+            return None, str(e)
+
+    def get(self, path, timeout=10):
+        return self.request('GET', path, timeout=timeout)
+
+    def stop(self):
+        alive = self.proc.poll() is None
+        if alive:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.seek(0)
+        text = self.log.read()
+        self.log.close()
+        for mark in SANITIZER_MARKS:
+            expect(mark not in text, f'the extender log contains "{mark}":\n{text[-3000:]}')
+        return alive
+
+
+# --- the reproducers -----------------------------------------------------------------------------
+
+def extender_nodes_empty_object(g, d):
+    ext = Extender(g, d, 'nodes.json')
+    try:
+        for body_file in ('filter.json', 'filter-wrong-node.json'):
+            with open(os.path.join(d, body_file)) as f:
+                body = f.read()
+            status, reply = ext.request('POST', '/gpumux/filter', body)
+            print(f'{body_file}: HTTP {status} {reply[:300]}')
+            expect(status == 400, f'{body_file}: HTTP {status}, expected 400')
+            expect('Nodes' in reply, f'{body_file}: the error does not name the field "Nodes"')
+            status, _ = ext.get('/healthz')
+            expect(status == 200, f'after {body_file}: /healthz answered {status}')
+    finally:
+        expect(ext.stop(), 'the extender died')
+
+
+def extender_nodelist_cpu_overflow(g, d):
+    refused([g, 'extender', '--offline-nodes', 'nodes.json', '--listen', '127.0.0.1:0'], cwd=d,
+            names=['nodes.json', 'cpu'], timeout=30)
+
+
+def _ledger_case(g, d, ledger, argv_for):
+    state = os.path.join(d, 'state')
+    os.makedirs(state, exist_ok=True)
+    shutil.copy(os.path.join(d, ledger), os.path.join(state, 'reservations.json'))
+    with open(os.path.join(state, 'reservations.json'), 'rb') as f:
+        before = f.read()
+    env = {'GPUMUX_STATE_DIR': state, 'GPUMUX_GPUS_FILE': os.path.join(d, 'gpus.csv'),
+           'GPUMUX_DEV_DIR': os.path.join(d, 'dev'), 'GPUMUX_RUNTIME': '/bin/true'}
+    argv, stdin = argv_for(d)
+    refused(argv, cwd=d, env=env, stdin=stdin, names=['reservations.json'])
+    with open(os.path.join(state, 'reservations.json'), 'rb') as f:
+        expect(f.read() == before, f'{ledger}: the ledger changed although the container was refused')
+
+
+def _hook_state(d, pid):
+    return json.dumps({'ociVersion': '1.0.2', 'id': 'c1', 'status': 'creating', 'pid': pid,
+                       'bundle': os.path.join(d, 'bundle')})
+
+
+def hook_ledger_gpu_out_of_range(g, d):
+    for ledger in ('reservations.json', 'reservations-gpu2.json', 'reservations-100000.json'):
+        _ledger_case(g, d, ledger, lambda d: ([g, 'hook', 'createRuntime'], _hook_state(d, 4000000)))
+        _ledger_case(g, d, ledger,
+                     lambda d: ([g, 'oci-runtime', 'create', '--bundle', os.path.join(d, 'bundle'), 'c1'],
+                                None))
+
+
+def _empty_ledger_after(state):
+    path = os.path.join(state, 'reservations.json')
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        ledger = json.load(f)
+    expect(not ledger.get('reservations'), f'a reservation was left in the ledger: {ledger}')
+
+
+def hook_config_root_type(g, d):
+    state = os.path.join(d, 'state')
+    os.makedirs(state)
+    env = {'GPUMUX_STATE_DIR': state, 'GPUMUX_GPUS_FILE': os.path.join(d, 'gpus.csv'),
+           'GPUMUX_DEV_DIR': os.path.join(d, 'dev')}
+    refused([g, 'hook', 'createRuntime'], cwd=d, env=env, stdin=_hook_state(d, 4000000),
+            names=['config.json', 'root'])
+    _empty_ledger_after(state)
+
+
+def oci_runtime_config_type(g, d):
+    variants = [
+        ('linux', {'linux': 'x'}),
+        ('hooks', {'hooks': []}),
+        ('devices', {'linux': {'devices': {}}}),
+        ('resources', {'linux': {'resources': 1}}),
+        ('env', {'process': {'env': 'NVIDIA_VISIBLE_DEVICES=all'}}),
+    ]
+    with open(os.path.join(d, 'config.json')) as f:
+        base = json.load(f)
+    for field, patch in variants:
+        state = os.path.join(d, 'state-' + field)
+        os.makedirs(state)
+        config = json.loads(json.dumps(base))
+        for k, v in patch.items():
+            config[k] = v
+        with open(os.path.join(d, 'bundle', 'config.json'), 'w') as f:
+            json.dump(config, f)
+        env = {'GPUMUX_RUNTIME': '/bin/true', 'GPUMUX_STATE_DIR': state,
+               'GPUMUX_GPUS_FILE': os.path.join(d, 'gpus.csv'), 'GPUMUX_DEV_DIR': os.path.join(d, 'dev')}
+        refused([g, 'oci-runtime', 'create', '--bundle', os.path.join(d, 'bundle'), 'c1'], cwd=d, env=env,
+                names=['config.json', field])
+        _empty_ledger_after(state)
+
+
+def replay_duplicate_arrival(g, d):
+    refused([g, 'simulate', '--nodes', 'nodes.csv', '--pods', 'pods.csv', '--policy', 'best-fit', '--replay',
+             'replay', '--no-report', '-q', '--threads', '1'], cwd=d, names=['arrival.csv'])
+
+
+def replay_gpu_index_overflow(g, d):
+    refused([g, 'simulate', '--nodes', 'nodes.csv', '--pods', 'pods.csv', '--policy', 'best-fit', '--replay',
+             'replay', '--no-report', '-q', '--threads', '1'], cwd=d, names=['arrival.csv:2', 'gpu_index'])
+
+
+def simulate_node_cpu_overflow(g, d):
+    refused([g, 'simulate', '--nodes', 'nodes.csv', '--pods', 'pods.csv', '--no-report', '-q', '--threads', '1'],
+            cwd=d, names=['n1', 'CPU'])
+
+
+def simulate_tiny_pod_resample(g, d):
+    # Eight million arrivals for one experiment: refused up front, naming the limit.
+    refused([g, 'simulate', '--pods', 'pods.csv', '--policy', 'best-fit', '--no-report', '--threads', '1'],
+            cwd=d, names=['arrivals', '--max-arrivals'], timeout=30)
+
+
+def jobgen_tiny_rate(g, d):
+    refused([g, 'jobgen', '--rate', '1e-300', '--count', '3', '-o', 'jobs.csv'], cwd=d, names=['--rate'])
+    refused([g, 'jobgen', '--load', '1e-300', '--count', '3', '-o', 'jobs.csv'], cwd=d, names=['--load'])
+
+
+def device_plugin_huge_memory(g, d):
+    kubelet = os.path.join(d, 'kubelet')
+    os.makedirs(kubelet, exist_ok=True)
+    # A 3 GiB address-space limit keeps a regression from taking the machine down (not under
+    # ASan, whose shadow memory needs terabytes of address space).
+    limit = '' if os.environ.get('GPUMUX_SANITIZED') == '1' else 'ulimit -v 3000000 2>/dev/null; '
+    refused(['sh', '-c', limit + 'exec "$@"', 'sh', g, 'device-plugin',
+             '--node-name', 'dev', '--backend', 'fake', '--gpus-file', os.path.join(d, 'gpus.csv'),
+             '--kubelet-dir', kubelet, '--offline', '--metrics-address', 'off'],
+            cwd=d, names=['gpus.csv', 'memory'], timeout=60)
+
+
+def extender_slowloris(g, d):
+    # Twice as many trickling connections as the extender has threads, for 15 s: /healthz keeps
+    # answering (the benchmark, not this test, holds it to 100 ms).
+    ext = Extender(g, d, 'nodes8.json', extra=['--threads', '4'])
+    socks = []
+    try:
+        socks = [socket.create_connection(('127.0.0.1', ext.port)) for _ in range(8)]
+        header = b'GET /healthz HTTP/1.1\r\nX-A: ' + b'a' * 100
+        answered, probes, worst, k = 0, 0, 0.0, 0
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            for s in socks:
+                try:
+                    s.sendall(header[k % len(header):k % len(header) + 1])
+                except OSError:
+                    pass  # the extender closed it: what it should do to a slow client
+            k += 1
+            t0 = time.monotonic()
+            status, _ = ext.get('/healthz', timeout=5)
+            worst = max(worst, time.monotonic() - t0)
+            probes += 1
+            answered += status == 200
+            time.sleep(0.2)
+        print(f'{answered}/{probes} probes answered while 8 connections trickled; slowest {worst:.3f} s')
+        expect(answered == probes, f'only {answered} of {probes} /healthz probes were answered')
+    finally:
+        for s in socks:
+            s.close()
+        expect(ext.stop(), 'the extender died')
+
+
+def path_is_a_directory(g, d):
+    adir = os.path.join(d, 'adir')
+    refused([g, 'extender', '--offline-nodes', adir, '--listen', '127.0.0.1:0'], cwd=d,
+            names=[adir, 'directory'], timeout=30)
+    refused([g, 'extender', '--config', adir], cwd=d, names=[adir, 'directory'], timeout=30)
+    bundle = os.path.join(d, 'bundle')
+    state = os.path.join(d, 'state')
+    refused([g, 'hook', 'createRuntime'], cwd=d, env={'GPUMUX_STATE_DIR': state},
+            stdin=json.dumps({'id': 'c1', 'pid': 0, 'bundle': bundle}), names=['config.json', 'directory'])
+    refused([g, 'oci-runtime', 'create', '--bundle', bundle, 'c1'], cwd=d,
+            env={'GPUMUX_RUNTIME': '/bin/true', 'GPUMUX_STATE_DIR': state}, names=['config.json', 'directory'])
+    refused([g, 'simulate', '--pods', adir, '--no-report'], cwd=d, names=[adir, 'directory'])
+
+
+def dl_profile_overflow(g, d):
+    for profile, field in (('profile-target-epochs-1e300.json', 'target_epochs'),
+                           ('profile-solo-memory-int64max.json', 'memory')):
+        refused([g, 'simulate', '--workload', 'dl', '--profile', profile, '--count', '15', '--loads', '2',
+                 '--policy', 'exclusive', '--no-report', '--threads', '1'], cwd=d,
+                names=[profile, field], timeout=60)
+
+
+def dl_jobs_submit_overflow(g, d):
+    out = refused([g, 'simulate', '--workload', 'dl', '--jobs', 'jobs.csv', '--policy', 'exclusive', '--loads',
+                   '0.001', '--no-report', '--threads', '1'], cwd=d, names=['j2', 'submit'])
+    expect('never ran' not in out, 'the error blames the cluster instead of the submit time')
+
+
+CASES = {
+    'extender-nodes-empty-object': extender_nodes_empty_object,
+    'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
+    'hook-ledger-gpu-out-of-range': hook_ledger_gpu_out_of_range,
+    'hook-config-root-type': hook_config_root_type,
+    'oci-runtime-config-type': oci_runtime_config_type,
+    'replay-duplicate-arrival': replay_duplicate_arrival,
+    'replay-gpu-index-overflow': replay_gpu_index_overflow,
+    'simulate-node-cpu-overflow': simulate_node_cpu_overflow,
+    'simulate-tiny-pod-resample': simulate_tiny_pod_resample,
+    'jobgen-tiny-rate': jobgen_tiny_rate,
+    'device-plugin-huge-memory': device_plugin_huge_memory,
+    'extender-slowloris': extender_slowloris,
+    'path-is-a-directory': path_is_a_directory,
+    'dl-profile-overflow': dl_profile_overflow,
+    'dl-jobs-submit-overflow': dl_jobs_submit_overflow,
+}
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == '--list':
+        print('\n'.join(CASES))
+        return 0
+    if len(sys.argv) != 3 or sys.argv[1] not in CASES:
+        print(__doc__, file=sys.stderr)
+        return 2
+    name, gpumux = sys.argv[1], os.path.abspath(sys.argv[2])
+    with tempfile.TemporaryDirectory(prefix=f'gpumux-repro-{name}-') as tmp:
+        work = os.path.join(tmp, name)
+        shutil.copytree(os.path.join(HERE, name), work)
+        try:
+            CASES[name](gpumux, work)
+        except Failure as e:
+            print(f'FAIL {name}: {e}')
+            return 1
+    print(f'PASS {name}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
