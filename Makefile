@@ -4,6 +4,8 @@
 #   make test   install build deps if missing, build with warnings as errors, run all tests
 #   make bench  build and run the benchmarks (prints figures)
 #   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
+#   make fuzz   build the libFuzzer targets with clang in build-fuzz/ and run each for
+#               FUZZ_SECONDS (60) seconds; fails on any finding (fuzz/README.md)
 #   make e2e    build, then deploy gpumux with deploy/ onto a real single-node Kubernetes
 #               (../shared/k8s-rig, when built on this machine) and run the end-to-end scenarios
 BUILD ?= build
@@ -22,7 +24,7 @@ endif
 TESTS ?= OFF
 BENCH ?= OFF
 
-.PHONY: all setup configure build demo test bench asan e2e clean format
+.PHONY: all setup configure build demo test bench asan fuzz e2e clean format
 
 all: build
 
@@ -55,12 +57,21 @@ bench:
 asan:
 	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
 
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz: setup
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGPUMUX_FUZZ=ON -DGPUMUX_WERROR=OFF -DGPUMUX_BUILD_TESTS=OFF -DGPUMUX_BUILD_BENCH=OFF \
+	  $(CMAKE_LAUNCHER) >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	sh fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # Skips (exit 0, saying so) when the rig is not built here; tests/e2e/README.md.
 e2e: build
 	bash tests/e2e/run.sh ./$(BUILD)/gpumux
 
 clean:
-	rm -rf build build-asan gpumux-report
+	rm -rf build build-asan build-fuzz gpumux-report
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

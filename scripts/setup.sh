@@ -10,7 +10,8 @@ PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
   runc busybox-static python3 python3-yaml \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler"
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+  clang libclang-rt-14-dev llvm-14"
 
 missing=""
 for p in $PACKAGES; do
