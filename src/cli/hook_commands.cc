@@ -318,6 +318,9 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     }
     if (ask->kind != hook::AskKind::kNone) {
       if (id.empty()) return fail(command + " without a container id");
+      if (auto ok = hook::CheckContainerId(id, "the container id"); !ok) {
+        return fail(ok.error().message);
+      }
       auto inventory = hook::LoadInventory(InventoryOf(o));
       if (!inventory) return refuse(inventory.error().message);
       hook::ReservationStore store(o.state_dir);

@@ -175,7 +175,8 @@ core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
   std::vector<int> out;
   for (const std::string& item : listed) {
     int found = -1;
-    if (item.find_first_not_of("0123456789") == std::string::npos && item.size() < 4) {
+    if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos &&
+        item.size() < 4) {
       const int i = std::stoi(item);
       if (i < static_cast<int>(inventory.gpus.size())) found = i;
     } else {

@@ -4,6 +4,7 @@
 
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
+#include "src/hook/checked_json.h"
 
 namespace gpumux::hook {
 namespace {
@@ -95,8 +96,10 @@ core::Result<void> CheckFields(const Json& config) {
     }
   }
   if (const Json* hooks = Member(config, "hooks"); expect(hooks, Json::value_t::object, "hooks")) {
-    for (const auto& [stage, list] : hooks->items()) {
-      if (!list.is_null()) expect(&list, Json::value_t::array, "hooks." + Shown(stage));
+    // The spec's stages (runc ignores other keys, and so does gpumux).
+    for (const char* stage : {"prestart", "createRuntime", "createContainer", "startContainer",
+                              "poststart", "poststop"}) {
+      expect(Member(*hooks, stage), Json::value_t::array, std::string("hooks.") + stage);
     }
   }
   expect(Member(config, "annotations"), Json::value_t::object, "annotations");
@@ -135,33 +138,15 @@ core::Result<ContainerState> ParseState(std::istream& in) {
                            where + ": field 'id' missing or not a non-empty string");
   }
   s.id = id->get_ref<const std::string&>();
-  if (s.id.size() > kMaxContainerIdBytes) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           where + ": field 'id' is longer than " +
-                               std::to_string(kMaxContainerIdBytes) +
-                               " bytes (hook::kMaxContainerIdBytes)");
-  }
-  for (const char c : s.id) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             where + ": field 'id' holds a control character ('" + Shown(s.id) +
-                                 "')");
-    }
-  }
+  if (auto ok = CheckContainerId(s.id, where + ": field 'id'"); !ok) return tl::unexpected(ok.error());
   if (const Json* pid = Member(j, "pid"); pid != nullptr) {
-    // A negative number is number_integer, a large positive one number_unsigned: compare each
-    // in its own type, never converting an out-of-range value.
-    const bool in_range =
-        (pid->is_number_unsigned() && pid->get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxPid)) ||
-        (pid->is_number_integer() && !pid->is_number_unsigned() && pid->get<std::int64_t>() >= 0 &&
-         pid->get<std::int64_t>() <= kMaxPid);
-    if (!in_range) {
+    const auto value = detail::IntInRange(*pid, 0, kMaxPid);
+    if (!value) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              where + ": field 'pid' is not a non-negative integer up to " +
                                  std::to_string(kMaxPid) + " (hook::kMaxPid)");
     }
-    s.pid = pid->is_number_unsigned() ? static_cast<std::int64_t>(pid->get<std::uint64_t>())
-                                      : pid->get<std::int64_t>();
+    s.pid = *value;
   }
   const Json* bundle = Member(j, "bundle");
   if (bundle == nullptr || !bundle->is_string() ||
@@ -175,6 +160,22 @@ core::Result<ContainerState> ParseState(std::istream& in) {
                            where + ": field 'bundle' holds a NUL character");
   }
   return s;
+}
+
+core::Result<void> CheckContainerId(const std::string& id, const std::string& where) {
+  if (id.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, where + " is empty");
+  if (id.size() > kMaxContainerIdBytes) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           where + " is longer than " + std::to_string(kMaxContainerIdBytes) +
+                               " bytes (hook::kMaxContainerIdBytes)");
+  }
+  for (const char c : id) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             where + " holds a control character ('" + Shown(id) + "')");
+    }
+  }
+  return {};
 }
 
 core::Result<Json> LoadConfig(const std::string& bundle) {

@@ -4,6 +4,7 @@
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/fd.h"
 #include "gpumux/io/read_file.h"
+#include "src/hook/checked_json.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -55,7 +56,7 @@ class EntryReader {
   core::Result<std::int64_t> Int(const char* key, std::int64_t lo, std::int64_t hi) const {
     const auto it = entry_.find(key);
     if (it == entry_.end() || it->is_null()) return tl::unexpected(Fault(key, "missing"));
-    auto v = IntOf(*it, lo, hi);
+    auto v = detail::IntInRange(*it, lo, hi);
     if (!v) return tl::unexpected(Fault(key, RangeText(lo, hi)));
     return *v;
   }
@@ -66,21 +67,6 @@ class EntryReader {
     if (it == entry_.end() || it->is_null()) return tl::unexpected(Fault(key, "missing"));
     if (it->is_number_unsigned()) return it->get<std::uint64_t>();
     return tl::unexpected(Fault(key, "is not a non-negative integer"));
-  }
-
-  // The integer `v` when it lies in [lo, hi], compared in its own JSON type.
-  static std::optional<std::int64_t> IntOf(const Json& v, std::int64_t lo, std::int64_t hi) {
-    if (v.is_number_unsigned()) {
-      const std::uint64_t u = v.get<std::uint64_t>();
-      if (hi < 0 || u > static_cast<std::uint64_t>(hi)) return std::nullopt;
-      const auto i = static_cast<std::int64_t>(u);
-      return i >= lo ? std::optional<std::int64_t>(i) : std::nullopt;
-    }
-    if (v.is_number_integer()) {
-      const auto i = v.get<std::int64_t>();
-      return i >= lo && i <= hi ? std::optional<std::int64_t>(i) : std::nullopt;
-    }
-    return std::nullopt;
   }
 
   static std::string RangeText(std::int64_t lo, std::int64_t hi) {
@@ -124,7 +110,7 @@ core::Result<Reservation> ParseEntry(const Json& entry, std::size_t i) {
   if (!gpus->is_array()) return tl::unexpected(r.Fault("gpus", "is not a list"));
   if (gpus->empty()) return tl::unexpected(r.Fault("gpus", "is empty"));
   for (const Json& g : *gpus) {
-    const auto index = EntryReader::IntOf(g, 0, core::kMaxGpusPerNode - 1);
+    const auto index = detail::IntInRange(g, 0, core::kMaxGpusPerNode - 1);
     if (!index) {
       return tl::unexpected(r.Fault("gpus", "names GPU " + g.dump() + ", not a GPU index 0.." +
                                                 std::to_string(core::kMaxGpusPerNode - 1)));
@@ -179,7 +165,7 @@ core::Result<ReservationFile> Parse(const std::string& text, const std::string& 
                            path + ": not a gpumux reservation ledger (no 'reservations' list)");
   }
   if (const auto version = j.find("version"); version != j.end()) {
-    if (EntryReader::IntOf(*version, 1, 1) != std::optional<std::int64_t>(1)) {
+    if (detail::IntInRange(*version, 1, 1) != std::optional<std::int64_t>(1)) {
       return tl::unexpected(Malformed(path, "field 'version' is " + version->dump().substr(0, 32) +
                                                 ", not 1 (written by another gpumux version?)"));
     }

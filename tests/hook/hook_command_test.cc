@@ -711,6 +711,15 @@ TEST_F(OciRuntimeWrapper, ALedgerNamingAGpuTheHostDoesNotHaveIsRefusedAndKept) {
   EXPECT_EQ(test::ReadFileText(state_ / "reservations.json"), text);
 }
 
+TEST_F(OciRuntimeWrapper, AContainerIdWithAControlCharacterIsNotRecorded) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const test::Captured w = Wrapper(Create("c1\nforged"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(Contains(w.err, "the container id holds a control character ('c1?forged')")) << w.err;
+  EXPECT_TRUE(Ledger().reservations.empty());
+}
+
 TEST_F(OciRuntimeWrapper, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
   fs::create_directories(bundle_ / "config.json");
   const test::Captured w = Wrapper(Create("c1"));

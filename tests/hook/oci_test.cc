@@ -96,6 +96,16 @@ INSTANTIATE_TEST_SUITE_P(
                  "container state on stdin: larger than 1048576 bytes (hook::kMaxStateBytes)"}),
     test::CaseName());
 
+TEST(CheckContainerId, AcceptsRuntimeIdsAndRefusesEmptyLongOrControlCharacters) {
+  EXPECT_TRUE(CheckContainerId(std::string(64, 'f'), "id").has_value());
+  EXPECT_TRUE(CheckContainerId("default_render-7f9c.main", "id").has_value());
+  EXPECT_EQ(CheckContainerId("", "id").error().message, "id is empty");
+  EXPECT_EQ(CheckContainerId(std::string(kMaxContainerIdBytes + 1, 'a'), "id").error().message,
+            "id is longer than 1024 bytes (hook::kMaxContainerIdBytes)");
+  EXPECT_EQ(CheckContainerId("c1\nGPU 0 free", "id").error().message,
+            "id holds a control character ('c1?GPU 0 free')");
+}
+
 TEST(LoadConfig, ReadsTheBundlesConfigJson) {
   test::ScratchDir dir;
   dir.Write("config.json", R"({"ociVersion":"1.0.2","process":{"env":["A=1"]}})");
@@ -206,6 +216,8 @@ INSTANTIATE_TEST_SUITE_P(
         ConfigCase{"hooks_a_list", R"({"hooks":[]})", "'hooks' is not an object"},
         ConfigCase{"a_hook_stage_an_object", R"({"hooks":{"poststop":{}}})",
                    "'hooks.poststop' is not a list"},
+        ConfigCase{"a_hooks_key_that_is_no_stage_is_left_alone",
+                   R"({"hooks":{"x-vendor":{"any":"thing"}}})", ""},
         ConfigCase{"annotations_a_list", R"({"annotations":[]})", "'annotations' is not an object"},
         ConfigCase{"every_fault_is_named_at_once", R"({"linux":"x","hooks":[],"root":1})",
                    "'root' is not an object; 'linux' is not an object; 'hooks' is not an object"}),

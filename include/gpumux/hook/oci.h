@@ -41,6 +41,10 @@ struct ContainerState {
 // 'pid' is not an integer in 0..4194304".
 core::Result<ContainerState> ParseState(std::istream& in);
 
+// A container id gpumux records (ledger, hook.log): 1..kMaxContainerIdBytes bytes without
+// control characters. Error "<where> holds a control character ('c1?x')".
+core::Result<void> CheckContainerId(const std::string& id, const std::string& where);
+
 // Reads <bundle>/config.json (io::ReadInputFile: a folder, a FIFO, a missing or over-size
 // file is an error naming it) and checks it with CheckConfig, so that a config.json the hook
 // or the wrapper could not edit is refused before any GPU is granted.
@@ -50,7 +54,8 @@ core::Result<void> SaveConfig(const std::string& bundle, const nlohmann::json& c
 // The fields gpumux reads or edits have the types the OCI runtime spec gives them (absent or
 // null is always fine): process an object, process.env a list of strings, root an object with
 // a string path, linux an object, linux.devices a list of objects whose path is a string,
-// linux.resources an object, linux.resources.devices a list, hooks an object of lists,
+// linux.resources an object, linux.resources.devices a list, hooks an object whose stages
+// (prestart, createRuntime, createContainer, startContainer, poststart, poststop) are lists,
 // annotations an object. Error "<source>: 'linux.devices' is not a list".
 core::Result<void> CheckConfig(const nlohmann::json& config, const std::string& source);
 
