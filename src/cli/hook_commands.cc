@@ -3,6 +3,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -10,10 +11,8 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
-#include <sstream>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gpumux/core/check.h"
 #include "gpumux/gpu/backend.h"
@@ -135,8 +134,8 @@ void InjectDevices(const HostOptions& o, const hook::ContainerState& state, std:
   if (rootfs.empty() || rootfs[0] != '/') rootfs = state.bundle + "/" + rootfs;
   const std::string dev = "/proc/" + std::to_string(state.pid) + "/root" + rootfs + "/dev";
   std::string cgroup_dir;
-  auto cgroups = io::ReadInputFile("/proc/" + std::to_string(state.pid) + "/cgroup",
-                                   std::size_t{1} << 20);
+  auto cgroups =
+      io::ReadInputFile("/proc/" + std::to_string(state.pid) + "/cgroup", std::size_t{1} << 20);
   std::istringstream cg(cgroups ? *cgroups : std::string());
   for (std::string line; std::getline(cg, line);) {
     const auto first = line.find(':');
@@ -178,7 +177,8 @@ core::Result<void> ApplyGrant(const HostOptions& o, const hook::Inventory& inven
   if (grant.reserved) {
     const std::vector<std::string> hook_env{
         "GPUMUX_STATE_DIR=" + o.state_dir, "GPUMUX_DEV_DIR=" + o.dev_dir,
-        "GPUMUX_GPUS_FILE=" + o.gpus_file, std::string(hook::kDevicePluginDirEnv) + "=" + plugin_dir};
+        "GPUMUX_GPUS_FILE=" + o.gpus_file,
+        std::string(hook::kDevicePluginDirEnv) + "=" + plugin_dir};
     const std::string self = SelfExe();
     edits.push_back(hook::AddHook(config, "createRuntime", self,
                                   {"gpumux", "hook", "createRuntime"}, hook_env));
@@ -329,8 +329,8 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
                                    "pending", {hook::PodOf(*config), plugin_dir});
       if (!grant) return refuse(grant.error().message);
       Log(o, grant->message, err);
-      if (auto edited = ApplyGrant(o, *inventory, *grant, plugin_dir, *config,
-                                   bundle + "/config.json");
+      if (auto edited =
+              ApplyGrant(o, *inventory, *grant, plugin_dir, *config, bundle + "/config.json");
           !edited) {
         if (grant->reserved && !grant->existing) (void)hook::ReleaseGpus(id, store);
         return fail(edited.error().message);

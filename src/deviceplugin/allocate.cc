@@ -15,8 +15,10 @@ grpc::Status ToStatus(const HandshakeError& e) {
   switch (e.code) {
     case HandshakeError::Code::kInvalidArgument:
       return {grpc::StatusCode::INVALID_ARGUMENT, e.message};
-    case HandshakeError::Code::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, e.message};
-    case HandshakeError::Code::kFailedPrecondition: break;
+    case HandshakeError::Code::kUnavailable:
+      return {grpc::StatusCode::UNAVAILABLE, e.message};
+    case HandshakeError::Code::kFailedPrecondition:
+      break;
   }
   return {grpc::StatusCode::FAILED_PRECONDITION, e.message};
 }
@@ -59,7 +61,8 @@ grpc::Status CheckAllocateRequest(Resource resource, const pb::AllocateRequest& 
     return Invalid("Allocate for " + name + " names no container");
   }
   const auto r = static_cast<std::size_t>(resource);
-  if (r >= tables.size()) return Invalid("Allocate for " + name + ", which this plugin does not serve");
+  if (r >= tables.size())
+    return Invalid("Allocate for " + name + ", which this plugin does not serve");
   const DeviceTable& table = tables[r];
   // Every ID is a device of this resource, named once in the whole request: two containers
   // cannot be given one device (and so a request names at most the table's devices).
@@ -100,18 +103,18 @@ grpc::Status AnswerAllocate(Resource resource, const pb::AllocateRequest& reques
   auto served = claim(resource, counts);
   if (!served) return ToStatus(served.error());
   if (served->size() != counts.size()) {
-    return {grpc::StatusCode::INTERNAL,
-            "the handshake served " + std::to_string(served->size()) + " containers for " +
-                std::to_string(counts.size()) + " container requests"};
+    return {grpc::StatusCode::INTERNAL, "the handshake served " + std::to_string(served->size()) +
+                                            " containers for " + std::to_string(counts.size()) +
+                                            " container requests"};
   }
   pb::AllocateResponse answer;
   for (const ServedContainer& c : *served) {
     GrantContext context{c.pod_ns, c.pod_name, c.pod_uid, node_name, c.policy};
     auto env = BuildContainerEnv(c.grant, context, gpus, inject);
     if (!env) {
-      return {grpc::StatusCode::FAILED_PRECONDITION,
-              "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name + ": " +
-                  env.error().message};
+      return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
+                                                         " container " + c.grant.name + ": " +
+                                                         env.error().message};
     }
     pb::ContainerAllocateResponse* out = answer.add_container_responses();
     for (const auto& [k, v] : env->envs) (*out->mutable_envs())[k] = v;

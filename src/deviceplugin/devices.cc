@@ -31,9 +31,12 @@ namespace {
 // Devices GPU `slot` contributes to `resource`; checked by Build before the division.
 std::int64_t DevicesOf(Resource resource, const GpuSlot& slot, std::int64_t gpu_mem_unit_mib) {
   switch (resource) {
-    case Resource::kGpu: return 1;
-    case Resource::kGpuMem: return slot.memory_mib / gpu_mem_unit_mib;
-    case Resource::kGpuMilli: return 1000;
+    case Resource::kGpu:
+      return 1;
+    case Resource::kGpuMem:
+      return slot.memory_mib / gpu_mem_unit_mib;
+    case Resource::kGpuMilli:
+      return 1000;
   }
   return 0;
 }
@@ -60,10 +63,10 @@ core::Result<DeviceTable> DeviceTable::Build(Resource resource, const std::vecto
   std::int64_t total = 0;
   for (const GpuSlot& slot : gpus) {
     if (slot.memory_mib < 0 || slot.memory_mib > core::kMaxGpuMemoryMib) {
-      return tl::unexpected(Invalid("GPU " + std::to_string(slot.index) + " reports " +
-                                    std::to_string(slot.memory_mib) + " MiB of memory, outside 0.." +
-                                    std::to_string(core::kMaxGpuMemoryMib) +
-                                    " (core::kMaxGpuMemoryMib)"));
+      return tl::unexpected(
+          Invalid("GPU " + std::to_string(slot.index) + " reports " +
+                  std::to_string(slot.memory_mib) + " MiB of memory, outside 0.." +
+                  std::to_string(core::kMaxGpuMemoryMib) + " (core::kMaxGpuMemoryMib)"));
     }
     const std::int64_t count = DevicesOf(resource, slot, gpu_mem_unit_mib);
     total += count;  // <= 64 * 2^32: no overflow
@@ -116,8 +119,7 @@ core::Result<DeviceTable> DeviceTable::Build(Resource resource, const std::vecto
   t.first_.push_back(t.devices_.size());
   if (const std::size_t bytes = DeviceListBytes(t.devices_); bytes > kMaxDeviceListBytes) {
     std::string message = "the device list of " + name + " would take " + std::to_string(bytes) +
-                          " bytes, more than the kubelet's " +
-                          std::to_string(kMaxDeviceListBytes) +
+                          " bytes, more than the kubelet's " + std::to_string(kMaxDeviceListBytes) +
                           "-byte gRPC message limit (deviceplugin::kMaxDeviceListBytes)";
     if (resource == Resource::kGpuMem) message += "; raise the unit with --gpu-mem-unit-mib";
     return tl::unexpected(Invalid(std::move(message)));

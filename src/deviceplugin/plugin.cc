@@ -1,7 +1,5 @@
 #include "gpumux/deviceplugin/plugin.h"
 
-#include "gpumux/deviceplugin/allocate.h"
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "gpumux/deviceplugin/allocate.h"
 
 namespace gpumux::deviceplugin {
 namespace {

@@ -148,10 +148,10 @@ core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
           csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) + " is not > 0"));
     }
     if (*total > core::kMaxGpuMemoryMib) {
-      return tl::unexpected(csv.ErrorHere(
-          "column 'memory_mib': " + std::to_string(*total) + " MiB is more memory than a GPU " +
-          "may have (" + std::to_string(core::kMaxGpuMemoryMib) +
-          " MiB = 4 PiB, core::kMaxGpuMemoryMib)"));
+      return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) +
+                                          " MiB is more memory than a GPU " + "may have (" +
+                                          std::to_string(core::kMaxGpuMemoryMib) +
+                                          " MiB = 4 PiB, core::kMaxGpuMemoryMib)"));
     }
     g.memory_total_mib = *total;
     auto used = OptionalInt(csv, "memory_used_mib", -1, 0, *total);

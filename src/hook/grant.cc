@@ -99,12 +99,12 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     for (const Reservation& r : file.reservations) {
       for (int g : r.gpus) {  // 0 <= g (ReservationStore checks): only the top can be wrong
         if (g < host_gpus) continue;
-        return core::MakeError(
-            core::ErrorCode::kFailedPrecondition,
-            store.path() + ": the reservation of container '" + r.container + "' names GPU " +
-                std::to_string(g) + ", but the host has " + GpuCount(host_gpus) + " (" +
-                inventory.source + "); the ledger is left as it is: remove that reservation " +
-                "once its container is gone");
+        return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                               store.path() + ": the reservation of container '" + r.container +
+                                   "' names GPU " + std::to_string(g) + ", but the host has " +
+                                   GpuCount(host_gpus) + " (" + inventory.source +
+                                   "); the ledger is left as it is: remove that reservation " +
+                                   "once its container is gone");
       }
     }
 

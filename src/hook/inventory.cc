@@ -65,9 +65,9 @@ core::Result<std::vector<HostGpu>> ReadGpuFile(const InventoryOptions& options) 
                                           " already on line " + std::to_string(it->second)));
     }
     if (*mib < 0 || *mib > core::kMaxGpuMemoryMib) {
-      return tl::unexpected(csv.ErrorHere(
-          "column 'memory_mib': " + std::to_string(*mib) + " outside 0.." +
-          std::to_string(core::kMaxGpuMemoryMib) + " (core::kMaxGpuMemoryMib, 4 PiB)"));
+      return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*mib) +
+                                          " outside 0.." + std::to_string(core::kMaxGpuMemoryMib) +
+                                          " (core::kMaxGpuMemoryMib, 4 PiB)"));
     }
     HostGpu g;
     g.index = static_cast<int>(*index);

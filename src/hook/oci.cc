@@ -24,8 +24,9 @@ const Json* Member(const Json& parent, const char* key) {
 }
 
 const char* TypeWord(Json::value_t type) {
-  return type == Json::value_t::object ? "an object" : type == Json::value_t::array ? "a list"
-                                                                                   : "a string";
+  return type == Json::value_t::object  ? "an object"
+         : type == Json::value_t::array ? "a list"
+                                        : "a string";
 }
 
 // nullptr-safe: absent is fine, else `value` must have `type`. Error "'field' is not a list".
@@ -80,7 +81,8 @@ core::Result<void> CheckFields(const Json& config) {
   if (const Json* root = Member(config, "root"); expect(root, Json::value_t::object, "root")) {
     expect(Member(*root, "path"), Json::value_t::string, "root.path");
   }
-  if (const Json* linux_ = Member(config, "linux"); expect(linux_, Json::value_t::object, "linux")) {
+  if (const Json* linux_ = Member(config, "linux");
+      expect(linux_, Json::value_t::object, "linux")) {
     const Json* devices = Member(*linux_, "devices");
     if (expect(devices, Json::value_t::array, "linux.devices")) {
       for (std::size_t i = 0; i < devices->size(); ++i) {
@@ -138,7 +140,8 @@ core::Result<ContainerState> ParseState(std::istream& in) {
                            where + ": field 'id' missing or not a non-empty string");
   }
   s.id = id->get_ref<const std::string&>();
-  if (auto ok = CheckContainerId(s.id, where + ": field 'id'"); !ok) return tl::unexpected(ok.error());
+  if (auto ok = CheckContainerId(s.id, where + ": field 'id'"); !ok)
+    return tl::unexpected(ok.error());
   if (const Json* pid = Member(j, "pid"); pid != nullptr) {
     const auto value = detail::IntInRange(*pid, 0, kMaxPid);
     if (!value) {
@@ -149,8 +152,7 @@ core::Result<ContainerState> ParseState(std::istream& in) {
     s.pid = *value;
   }
   const Json* bundle = Member(j, "bundle");
-  if (bundle == nullptr || !bundle->is_string() ||
-      bundle->get_ref<const std::string&>().empty()) {
+  if (bundle == nullptr || !bundle->is_string() || bundle->get_ref<const std::string&>().empty()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
                            where + ": field 'bundle' missing or not a non-empty string");
   }
@@ -183,8 +185,7 @@ core::Result<Json> LoadConfig(const std::string& bundle) {
   auto text = io::ReadInputFile(path, kMaxConfigJsonBytes);
   if (!text) return tl::unexpected(text.error());
   bool too_deep = false;
-  const Json::parser_callback_t depth_guard = [&too_deep](int depth, Json::parse_event_t,
-                                                          Json&) {
+  const Json::parser_callback_t depth_guard = [&too_deep](int depth, Json::parse_event_t, Json&) {
     if (depth > kMaxConfigJsonDepth) too_deep = true;
     return !too_deep;
   };
@@ -291,7 +292,8 @@ core::Result<void> SetEnv(Json& config, const std::string& name, const std::stri
   Json kept = Json::array();
   const std::string prefix = name + "=";
   for (const Json& e : **env) {
-    if (!(e.is_string() && e.get_ref<const std::string&>().compare(0, prefix.size(), prefix) == 0)) {
+    if (!(e.is_string() &&
+          e.get_ref<const std::string&>().compare(0, prefix.size(), prefix) == 0)) {
       kept.push_back(e);
     }
   }
@@ -318,7 +320,8 @@ core::Result<void> AddDevices(Json& config, const std::vector<DeviceNode>& devic
     bool present = false;
     for (const Json& e : **list) {
       const Json* path = Member(e, "path");  // CheckFields: an object; path a string if set
-      present = present || (path != nullptr && path->get_ref<const std::string&>() == d.container_path);
+      present =
+          present || (path != nullptr && path->get_ref<const std::string&>() == d.container_path);
     }
     if (!present) {
       (*list)->push_back({{"path", d.container_path},
@@ -345,7 +348,8 @@ core::Result<void> AddHook(Json& config, const std::string& stage, const std::st
   const std::string field = "hooks." + stage;
   if (const Json* hooks = Member(config, "hooks"); hooks != nullptr) {
     if (auto ok = Expect(hooks, Json::value_t::object, "hooks"); !ok) return ok;
-    if (auto ok = Expect(Member(*hooks, stage.c_str()), Json::value_t::array, field); !ok) return ok;
+    if (auto ok = Expect(Member(*hooks, stage.c_str()), Json::value_t::array, field); !ok)
+      return ok;
   }
   auto hooks = Ensure(config, "hooks", Json::value_t::object, "hooks");
   if (!hooks) return tl::unexpected(hooks.error());

@@ -1,11 +1,5 @@
 #include "gpumux/hook/reservations.h"
 
-#include "gpumux/core/cluster.h"
-#include "gpumux/io/atomic_file.h"
-#include "gpumux/io/fd.h"
-#include "gpumux/io/read_file.h"
-#include "src/hook/checked_json.h"
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -19,11 +13,16 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include "gpumux/core/cluster.h"
+#include "gpumux/io/atomic_file.h"
+#include "gpumux/io/fd.h"
+#include "gpumux/io/read_file.h"
+#include "src/hook/checked_json.h"
 
 namespace gpumux::hook {
 namespace {
@@ -74,8 +73,7 @@ class EntryReader {
   }
 
   core::Error Fault(const std::string& key, const std::string& what) const {
-    return core::Error{core::ErrorCode::kInvalidArgument,
-                       where_ + ": field '" + key + "' " + what};
+    return core::Error{core::ErrorCode::kInvalidArgument, where_ + ": field '" + key + "' " + what};
   }
 
  private:
@@ -139,10 +137,9 @@ core::Result<Reservation> ParseEntry(const Json& entry, std::size_t i) {
   if (!start_time) return tl::unexpected(start_time.error());
   res.holder.start_time = *start_time;
   // Fields added later: absent in older ledgers, but of their type when present.
-  for (auto [key, field] : {std::pair{"holder_pid_ns", &res.holder_pid_ns},
-                            std::pair{"pod_namespace", &res.pod.ns},
-                            std::pair{"pod_name", &res.pod.pod},
-                            std::pair{"container_name", &res.pod.container}}) {
+  for (auto [key, field] :
+       {std::pair{"holder_pid_ns", &res.holder_pid_ns}, std::pair{"pod_namespace", &res.pod.ns},
+        std::pair{"pod_name", &res.pod.pod}, std::pair{"container_name", &res.pod.container}}) {
     auto value = r.String(key, /*required=*/false);
     if (!value) return tl::unexpected(value.error());
     *field = std::move(*value);

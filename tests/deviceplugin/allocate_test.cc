@@ -81,8 +81,8 @@ class BadAllocateRequests : public ::testing::TestWithParam<BadRequest> {};
 TEST_P(BadAllocateRequests, AreInvalidArgumentNamingTheFaultAndNeverClaim) {
   std::vector<std::vector<std::int64_t>> claimed;
   v1beta1::AllocateResponse resp;
-  const grpc::Status s = Answer(GetParam().resource, Request(GetParam().containers),
-                                ServeGpu0(&claimed), &resp);
+  const grpc::Status s =
+      Answer(GetParam().resource, Request(GetParam().containers), ServeGpu0(&claimed), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find(GetParam().message), std::string::npos) << s.error_message();
   EXPECT_TRUE(claimed.empty()) << "a bad request must not reach the handshake";
@@ -92,7 +92,8 @@ TEST_P(BadAllocateRequests, AreInvalidArgumentNamingTheFaultAndNeverClaim) {
 INSTANTIATE_TEST_SUITE_P(
     Table, BadAllocateRequests,
     ::testing::Values(
-        BadRequest{"no_container", Resource::kGpu, {}, "Allocate for gpumux.io/gpu names no container"},
+        BadRequest{
+            "no_container", Resource::kGpu, {}, "Allocate for gpumux.io/gpu names no container"},
         BadRequest{"a_container_without_ids",
                    Resource::kGpu,
                    {{"GPU-aaaa"}, {}},
@@ -102,10 +103,11 @@ INSTANTIATE_TEST_SUITE_P(
                    {{"GPU-nope"}},
                    "unknown device ID 'GPU-nope' for gpumux.io/gpu on node n1 (this plugin lists "
                    "2 devices, e.g. 'GPU-aaaa')"},
-        BadRequest{"an_id_of_another_resource",
-                   Resource::kGpu,
-                   {{"GPU-aaaa-m0"}},
-                   "device ID 'GPU-aaaa-m0' is a gpumux.io/gpu-mem device, not a gpumux.io/gpu one"},
+        BadRequest{
+            "an_id_of_another_resource",
+            Resource::kGpu,
+            {{"GPU-aaaa-m0"}},
+            "device ID 'GPU-aaaa-m0' is a gpumux.io/gpu-mem device, not a gpumux.io/gpu one"},
         BadRequest{"a_whole_gpu_asked_as_memory",
                    Resource::kGpuMem,
                    {{"GPU-aaaa-m0", "GPU-bbbb"}},
@@ -158,17 +160,17 @@ TEST(AnswerAllocate, AResourceThisPluginDoesNotServeKnowsNoDevice) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("this plugin lists 0 devices"), std::string::npos)
       << s.error_message();
-  const grpc::Status none = AnswerAllocate(Resource::kGpu, Request({{"GPU-aaaa"}}), {},
-                                           NodeGpus(), {}, "n1", ServeGpu0(), &resp);
+  const grpc::Status none = AnswerAllocate(Resource::kGpu, Request({{"GPU-aaaa"}}), {}, NodeGpus(),
+                                           {}, "n1", ServeGpu0(), &resp);
   EXPECT_EQ(none.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST(AnswerAllocate, AGoodRequestIsClaimedWithItsCountsAndAnswersEachContainer) {
   std::vector<std::vector<std::int64_t>> claimed;
   v1beta1::AllocateResponse resp;
-  const grpc::Status s = Answer(Resource::kGpuMem,
-                                Request({{"GPU-aaaa-m0", "GPU-aaaa-m1"}, {"GPU-bbbb-m3"}}),
-                                ServeGpu0(&claimed), &resp);
+  const grpc::Status s =
+      Answer(Resource::kGpuMem, Request({{"GPU-aaaa-m0", "GPU-aaaa-m1"}, {"GPU-bbbb-m3"}}),
+             ServeGpu0(&claimed), &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(claimed, (std::vector<std::vector<std::int64_t>>{{2, 1}}));
   ASSERT_EQ(resp.container_responses_size(), 2);
@@ -183,8 +185,9 @@ TEST(AnswerAllocate, TheHandshakesAnswerKeepsItsCode) {
       {HandshakeError::Code::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
       {HandshakeError::Code::kUnavailable, grpc::StatusCode::UNAVAILABLE}};
   for (const auto& [code, status] : codes) {
-    const AllocateClaim refuse = [code](Resource, const std::vector<std::int64_t>&)
-        -> HandshakeResult<std::vector<ServedContainer>> {
+    const AllocateClaim refuse =
+        [code](Resource,
+               const std::vector<std::int64_t>&) -> HandshakeResult<std::vector<ServedContainer>> {
       return tl::unexpected(HandshakeError{code, "no lock"});
     };
     v1beta1::AllocateResponse resp;
@@ -208,8 +211,9 @@ TEST(AnswerAllocate, AClaimThatServesTheWrongNumberOfContainersIsAnErrorNotACras
 }
 
 TEST(AnswerAllocate, AGrantNamingAGpuTheNodeLacksIsFailedPreconditionNamingThePod) {
-  const AllocateClaim stray = [](Resource, const std::vector<std::int64_t>&)
-      -> HandshakeResult<std::vector<ServedContainer>> {
+  const AllocateClaim stray =
+      [](Resource,
+         const std::vector<std::int64_t>&) -> HandshakeResult<std::vector<ServedContainer>> {
     ServedContainer c;
     c.pod_ns = "default";
     c.pod_name = "p";
@@ -230,8 +234,8 @@ TEST(AnswerAllocate, AGrantNamingAGpuTheNodeLacksIsFailedPreconditionNamingThePo
 // clean INVALID_ARGUMENT, and OK exactly when the IDs are distinct devices of the resource.
 TEST(AnswerAllocate, RandomRequestsGetOkOrInvalidArgumentNeverAnythingElse) {
   const std::vector<DeviceTable> tables = Tables();
-  std::vector<std::string> pool{"", "GPU-", "GPU-aaaa-m", "GPU-aaaa-c1000", "gpu-aaaa",
-                                std::string(300, 'z')};
+  std::vector<std::string> pool{
+      "", "GPU-", "GPU-aaaa-m", "GPU-aaaa-c1000", "gpu-aaaa", std::string(300, 'z')};
   for (const DeviceTable& t : tables) {
     for (const Device& d : t.devices()) pool.push_back(d.id);
   }

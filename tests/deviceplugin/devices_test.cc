@@ -1,6 +1,7 @@
 // Device lists per resource and what a container gets from its grant (pure functions).
-#include <gtest/gtest.h>
+#include "gpumux/deviceplugin/devices.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -9,7 +10,6 @@
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/deviceplugin/container_env.h"
-#include "gpumux/deviceplugin/devices.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::deviceplugin {
@@ -95,7 +95,8 @@ TEST(DeviceTable, MoreDevicesThanTheKubeletCanTakeAreRefusedNamingTheLimitAndThe
   EXPECT_EQ(coarse->devices().size(), 4096u);
   // Eight 80 GiB GPUs in 1 MiB units: 655,360 devices.
   std::vector<GpuSlot> eight;
-  for (int i = 0; i < 8; ++i) eight.push_back(GpuSlot{i, test::Numbered("GPU-", i), 81920, i, true});
+  for (int i = 0; i < 8; ++i)
+    eight.push_back(GpuSlot{i, test::Numbered("GPU-", i), 81920, i, true});
   auto fine = DeviceTable::Build(Resource::kGpuMem, eight, 1);
   ASSERT_FALSE(fine.has_value());
   EXPECT_NE(fine.error().message.find("kMaxDevicesPerResource"), std::string::npos);

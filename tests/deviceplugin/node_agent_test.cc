@@ -536,8 +536,11 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
     test::FakeKubelet kubelet;
     test::ProcessSpec spec;
     spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
-                 "--gpus-file", big, "--gpu-mem-unit-mib", "1", "--resources", "gpu",
-                 "--offline", "--kubelet-dir", kubelet.dir().string(), "--metrics-address", "off"};
+                 "--gpus-file", big, "--gpu-mem-unit-mib", "1", "--resources", "gpu"};
+    for (const char* a : {"--offline", "--metrics-address", "off", "--kubelet-dir"}) {
+      spec.argv.push_back(a);
+    }
+    spec.argv.push_back(kubelet.dir().string());
     const PluginRun run = RunPlugin(spec, kubelet, 1, "gpu-only");
     EXPECT_TRUE(run.registered) << run.err;
     EXPECT_TRUE(run.exit.Exited(0)) << run.err;

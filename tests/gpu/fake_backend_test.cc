@@ -115,11 +115,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "core::kMaxGpusPerNode)"},
         BadFile{"an_index_beyond_a_nodes_gpus", "index,uuid,model,memory_mib\n64,GPU-a,A100,1\n",
                 "2: column 'index': 64 outside 0..63"},
-        BadFile{"an_exbibyte_of_memory",
-                "index,uuid,model,memory_mib\n0,GPU-a,T4,1099511627776\n",
+        BadFile{"an_exbibyte_of_memory", "index,uuid,model,memory_mib\n0,GPU-a,T4,1099511627776\n",
                 "2: column 'memory_mib': 1099511627776 MiB is more memory than a GPU may have "
                 "(4294967296 MiB = 4 PiB, core::kMaxGpuMemoryMib)"},
-        BadFile{"memory_beyond_int64", "index,uuid,model,memory_mib\n0,GPU-a,T4,99999999999999999999\n",
+        BadFile{"memory_beyond_int64",
+                "index,uuid,model,memory_mib\n0,GPU-a,T4,99999999999999999999\n",
                 "2: column 'memory_mib'"},
         BadFile{"zero_memory", "index,uuid,model,memory_mib\n0,GPU-a,A100,0\n",
                 "2: column 'memory_mib': 0 is not > 0"},
@@ -147,8 +147,8 @@ TEST_F(FakeBackendTest, AFolderOrAnOversizeFileIsRefusedNamingIt) {
   auto b = OpenFake(folder.string());
   ASSERT_FALSE(b.has_value());
   EXPECT_EQ(b.error().message, folder.string() + ": is a directory (expected a file)");
-  const std::string big = dir_.Write("big.csv", "index,uuid,model,memory_mib\n" +
-                                                    std::string(kMaxGpuFileBytes, '\n'));
+  const std::string big =
+      dir_.Write("big.csv", "index,uuid,model,memory_mib\n" + std::string(kMaxGpuFileBytes, '\n'));
   auto too_big = OpenFake(big);
   ASSERT_FALSE(too_big.has_value());
   EXPECT_EQ(too_big.error().message,

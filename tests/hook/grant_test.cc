@@ -268,9 +268,10 @@ TEST_F(GrantTest, ALiveReservationOfAGpuTheHostDoesNotHaveIsRefusedAndTheLedgerK
   const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending");
   ASSERT_FALSE(g.has_value());
   EXPECT_EQ(g.error().message,
-            store_.path() + ": the reservation of container 'old-host' names GPU 7, but the host "
-                            "has 4 GPUs (test-host); the ledger is left as it is: remove that "
-                            "reservation once its container is gone");
+            store_.path() +
+                ": the reservation of container 'old-host' names GPU 7, but the host "
+                "has 4 GPUs (test-host); the ledger is left as it is: remove that "
+                "reservation once its container is gone");
   EXPECT_EQ(test::ReadFileText(store_.path()), before);
 }
 

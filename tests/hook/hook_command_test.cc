@@ -286,8 +286,8 @@ TEST_F(HookCommand, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
   fs::create_directories(bundle_ / "config.json");
   const CliRun r = Hook("createRuntime", State("c1"));
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(Contains(r.err, (bundle_ / "config.json").string() +
-                                  ": is a directory (expected a file)"))
+  EXPECT_TRUE(
+      Contains(r.err, (bundle_ / "config.json").string() + ": is a directory (expected a file)"))
       << r.err;
 }
 
@@ -725,8 +725,8 @@ TEST_F(OciRuntimeWrapper, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
   const test::Captured w = Wrapper(Create("c1"));
   EXPECT_TRUE(w.exit.Exited(1)) << w.err;
   EXPECT_TRUE(RuntimeArgs().empty());
-  EXPECT_TRUE(Contains(w.err, (bundle_ / "config.json").string() +
-                                  ": is a directory (expected a file)"))
+  EXPECT_TRUE(
+      Contains(w.err, (bundle_ / "config.json").string() + ": is a directory (expected a file)"))
       << w.err;
 }
 

@@ -265,9 +265,8 @@ TEST(LoadInventory, AGpuFileThatIsAFolderIsAnErrorNamingIt) {
 
 TEST(LoadInventory, AGpuFileLargerThanTheLimitIsRefusedNamingIt) {
   test::ScratchDir dir;
-  const std::string file =
-      dir.Write("gpus.csv", "index,uuid,model,memory_mib,device\n" +
-                                std::string(kMaxGpuFileBytes, '\n'));
+  const std::string file = dir.Write(
+      "gpus.csv", "index,uuid,model,memory_mib,device\n" + std::string(kMaxGpuFileBytes, '\n'));
   const auto inv = LoadInventory({dir.path().string(), file});
   ASSERT_FALSE(inv.has_value());
   EXPECT_EQ(inv.error().message,

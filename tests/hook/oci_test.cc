@@ -146,7 +146,8 @@ TEST(LoadConfig, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
 TEST(LoadConfig, ADocumentNestedDeeperThanTheLimitIsRefusedNotRecursedInto) {
   test::ScratchDir dir;
   const int depth = 100000;
-  dir.Write("config.json", R"({"x-vendor":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
+  dir.Write("config.json",
+            R"({"x-vendor":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
   const auto c = LoadConfig(dir.path().string());
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().message, dir.path().string() +
@@ -382,9 +383,13 @@ TEST(AddDevices, KeepsExistingDevicesAndRulesAndDoesNotRepeatADevice) {
 
 TEST(AddHook, AppendsAHookWithArgsAndEnvOnce) {
   Json c = Json::parse(R"({"hooks":{"poststop":[{"path":"/other"}]}})");
-  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"}).has_value());
-  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"}).has_value());
-  ASSERT_TRUE(AddHook(c, "createRuntime", "/usr/bin/gpumux", {"gpumux", "hook", "createRuntime"}, {}).has_value());
+  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"})
+                  .has_value());
+  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"})
+                  .has_value());
+  ASSERT_TRUE(
+      AddHook(c, "createRuntime", "/usr/bin/gpumux", {"gpumux", "hook", "createRuntime"}, {})
+          .has_value());
   const Json& poststop = c["hooks"]["poststop"];
   ASSERT_EQ(poststop.size(), 2u) << poststop.dump();
   EXPECT_EQ(poststop[0]["path"], "/other");

@@ -127,6 +127,13 @@ std::string ThreeEntriesWithC1Twice() {
   return json.append(EntryJson("c1", "2")).append("]}");
 }
 
+// The message of a fault in the 'gpus' field of c1's entry.
+std::string GpusFault(const std::string& what) {
+  std::string message = ": malformed reservation ledger: reservation 1 (container 'c1'): ";
+  message.append("field 'gpus' ");
+  return message.append(what);
+}
+
 struct BadLedger {
   const char* name;
   std::string text;
@@ -175,26 +182,17 @@ INSTANTIATE_TEST_SUITE_P(
                   R"("since_unix":1,"state":"running","holder_pid":1,"holder_start_time":1}]})",
                   ": malformed reservation ledger: "},
         BadLedger{"a_gpu_beyond_what_a_node_may_have", LedgerWith(R"("gpus":[100000])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "names GPU 100000, not a GPU index 0..63"},
+                  GpusFault("names GPU 100000, not a GPU index 0..63")},
         BadLedger{"a_gpu_beyond_int", LedgerWith(R"("gpus":[4294967296])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "names GPU 4294967296, not a GPU index 0..63"},
+                  GpusFault("names GPU 4294967296, not a GPU index 0..63")},
         BadLedger{"a_negative_gpu", LedgerWith(R"("gpus":[-1])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "names GPU -1, not a GPU index 0..63"},
+                  GpusFault("names GPU -1, not a GPU index 0..63")},
         BadLedger{"a_fractional_gpu", LedgerWith(R"("gpus":[1.5])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "names GPU 1.5, not a GPU index 0..63"},
+                  GpusFault("names GPU 1.5, not a GPU index 0..63")},
         BadLedger{"a_gpu_named_twice", LedgerWith(R"("gpus":[1,1])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "names GPU 1 twice"},
-        BadLedger{"no_gpu", LedgerWith(R"("gpus":[])"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "is empty"},
-        BadLedger{"gpus_an_object", LedgerWith(R"("gpus":{"0":1})"),
-                  ": malformed reservation ledger: reservation 1 (container 'c1'): field 'gpus' "
-                  "is not a list"},
+                  GpusFault("names GPU 1 twice")},
+        BadLedger{"no_gpu", LedgerWith(R"("gpus":[])"), GpusFault("is empty")},
+        BadLedger{"gpus_an_object", LedgerWith(R"("gpus":{"0":1})"), GpusFault("is not a list")},
         BadLedger{"an_empty_container", LedgerWith(R"("gpus":[0])", "\"\""),
                   ": malformed reservation ledger: reservation 1: field 'container' is empty"},
         BadLedger{"a_numeric_container", LedgerWith(R"("gpus":[0])", "7"),
@@ -215,8 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "'pod_name' is not a string"},
         BadLedger{"an_entry_that_is_a_string", R"({"reservations":["c1"]})",
                   ": malformed reservation ledger: reservation 1: not a JSON object"},
-        BadLedger{"a_container_reserved_twice",
-                  ThreeEntriesWithC1Twice(),
+        BadLedger{"a_container_reserved_twice", ThreeEntriesWithC1Twice(),
                   ": malformed reservation ledger: reservation 3: container 'c1' is already "
                   "reserved by reservation 1"},
         BadLedger{"another_version", R"({"version":2,"reservations":[]})",
@@ -261,8 +258,9 @@ TEST(ReservationStore, AnUpdateBeyondTheReservationLimitIsRefusedAndNothingIsWri
     return true;
   });
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, store.path() + ": the ledger would hold 1025 reservations, more "
-                                              "than the 1024 it may hold (hook::kMaxReservations)");
+  EXPECT_EQ(r.error().message, store.path() +
+                                   ": the ledger would hold 1025 reservations, more "
+                                   "than the 1024 it may hold (hook::kMaxReservations)");
   EXPECT_FALSE(fs::exists(store.path()));
 }
 

@@ -12,12 +12,12 @@
 // twice a request names at most the resource's devices (kMaxDevicesPerResource).
 #pragma once
 
+#include <grpcpp/support/status.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <grpcpp/support/status.h>
 
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "gpumux/deviceplugin/container_env.h"

@@ -84,9 +84,10 @@ inline constexpr std::size_t kMaxGpuFileBytes = std::size_t{1} << 20;  // 1 MiB
 //                    (on the first read, all of them). Shrinking the list delivers nothing.
 // UUIDs must be unique and non-empty, indices 0..n-1 without gaps (n <= core::kMaxGpusPerNode),
 // memory_mib in 1..core::kMaxGpuMemoryMib. Errors name the file and line; a file that is a
-// folder, not regular or larger than kMaxGpuFileBytes is refused by name (io::ReadInputFile). The file is read again when its size, mtime, ctime or inode changes (List
-// and WaitXid both look; WaitXid every ~20 ms); write it atomically (rename) so that no reader
-// sees half a file: a malformed re-read is an error and is retried at the next call.
+// folder, not regular or larger than kMaxGpuFileBytes is refused by name (io::ReadInputFile). The
+// file is read again when its size, mtime, ctime or inode changes (List and WaitXid both look;
+// WaitXid every ~20 ms); write it atomically (rename) so that no reader sees half a file: a
+// malformed re-read is an error and is retried at the next call.
 core::Result<std::unique_ptr<Backend>> OpenFake(const std::string& path);
 
 }  // namespace gpumux::gpu

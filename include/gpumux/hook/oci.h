@@ -7,10 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <istream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/result.h"
 #include "gpumux/hook/inventory.h"
