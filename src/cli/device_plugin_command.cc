@@ -117,7 +117,8 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
                   "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
       ->capture_default_str();
   cmd->footer(
-      "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input, 1 when it cannot run "
+      "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input (a malformed GPU file, "
+      "more devices than the kubelet can take: raise --gpu-mem-unit-mib), 1 when it cannot run "
       "(no GPUs can be listed, a socket or port cannot be served, the OCI runtime path holds "
       "GPUs on this node).\n"
       "\nExamples:\n"
@@ -204,9 +205,13 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     api = k8s::MakeCurlClient(std::move(*config));
   }
   auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml(o.nvml_library);
+  // A GPU file or an inventory gpumux refuses (kInvalidArgument) is bad input: exit 2.
+  const auto failure = [](const core::Error& e) {
+    return e.code == core::ErrorCode::kInvalidArgument ? kUsageError : kRuntimeError;
+  };
   if (!backend) {
     log("cannot open the " + o.backend + " backend: " + backend.error().message);
-    return kRuntimeError;
+    return failure(backend.error());
   }
   std::string resources;
   for (deviceplugin::Resource r : p.resources) {
@@ -217,7 +222,7 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   auto agent = deviceplugin::NodeAgent::Create(std::move(options), std::move(*backend), api.get());
   if (!agent) {
     log("cannot start: " + agent.error().message);
-    return kRuntimeError;
+    return failure(agent.error());
   }
   if (auto started = (*agent)->Start(); !started) {
     log("cannot start: " + started.error().message);

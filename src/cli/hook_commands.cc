@@ -3,6 +3,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -10,15 +11,15 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
+#include "gpumux/core/check.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/grant.h"
 #include "gpumux/hook/oci.h"
+#include "gpumux/io/read_file.h"
 #include "src/cli/commands.h"
 
 namespace gpumux::cli {
@@ -111,28 +112,36 @@ hook::InventoryOptions InventoryOf(const HostOptions& o) {
   return hook::InventoryOptions{o.dev_dir, o.gpus_file};
 }
 
+// The device nodes of granted GPUs (indexes into `inv`, as GrantGpus returns them) and the
+// control devices.
 std::vector<hook::DeviceNode> DevicesFor(const hook::Inventory& inv, const std::vector<int>& gpus) {
   std::vector<hook::DeviceNode> out;
-  for (int g : gpus) out.push_back(inv.gpus[static_cast<std::size_t>(g)].device);
+  for (int g : gpus) {
+    GPUMUX_CHECK(g >= 0 && static_cast<std::size_t>(g) < inv.gpus.size(),
+                 "GrantGpus grants only GPUs of the inventory");
+    out.push_back(inv.gpus[static_cast<std::size_t>(g)].device);
+  }
   for (const auto& c : inv.control) out.push_back(c);
   return out;
 }
 
 // Hook-only mode (no wrapper): create the device nodes inside the container's /dev, which runc
 // has mounted but not yet pivoted into when createRuntime/prestart hooks run, and allow them in
-// a cgroup v1 devices controller. Best effort: failures are logged, the grant stands.
-void InjectDevices(const HostOptions& o, const hook::ContainerState& state,
-                   const nlohmann::json& config, const std::vector<hook::DeviceNode>& devices,
-                   std::ostream& err) {
-  std::string rootfs = config.contains("root") ? config["root"].value("path", "rootfs") : "rootfs";
+// a cgroup v1 devices controller. `rootfs` is config.json's root.path. Best effort: failures
+// are logged, the grant stands.
+void InjectDevices(const HostOptions& o, const hook::ContainerState& state, std::string rootfs,
+                   const std::vector<hook::DeviceNode>& devices, std::ostream& err) {
   if (rootfs.empty() || rootfs[0] != '/') rootfs = state.bundle + "/" + rootfs;
   const std::string dev = "/proc/" + std::to_string(state.pid) + "/root" + rootfs + "/dev";
   std::string cgroup_dir;
-  std::ifstream cg("/proc/" + std::to_string(state.pid) + "/cgroup");
+  auto cgroups =
+      io::ReadInputFile("/proc/" + std::to_string(state.pid) + "/cgroup", std::size_t{1} << 20);
+  std::istringstream cg(cgroups ? *cgroups : std::string());
   for (std::string line; std::getline(cg, line);) {
     const auto first = line.find(':');
+    if (first == std::string::npos) continue;
     const auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
+    if (second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1);
     if (controllers == "devices") cgroup_dir = "/sys/fs/cgroup/devices" + line.substr(second + 1);
   }
@@ -150,6 +159,36 @@ void InjectDevices(const HostOptions& o, const hook::ContainerState& state,
       allow << "c " << d.major << ":" << d.minor << " rwm\n";
     }
   }
+}
+
+// The wrapper's edits of config.json for a grant: the variables, the device nodes and, for a
+// reservation, the hooks that find and release it. An error names config.json and the field
+// (LoadConfig's checks make one unlikely) and leaves the file unwritten.
+core::Result<void> ApplyGrant(const HostOptions& o, const hook::Inventory& inventory,
+                              const hook::Grant& grant, const std::string& plugin_dir,
+                              nlohmann::json& config, const std::string& source) {
+  const std::string visible =
+      grant.gpus.empty() ? "void" : hook::VisibleDevicesValue(inventory, grant.gpus);
+  std::vector<core::Result<void>> edits;
+  edits.push_back(hook::SetEnv(config, "NVIDIA_VISIBLE_DEVICES", visible));
+  edits.push_back(hook::SetEnv(config, "GPUMUX_GPUS", hook::JoinIndices(grant.gpus)));
+  edits.push_back(hook::SetEnv(config, "GPUMUX_GPU_RESERVED", grant.reserved ? "true" : "false"));
+  edits.push_back(hook::AddDevices(config, DevicesFor(inventory, grant.gpus)));
+  if (grant.reserved) {
+    const std::vector<std::string> hook_env{
+        "GPUMUX_STATE_DIR=" + o.state_dir, "GPUMUX_DEV_DIR=" + o.dev_dir,
+        "GPUMUX_GPUS_FILE=" + o.gpus_file,
+        std::string(hook::kDevicePluginDirEnv) + "=" + plugin_dir};
+    const std::string self = SelfExe();
+    edits.push_back(hook::AddHook(config, "createRuntime", self,
+                                  {"gpumux", "hook", "createRuntime"}, hook_env));
+    edits.push_back(
+        hook::AddHook(config, "poststop", self, {"gpumux", "hook", "poststop"}, hook_env));
+  }
+  for (const auto& e : edits) {
+    if (!e) return core::MakeError(e.error().code, source + ": " + e.error().message);
+  }
+  return {};
 }
 
 }  // namespace
@@ -186,10 +225,13 @@ int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, st
     if (*released) Log(o, "Released reservation of '" + state->id + "'", err);
     return 0;
   }
+  // Everything read from config.json is checked here, before any GPU is granted.
   auto config = hook::LoadConfig(state->bundle);
   if (!config) return fail(config.error().message);
   auto env = hook::ConfigEnv(*config, state->bundle + "/config.json");
   if (!env) return fail(env.error().message);
+  auto rootfs = hook::ConfigRootPath(*config, state->bundle + "/config.json");
+  if (!rootfs) return fail(rootfs.error().message);
   auto ask = hook::ParseGpuAsk(*env);
   if (!ask) return fail("container '" + state->id + "': " + ask.error().message);
   if (ask->kind == hook::AskKind::kNone) return 0;
@@ -202,7 +244,7 @@ int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, st
   // The wrapper already put the devices into config.json; without it, add them now.
   std::string wrapped;
   if (state->pid > 0 && hook::FindEnv(*env, "GPUMUX_GPUS", &wrapped) == nullptr) {
-    InjectDevices(o, *state, *config, DevicesFor(*inventory, grant->gpus), err);
+    InjectDevices(o, *state, *rootfs, DevicesFor(*inventory, grant->gpus), err);
   }
   return 0;
 }
@@ -267,13 +309,18 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     auto ask = hook::ParseGpuAsk(*env);
     if (!ask) return refuse("container '" + id + "': " + ask.error().message);
     if (ask->kind == hook::AskKind::kNone && ask->explicit_none) {
-      hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES", "void");
+      if (auto set = hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES", "void"); !set) {
+        return fail(bundle + "/config.json: " + set.error().message);
+      }
       if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
         return fail(saved.error().message);
       }
     }
     if (ask->kind != hook::AskKind::kNone) {
       if (id.empty()) return fail(command + " without a container id");
+      if (auto ok = hook::CheckContainerId(id, "the container id"); !ok) {
+        return fail(ok.error().message);
+      }
       auto inventory = hook::LoadInventory(InventoryOf(o));
       if (!inventory) return refuse(inventory.error().message);
       hook::ReservationStore store(o.state_dir);
@@ -282,20 +329,11 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
                                    "pending", {hook::PodOf(*config), plugin_dir});
       if (!grant) return refuse(grant.error().message);
       Log(o, grant->message, err);
-      hook::SetEnv(*config, "NVIDIA_VISIBLE_DEVICES",
-                   grant->gpus.empty() ? "void" : hook::VisibleDevicesValue(*inventory, grant->gpus));
-      hook::SetEnv(*config, "GPUMUX_GPUS", hook::JoinIndices(grant->gpus));
-      hook::SetEnv(*config, "GPUMUX_GPU_RESERVED", grant->reserved ? "true" : "false");
-      hook::AddDevices(*config, DevicesFor(*inventory, grant->gpus));
-      if (grant->reserved) {
-        const std::vector<std::string> hook_env{
-            "GPUMUX_STATE_DIR=" + o.state_dir, "GPUMUX_DEV_DIR=" + o.dev_dir,
-            "GPUMUX_GPUS_FILE=" + o.gpus_file,
-            std::string(hook::kDevicePluginDirEnv) + "=" + plugin_dir};
-        const std::string self = SelfExe();
-        hook::AddHook(*config, "createRuntime", self, {"gpumux", "hook", "createRuntime"},
-                      hook_env);
-        hook::AddHook(*config, "poststop", self, {"gpumux", "hook", "poststop"}, hook_env);
+      if (auto edited =
+              ApplyGrant(o, *inventory, *grant, plugin_dir, *config, bundle + "/config.json");
+          !edited) {
+        if (grant->reserved && !grant->existing) (void)hook::ReleaseGpus(id, store);
+        return fail(edited.error().message);
       }
       if (auto saved = hook::SaveConfig(bundle, *config); !saved) {
         if (grant->reserved && !grant->existing) (void)hook::ReleaseGpus(id, store);

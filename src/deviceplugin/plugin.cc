@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "gpumux/deviceplugin/allocate.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -26,16 +27,6 @@ constexpr std::string_view kVersion = "v1beta1";
 ino_t InodeOf(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
-}
-
-grpc::Status ToStatus(const HandshakeError& e) {
-  switch (e.code) {
-    case HandshakeError::Code::kInvalidArgument:
-      return {grpc::StatusCode::INVALID_ARGUMENT, e.message};
-    case HandshakeError::Code::kUnavailable: return {grpc::StatusCode::UNAVAILABLE, e.message};
-    case HandshakeError::Code::kFailedPrecondition: break;
-  }
-  return {grpc::StatusCode::FAILED_PRECONDITION, e.message};
 }
 
 }  // namespace
@@ -59,7 +50,7 @@ struct DevicePlugin::Impl {
   std::unique_ptr<Handshake> handshake;
   std::vector<NodeGpu> node_gpus;
 
-  mutable std::mutex mu;  // tables, generation, stats, registration flags
+  mutable std::mutex mu;  // the tables' health, generation, stats, registration flags
   std::condition_variable cv;
   std::vector<DeviceTable> tables;  // indexed by Resource
   std::vector<bool> healthy;
@@ -201,71 +192,24 @@ grpc::Status DevicePlugin::Impl::ListAndWatch(
 
 grpc::Status DevicePlugin::Impl::Allocate(Resource r, const pb::AllocateRequest& req,
                                           pb::AllocateResponse* resp) {
-  const std::string name(ResourceName(r));
-  if (req.container_requests_size() == 0) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "Allocate for " + name + " names no container"};
+  // No lock: AnswerAllocate reads only the tables' device IDs, fixed since Create.
+  AllocateClaim claim;
+  if (handshake != nullptr) {
+    claim = [this](Resource resource, const std::vector<std::int64_t>& counts) {
+      return handshake->Claim(resource, counts);
+    };
   }
-  std::vector<std::int64_t> counts;
-  {
-    std::lock_guard lock(mu);
-    const DeviceTable& table = Table(r);
-    for (const pb::ContainerAllocateRequest& c : req.container_requests()) {
-      if (c.devices_ids_size() == 0) {
-        return {grpc::StatusCode::INVALID_ARGUMENT,
-                "Allocate for " + name + " has a container with no device IDs"};
-      }
-      std::unordered_set<std::string_view> seen;
-      for (const std::string& id : c.devices_ids()) {
-        if (table.Find(id) == nullptr) {
-          return {grpc::StatusCode::INVALID_ARGUMENT,
-                  "unknown device ID '" + id + "' for " + name + " on node " + options.node_name +
-                      " (this plugin lists " + std::to_string(table.devices().size()) +
-                      " devices, e.g. '" +
-                      (table.devices().empty() ? std::string() : table.devices().front().id) + "')"};
-        }
-        if (!seen.insert(id).second) {
-          return {grpc::StatusCode::INVALID_ARGUMENT,
-                  "device ID '" + id + "' appears twice in one container request"};
-        }
-      }
-      counts.push_back(c.devices_ids_size());
-    }
+  grpc::Status status =
+      AnswerAllocate(r, req, tables, node_gpus, options.inject, options.node_name, claim, resp);
+  if (status.ok()) {
+    const auto& envs = resp->container_responses(0).envs();
+    const auto pod = envs.find("GPUMUX_POD");
+    const auto container = envs.find("GPUMUX_CONTAINER");
+    Log("Allocate " + std::string(ResourceName(r)) + ": served pod " +
+        (pod == envs.end() ? std::string("?") : pod->second) + " container " +
+        (container == envs.end() ? std::string("?") : container->second));
   }
-  if (handshake == nullptr) {
-    return {grpc::StatusCode::FAILED_PRECONDITION,
-            "gpumux device plugin runs without an API server, so it cannot tell which pod this "
-            "Allocate is for and will not guess"};
-  }
-  auto served = handshake->Claim(r, counts);
-  if (!served) return ToStatus(served.error());
-  for (const ServedContainer& c : *served) {
-    GrantContext context{c.pod_ns, c.pod_name, c.pod_uid, options.node_name, c.policy};
-    auto env = BuildContainerEnv(c.grant, context, node_gpus, options.inject);
-    if (!env) {
-      return {grpc::StatusCode::FAILED_PRECONDITION,
-              "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name + ": " +
-                  env.error().message};
-    }
-    pb::ContainerAllocateResponse* out = resp->add_container_responses();
-    for (const auto& [k, v] : env->envs) (*out->mutable_envs())[k] = v;
-    for (const MountSpec& m : env->mounts) {
-      pb::Mount* mount = out->add_mounts();
-      mount->set_host_path(m.host_path);
-      mount->set_container_path(m.container_path);
-      mount->set_read_only(m.read_only);
-    }
-    for (const DeviceNodeSpec& d : env->devices) {
-      pb::DeviceSpec* dev = out->add_devices();
-      dev->set_host_path(d.host_path);
-      dev->set_container_path(d.container_path);
-      dev->set_permissions(d.permissions);
-    }
-    for (const std::string& cdi : env->cdi_devices) out->add_cdi_devices()->set_name(cdi);
-    (*out->mutable_annotations())["gpumux.io/pod"] = c.pod_ns + "/" + c.pod_name;
-  }
-  Log("Allocate " + name + ": served pod " + served->front().pod_ns + "/" +
-      served->front().pod_name + " container " + served->front().grant.name);
-  return grpc::Status::OK;
+  return status;
 }
 
 grpc::Status DevicePlugin::Impl::Preferred(Resource r, const pb::PreferredAllocationRequest& req,
@@ -423,7 +367,14 @@ core::Result<std::unique_ptr<DevicePlugin>> DevicePlugin::Create(PluginOptions o
     return core::MakeError(core::ErrorCode::kInvalidArgument, "no resource to serve");
   }
   auto impl = std::make_unique<Impl>();
+  // Tables of the served resources only: a limit of one (gpu-mem's device count) must not
+  // stop a plugin that does not serve it. The others stay empty.
   for (Resource r : kAllResources) {
+    if (std::find(options.resources.begin(), options.resources.end(), r) ==
+        options.resources.end()) {
+      impl->tables.emplace_back();
+      continue;
+    }
     auto table = DeviceTable::Build(r, gpus, options.gpu_mem_unit_mib);
     if (!table) return tl::unexpected(table.error());
     impl->tables.push_back(std::move(*table));

@@ -4,20 +4,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/io/csv.h"
+#include "gpumux/io/read_file.h"
 
 namespace gpumux::gpu {
 namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(20);
-constexpr std::int64_t kMaxGpus = 1024;
+constexpr std::int64_t kMaxGpus = core::kMaxGpusPerNode;
 constexpr std::int64_t kMaxMinor = (1 << 20) - 1;  // Linux MINORBITS
 
 // What tells one version of the file from another. An atomic replace (rename) changes the
@@ -107,10 +109,9 @@ core::Result<std::vector<std::uint64_t>> ParseXids(const io::CsvReader& csv) {
 }
 
 core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return core::MakeError(core::ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno));
-  }
+  auto text = io::ReadInputFile(path, kMaxGpuFileBytes);
+  if (!text) return tl::unexpected(text.error());
+  std::istringstream in(std::move(*text));
   io::CsvReader csv(in, path);
   if (auto h = csv.ReadHeader({"index", "uuid", "model", "memory_mib"}); !h) {
     return tl::unexpected(h.error());
@@ -128,7 +129,9 @@ core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
     if (!index) return tl::unexpected(index.error());
     if (*index < 0 || *index >= kMaxGpus) {
       return tl::unexpected(csv.ErrorHere("column 'index': " + std::to_string(*index) +
-                                          " outside 0.." + std::to_string(kMaxGpus - 1)));
+                                          " outside 0.." + std::to_string(kMaxGpus - 1) +
+                                          " (a node has at most " + std::to_string(kMaxGpus) +
+                                          " GPUs, core::kMaxGpusPerNode)"));
     }
     g.index = static_cast<int>(*index);
     g.uuid = std::string(Trim(csv.Field("uuid")));
@@ -143,6 +146,12 @@ core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
     if (*total <= 0) {
       return tl::unexpected(
           csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) + " is not > 0"));
+    }
+    if (*total > core::kMaxGpuMemoryMib) {
+      return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) +
+                                          " MiB is more memory than a GPU " + "may have (" +
+                                          std::to_string(core::kMaxGpuMemoryMib) +
+                                          " MiB = 4 PiB, core::kMaxGpuMemoryMib)"));
     }
     g.memory_total_mib = *total;
     auto used = OptionalInt(csv, "memory_used_mib", -1, 0, *total);

@@ -93,6 +93,21 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
         });
     file.reservations.erase(dead, file.reservations.end());
 
+    // Every reservation still in force must name GPUs this host has: the container's own is
+    // handed back by index, the others are counted as taken. One that does not is refused,
+    // not skipped: the host lost a GPU or the ledger was edited, and a person must look.
+    for (const Reservation& r : file.reservations) {
+      for (int g : r.gpus) {  // 0 <= g (ReservationStore checks): only the top can be wrong
+        if (g < host_gpus) continue;
+        return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                               store.path() + ": the reservation of container '" + r.container +
+                                   "' names GPU " + std::to_string(g) + ", but the host has " +
+                                   GpuCount(host_gpus) + " (" + inventory.source +
+                                   "); the ledger is left as it is: remove that reservation " +
+                                   "once its container is gone");
+      }
+    }
+
     // The same container again (the hook after the wrapper, or a retried create).
     for (Reservation& r : file.reservations) {
       if (r.container != container) continue;
@@ -124,12 +139,8 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     // Decide with the core ledger: every live reservation is an exclusive tenant.
     core::Ledger ledger(*cluster);
     for (const Reservation& r : file.reservations) {
-      std::vector<int> gpus;
-      for (int g : r.gpus) {
-        if (g >= 0 && g < host_gpus) gpus.push_back(g);
-      }
+      std::vector<int> gpus = r.gpus;
       std::sort(gpus.begin(), gpus.end());
-      if (gpus.empty()) continue;
       auto held = ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
                                 core::Placement{0, gpus});
       if (!held) {
@@ -146,9 +157,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       std::string held;
       std::vector<bool> taken(static_cast<std::size_t>(host_gpus), false);
       for (const Reservation& r : file.reservations) {
-        for (int g : r.gpus) {
-          if (g >= 0 && g < host_gpus) taken[static_cast<std::size_t>(g)] = true;
-        }
+        for (int g : r.gpus) taken[static_cast<std::size_t>(g)] = true;
         held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + JoinIndices(r.gpus) +
                 " reserved by '" + HolderName(r) + "' since " + r.since;
       }

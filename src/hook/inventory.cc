@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <map>
+#include <sstream>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/io/csv.h"
+#include "gpumux/io/read_file.h"
 
 namespace gpumux::hook {
 namespace {
@@ -24,6 +27,68 @@ core::Result<DeviceNode> StatDevice(const std::string& host_path, const std::str
                            host_path + ": not a character device");
   }
   return DeviceNode{host_path, "/dev/" + name, major(st.st_rdev), minor(st.st_rdev)};
+}
+
+std::string MaxGpusNote() {
+  return " (a node has at most " + std::to_string(core::kMaxGpusPerNode) +
+         " GPUs, core::kMaxGpusPerNode)";
+}
+
+// The GPUs of a GPU file, in file order. Every field is checked, naming file, line and column.
+core::Result<std::vector<HostGpu>> ReadGpuFile(const InventoryOptions& options) {
+  auto text = io::ReadInputFile(options.gpus_file, kMaxGpuFileBytes);
+  if (!text) return tl::unexpected(text.error());
+  std::istringstream in(std::move(*text));
+  io::CsvReader csv(in, options.gpus_file);
+  if (auto h = csv.ReadHeader({"index", "uuid", "model", "memory_mib"}); !h) {
+    return tl::unexpected(h.error());
+  }
+  const bool has_device = csv.HasColumn("device");
+  std::vector<HostGpu> gpus;
+  std::map<std::int64_t, int> line_of_index;
+  std::map<std::string, int> line_of_uuid;
+  while (true) {
+    auto more = csv.Next();
+    if (!more) return tl::unexpected(more.error());
+    if (!*more) break;
+    auto index = csv.Int("index");
+    auto mib = csv.Int("memory_mib");
+    if (!index) return tl::unexpected(index.error());
+    if (!mib) return tl::unexpected(mib.error());
+    if (*index < 0 || *index >= core::kMaxGpusPerNode) {
+      return tl::unexpected(csv.ErrorHere("index " + std::to_string(*index) + " outside 0.." +
+                                          std::to_string(core::kMaxGpusPerNode - 1) +
+                                          MaxGpusNote()));
+    }
+    if (const auto [it, fresh] = line_of_index.emplace(*index, csv.line()); !fresh) {
+      return tl::unexpected(csv.ErrorHere("column 'index': GPU " + std::to_string(*index) +
+                                          " already on line " + std::to_string(it->second)));
+    }
+    if (*mib < 0 || *mib > core::kMaxGpuMemoryMib) {
+      return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*mib) +
+                                          " outside 0.." + std::to_string(core::kMaxGpuMemoryMib) +
+                                          " (core::kMaxGpuMemoryMib, 4 PiB)"));
+    }
+    HostGpu g;
+    g.index = static_cast<int>(*index);
+    g.uuid = std::string(csv.Field("uuid"));
+    if (!g.uuid.empty()) {
+      if (const auto [it, fresh] = line_of_uuid.emplace(g.uuid, csv.line()); !fresh) {
+        return tl::unexpected(csv.ErrorHere("column 'uuid': " + g.uuid + " already on line " +
+                                            std::to_string(it->second)));
+      }
+    }
+    g.model = std::string(csv.Field("model"));
+    g.memory_mib = *mib;
+    const std::string dev_name = "nvidia" + std::to_string(g.index);
+    std::string host_path = has_device ? std::string(csv.Field("device")) : "";
+    if (host_path.empty()) host_path = options.dev_dir + "/" + dev_name;
+    auto d = StatDevice(host_path, dev_name);
+    if (!d) return tl::unexpected(csv.ErrorHere(d.error().message));
+    g.device = *d;
+    gpus.push_back(std::move(g));
+  }
+  return gpus;
 }
 
 }  // namespace
@@ -50,9 +115,10 @@ core::Result<Inventory> LoadInventory(const InventoryOptions& options) {
       // nvidia<N>: "nvidia" followed by digits only (not nvidiactl, nvidia-uvm, ...).
       const std::string digits = name.rfind("nvidia", 0) == 0 ? name.substr(6) : "";
       if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (digits.size() > 3 || std::stoi(digits) > 255) {
+      if (digits.size() > 3 || std::stoi(digits) >= core::kMaxGpusPerNode) {
         return core::MakeError(core::ErrorCode::kInvalidArgument,
-                               entry.path().string() + ": GPU number outside 0..255");
+                               entry.path().string() + ": GPU number outside 0.." +
+                                   std::to_string(core::kMaxGpusPerNode - 1) + MaxGpusNote());
       }
       auto d = StatDevice(entry.path().string(), name);
       if (!d) return tl::unexpected(d.error());
@@ -66,37 +132,9 @@ core::Result<Inventory> LoadInventory(const InventoryOptions& options) {
               [](const HostGpu& a, const HostGpu& b) { return a.index < b.index; });
   } else {
     inv.source = options.gpus_file;
-    std::ifstream in(options.gpus_file);
-    if (!in) return core::MakeError(core::ErrorCode::kIo, options.gpus_file + ": cannot open");
-    io::CsvReader csv(in, options.gpus_file);
-    if (auto h = csv.ReadHeader({"index", "uuid", "model", "memory_mib"}); !h) {
-      return tl::unexpected(h.error());
-    }
-    const bool has_device = csv.HasColumn("device");
-    while (true) {
-      auto more = csv.Next();
-      if (!more) return tl::unexpected(more.error());
-      if (!*more) break;
-      auto index = csv.Int("index");
-      auto mib = csv.Int("memory_mib");
-      if (!index) return tl::unexpected(index.error());
-      if (!mib) return tl::unexpected(mib.error());
-      if (*index < 0 || *index > 255) {
-        return tl::unexpected(csv.ErrorHere("index " + std::to_string(*index) + " outside 0..255"));
-      }
-      HostGpu g;
-      g.index = static_cast<int>(*index);
-      g.uuid = std::string(csv.Field("uuid"));
-      g.model = std::string(csv.Field("model"));
-      g.memory_mib = *mib;
-      const std::string dev_name = "nvidia" + std::to_string(g.index);
-      std::string host_path = has_device ? std::string(csv.Field("device")) : "";
-      if (host_path.empty()) host_path = options.dev_dir + "/" + dev_name;
-      auto d = StatDevice(host_path, dev_name);
-      if (!d) return tl::unexpected(csv.ErrorHere(d.error().message));
-      g.device = *d;
-      inv.gpus.push_back(g);
-    }
+    auto gpus = ReadGpuFile(options);
+    if (!gpus) return tl::unexpected(gpus.error());
+    inv.gpus = std::move(*gpus);
     std::sort(inv.gpus.begin(), inv.gpus.end(),
               [](const HostGpu& a, const HostGpu& b) { return a.index < b.index; });
   }
@@ -137,7 +175,8 @@ core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
   std::vector<int> out;
   for (const std::string& item : listed) {
     int found = -1;
-    if (item.find_first_not_of("0123456789") == std::string::npos && item.size() < 4) {
+    if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos &&
+        item.size() < 4) {
       const int i = std::stoi(item);
       if (i < static_cast<int>(inventory.gpus.size())) found = i;
     } else {

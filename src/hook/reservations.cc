@@ -1,63 +1,188 @@
 #include "gpumux/hook/reservations.h"
 
-#include "gpumux/io/atomic_file.h"
-#include "gpumux/io/fd.h"
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/io/atomic_file.h"
+#include "gpumux/io/fd.h"
+#include "gpumux/io/read_file.h"
+#include "src/hook/checked_json.h"
 
 namespace gpumux::hook {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A string field that ledgers written before it was added do not have.
-std::string OptionalString(const Json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return "";
-  return it->get<std::string>();
+// Every fault is reported as "<path>: malformed reservation ledger: <what>".
+core::Error Malformed(const std::string& path, const std::string& what) {
+  return core::Error{core::ErrorCode::kInvalidArgument,
+                     path + ": malformed reservation ledger: " + what};
+}
+
+// Reads one entry with checked accessors: a field of the wrong type or out of range is an
+// error naming it (`where` names the entry), never an exception or a silent conversion.
+class EntryReader {
+ public:
+  EntryReader(const Json& entry, std::string where) : entry_(entry), where_(std::move(where)) {}
+
+  core::Result<std::string> String(const char* key, bool required) const {
+    const auto it = entry_.find(key);
+    if (it == entry_.end() || it->is_null()) {
+      if (!required) return std::string();
+      return tl::unexpected(Fault(key, "missing"));
+    }
+    if (!it->is_string()) return tl::unexpected(Fault(key, "is not a string"));
+    return it->get<std::string>();
+  }
+
+  // An integer in [lo, hi] (both within int64).
+  core::Result<std::int64_t> Int(const char* key, std::int64_t lo, std::int64_t hi) const {
+    const auto it = entry_.find(key);
+    if (it == entry_.end() || it->is_null()) return tl::unexpected(Fault(key, "missing"));
+    auto v = detail::IntInRange(*it, lo, hi);
+    if (!v) return tl::unexpected(Fault(key, RangeText(lo, hi)));
+    return *v;
+  }
+
+  // A non-negative integer, the whole uint64 range.
+  core::Result<std::uint64_t> Unsigned(const char* key) const {
+    const auto it = entry_.find(key);
+    if (it == entry_.end() || it->is_null()) return tl::unexpected(Fault(key, "missing"));
+    if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+    return tl::unexpected(Fault(key, "is not a non-negative integer"));
+  }
+
+  static std::string RangeText(std::int64_t lo, std::int64_t hi) {
+    return "is not an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
+  }
+
+  core::Error Fault(const std::string& key, const std::string& what) const {
+    return core::Error{core::ErrorCode::kInvalidArgument, where_ + ": field '" + key + "' " + what};
+  }
+
+ private:
+  const Json& entry_;
+  std::string where_;
+};
+
+// "reservation 2 (container 'c1')" for messages: 1-based, the container when it is readable.
+std::string EntryName(const Json& entry, std::size_t i) {
+  std::string name = "reservation " + std::to_string(i + 1);
+  const auto it = entry.is_object() ? entry.find("container") : entry.end();
+  if (it != entry.end() && it->is_string() && !it->get<std::string>().empty()) {
+    name += " (container '" + it->get<std::string>().substr(0, 128) + "')";
+  }
+  return name;
+}
+
+core::Result<Reservation> ParseEntry(const Json& entry, std::size_t i) {
+  const std::string where = EntryName(entry, i);
+  if (!entry.is_object()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, where + ": not a JSON object");
+  }
+  const EntryReader r(entry, where);
+  Reservation res;
+  auto container = r.String("container", /*required=*/true);
+  if (!container) return tl::unexpected(container.error());
+  if (container->empty()) return tl::unexpected(r.Fault("container", "is empty"));
+  res.container = std::move(*container);
+
+  const auto gpus = entry.find("gpus");
+  if (gpus == entry.end() || gpus->is_null()) return tl::unexpected(r.Fault("gpus", "missing"));
+  if (!gpus->is_array()) return tl::unexpected(r.Fault("gpus", "is not a list"));
+  if (gpus->empty()) return tl::unexpected(r.Fault("gpus", "is empty"));
+  for (const Json& g : *gpus) {
+    const auto index = detail::IntInRange(g, 0, core::kMaxGpusPerNode - 1);
+    if (!index) {
+      return tl::unexpected(r.Fault("gpus", "names GPU " + g.dump() + ", not a GPU index 0.." +
+                                                std::to_string(core::kMaxGpusPerNode - 1)));
+    }
+    const int gpu = static_cast<int>(*index);
+    if (std::find(res.gpus.begin(), res.gpus.end(), gpu) != res.gpus.end()) {
+      return tl::unexpected(r.Fault("gpus", "names GPU " + std::to_string(gpu) + " twice"));
+    }
+    res.gpus.push_back(gpu);
+  }
+
+  auto since = r.String("since", /*required=*/true);
+  if (!since) return tl::unexpected(since.error());
+  res.since = std::move(*since);
+  auto since_unix = r.Int("since_unix", std::numeric_limits<std::int64_t>::min(),
+                          std::numeric_limits<std::int64_t>::max());
+  if (!since_unix) return tl::unexpected(since_unix.error());
+  res.since_unix = *since_unix;
+  auto state = r.String("state", /*required=*/true);
+  if (!state) return tl::unexpected(state.error());
+  res.state = std::move(*state);
+  auto pid = r.Int("holder_pid", 0, kMaxPid);
+  if (!pid) return tl::unexpected(pid.error());
+  res.holder.pid = *pid;
+  auto start_time = r.Unsigned("holder_start_time");
+  if (!start_time) return tl::unexpected(start_time.error());
+  res.holder.start_time = *start_time;
+  // Fields added later: absent in older ledgers, but of their type when present.
+  for (auto [key, field] :
+       {std::pair{"holder_pid_ns", &res.holder_pid_ns}, std::pair{"pod_namespace", &res.pod.ns},
+        std::pair{"pod_name", &res.pod.pod}, std::pair{"container_name", &res.pod.container}}) {
+    auto value = r.String(key, /*required=*/false);
+    if (!value) return tl::unexpected(value.error());
+    *field = std::move(*value);
+  }
+  return res;
 }
 
 core::Result<ReservationFile> Parse(const std::string& text, const std::string& path) {
   ReservationFile f;
   if (text.empty()) return f;
+  Json j;
   try {
-    const Json j = Json::parse(text);
-    if (!j.is_object() || !j.contains("reservations") || !j["reservations"].is_array()) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             path + ": not a gpumux reservation ledger (no 'reservations' list)");
-    }
-    for (const Json& r : j["reservations"]) {
-      Reservation res;
-      res.container = r.at("container").get<std::string>();
-      res.gpus = r.at("gpus").get<std::vector<int>>();
-      res.since = r.at("since").get<std::string>();
-      res.since_unix = r.at("since_unix").get<std::int64_t>();
-      res.state = r.at("state").get<std::string>();
-      res.holder.pid = r.at("holder_pid").get<std::int64_t>();
-      res.holder.start_time = r.at("holder_start_time").get<std::uint64_t>();
-      // Fields added later: absent in older ledgers.
-      res.holder_pid_ns = OptionalString(r, "holder_pid_ns");
-      res.pod.ns = OptionalString(r, "pod_namespace");
-      res.pod.pod = OptionalString(r, "pod_name");
-      res.pod.container = OptionalString(r, "container_name");
-      f.reservations.push_back(std::move(res));
-    }
+    j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
+    return tl::unexpected(Malformed(path, e.what()));
+  }
+  const auto list = j.is_object() ? j.find("reservations") : j.end();
+  if (list == j.end() || !list->is_array()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           path + ": malformed reservation ledger: " + e.what());
+                           path + ": not a gpumux reservation ledger (no 'reservations' list)");
+  }
+  if (const auto version = j.find("version"); version != j.end()) {
+    if (detail::IntInRange(*version, 1, 1) != std::optional<std::int64_t>(1)) {
+      return tl::unexpected(Malformed(path, "field 'version' is " + version->dump().substr(0, 32) +
+                                                ", not 1 (written by another gpumux version?)"));
+    }
+  }
+  if (list->size() > kMaxReservations) {
+    return tl::unexpected(Malformed(path, std::to_string(list->size()) +
+                                              " reservations, more than the " +
+                                              std::to_string(kMaxReservations) +
+                                              " a ledger may hold (hook::kMaxReservations)"));
+  }
+  std::map<std::string, std::size_t> entry_of;  // container -> 1-based entry number
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    auto res = ParseEntry((*list)[i], i);
+    if (!res) return tl::unexpected(Malformed(path, res.error().message));
+    if (const auto [it, fresh] = entry_of.emplace(res->container, i + 1); !fresh) {
+      return tl::unexpected(Malformed(
+          path, "reservation " + std::to_string(i + 1) + ": container '" + res->container +
+                    "' is already reserved by reservation " + std::to_string(it->second)));
+    }
+    f.reservations.push_back(std::move(*res));
   }
   return f;
 }
@@ -87,28 +212,24 @@ std::string Serialise(const ReservationFile& f) {
   return j.dump(2) + "\n";
 }
 
+// The ledger's text; "" when there is none yet.
 core::Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return std::string();
-    return tl::unexpected(io::ErrnoError(path));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = io::ReadInputFile(path, kMaxLedgerBytes);
+  if (!text && text.error().code == core::ErrorCode::kNotFound) return std::string();
+  return text;
 }
 
 }  // namespace
 
 ProcessRef CurrentProcess(std::int64_t pid) {
   ProcessRef p{pid, 0};
-  if (pid <= 0) return p;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return p;
+  if (pid <= 0 || pid > kMaxPid) return p;
+  auto text = io::ReadInputFile("/proc/" + std::to_string(pid) + "/stat", std::size_t{1} << 16);
+  if (!text) return p;
+  const std::string line = text->substr(0, text->find('\n'));
   // Field 2 (comm) is in parentheses and may hold spaces: parse after the last ')'.
   const std::size_t close = line.rfind(')');
-  if (close == std::string::npos) return p;
+  if (close == std::string::npos || close + 2 > line.size()) return p;
   std::istringstream rest(line.substr(close + 2));
   std::string field;
   // After comm: field 3 (state) ... field 22 (starttime) is the 20th token. A zombie ('Z') or
@@ -196,6 +317,13 @@ core::Result<void> ReservationStore::Update(
   auto changed = change(*file);
   if (!changed) return tl::unexpected(changed.error());
   if (!*changed) return {};
+  if (file->reservations.size() > kMaxReservations) {
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           path_ + ": the ledger would hold " +
+                               std::to_string(file->reservations.size()) +
+                               " reservations, more than the " + std::to_string(kMaxReservations) +
+                               " it may hold (hook::kMaxReservations)");
+  }
   return io::WriteFileAtomically(path_, Serialise(*file));
 }
 

@@ -1,14 +1,16 @@
 // Device lists per resource and what a container gets from its grant (pure functions).
-#include <gtest/gtest.h>
+#include "gpumux/deviceplugin/devices.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/deviceplugin/container_env.h"
-#include "gpumux/deviceplugin/devices.h"
+#include "tests/testing/builders.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -74,6 +76,87 @@ TEST(DeviceTable, BadInventoriesAreRefusedWithTheReason) {
   ASSERT_FALSE(long_id.has_value());
   EXPECT_NE(long_id.error().message.find("63 characters"), std::string::npos);
   EXPECT_FALSE(DeviceTable::Build(Resource::kGpuMem, TwoGpus(), 0).has_value());
+}
+
+// The reproducer's GPU (1 EiB is refused by the GPU file; 4 PiB, the most a GPU may have, is
+// still 4 million gpu-mem devices at 1 GiB each): refused before anything is built, naming the
+// limit and the flag that makes the devices coarser.
+TEST(DeviceTable, MoreDevicesThanTheKubeletCanTakeAreRefusedNamingTheLimitAndTheFlag) {
+  const std::vector<GpuSlot> huge{GpuSlot{0, "GPU-a", core::kMaxGpuMemoryMib, 0, true}};
+  auto t = DeviceTable::Build(Resource::kGpuMem, huge, 1024);
+  ASSERT_FALSE(t.has_value());
+  EXPECT_EQ(t.error().message,
+            "gpumux.io/gpu-mem would list more than 65536 devices, the most one resource may "
+            "list (deviceplugin::kMaxDevicesPerResource): GPU 0 alone has 4194304 (4294967296 "
+            "MiB of memory in units of 1024 MiB); raise the unit with --gpu-mem-unit-mib");
+  // Coarser units fit.
+  auto coarse = DeviceTable::Build(Resource::kGpuMem, huge, std::int64_t{1} << 20);
+  ASSERT_TRUE(coarse.has_value()) << coarse.error().message;
+  EXPECT_EQ(coarse->devices().size(), 4096u);
+  // Eight 80 GiB GPUs in 1 MiB units: 655,360 devices.
+  std::vector<GpuSlot> eight;
+  for (int i = 0; i < 8; ++i)
+    eight.push_back(GpuSlot{i, test::Numbered("GPU-", i), 81920, i, true});
+  auto fine = DeviceTable::Build(Resource::kGpuMem, eight, 1);
+  ASSERT_FALSE(fine.has_value());
+  EXPECT_NE(fine.error().message.find("kMaxDevicesPerResource"), std::string::npos);
+}
+
+TEST(DeviceTable, ABiggestNodeOfNvidiaUuidsFitsEveryResource) {
+  std::vector<GpuSlot> gpus;
+  for (int i = 0; i < core::kMaxGpusPerNode; ++i) {
+    std::string uuid = "GPU-8f0c1d2e-3a4b-5c6d-7e8f-";
+    uuid += test::Numbered("", 100000000000 + i);  // 40 characters, as NVIDIA's
+    gpus.push_back(GpuSlot{i, uuid, 81920, i, true});
+  }
+  ASSERT_EQ(gpus[0].uuid.size(), 40u);
+  for (Resource r : kAllResources) {
+    auto t = DeviceTable::Build(r, gpus, 1024);
+    ASSERT_TRUE(t.has_value()) << ResourceName(r) << ": " << t.error().message;
+    EXPECT_LE(DeviceListBytes(t->devices()), kMaxDeviceListBytes);
+  }
+}
+
+TEST(DeviceTable, AListTooLongForTheKubeletsMessageLimitIsRefused) {
+  // 65,536 gpu-mem devices (the count limit) with 57-character IDs: over 4 MiB on the wire.
+  const std::vector<GpuSlot> gpus{GpuSlot{0, std::string(50, 'u'), 65536, 0, true}};
+  auto t = DeviceTable::Build(Resource::kGpuMem, gpus, 1);
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().message.find("the device list of gpumux.io/gpu-mem would take "),
+            std::string::npos)
+      << t.error().message;
+  EXPECT_NE(t.error().message.find("-byte gRPC message limit (deviceplugin::kMaxDeviceListBytes); "
+                                   "raise the unit with --gpu-mem-unit-mib"),
+            std::string::npos)
+      << t.error().message;
+}
+
+TEST(DeviceTable, GpusAndMemoryBeyondANodesLimitsAreRefused) {
+  std::vector<GpuSlot> many;
+  for (int i = 0; i <= core::kMaxGpusPerNode; ++i) {
+    many.push_back(GpuSlot{i, test::Numbered("GPU-", i), 1024, i, true});
+  }
+  auto t = DeviceTable::Build(Resource::kGpu, many, 1024);
+  ASSERT_FALSE(t.has_value());
+  EXPECT_EQ(t.error().message, "65 GPUs, more than the 64 a node may have (core::kMaxGpusPerNode)");
+  for (std::int64_t mib : {std::int64_t{-1}, core::kMaxGpuMemoryMib + 1}) {
+    auto bad = DeviceTable::Build(Resource::kGpu, {GpuSlot{3, "GPU-a", mib, 0, true}}, 1024);
+    ASSERT_FALSE(bad.has_value()) << mib;
+    EXPECT_EQ(bad.error().message, "GPU 3 reports " + std::to_string(mib) +
+                                       " MiB of memory, outside 0..4294967296 "
+                                       "(core::kMaxGpuMemoryMib)");
+  }
+}
+
+TEST(DeviceTable, AnEmptyTableIgnoresHealthAndCountsNothing) {
+  DeviceTable t;
+  t.SetHealth(0, false);
+  t.SetHealth(-1, false);
+  EXPECT_EQ(t.PerGpu(0), 0);
+  auto built = DeviceTable::Build(Resource::kGpu, TwoGpus(), 1024);
+  built->SetHealth(2, false);  // a position it lacks
+  EXPECT_EQ(built->PerGpu(2), 0);
+  EXPECT_TRUE(built->devices()[1].healthy);
 }
 
 TEST(Resources, NamesParseShortOrFull) {

@@ -510,6 +510,43 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
     EXPECT_TRUE(run.exit.Exited(2)) << message << ": " << run.err;
     EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
   }
+  // Bad input in the GPU file, or a device list the kubelet cannot take: exit 2 naming it.
+  const auto scratch_dir = std::filesystem::path(scratch);
+  const std::string huge = (scratch_dir / "gpumux-dp-huge-gpus.csv").string();
+  std::ofstream(huge) << "index,uuid,model,memory_mib\n0,GPU-a,T4,1099511627776\n";
+  const std::string big = (scratch_dir / "gpumux-dp-big-gpus.csv").string();
+  std::ofstream(big) << "index,uuid,model,memory_mib\n0,GPU-a,H100,81920\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> inputs = {
+      {{"--gpus-file", huge},
+       huge + ":2: column 'memory_mib': 1099511627776 MiB is more memory than a GPU may have"},
+      {{"--gpus-file", big, "--gpu-mem-unit-mib", "1"},
+       "cannot start: gpumux.io/gpu-mem would list more than 65536 devices"},
+  };
+  for (const auto& [args, message] : inputs) {
+    test::ProcessSpec spec;
+    spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
+                 "--offline", "--kubelet-dir", "/tmp", "--metrics-address", "off"};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    const auto run = test::RunCaptured(spec, scratch, "dp-input");
+    EXPECT_TRUE(run.exit.Exited(2)) << message << ": " << run.err;
+    EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+  }
+  // Only the served resources' limits count: gpu alone starts with the 1 MiB unit.
+  {
+    test::FakeKubelet kubelet;
+    test::ProcessSpec spec;
+    spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
+                 "--gpus-file", big, "--gpu-mem-unit-mib", "1", "--resources", "gpu"};
+    for (const char* a : {"--offline", "--metrics-address", "off", "--kubelet-dir"}) {
+      spec.argv.push_back(a);
+    }
+    spec.argv.push_back(kubelet.dir().string());
+    const PluginRun run = RunPlugin(spec, kubelet, 1, "gpu-only");
+    EXPECT_TRUE(run.registered) << run.err;
+    EXPECT_TRUE(run.exit.Exited(0)) << run.err;
+  }
+  std::filesystem::remove(huge);
+  std::filesystem::remove(big);
   // A missing GPU file is a runtime error naming it.
   test::ProcessSpec spec;
   spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",

@@ -171,7 +171,24 @@ TEST(DevicePlugin, UnknownDeviceIdsAreInvalidArgument) {
   EXPECT_NE(s.error_message().find("appears twice"), std::string::npos);
   s = kubelet.Allocate(kGpu, {}, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(rig.plugin->stats().allocate_failures, 3);
+  // Another resource's device, one device in two containers, an empty container, a huge ID.
+  s = kubelet.Allocate(kGpu, {{"GPU-n1-0-c5"}}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("is a gpumux.io/gpu-milli device, not a gpumux.io/gpu one"),
+            std::string::npos)
+      << s.error_message();
+  s = kubelet.Allocate(kMilli, {{"GPU-n1-0-c5"}, {"GPU-n1-0-c6", "GPU-n1-0-c5"}}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("appears twice"), std::string::npos);
+  s = kubelet.Allocate(kGpu, {{"GPU-n1-0"}, {}}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  s = kubelet.Allocate(kGpu, {{std::string(1 << 20, 'x')}}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(s.error_message().size(), 400u);
+  EXPECT_EQ(rig.plugin->stats().allocate_failures, 7);
+  // The plugin still answers.
+  s = kubelet.Allocate(kGpu, {{"GPU-nope"}}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST(DevicePlugin, WithoutANodeLockAllocateFailsClosed) {

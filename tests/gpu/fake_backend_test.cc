@@ -111,7 +111,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "index,uuid,model,memory_mib\n0,GPU-a,A100,1\n2,GPU-b,A100,1\n",
                 "3: column 'index': GPU 1 is missing"},
         BadFile{"a_negative_index", "index,uuid,model,memory_mib\n-1,GPU-a,A100,1\n",
-                "2: column 'index': -1 outside 0..1023"},
+                "2: column 'index': -1 outside 0..63 (a node has at most 64 GPUs, "
+                "core::kMaxGpusPerNode)"},
+        BadFile{"an_index_beyond_a_nodes_gpus", "index,uuid,model,memory_mib\n64,GPU-a,A100,1\n",
+                "2: column 'index': 64 outside 0..63"},
+        BadFile{"an_exbibyte_of_memory", "index,uuid,model,memory_mib\n0,GPU-a,T4,1099511627776\n",
+                "2: column 'memory_mib': 1099511627776 MiB is more memory than a GPU may have "
+                "(4294967296 MiB = 4 PiB, core::kMaxGpuMemoryMib)"},
+        BadFile{"memory_beyond_int64",
+                "index,uuid,model,memory_mib\n0,GPU-a,T4,99999999999999999999\n",
+                "2: column 'memory_mib'"},
         BadFile{"zero_memory", "index,uuid,model,memory_mib\n0,GPU-a,A100,0\n",
                 "2: column 'memory_mib': 0 is not > 0"},
         BadFile{"memory_that_is_not_a_number", "index,uuid,model,memory_mib\n0,GPU-a,A100,lots\n",
@@ -131,6 +140,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "2: column 'xids': '' is not an XID number"},
         BadFile{"a_short_row", "index,uuid,model,memory_mib\n0,GPU-a,A100\n", "2:"}),
     test::CaseName());
+
+TEST_F(FakeBackendTest, AFolderOrAnOversizeFileIsRefusedNamingIt) {
+  const auto folder = dir_.path() / "gpus-folder.csv";
+  std::filesystem::create_directories(folder);
+  auto b = OpenFake(folder.string());
+  ASSERT_FALSE(b.has_value());
+  EXPECT_EQ(b.error().message, folder.string() + ": is a directory (expected a file)");
+  const std::string big =
+      dir_.Write("big.csv", "index,uuid,model,memory_mib\n" + std::string(kMaxGpuFileBytes, '\n'));
+  auto too_big = OpenFake(big);
+  ASSERT_FALSE(too_big.has_value());
+  EXPECT_EQ(too_big.error().message,
+            big + ": larger than " + std::to_string(kMaxGpuFileBytes) + " bytes");
+}
 
 TEST_F(FakeBackendTest, AMissingFileIsAnErrorNamingIt) {
   auto b = OpenFake((dir_.path() / "absent.csv").string());

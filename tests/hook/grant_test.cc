@@ -260,21 +260,55 @@ TEST_F(GrantTest, AContainerWhoseOwnHolderDiedGetsItsReservationBack) {
   EXPECT_TRUE(g->existing);
 }
 
-TEST_F(GrantTest, ALedgerEntryForAGpuTheHostNoLongerHasIsIgnored) {
+// The host lost a GPU (or the ledger was edited) while a live reservation names it: refused,
+// naming the ledger, the container and the GPU, and the ledger is left for a person to look at.
+TEST_F(GrantTest, ALiveReservationOfAGpuTheHostDoesNotHaveIsRefusedAndTheLedgerKept) {
   Put(Held("old-host", {7}, Me()));
-  const auto g = GrantGpus("c1", Reserve(4), host_, store_, Me(), "pending");
-  ASSERT_TRUE(g.has_value()) << g.error().message;
-  EXPECT_EQ(g->gpus.size(), 4u);
+  const std::string before = test::ReadFileText(store_.path());
+  const auto g = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message,
+            store_.path() +
+                ": the reservation of container 'old-host' names GPU 7, but the host "
+                "has 4 GPUs (test-host); the ledger is left as it is: remove that "
+                "reservation once its container is gone");
+  EXPECT_EQ(test::ReadFileText(store_.path()), before);
 }
 
-// The host lost a GPU (4 -> 3) while a reservation still names the lost one.
-TEST_F(GrantTest, TheFreeCountInARefusalCountsOnlyGpusTheHostHas) {
+// The reproducer: the container's own reservation names a GPU beyond the host's; handing it
+// back would index past the inventory.
+TEST_F(GrantTest, TheContainersOwnReservationOfAGpuTheHostDoesNotHaveIsRefused) {
+  const Inventory two = Host(2);
+  for (const ProcessRef holder : {Me(), Dead()}) {
+    test::ScratchDir dir;
+    ReservationStore store((dir.path() / "state").string());
+    ASSERT_TRUE(store
+                    .Update([&](ReservationFile& f) -> core::Result<bool> {
+                      f.reservations.push_back(Held("c1", {2}, holder));
+                      return true;
+                    })
+                    .has_value());
+    const std::string before = test::ReadFileText(store.path());
+    const auto g = GrantGpus("c1", Reserve(1), two, store, Me(), "running");
+    ASSERT_FALSE(g.has_value());
+    EXPECT_NE(g.error().message.find(store.path() + ": the reservation of container 'c1' names "
+                                                    "GPU 2, but the host has 2 GPUs"),
+              std::string::npos)
+        << g.error().message;
+    EXPECT_EQ(test::ReadFileText(store.path()), before);
+  }
+}
+
+// A dead holder's reservation is reclaimed before the check: a GPU the host lost is no reason
+// to refuse once nobody holds it.
+TEST_F(GrantTest, ADeadReservationOfAGpuTheHostNoLongerHasIsReclaimed) {
   const Inventory three = Host(3);
-  Put(Held("a", {0, 1, 2}, Me()));
-  Put(Held("old-host", {3}, Me()));
+  Put(Held("a", {0, 1}, Me()));
+  Put(Held("old-host", {3}, Dead()));
   const auto g = GrantGpus("c1", Reserve(1), three, store_, Me(), "pending");
-  ASSERT_FALSE(g.has_value());
-  EXPECT_NE(g.error().message.find("; 0 of 3 free"), std::string::npos) << g.error().message;
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, std::vector<int>{2});
+  EXPECT_EQ(Find(Ledger(), "old-host"), nullptr);
 }
 
 TEST_F(GrantTest, ALedgerGivingOneGpuToTwoContainersIsReportedAsInconsistent) {

@@ -267,6 +267,52 @@ TEST_F(HookCommand, AMalformedLedgerFailsBothStagesNamingTheFile) {
   EXPECT_TRUE(Contains(stop.err, ledger + ": malformed reservation ledger")) << stop.err;
 }
 
+// config.json is checked before any GPU is granted: a field of the wrong type fails the hook,
+// naming the file and the field, and leaves no reservation behind.
+TEST_F(HookCommand, AConfigJsonFieldOfTheWrongTypeFailsBeforeAnyGpuIsGranted) {
+  for (const auto& [field, value] : std::vector<std::pair<std::string, Json>>{
+           {"root", "rootfs"}, {"linux", "x"}, {"hooks", Json::array()}}) {
+    Json c = {{"process", {{"env", {"HOUDINI_GPU_REQUESTED=1"}}}}, {field, value}};
+    dir_.Write("bundle/config.json", c.dump());
+    const CliRun r = Hook("createRuntime", State("c1", 4000000));
+    EXPECT_EQ(r.code, 1) << field;
+    EXPECT_TRUE(Contains(r.err, (bundle_ / "config.json").string() + ": ")) << r.err;
+    EXPECT_TRUE(Contains(r.err, "'" + field + "' is not")) << r.err;
+    EXPECT_TRUE(Ledger().reservations.empty()) << field;
+  }
+}
+
+TEST_F(HookCommand, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
+  fs::create_directories(bundle_ / "config.json");
+  const CliRun r = Hook("createRuntime", State("c1"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(
+      Contains(r.err, (bundle_ / "config.json").string() + ": is a directory (expected a file)"))
+      << r.err;
+}
+
+// The reproducer: the container's own reservation names a GPU the host does not have. Handing
+// it back would index past the host's GPUs; the hook refuses, naming the ledger, the container
+// and the GPU, and the ledger stays byte for byte.
+TEST_F(HookCommand, ALedgerNamingAGpuTheHostDoesNotHaveFailsTheHookAndIsKept) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  fs::create_directories(state_);
+  const std::string ledger = (state_ / "reservations.json").string();
+  for (const char* gpu : {"4", "100000"}) {
+    const std::string text =
+        std::string(R"({"version":1,"reservations":[{"container":"c1","gpus":[)") + gpu +
+        R"(],"since":"2026-01-01T00:00:00Z","since_unix":1,"state":"running",)"
+        R"("holder_pid":1,"holder_start_time":1}]})";
+    dir_.Write("state/reservations.json", text);
+    const CliRun r = Hook("createRuntime", State("c1", 4000000));
+    EXPECT_EQ(r.code, 1) << gpu;
+    EXPECT_TRUE(Contains(r.err, ledger + ": ")) << r.err;
+    EXPECT_TRUE(Contains(r.err, "container 'c1'")) << r.err;
+    EXPECT_TRUE(Contains(r.err, std::string("GPU ") + gpu)) << r.err;
+    EXPECT_EQ(test::ReadFileText(ledger), text);
+  }
+}
+
 TEST_F(HookCommand, AnUnknownStageIsAUsageError) {
   const CliRun r = Hook("poststart-ish", State("c1"));
   EXPECT_EQ(r.code, 2);
@@ -621,6 +667,66 @@ TEST_F(OciRuntimeWrapper, AMalformedLedgerIsAnErrorNamingIt) {
   EXPECT_TRUE(RuntimeArgs().empty());
   EXPECT_TRUE(
       Contains(w.err, (state_ / "reservations.json").string() + ": malformed reservation ledger"))
+      << w.err;
+}
+
+// The reproducer: wrongly typed config.json fields used to abort the wrapper after the
+// reservation was written. Now: refused before the grant, naming file and field; no
+// reservation, no runtime, config.json untouched.
+TEST_F(OciRuntimeWrapper, AConfigJsonFieldOfTheWrongTypeIsRefusedBeforeTheGrant) {
+  for (const auto& [field, patch] : std::vector<std::pair<std::string, Json>>{
+           {"linux", {{"linux", "x"}}},
+           {"hooks", {{"hooks", Json::array()}}},
+           {"devices", {{"linux", {{"devices", Json::object()}}}}},
+           {"resources", {{"linux", {{"resources", 1}}}}},
+           {"env", {{"process", {{"env", "NVIDIA_VISIBLE_DEVICES=all"}}}}}}) {
+    Json c = {{"ociVersion", "1.0.2"}, {"process", {{"env", {"HOUDINI_GPU_REQUESTED=1"}}}}};
+    for (const auto& [k, v] : patch.items()) c[k] = v;
+    const std::string text = c.dump();
+    dir_.Write("bundle/config.json", text);
+    const test::Captured w = Wrapper(Create("c1"));
+    EXPECT_TRUE(w.exit.Exited(1)) << field << ": " << w.err;
+    EXPECT_TRUE(RuntimeArgs().empty()) << field;
+    EXPECT_TRUE(Contains(w.err, (bundle_ / "config.json").string() + ": ")) << w.err;
+    EXPECT_TRUE(Contains(w.err, field)) << w.err;
+    EXPECT_TRUE(Ledger().reservations.empty()) << field;
+    EXPECT_EQ(test::ReadFileText(bundle_ / "config.json"), text) << field;
+  }
+}
+
+TEST_F(OciRuntimeWrapper, ALedgerNamingAGpuTheHostDoesNotHaveIsRefusedAndKept) {
+  fs::create_directories(state_);
+  const std::string text =
+      R"({"version":1,"reservations":[{"container":"c1","gpus":[4],"since":"x","since_unix":1,)"
+      R"("state":"running","holder_pid":1,"holder_start_time":1}]})";
+  dir_.Write("state/reservations.json", text);
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const test::Captured w = Wrapper(Create("c1"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(Contains(w.err, (state_ / "reservations.json").string() +
+                                  ": the reservation of container 'c1' names GPU 4, but the "
+                                  "host has 4 GPUs"))
+      << w.err;
+  EXPECT_EQ(test::ReadFileText(state_ / "reservations.json"), text);
+}
+
+TEST_F(OciRuntimeWrapper, AContainerIdWithAControlCharacterIsNotRecorded) {
+  WriteConfig({"HOUDINI_GPU_REQUESTED=1"});
+  const test::Captured w = Wrapper(Create("c1\nforged"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(Contains(w.err, "the container id holds a control character ('c1?forged')")) << w.err;
+  EXPECT_TRUE(Ledger().reservations.empty());
+}
+
+TEST_F(OciRuntimeWrapper, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
+  fs::create_directories(bundle_ / "config.json");
+  const test::Captured w = Wrapper(Create("c1"));
+  EXPECT_TRUE(w.exit.Exited(1)) << w.err;
+  EXPECT_TRUE(RuntimeArgs().empty());
+  EXPECT_TRUE(
+      Contains(w.err, (bundle_ / "config.json").string() + ": is a directory (expected a file)"))
       << w.err;
 }
 

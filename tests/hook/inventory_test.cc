@@ -131,6 +131,18 @@ TEST(LoadInventory, AGpuNumberTooLargeForAnIntIsAnErrorNotACrash) {
       << inv.error().message;
 }
 
+TEST(LoadInventory, AGpuNumberBeyondWhatANodeMayHaveIsAnError) {
+  SKIP_UNLESS_ROOT();
+  test::ScratchDir dir;
+  const fs::path dev = dir.path() / "dev";
+  ASSERT_EQ(test::MakeCharDevice(dev, "nvidia64", 195, 64), "");
+  const auto inv = LoadInventory({dev.string(), ""});
+  ASSERT_FALSE(inv.has_value());
+  EXPECT_EQ(inv.error().message, (dev / "nvidia64").string() +
+                                     ": GPU number outside 0..63 (a node has at most 64 GPUs, "
+                                     "core::kMaxGpusPerNode)");
+}
+
 // The GPU file: the device column names any character device, so /dev/null stands in for the
 // GPUs on machines where the tests cannot mknod.
 TEST(LoadInventory, AGpuFileGivesUuidsModelsAndMemoryInIndexOrder) {
@@ -200,11 +212,25 @@ INSTANTIATE_TEST_SUITE_P(
                     "index,uuid,model,memory_mib,device\nzero,GPU-a,A100,1,/dev/null\n",
                     ":2: column 'index': 'zero' is not an integer"},
         GpuFileCase{"an_index_out_of_range",
-                    "index,uuid,model,memory_mib,device\n256,GPU-a,A100,1,/dev/null\n",
-                    ":2: index 256 outside 0..255"},
+                    "index,uuid,model,memory_mib,device\n64,GPU-a,A100,1,/dev/null\n",
+                    ":2: index 64 outside 0..63 (a node has at most 64 GPUs, "
+                    "core::kMaxGpusPerNode)"},
         GpuFileCase{"a_negative_index",
                     "index,uuid,model,memory_mib,device\n-1,GPU-a,A100,1,/dev/null\n",
-                    ":2: index -1 outside 0..255"},
+                    ":2: index -1 outside 0..63 (a node has at most 64 GPUs, "
+                    "core::kMaxGpusPerNode)"},
+        GpuFileCase{"memory_beyond_what_a_gpu_may_have",
+                    "index,uuid,model,memory_mib,device\n0,GPU-a,A100,1099511627776,/dev/null\n",
+                    ":2: column 'memory_mib': 1099511627776 outside 0..4294967296 "
+                    "(core::kMaxGpuMemoryMib, 4 PiB)"},
+        GpuFileCase{"negative_memory",
+                    "index,uuid,model,memory_mib,device\n0,GPU-a,A100,-1,/dev/null\n",
+                    ":2: column 'memory_mib': -1 outside 0..4294967296 "
+                    "(core::kMaxGpuMemoryMib, 4 PiB)"},
+        GpuFileCase{"a_repeated_uuid",
+                    "index,uuid,model,memory_mib,device\n0,GPU-a,A100,1,/dev/null\n"
+                    "1,GPU-a,A100,1,/dev/null\n",
+                    ":3: column 'uuid': GPU-a already on line 2"},
         GpuFileCase{"a_missing_device_node",
                     "index,uuid,model,memory_mib,device\n0,GPU-a,A100,1,/nonexistent/nvidia0\n",
                     ":2: /nonexistent/nvidia0: no such device"},
@@ -215,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(
         GpuFileCase{"a_repeated_index",
                     "index,uuid,model,memory_mib,device\n0,GPU-a,A100,1,/dev/null\n"
                     "0,GPU-b,A100,1,/dev/null\n",
-                    ": GPU indices must be 0..n-1 without gaps (found GPU 0 at position 1)"},
+                    ":3: column 'index': GPU 0 already on line 2"},
         GpuFileCase{"a_short_row", "index,uuid,model,memory_mib,device\n0,GPU-a,A100\n",
                     ":2: expected 5 fields, found 3"}),
     test::CaseName());
@@ -225,7 +251,26 @@ TEST(LoadInventory, AMissingGpuFileIsAnErrorNamingIt) {
   const std::string missing = (dir.path() / "nope.csv").string();
   const auto inv = LoadInventory({dir.path().string(), missing});
   ASSERT_FALSE(inv.has_value());
-  EXPECT_EQ(inv.error().message, missing + ": cannot open");
+  EXPECT_EQ(inv.error().message, missing + ": no such file");
+}
+
+TEST(LoadInventory, AGpuFileThatIsAFolderIsAnErrorNamingIt) {
+  test::ScratchDir dir;
+  const fs::path folder = dir.path() / "gpus.csv";
+  fs::create_directories(folder);
+  const auto inv = LoadInventory({dir.path().string(), folder.string()});
+  ASSERT_FALSE(inv.has_value());
+  EXPECT_EQ(inv.error().message, folder.string() + ": is a directory (expected a file)");
+}
+
+TEST(LoadInventory, AGpuFileLargerThanTheLimitIsRefusedNamingIt) {
+  test::ScratchDir dir;
+  const std::string file = dir.Write(
+      "gpus.csv", "index,uuid,model,memory_mib,device\n" + std::string(kMaxGpuFileBytes, '\n'));
+  const auto inv = LoadInventory({dir.path().string(), file});
+  ASSERT_FALSE(inv.has_value());
+  EXPECT_EQ(inv.error().message,
+            file + ": larger than " + std::to_string(kMaxGpuFileBytes) + " bytes");
 }
 
 TEST(VisibleDevicesValue, SaysUuidsWhenEveryGrantedGpuHasOne) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,8 +71,40 @@ INSTANTIATE_TEST_SUITE_P(
         BadState{"a_fractional_pid", R"({"id":"c1","pid":1.5,"bundle":"/b"})",
                  "container state on stdin: field 'pid' is not a non-negative integer"},
         BadState{"no_bundle", R"({"id":"c1","pid":1})",
-                 "container state on stdin: field 'bundle' missing or not a string"}),
+                 "container state on stdin: field 'bundle' missing or not a non-empty string"},
+        BadState{"an_empty_bundle", R"({"id":"c1","pid":1,"bundle":""})",
+                 "container state on stdin: field 'bundle' missing or not a non-empty string"},
+        BadState{"a_numeric_bundle", R"({"id":"c1","pid":1,"bundle":7})",
+                 "container state on stdin: field 'bundle' missing or not a non-empty string"},
+        BadState{"a_bundle_with_a_nul", R"({"id":"c1","pid":1,"bundle":"/b\u0000/x"})",
+                 "container state on stdin: field 'bundle' holds a NUL character"},
+        BadState{"a_pid_beyond_pid_max_limit", R"({"id":"c1","pid":4194305,"bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer up to "
+                 "4194304 (hook::kMaxPid)"},
+        BadState{"a_pid_beyond_int64", R"({"id":"c1","pid":18446744073709551615,"bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer"},
+        BadState{"a_pid_below_int64", R"({"id":"c1","pid":-9223372036854775808,"bundle":"/b"})",
+                 "container state on stdin: field 'pid' is not a non-negative integer"},
+        BadState{"an_id_with_a_newline", R"({"id":"c1\nforged log line","bundle":"/b"})",
+                 "container state on stdin: field 'id' holds a control character"},
+        BadState{"an_id_longer_than_the_limit",
+                 R"({"id":")" + std::string(kMaxContainerIdBytes + 1, 'a') + R"(","bundle":"/b"})",
+                 "container state on stdin: field 'id' is longer than 1024 bytes "
+                 "(hook::kMaxContainerIdBytes)"},
+        BadState{"more_than_the_limit_on_stdin",
+                 R"({"id":"c1","bundle":"/b","x":")" + std::string(kMaxStateBytes, 'x') + R"("})",
+                 "container state on stdin: larger than 1048576 bytes (hook::kMaxStateBytes)"}),
     test::CaseName());
+
+TEST(CheckContainerId, AcceptsRuntimeIdsAndRefusesEmptyLongOrControlCharacters) {
+  EXPECT_TRUE(CheckContainerId(std::string(64, 'f'), "id").has_value());
+  EXPECT_TRUE(CheckContainerId("default_render-7f9c.main", "id").has_value());
+  EXPECT_EQ(CheckContainerId("", "id").error().message, "id is empty");
+  EXPECT_EQ(CheckContainerId(std::string(kMaxContainerIdBytes + 1, 'a'), "id").error().message,
+            "id is longer than 1024 bytes (hook::kMaxContainerIdBytes)");
+  EXPECT_EQ(CheckContainerId("c1\nGPU 0 free", "id").error().message,
+            "id holds a control character ('c1?GPU 0 free')");
+}
 
 TEST(LoadConfig, ReadsTheBundlesConfigJson) {
   test::ScratchDir dir;
@@ -86,7 +120,7 @@ TEST(LoadConfig, ErrorsNameTheFile) {
   const std::string path = bundle + "/config.json";
   auto missing = LoadConfig(bundle);
   ASSERT_FALSE(missing.has_value());
-  EXPECT_EQ(missing.error().message, path + ": cannot open");
+  EXPECT_EQ(missing.error().message, path + ": no such file");
 
   dir.Write("config.json", R"({"process": {"env": [)");
   auto malformed = LoadConfig(bundle);
@@ -100,13 +134,152 @@ TEST(LoadConfig, ErrorsNameTheFile) {
   EXPECT_EQ(list.error().message, path + ": not a JSON object");
 }
 
+TEST(LoadConfig, AConfigJsonThatIsAFolderIsAnErrorSayingSo) {
+  test::ScratchDir dir;
+  std::filesystem::create_directories(dir.path() / "config.json");
+  const auto c = LoadConfig(dir.path().string());
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().message,
+            dir.path().string() + "/config.json: is a directory (expected a file)");
+}
+
+TEST(LoadConfig, ADocumentNestedDeeperThanTheLimitIsRefusedNotRecursedInto) {
+  test::ScratchDir dir;
+  const int depth = 100000;
+  dir.Write("config.json",
+            R"({"x-vendor":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
+  const auto c = LoadConfig(dir.path().string());
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().message, dir.path().string() +
+                                   "/config.json: nested deeper than 64 levels "
+                                   "(hook::kMaxConfigJsonDepth)");
+}
+
+TEST(LoadConfig, AFieldOfTheWrongTypeIsRefusedNamingTheFileAndTheField) {
+  test::ScratchDir dir;
+  dir.Write("config.json", R"({"process":{"env":["A=1"]},"root":"rootfs"})");
+  const auto c = LoadConfig(dir.path().string());
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().message, dir.path().string() + "/config.json: 'root' is not an object");
+}
+
+struct ConfigCase {
+  const char* name;
+  std::string json;
+  std::string message;  // CheckConfig's error after "cfg: "; "" = accepted
+};
+
+class CheckConfigTable : public ::testing::TestWithParam<ConfigCase> {};
+
+TEST_P(CheckConfigTable, RefusesEveryFieldGpumuxTouchesWhenItHasTheWrongType) {
+  const auto ok = CheckConfig(Json::parse(GetParam().json), "cfg");
+  if (GetParam().message.empty()) {
+    EXPECT_TRUE(ok.has_value()) << ok.error().message;
+  } else {
+    ASSERT_FALSE(ok.has_value()) << "accepted " << GetParam().json;
+    EXPECT_EQ(ok.error().code, core::ErrorCode::kInvalidArgument);
+    EXPECT_EQ(ok.error().message, "cfg: " + GetParam().message);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CheckConfigTable,
+    ::testing::Values(
+        ConfigCase{"a_runc_spec_config",
+                   R"({"ociVersion":"1.0.2","process":{"env":["A=1"],"args":["sh"]},)"
+                   R"("root":{"path":"rootfs","readonly":true},"hooks":{"poststop":[]},)"
+                   R"("linux":{"devices":[{"path":"/dev/fuse"}],"resources":{"devices":[]}},)"
+                   R"("annotations":{"a":"b"}})",
+                   ""},
+        ConfigCase{"nulls_are_absent_fields",
+                   R"({"process":null,"root":null,"linux":{"devices":null,"resources":null},)"
+                   R"("hooks":{"poststop":null},"annotations":null})",
+                   ""},
+        ConfigCase{"not_an_object", R"([1])", "not a JSON object"},
+        ConfigCase{"process_a_string", R"({"process":"sh"})", "'process' is not an object"},
+        ConfigCase{"process_env_a_string", R"({"process":{"env":"A=1"}})",
+                   "'process.env' is not a list"},
+        ConfigCase{"process_env_a_number", R"({"process":{"env":["A=1",2]}})",
+                   "'process.env[1]' is not a string"},
+        ConfigCase{"root_a_string", R"({"root":"rootfs"})", "'root' is not an object"},
+        ConfigCase{"root_path_a_number", R"({"root":{"path":1}})", "'root.path' is not a string"},
+        ConfigCase{"linux_a_string", R"({"linux":"x"})", "'linux' is not an object"},
+        ConfigCase{"linux_devices_an_object", R"({"linux":{"devices":{}}})",
+                   "'linux.devices' is not a list"},
+        ConfigCase{"a_device_that_is_a_string", R"({"linux":{"devices":["/dev/fuse"]}})",
+                   "'linux.devices[0]' is not an object"},
+        ConfigCase{"a_device_path_that_is_a_number", R"({"linux":{"devices":[{},{"path":7}]}})",
+                   "'linux.devices[1].path' is not a string"},
+        ConfigCase{"linux_resources_a_number", R"({"linux":{"resources":1}})",
+                   "'linux.resources' is not an object"},
+        ConfigCase{"linux_resources_devices_an_object", R"({"linux":{"resources":{"devices":{}}}})",
+                   "'linux.resources.devices' is not a list"},
+        ConfigCase{"hooks_a_list", R"({"hooks":[]})", "'hooks' is not an object"},
+        ConfigCase{"a_hook_stage_an_object", R"({"hooks":{"poststop":{}}})",
+                   "'hooks.poststop' is not a list"},
+        ConfigCase{"a_hooks_key_that_is_no_stage_is_left_alone",
+                   R"({"hooks":{"x-vendor":{"any":"thing"}}})", ""},
+        ConfigCase{"annotations_a_list", R"({"annotations":[]})", "'annotations' is not an object"},
+        ConfigCase{"every_fault_is_named_at_once", R"({"linux":"x","hooks":[],"root":1})",
+                   "'root' is not an object; 'linux' is not an object; 'hooks' is not an object"}),
+    test::CaseName());
+
+TEST(ConfigRootPath, IsRootfsByDefaultAndRootPathWhenGiven) {
+  EXPECT_EQ(ConfigRootPath(Json::object(), "cfg"), std::string("rootfs"));
+  EXPECT_EQ(ConfigRootPath(Json::parse(R"({"root":{"path":"/abs"}})"), "cfg"), std::string("/abs"));
+  const auto bad = ConfigRootPath(Json::parse(R"({"root":{"path":[]}})"), "b/config.json");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "b/config.json: 'root.path' is not a string");
+}
+
+// The editors never throw on a config.json that skipped CheckConfig: they say which field is
+// in the way and change nothing.
+TEST(ConfigEditors, AFieldOfTheWrongTypeIsAnErrorAndTheConfigIsLeftAsItWas) {
+  struct Edit {
+    const char* json;
+    std::function<core::Result<void>(Json&)> edit;
+    std::string message;
+  };
+  const std::vector<DeviceNode> devices{DeviceNode{"/dev/null", "/dev/nvidia0", 1, 3}};
+  const std::vector<Edit> edits{
+      {R"({"process":"sh"})", [](Json& c) { return SetEnv(c, "A", "1"); },
+       "'process' is not an object"},
+      {R"({"process":{"env":{}}})", [](Json& c) { return SetEnv(c, "A", "1"); },
+       "'process.env' is not a list"},
+      {R"({"linux":"x"})", [&](Json& c) { return AddDevices(c, devices); },
+       "'linux' is not an object"},
+      {R"({"linux":{"devices":{}}})", [&](Json& c) { return AddDevices(c, devices); },
+       "'linux.devices' is not a list"},
+      {R"({"linux":{"devices":[1]}})", [&](Json& c) { return AddDevices(c, devices); },
+       "'linux.devices[0]' is not an object"},
+      {R"({"linux":{"resources":1}})", [&](Json& c) { return AddDevices(c, devices); },
+       "'linux.resources' is not an object"},
+      {R"({"linux":{"resources":{"devices":"all"}}})",
+       [&](Json& c) { return AddDevices(c, devices); }, "'linux.resources.devices' is not a list"},
+      {R"({"hooks":[]})", [](Json& c) { return AddHook(c, "poststop", "/g", {"g"}, {}); },
+       "'hooks' is not an object"},
+      {R"({"hooks":{"poststop":"x"}})",
+       [](Json& c) { return AddHook(c, "poststop", "/g", {"g"}, {}); },
+       "'hooks.poststop' is not a list"},
+      {R"("a string")", [](Json& c) { return SetEnv(c, "A", "1"); }, "not a JSON object"},
+  };
+  for (const Edit& e : edits) {
+    Json c = Json::parse(e.json);
+    const Json before = c;
+    const auto r = e.edit(c);
+    ASSERT_FALSE(r.has_value()) << e.json;
+    EXPECT_EQ(r.error().message, e.message) << e.json;
+    EXPECT_EQ(c, before) << e.json;
+  }
+}
+
 TEST(SaveConfig, WritesWhatLoadConfigReadsBackKeepingUnknownFields) {
   test::ScratchDir dir;
   dir.Write("config.json",
             R"({"ociVersion":"1.0.2","x-vendor":{"keep":[1,2,3]},"process":{"env":["A=1"]}})");
   auto c = LoadConfig(dir.path().string());
   ASSERT_TRUE(c.has_value()) << c.error().message;
-  SetEnv(*c, "B", "2");
+  ASSERT_TRUE(SetEnv(*c, "B", "2").has_value());
   ASSERT_TRUE(SaveConfig(dir.path().string(), *c).has_value());
   const auto back = LoadConfig(dir.path().string());
   ASSERT_TRUE(back.has_value()) << back.error().message;
@@ -146,24 +319,24 @@ TEST(ConfigEnv, ErrorsNameTheSourceAndTheField) {
 TEST(SetEnv, ReplacesEveryEarlierEntryOfTheNameAndKeepsTheOthersInOrder) {
   Json c = Json::parse(R"({"process":{"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all","X=1",)"
                        R"("NVIDIA_VISIBLE_DEVICES=0","NVIDIA_VISIBLE_DEVICES_X=keep"]}})");
-  SetEnv(c, "NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b");
+  ASSERT_TRUE(SetEnv(c, "NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b").has_value());
   EXPECT_EQ(c["process"]["env"], Json({"PATH=/bin", "X=1", "NVIDIA_VISIBLE_DEVICES_X=keep",
                                        "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"}));
 }
 
 TEST(SetEnv, CreatesProcessAndEnvWhenAbsent) {
   Json c = Json::object();
-  SetEnv(c, "GPUMUX_GPUS", "1");
+  ASSERT_TRUE(SetEnv(c, "GPUMUX_GPUS", "1").has_value());
   EXPECT_EQ(c["process"]["env"], Json({"GPUMUX_GPUS=1"}));
   Json null_env = Json::parse(R"({"process":{"args":["sh"],"env":null}})");
-  SetEnv(null_env, "A", "");
+  ASSERT_TRUE(SetEnv(null_env, "A", "").has_value());
   EXPECT_EQ(null_env["process"]["env"], Json({"A="}));
   EXPECT_EQ(null_env["process"]["args"], Json({"sh"}));
 }
 
 TEST(SetEnv, WhatItSetsIsWhatConfigEnvAndParseGiveBack) {
   Json c = Json::object();
-  SetEnv(c, "A", "x=y");
+  ASSERT_TRUE(SetEnv(c, "A", "x=y").has_value());
   const auto env = ConfigEnv(c, "cfg");
   ASSERT_TRUE(env.has_value());
   EXPECT_EQ(*env, std::vector<std::string>{"A=x=y"});
@@ -176,7 +349,7 @@ std::vector<DeviceNode> TwoDevices() {
 
 TEST(AddDevices, AddsCharacterDevicesAndAllowsThemInTheDeviceCgroup) {
   Json c = Json::parse(R"({"linux":{"namespaces":[{"type":"pid"}]}})");
-  AddDevices(c, TwoDevices());
+  ASSERT_TRUE(AddDevices(c, TwoDevices()).has_value());
   ASSERT_EQ(c["linux"]["devices"].size(), 2u);
   const Json& d = c["linux"]["devices"][0];
   EXPECT_EQ(d["path"], "/dev/nvidia1") << "the container path, not the host path";
@@ -198,8 +371,8 @@ TEST(AddDevices, KeepsExistingDevicesAndRulesAndDoesNotRepeatADevice) {
   Json c =
       Json::parse(R"({"linux":{"devices":[{"path":"/dev/fuse","type":"c","major":10,"minor":229}],)"
                   R"("resources":{"devices":[{"allow":false,"access":"rwm"}]}}})");
-  AddDevices(c, TwoDevices());
-  AddDevices(c, TwoDevices());
+  ASSERT_TRUE(AddDevices(c, TwoDevices()).has_value());
+  ASSERT_TRUE(AddDevices(c, TwoDevices()).has_value());
   const Json& devices = c["linux"]["devices"];
   ASSERT_EQ(devices.size(), 3u) << devices.dump();
   EXPECT_EQ(devices[0]["path"], "/dev/fuse");
@@ -210,9 +383,13 @@ TEST(AddDevices, KeepsExistingDevicesAndRulesAndDoesNotRepeatADevice) {
 
 TEST(AddHook, AppendsAHookWithArgsAndEnvOnce) {
   Json c = Json::parse(R"({"hooks":{"poststop":[{"path":"/other"}]}})");
-  AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"});
-  AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"});
-  AddHook(c, "createRuntime", "/usr/bin/gpumux", {"gpumux", "hook", "createRuntime"}, {});
+  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"})
+                  .has_value());
+  ASSERT_TRUE(AddHook(c, "poststop", "/usr/bin/gpumux", {"gpumux", "hook", "poststop"}, {"A=1"})
+                  .has_value());
+  ASSERT_TRUE(
+      AddHook(c, "createRuntime", "/usr/bin/gpumux", {"gpumux", "hook", "createRuntime"}, {})
+          .has_value());
   const Json& poststop = c["hooks"]["poststop"];
   ASSERT_EQ(poststop.size(), 2u) << poststop.dump();
   EXPECT_EQ(poststop[0]["path"], "/other");
@@ -224,8 +401,8 @@ TEST(AddHook, AppendsAHookWithArgsAndEnvOnce) {
 
 TEST(AddHook, AHookWithDifferentEnvIsAnotherHook) {
   Json c = Json::object();
-  AddHook(c, "poststop", "/g", {"g"}, {"A=1"});
-  AddHook(c, "poststop", "/g", {"g"}, {"A=2"});
+  ASSERT_TRUE(AddHook(c, "poststop", "/g", {"g"}, {"A=1"}).has_value());
+  ASSERT_TRUE(AddHook(c, "poststop", "/g", {"g"}, {"A=2"}).has_value());
   EXPECT_EQ(c["hooks"]["poststop"].size(), 2u);
 }
 

@@ -90,6 +90,50 @@ TEST(ReservationStore, AnErrorFromTheChangeIsPassedOnAndNothingIsWritten) {
   EXPECT_EQ(test::ReadFileText(store.path()), before);
 }
 
+// One entry of a ledger as JSON; `fields` are added after the defaults (a later key wins).
+// (Built with append: GCC 12 warns falsely about "literal" + std::string chains, -Wrestrict.)
+std::string EntryJson(const std::string& container, const std::string& gpus,
+                      const std::string& fields = "") {
+  std::string json = R"({"container":")";
+  json.append(container).append(R"(","gpus":[)").append(gpus);
+  json.append(R"(],"since":"x","since_unix":1,"state":"running","holder_pid":1,)");
+  json.append(R"("holder_start_time":1)");
+  if (!fields.empty()) json.append(",").append(fields);
+  return json.append("}");
+}
+
+// A ledger of one entry for container `container_json` (JSON text) whose fields are the
+// defaults overridden by `fields` (a repeated key: the last one wins).
+std::string LedgerWith(const std::string& fields, const std::string& container_json = "\"c1\"") {
+  std::string json = R"({"version":1,"reservations":[{"container":)";
+  json.append(container_json);
+  json.append(R"(,"gpus":[0],"since":"x","since_unix":1,"state":"running","holder_pid":1,)");
+  json.append(R"("holder_start_time":1,)").append(fields);
+  return json.append("}]}");
+}
+
+std::string ManyReservations(std::size_t n) {
+  std::string json = R"({"reservations":[)";
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) json.append(",");
+    json.append(EntryJson(test::Numbered("c", static_cast<int>(i)), "0"));
+  }
+  return json.append("]}");
+}
+
+std::string ThreeEntriesWithC1Twice() {
+  std::string json = R"({"reservations":[)";
+  json.append(EntryJson("c1", "0")).append(",").append(EntryJson("c2", "1")).append(",");
+  return json.append(EntryJson("c1", "2")).append("]}");
+}
+
+// The message of a fault in the 'gpus' field of c1's entry.
+std::string GpusFault(const std::string& what) {
+  std::string message = ": malformed reservation ledger: reservation 1 (container 'c1'): ";
+  message.append("field 'gpus' ");
+  return message.append(what);
+}
+
 struct BadLedger {
   const char* name;
   std::string text;
@@ -136,8 +180,98 @@ INSTANTIATE_TEST_SUITE_P(
         BadLedger{"gpus_that_are_not_numbers",
                   R"({"reservations":[{"container":"c1","gpus":["zero"],"since":"x",)"
                   R"("since_unix":1,"state":"running","holder_pid":1,"holder_start_time":1}]})",
-                  ": malformed reservation ledger: "}),
+                  ": malformed reservation ledger: "},
+        BadLedger{"a_gpu_beyond_what_a_node_may_have", LedgerWith(R"("gpus":[100000])"),
+                  GpusFault("names GPU 100000, not a GPU index 0..63")},
+        BadLedger{"a_gpu_beyond_int", LedgerWith(R"("gpus":[4294967296])"),
+                  GpusFault("names GPU 4294967296, not a GPU index 0..63")},
+        BadLedger{"a_negative_gpu", LedgerWith(R"("gpus":[-1])"),
+                  GpusFault("names GPU -1, not a GPU index 0..63")},
+        BadLedger{"a_fractional_gpu", LedgerWith(R"("gpus":[1.5])"),
+                  GpusFault("names GPU 1.5, not a GPU index 0..63")},
+        BadLedger{"a_gpu_named_twice", LedgerWith(R"("gpus":[1,1])"),
+                  GpusFault("names GPU 1 twice")},
+        BadLedger{"no_gpu", LedgerWith(R"("gpus":[])"), GpusFault("is empty")},
+        BadLedger{"gpus_an_object", LedgerWith(R"("gpus":{"0":1})"), GpusFault("is not a list")},
+        BadLedger{"an_empty_container", LedgerWith(R"("gpus":[0])", "\"\""),
+                  ": malformed reservation ledger: reservation 1: field 'container' is empty"},
+        BadLedger{"a_numeric_container", LedgerWith(R"("gpus":[0])", "7"),
+                  ": malformed reservation ledger: reservation 1: field 'container' is not a "
+                  "string"},
+        BadLedger{"a_holder_pid_beyond_pid_max", LedgerWith(R"("gpus":[0],"holder_pid":4194305)"),
+                  ": malformed reservation ledger: reservation 1 (container 'c1'): field "
+                  "'holder_pid' is not an integer in 0..4194304"},
+        BadLedger{"a_negative_start_time", LedgerWith(R"("gpus":[0],"holder_start_time":-1)"),
+                  ": malformed reservation ledger: reservation 1 (container 'c1'): field "
+                  "'holder_start_time' is not a non-negative integer"},
+        BadLedger{"a_since_unix_beyond_int64",
+                  LedgerWith(R"("gpus":[0],"since_unix":18446744073709551615)"),
+                  ": malformed reservation ledger: reservation 1 (container 'c1'): field "
+                  "'since_unix' is not an integer in "},
+        BadLedger{"a_pod_name_that_is_a_number", LedgerWith(R"("gpus":[0],"pod_name":3)"),
+                  ": malformed reservation ledger: reservation 1 (container 'c1'): field "
+                  "'pod_name' is not a string"},
+        BadLedger{"an_entry_that_is_a_string", R"({"reservations":["c1"]})",
+                  ": malformed reservation ledger: reservation 1: not a JSON object"},
+        BadLedger{"a_container_reserved_twice", ThreeEntriesWithC1Twice(),
+                  ": malformed reservation ledger: reservation 3: container 'c1' is already "
+                  "reserved by reservation 1"},
+        BadLedger{"another_version", R"({"version":2,"reservations":[]})",
+                  ": malformed reservation ledger: field 'version' is 2, not 1"},
+        BadLedger{"more_reservations_than_the_limit", ManyReservations(kMaxReservations + 1),
+                  ": malformed reservation ledger: 1025 reservations, more than the 1024 a "
+                  "ledger may hold (hook::kMaxReservations)"}),
     test::CaseName());
+
+TEST(ReservationStore, ALedgerThatIsAFolderIsAnErrorNamingIt) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  fs::create_directories(store.path());
+  const auto read = store.Read();
+  ASSERT_FALSE(read.has_value());
+  EXPECT_EQ(read.error().message, store.path() + ": is a directory (expected a file)");
+  const auto update = store.Update([](ReservationFile&) -> core::Result<bool> { return true; });
+  ASSERT_FALSE(update.has_value());
+  EXPECT_EQ(update.error().message, read.error().message);
+}
+
+TEST(ReservationStore, ALedgerLargerThanTheLimitIsAnErrorNamingIt) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  std::string big = R"({"reservations":[]})";
+  big.append(kMaxLedgerBytes, ' ');
+  dir.Write("reservations.json", big);
+  const auto read = store.Read();
+  ASSERT_FALSE(read.has_value());
+  EXPECT_EQ(read.error().message,
+            store.path() + ": larger than " + std::to_string(kMaxLedgerBytes) + " bytes");
+}
+
+// The writer never writes a ledger that the reader would refuse.
+TEST(ReservationStore, AnUpdateBeyondTheReservationLimitIsRefusedAndNothingIsWritten) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  const auto r = store.Update([](ReservationFile& f) -> core::Result<bool> {
+    for (std::size_t i = 0; i <= kMaxReservations; ++i) {
+      f.reservations.push_back(Entry(test::Numbered("c", static_cast<int>(i)), {0}));
+    }
+    return true;
+  });
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, store.path() +
+                                   ": the ledger would hold 1025 reservations, more "
+                                   "than the 1024 it may hold (hook::kMaxReservations)");
+  EXPECT_FALSE(fs::exists(store.path()));
+}
+
+TEST(ReservationStore, ALedgerOfExactlyTheLimitIsRead) {
+  test::ScratchDir dir;
+  ReservationStore store(dir.path().string());
+  dir.Write("reservations.json", ManyReservations(kMaxReservations));
+  const auto read = store.Read();
+  ASSERT_TRUE(read.has_value()) << read.error().message;
+  EXPECT_EQ(read->reservations.size(), kMaxReservations);
+}
 
 // Several processes append to the ledger at once; the lock makes every update land.
 TEST(ReservationStore, ConcurrentUpdatesFromManyProcessesNeverLoseOne) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,9 @@ class Backend {
 // installed? ..."), kFailedPrecondition when it lacks an entry point or nvmlInit_v2 fails.
 core::Result<std::unique_ptr<Backend>> OpenNvml(const std::string& library = "libnvidia-ml.so.1");
 
+// A GPU file has one short line per GPU (at most core::kMaxGpusPerNode of them).
+inline constexpr std::size_t kMaxGpuFileBytes = std::size_t{1} << 20;  // 1 MiB
+
 // GPUs described in a CSV file: the runtime hook's GPU file (header with at least
 // index,uuid,model,memory_mib; a `device` column is ignored here) plus optional columns
 //   minor            default: the index
@@ -78,10 +82,12 @@ core::Result<std::unique_ptr<Backend>> OpenNvml(const std::string& library = "li
 //   xids             ';'-separated XIDs that have happened on that GPU, cumulative: entries past
 //                    the number already delivered for that UUID are delivered by WaitXid, once
 //                    (on the first read, all of them). Shrinking the list delivers nothing.
-// UUIDs must be unique and non-empty, indices 0..n-1 without gaps, memory_mib > 0. Errors name
-// the file and line. The file is read again when its size, mtime, ctime or inode changes (List
-// and WaitXid both look; WaitXid every ~20 ms); write it atomically (rename) so that no reader
-// sees half a file: a malformed re-read is an error and is retried at the next call.
+// UUIDs must be unique and non-empty, indices 0..n-1 without gaps (n <= core::kMaxGpusPerNode),
+// memory_mib in 1..core::kMaxGpuMemoryMib. Errors name the file and line; a file that is a
+// folder, not regular or larger than kMaxGpuFileBytes is refused by name (io::ReadInputFile). The
+// file is read again when its size, mtime, ctime or inode changes (List and WaitXid both look;
+// WaitXid every ~20 ms); write it atomically (rename) so that no reader sees half a file: a
+// malformed re-read is an error and is retried at the next call.
 core::Result<std::unique_ptr<Backend>> OpenFake(const std::string& path);
 
 }  // namespace gpumux::gpu

@@ -8,6 +8,7 @@
 // that gets a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,11 +38,18 @@ struct Inventory {
   std::string source;                   // for messages
 };
 
+// A GPU file has one short line per GPU (at most core::kMaxGpusPerNode of them).
+inline constexpr std::size_t kMaxGpuFileBytes = std::size_t{1} << 20;  // 1 MiB
+
 struct InventoryOptions {
   std::string dev_dir = "/dev";
   std::string gpus_file;  // "" = list dev_dir
 };
 
+// Errors name the folder or the file (and line, for a GPU file): GPU indexes outside
+// 0..core::kMaxGpusPerNode-1, repeated or with gaps; a repeated UUID; memory_mib outside
+// 0..core::kMaxGpuMemoryMib; a device that is missing or not a character device; a GPU file
+// that is a folder, missing or larger than kMaxGpuFileBytes (io::ReadInputFile).
 core::Result<Inventory> LoadInventory(const InventoryOptions& options);
 
 // What NVIDIA_VISIBLE_DEVICES should say for a set of GPU indices: their UUIDs when every one is

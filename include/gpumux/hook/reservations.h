@@ -10,6 +10,7 @@
 // process is gone (crash, killed runtime) are reclaimed by the next grant.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +19,9 @@
 #include "gpumux/core/result.h"
 
 namespace gpumux::hook {
+
+// Linux's PID_MAX_LIMIT on 64-bit machines: no pid is larger.
+inline constexpr std::int64_t kMaxPid = std::int64_t{1} << 22;
 
 struct ProcessRef {
   std::int64_t pid = 0;
@@ -68,13 +72,24 @@ struct ReservationFile {
   std::vector<Reservation> reservations;
 };
 
+// Bounds on the ledger file. A host has at most core::kMaxGpusPerNode GPUs, so live
+// reservations are few; entries of dead holders stay until the next grant reclaims them.
+inline constexpr std::size_t kMaxReservations = 1024;
+inline constexpr std::size_t kMaxLedgerBytes = std::size_t{4} << 20;  // 4 MiB
+
 class ReservationStore {
  public:
   explicit ReservationStore(std::string state_dir);
 
   const std::string& path() const { return path_; }
 
-  // Reads the ledger without locking (a consistent snapshot thanks to atomic writes).
+  // Reads the ledger without locking (a consistent snapshot thanks to atomic writes). The
+  // whole file is checked, and any fault is an error naming the file (kInvalidArgument,
+  // "<path>: malformed reservation ledger: reservation 2 (container 'c1'): ..."): at most
+  // kMaxLedgerBytes and kMaxReservations; every field of its type (container a non-empty
+  // string, gpus a non-empty list of distinct GPU indexes 0..core::kMaxGpusPerNode-1,
+  // holder_pid 0..kMaxPid, holder_start_time a non-negative integer, ...); no container twice.
+  // A missing file is an empty ledger; a folder, FIFO or unreadable file is an error.
   core::Result<ReservationFile> Read() const;
 
   // Reads the ledger under a shared lock: waits for an update in progress, and no update
