@@ -154,6 +154,17 @@ users:
     for path in glob.glob(os.path.join(REPROS, 'dl-profile-overflow', '*.json')):
         seed('workload_profile', os.path.basename(path), read(path))
 
+    # allocate: resource byte + grant byte + AllocateRequest. Hand-encoded protobuf:
+    # AllocateRequest{container_requests (1): ContainerAllocateRequest{devices_ids (1): "..."}}.
+    def container(ids):
+        inner = b''.join(b'\x0a' + bytes([len(i)]) + i.encode() for i in ids)
+        return b'\x0a' + bytes([len(inner)]) + inner
+    seed('allocate', 'gpu', b'\0\x81' + container(['GPU-1']))
+    seed('allocate', 'gpu-mem', b'\1\x02' + container(['GPU-2-m0', 'GPU-2-m1']) + container(['GPU-3-m5']))
+    seed('allocate', 'gpu-milli', b'\2\x43' + container(['GPU-0-c%d' % k for k in range(5)]))
+    seed('allocate', 'wrong-resource', b'\0\x00' + container(['GPU-0-m0']))
+    seed('allocate', 'repeated', b'\0\x00' + container(['GPU-0', 'GPU-0']))
+
 
 if __name__ == '__main__':
     main()
