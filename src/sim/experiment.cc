@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+#include <unordered_set>
 
 #include "gpumux/core/check.h"
 #include "gpumux/core/ledger.h"
@@ -66,6 +68,18 @@ std::optional<double> Column(const Curve& c, int x) {
                                                           : std::nullopt;
 }
 
+// "a-tuned-12" -> "a"; nothing for a name that is not "<something>-tuned-<digits>".
+std::optional<std::string_view> CopyOf(std::string_view name) {
+  constexpr std::string_view kTuned = "-tuned-";
+  const std::size_t at = name.rfind(kTuned);
+  if (at == std::string_view::npos || at == 0) return std::nullopt;
+  const std::string_view digits = name.substr(at + kTuned.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return name.substr(0, at);
+}
+
 }  // namespace
 
 double RoundHalfEven(double x, int decimals) {
@@ -84,8 +98,18 @@ core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec
     return core::MakeError(core::ErrorCode::kInvalidArgument,
                            "the node list has no GPUs: there is no GPU allocation to simulate");
   }
+  std::unordered_set<std::string_view> names;
   for (const auto& p : pods) {
     if (auto ok = p.Validate(); !ok) return tl::unexpected(ok.error());
+    names.insert(p.name);
+  }
+  for (const auto& p : pods) {
+    if (auto original = CopyOf(p.name); original && names.count(*original) != 0) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "pod '" + p.name + "' is named like a resampled copy of pod '" +
+                                 std::string(*original) +
+                                 "' (names '<pod>-tuned-<number>' are the copies' names)");
+    }
   }
   Workload w{std::move(name), std::move(*cluster), std::move(pods), {}};
   w.typical = policy::ComputeTypicalPods(w.pods, w.cluster);
@@ -103,6 +127,19 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   std::unique_ptr<policy::Policy> pol = std::move(*made);
 
   const core::Cluster& cluster = workload.cluster;
+  auto bad_plan = [&](const std::string& what) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, plan.origin + ": " + what);
+  };
+  if (plan.node_rank.size() != static_cast<std::size_t>(cluster.size())) {
+    return bad_plan(std::to_string(plan.node_rank.size()) + " node ranks for " +
+                    std::to_string(cluster.size()) + " nodes");
+  }
+  for (const Arrival& a : plan.arrivals) {
+    if (a.pod >= workload.pods.size()) {
+      return bad_plan("arrival '" + a.name + "' names pod #" + std::to_string(a.pod) + " of " +
+                      std::to_string(workload.pods.size()));
+    }
+  }
   core::Ledger ledger(cluster);
   core::Rng rng(seed, "policy");
   policy::Engine engine(ledger, *pol, plan.node_rank, rng);
@@ -140,8 +177,17 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   std::vector<core::MilliGpu> idle_after;
   idle_after.reserve(plan.arrivals.size());
   core::MilliGpu arrived = 0;
+  auto last_report = start;
 
   for (std::size_t seq = 0; seq < plan.arrivals.size(); ++seq) {
+    if (options.progress && seq % 64 == 0 && seq > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_report >= options.progress_interval) {
+        last_report = now;
+        options.progress(ExperimentProgress{policy_name, seed, seq, plan.arrivals.size(),
+                                            std::chrono::duration<double>(now - start).count()});
+      }
+    }
     const Arrival& a = plan.arrivals[seq];
     const core::Request& pod = workload.pods[a.pod];
     arrived += pod.total_gpu_milli();
@@ -149,6 +195,10 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
     PlacementRecord rec{seq, a.name, pod.name, -1, {}};
     if (d.placement) {
       auto assigned = ledger.Assign(a.name, d.request, *d.placement);
+      if (!assigned && assigned.error().code == core::ErrorCode::kAlreadyExists) {
+        return bad_plan("arrival " + std::to_string(seq) + ": pod '" + a.name +
+                        "' arrives twice (arrival names must be distinct)");
+      }
       GPUMUX_CHECK(assigned.has_value(), "engine chose a placement the ledger refuses");
       ++res.placed;
       const core::NodeIndex n = d.placement->node;

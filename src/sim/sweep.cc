@@ -1,5 +1,7 @@
 #include "gpumux/sim/sweep.h"
 
+#include <cmath>
+
 #include "gpumux/policy/registry.h"
 #include "src/sim/parallel.h"
 
@@ -17,19 +19,26 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
   if (config.seeds.empty()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, "no seeds given");
   }
-  if (!(config.load > 0)) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, "load must be positive");
+  if (config.seeds.size() > kMaxSweepSeeds) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           std::to_string(config.seeds.size()) + " seeds, more than the " +
+                               std::to_string(kMaxSweepSeeds) + " a sweep may run");
+  }
+  if (!(config.load > 0) || !std::isfinite(config.load)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "load must be positive and finite");
   }
 
-  // One arrival plan per seed, shared read-only by that seed's experiments.
-  std::vector<ArrivalPlan> plans;
+  // A replay's plan is shared read-only by its experiments; generated plans are only counted
+  // here (refused up front when too large) and built by each experiment.
+  std::optional<ArrivalPlan> replay;
   if (config.replay_dir) {
-    auto plan = LoadReplay(*config.replay_dir, workload.pods, workload.cluster);
+    auto plan = LoadReplay(*config.replay_dir, workload.pods, workload.cluster, config.limit);
     if (!plan) return tl::unexpected(plan.error());
-    plans.push_back(std::move(*plan));
+    replay = std::move(*plan);
   } else {
     for (std::uint64_t seed : config.seeds) {
-      plans.push_back(MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load));
+      auto n = CountStudyArrivals(workload.pods, workload.cluster, seed, config.load, config.limit);
+      if (!n) return tl::unexpected(n.error());
     }
   }
   struct Job {
@@ -38,7 +47,7 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
   };
   std::vector<Job> jobs;
   for (std::size_t p = 0; p < config.policies.size(); ++p) {
-    for (std::size_t s = 0; s < (config.replay_dir ? 1 : config.seeds.size()); ++s) {
+    for (std::size_t s = 0; s < (replay ? 1 : config.seeds.size()); ++s) {
       jobs.push_back({p, s});
     }
   }
@@ -47,8 +56,20 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
       jobs.size(), config.threads,
       [&](std::size_t j) {
         const Job& job = jobs[j];
-        results[j] = RunExperiment(workload, plans[job.seed], config.policies[job.policy],
-                                   config.seeds[job.seed], config.load, config.experiment);
+        const std::uint64_t seed = config.seeds[job.seed];
+        if (replay) {
+          results[j] = RunExperiment(workload, *replay, config.policies[job.policy], seed,
+                                     config.load, config.experiment);
+          return;
+        }
+        auto plan = MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load,
+                                      config.limit);
+        if (!plan) {
+          results[j] = tl::unexpected(plan.error());
+          return;
+        }
+        results[j] = RunExperiment(workload, *plan, config.policies[job.policy], seed,
+                                   config.load, config.experiment);
       },
       [&](std::size_t j, std::size_t done) {
         if (progress && *results[j]) progress(**results[j], done, jobs.size());

@@ -662,15 +662,15 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrorCase{"no_nodes",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.nodes = 0; }),
-                                "must be positive"},
+                                "the cluster must have 1..100000 GPUs"},
                       ErrorCase{"no_gpus_per_node",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.gpus_per_node = 0; }),
-                                "must be positive"},
+                                "1..64 per node"},
                       ErrorCase{"a_zero_job_limit_per_gpu",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.max_jobs_per_gpu = 0; }),
-                                "must be positive"}),
+                                "jobs per GPU must be 1..16"}),
     test::CaseName());
 
 }  // namespace

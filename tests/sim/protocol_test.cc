@@ -223,7 +223,9 @@ TEST(LoadReplay, AMissingFolderIsAnIoError) {
   auto plan = LoadReplay((dir.path() / "nope").string(), w.pods, w.cluster);
   ASSERT_FALSE(plan.has_value());
   EXPECT_EQ(plan.error().code, core::ErrorCode::kIo);
-  EXPECT_NE(plan.error().message.find("nodes.csv: cannot open"), std::string::npos);
+  EXPECT_NE(plan.error().message.find("arrival.csv: cannot open: no such file"),
+            std::string::npos)
+      << plan.error().message;
 }
 
 constexpr const char* kReplayNodes = "node_prefixed,node,prefix\n0001-n-a,n-a,1\n0000-n-b,n-b,0\n";
