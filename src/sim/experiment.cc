@@ -1,5 +1,6 @@
 #include "gpumux/sim/experiment.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,21 +45,35 @@ double Mean(const std::vector<double>& v) {
   return PairwiseSum(v.data(), v.size()) / static_cast<double>(v.size());
 }
 
+// O(arrivals + columns): the arrivals are grouped by column once, and each bucket takes its
+// values in arrival order (merging three columns by index for the X-1..X+1 fallback), which
+// is the order, and so the floating-point sum, of a scan over all arrivals per column.
 Curve Discretize(const std::vector<int>& arrive_pct, const std::vector<double>& values,
                  int max_column) {
-  Curve curve(static_cast<std::size_t>(max_column) + 1);
+  const auto columns = static_cast<std::size_t>(max_column) + 1;
+  Curve curve(columns);
+  std::vector<std::vector<std::size_t>> at(columns + 1);  // arrival indices per column
+  for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
+    if (arrive_pct[i] >= 0 && static_cast<std::size_t>(arrive_pct[i]) <= columns) {
+      at[static_cast<std::size_t>(arrive_pct[i])].push_back(i);
+    }
+  }
   std::vector<double> bucket;
-  for (int x = 0; x <= max_column; ++x) {
+  std::vector<std::size_t> merged;
+  for (std::size_t x = 0; x < columns; ++x) {
     bucket.clear();
-    for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
-      if (arrive_pct[i] == x) bucket.push_back(values[i]);
+    if (!at[x].empty()) {
+      for (std::size_t i : at[x]) bucket.push_back(values[i]);
+    } else {
+      merged.clear();
+      if (x > 0) merged = at[x - 1];
+      const std::size_t mid = merged.size();
+      merged.insert(merged.end(), at[x + 1].begin(), at[x + 1].end());
+      std::inplace_merge(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(mid),
+                         merged.end());
+      for (std::size_t i : merged) bucket.push_back(values[i]);
     }
-    if (bucket.empty()) {
-      for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
-        if (arrive_pct[i] >= x - 1 && arrive_pct[i] <= x + 1) bucket.push_back(values[i]);
-      }
-    }
-    if (!bucket.empty()) curve[static_cast<std::size_t>(x)] = RoundHalfEven(Mean(bucket), 2);
+    if (!bucket.empty()) curve[x] = RoundHalfEven(Mean(bucket), 2);
   }
   return curve;
 }
@@ -126,6 +141,11 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   if (!made) return tl::unexpected(made.error());
   std::unique_ptr<policy::Policy> pol = std::move(*made);
 
+  if (!(load > 0 && load <= kMaxLoad)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load " + std::to_string(load) + " is outside (0, " +
+                               std::to_string(static_cast<int>(kMaxLoad)) + "]");
+  }
   const core::Cluster& cluster = workload.cluster;
   auto bad_plan = [&](const std::string& what) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, plan.origin + ": " + what);

@@ -1,7 +1,5 @@
 #include "gpumux/sim/sweep.h"
 
-#include <cmath>
-
 #include "gpumux/policy/registry.h"
 #include "src/sim/parallel.h"
 
@@ -24,8 +22,11 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                            std::to_string(config.seeds.size()) + " seeds, more than the " +
                                std::to_string(kMaxSweepSeeds) + " a sweep may run");
   }
-  if (!(config.load > 0) || !std::isfinite(config.load)) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, "load must be positive and finite");
+  if (!(config.load > 0) || !(config.load <= kMaxLoad)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load must be positive and at most " +
+                               std::to_string(static_cast<int>(kMaxLoad)) + " (load " +
+                               std::to_string(config.load) + ")");
   }
 
   // A replay's plan is shared read-only by its experiments; generated plans are only counted

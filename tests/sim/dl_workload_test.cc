@@ -926,8 +926,111 @@ INSTANTIATE_TEST_SUITE_P(
                      [](JobGenOptions& g) {
                        g.mix.push_back({"bert", 1});
                      },
-                     "unknown workload class 'bert'"}),
+                     "unknown workload class 'bert'"},
+        GenErrorCase{"more_jobs_than_the_limit", [](JobGenOptions& g) { g.count = 1'000'001; },
+                     "the job count 1000001 is more than 1000000"},
+        GenErrorCase{"an_infinite_rate",
+                     [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::infinity(); },
+                     "the rate must be positive and finite (rate_per_s inf)"},
+        GenErrorCase{"a_nan_rate",
+                     [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::quiet_NaN(); },
+                     "the rate must be positive and finite (rate_per_s nan)"},
+        // reliability-repros/jobgen-tiny-rate: "-9223372036854.-775808" was written, exit 0.
+        GenErrorCase{"a_rate_so_small_that_times_overflow",
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = 1e-300;
+                       g.rate_name = "--rate";
+                       g.load_name = "--load";
+                     },
+                     "past the largest submit time 999999999999.999999 s: --rate 1e-300 at --load "
+                     "1 spaces jobs about 1e+300 s apart (raise --rate or --load)"},
+        GenErrorCase{"a_load_so_small_that_times_overflow",
+                     [](JobGenOptions& g) { g.load = 1e-300; },
+                     "job j0002 would be submitted at"},
+        GenErrorCase{"file_times_that_a_small_load_pushes_past_the_largest",
+                     [](JobGenOptions& g) {
+                       g.arrival = ArrivalKind::kFile;
+                       g.submit_times.assign(10, 999'999'999'999'000'000);
+                       g.load = 0.5;
+                     },
+                     "job j0001: the submit time 999999999999.000000 s at load 0.5 passes the "
+                     "largest submit time"},
+        GenErrorCase{"a_memory_range_past_a_gpu",
+                     [](JobGenOptions& g) { g.max_gpu_mib = std::numeric_limits<core::MiB>::max(); },
+                     "the GPU memory range ends past 4294967296 MiB"},
+        GenErrorCase{"weights_that_add_up_to_infinity",
+                     [](JobGenOptions& g) { g.mix = {{"vgg16", 1e308}, {"lstm", 1e308}}; },
+                     "the weights of the class mix add up to infinity"},
+        GenErrorCase{"a_nan_weight",
+                     [](JobGenOptions& g) {
+                       g.mix = {{"vgg16", std::numeric_limits<double>::quiet_NaN()}};
+                     },
+                     "the weight of class 'vgg16' is not a finite number > 0"}),
     test::CaseName());
+
+TEST(DlJobGen, TheLastRepresentableSubmitTimeIsAccepted) {
+  JobGenOptions g = Gen(2);
+  g.arrival = ArrivalKind::kFile;
+  g.submit_times = {0, kMaxSubmitUs};
+  const auto jobs = GenOk(g);
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(FormatSeconds(jobs[1].submit_us), "999999999999.999999");
+  std::stringstream text;
+  WriteJobs(text, jobs);
+  EXPECT_TRUE(ReadJobs(text, "round-trip", DefaultProfile()).has_value()) << "what jobgen writes, "
+                                                                             "simulate reads";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load factors on a job list.
+
+TEST(DlScaleSubmitTimes, DividesByTheLoadRoundingToTheMicrosecond) {
+  std::vector<JobSpec> jobs{{"a", "vgg16", 0, 6144}, {"b", "vgg16", 2500001, 6144}};
+  auto two = ScaleSubmitTimes(jobs, 2);
+  ASSERT_TRUE(two.has_value()) << two.error().message;
+  EXPECT_EQ((*two)[0].submit_us, 0);
+  EXPECT_EQ((*two)[1].submit_us, 1250001) << "half away from zero";
+  EXPECT_EQ((*two)[1].id, "b");
+}
+
+// reliability-repros/dl-jobs-submit-overflow: 999999999999.999999 s at load 0.001 overflowed
+// int64 microseconds, then the run blamed the cluster ("never ran: no GPU can take it").
+TEST(DlScaleSubmitTimes, ATimePushedPastTheLargestNamesTheJobAndItsSubmitTime) {
+  std::vector<JobSpec> jobs{{"j1", "lstm", 0, 8192}, {"j2", "lstm", kMaxSubmitUs, 8192}};
+  auto r = ScaleSubmitTimes(jobs, 0.001);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "job 'j2': submit time 999999999999.999999 s at load 0.001 becomes 1e+15 s, past the "
+            "largest submit time 999999999999.999999 s");
+  for (double load : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+                      std::numeric_limits<double>::infinity()}) {
+    EXPECT_FALSE(ScaleSubmitTimes(jobs, load).has_value()) << load;
+  }
+  EXPECT_TRUE(ScaleSubmitTimes(jobs, 1.0).has_value());
+}
+
+TEST(DlJobs, AListOfMoreJobsThanTheLimitIsRefusedAtTheFirstRowPastIt) {
+  std::string text = kHeader;
+  text.reserve((kMaxDlJobs + 2) * 24);
+  for (std::size_t i = 0; i <= kMaxDlJobs; ++i) {
+    text += test::Numbered("j", static_cast<std::int64_t>(i));
+    text += ",lstm,0,8192\n";
+  }
+  std::istringstream in(text);
+  auto jobs = ReadJobs(in, "jobs.csv", DefaultProfile());
+  ASSERT_FALSE(jobs.has_value());
+  EXPECT_EQ(jobs.error().message,
+            "jobs.csv:1000002: more than 1000000 jobs (the most a job list may hold)");
+}
+
+TEST(DlProfile, AFolderOrAnOversizeFileIsRefusedByName) {
+  test::ScratchDir dir;
+  EXPECT_EQ(LoadProfile(dir.path().string()).error().message,
+            dir.path().string() + ": cannot open: is a directory (expected a file)");
+  const std::string big = dir.Write("big.json", std::string(kMaxProfileBytes + 1, ' '));
+  EXPECT_EQ(LoadProfile(big).error().message,
+            big + ": cannot open: larger than 16777216 bytes");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Submit-time files.
@@ -969,6 +1072,19 @@ INSTANTIATE_TEST_SUITE_P(
                       TimesErrorCase{"seven_decimals", "0\n\n1.0000001\n", ":3: '1.0000001'"},
                       TimesErrorCase{"only_comments", "# nothing\n\n", ": no times"}),
     test::CaseName());
+
+TEST(DlSubmitTimes, ParseSubmitTimesReadsAStreamAndBoundsItsLength) {
+  std::istringstream in("0\n1.5 # a comment\n\n2\n");
+  auto t = ParseSubmitTimes(in, "times");
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  EXPECT_EQ(*t, (std::vector<core::Micros>{0, 1500000, 2000000}));
+  std::string many;
+  for (std::size_t i = 0; i <= kMaxDlJobs; ++i) many += "0\n";
+  std::istringstream big(many);
+  auto r = ParseSubmitTimes(big, "times");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "times:1000001: more than 1000000 times (the most jobs a list holds)");
+}
 
 TEST(DlSubmitTimes, NamesAMissingFile) {
   test::ScratchDir dir;

@@ -104,6 +104,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ExpectedErrorCase{"a_negative_seed",
                                         ExpectedHeader() + ExpectedRowText("-3", "1"),
                                         "e.csv:2: negative seed"},
+                      ExpectedErrorCase{"a_nan_value",
+                                        ExpectedHeader() + ExpectedRowText("3", "nan"),
+                                        "e.csv:2: column '5': nan is not a finite number"},
+                      ExpectedErrorCase{"an_infinite_value",
+                                        ExpectedHeader() + ExpectedRowText("3", "inf"),
+                                        "e.csv:2: column '5': inf is not a finite number"},
                       ExpectedErrorCase{"an_empty_file", "", "e.csv: empty file"}),
     test::CaseName());
 

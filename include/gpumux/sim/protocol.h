@@ -42,6 +42,10 @@ struct ArrivalPlan {
   std::string origin;                   // "seed 42" or "replay <dir>"
 };
 
+// The largest load factor (arrived GPU demand / cluster GPU capacity) an experiment takes: its
+// curves have a column per percent of it.
+inline constexpr double kMaxLoad = 100;
+
 // The most arrivals one experiment may have unless its caller raises the limit
 // (`gpumux simulate --max-arrivals`): a million arrivals take about a minute and 100 MB.
 inline constexpr std::size_t kDefaultMaxArrivals = 1'000'000;
