@@ -53,6 +53,18 @@ core::Result<std::int64_t> IntIn(const CsvReader& csv, const std::string& owner,
   return *v;
 }
 
+// The cpu_milli and memory_mib columns, which node and pod rows share (a pod cannot ask more
+// than a node may have).
+core::Result<std::pair<std::int64_t, std::int64_t>> CpuAndMemory(const CsvReader& csv,
+                                                                 const std::string& owner) {
+  auto cpu = IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli,
+                   "the milli-CPU a node may have");
+  if (!cpu) return tl::unexpected(cpu.error());
+  auto mem = IntIn(csv, owner, "memory_mib", 0, kMaxTraceMemoryMib, "the MiB a node may have");
+  if (!mem) return tl::unexpected(mem.error());
+  return std::pair{*cpu, *mem};
+}
+
 // Reads `path` whole and parses it with parse(stream, path).
 template <typename T, typename Parse>
 core::Result<T> LoadFile(const std::string& path, Parse parse) {
@@ -93,17 +105,15 @@ core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in,
                               " nodes (the most a node list may hold)");
     }
     const std::string owner = "node '" + n.name + "': ";
-    auto cpu = IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli,
-                     "the milli-CPU a node may have");
-    if (!cpu) return tl::unexpected(cpu.error());
-    auto mem = IntIn(csv, owner, "memory_mib", 0, kMaxTraceMemoryMib, "the MiB a node may have");
-    if (!mem) return tl::unexpected(mem.error());
+    auto cpu_mem = CpuAndMemory(csv, owner);
+    if (!cpu_mem) return tl::unexpected(cpu_mem.error());
+    const auto [cpu, mem] = *cpu_mem;
     auto gpus = IntIn(csv, owner, "gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
     if (!gpus) return tl::unexpected(gpus.error());
     const std::string model(csv.Field("model"));
     if (*gpus > 0 && model.empty()) return Fail<R>(csv, "node has GPUs but no model");
-    n.cpu_milli = *cpu;
-    n.memory_mib = *mem;
+    n.cpu_milli = cpu;
+    n.memory_mib = mem;
     n.max_pods = kTraceMaxPods;
     if (!model.empty()) n.labels["gpu-card-model"] = model;
     for (int i = 0; i < static_cast<int>(*gpus); ++i) {
@@ -140,18 +150,16 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
     if (r.name.empty()) return Fail<R>(csv, "empty pod name");
     if (!names.insert(r.name).second) return Fail<R>(csv, "pod '" + r.name + "' listed twice");
     const std::string owner = "pod '" + r.name + "': ";
-    auto cpu = IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli,
-                     "the milli-CPU a node may have");
-    if (!cpu) return tl::unexpected(cpu.error());
-    auto mem = IntIn(csv, owner, "memory_mib", 0, kMaxTraceMemoryMib, "the MiB a node may have");
-    if (!mem) return tl::unexpected(mem.error());
+    auto cpu_mem = CpuAndMemory(csv, owner);
+    if (!cpu_mem) return tl::unexpected(cpu_mem.error());
+    const auto [cpu, mem] = *cpu_mem;
     auto num_gpu = IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode,
                          "the GPUs a node may have");
     if (!num_gpu) return tl::unexpected(num_gpu.error());
     auto milli = csv.Int("gpu_milli");
     if (!milli) return tl::unexpected(milli.error());
-    r.cpu_milli = *cpu == 0 ? 100 : *cpu;
-    r.memory_mib = *mem;
+    r.cpu_milli = cpu == 0 ? 100 : cpu;
+    r.memory_mib = mem;
     const std::int64_t clamped = std::clamp<std::int64_t>(*milli, 0, core::kMilliPerGpu);
     if (*num_gpu > 0 && clamped > 0) {
       r.gpu_count = static_cast<int>(*num_gpu);
