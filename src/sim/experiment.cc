@@ -154,6 +154,11 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
     return bad_plan(std::to_string(plan.node_rank.size()) + " node ranks for " +
                     std::to_string(cluster.size()) + " nodes");
   }
+  std::vector<std::int64_t> ranks = plan.node_rank;
+  std::sort(ranks.begin(), ranks.end());
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+    return bad_plan("two nodes have the same rank (ranks break score ties: they must differ)");
+  }
   for (const Arrival& a : plan.arrivals) {
     if (a.pod >= workload.pods.size()) {
       return bad_plan("arrival '" + a.name + "' names pod #" + std::to_string(a.pod) + " of " +

@@ -30,9 +30,7 @@ inline core::Result<std::string> ReadSimInput(const std::string& path,
 // An input stream over bytes it does not own; they must outlive the stream.
 class ViewStream : public std::istream {
  public:
-  explicit ViewStream(std::string_view bytes) : std::istream(nullptr), buf_(bytes) {
-    rdbuf(&buf_);
-  }
+  explicit ViewStream(std::string_view bytes) : std::istream(nullptr), buf_(bytes) { rdbuf(&buf_); }
 
  private:
   class Buf : public std::streambuf {

@@ -32,9 +32,8 @@ void RunParallel(std::size_t count, int threads, Work work, Done done) {
   };
   unsigned n = threads > 0 ? static_cast<unsigned>(threads)
                            : std::max(1U, std::thread::hardware_concurrency());
-  n = std::min<unsigned>(n, static_cast<unsigned>(
-                               std::min<std::size_t>(std::max<std::size_t>(count, 1),
-                                                     kMaxParallelThreads)));
+  n = std::min<unsigned>(n, static_cast<unsigned>(std::min<std::size_t>(
+                                std::max<std::size_t>(count, 1), kMaxParallelThreads)));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < n; ++t) {
     try {

@@ -216,8 +216,7 @@ core::Result<std::vector<int>> ParseGpuIndex(const CsvReader& csv) {
 }  // namespace
 
 core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string& nodes_source,
-                                      std::istream& arrival_csv,
-                                      const std::string& arrival_source,
+                                      std::istream& arrival_csv, const std::string& arrival_source,
                                       std::span<const core::Request> pods,
                                       const core::Cluster& cluster, const ArrivalLimit& limit) {
   ArrivalPlan plan;
@@ -246,9 +245,8 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
     if (!rank) return tl::unexpected(rank.error());
     if (*rank < 0 || *rank >= cluster.size()) {
       return bad(ncsv, "prefix " + std::to_string(*rank) + " is outside 0.." +
-                           std::to_string(cluster.size() - 1) +
-                           " (a rank among the cluster's " + std::to_string(cluster.size()) +
-                           " nodes)");
+                           std::to_string(cluster.size() - 1) + " (a rank among the cluster's " +
+                           std::to_string(cluster.size()) + " nodes)");
     }
     if (rank_taken[static_cast<std::size_t>(*rank)]) {
       return bad(ncsv, "prefix " + std::to_string(*rank) +
@@ -322,14 +320,13 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
       const std::size_t want = pod.wants_gpu() ? static_cast<std::size_t>(pod.gpu_count) : 0;
       if (a.expected_gpus.size() != want) {
         return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "' names " +
-                             std::to_string(a.expected_gpus.size()) + " GPUs but pod '" +
-                             source + "' asks " + std::to_string(want));
+                             std::to_string(a.expected_gpus.size()) + " GPUs but pod '" + source +
+                             "' asks " + std::to_string(want));
       }
       for (int g : a.expected_gpus) {
         if (static_cast<std::size_t>(g) >= spec.gpus.size()) {
           return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "': node " +
-                               spec.name + " has " + std::to_string(spec.gpus.size()) +
-                               " GPUs");
+                               spec.name + " has " + std::to_string(spec.gpus.size()) + " GPUs");
         }
       }
     }

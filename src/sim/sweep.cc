@@ -63,14 +63,14 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                      config.load, config.experiment);
           return;
         }
-        auto plan = MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load,
-                                      config.limit);
+        auto plan =
+            MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load, config.limit);
         if (!plan) {
           results[j] = tl::unexpected(plan.error());
           return;
         }
-        results[j] = RunExperiment(workload, *plan, config.policies[job.policy], seed,
-                                   config.load, config.experiment);
+        results[j] = RunExperiment(workload, *plan, config.policies[job.policy], seed, config.load,
+                                   config.experiment);
       },
       [&](std::size_t j, std::size_t done) {
         if (progress && *results[j]) progress(**results[j], done, jobs.size());

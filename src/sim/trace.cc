@@ -40,9 +40,8 @@ std::vector<std::string> SplitModels(std::string_view spec) {
 // Column `column` of the current row as an integer in lo..hi. The error names the row's
 // owner ("node 'n1': "), the column and the range: "column 'gpu': 65 is outside 0..64 (the
 // GPUs a node may have)".
-core::Result<std::int64_t> IntIn(const CsvReader& csv, const std::string& owner,
-                                 const char* column, std::int64_t lo, std::int64_t hi,
-                                 const char* what) {
+core::Result<std::int64_t> IntIn(const CsvReader& csv, const std::string& owner, const char* column,
+                                 std::int64_t lo, std::int64_t hi, const char* what) {
   auto v = csv.Int(column);
   if (!v) return tl::unexpected(v.error());
   if (*v < lo || *v > hi) {
@@ -57,8 +56,8 @@ core::Result<std::int64_t> IntIn(const CsvReader& csv, const std::string& owner,
 // than a node may have).
 core::Result<std::pair<std::int64_t, std::int64_t>> CpuAndMemory(const CsvReader& csv,
                                                                  const std::string& owner) {
-  auto cpu = IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli,
-                   "the milli-CPU a node may have");
+  auto cpu =
+      IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli, "the milli-CPU a node may have");
   if (!cpu) return tl::unexpected(cpu.error());
   auto mem = IntIn(csv, owner, "memory_mib", 0, kMaxTraceMemoryMib, "the MiB a node may have");
   if (!mem) return tl::unexpected(mem.error());
@@ -153,8 +152,8 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
     auto cpu_mem = CpuAndMemory(csv, owner);
     if (!cpu_mem) return tl::unexpected(cpu_mem.error());
     const auto [cpu, mem] = *cpu_mem;
-    auto num_gpu = IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode,
-                         "the GPUs a node may have");
+    auto num_gpu =
+        IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
     if (!num_gpu) return tl::unexpected(num_gpu.error());
     auto milli = csv.Int("gpu_milli");
     if (!milli) return tl::unexpected(milli.error());

@@ -278,8 +278,9 @@ TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
 TEST(Cli, AResampleBeyondMaxArrivalsIsRefusedUpFrontNamingTheFlag) {
   test::ScratchDir dir;
   const std::string nodes = dir.Write("nodes.csv", kNodes);  // 6 GPUs: 7,800 milli at 1.3
-  const std::string pods = dir.Write("pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                                                 "p1,0,0,1,1\n");
+  const std::string pods = dir.Write("pods.csv",
+                                     "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                                     "p1,0,0,1,1\n");
   const CliRun refused = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy",
                                  "best-fit", "--max-arrivals", "5000", "--no-report", "-q"});
   EXPECT_EQ(refused.code, 2);
@@ -287,9 +288,9 @@ TEST(Cli, AResampleBeyondMaxArrivalsIsRefusedUpFrontNamingTheFlag) {
             "gpumux simulate: seed 42: resampling the 1 pods to load 1.3 makes more than 5000 "
             "arrivals, the limit per experiment (--max-arrivals)\n");
   EXPECT_EQ(refused.out, "");
-  const CliRun raised = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy",
-                                "best-fit", "--max-arrivals", "8000", "--no-report", "-q",
-                                "--format", "json"});
+  const CliRun raised =
+      Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "best-fit",
+              "--max-arrivals", "8000", "--no-report", "-q", "--format", "json"});
   ASSERT_EQ(raised.code, 0) << raised.err;
   EXPECT_EQ(nlohmann::json::parse(raised.out)["runs"][0]["pods"], 7800);
 }
@@ -323,8 +324,10 @@ TEST_P(CliSimulateBound, ExitsTwoNamingTheFlag) {
 INSTANTIATE_TEST_SUITE_P(
     Table, CliSimulateBound,
     ::testing::Values(
-        BoundCase{"a_billion_seeds", {"--seeds", "0-999999999"}, "--seeds: '0-999999999' gives more "
-                                                                  "than 10000 seeds"},
+        BoundCase{"a_billion_seeds",
+                  {"--seeds", "0-999999999"},
+                  "--seeds: '0-999999999' gives more "
+                  "than 10000 seeds"},
         BoundCase{"many_ranges_adding_up_past_the_limit",
                   {"--seeds", "0-5000,10000-15000"},
                   "gives more than 10000 seeds"},

@@ -334,19 +334,22 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"jobgen_with_an_infinite_rate", {"jobgen", "--rate", "inf"}, {"--rate"}},
         UsageCase{"jobgen_with_a_negative_load", {"jobgen", "--load", "-2"}, {"--load"}},
         UsageCase{"jobgen_with_a_nan_load", {"jobgen", "--load", "nan"}, {"--load"}},
-        UsageCase{"jobgen_with_more_jobs_than_the_limit",
-                  {"jobgen", "--count", "1000001"},
-                  {"--count"}},
+        UsageCase{
+            "jobgen_with_more_jobs_than_the_limit", {"jobgen", "--count", "1000001"}, {"--count"}},
         UsageCase{"a_nan_model_error", Dl({"--model-error", "nan"}), {"--model-error"}},
-        UsageCase{"a_nan_reconfiguration_pause", Dl({"--reconfigure-s", "nan"}), {"--reconfigure-s"}},
+        UsageCase{
+            "a_nan_reconfiguration_pause", Dl({"--reconfigure-s", "nan"}), {"--reconfigure-s"}},
         UsageCase{"a_nan_measure_noise", Dl({"--measure-noise", "nan"}), {"--measure-noise"}},
         UsageCase{"a_nan_load_factor", Dl({"--loads", "nan"}), {"--loads: 'nan'"}},
         UsageCase{"more_load_factors_than_the_limit",
-                  Dl({"--loads", "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
-                              "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}),
+                  Dl({"--loads",
+                      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+                      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}),
                   {"--loads: more than 64 load factors"}},
-        UsageCase{"a_folder_as_the_job_list", Dl({"--jobs", "/"}), {"/: cannot open: is a directory"}},
-        UsageCase{"a_folder_as_the_profile", Dl({"--profile", "/"}), {"/: cannot open: is a directory"}},
+        UsageCase{
+            "a_folder_as_the_job_list", Dl({"--jobs", "/"}), {"/: cannot open: is a directory"}},
+        UsageCase{
+            "a_folder_as_the_profile", Dl({"--profile", "/"}), {"/: cannot open: is a directory"}},
         UsageCase{"jobgen_with_a_folder_of_arrivals",
                   {"jobgen", "--arrival", "/"},
                   {"--arrival: /: cannot open: is a directory"}}),

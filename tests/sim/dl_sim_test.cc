@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -723,7 +722,8 @@ TEST(DlSim, AnInvalidProfileIsRefusedBeforeRunning) {
   p.classes[0].target_epochs = 1e300;  // reliability-repros/dl-profile-overflow
   auto r = RunDl(p, {Job("a", "short", 0)}, OneGpu("first-fit"));
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, "workload class 'short': target_epochs 1e+300 is outside (0, 1e+06]");
+  EXPECT_EQ(r.error().message,
+            "workload class 'short': target_epochs 1e+300 is outside (0, 1e+06]");
 }
 
 // Every number in range, but 4,300 jobs of 8.64e8 s each, one after the other on one GPU from

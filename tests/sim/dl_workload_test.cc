@@ -25,6 +25,17 @@ using nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // ParseProfile
 
+// A measured set of 17 members, one more than a GPU may hold.
+const std::string kSeventeenAlphas = [] {
+  json set = {{"classes", json::array()}, {"batches", json::array()}, {"slowdown", json::array()}};
+  for (int i = 0; i < 17; ++i) {
+    set["classes"].push_back("alpha");
+    set["batches"].push_back(64);
+    set["slowdown"].push_back(1.5);
+  }
+  return set.dump();
+}();
+
 // A valid profile of two classes; the error cases edit it.
 json ValidProfile() {
   return json::parse(R"({
@@ -206,7 +217,8 @@ INSTANTIATE_TEST_SUITE_P(
                          "replace",
                          "/classes/0/solo/0/step_s",
                          "-0.1",
-                         {"workload class 'alpha': solo point 0: step_s -0.1 is outside [1e-06, 86400]"}},
+                         {"workload class 'alpha': solo point 0: step_s -0.1 is outside [1e-06, "
+                          "86400]"}},
         ProfileErrorCase{"a_zero_batch_in_a_solo_point",
                          "replace",
                          "/classes/0/solo/0/batch",
@@ -361,7 +373,7 @@ INSTANTIATE_TEST_SUITE_P(
         ProfileErrorCase{"a_measured_set_of_seventeen_classes",
                          "replace",
                          "/measured/0",
-                         R"({"classes": ["alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha","alpha"], "batches": [64,64,64,64,64,64,64,64,64,64,64,64,64,64,64,64,64], "slowdown": [1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5,1.5]})",
+                         kSeventeenAlphas.c_str(),
                          {"measured set 0 has 17 classes, more than 16"}},
         ProfileErrorCase{"a_measured_slowdown_of_a_million",
                          "replace",
@@ -930,10 +942,14 @@ INSTANTIATE_TEST_SUITE_P(
         GenErrorCase{"more_jobs_than_the_limit", [](JobGenOptions& g) { g.count = 1'000'001; },
                      "the job count 1000001 is more than 1000000"},
         GenErrorCase{"an_infinite_rate",
-                     [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::infinity(); },
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = std::numeric_limits<double>::infinity();
+                     },
                      "the rate must be positive and finite (rate_per_s inf)"},
         GenErrorCase{"a_nan_rate",
-                     [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::quiet_NaN(); },
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = std::numeric_limits<double>::quiet_NaN();
+                     },
                      "the rate must be positive and finite (rate_per_s nan)"},
         // reliability-repros/jobgen-tiny-rate: "-9223372036854.-775808" was written, exit 0.
         GenErrorCase{"a_rate_so_small_that_times_overflow",
@@ -956,7 +972,9 @@ INSTANTIATE_TEST_SUITE_P(
                      "job j0001: the submit time 999999999999.000000 s at load 0.5 passes the "
                      "largest submit time"},
         GenErrorCase{"a_memory_range_past_a_gpu",
-                     [](JobGenOptions& g) { g.max_gpu_mib = std::numeric_limits<core::MiB>::max(); },
+                     [](JobGenOptions& g) {
+                       g.max_gpu_mib = std::numeric_limits<core::MiB>::max();
+                     },
                      "the GPU memory range ends past 4294967296 MiB"},
         GenErrorCase{"weights_that_add_up_to_infinity",
                      [](JobGenOptions& g) { g.mix = {{"vgg16", 1e308}, {"lstm", 1e308}}; },
@@ -977,8 +995,8 @@ TEST(DlJobGen, TheLastRepresentableSubmitTimeIsAccepted) {
   EXPECT_EQ(FormatSeconds(jobs[1].submit_us), "999999999999.999999");
   std::stringstream text;
   WriteJobs(text, jobs);
-  EXPECT_TRUE(ReadJobs(text, "round-trip", DefaultProfile()).has_value()) << "what jobgen writes, "
-                                                                             "simulate reads";
+  EXPECT_TRUE(ReadJobs(text, "round-trip", DefaultProfile()).has_value())
+      << "what jobgen writes, simulate reads";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1083,7 +1101,8 @@ TEST(DlSubmitTimes, ParseSubmitTimesReadsAStreamAndBoundsItsLength) {
   std::istringstream big(many);
   auto r = ParseSubmitTimes(big, "times");
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, "times:1000001: more than 1000000 times (the most jobs a list holds)");
+  EXPECT_EQ(r.error().message,
+            "times:1000001: more than 1000000 times (the most jobs a list holds)");
 }
 
 TEST(DlSubmitTimes, NamesAMissingFile) {

@@ -173,6 +173,21 @@ TEST_F(SmallExperiment, APlanThatDoesNotFitTheWorkloadIsAnError) {
   EXPECT_EQ(r.error().message, "hand-made: 2 node ranks for 1 nodes");
 }
 
+TEST(Experiment, TwoNodesOfTheSameRankAreAnErrorNotAnAbort) {
+  auto w = MakeWorkload(
+      "two", ClusterBuilder().Node("a", 8000, 8192).Gpus(1).Node("b", 8000, 8192).Gpus(1).Specs(),
+      {RequestBuilder("p").Cpu(1).Share(100)});
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  ArrivalPlan plan;
+  plan.arrivals = {Arrival{0, "p", {}, {}}};
+  plan.node_rank = {3, 3};
+  plan.origin = "hand-made";
+  auto r = RunExperiment(*w, plan, "best-fit", 1, 1.3);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "hand-made: two nodes have the same rank (ranks break score ties: they must differ)");
+}
+
 TEST_F(SmallExperiment, ALoadOutsideZeroToAHundredIsAnError) {
   for (double load : {0.0, -1.0, 101.0, 1e300, std::numeric_limits<double>::quiet_NaN()}) {
     auto r = RunExperiment(*workload_, plan_, "best-fit", 1, load);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
-#include <sstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -245,7 +245,8 @@ TEST(MakeStudyArrivals, TuningDownKeepsExactlyThePodsTheQuadraticRemovalKept) {
   for (double load : {0.05, 0.3, 0.6, 0.77}) {  // all below the trace's own total
     for (std::uint64_t seed : {1ULL, 42ULL, 977ULL}) {
       const ArrivalPlan plan = MakeStudyArrivals(w.pods, w.cluster, seed, load);
-      const std::vector<std::size_t> expected = QuadraticRemovalOrder(w.pods, w.cluster, seed, load);
+      const std::vector<std::size_t> expected =
+          QuadraticRemovalOrder(w.pods, w.cluster, seed, load);
       ASSERT_EQ(plan.arrivals.size(), expected.size()) << "load " << load << " seed " << seed;
       for (std::size_t i = 0; i < expected.size(); ++i) {
         ASSERT_EQ(plan.arrivals[i].pod, expected[i]) << "load " << load << " seed " << seed;
@@ -291,7 +292,8 @@ TEST(MakeStudyArrivals, ResamplingAMillionPodsTakesSecondsNotMinutes) {
   const core::Cluster one = ClusterBuilder().Node("n", 64000, 65536).Gpus(1).Build();
   std::vector<core::Request> pods;
   pods.reserve(1'000'000);
-  for (int i = 0; i < 1'000'000; ++i) pods.push_back(RequestBuilder(test::Numbered("p", i)).Gpus(1));
+  for (int i = 0; i < 1'000'000; ++i)
+    pods.push_back(RequestBuilder(test::Numbered("p", i)).Gpus(1));
   ASSERT_TRUE(test::FinishesInChild(
       [&] { (void)MakeStudyArrivals(pods, one, 42, 1.0, ArrivalLimit{}); }, 60));
 }
@@ -304,8 +306,7 @@ TEST(LoadReplay, AMissingFolderIsAnIoError) {
   auto plan = LoadReplay((dir.path() / "nope").string(), w.pods, w.cluster);
   ASSERT_FALSE(plan.has_value());
   EXPECT_EQ(plan.error().code, core::ErrorCode::kIo);
-  EXPECT_NE(plan.error().message.find("arrival.csv: cannot open: no such file"),
-            std::string::npos)
+  EXPECT_NE(plan.error().message.find("arrival.csv: cannot open: no such file"), std::string::npos)
       << plan.error().message;
 }
 

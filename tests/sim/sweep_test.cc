@@ -138,8 +138,8 @@ TEST(RunSweep, RefusesMoreSeedsThanTheLimitAndALoadAboveAHundred) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message, "10001 seeds, more than the 10000 a sweep may run");
   config.seeds = {1};
-  for (double load : {101.0, std::numeric_limits<double>::infinity(),
-                      std::numeric_limits<double>::quiet_NaN()}) {
+  for (double load :
+       {101.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     config.load = load;
     r = RunSweep(w, config);
     ASSERT_FALSE(r.has_value()) << load;

@@ -95,8 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
                        2,
                        "pod 'p1': column 'cpu_milli': 9223372036854775807 is outside "
                        "0..1099511627776 (the milli-CPU a node may have)"},
-        TraceErrorCase{"a_memory_past_an_exbibyte", List::kPods,
-                       Pods("p1,1,1099511627777,0,0,\n"), 2,
+        TraceErrorCase{"a_memory_past_an_exbibyte", List::kPods, Pods("p1,1,1099511627777,0,0,\n"),
+                       2,
                        "pod 'p1': column 'memory_mib': 1099511627777 is outside 0..1099511627776"},
         TraceErrorCase{"a_cpu_past_int64", List::kPods, Pods("p1,9223372036854775808,0,0,0,\n"), 2,
                        "column 'cpu_milli': '9223372036854775808' is not an integer"}),
@@ -293,8 +293,8 @@ TEST(LoadTraceFiles, AMissingFileIsAnIoErrorNamingThePath) {
 TEST(LoadTraceFiles, AFolderIsRefusedByNameAsAFolder) {
   test::ScratchDir dir;
   const std::string path = dir.path().string();
-  for (const auto& message : {LoadPodList(path).error().message,
-                              LoadNodeList(path).error().message}) {
+  for (const auto& message :
+       {LoadPodList(path).error().message, LoadNodeList(path).error().message}) {
     EXPECT_EQ(message, path + ": cannot open: is a directory (expected a file)");
   }
 }

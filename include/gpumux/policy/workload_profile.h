@@ -18,16 +18,16 @@
 // Ranges (Validate refuses anything outside them, naming the class or set and the field), so
 // that every derived quantity (rates, the solo time in microseconds, interpolated memory)
 // stays finite and far inside int64:
-//   gpu memory_mib      1..core::kMaxGpuMemoryMib          companion_overhead  [0, 1)
-//   classes             1..kMaxProfileClasses, distinct non-empty names
-//   default_batch       1..kMaxProfileBatch                noise_scale         (0, kMaxNoiseScale]
-//   dataset_samples     1..kMaxDatasetSamples              target_epochs       (0, kMaxTargetEpochs]
-//   solo points         1..kMaxSoloPoints, ascending batch, each with
+//   gpu memory_mib    1..core::kMaxGpuMemoryMib     companion_overhead  [0, 1)
+//   classes           1..kMaxProfileClasses, distinct non-empty names
+//   default_batch     1..kMaxProfileBatch           noise_scale         (0, kMaxNoiseScale]
+//   dataset_samples   1..kMaxDatasetSamples         target_epochs       (0, kMaxTargetEpochs]
+//   solo points       1..kMaxSoloPoints, ascending batch, each with
 //     batch 1..kMaxProfileBatch, step_s [kMinStepSeconds, kMaxStepSeconds],
 //     memory_mib 1..core::kMaxGpuMemoryMib, gpu_busy (0, 1]
 //   derived: SoloSeconds() (target at b0, alone) at most kMaxSoloSeconds
-//   measured sets       at most kMaxMeasuredSets; 2..kMaxMeasuredMembers classes each, batches
-//                       1..kMaxProfileBatch, slowdowns [1, kMaxMeasuredSlowdown]
+//   measured sets     at most kMaxMeasuredSets; 2..kMaxMeasuredMembers classes each, batches
+//                     1..kMaxProfileBatch, slowdowns [1, kMaxMeasuredSlowdown]
 #pragma once
 
 #include <cstddef>
@@ -44,7 +44,7 @@ namespace gpumux::policy {
 inline constexpr std::size_t kMaxProfileClasses = 1000;
 inline constexpr int kMaxProfileBatch = 1 << 20;
 inline constexpr std::size_t kMaxSoloPoints = 1000;
-inline constexpr double kMinStepSeconds = 1e-6;  // the simulators' clock tick
+inline constexpr double kMinStepSeconds = 1e-6;   // the simulators' clock tick
 inline constexpr double kMaxStepSeconds = 86400;  // a day per minibatch
 inline constexpr double kMaxNoiseScale = 1e12;
 inline constexpr std::int64_t kMaxDatasetSamples = 1'000'000'000'000;

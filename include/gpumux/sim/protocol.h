@@ -93,11 +93,9 @@ core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const cor
 // The same from the two files' contents, touching no file (what a fuzzer calls). `nodes_source`
 // and `arrival_source` name them in errors; the plan's origin is "replay <arrival_source>".
 core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string& nodes_source,
-                                      std::istream& arrival_csv,
-                                      const std::string& arrival_source,
+                                      std::istream& arrival_csv, const std::string& arrival_source,
                                       std::span<const core::Request> pods,
-                                      const core::Cluster& cluster,
-                                      const ArrivalLimit& limit = {});
+                                      const core::Cluster& cluster, const ArrivalLimit& limit = {});
 
 // Total milli-GPU asked by a list of arrivals.
 core::MilliGpu TotalGpuMilli(std::span<const core::Request> pods);
