@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,19 @@ CLI::Validator FiniteIn(double lo, double hi) {
         return {};
       },
       desc.str());
+}
+
+// The most jobs one run simulates over all its loads (each load is the whole job list again, and
+// every job of every run is kept for the report).
+constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
+
+// "--count 1000000 x 3 load factors: 3000000 jobs, ..." or nothing within the bound.
+std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::size_t jobs,
+                                                std::size_t loads) {
+  if (jobs * loads <= kMaxJobsOverLoads) return std::nullopt;
+  return what + " x " + std::to_string(loads) + " load factors (--loads): " +
+         std::to_string(jobs * loads) + " jobs to simulate, more than " +
+         std::to_string(kMaxJobsOverLoads);
 }
 
 // The smallest positive double: "> 0" for FiniteIn.
@@ -169,6 +183,10 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   if (!o.dl.jobs.empty()) {
     auto jobs = sim::LoadJobs(o.dl.jobs, *profile);
     if (!jobs) return fail(jobs.error().message);
+    if (auto m = TooManyJobsOverLoads(o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)",
+                                      jobs->size(), loads->size())) {
+      return fail(*m);
+    }
     for (double load : *loads) {
       auto scaled = sim::ScaleSubmitTimes(*jobs, load);
       if (!scaled) return fail(o.dl.jobs + ": " + scaled.error().message + " (--loads)");
@@ -177,6 +195,10 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     ctx.workload = o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)";
     ctx.mix = "from the job list";
   } else {
+    if (auto m = TooManyJobsOverLoads("--count " + std::to_string(o.dl.count),
+                                      static_cast<std::size_t>(o.dl.count), loads->size())) {
+      return fail(*m);
+    }
     auto mix = sim::ParseMix(o.dl.mix, *profile);
     if (!mix) return fail(mix.error().message);
     for (double load : *loads) {

@@ -346,6 +346,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
                       "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}),
                   {"--loads: more than 64 load factors"}},
+        UsageCase{"more_jobs_over_all_loads_than_the_limit",
+                  {"simulate", "--workload", "dl", "--no-report", "-q", "--count", "1000000",
+                   "--loads", "1,2,4"},
+                  {"--count 1000000 x 3 load factors (--loads): 3000000 jobs to simulate, more "
+                   "than 2000000"}},
         UsageCase{
             "a_folder_as_the_job_list", Dl({"--jobs", "/"}), {"/: cannot open: is a directory"}},
         UsageCase{
