@@ -141,6 +141,23 @@ core::Result<std::size_t> CountStudyArrivals(std::span<const core::Request> pods
   return r->order.size() + r->copies.size();
 }
 
+core::Result<void> CheckStudyArrivals(std::span<const core::Request> pods,
+                                      const core::Cluster& cluster,
+                                      std::span<const std::uint64_t> seeds, double load,
+                                      const ArrivalLimit& limit) {
+  const double target = load * static_cast<double>(cluster.total_gpu_milli());
+  if (pods.size() <= limit.max && !(static_cast<double>(TotalGpuMilli(pods)) < target)) {
+    return {};  // every seed only removes pods (or none): at most pods.size() arrivals
+  }
+  const std::vector<std::size_t> by_name = ByName(pods);
+  for (std::uint64_t seed : seeds) {
+    if (auto r = Resample(pods, by_name, cluster, seed, load, limit); !r) {
+      return tl::unexpected(r.error());
+    }
+  }
+  return {};
+}
+
 core::Result<ArrivalPlan> MakeStudyArrivals(std::span<const core::Request> pods,
                                             const core::Cluster& cluster, std::uint64_t seed,
                                             double load, const ArrivalLimit& limit) {

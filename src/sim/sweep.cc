@@ -1,9 +1,23 @@
 #include "gpumux/sim/sweep.h"
 
+#include <memory>
+#include <mutex>
+
 #include "gpumux/policy/registry.h"
 #include "src/sim/parallel.h"
 
 namespace gpumux::sim {
+namespace {
+
+// One seed's arrival plan, built by the first experiment that needs it and dropped when the
+// last one is done, so that a sweep holds about one plan per thread, not one per seed.
+struct SharedPlan {
+  std::mutex mu;
+  std::shared_ptr<const ArrivalPlan> plan;
+  std::size_t users_left = 0;
+};
+
+}  // namespace
 
 core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                                      const SweepConfig& config,
@@ -29,51 +43,55 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                std::to_string(config.load) + ")");
   }
 
-  // A replay's plan is shared read-only by its experiments; generated plans are only counted
-  // here (refused up front when too large) and built by each experiment.
-  std::optional<ArrivalPlan> replay;
+  // A replay's plan is loaded (and checked) here and shared by every policy; generated plans
+  // are only counted here, so that one too large is refused before anything runs.
+  const std::size_t seeds = config.replay_dir ? 1 : config.seeds.size();
+  const std::size_t policies = config.policies.size();
+  auto shared = std::make_unique<SharedPlan[]>(seeds);
   if (config.replay_dir) {
     auto plan = LoadReplay(*config.replay_dir, workload.pods, workload.cluster, config.limit);
     if (!plan) return tl::unexpected(plan.error());
-    replay = std::move(*plan);
-  } else {
-    for (std::uint64_t seed : config.seeds) {
-      auto n = CountStudyArrivals(workload.pods, workload.cluster, seed, config.load, config.limit);
-      if (!n) return tl::unexpected(n.error());
-    }
+    shared[0].plan = std::make_shared<const ArrivalPlan>(std::move(*plan));
+  } else if (auto ok = CheckStudyArrivals(workload.pods, workload.cluster, config.seeds,
+                                          config.load, config.limit);
+             !ok) {
+    return tl::unexpected(ok.error());
   }
-  struct Job {
-    std::size_t policy;
-    std::size_t seed;
-  };
-  std::vector<Job> jobs;
-  for (std::size_t p = 0; p < config.policies.size(); ++p) {
-    for (std::size_t s = 0; s < (replay ? 1 : config.seeds.size()); ++s) {
-      jobs.push_back({p, s});
-    }
-  }
-  std::vector<std::optional<core::Result<ExperimentResult>>> results(jobs.size());
+  for (std::size_t s = 0; s < seeds; ++s) shared[s].users_left = policies;
+
+  // Experiments run seed by seed (all policies of a seed, then the next seed), so that a plan
+  // is dropped soon after it is built; results go to (policy, seed) order.
+  std::vector<std::optional<core::Result<ExperimentResult>>> results(policies * seeds);
+  auto slot = [&](std::size_t job) { return (job % policies) * seeds + job / policies; };
   RunParallel(
-      jobs.size(), config.threads,
-      [&](std::size_t j) {
-        const Job& job = jobs[j];
-        const std::uint64_t seed = config.seeds[job.seed];
-        if (replay) {
-          results[j] = RunExperiment(workload, *replay, config.policies[job.policy], seed,
-                                     config.load, config.experiment);
-          return;
+      results.size(), config.threads,
+      [&](std::size_t job) {
+        const std::size_t s = job / policies;
+        const std::uint64_t seed = config.seeds[s];
+        SharedPlan& sp = shared[s];
+        std::shared_ptr<const ArrivalPlan> plan;
+        {
+          std::lock_guard<std::mutex> lock(sp.mu);
+          if (!sp.plan) {
+            auto made = MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load,
+                                          config.limit);
+            if (!made) {
+              results[slot(job)] = tl::unexpected(made.error());
+              --sp.users_left;
+              return;
+            }
+            sp.plan = std::make_shared<const ArrivalPlan>(std::move(*made));
+          }
+          plan = sp.plan;
         }
-        auto plan =
-            MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load, config.limit);
-        if (!plan) {
-          results[j] = tl::unexpected(plan.error());
-          return;
-        }
-        results[j] = RunExperiment(workload, *plan, config.policies[job.policy], seed, config.load,
-                                   config.experiment);
+        results[slot(job)] = RunExperiment(workload, *plan, config.policies[job % policies],
+                                           seed, config.load, config.experiment);
+        std::lock_guard<std::mutex> lock(sp.mu);
+        if (--sp.users_left == 0) sp.plan.reset();
       },
-      [&](std::size_t j, std::size_t done) {
-        if (progress && *results[j]) progress(**results[j], done, jobs.size());
+      [&](std::size_t job, std::size_t done) {
+        const auto& r = results[slot(job)];
+        if (progress && *r) progress(**r, done, results.size());
       });
 
   std::vector<ExperimentResult> out;

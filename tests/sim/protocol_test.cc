@@ -286,6 +286,26 @@ TEST(MakeStudyArrivals, APlanBeyondTheArrivalLimitIsRefusedNamingSeedLoadAndLimi
   EXPECT_FALSE(MakeStudyArrivals(w.pods, w.cluster, 42, 0.3, ArrivalLimit{1000, "x"}));
 }
 
+TEST(CheckStudyArrivals, NamesTheFirstSeedWhosePlanPassesTheLimit) {
+  const core::Cluster cluster = ClusterBuilder().Node("n", 64000, 65536).Gpus(2).Build();
+  // Two pods of 100 milli on 2,000 milli: load 1 makes copies up to 2,000 milli, 20 arrivals
+  // (the study's rule stops at the first draw past the target, so exactly 20 here).
+  const std::vector<core::Request> pods{RequestBuilder("a").Share(100),
+                                        RequestBuilder("b").Share(100)};
+  const std::vector<std::uint64_t> seeds{5, 6, 7};
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 1.0, ArrivalLimit{20, "x"}));
+  auto r = CheckStudyArrivals(pods, cluster, seeds, 1.0, ArrivalLimit{19, "--max-arrivals"});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "seed 5: resampling the 2 pods to load 1 makes more than 19 arrivals, the limit per "
+            "experiment (--max-arrivals)");
+  // Thinning only (load 0.05 is 100 milli: one pod is left): a list within the limit is within
+  // it for every seed, and a list beyond it is counted seed by seed.
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 0.05, ArrivalLimit{2, "x"}));
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 0.05, ArrivalLimit{1, "x"}));
+  EXPECT_EQ(CountStudyArrivals(pods, cluster, 5, 0.05, ArrivalLimit{1, "x"}).value_or(0), 1U);
+}
+
 TEST(MakeStudyArrivals, ResamplingAMillionPodsTakesSecondsNotMinutes) {
   // 10^6 pods of 1 GPU each on one GPU: all but one removed, 999,999 draws. The quadratic
   // removal moved about 5 * 10^11 indices here; the tree does it in well under a second.

@@ -76,6 +76,13 @@ ArrivalPlan MakeStudyArrivals(std::span<const core::Request> pods, const core::C
 core::Result<std::size_t> CountStudyArrivals(std::span<const core::Request> pods,
                                              const core::Cluster& cluster, std::uint64_t seed,
                                              double load, const ArrivalLimit& limit);
+// The first seed's error of CountStudyArrivals over `seeds`, or nothing: the check a sweep makes
+// before it starts. The pods are sorted once; a seed whose plan can only thin the list (its GPU
+// demand is at or above the load) costs nothing when the list itself fits the limit.
+core::Result<void> CheckStudyArrivals(std::span<const core::Request> pods,
+                                      const core::Cluster& cluster,
+                                      std::span<const std::uint64_t> seeds, double load,
+                                      const ArrivalLimit& limit);
 
 // A replay folder: <dir>/arrival.csv (seq,pod,source_pod,node,gpu_index) and <dir>/nodes.csv
 // (node_prefixed,node,prefix), read whole through io::ReadInputFile (arrival.csv first) and

@@ -31,9 +31,10 @@ struct SweepConfig {
 using ProgressFn = std::function<void(const ExperimentResult&, std::size_t done, std::size_t total)>;
 
 // Checks everything before the first experiment starts: the policies, the seeds (1 to
-// kMaxSweepSeeds), the load, and the size of every seed's arrival plan against `limit` (the
-// plans are counted, not kept: each experiment builds its own, so memory stays at one plan per
-// thread), or the replay folder. Then runs policies x seeds (x 1 for a replay).
+// kMaxSweepSeeds), the load, and the size of every seed's arrival plan against `limit`
+// (CheckStudyArrivals), or the replay folder. Then runs policies x seeds (x 1 for a replay),
+// seed by seed: a seed's plan is built once, shared by its policies and dropped after the
+// last, so memory stays at about one plan per thread whatever the number of seeds.
 core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                                      const SweepConfig& config,
                                                      const ProgressFn& progress = {});
