@@ -1,6 +1,7 @@
 // Subcommands of the gpumux CLI (internal to the cli module).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <istream>
 #include <optional>
@@ -48,6 +49,7 @@ struct SimulateOptions {
   bool no_timing = false;
   bool check_invariants = false;
   bool quiet = false;
+  std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
 };
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& options);
@@ -153,7 +155,8 @@ void AddDlOptions(CLI::App& cmd, DlOptions& options);
 std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
                                         const std::vector<std::string>& all);
 
-// "42-51" -> 42..51; "42,45" -> {42,45}; error text on bad input.
+// "42-51" -> 42..51; "42,45" -> {42,45}; error text on bad input (also for more than
+// sim::kMaxSweepSeeds seeds in all).
 std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, std::string& error);
 
 }  // namespace gpumux::cli

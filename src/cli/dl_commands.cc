@@ -2,7 +2,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -22,11 +23,51 @@ const std::vector<std::string>& DlPolicies() {
   return names;
 }
 
+// The most load factors one DL run may sweep (each is a run per policy over the whole job list).
+constexpr std::size_t kMaxLoads = 64;
+
+// A number in [lo, hi] (NaN and infinities refused: CLI::Range lets NaN through).
+CLI::Validator FiniteIn(double lo, double hi) {
+  std::ostringstream desc;
+  desc << "FLOAT in [" << lo << " - " << hi << "]";
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || v > hi) {
+          std::ostringstream m;
+          m << "Value " << text << " is not a finite number in [" << lo << ", " << hi << "]";
+          return m.str();
+        }
+        return {};
+      },
+      desc.str());
+}
+
+// The most jobs one run simulates over all its loads (each load is the whole job list again, and
+// every job of every run is kept for the report).
+constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
+
+// "--count 1000000 x 3 load factors: 3000000 jobs, ..." or nothing within the bound.
+std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::size_t jobs,
+                                                std::size_t loads) {
+  if (jobs * loads <= kMaxJobsOverLoads) return std::nullopt;
+  return what + " x " + std::to_string(loads) + " load factors (--loads): " +
+         std::to_string(jobs * loads) + " jobs to simulate, more than " +
+         std::to_string(kMaxJobsOverLoads);
+}
+
+// The smallest positive double: "> 0" for FiniteIn.
+constexpr double kAboveZero = std::numeric_limits<double>::min();
+
 core::Result<std::vector<double>> ParseLoads(const std::string& text) {
   std::vector<double> loads;
   std::stringstream ss(text);
   std::string part;
   while (std::getline(ss, part, ',')) {
+    if (loads.size() == kMaxLoads) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "--loads: more than " + std::to_string(kMaxLoads) + " load factors");
+    }
     char* end = nullptr;
     const double v = std::strtod(part.c_str(), &end);
     if (part.empty() || end != part.c_str() + part.size() || !(v > 0) || v > 1000) {
@@ -61,7 +102,7 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->group(group);
   cmd.add_option("--count", o.count, "Number of generated jobs")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000))
+      ->check(CLI::Range(1, static_cast<int>(sim::kMaxDlJobs)))
       ->group(group);
   cmd.add_option("--loads", o.loads, "Load factors (arrival-rate multipliers), comma-separated")
       ->capture_default_str()
@@ -72,25 +113,25 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->group(group);
   cmd.add_option("--max-jobs-per-gpu", o.max_jobs_per_gpu, "Co-location limit of every policy")
       ->capture_default_str()
-      ->check(CLI::Range(1, 16))
+      ->check(CLI::Range(1, sim::kMaxDlJobsPerGpu))
       ->group(group);
   cmd.add_option("--gpus", o.gpus, "GPUs in the cluster (4 per node)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000))
+      ->check(CLI::Range(1, sim::kMaxDlGpus))
       ->group(group);
   cmd.add_option("--model-error", o.model_error,
                  "Hidden deviation of the simulated GPUs from the profile's predictions")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(FiniteIn(0.0, 0.9))
       ->group(group);
   cmd.add_option("--reconfigure-s", o.reconfigure_s, "Pause of a job whose batch size changes")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(FiniteIn(0.0, 3600.0))
       ->group(group);
   cmd.add_option("--measure-noise", o.measure_noise,
                  "Relative noise of one measured step time (tuner measurements)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(FiniteIn(0.0, 1.0))
       ->group(group);
 }
 
@@ -142,16 +183,22 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   if (!o.dl.jobs.empty()) {
     auto jobs = sim::LoadJobs(o.dl.jobs, *profile);
     if (!jobs) return fail(jobs.error().message);
+    if (auto m = TooManyJobsOverLoads(o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)",
+                                      jobs->size(), loads->size())) {
+      return fail(*m);
+    }
     for (double load : *loads) {
-      sim::DlWorkloadInput input{load, *jobs};
-      for (auto& j : input.jobs) {
-        j.submit_us = static_cast<core::Micros>(std::llround(static_cast<double>(j.submit_us) / load));
-      }
-      config.inputs.push_back(std::move(input));
+      auto scaled = sim::ScaleSubmitTimes(*jobs, load);
+      if (!scaled) return fail(o.dl.jobs + ": " + scaled.error().message + " (--loads)");
+      config.inputs.push_back({load, std::move(*scaled)});
     }
     ctx.workload = o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)";
     ctx.mix = "from the job list";
   } else {
+    if (auto m = TooManyJobsOverLoads("--count " + std::to_string(o.dl.count),
+                                      static_cast<std::size_t>(o.dl.count), loads->size())) {
+      return fail(*m);
+    }
     auto mix = sim::ParseMix(o.dl.mix, *profile);
     if (!mix) return fail(mix.error().message);
     for (double load : *loads) {
@@ -159,6 +206,7 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       g.mix = *mix;
       g.count = o.dl.count;
       g.load = load;
+      g.load_name = "--loads";
       g.seed = seed;
       auto jobs = sim::GenerateJobs(g, *profile);
       if (!jobs) return fail(jobs.error().message);
@@ -215,17 +263,19 @@ CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
       ->capture_default_str();
   cmd->add_option("--count", o.count, "Number of jobs")
       ->capture_default_str()
-      ->check(CLI::Range(1, 10000000));
+      ->check(CLI::Range(1, static_cast<int>(sim::kMaxDlJobs)));
   cmd->add_option("--arrival", o.arrival,
                   "bursty (hyperexponential gaps), poisson, or a file of submit times in "
                   "seconds (one per line)")
       ->capture_default_str();
-  cmd->add_option("--rate", o.rate, "Mean arrivals per second at load 1")
+  cmd->add_option("--rate", o.rate,
+                  "Mean arrivals per second at load 1 (jobs later than 999999999999.999999 s "
+                  "are refused)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(FiniteIn(kAboveZero, 1e9));
   cmd->add_option("--load", o.load, "Divides every gap (2 = twice the rate)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(FiniteIn(kAboveZero, 1000));
   cmd->add_option("--min-gib", o.min_gib, "Smallest GPU memory request")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -260,6 +310,8 @@ int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
   g.seed = o.seed;
   g.min_gpu_mib = o.min_gib * core::MiB{1024};
   g.max_gpu_mib = o.max_gib * core::MiB{1024};
+  g.rate_name = "--rate";
+  g.load_name = "--load";
   if (o.arrival == "bursty") {
     g.arrival = sim::ArrivalKind::kBursty;
   } else if (o.arrival == "poisson") {

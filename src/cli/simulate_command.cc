@@ -1,6 +1,8 @@
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
+#include <mutex>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -71,8 +73,13 @@ std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, st
     } else if (!number(part.substr(0, dash), lo) || !number(part.substr(dash + 1), hi)) {
       return std::nullopt;
     }
-    if (hi < lo || hi - lo > 100000) {
+    if (hi < lo) {
       error = "--seeds: bad range '" + part + "'";
+      return std::nullopt;
+    }
+    if (hi - lo >= sim::kMaxSweepSeeds - std::min(seeds.size(), sim::kMaxSweepSeeds)) {
+      error = "--seeds: '" + text + "' gives more than " + std::to_string(sim::kMaxSweepSeeds) +
+              " seeds, the most one run may have";
       return std::nullopt;
     }
     for (std::uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
@@ -124,7 +131,13 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--placements", o.placements,
                   "Write every placement (arrival.csv format) to this file; one policy and one "
                   "seed (or --replay) only");
-  cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]");
+  cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-arrivals", o.max_arrivals,
+                  "The most arrivals one experiment may have (a resampled or replayed plan "
+                  "beyond it is refused before anything runs)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000'000}));
   cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)");
   cmd->add_flag("--check-invariants", o.check_invariants,
                 "Check every ledger invariant after every arrival (slow)");
@@ -149,6 +162,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     err << "gpumux simulate: " << message << "\n";
     return 2;
   };
+  if (!std::isfinite(o.load)) return fail("--load: " + std::to_string(o.load) + " is not a number");
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
@@ -176,6 +190,13 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
   }();
   if (!pods) return fail(pods.error().message);
+  if (!o.quiet && std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "gpumux simulate: read %zu nodes and %zu pods in %.1f s\n",
+                  nodes->size(), pods->size(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    err << line << std::flush;
+  }
   const std::string workload_name =
       o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
   auto workload = sim::MakeWorkload(workload_name, std::move(*nodes), std::move(*pods));
@@ -205,10 +226,27 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }
   config.experiment.record_placements = !o.placements.empty();
   config.experiment.check_invariants = o.check_invariants;
+  config.limit = sim::ArrivalLimit{o.max_arrivals, "--max-arrivals"};
+  std::mutex progress_mu;  // experiments report from their own threads
+  if (!o.quiet) {
+    config.experiment.progress = [&](const sim::ExperimentProgress& p) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "gpumux simulate: %s seed %llu: %zu of %zu arrivals (%.0f%%) after %.0f s\n",
+                    p.policy.c_str(), static_cast<unsigned long long>(p.seed), p.done, p.total,
+                    100.0 * static_cast<double>(p.done) / static_cast<double>(p.total),
+                    p.elapsed_s);
+      std::lock_guard<std::mutex> lock(progress_mu);
+      err << line << std::flush;
+    };
+  }
 
   if (config.replay_dir) {
+    // A missing file gets the folder's layout as a hint; anything else wrong with one (a
+    // folder, a FIFO, its content) comes from reading it.
     for (const char* f : {"/arrival.csv", "/nodes.csv"}) {
-      if (!std::ifstream(*config.replay_dir + f)) {
+      std::error_code ec;
+      if (!std::filesystem::exists(*config.replay_dir + f, ec)) {
         return fail("--replay: " + *config.replay_dir + f + ": cannot open (a replay folder holds "
                     "arrival.csv and nodes.csv)");
       }
@@ -231,7 +269,9 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
         << workload->pods.size() << " pods\n";
   }
   auto results = sim::RunSweep(*workload, config, progress);
-  if (!results) return fail(results.error().message);
+  if (!results) {
+    return fail((config.replay_dir ? "--replay: " : "") + results.error().message);
+  }
 
   sim::ReportContext ctx;
   ctx.nodes_source = o.nodes.empty() ? "<embedded>" : o.nodes;
@@ -254,11 +294,14 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     sim::WriteTable(out, *results, ctx);
   }
   if (!o.placements.empty()) {
-    const sim::ArrivalPlan plan =
-        config.replay_dir
-            ? *sim::LoadReplay(*config.replay_dir, workload->pods, workload->cluster)
-            : sim::MakeStudyArrivals(workload->pods, workload->cluster, config.seeds[0], o.load);
-    if (auto w = sim::WritePlacements(o.placements, results->front(), *workload, plan); !w) {
+    // The node ranks of the run's plan (the placement file names nodes with them).
+    auto plan = config.replay_dir
+                    ? sim::LoadReplay(*config.replay_dir, workload->pods, workload->cluster,
+                                      config.limit)
+                    : sim::MakeStudyArrivals(workload->pods, workload->cluster, config.seeds[0],
+                                             o.load, config.limit);
+    if (!plan) return fail(plan.error().message);
+    if (auto w = sim::WritePlacements(o.placements, results->front(), *workload, *plan); !w) {
       return fail(w.error().message);
     }
   }

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
+
+#include "gpumux/core/cluster.h"
 
 namespace gpumux::policy {
 namespace {
@@ -33,7 +36,10 @@ core::MiB ClassProfile::MemoryMib(int batch) const {
   const double v = Interpolate(solo, batch, [](const SoloPoint& p) {
     return static_cast<double>(p.memory_mib);
   });
-  return std::max<core::MiB>(1, static_cast<core::MiB>(std::ceil(v)));
+  // Validated tables extrapolate to at most about 2^53 MiB for any int batch; the bound keeps
+  // the conversion defined for any table.
+  constexpr double kCeiling = static_cast<double>(core::kMaxGpuMemoryMib) * 1048576.0;
+  return static_cast<core::MiB>(std::clamp(std::ceil(v), 1.0, kCeiling));
 }
 
 double ClassProfile::GpuBusy(int batch) const {
@@ -56,38 +62,112 @@ const ClassProfile* WorkloadProfile::Find(std::string_view class_name) const {
   return nullptr;
 }
 
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+core::Result<void> Outside(const std::string& where, const std::string& field,
+                           const std::string& value, const std::string& range) {
+  return core::MakeError(core::ErrorCode::kInvalidArgument,
+                         where + field + " " + value + " is outside " + range);
+}
+
+// `where` ends with ": " (or is empty).
+core::Result<void> IntIn(const std::string& where, const std::string& field, std::int64_t v,
+                         std::int64_t lo, std::int64_t hi) {
+  if (v >= lo && v <= hi) return {};
+  return Outside(where, field, std::to_string(v), std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+enum class Low : std::uint8_t { kOpen, kClosed };
+
+// (lo, hi] or [lo, hi]; NaN and infinities are outside.
+core::Result<void> RealIn(const std::string& where, const std::string& field, double v,
+                          double lo, Low low, double hi) {
+  const bool above_low = low == Low::kOpen ? v > lo : v >= lo;
+  if (above_low && v <= hi) return {};
+  return Outside(where, field, Num(v),
+                 std::string(low == Low::kOpen ? "(" : "[") + Num(lo) + ", " + Num(hi) + "]");
+}
+
+core::Result<void> ValidateClass(const ClassProfile& c) {
+  const std::string where = Where(c) + ": ";
+  if (c.solo.empty()) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, Where(c) + " has no solo points");
+  }
+  if (c.solo.size() > kMaxSoloPoints) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           where + std::to_string(c.solo.size()) + " solo points, more than " +
+                               std::to_string(kMaxSoloPoints));
+  }
+  for (std::size_t i = 0; i < c.solo.size(); ++i) {
+    const SoloPoint& p = c.solo[i];
+    const std::string at = where + "solo point " + std::to_string(i) + ": ";
+    for (auto ok : {IntIn(at, "batch", p.batch, 1, kMaxProfileBatch),
+                    RealIn(at, "step_s", p.step_s, kMinStepSeconds, Low::kClosed, kMaxStepSeconds),
+                    IntIn(at, "memory_mib", p.memory_mib, 1, core::kMaxGpuMemoryMib),
+                    RealIn(at, "gpu_busy", p.gpu_busy, 0, Low::kOpen, 1)}) {
+      if (!ok) return ok;
+    }
+    if (i > 0 && p.batch <= c.solo[i - 1].batch) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             where + "solo points must have ascending batch sizes");
+    }
+  }
+  for (auto ok : {IntIn(where, "default_batch", c.default_batch, 1, kMaxProfileBatch),
+                  RealIn(where, "noise_scale", c.noise_scale, 0, Low::kOpen, kMaxNoiseScale),
+                  IntIn(where, "dataset_samples", c.dataset_samples, 1, kMaxDatasetSamples),
+                  RealIn(where, "target_epochs", c.target_epochs, 0, Low::kOpen,
+                         kMaxTargetEpochs)}) {
+    if (!ok) return ok;
+  }
+  if (!(c.SoloSeconds() <= kMaxSoloSeconds)) {
+    return core::MakeError(
+        core::ErrorCode::kInvalidArgument,
+        where + "reaching the target alone at the default batch takes " + Num(c.SoloSeconds()) +
+            " s, more than " + Num(kMaxSoloSeconds) +
+            " s (target_epochs x dataset_samples is too much work for its solo step time)");
+  }
+  return {};
+}
+
+}  // namespace
+
 core::Result<void> WorkloadProfile::Validate() const {
   auto bad = [](std::string m) { return core::MakeError(core::ErrorCode::kInvalidArgument, m); };
-  if (gpu_memory_mib <= 0) return bad("gpu_memory_mib must be positive");
+  if (auto ok = IntIn("gpu ", "memory_mib", gpu_memory_mib, 1, core::kMaxGpuMemoryMib); !ok) {
+    return ok;
+  }
   if (!(companion_overhead >= 0 && companion_overhead < 1)) {
-    return bad("companion_overhead must be in [0, 1)");
+    return bad("companion_overhead " + Num(companion_overhead) + " is outside [0, 1)");
   }
   if (classes.empty()) return bad("a profile needs at least one workload class");
+  if (classes.size() > kMaxProfileClasses) {
+    return bad(std::to_string(classes.size()) + " workload classes, more than " +
+               std::to_string(kMaxProfileClasses));
+  }
   std::set<std::string> names;
   for (const auto& c : classes) {
     if (c.name.empty()) return bad("a workload class has an empty name");
     if (!names.insert(c.name).second) return bad("duplicate " + Where(c));
-    if (c.solo.empty()) return bad(Where(c) + " has no solo points");
-    for (std::size_t i = 0; i < c.solo.size(); ++i) {
-      const SoloPoint& p = c.solo[i];
-      if (p.batch <= 0 || !(p.step_s > 0) || p.memory_mib <= 0 || !(p.gpu_busy > 0) ||
-          p.gpu_busy > 1) {
-        return bad(Where(c) + ": solo point " + std::to_string(i) +
-                   " needs batch > 0, step_s > 0, memory_mib > 0 and 0 < gpu_busy <= 1");
-      }
-      if (i > 0 && p.batch <= c.solo[i - 1].batch) {
-        return bad(Where(c) + ": solo points must have ascending batch sizes");
-      }
-    }
-    if (c.default_batch <= 0) return bad(Where(c) + ": default_batch must be positive");
-    if (!(c.noise_scale > 0)) return bad(Where(c) + ": noise_scale must be positive");
-    if (c.dataset_samples <= 0) return bad(Where(c) + ": dataset_samples must be positive");
-    if (!(c.target_epochs > 0)) return bad(Where(c) + ": target_epochs must be positive");
+    if (auto ok = ValidateClass(c); !ok) return ok;
+  }
+  if (measured.size() > kMaxMeasuredSets) {
+    return bad(std::to_string(measured.size()) + " measured sets, more than " +
+               std::to_string(kMaxMeasuredSets));
   }
   for (std::size_t i = 0; i < measured.size(); ++i) {
     const MeasuredSet& m = measured[i];
     const std::string where = "measured set " + std::to_string(i);
     if (m.classes.size() < 2) return bad(where + " needs at least two classes");
+    if (m.classes.size() > kMaxMeasuredMembers) {
+      return bad(where + " has " + std::to_string(m.classes.size()) + " classes, more than " +
+                 std::to_string(kMaxMeasuredMembers));
+    }
     if (m.batches.size() != m.classes.size() || m.slowdown.size() != m.classes.size()) {
       return bad(where + ": classes, batches and slowdown must have the same length");
     }
@@ -95,8 +175,15 @@ core::Result<void> WorkloadProfile::Validate() const {
       if (Find(m.classes[k]) == nullptr) {
         return bad(where + " names unknown workload class '" + m.classes[k] + "'");
       }
-      if (m.batches[k] <= 0) return bad(where + ": batch sizes must be positive");
+      if (auto ok = IntIn(where + ": ", "batch", m.batches[k], 1, kMaxProfileBatch); !ok) {
+        return ok;
+      }
       if (!(m.slowdown[k] >= 1)) return bad(where + ": slowdowns must be >= 1");
+      if (auto ok = RealIn(where + ": ", "slowdown", m.slowdown[k], 1, Low::kClosed,
+                           kMaxMeasuredSlowdown);
+          !ok) {
+        return ok;
+      }
     }
   }
   return {};

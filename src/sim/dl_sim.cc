@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -184,6 +185,7 @@ class Simulator {
       } else if (ev.version == j.version && j.state == JobState::kRunning) {
         need_pass = HandleJobEvent(ev.job) || need_pass;
       }
+      if (clock_error_) return tl::unexpected(*clock_error_);
       need_pass = need_pass || pass_requested_;
       pass_requested_ = false;
       if (need_pass && (events_.empty() || events_.top().t != now_)) {
@@ -191,6 +193,7 @@ class Simulator {
         need_pass = pass_requested_;
         pass_requested_ = false;
       }
+      if (clock_error_) return tl::unexpected(*clock_error_);
       if (options_.check_invariants) ledger_->CheckInvariants();
     }
     for (const Job& j : jobs_) {
@@ -285,7 +288,22 @@ class Simulator {
   }
 
   void Push(Micros t, int job, std::uint64_t version) {
+    if (t > kDlClockLimitUs) {
+      PastTheClock(job);
+      return;
+    }
     events_.push(Event{t, next_seq_++, job, version});
+  }
+
+  // Records (the first) run past the clock's end; Run stops at the next event.
+  void PastTheClock(int job) {
+    if (clock_error_) return;
+    const Job& j = J(job);
+    clock_error_ = core::Error{
+        core::ErrorCode::kFailedPrecondition,
+        "job '" + j.spec->id + "' (class " + j.spec->cls +
+            ") would run past the simulator's clock limit of 2^62 microseconds (about 146,000 "
+            "years of simulated time): its work, or its wait, is too long"};
   }
 
   Job& J(int i) { return jobs_[static_cast<std::size_t>(i)]; }
@@ -356,8 +374,12 @@ class Simulator {
       const double next = std::floor(EpochPosition(j) + 1e-9) + 1.0;
       dt = std::min(dt, (next * static_cast<double>(j.cls->dataset_samples) - j.raw) / j.raw_rate);
     }
-    const auto us = static_cast<Micros>(std::ceil(std::max(dt, 0.0) * kUsPerS));
-    Push(now_ + std::max<Micros>(us, 1), ji, j.version);
+    const double us = std::ceil(std::max(dt, 0.0) * kUsPerS);
+    if (!(us < static_cast<double>(kDlClockLimitUs - now_))) {  // also NaN
+      PastTheClock(ji);
+      return;
+    }
+    Push(now_ + std::max<Micros>(static_cast<Micros>(us), 1), ji, j.version);
   }
 
   // Returns true when a scheduling pass is due.
@@ -658,6 +680,7 @@ class Simulator {
   std::uint64_t next_seq_ = 0;
   Micros now_ = 0;
   bool pass_requested_ = false;
+  std::optional<core::Error> clock_error_;
   DlResult result_;
 };
 
@@ -686,12 +709,37 @@ double Percentile(const std::vector<double>& sorted, double p) {
 
 core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
                              const std::vector<JobSpec>& jobs, const DlSimOptions& options) {
-  if (jobs.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "no jobs");
+  auto bad = [](const std::string& m) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, m);
+  };
+  if (auto ok = profile.Validate(); !ok) return tl::unexpected(ok.error());
+  const DlSimOptions& o = options;
+  if (o.nodes < 1 || o.gpus_per_node < 1 || o.gpus_per_node > core::kMaxGpusPerNode ||
+      o.nodes > kMaxDlGpus / o.gpus_per_node) {
+    return bad("the cluster must have 1.." + std::to_string(kMaxDlGpus) + " GPUs, 1.." +
+               std::to_string(core::kMaxGpusPerNode) + " per node");
+  }
+  if (o.max_jobs_per_gpu < 1 || o.max_jobs_per_gpu > kMaxDlJobsPerGpu) {
+    return bad("jobs per GPU must be 1.." + std::to_string(kMaxDlJobsPerGpu));
+  }
+  if (!(o.reconfigure_s >= 0 && o.reconfigure_s <= 86400)) {
+    return bad("the reconfiguration pause must be 0..86400 s");
+  }
+  if (!(o.measure_noise >= 0 && o.measure_noise <= 10)) return bad("measure noise must be 0..10");
+  if (!(o.model_error >= 0 && o.model_error < 1)) return bad("model error must be in [0, 1)");
+  if (jobs.empty()) return bad("no jobs");
+  if (jobs.size() > kMaxDlJobs) {
+    return bad(std::to_string(jobs.size()) + " jobs, more than " + std::to_string(kMaxDlJobs));
+  }
   for (const JobSpec& j : jobs) {
     if (profile.Find(j.cls) == nullptr) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             "job '" + j.id + "': unknown workload class '" + j.cls + "'");
+      return bad("job '" + j.id + "': unknown workload class '" + j.cls + "'");
     }
+    if (j.submit_us < 0 || j.submit_us > kMaxSubmitUs) {
+      return bad("job '" + j.id + "': submit time " + std::to_string(j.submit_us) +
+                 " us is outside 0.." + std::to_string(kMaxSubmitUs));
+    }
+    if (j.gpu_mib <= 0) return bad("job '" + j.id + "': no GPU memory asked");
   }
   Simulator sim(profile, jobs, options);
   return sim.Run();

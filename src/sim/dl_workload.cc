@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
+#include "src/sim/input_file.h"
 
 extern "C" {
 extern const char gpumux_embedded_dl_profile_begin[];
@@ -36,6 +40,18 @@ T Get(const json& j, const char* key, const std::string& where) {
     if (!v.is_number_integer()) {
       throw std::runtime_error(where + ": field '" + key + "' has the wrong type (an integer is expected)");
     }
+    // Out of T's range: an error, not a wrapped value.
+    const auto* u = v.template get_ptr<const json::number_unsigned_t*>();
+    const auto* i = v.template get_ptr<const json::number_integer_t*>();
+    const bool fits =
+        u != nullptr ? *u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                     : i != nullptr && *i >= std::numeric_limits<T>::min() &&
+                           *i <= std::numeric_limits<T>::max();
+    if (!fits) {
+      throw std::runtime_error(where + ": field '" + key + "': " +
+                               (u != nullptr ? std::to_string(*u) : std::to_string(i ? *i : 0)) +
+                               " is outside the range of the field");
+    }
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number()) throw std::runtime_error(where + ": field '" + key + "' has the wrong type (a number is expected)");
   }
@@ -46,12 +62,21 @@ T Get(const json& j, const char* key, const std::string& where) {
   }
 }
 
-core::Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// us / load rounded to the nearest microsecond (in double precision, exact below 2^53 us, about
+// 285 years; load 1 keeps every time exact), or nothing past kMaxSubmitUs.
+std::optional<core::Micros> Scaled(core::Micros us, double load) {
+  if (load == 1.0) return us >= 0 && us <= kMaxSubmitUs ? std::optional(us) : std::nullopt;
+  const double v = static_cast<double>(us) / load;
+  if (!(v >= 0 && v <= static_cast<double>(kMaxSubmitUs))) return std::nullopt;
+  const auto r = static_cast<core::Micros>(std::llround(v));
+  if (r > kMaxSubmitUs) return std::nullopt;
+  return r;
 }
 
 }  // namespace
@@ -90,6 +115,7 @@ core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
       p.classes.push_back(std::move(cp));
     }
     if (j.contains("measured")) {
+      if (!j.at("measured").is_array()) throw std::runtime_error("'measured' is not an array");
       for (const json& m : j.at("measured")) {
         policy::MeasuredSet set;
         set.classes = Get<std::vector<std::string>>(m, "classes", "measured[]");
@@ -109,7 +135,7 @@ core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
 }
 
 core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadSimInput(path, kMaxProfileBytes);
   if (!text) return tl::unexpected(text.error());
   return ParseProfile(*text, path);
 }
@@ -174,6 +200,10 @@ core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string&
     auto more = csv.Next();
     if (!more) return tl::unexpected(more.error());
     if (!*more) break;
+    if (jobs.size() == kMaxDlJobs) {
+      return tl::unexpected(csv.ErrorHere("more than " + std::to_string(kMaxDlJobs) +
+                                          " jobs (the most a job list may hold)"));
+    }
     JobSpec j;
     j.id = std::string(csv.Field("job"));
     if (j.id.empty()) return tl::unexpected(csv.ErrorHere("column 'job' is empty"));
@@ -215,9 +245,29 @@ core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string&
 
 core::Result<std::vector<JobSpec>> LoadJobs(const std::string& path,
                                             const policy::WorkloadProfile& profile) {
-  std::ifstream in(path);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
+  auto text = ReadSimInput(path);
+  if (!text) return tl::unexpected(text.error());
+  ViewStream in(*text);
   return ReadJobs(in, path, profile);
+}
+
+core::Result<std::vector<JobSpec>> ScaleSubmitTimes(std::vector<JobSpec> jobs, double load) {
+  if (!(load > 0) || !std::isfinite(load)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load " + Num(load) + " is not a finite number > 0");
+  }
+  for (JobSpec& j : jobs) {
+    const auto us = Scaled(j.submit_us, load);
+    if (!us) {
+      return core::MakeError(
+          core::ErrorCode::kInvalidArgument,
+          "job '" + j.id + "': submit time " + FormatSeconds(j.submit_us) + " s at load " +
+              Num(load) + " becomes " + Num(static_cast<double>(j.submit_us) / load / 1e6) +
+              " s, past the largest submit time " + FormatSeconds(kMaxSubmitUs) + " s");
+    }
+    j.submit_us = *us;
+  }
+  return jobs;
 }
 
 void WriteJobs(std::ostream& out, const std::vector<JobSpec>& jobs) {
@@ -270,30 +320,37 @@ core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
   return mix;
 }
 
-core::Result<std::vector<core::Micros>> LoadSubmitTimes(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open");
+core::Result<std::vector<core::Micros>> ParseSubmitTimes(std::istream& in,
+                                                         const std::string& source) {
   std::vector<core::Micros> out;
   std::string line;
-  int no = 0;
+  std::int64_t no = 0;
+  auto bad = [&](const std::string& what) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           source + ":" + std::to_string(no) + ": " + what);
+  };
   while (std::getline(in, line)) {
     ++no;
     if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
     if (line.empty()) continue;
+    if (out.size() == kMaxDlJobs) {
+      return bad("more than " + std::to_string(kMaxDlJobs) + " times (the most jobs a list holds)");
+    }
     auto t = ParseSeconds(line);
-    if (!t) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             path + ":" + std::to_string(no) + ": " + t.error().message);
-    }
-    if (!out.empty() && *t < out.back()) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             path + ":" + std::to_string(no) + ": submit times must not decrease");
-    }
+    if (!t) return bad(t.error().message);
+    if (!out.empty() && *t < out.back()) return bad("submit times must not decrease");
     out.push_back(*t);
   }
-  if (out.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": no times");
+  if (out.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": no times");
   return out;
+}
+
+core::Result<std::vector<core::Micros>> LoadSubmitTimes(const std::string& path) {
+  auto text = ReadSimInput(path);
+  if (!text) return tl::unexpected(text.error());
+  ViewStream in(*text);
+  return ParseSubmitTimes(in, path);
 }
 
 core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
@@ -302,8 +359,18 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
     return core::MakeError(core::ErrorCode::kInvalidArgument, "jobgen: " + m);
   };
   if (o.count <= 0) return bad("the job count must be positive");
-  if (!(o.load > 0) || !std::isfinite(o.load)) return bad("the load factor must be positive");
-  if (o.arrival != ArrivalKind::kFile && !(o.rate_per_s > 0)) return bad("the rate must be positive");
+  if (static_cast<std::size_t>(o.count) > kMaxDlJobs) {
+    return bad("the job count " + std::to_string(o.count) + " is more than " +
+               std::to_string(kMaxDlJobs));
+  }
+  if (!(o.load > 0) || !std::isfinite(o.load)) {
+    return bad("the load factor must be positive and finite (" + o.load_name + " " +
+               Num(o.load) + ")");
+  }
+  if (o.arrival != ArrivalKind::kFile && (!(o.rate_per_s > 0) || !std::isfinite(o.rate_per_s))) {
+    return bad("the rate must be positive and finite (" + o.rate_name + " " +
+               Num(o.rate_per_s) + ")");
+  }
   if (o.arrival == ArrivalKind::kFile && o.submit_times.size() < static_cast<std::size_t>(o.count)) {
     return bad("the arrival file has " + std::to_string(o.submit_times.size()) +
                " times for " + std::to_string(o.count) + " jobs");
@@ -311,12 +378,20 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
   if (o.min_gpu_mib <= 0 || o.max_gpu_mib < o.min_gpu_mib) {
     return bad("the GPU memory range is empty");
   }
+  if (o.max_gpu_mib > core::kMaxGpuMemoryMib) {
+    return bad("the GPU memory range ends past " + std::to_string(core::kMaxGpuMemoryMib) +
+               " MiB, more than a GPU may have");
+  }
   if (o.mix.empty()) return bad("the class mix is empty");
   double total = 0;
   for (const auto& m : o.mix) {
     if (profile.Find(m.cls) == nullptr) return bad("unknown workload class '" + m.cls + "'");
+    if (!(m.weight > 0) || !std::isfinite(m.weight)) {
+      return bad("the weight of class '" + m.cls + "' is not a finite number > 0");
+    }
     total += m.weight;
   }
+  if (!std::isfinite(total)) return bad("the weights of the class mix add up to infinity");
   core::Rng class_rng(o.seed, "jobgen-class");
   core::Rng gap_rng(o.seed, "jobgen-gap");
   core::Rng mem_rng(o.seed, "jobgen-memory");
@@ -339,8 +414,14 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
     j.id = id;
     j.cls = c.name;
     if (o.arrival == ArrivalKind::kFile) {
-      j.submit_us = static_cast<core::Micros>(
-          std::llround(static_cast<double>(o.submit_times[static_cast<std::size_t>(i)]) / o.load));
+      const core::Micros given = o.submit_times[static_cast<std::size_t>(i)];
+      const auto us = Scaled(given, o.load);
+      if (!us) {
+        return bad("job " + j.id + ": the submit time " + FormatSeconds(given) + " s at " +
+                   o.load_name + " " + Num(o.load) + " passes the largest submit time " +
+                   FormatSeconds(kMaxSubmitUs) + " s");
+      }
+      j.submit_us = *us;
     } else {
       if (i > 0) {
         double mean = 1.0 / o.rate_per_s;
@@ -349,7 +430,17 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
         }
         t += -std::log(1.0 - gap_rng.Unit()) * mean / o.load;
       }
-      j.submit_us = static_cast<core::Micros>(std::llround(t * 1e6));
+      // A tiny rate or load makes t huge or infinite: caught here, before the conversion.
+      const double t_us = t * 1e6;
+      if (!(t_us <= static_cast<double>(kMaxSubmitUs)) ||
+          std::llround(t_us) > kMaxSubmitUs) {
+        return bad("job " + j.id + " would be submitted at " + Num(t) +
+                   " s, past the largest submit time " + FormatSeconds(kMaxSubmitUs) + " s: " +
+                   o.rate_name + " " + Num(o.rate_per_s) + " at " + o.load_name + " " +
+                   Num(o.load) + " spaces jobs about " + Num(1.0 / (o.rate_per_s * o.load)) +
+                   " s apart (raise " + o.rate_name + " or " + o.load_name + ")");
+      }
+      j.submit_us = static_cast<core::Micros>(std::llround(t_us));
     }
     const core::MiB need = c.MemoryMib(c.default_batch);
     const auto span = static_cast<std::uint64_t>(hi_gib - lo_gib + 1);

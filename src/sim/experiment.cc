@@ -1,9 +1,12 @@
 #include "gpumux/sim/experiment.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
+#include <unordered_set>
 
 #include "gpumux/core/check.h"
 #include "gpumux/core/ledger.h"
@@ -42,21 +45,35 @@ double Mean(const std::vector<double>& v) {
   return PairwiseSum(v.data(), v.size()) / static_cast<double>(v.size());
 }
 
+// O(arrivals + columns): the arrivals are grouped by column once, and each bucket takes its
+// values in arrival order (merging three columns by index for the X-1..X+1 fallback), which
+// is the order, and so the floating-point sum, of a scan over all arrivals per column.
 Curve Discretize(const std::vector<int>& arrive_pct, const std::vector<double>& values,
                  int max_column) {
-  Curve curve(static_cast<std::size_t>(max_column) + 1);
+  const auto columns = static_cast<std::size_t>(max_column) + 1;
+  Curve curve(columns);
+  std::vector<std::vector<std::size_t>> at(columns + 1);  // arrival indices per column
+  for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
+    if (arrive_pct[i] >= 0 && static_cast<std::size_t>(arrive_pct[i]) <= columns) {
+      at[static_cast<std::size_t>(arrive_pct[i])].push_back(i);
+    }
+  }
   std::vector<double> bucket;
-  for (int x = 0; x <= max_column; ++x) {
+  std::vector<std::size_t> merged;
+  for (std::size_t x = 0; x < columns; ++x) {
     bucket.clear();
-    for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
-      if (arrive_pct[i] == x) bucket.push_back(values[i]);
+    if (!at[x].empty()) {
+      for (std::size_t i : at[x]) bucket.push_back(values[i]);
+    } else {
+      merged.clear();
+      if (x > 0) merged = at[x - 1];
+      const std::size_t mid = merged.size();
+      merged.insert(merged.end(), at[x + 1].begin(), at[x + 1].end());
+      std::inplace_merge(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(mid),
+                         merged.end());
+      for (std::size_t i : merged) bucket.push_back(values[i]);
     }
-    if (bucket.empty()) {
-      for (std::size_t i = 0; i < arrive_pct.size(); ++i) {
-        if (arrive_pct[i] >= x - 1 && arrive_pct[i] <= x + 1) bucket.push_back(values[i]);
-      }
-    }
-    if (!bucket.empty()) curve[static_cast<std::size_t>(x)] = RoundHalfEven(Mean(bucket), 2);
+    if (!bucket.empty()) curve[x] = RoundHalfEven(Mean(bucket), 2);
   }
   return curve;
 }
@@ -64,6 +81,18 @@ Curve Discretize(const std::vector<int>& arrive_pct, const std::vector<double>& 
 std::optional<double> Column(const Curve& c, int x) {
   return x >= 0 && static_cast<std::size_t>(x) < c.size() ? c[static_cast<std::size_t>(x)]
                                                           : std::nullopt;
+}
+
+// "a-tuned-12" -> "a"; nothing for a name that is not "<something>-tuned-<digits>".
+std::optional<std::string_view> CopyOf(std::string_view name) {
+  constexpr std::string_view kTuned = "-tuned-";
+  const std::size_t at = name.rfind(kTuned);
+  if (at == std::string_view::npos || at == 0) return std::nullopt;
+  const std::string_view digits = name.substr(at + kTuned.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return name.substr(0, at);
 }
 
 }  // namespace
@@ -84,8 +113,18 @@ core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec
     return core::MakeError(core::ErrorCode::kInvalidArgument,
                            "the node list has no GPUs: there is no GPU allocation to simulate");
   }
+  std::unordered_set<std::string_view> names;
   for (const auto& p : pods) {
     if (auto ok = p.Validate(); !ok) return tl::unexpected(ok.error());
+    names.insert(p.name);
+  }
+  for (const auto& p : pods) {
+    if (auto original = CopyOf(p.name); original && names.count(*original) != 0) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "pod '" + p.name + "' is named like a resampled copy of pod '" +
+                                 std::string(*original) +
+                                 "' (names '<pod>-tuned-<number>' are the copies' names)");
+    }
   }
   Workload w{std::move(name), std::move(*cluster), std::move(pods), {}};
   w.typical = policy::ComputeTypicalPods(w.pods, w.cluster);
@@ -102,7 +141,30 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   if (!made) return tl::unexpected(made.error());
   std::unique_ptr<policy::Policy> pol = std::move(*made);
 
+  if (!(load > 0 && load <= kMaxLoad)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load " + std::to_string(load) + " is outside (0, " +
+                               std::to_string(static_cast<int>(kMaxLoad)) + "]");
+  }
   const core::Cluster& cluster = workload.cluster;
+  auto bad_plan = [&](const std::string& what) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, plan.origin + ": " + what);
+  };
+  if (plan.node_rank.size() != static_cast<std::size_t>(cluster.size())) {
+    return bad_plan(std::to_string(plan.node_rank.size()) + " node ranks for " +
+                    std::to_string(cluster.size()) + " nodes");
+  }
+  std::vector<std::int64_t> ranks = plan.node_rank;
+  std::sort(ranks.begin(), ranks.end());
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+    return bad_plan("two nodes have the same rank (ranks break score ties: they must differ)");
+  }
+  for (const Arrival& a : plan.arrivals) {
+    if (a.pod >= workload.pods.size()) {
+      return bad_plan("arrival '" + a.name + "' names pod #" + std::to_string(a.pod) + " of " +
+                      std::to_string(workload.pods.size()));
+    }
+  }
   core::Ledger ledger(cluster);
   core::Rng rng(seed, "policy");
   policy::Engine engine(ledger, *pol, plan.node_rank, rng);
@@ -140,8 +202,17 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   std::vector<core::MilliGpu> idle_after;
   idle_after.reserve(plan.arrivals.size());
   core::MilliGpu arrived = 0;
+  auto last_report = start;
 
   for (std::size_t seq = 0; seq < plan.arrivals.size(); ++seq) {
+    if (options.progress && seq % 64 == 0 && seq > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_report >= options.progress_interval) {
+        last_report = now;
+        options.progress(ExperimentProgress{policy_name, seed, seq, plan.arrivals.size(),
+                                            std::chrono::duration<double>(now - start).count()});
+      }
+    }
     const Arrival& a = plan.arrivals[seq];
     const core::Request& pod = workload.pods[a.pod];
     arrived += pod.total_gpu_milli();
@@ -149,6 +220,10 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
     PlacementRecord rec{seq, a.name, pod.name, -1, {}};
     if (d.placement) {
       auto assigned = ledger.Assign(a.name, d.request, *d.placement);
+      if (!assigned && assigned.error().code == core::ErrorCode::kAlreadyExists) {
+        return bad_plan("arrival " + std::to_string(seq) + ": pod '" + a.name +
+                        "' arrives twice (arrival names must be distinct)");
+      }
       GPUMUX_CHECK(assigned.has_value(), "engine chose a placement the ledger refuses");
       ++res.placed;
       const core::NodeIndex n = d.placement->node;

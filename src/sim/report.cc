@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "gpumux/io/csv.h"
+#include "src/sim/input_file.h"
 #include "src/sim/report_format.h"
 
 namespace gpumux::sim {
@@ -163,6 +163,10 @@ core::Result<ExpectedTable> ParseExpected(std::istream& in, const std::string& s
       if (csv.Field(col).empty()) continue;
       auto v = csv.Double(col);
       if (!v) return tl::unexpected(v.error());
+      if (!std::isfinite(*v)) {
+        return tl::unexpected(csv.ErrorHere("column '" + col + "': " + std::string(csv.Field(col)) +
+                                            " is not a finite number"));
+      }
       row.curve[static_cast<std::size_t>(x)] = *v;
     }
     t.rows.push_back(std::move(row));
@@ -171,8 +175,9 @@ core::Result<ExpectedTable> ParseExpected(std::istream& in, const std::string& s
 }
 
 core::Result<ExpectedTable> LoadExpected(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot open for reading");
+  auto text = ReadSimInput(path);
+  if (!text) return tl::unexpected(text.error());
+  ViewStream in(*text);
   return ParseExpected(in, path);
 }
 

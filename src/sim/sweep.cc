@@ -1,9 +1,23 @@
 #include "gpumux/sim/sweep.h"
 
+#include <memory>
+#include <mutex>
+
 #include "gpumux/policy/registry.h"
 #include "src/sim/parallel.h"
 
 namespace gpumux::sim {
+namespace {
+
+// One seed's arrival plan, built by the first experiment that needs it and dropped when the
+// last one is done, so that a sweep holds about one plan per thread, not one per seed.
+struct SharedPlan {
+  std::mutex mu;
+  std::shared_ptr<const ArrivalPlan> plan;
+  std::size_t users_left = 0;
+};
+
+}  // namespace
 
 core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                                      const SweepConfig& config,
@@ -17,41 +31,67 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
   if (config.seeds.empty()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, "no seeds given");
   }
-  if (!(config.load > 0)) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, "load must be positive");
+  if (config.seeds.size() > kMaxSweepSeeds) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           std::to_string(config.seeds.size()) + " seeds, more than the " +
+                               std::to_string(kMaxSweepSeeds) + " a sweep may run");
+  }
+  if (!(config.load > 0) || !(config.load <= kMaxLoad)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load must be positive and at most " +
+                               std::to_string(static_cast<int>(kMaxLoad)) + " (load " +
+                               std::to_string(config.load) + ")");
   }
 
-  // One arrival plan per seed, shared read-only by that seed's experiments.
-  std::vector<ArrivalPlan> plans;
+  // A replay's plan is loaded (and checked) here and shared by every policy; generated plans
+  // are only counted here, so that one too large is refused before anything runs.
+  const std::size_t seeds = config.replay_dir ? 1 : config.seeds.size();
+  const std::size_t policies = config.policies.size();
+  auto shared = std::make_unique<SharedPlan[]>(seeds);
   if (config.replay_dir) {
-    auto plan = LoadReplay(*config.replay_dir, workload.pods, workload.cluster);
+    auto plan = LoadReplay(*config.replay_dir, workload.pods, workload.cluster, config.limit);
     if (!plan) return tl::unexpected(plan.error());
-    plans.push_back(std::move(*plan));
-  } else {
-    for (std::uint64_t seed : config.seeds) {
-      plans.push_back(MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load));
-    }
+    shared[0].plan = std::make_shared<const ArrivalPlan>(std::move(*plan));
+  } else if (auto ok = CheckStudyArrivals(workload.pods, workload.cluster, config.seeds,
+                                          config.load, config.limit);
+             !ok) {
+    return tl::unexpected(ok.error());
   }
-  struct Job {
-    std::size_t policy;
-    std::size_t seed;
-  };
-  std::vector<Job> jobs;
-  for (std::size_t p = 0; p < config.policies.size(); ++p) {
-    for (std::size_t s = 0; s < (config.replay_dir ? 1 : config.seeds.size()); ++s) {
-      jobs.push_back({p, s});
-    }
-  }
-  std::vector<std::optional<core::Result<ExperimentResult>>> results(jobs.size());
+  for (std::size_t s = 0; s < seeds; ++s) shared[s].users_left = policies;
+
+  // Experiments run seed by seed (all policies of a seed, then the next seed), so that a plan
+  // is dropped soon after it is built; results go to (policy, seed) order.
+  std::vector<std::optional<core::Result<ExperimentResult>>> results(policies * seeds);
+  auto slot = [&](std::size_t job) { return (job % policies) * seeds + job / policies; };
   RunParallel(
-      jobs.size(), config.threads,
-      [&](std::size_t j) {
-        const Job& job = jobs[j];
-        results[j] = RunExperiment(workload, plans[job.seed], config.policies[job.policy],
-                                   config.seeds[job.seed], config.load, config.experiment);
+      results.size(), config.threads,
+      [&](std::size_t job) {
+        const std::size_t s = job / policies;
+        const std::uint64_t seed = config.seeds[s];
+        SharedPlan& sp = shared[s];
+        std::shared_ptr<const ArrivalPlan> plan;
+        {
+          std::lock_guard<std::mutex> lock(sp.mu);
+          if (!sp.plan) {
+            auto made = MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load,
+                                          config.limit);
+            if (!made) {
+              results[slot(job)] = tl::unexpected(made.error());
+              --sp.users_left;
+              return;
+            }
+            sp.plan = std::make_shared<const ArrivalPlan>(std::move(*made));
+          }
+          plan = sp.plan;
+        }
+        results[slot(job)] = RunExperiment(workload, *plan, config.policies[job % policies],
+                                           seed, config.load, config.experiment);
+        std::lock_guard<std::mutex> lock(sp.mu);
+        if (--sp.users_left == 0) sp.plan.reset();
       },
-      [&](std::size_t j, std::size_t done) {
-        if (progress && *results[j]) progress(**results[j], done, jobs.size());
+      [&](std::size_t job, std::size_t done) {
+        const auto& r = results[slot(job)];
+        if (progress && *r) progress(**r, done, results.size());
       });
 
   std::vector<ExperimentResult> out;

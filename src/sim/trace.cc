@@ -1,11 +1,10 @@
 #include "gpumux/sim/trace.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "gpumux/io/csv.h"
+#include "src/sim/input_file.h"
 
 extern "C" {
 extern const char gpumux_embedded_nodes_begin[];
@@ -38,12 +37,40 @@ std::vector<std::string> SplitModels(std::string_view spec) {
   return out;
 }
 
-core::Result<std::ifstream> Open(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return core::MakeError(core::ErrorCode::kIo, path + ": cannot open for reading");
+// Column `column` of the current row as an integer in lo..hi. The error names the row's
+// owner ("node 'n1': "), the column and the range: "column 'gpu': 65 is outside 0..64 (the
+// GPUs a node may have)".
+core::Result<std::int64_t> IntIn(const CsvReader& csv, const std::string& owner, const char* column,
+                                 std::int64_t lo, std::int64_t hi, const char* what) {
+  auto v = csv.Int(column);
+  if (!v) return tl::unexpected(v.error());
+  if (*v < lo || *v > hi) {
+    return Fail<std::int64_t>(csv, owner + "column '" + column + "': " + std::to_string(*v) +
+                                       " is outside " + std::to_string(lo) + ".." +
+                                       std::to_string(hi) + " (" + what + ")");
   }
-  return in;
+  return *v;
+}
+
+// The cpu_milli and memory_mib columns, which node and pod rows share (a pod cannot ask more
+// than a node may have).
+core::Result<std::pair<std::int64_t, std::int64_t>> CpuAndMemory(const CsvReader& csv,
+                                                                 const std::string& owner) {
+  auto cpu =
+      IntIn(csv, owner, "cpu_milli", 0, core::kMaxNodeCpuMilli, "the milli-CPU a node may have");
+  if (!cpu) return tl::unexpected(cpu.error());
+  auto mem = IntIn(csv, owner, "memory_mib", 0, kMaxTraceMemoryMib, "the MiB a node may have");
+  if (!mem) return tl::unexpected(mem.error());
+  return std::pair{*cpu, *mem};
+}
+
+// Reads `path` whole and parses it with parse(stream, path).
+template <typename T, typename Parse>
+core::Result<T> LoadFile(const std::string& path, Parse parse) {
+  auto text = ReadSimInput(path);
+  if (!text) return tl::unexpected(text.error());
+  ViewStream in(*text);
+  return parse(in, path);
 }
 
 }  // namespace
@@ -72,23 +99,23 @@ core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in,
     n.name = std::string(csv.Field("sn"));
     if (n.name.empty()) return Fail<R>(csv, "empty node name (column 'sn')");
     if (!names.insert(n.name).second) return Fail<R>(csv, "node '" + n.name + "' listed twice");
-    auto cpu = csv.Int("cpu_milli");
-    auto mem = csv.Int("memory_mib");
-    auto gpus = csv.Int("gpu");
-    if (!cpu) return tl::unexpected(cpu.error());
-    if (!mem) return tl::unexpected(mem.error());
-    if (!gpus) return tl::unexpected(gpus.error());
-    if (*cpu < 0 || *mem < 0) return Fail<R>(csv, "negative cpu_milli or memory_mib");
-    if (*gpus < 0 || *gpus > 64) {
-      return Fail<R>(csv, "column 'gpu': " + std::to_string(*gpus) + " is outside 0..64");
+    if (nodes.size() == kMaxTraceNodes) {
+      return Fail<R>(csv, "more than " + std::to_string(kMaxTraceNodes) +
+                              " nodes (the most a node list may hold)");
     }
+    const std::string owner = "node '" + n.name + "': ";
+    auto cpu_mem = CpuAndMemory(csv, owner);
+    if (!cpu_mem) return tl::unexpected(cpu_mem.error());
+    const auto [cpu, mem] = *cpu_mem;
+    auto gpus = IntIn(csv, owner, "gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
+    if (!gpus) return tl::unexpected(gpus.error());
     const std::string model(csv.Field("model"));
     if (*gpus > 0 && model.empty()) return Fail<R>(csv, "node has GPUs but no model");
-    n.cpu_milli = *cpu;
-    n.memory_mib = *mem;
+    n.cpu_milli = cpu;
+    n.memory_mib = mem;
     n.max_pods = kTraceMaxPods;
     if (!model.empty()) n.labels["gpu-card-model"] = model;
-    for (int i = 0; i < *gpus; ++i) {
+    for (int i = 0; i < static_cast<int>(*gpus); ++i) {
       n.gpus.push_back(core::GpuSpec{i, "GPU-sim-" + n.name + "-" + std::to_string(i), model,
                                      TraceGpuMemory(model), core::GpuHealth::kHealthy});
     }
@@ -113,26 +140,25 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
     auto more = csv.Next();
     if (!more) return tl::unexpected(more.error());
     if (!*more) break;
+    if (pods.size() == kMaxTracePods) {
+      return Fail<R>(csv, "more than " + std::to_string(kMaxTracePods) +
+                              " pods (the most a pod list may hold)");
+    }
     core::Request r;
     r.name = std::string(csv.Field("name"));
     if (r.name.empty()) return Fail<R>(csv, "empty pod name");
     if (!names.insert(r.name).second) return Fail<R>(csv, "pod '" + r.name + "' listed twice");
-    auto cpu = csv.Int("cpu_milli");
-    auto mem = csv.Int("memory_mib");
-    auto num_gpu = csv.Int("num_gpu");
+    const std::string owner = "pod '" + r.name + "': ";
+    auto cpu_mem = CpuAndMemory(csv, owner);
+    if (!cpu_mem) return tl::unexpected(cpu_mem.error());
+    const auto [cpu, mem] = *cpu_mem;
+    auto num_gpu =
+        IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
+    if (!num_gpu) return tl::unexpected(num_gpu.error());
     auto milli = csv.Int("gpu_milli");
-    for (auto* v : {&cpu, &mem, &num_gpu, &milli}) {
-      if (!*v) return tl::unexpected(v->error());
-    }
-    if (*cpu < 0) return Fail<R>(csv, "column 'cpu_milli': negative value " + std::to_string(*cpu));
-    if (*mem < 0) {
-      return Fail<R>(csv, "column 'memory_mib': negative value " + std::to_string(*mem));
-    }
-    if (*num_gpu < 0 || *num_gpu > 64) {
-      return Fail<R>(csv, "column 'num_gpu': " + std::to_string(*num_gpu) + " is outside 0..64");
-    }
-    r.cpu_milli = *cpu == 0 ? 100 : *cpu;
-    r.memory_mib = *mem;
+    if (!milli) return tl::unexpected(milli.error());
+    r.cpu_milli = cpu == 0 ? 100 : cpu;
+    r.memory_mib = mem;
     const std::int64_t clamped = std::clamp<std::int64_t>(*milli, 0, core::kMilliPerGpu);
     if (*num_gpu > 0 && clamped > 0) {
       r.gpu_count = static_cast<int>(*num_gpu);
@@ -148,15 +174,13 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
 }
 
 core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path) {
-  auto in = Open(path);
-  if (!in) return tl::unexpected(in.error());
-  return ParseNodeList(*in, path);
+  return LoadFile<std::vector<core::NodeSpec>>(
+      path, [](std::istream& in, const std::string& source) { return ParseNodeList(in, source); });
 }
 
 core::Result<std::vector<core::Request>> LoadPodList(const std::string& path) {
-  auto in = Open(path);
-  if (!in) return tl::unexpected(in.error());
-  return ParsePodList(*in, path);
+  return LoadFile<std::vector<core::Request>>(
+      path, [](std::istream& in, const std::string& source) { return ParsePodList(in, source); });
 }
 
 std::string_view EmbeddedNodeList() {

@@ -273,5 +273,93 @@ TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
   EXPECT_EQ(i, names.size());
 }
 
+// reliability-repros/simulate-tiny-pod-resample: a 1-milli pod resampled to 1.3 x the cluster
+// is one arrival per milli-GPU. Refused before anything runs, naming the flag that raises it.
+TEST(Cli, AResampleBeyondMaxArrivalsIsRefusedUpFrontNamingTheFlag) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);  // 6 GPUs: 7,800 milli at 1.3
+  const std::string pods = dir.Write("pods.csv",
+                                     "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                                     "p1,0,0,1,1\n");
+  const CliRun refused = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy",
+                                 "best-fit", "--max-arrivals", "5000", "--no-report", "-q"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err,
+            "gpumux simulate: seed 42: resampling the 1 pods to load 1.3 makes more than 5000 "
+            "arrivals, the limit per experiment (--max-arrivals)\n");
+  EXPECT_EQ(refused.out, "");
+  const CliRun raised =
+      Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "best-fit",
+              "--max-arrivals", "8000", "--no-report", "-q", "--format", "json"});
+  ASSERT_EQ(raised.code, 0) << raised.err;
+  EXPECT_EQ(nlohmann::json::parse(raised.out)["runs"][0]["pods"], 7800);
+}
+
+TEST(Cli, MaxArrivalsIsDocumentedWithItsDefault) {
+  const CliRun r = Gpumux({"simulate", "--help"});
+  ASSERT_EQ(r.code, 0);
+  const std::size_t at = r.out.find("--max-arrivals");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1000000", at), std::string::npos) << r.out;
+}
+
+struct BoundCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::string message;  // on stderr
+};
+void PrintTo(const BoundCase& c, std::ostream* os) { *os << c.name; }
+
+class CliSimulateBound : public ::testing::TestWithParam<BoundCase> {};
+
+TEST_P(CliSimulateBound, ExitsTwoNamingTheFlag) {
+  std::vector<std::string> args{"simulate", "--no-report", "-q"};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  const CliRun r = Gpumux(args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CliSimulateBound,
+    ::testing::Values(
+        BoundCase{"a_billion_seeds",
+                  {"--seeds", "0-999999999"},
+                  "--seeds: '0-999999999' gives more "
+                  "than 10000 seeds"},
+        BoundCase{"many_ranges_adding_up_past_the_limit",
+                  {"--seeds", "0-5000,10000-15000"},
+                  "gives more than 10000 seeds"},
+        BoundCase{"a_nan_load", {"--load", "nan"}, "--load: nan is not a number"},
+        BoundCase{"a_million_threads", {"--threads", "1000000"}, "--threads"},
+        BoundCase{"no_arrivals_allowed", {"--max-arrivals", "0"}, "--max-arrivals"},
+        BoundCase{"a_folder_as_the_pod_list", {"--pods", "/"}, "/: cannot open: is a directory"},
+        BoundCase{"a_folder_as_the_node_list", {"--nodes", "/"}, "/: cannot open: is a directory"},
+        BoundCase{"a_folder_as_the_expected_results",
+                  {"--expect", "/", "--policy", "fgd"},
+                  "/: cannot open: is a directory"}),
+    test::CaseName());
+
+// reliability-repros/replay-duplicate-arrival: an arrival listed twice aborted the simulator
+// ("internal invariant violated"); now exit 2 naming the file and line.
+TEST(Cli, AReplayWithTheSameArrivalTwiceExitsTwoNamingFileAndLine) {
+  test::ScratchDir dir;
+  const std::string nodes = dir.Write("nodes.csv", kNodes);
+  const std::string pods = dir.Write("pods.csv", kPods);
+  std::filesystem::create_directory(dir.path() / "replay");
+  dir.Write("replay/nodes.csv", "node_prefixed,node,prefix\n0-n0,n0,0\n1-n1,n1,1\n2-n2,n2,2\n");
+  const std::string arrivals = dir.Write("replay/arrival.csv",
+                                         "seq,pod,source_pod,node,gpu_index\n"
+                                         "0,p00,p00,0-n0,0\n"
+                                         "0,p00,p00,0-n0,0\n");
+  const CliRun r = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "best-fit",
+                           "--replay", (dir.path() / "replay").string(), "--no-report", "-q"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumux simulate: --replay: " + arrivals +
+                       ":3: seq 0 where 1 is expected (arrivals are numbered 0, 1, 2, ... in row "
+                       "order)\n");
+}
+
 }  // namespace
 }  // namespace gpumux::cli

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "gpumux/cli/cli.h"
+#include "gpumux/sim/dl_workload.h"
 #include "tests/cli/cli_fixtures.h"
 #include "tests/testing/builders.h"
 
@@ -319,7 +321,43 @@ INSTANTIATE_TEST_SUITE_P(
                   {"jobgen", "--arrival", "/nonexistent/times.txt"},
                   {"--arrival: /nonexistent/times.txt: cannot open"}},
         UsageCase{"jobgen_with_a_zero_count", {"jobgen", "--count", "0"}, {"--count"}},
-        UsageCase{"jobgen_with_a_zero_rate", {"jobgen", "--rate", "0"}, {"--rate"}}),
+        UsageCase{"jobgen_with_a_zero_rate", {"jobgen", "--rate", "0"}, {"--rate"}},
+        // reliability-repros/jobgen-tiny-rate: submit times overflowed, exit 0.
+        UsageCase{"jobgen_with_a_rate_that_overflows_time",
+                  {"jobgen", "--rate", "1e-300", "--count", "3"},
+                  {"past the largest submit time 999999999999.999999 s", "--rate 1e-300",
+                   "raise --rate or --load"}},
+        UsageCase{"jobgen_with_a_load_that_overflows_time",
+                  {"jobgen", "--load", "1e-300", "--count", "3"},
+                  {"--load 1e-300", "raise --rate or --load"}},
+        UsageCase{"jobgen_with_a_nan_rate", {"jobgen", "--rate", "nan"}, {"--rate", "nan"}},
+        UsageCase{"jobgen_with_an_infinite_rate", {"jobgen", "--rate", "inf"}, {"--rate"}},
+        UsageCase{"jobgen_with_a_negative_load", {"jobgen", "--load", "-2"}, {"--load"}},
+        UsageCase{"jobgen_with_a_nan_load", {"jobgen", "--load", "nan"}, {"--load"}},
+        UsageCase{
+            "jobgen_with_more_jobs_than_the_limit", {"jobgen", "--count", "1000001"}, {"--count"}},
+        UsageCase{"a_nan_model_error", Dl({"--model-error", "nan"}), {"--model-error"}},
+        UsageCase{
+            "a_nan_reconfiguration_pause", Dl({"--reconfigure-s", "nan"}), {"--reconfigure-s"}},
+        UsageCase{"a_nan_measure_noise", Dl({"--measure-noise", "nan"}), {"--measure-noise"}},
+        UsageCase{"a_nan_load_factor", Dl({"--loads", "nan"}), {"--loads: 'nan'"}},
+        UsageCase{"more_load_factors_than_the_limit",
+                  Dl({"--loads",
+                      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+                      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}),
+                  {"--loads: more than 64 load factors"}},
+        UsageCase{"more_jobs_over_all_loads_than_the_limit",
+                  {"simulate", "--workload", "dl", "--no-report", "-q", "--count", "1000000",
+                   "--loads", "1,2,4"},
+                  {"--count 1000000 x 3 load factors (--loads): 3000000 jobs to simulate, more "
+                   "than 2000000"}},
+        UsageCase{
+            "a_folder_as_the_job_list", Dl({"--jobs", "/"}), {"/: cannot open: is a directory"}},
+        UsageCase{
+            "a_folder_as_the_profile", Dl({"--profile", "/"}), {"/: cannot open: is a directory"}},
+        UsageCase{"jobgen_with_a_folder_of_arrivals",
+                  {"jobgen", "--arrival", "/"},
+                  {"--arrival: /: cannot open: is a directory"}}),
     test::CaseName());
 
 TEST(DlCli, AJobFileWithABadRowExitsTwoNamingFileAndLine) {
@@ -340,6 +378,45 @@ TEST(DlCli, AnArrivalFileThatGoesBackInTimeExitsTwoNamingTheLine) {
   const CliRun r = Gpumux({"jobgen", "--count", "3", "--arrival", times});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(times + ":3: submit times must not decrease"), std::string::npos) << r.err;
+}
+
+// reliability-repros/dl-jobs-submit-overflow: 999999999999.999999 s at --loads 0.001 overflowed
+// int64 microseconds and the run then blamed the cluster.
+TEST(DlCli, ALoadThatPushesASubmitTimePastTheLargestNamesTheJob) {
+  test::ScratchDir dir;
+  const std::string jobs = dir.Write("jobs.csv",
+                                     "job,class,submit_s,gpu_mib\n"
+                                     "j1,lstm,0,8192\n"
+                                     "j2,lstm,999999999999.999999,8192\n");
+  const CliRun r = SimulateDl({"--jobs", jobs, "--policy", "exclusive", "--loads", "0.001"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumux simulate: " + jobs +
+                       ": job 'j2': submit time 999999999999.999999 s at load 0.001 becomes 1e+15 "
+                       "s, past the largest submit time 999999999999.999999 s (--loads)\n");
+  EXPECT_EQ(r.err.find("never ran"), std::string::npos);
+}
+
+// reliability-repros/dl-profile-overflow: target_epochs 1e300 passed validation and the run
+// never finished; a solo memory of INT64_MAX overflowed a conversion.
+TEST(DlCli, AProfileFieldOutOfRangeExitsTwoNamingTheFileAndTheField) {
+  test::ScratchDir dir;
+  const std::string text(sim::DefaultProfileJson());
+  nlohmann::json profile = nlohmann::json::parse(text);
+  profile["classes"][0]["target_epochs"] = 1e300;
+  const std::string epochs = dir.Write("epochs.json", profile.dump());
+  CliRun r = SimulateDl({"--profile", epochs, "--count", "15", "--policy", "exclusive"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumux simulate: " + epochs +
+                       ": workload class 'vgg16': target_epochs 1e+300 is outside (0, 1e+06]\n");
+  profile = nlohmann::json::parse(text);
+  profile["classes"][0]["solo"][0]["memory_mib"] = std::numeric_limits<std::int64_t>::max();
+  const std::string memory = dir.Write("memory.json", profile.dump());
+  r = SimulateDl({"--profile", memory, "--count", "15", "--policy", "exclusive"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(memory + ": workload class 'vgg16': solo point 0: memory_mib "
+                                "9223372036854775807 is outside 1..4294967296"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

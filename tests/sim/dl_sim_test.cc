@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -632,6 +633,12 @@ DlSimOptions With(void (*edit)(DlSimOptions&)) {
   return o;
 }
 
+JobSpec JobAt(std::string id, core::Micros submit_us) {
+  JobSpec j = Job(std::move(id), "short", 0);
+  j.submit_us = submit_us;
+  return j;
+}
+
 class DlSimError : public ::testing::TestWithParam<ErrorCase> {};
 
 TEST_P(DlSimError, IsReportedNamingTheProblem) {
@@ -662,16 +669,93 @@ INSTANTIATE_TEST_SUITE_P(
                       ErrorCase{"no_nodes",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.nodes = 0; }),
-                                "must be positive"},
+                                "the cluster must have 1..100000 GPUs"},
                       ErrorCase{"no_gpus_per_node",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.gpus_per_node = 0; }),
-                                "must be positive"},
+                                "1..64 per node"},
                       ErrorCase{"a_zero_job_limit_per_gpu",
                                 {Job("a", "short", 0)},
                                 With([](DlSimOptions& o) { o.max_jobs_per_gpu = 0; }),
-                                "must be positive"}),
+                                "jobs per GPU must be 1..16"},
+                      ErrorCase{"seventeen_jobs_per_gpu",
+                                {Job("a", "short", 0)},
+                                With([](DlSimOptions& o) { o.max_jobs_per_gpu = 17; }),
+                                "jobs per GPU must be 1..16"},
+                      ErrorCase{"more_gpus_than_the_limit",
+                                {Job("a", "short", 0)},
+                                With([](DlSimOptions& o) {
+                                  o.nodes = 1'000'000;
+                                  o.gpus_per_node = 4;
+                                }),
+                                "the cluster must have 1..100000 GPUs"},
+                      ErrorCase{"a_nan_reconfiguration_pause",
+                                {Job("a", "short", 0)},
+                                With([](DlSimOptions& o) {
+                                  o.reconfigure_s = std::numeric_limits<double>::quiet_NaN();
+                                }),
+                                "the reconfiguration pause must be 0..86400 s"},
+                      ErrorCase{"a_model_error_of_one",
+                                {Job("a", "short", 0)},
+                                With([](DlSimOptions& o) { o.model_error = 1; }),
+                                "model error must be in [0, 1)"},
+                      ErrorCase{"a_negative_measure_noise",
+                                {Job("a", "short", 0)},
+                                With([](DlSimOptions& o) { o.measure_noise = -1; }),
+                                "measure noise must be 0..10"},
+                      ErrorCase{"a_negative_submit_time",
+                                {JobAt("a", -1)},
+                                OneGpu("first-fit"),
+                                "job 'a': submit time -1 us is outside 0..999999999999999999"},
+                      ErrorCase{"a_submit_time_past_the_largest",
+                                {JobAt("a", kMaxSubmitUs + 1)},
+                                OneGpu("first-fit"),
+                                "job 'a': submit time 1000000000000000000 us is outside"},
+                      ErrorCase{"a_job_without_gpu_memory",
+                                {Job("a", "short", 0, 0)},
+                                OneGpu("first-fit"),
+                                "job 'a': no GPU memory asked"}),
     test::CaseName());
+
+TEST(DlSim, AnInvalidProfileIsRefusedBeforeRunning) {
+  policy::WorkloadProfile p = TinyProfile();
+  p.classes[0].target_epochs = 1e300;  // reliability-repros/dl-profile-overflow
+  auto r = RunDl(p, {Job("a", "short", 0)}, OneGpu("first-fit"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "workload class 'short': target_epochs 1e+300 is outside (0, 1e+06]");
+}
+
+// Every number in range, but 4,300 jobs of 8.64e8 s each, one after the other on one GPU from
+// the last submit time (10^12 s): the clock would pass 2^62 us (4.6e12 s). An error naming a
+// job, not an overflow (the UBSan finding of reliability-repros/dl-profile-overflow).
+TEST(DlSim, ARunPastTheClockLimitIsAnErrorNamingAJob) {
+  policy::WorkloadProfile p = TinyProfile();
+  policy::ClassProfile slow = dl_testing::TinyClass("slow", 10, 0.5);
+  slow.solo = {{1, policy::kMaxStepSeconds, 1000, 0.5}};  // 1 sample per day
+  slow.default_batch = 1;
+  p.classes.push_back(slow);
+  ASSERT_TRUE(p.Validate().has_value()) << p.Validate().error().message;
+  EXPECT_DOUBLE_EQ(p.classes.back().SoloSeconds(), 8.64e8);
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 4300; ++i) {
+    JobSpec j = Job(test::Numbered("j", i), "slow", 0);
+    j.submit_us = kMaxSubmitUs;
+    jobs.push_back(j);
+  }
+  DlSimOptions o = OneGpu("exclusive");
+  o.check_invariants = false;
+  auto r = RunDl(p, jobs, o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("(class slow) would run past the simulator's clock limit of "
+                                   "2^62 microseconds"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.rfind("job 'j", 0), 0U) << r.error().message;
+  // The first 4,000 fit: 10^12 + 4000 * 8.64e8 = 4.456e12 s < 4.61e12 s.
+  jobs.resize(4000);
+  EXPECT_TRUE(RunDl(p, jobs, o).has_value());
+}
 
 }  // namespace
 }  // namespace gpumux::sim

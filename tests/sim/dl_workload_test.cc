@@ -25,6 +25,17 @@ using nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // ParseProfile
 
+// A measured set of 17 members, one more than a GPU may hold.
+const std::string kSeventeenAlphas = [] {
+  json set = {{"classes", json::array()}, {"batches", json::array()}, {"slowdown", json::array()}};
+  for (int i = 0; i < 17; ++i) {
+    set["classes"].push_back("alpha");
+    set["batches"].push_back(64);
+    set["slowdown"].push_back(1.5);
+  }
+  return set.dump();
+}();
+
 // A valid profile of two classes; the error cases edit it.
 json ValidProfile() {
   return json::parse(R"({
@@ -136,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(
                          "replace",
                          "/gpu/memory_mib",
                          "0",
-                         {"gpu_memory_mib must be positive"}},
+                         {"gpu memory_mib 0 is outside 1..4294967296"}},
         ProfileErrorCase{"no_classes", "remove", "/classes", "", {"missing array 'classes'"}},
         ProfileErrorCase{
             "classes_not_an_array", "replace", "/classes", "{}", {"missing array 'classes'"}},
@@ -206,12 +217,13 @@ INSTANTIATE_TEST_SUITE_P(
                          "replace",
                          "/classes/0/solo/0/step_s",
                          "-0.1",
-                         {"workload class 'alpha'", "solo point 0", "step_s > 0"}},
+                         {"workload class 'alpha': solo point 0: step_s -0.1 is outside [1e-06, "
+                          "86400]"}},
         ProfileErrorCase{"a_zero_batch_in_a_solo_point",
                          "replace",
                          "/classes/0/solo/0/batch",
                          "0",
-                         {"workload class 'alpha'", "solo point 0", "batch > 0"}},
+                         {"workload class 'alpha': solo point 0: batch 0 is outside 1..1048576"}},
         ProfileErrorCase{"descending_solo_batches",
                          "replace",
                          "/classes/0/solo/1/batch",
@@ -221,27 +233,27 @@ INSTANTIATE_TEST_SUITE_P(
                          "replace",
                          "/classes/0/default_batch",
                          "0",
-                         {"workload class 'alpha': default_batch must be positive"}},
+                         {"workload class 'alpha': default_batch 0 is outside 1..1048576"}},
         ProfileErrorCase{"a_negative_noise_scale",
                          "replace",
                          "/classes/0/noise_scale",
                          "-5.0",
-                         {"workload class 'alpha': noise_scale must be positive"}},
+                         {"workload class 'alpha': noise_scale -5 is outside (0, 1e+12]"}},
         ProfileErrorCase{"zero_dataset_samples",
                          "replace",
                          "/classes/0/dataset_samples",
                          "0",
-                         {"workload class 'alpha': dataset_samples must be positive"}},
+                         {"workload class 'alpha': dataset_samples 0 is outside 1..1000000000000"}},
         ProfileErrorCase{"zero_target_epochs",
                          "replace",
                          "/classes/0/target_epochs",
                          "0",
-                         {"workload class 'alpha': target_epochs must be positive"}},
+                         {"workload class 'alpha': target_epochs 0 is outside (0, 1e+06]"}},
         ProfileErrorCase{"a_companion_overhead_of_one",
                          "replace",
                          "/companion_overhead",
                          "1.0",
-                         {"companion_overhead must be in [0, 1)"}},
+                         {"companion_overhead 1 is outside [0, 1)"}},
         ProfileErrorCase{"a_negative_companion_overhead",
                          "replace",
                          "/companion_overhead",
@@ -291,7 +303,88 @@ INSTANTIATE_TEST_SUITE_P(
                          "replace",
                          "/classes/0/default_batch",
                          "true",
-                         {"default_batch"}}),
+                         {"default_batch"}},
+        // Upper bounds: numbers that passed "positive" once, then overflowed an integer
+        // conversion or the simulator's clock (reliability-repros/dl-profile-overflow).
+        ProfileErrorCase{"gpu_memory_beyond_what_a_gpu_may_have",
+                         "replace",
+                         "/gpu/memory_mib",
+                         "8589934592",
+                         {"gpu memory_mib 8589934592 is outside 1..4294967296"}},
+        ProfileErrorCase{"a_solo_memory_of_int64_max",
+                         "replace",
+                         "/classes/0/solo/1/memory_mib",
+                         "9223372036854775807",
+                         {"workload class 'alpha': solo point 1: memory_mib 9223372036854775807 "
+                          "is outside 1..4294967296"}},
+        ProfileErrorCase{"a_solo_memory_past_int64",
+                         "replace",
+                         "/classes/0/solo/1/memory_mib",
+                         "18446744073709551615",
+                         {"field 'memory_mib': 18446744073709551615 is outside the range"}},
+        ProfileErrorCase{"a_default_batch_past_int",
+                         "replace",
+                         "/classes/0/default_batch",
+                         "3000000000",
+                         {"field 'default_batch': 3000000000 is outside the range"}},
+        ProfileErrorCase{"a_default_batch_below_int",
+                         "replace",
+                         "/classes/0/default_batch",
+                         "-3000000000",
+                         {"field 'default_batch': -3000000000 is outside the range"}},
+        ProfileErrorCase{"a_batch_past_the_limit",
+                         "replace",
+                         "/classes/1/solo/0/batch",
+                         "2097152",
+                         {"workload class 'beta': solo point 0: batch 2097152 is outside "
+                          "1..1048576"}},
+        ProfileErrorCase{"a_step_time_of_1e300",
+                         "replace",
+                         "/classes/0/solo/0/step_s",
+                         "1e300",
+                         {"workload class 'alpha': solo point 0: step_s 1e+300 is outside [1e-06, "
+                          "86400]"}},
+        ProfileErrorCase{"target_epochs_of_1e300",
+                         "replace",
+                         "/classes/0/target_epochs",
+                         "1e300",
+                         {"workload class 'alpha': target_epochs 1e+300 is outside (0, 1e+06]"}},
+        ProfileErrorCase{"dataset_samples_of_int64_max",
+                         "replace",
+                         "/classes/1/dataset_samples",
+                         "9223372036854775807",
+                         {"workload class 'beta': dataset_samples 9223372036854775807 is outside "
+                          "1..1000000000000"}},
+        ProfileErrorCase{"a_noise_scale_of_1e300",
+                         "replace",
+                         "/classes/0/noise_scale",
+                         "1e300",
+                         {"workload class 'alpha': noise_scale 1e+300 is outside (0, 1e+12]"}},
+        // Every field in range, but 10^18 samples at 800 per second: 1.25e15 s alone.
+        ProfileErrorCase{"a_solo_time_past_the_limit",
+                         "replace",
+                         "/classes/0",
+                         R"({"name": "alpha", "default_batch": 64, "noise_scale": 1000.0,
+                             "dataset_samples": 1000000000000, "target_epochs": 1000000,
+                             "solo": [{"batch": 64, "step_s": 0.08, "memory_mib": 2500,
+                                       "gpu_busy": 0.6}]})",
+                         {"workload class 'alpha': reaching the target alone at the default batch "
+                          "takes 1.25e+15 s, more than 1e+09 s"}},
+        ProfileErrorCase{"a_measured_set_of_seventeen_classes",
+                         "replace",
+                         "/measured/0",
+                         kSeventeenAlphas.c_str(),
+                         {"measured set 0 has 17 classes, more than 16"}},
+        ProfileErrorCase{"a_measured_slowdown_of_a_million",
+                         "replace",
+                         "/measured/0/slowdown/0",
+                         "1e6",
+                         {"measured set 0: slowdown 1e+06 is outside [1, 1000]"}},
+        ProfileErrorCase{"measured_sets_not_in_an_array",
+                         "replace",
+                         "/measured",
+                         "{}",
+                         {"'measured' is not an array"}}),
     test::CaseName());
 
 TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
@@ -845,8 +938,117 @@ INSTANTIATE_TEST_SUITE_P(
                      [](JobGenOptions& g) {
                        g.mix.push_back({"bert", 1});
                      },
-                     "unknown workload class 'bert'"}),
+                     "unknown workload class 'bert'"},
+        GenErrorCase{"more_jobs_than_the_limit", [](JobGenOptions& g) { g.count = 1'000'001; },
+                     "the job count 1000001 is more than 1000000"},
+        GenErrorCase{"an_infinite_rate",
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = std::numeric_limits<double>::infinity();
+                     },
+                     "the rate must be positive and finite (rate_per_s inf)"},
+        GenErrorCase{"a_nan_rate",
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = std::numeric_limits<double>::quiet_NaN();
+                     },
+                     "the rate must be positive and finite (rate_per_s nan)"},
+        // reliability-repros/jobgen-tiny-rate: "-9223372036854.-775808" was written, exit 0.
+        GenErrorCase{"a_rate_so_small_that_times_overflow",
+                     [](JobGenOptions& g) {
+                       g.rate_per_s = 1e-300;
+                       g.rate_name = "--rate";
+                       g.load_name = "--load";
+                     },
+                     "past the largest submit time 999999999999.999999 s: --rate 1e-300 at --load "
+                     "1 spaces jobs about 1e+300 s apart (raise --rate or --load)"},
+        GenErrorCase{"a_load_so_small_that_times_overflow",
+                     [](JobGenOptions& g) { g.load = 1e-300; },
+                     "job j0002 would be submitted at"},
+        GenErrorCase{"file_times_that_a_small_load_pushes_past_the_largest",
+                     [](JobGenOptions& g) {
+                       g.arrival = ArrivalKind::kFile;
+                       g.submit_times.assign(10, 999'999'999'999'000'000);
+                       g.load = 0.5;
+                     },
+                     "job j0001: the submit time 999999999999.000000 s at load 0.5 passes the "
+                     "largest submit time"},
+        GenErrorCase{"a_memory_range_past_a_gpu",
+                     [](JobGenOptions& g) {
+                       g.max_gpu_mib = std::numeric_limits<core::MiB>::max();
+                     },
+                     "the GPU memory range ends past 4294967296 MiB"},
+        GenErrorCase{"weights_that_add_up_to_infinity",
+                     [](JobGenOptions& g) { g.mix = {{"vgg16", 1e308}, {"lstm", 1e308}}; },
+                     "the weights of the class mix add up to infinity"},
+        GenErrorCase{"a_nan_weight",
+                     [](JobGenOptions& g) {
+                       g.mix = {{"vgg16", std::numeric_limits<double>::quiet_NaN()}};
+                     },
+                     "the weight of class 'vgg16' is not a finite number > 0"}),
     test::CaseName());
+
+TEST(DlJobGen, TheLastRepresentableSubmitTimeIsAccepted) {
+  JobGenOptions g = Gen(2);
+  g.arrival = ArrivalKind::kFile;
+  g.submit_times = {0, kMaxSubmitUs};
+  const auto jobs = GenOk(g);
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(FormatSeconds(jobs[1].submit_us), "999999999999.999999");
+  std::stringstream text;
+  WriteJobs(text, jobs);
+  EXPECT_TRUE(ReadJobs(text, "round-trip", DefaultProfile()).has_value())
+      << "what jobgen writes, simulate reads";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load factors on a job list.
+
+TEST(DlScaleSubmitTimes, DividesByTheLoadRoundingToTheMicrosecond) {
+  std::vector<JobSpec> jobs{{"a", "vgg16", 0, 6144}, {"b", "vgg16", 2500001, 6144}};
+  auto two = ScaleSubmitTimes(jobs, 2);
+  ASSERT_TRUE(two.has_value()) << two.error().message;
+  EXPECT_EQ((*two)[0].submit_us, 0);
+  EXPECT_EQ((*two)[1].submit_us, 1250001) << "half away from zero";
+  EXPECT_EQ((*two)[1].id, "b");
+}
+
+// reliability-repros/dl-jobs-submit-overflow: 999999999999.999999 s at load 0.001 overflowed
+// int64 microseconds, then the run blamed the cluster ("never ran: no GPU can take it").
+TEST(DlScaleSubmitTimes, ATimePushedPastTheLargestNamesTheJobAndItsSubmitTime) {
+  std::vector<JobSpec> jobs{{"j1", "lstm", 0, 8192}, {"j2", "lstm", kMaxSubmitUs, 8192}};
+  auto r = ScaleSubmitTimes(jobs, 0.001);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "job 'j2': submit time 999999999999.999999 s at load 0.001 becomes 1e+15 s, past the "
+            "largest submit time 999999999999.999999 s");
+  for (double load : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+                      std::numeric_limits<double>::infinity()}) {
+    EXPECT_FALSE(ScaleSubmitTimes(jobs, load).has_value()) << load;
+  }
+  EXPECT_TRUE(ScaleSubmitTimes(jobs, 1.0).has_value());
+}
+
+TEST(DlJobs, AListOfMoreJobsThanTheLimitIsRefusedAtTheFirstRowPastIt) {
+  std::string text = kHeader;
+  text.reserve((kMaxDlJobs + 2) * 24);
+  for (std::size_t i = 0; i <= kMaxDlJobs; ++i) {
+    text += test::Numbered("j", static_cast<std::int64_t>(i));
+    text += ",lstm,0,8192\n";
+  }
+  std::istringstream in(text);
+  auto jobs = ReadJobs(in, "jobs.csv", DefaultProfile());
+  ASSERT_FALSE(jobs.has_value());
+  EXPECT_EQ(jobs.error().message,
+            "jobs.csv:1000002: more than 1000000 jobs (the most a job list may hold)");
+}
+
+TEST(DlProfile, AFolderOrAnOversizeFileIsRefusedByName) {
+  test::ScratchDir dir;
+  EXPECT_EQ(LoadProfile(dir.path().string()).error().message,
+            dir.path().string() + ": cannot open: is a directory (expected a file)");
+  const std::string big = dir.Write("big.json", std::string(kMaxProfileBytes + 1, ' '));
+  EXPECT_EQ(LoadProfile(big).error().message,
+            big + ": cannot open: larger than 16777216 bytes");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Submit-time files.
@@ -888,6 +1090,20 @@ INSTANTIATE_TEST_SUITE_P(
                       TimesErrorCase{"seven_decimals", "0\n\n1.0000001\n", ":3: '1.0000001'"},
                       TimesErrorCase{"only_comments", "# nothing\n\n", ": no times"}),
     test::CaseName());
+
+TEST(DlSubmitTimes, ParseSubmitTimesReadsAStreamAndBoundsItsLength) {
+  std::istringstream in("0\n1.5 # a comment\n\n2\n");
+  auto t = ParseSubmitTimes(in, "times");
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  EXPECT_EQ(*t, (std::vector<core::Micros>{0, 1500000, 2000000}));
+  std::string many;
+  for (std::size_t i = 0; i <= kMaxDlJobs; ++i) many += "0\n";
+  std::istringstream big(many);
+  auto r = ParseSubmitTimes(big, "times");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "times:1000001: more than 1000000 times (the most jobs a list holds)");
+}
 
 TEST(DlSubmitTimes, NamesAMissingFile) {
   test::ScratchDir dir;

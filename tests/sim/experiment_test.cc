@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -146,6 +148,97 @@ TEST_F(SmallExperiment, AnUnknownPolicyIsAnError) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, core::ErrorCode::kNotFound);
   EXPECT_NE(r.error().message.find("fgd"), std::string::npos);
+}
+
+// A plan from a caller (not a parsed replay) with one name twice used to abort in the ledger
+// ("engine chose a placement the ledger refuses"): now an error naming the arrival.
+TEST_F(SmallExperiment, AnArrivalNameThatArrivesTwiceIsAnErrorNotAnAbort) {
+  plan_.arrivals[2] = Arrival{1, "b", {}, {}};
+  auto r = RunExperiment(*workload_, plan_, "best-fit", 1, 1.3);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "hand-made: arrival 2: pod 'b' arrives twice (arrival names must be distinct)");
+}
+
+TEST_F(SmallExperiment, APlanThatDoesNotFitTheWorkloadIsAnError) {
+  ArrivalPlan wrong_pod = plan_;
+  wrong_pod.arrivals[1].pod = 3;
+  auto r = RunExperiment(*workload_, wrong_pod, "best-fit", 1, 1.3);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "hand-made: arrival 'b' names pod #3 of 3");
+  ArrivalPlan wrong_ranks = plan_;
+  wrong_ranks.node_rank = {0, 1};
+  r = RunExperiment(*workload_, wrong_ranks, "best-fit", 1, 1.3);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "hand-made: 2 node ranks for 1 nodes");
+}
+
+TEST(Experiment, TwoNodesOfTheSameRankAreAnErrorNotAnAbort) {
+  auto w = MakeWorkload(
+      "two", ClusterBuilder().Node("a", 8000, 8192).Gpus(1).Node("b", 8000, 8192).Gpus(1).Specs(),
+      {RequestBuilder("p").Cpu(1).Share(100)});
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  ArrivalPlan plan;
+  plan.arrivals = {Arrival{0, "p", {}, {}}};
+  plan.node_rank = {3, 3};
+  plan.origin = "hand-made";
+  auto r = RunExperiment(*w, plan, "best-fit", 1, 1.3);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "hand-made: two nodes have the same rank (ranks break score ties: they must differ)");
+}
+
+TEST_F(SmallExperiment, ALoadOutsideZeroToAHundredIsAnError) {
+  for (double load : {0.0, -1.0, 101.0, 1e300, std::numeric_limits<double>::quiet_NaN()}) {
+    auto r = RunExperiment(*workload_, plan_, "best-fit", 1, load);
+    ASSERT_FALSE(r.has_value()) << load;
+    EXPECT_NE(r.error().message.find("is outside (0, 100]"), std::string::npos)
+        << r.error().message;
+  }
+}
+
+TEST(Experiment, ALongExperimentReportsItsProgressFromItsThread) {
+  const Workload& w = testing_fixtures::EmbeddedWorkload();
+  const ArrivalPlan plan = MakeStudyArrivals(w.pods, w.cluster, 7, 1.3);
+  ExperimentOptions options;
+  options.progress_interval = std::chrono::milliseconds(0);  // every check: every 64 arrivals
+  std::vector<std::size_t> done;
+  options.progress = [&](const ExperimentProgress& p) {
+    EXPECT_EQ(p.policy, "best-fit");
+    EXPECT_EQ(p.seed, 7U);
+    EXPECT_EQ(p.total, plan.arrivals.size());
+    EXPECT_GE(p.elapsed_s, 0.0);
+    done.push_back(p.done);
+  };
+  auto r = RunExperiment(w, plan, "best-fit", 7, 1.3, options);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(done.size(), (plan.arrivals.size() - 1) / 64);
+  for (std::size_t i = 0; i < done.size(); ++i) EXPECT_EQ(done[i], 64 * (i + 1));
+
+  // An experiment shorter than the interval says nothing.
+  options.progress_interval = std::chrono::hours(1);
+  done.clear();
+  ASSERT_TRUE(RunExperiment(w, plan, "best-fit", 7, 1.3, options).has_value());
+  EXPECT_TRUE(done.empty());
+}
+
+TEST(MakeWorkload, RefusesAPodNamedLikeAResampledCopyOfAnother) {
+  // The copies of pod "a" are named "a-tuned-0", "a-tuned-1", ...: a pod of that name would
+  // collide with one of them in the ledger.
+  auto w = MakeWorkload("w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
+                        {RequestBuilder("a").Cpu(1).Share(100),
+                         RequestBuilder("a-tuned-0").Cpu(1).Share(100)});
+  ASSERT_FALSE(w.has_value());
+  EXPECT_EQ(w.error().message,
+            "pod 'a-tuned-0' is named like a resampled copy of pod 'a' (names "
+            "'<pod>-tuned-<number>' are the copies' names)");
+  // Names that only look alike are fine.
+  for (const char* name : {"b-tuned-0", "a-tuned-", "a-tuned-x", "-tuned-1", "a-tuned"}) {
+    auto ok = MakeWorkload("w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
+                           {RequestBuilder("a").Cpu(1).Share(100),
+                            RequestBuilder(name).Cpu(1).Share(100)});
+    EXPECT_TRUE(ok.has_value()) << name << ": " << ok.error().message;
+  }
 }
 
 TEST(MakeWorkload, RefusesInvalidNodesAndPodsAndComputesTypicalPods) {

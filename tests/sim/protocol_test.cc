@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "gpumux/core/rng.h"
 #include "tests/sim/sim_fixtures.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/subprocess.h"
@@ -215,6 +218,106 @@ TEST(MakeStudyArrivals, APodListWithoutGpuDemandTerminatesWithoutCopies) {
   EXPECT_EQ(plan.arrivals.size(), 2U);
 }
 
+// The protocol as it was first written: removals by order.erase(begin() + victim), O(n) each.
+// The O(log n) removal must make the same draws and keep the same pods in the same order.
+std::vector<std::size_t> QuadraticRemovalOrder(std::span<const core::Request> pods,
+                                               const core::Cluster& cluster, std::uint64_t seed,
+                                               double load) {
+  std::vector<std::size_t> order(pods.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return pods[a].name < pods[b].name; });
+  core::Rng shuffle(seed, "shuffle");
+  shuffle.Shuffle(std::span<std::size_t>(order));
+  const double target = load * static_cast<double>(cluster.total_gpu_milli());
+  core::MilliGpu total = TotalGpuMilli(pods);
+  core::Rng tune(seed, "tune");
+  while (static_cast<double>(total) > target && !order.empty()) {
+    const auto victim = static_cast<std::ptrdiff_t>(tune.Below(order.size()));
+    total -= pods[order[static_cast<std::size_t>(victim)]].total_gpu_milli();
+    order.erase(order.begin() + victim);
+  }
+  return order;
+}
+
+TEST(MakeStudyArrivals, TuningDownKeepsExactlyThePodsTheQuadraticRemovalKept) {
+  const Workload& w = EmbeddedWorkload();
+  for (double load : {0.05, 0.3, 0.6, 0.77}) {  // all below the trace's own total
+    for (std::uint64_t seed : {1ULL, 42ULL, 977ULL}) {
+      const ArrivalPlan plan = MakeStudyArrivals(w.pods, w.cluster, seed, load);
+      const std::vector<std::size_t> expected =
+          QuadraticRemovalOrder(w.pods, w.cluster, seed, load);
+      ASSERT_EQ(plan.arrivals.size(), expected.size()) << "load " << load << " seed " << seed;
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_EQ(plan.arrivals[i].pod, expected[i]) << "load " << load << " seed " << seed;
+      }
+    }
+  }
+  // Every pod removed (a load too small for any pod) and none removed.
+  const core::Cluster one = ClusterBuilder().Node("n", 64000, 65536).Gpus(1).Build();
+  std::vector<core::Request> pods;
+  for (int i = 0; i < 50; ++i) pods.push_back(RequestBuilder(test::Numbered("p", i)).Share(700));
+  EXPECT_TRUE(MakeStudyArrivals(pods, one, 3, 0.5).arrivals.empty());
+  EXPECT_EQ(MakeStudyArrivals(pods, one, 3, 35.0).arrivals.size(), 50U);
+}
+
+// reliability-repros/simulate-tiny-pod-resample: one 1-milli pod resampled to 1.3 x 6,212 GPUs
+// would be about 8 million arrivals. The limit refuses it before building anything.
+TEST(MakeStudyArrivals, APlanBeyondTheArrivalLimitIsRefusedNamingSeedLoadAndLimit) {
+  const Workload& w = EmbeddedWorkload();
+  const std::vector<core::Request> tiny{RequestBuilder("p1").Share(1)};
+  const ArrivalLimit limit{1000, "--max-arrivals"};
+  for (auto r : {MakeStudyArrivals(tiny, w.cluster, 42, 1.3, limit).error(),
+                 CountStudyArrivals(tiny, w.cluster, 42, 1.3, limit).error()}) {
+    EXPECT_EQ(r.code, core::ErrorCode::kFailedPrecondition);
+    EXPECT_EQ(r.message,
+              "seed 42: resampling the 1 pods to load 1.3 makes more than 1000 arrivals, the "
+              "limit per experiment (--max-arrivals)");
+  }
+  // The embedded trace at 1.3 makes 10,8xx arrivals: within 20,000, beyond 10,000 (tuned up).
+  auto count = CountStudyArrivals(w.pods, w.cluster, 42, 1.3, ArrivalLimit{20000, "x"});
+  ASSERT_TRUE(count.has_value()) << count.error().message;
+  EXPECT_EQ(*count, MakeStudyArrivals(w.pods, w.cluster, 42, 1.3).arrivals.size());
+  EXPECT_FALSE(CountStudyArrivals(w.pods, w.cluster, 42, 1.3, ArrivalLimit{10000, "x"}));
+  // Tuned down, the pods left count: 8,152 pods thinned to load 0.3 fit a limit of 5,000.
+  auto down = MakeStudyArrivals(w.pods, w.cluster, 42, 0.3, ArrivalLimit{5000, "x"});
+  ASSERT_TRUE(down.has_value()) << down.error().message;
+  EXPECT_LT(down->arrivals.size(), 5000U);
+  EXPECT_FALSE(MakeStudyArrivals(w.pods, w.cluster, 42, 0.3, ArrivalLimit{1000, "x"}));
+}
+
+TEST(CheckStudyArrivals, NamesTheFirstSeedWhosePlanPassesTheLimit) {
+  const core::Cluster cluster = ClusterBuilder().Node("n", 64000, 65536).Gpus(2).Build();
+  // Two pods of 100 milli on 2,000 milli: load 1 makes copies up to 2,000 milli, 20 arrivals
+  // (the study's rule stops at the first draw past the target, so exactly 20 here).
+  const std::vector<core::Request> pods{RequestBuilder("a").Share(100),
+                                        RequestBuilder("b").Share(100)};
+  const std::vector<std::uint64_t> seeds{5, 6, 7};
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 1.0, ArrivalLimit{20, "x"}));
+  auto r = CheckStudyArrivals(pods, cluster, seeds, 1.0, ArrivalLimit{19, "--max-arrivals"});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "seed 5: resampling the 2 pods to load 1 makes more than 19 arrivals, the limit per "
+            "experiment (--max-arrivals)");
+  // Thinning only (load 0.05 is 100 milli: one pod is left): a list within the limit is within
+  // it for every seed, and a list beyond it is counted seed by seed.
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 0.05, ArrivalLimit{2, "x"}));
+  EXPECT_TRUE(CheckStudyArrivals(pods, cluster, seeds, 0.05, ArrivalLimit{1, "x"}));
+  EXPECT_EQ(CountStudyArrivals(pods, cluster, 5, 0.05, ArrivalLimit{1, "x"}).value_or(0), 1U);
+}
+
+TEST(MakeStudyArrivals, ResamplingAMillionPodsTakesSecondsNotMinutes) {
+  // 10^6 pods of 1 GPU each on one GPU: all but one removed, 999,999 draws. The quadratic
+  // removal moved about 5 * 10^11 indices here; the tree does it in well under a second.
+  const core::Cluster one = ClusterBuilder().Node("n", 64000, 65536).Gpus(1).Build();
+  std::vector<core::Request> pods;
+  pods.reserve(1'000'000);
+  for (int i = 0; i < 1'000'000; ++i)
+    pods.push_back(RequestBuilder(test::Numbered("p", i)).Gpus(1));
+  ASSERT_TRUE(test::FinishesInChild(
+      [&] { (void)MakeStudyArrivals(pods, one, 42, 1.0, ArrivalLimit{}); }, 60));
+}
+
 // ---------------------------------------------------------------- replay folders
 
 TEST(LoadReplay, AMissingFolderIsAnIoError) {
@@ -223,7 +326,8 @@ TEST(LoadReplay, AMissingFolderIsAnIoError) {
   auto plan = LoadReplay((dir.path() / "nope").string(), w.pods, w.cluster);
   ASSERT_FALSE(plan.has_value());
   EXPECT_EQ(plan.error().code, core::ErrorCode::kIo);
-  EXPECT_NE(plan.error().message.find("nodes.csv: cannot open"), std::string::npos);
+  EXPECT_NE(plan.error().message.find("arrival.csv: cannot open: no such file"), std::string::npos)
+      << plan.error().message;
 }
 
 constexpr const char* kReplayNodes = "node_prefixed,node,prefix\n0001-n-a,n-a,1\n0000-n-b,n-b,0\n";
@@ -319,7 +423,49 @@ INSTANTIATE_TEST_SUITE_P(
                         "arrival.csv:2: bad gpu_index '64': an index must be 0..63"},
         ReplayErrorCase{"an_empty_gpu_index_between_dashes", kReplayNodes,
                         kArrivalHeader + "0,p2,p2,0000-n-b,0--1\n",
-                        "arrival.csv:2: bad gpu_index '0--1': an empty index between dashes"}),
+                        "arrival.csv:2: bad gpu_index '0--1': an empty index between dashes"},
+        // reliability-repros/replay-duplicate-arrival: the same row twice aborted the ledger.
+        ReplayErrorCase{"the_same_arrival_twice", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,0\n0,p1,p1,0000-n-b,0\n",
+                        "arrival.csv:3: seq 0 where 1 is expected"},
+        ReplayErrorCase{"one_pod_name_arriving_twice", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,0\n1,p2,p2,,\n2,p1,p1,,\n",
+                        "arrival.csv:4: pod 'p1' arrives twice (first on line 2)"},
+        ReplayErrorCase{"a_seq_that_skips", kReplayNodes, kArrivalHeader + "0,p1,p1,,\n2,p2,p2,,\n",
+                        "arrival.csv:3: seq 2 where 1 is expected"},
+        ReplayErrorCase{"a_negative_seq", kReplayNodes, kArrivalHeader + "-1,p1,p1,,\n",
+                        "arrival.csv:2: seq -1 where 0 is expected"},
+        ReplayErrorCase{"an_empty_arrival_name", kReplayNodes, kArrivalHeader + "0,,p1,,\n",
+                        "arrival.csv:2: empty pod name"},
+        ReplayErrorCase{"gpus_for_an_arrival_the_study_failed", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,,0\n",
+                        "arrival.csv:2: gpu_index '0' for an arrival the study failed"},
+        ReplayErrorCase{"fewer_gpus_than_the_pod_asks", kReplayNodes,
+                        kArrivalHeader + "0,p2,p2,0000-n-b,0\n",
+                        "arrival.csv:2: gpu_index '0' names 1 GPUs but pod 'p2' asks 2"},
+        ReplayErrorCase{"no_gpu_for_a_gpu_pod", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,\n",
+                        "arrival.csv:2: gpu_index '' names 0 GPUs but pod 'p1' asks 1"},
+        ReplayErrorCase{"a_gpu_the_node_does_not_have", kReplayNodes,
+                        kArrivalHeader + "0,p1,p1,0000-n-b,2\n",
+                        "arrival.csv:2: gpu_index '2': node n-b has 2 GPUs"},
+        ReplayErrorCase{"one_gpu_listed_twice", kReplayNodes,
+                        kArrivalHeader + "0,p2,p2,0000-n-b,1-1\n",
+                        "arrival.csv:2: bad gpu_index '1-1': GPU 1 is listed twice"},
+        ReplayErrorCase{"no_arrivals", kReplayNodes, kArrivalHeader, "arrival.csv: no arrivals"},
+        ReplayErrorCase{"a_rank_beyond_the_node_count",
+                        "node_prefixed,node,prefix\n0001-n-a,n-a,1\n9999-n-b,n-b,9999\n",
+                        kArrivalHeader, "nodes.csv:3: prefix 9999 is outside 0..1"},
+        ReplayErrorCase{"a_negative_rank", "node_prefixed,node,prefix\n0001-n-a,n-a,-1\n",
+                        kArrivalHeader, "nodes.csv:2: prefix -1 is outside 0..1"},
+        ReplayErrorCase{"a_node_listed_twice",
+                        "node_prefixed,node,prefix\n0001-n-a,n-a,1\n0000-n-a,n-a,0\n",
+                        kArrivalHeader, "nodes.csv:3: node 'n-a' is listed twice"},
+        ReplayErrorCase{"one_prefixed_name_for_two_nodes",
+                        "node_prefixed,node,prefix\nx,n-a,1\nx,n-b,0\n", kArrivalHeader,
+                        "nodes.csv:3: node_prefixed 'x' is listed twice"},
+        ReplayErrorCase{"an_empty_prefixed_name", "node_prefixed,node,prefix\n,n-a,1\n",
+                        kArrivalHeader, "nodes.csv:2: empty node_prefixed"}),
     test::CaseName());
 
 TEST_F(ReplayFolder, TwoNodesWithTheSameRankAreAnInputError) {
@@ -330,6 +476,41 @@ TEST_F(ReplayFolder, TwoNodesWithTheSameRankAreAnInputError) {
                    "seq,pod,source_pod,node,gpu_index\n0,p1,p1,0000-n-a,0\n");
   ASSERT_FALSE(plan.has_value());
   EXPECT_NE(plan.error().message.find("nodes.csv:3:"), std::string::npos) << plan.error().message;
+}
+
+TEST_F(ReplayFolder, MoreRowsThanTheArrivalLimitAreRefusedAtTheFirstRowPastIt) {
+  dir_.Write("nodes.csv", kReplayNodes);
+  dir_.Write("arrival.csv", kArrivalHeader + "0,p1,p1,,\n1,p1-tuned-0,p1,,\n2,x,p1,,\n");
+  auto plan = LoadReplay(dir_.path().string(), pods_, cluster_, ArrivalLimit{2, "--max-arrivals"});
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_NE(plan.error().message.find("arrival.csv:4: more than 2 arrivals, the limit per "
+                                      "experiment (--max-arrivals)"),
+            std::string::npos)
+      << plan.error().message;
+  EXPECT_TRUE(LoadReplay(dir_.path().string(), pods_, cluster_, ArrivalLimit{3, "x"}));
+}
+
+TEST_F(ReplayFolder, AFolderInPlaceOfAFileIsNamed) {
+  dir_.Write("nodes.csv", kReplayNodes);
+  std::filesystem::create_directory(dir_.path() / "arrival.csv");
+  auto plan = LoadReplay(dir_.path().string(), pods_, cluster_);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().message, (dir_.path() / "arrival.csv").string() +
+                                      ": cannot open: is a directory (expected a file)");
+}
+
+TEST_F(ReplayFolder, ParseReplayReadsStreamsAndNamesItsSources) {
+  std::istringstream nodes(kReplayNodes);
+  std::istringstream arrivals(kArrivalHeader + "0,p2,p2,0000-n-b,0-1\n1,p1,p1,,\n");
+  auto plan = ParseReplay(nodes, "n.csv", arrivals, "a.csv", pods_, cluster_);
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  EXPECT_EQ(plan->origin, "replay a.csv");
+  EXPECT_EQ(plan->arrivals.size(), 2U);
+  std::istringstream nodes2(kReplayNodes);
+  std::istringstream bad(kArrivalHeader + "0,p9,p9,,\n");
+  auto err = ParseReplay(nodes2, "n.csv", bad, "a.csv", pods_, cluster_);
+  ASSERT_FALSE(err.has_value());
+  EXPECT_EQ(err.error().message, "a.csv:2: source_pod 'p9' is not in the pod list");
 }
 
 TEST(LoadReplay, TheStudysReplayOfFgdSeed42Has10866ArrivalsOnEveryNode) {

@@ -95,16 +95,19 @@ TEST_P(ExpectedResultsReject, WithFileAndLine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, ExpectedResultsReject,
-    ::testing::Values(ExpectedErrorCase{"a_missing_curve_column",
-                                        "workload,sc_policy,tune,seed,0,1\n",
-                                        "e.csv:1: missing column '2'"},
-                      ExpectedErrorCase{"a_value_that_is_not_a_number",
-                                        ExpectedHeader() + ExpectedRowText("3", "abc"),
-                                        "e.csv:2: column '5': 'abc' is not a number"},
-                      ExpectedErrorCase{"a_negative_seed",
-                                        ExpectedHeader() + ExpectedRowText("-3", "1"),
-                                        "e.csv:2: negative seed"},
-                      ExpectedErrorCase{"an_empty_file", "", "e.csv: empty file"}),
+    ::testing::Values(
+        ExpectedErrorCase{"a_missing_curve_column", "workload,sc_policy,tune,seed,0,1\n",
+                          "e.csv:1: missing column '2'"},
+        ExpectedErrorCase{"a_value_that_is_not_a_number",
+                          ExpectedHeader() + ExpectedRowText("3", "abc"),
+                          "e.csv:2: column '5': 'abc' is not a number"},
+        ExpectedErrorCase{"a_negative_seed", ExpectedHeader() + ExpectedRowText("-3", "1"),
+                          "e.csv:2: negative seed"},
+        ExpectedErrorCase{"a_nan_value", ExpectedHeader() + ExpectedRowText("3", "nan"),
+                          "e.csv:2: column '5': nan is not a finite number"},
+        ExpectedErrorCase{"an_infinite_value", ExpectedHeader() + ExpectedRowText("3", "inf"),
+                          "e.csv:2: column '5': inf is not a finite number"},
+        ExpectedErrorCase{"an_empty_file", "", "e.csv: empty file"}),
     test::CaseName());
 
 TEST(StudyPolicyName, MapsTheSixStudyPoliciesAndNothingElse) {

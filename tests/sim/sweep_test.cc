@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,6 +99,52 @@ TEST(RunSweep, RefusesAnUnknownPolicyNoSeedsAndANonPositiveLoad) {
     r = RunSweep(w, config);
     ASSERT_FALSE(r.has_value());
     EXPECT_NE(r.error().message.find("load must be positive"), std::string::npos);
+  }
+}
+
+// reliability-repros/simulate-tiny-pod-resample: one 1-milli pod resampled to 1.3 x the
+// embedded cluster is about 8 million arrivals; refused before any experiment runs.
+TEST(RunSweep, ASeedWhosePlanPassesTheArrivalLimitIsRefusedUpFront) {
+  const Workload& e = EmbeddedWorkload();
+  std::vector<core::NodeSpec> nodes(e.cluster.nodes().begin(), e.cluster.nodes().end());
+  core::Request tiny;
+  tiny.name = "p1";
+  tiny.cpu_milli = 100;
+  tiny.gpu_count = 1;
+  tiny.gpu_milli = 1;
+  auto w = MakeWorkload("tiny", std::move(nodes), {tiny});
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  SweepConfig config;
+  config.policies = {"best-fit"};
+  config.seeds = {42};
+  config.limit = ArrivalLimit{1'000'000, "--max-arrivals"};
+  int ran = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = RunSweep(*w, config, [&](const ExperimentResult&, std::size_t, std::size_t) { ++ran; });
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "seed 42: resampling the 1 pods to load 1.3 makes more than 1000000 arrivals, the "
+            "limit per experiment (--max-arrivals)");
+  EXPECT_EQ(ran, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(RunSweep, RefusesMoreSeedsThanTheLimitAndALoadAboveAHundred) {
+  const Workload& w = EmbeddedWorkload();
+  SweepConfig config;
+  config.policies = {"fgd"};
+  config.seeds.resize(kMaxSweepSeeds + 1);
+  auto r = RunSweep(w, config);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "10001 seeds, more than the 10000 a sweep may run");
+  config.seeds = {1};
+  for (double load :
+       {101.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    config.load = load;
+    r = RunSweep(w, config);
+    ASSERT_FALSE(r.has_value()) << load;
+    EXPECT_NE(r.error().message.find("load must be positive and at most 100"), std::string::npos)
+        << r.error().message;
   }
 }
 

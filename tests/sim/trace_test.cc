@@ -79,9 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
         TraceErrorCase{"an_empty_pod_name", List::kPods, Pods(",1000,0,0,0,\n"), 2,
                        "empty pod name"},
         TraceErrorCase{"a_negative_cpu", List::kPods, Pods("p1,-5,0,0,0,\n"), 2,
-                       "column 'cpu_milli': negative value -5"},
+                       "pod 'p1': column 'cpu_milli': -5 is outside 0..1099511627776"},
         TraceErrorCase{"a_negative_memory", List::kPods, Pods("p1,5,-1,0,0,\n"), 2,
-                       "column 'memory_mib': negative value -1"},
+                       "pod 'p1': column 'memory_mib': -1 is outside 0..1099511627776"},
         TraceErrorCase{"a_negative_gpu_count", List::kPods, Pods("p1,5,1,-1,100,\n"), 2,
                        "column 'num_gpu': -1 is outside 0..64"},
         TraceErrorCase{"too_many_gpus", List::kPods, Pods("p1,5,1,65,100,\n"), 2,
@@ -89,7 +89,17 @@ INSTANTIATE_TEST_SUITE_P(
         TraceErrorCase{"a_quoted_field", List::kPods, Pods("\"p1\",1000,0,0,0,\n"), 2,
                        "quoted fields are not supported"},
         TraceErrorCase{"a_bad_row_after_blank_lines", List::kPods,
-                       Pods("p1,1000,0,0,0,\n\n\np2,x,0,0,0,\n"), 5, "'x' is not an integer"}),
+                       Pods("p1,1000,0,0,0,\n\n\np2,x,0,0,0,\n"), 5, "'x' is not an integer"},
+        // Upper bounds: sums of these over a cluster or a plan must not overflow int64.
+        TraceErrorCase{"a_cpu_of_int64_max", List::kPods, Pods("p1,9223372036854775807,0,0,0,\n"),
+                       2,
+                       "pod 'p1': column 'cpu_milli': 9223372036854775807 is outside "
+                       "0..1099511627776 (the milli-CPU a node may have)"},
+        TraceErrorCase{"a_memory_past_an_exbibyte", List::kPods, Pods("p1,1,1099511627777,0,0,\n"),
+                       2,
+                       "pod 'p1': column 'memory_mib': 1099511627777 is outside 0..1099511627776"},
+        TraceErrorCase{"a_cpu_past_int64", List::kPods, Pods("p1,9223372036854775808,0,0,0,\n"), 2,
+                       "column 'cpu_milli': '9223372036854775808' is not an integer"}),
     test::CaseName());
 
 INSTANTIATE_TEST_SUITE_P(
@@ -99,9 +109,9 @@ INSTANTIATE_TEST_SUITE_P(
                        Nodes("n1,1000,1000,1,T4\nn1,1000,1000,1,T4\n"), 3,
                        "node 'n1' listed twice"},
         TraceErrorCase{"a_negative_cpu", List::kNodes, Nodes("n1,-1,1000,1,T4\n"), 2,
-                       "negative cpu_milli or memory_mib"},
+                       "node 'n1': column 'cpu_milli': -1 is outside 0..1099511627776"},
         TraceErrorCase{"a_negative_memory", List::kNodes, Nodes("n1,1,-1000,1,T4\n"), 2,
-                       "negative cpu_milli or memory_mib"},
+                       "node 'n1': column 'memory_mib': -1000 is outside 0..1099511627776"},
         TraceErrorCase{"a_non_integer_gpu_count", List::kNodes, Nodes("n1,1,1,two,T4\n"), 2,
                        "column 'gpu': 'two' is not an integer"},
         TraceErrorCase{"too_many_gpus", List::kNodes, Nodes("n1,1,1,65,T4\n"), 2,
@@ -117,7 +127,19 @@ INSTANTIATE_TEST_SUITE_P(
         TraceErrorCase{"a_quoted_field", List::kNodes, Nodes("n1,1,1,1,\"T4\"\n"), 2,
                        "quoted fields are not supported"},
         TraceErrorCase{"an_empty_file", List::kNodes, "", 0, "empty file"},
-        TraceErrorCase{"a_header_and_no_nodes", List::kNodes, Nodes(""), 0, "no nodes"}),
+        TraceErrorCase{"a_header_and_no_nodes", List::kNodes, Nodes(""), 0, "no nodes"},
+        // reliability-repros/simulate-node-cpu-overflow: two nodes of INT64_MAX milli-CPU
+        // overflowed the cluster's total.
+        TraceErrorCase{"a_cpu_of_int64_max", List::kNodes,
+                       Nodes("n1,9223372036854775807,1000,1,T4\n"), 2,
+                       "node 'n1': column 'cpu_milli': 9223372036854775807 is outside "
+                       "0..1099511627776 (the milli-CPU a node may have)"},
+        TraceErrorCase{"a_memory_of_int64_max", List::kNodes,
+                       Nodes("n1,1000,9223372036854775807,1,T4\n"), 2,
+                       "node 'n1': column 'memory_mib': 9223372036854775807 is outside "
+                       "0..1099511627776 (the MiB a node may have)"},
+        TraceErrorCase{"a_negative_gpu_count", List::kNodes, Nodes("n1,1,1,-1,T4\n"), 2,
+                       "column 'gpu': -1 is outside 0..64"}),
     test::CaseName());
 
 struct PodConversionCase {
@@ -266,6 +288,29 @@ TEST(LoadTraceFiles, AMissingFileIsAnIoErrorNamingThePath) {
   auto nodes = LoadNodeList(path);
   ASSERT_FALSE(nodes.has_value());
   EXPECT_EQ(nodes.error().code, core::ErrorCode::kIo);
+}
+
+TEST(LoadTraceFiles, AFolderIsRefusedByNameAsAFolder) {
+  test::ScratchDir dir;
+  const std::string path = dir.path().string();
+  for (const auto& message :
+       {LoadPodList(path).error().message, LoadNodeList(path).error().message}) {
+    EXPECT_EQ(message, path + ": cannot open: is a directory (expected a file)");
+  }
+}
+
+TEST(ParseNodeList, RefusesMoreNodesThanTheLimitAtTheFirstRowPastIt) {
+  std::string text = kNodeHeader;
+  text.reserve(kMaxTraceNodes * 16);
+  for (std::size_t i = 0; i <= kMaxTraceNodes; ++i) {
+    text += test::Numbered("n", static_cast<std::int64_t>(i));
+    text += ",1,1,0,\n";
+  }
+  std::istringstream in(text);
+  auto nodes = ParseNodeList(in, "nodes.csv");
+  ASSERT_FALSE(nodes.has_value());
+  EXPECT_EQ(nodes.error().message, "nodes.csv:" + std::to_string(kMaxTraceNodes + 2) +
+                                       ": more than 100000 nodes (the most a node list may hold)");
 }
 
 TEST(LoadTraceFiles, ReadsAGoodFile) {

@@ -14,8 +14,23 @@
 // Worked example (vgg16 in the default profile): b0 = 512, t(512) = 0.1652 s, phi = 2182.7:
 //   E(768) = (2182.7 + 512) / (2182.7 + 768) = 0.9132; goodput(512) = 512/0.1652 = 3099/s.
 // Profiles are immutable values; share them freely across threads.
+//
+// Ranges (Validate refuses anything outside them, naming the class or set and the field), so
+// that every derived quantity (rates, the solo time in microseconds, interpolated memory)
+// stays finite and far inside int64:
+//   gpu memory_mib    1..core::kMaxGpuMemoryMib     companion_overhead  [0, 1)
+//   classes           1..kMaxProfileClasses, distinct non-empty names
+//   default_batch     1..kMaxProfileBatch           noise_scale         (0, kMaxNoiseScale]
+//   dataset_samples   1..kMaxDatasetSamples         target_epochs       (0, kMaxTargetEpochs]
+//   solo points       1..kMaxSoloPoints, ascending batch, each with
+//     batch 1..kMaxProfileBatch, step_s [kMinStepSeconds, kMaxStepSeconds],
+//     memory_mib 1..core::kMaxGpuMemoryMib, gpu_busy (0, 1]
+//   derived: SoloSeconds() (target at b0, alone) at most kMaxSoloSeconds
+//   measured sets     at most kMaxMeasuredSets; 2..kMaxMeasuredMembers classes each, batches
+//                     1..kMaxProfileBatch, slowdowns [1, kMaxMeasuredSlowdown]
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +40,19 @@
 #include "gpumux/core/result.h"
 
 namespace gpumux::policy {
+
+inline constexpr std::size_t kMaxProfileClasses = 1000;
+inline constexpr int kMaxProfileBatch = 1 << 20;
+inline constexpr std::size_t kMaxSoloPoints = 1000;
+inline constexpr double kMinStepSeconds = 1e-6;   // the simulators' clock tick
+inline constexpr double kMaxStepSeconds = 86400;  // a day per minibatch
+inline constexpr double kMaxNoiseScale = 1e12;
+inline constexpr std::int64_t kMaxDatasetSamples = 1'000'000'000'000;
+inline constexpr double kMaxTargetEpochs = 1e6;
+inline constexpr double kMaxSoloSeconds = 1e9;  // about 32 years alone on a GPU
+inline constexpr std::size_t kMaxMeasuredSets = 10'000;
+inline constexpr std::size_t kMaxMeasuredMembers = 16;
+inline constexpr double kMaxMeasuredSlowdown = 1000;
 
 struct SoloPoint {
   int batch = 0;
@@ -42,6 +70,8 @@ struct ClassProfile {
   double target_epochs = 0;          // epochs at b0 to reach the target accuracy
 
   double StepSeconds(int batch) const;
+  // Interpolated and rounded up; at least 1, and saturates at core::kMaxGpuMemoryMib * 2^20
+  // for batch sizes far beyond the table (never a GPU's worth: it does not fit).
   core::MiB MemoryMib(int batch) const;
   double GpuBusy(int batch) const;
   double Efficiency(int batch) const;
@@ -73,7 +103,8 @@ struct WorkloadProfile {
   std::vector<MeasuredSet> measured;
 
   const ClassProfile* Find(std::string_view class_name) const;
-  // Checks every number and cross-reference; the error names the class or set at fault.
+  // Checks every number against the ranges above, and every cross-reference; the error names
+  // the class or set and the field at fault.
   core::Result<void> Validate() const;
 };
 

@@ -36,6 +36,18 @@
 
 namespace gpumux::sim {
 
+// The end of the simulator's clock: 2^62 microseconds (about 146,000 years). A run whose next
+// event would come later (jobs far too slow for their work, or submitted too late) stops with
+// an error naming the job, instead of overflowing the clock.
+inline constexpr core::Micros kDlClockLimitUs = core::Micros{1} << 62;
+// The most GPUs a simulated cluster may have.
+inline constexpr int kMaxDlGpus = 100'000;
+// The most jobs a policy may stack on one GPU.
+inline constexpr int kMaxDlJobsPerGpu = 16;
+
+// Ranges (RunDl refuses others): nodes x gpus_per_node 1..kMaxDlGpus, gpus_per_node
+// 1..core::kMaxGpusPerNode, max_jobs_per_gpu 1..kMaxDlJobsPerGpu, reconfigure_s [0, 86400],
+// measure_noise [0, 10], model_error [0, 1).
 struct DlSimOptions {
   std::string policy = "gpumux";
   std::string tuner = "auto";     // auto = the policy's own (none for policies without traits)
@@ -97,7 +109,10 @@ struct DlResult {
   std::int64_t events = 0;
 };
 
-// Runs the jobs to completion. Errors: unknown policy or tuner, a job that can never fit a GPU.
+// Runs the jobs to completion. Errors: an invalid profile, options outside their ranges, no jobs
+// or more than kMaxDlJobs, a job of an unknown class, with a submit time outside
+// 0..kMaxSubmitUs or no GPU memory, an unknown policy or tuner, a job that can never fit a GPU,
+// and a run that would pass kDlClockLimitUs.
 core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
                              const std::vector<JobSpec>& jobs, const DlSimOptions& options);
 

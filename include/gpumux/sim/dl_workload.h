@@ -4,10 +4,15 @@
 // Job list CSV (header required, one job per row):
 //   job,class,submit_s,gpu_mib
 //   j0001,vgg16,0.000000,6144
-// `submit_s` is seconds from the start with at most 6 decimals (exact microseconds);
-// `gpu_mib` is the job's GPU memory request (its batch size can only grow within it).
+// `submit_s` is seconds from the start with at most 6 decimals (exact microseconds) and at most
+// 12 integer digits (kMaxSubmitUs); `gpu_mib` is the job's GPU memory request, 1..the profile's
+// GPU memory (its batch size can only grow within it). At most kMaxDlJobs rows.
+//
+// Every parser here reads a string or a stream and touches no file (what a fuzzer calls):
+// ParseProfile, ReadJobs, ParseSubmitTimes, ParseSeconds, ParseMix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <istream>
 #include <ostream>
@@ -21,9 +26,18 @@
 
 namespace gpumux::sim {
 
+// The largest submit time a job list holds, 999999999999.999999 s (about 31,700 years): what
+// 12 integer digits and 6 decimals write, and far inside the simulator's clock.
+inline constexpr core::Micros kMaxSubmitUs = 999'999'999'999'999'999;
+// The most jobs a job list, a generation or a submit-time file may hold.
+inline constexpr std::size_t kMaxDlJobs = 1'000'000;
+// The largest profile file read (the default profile is 5 KB).
+inline constexpr std::size_t kMaxProfileBytes = std::size_t{16} << 20;
+
 // Parses a profile (JSON; format in docs and data/dl_profile_default.json). `source` names the
 // input in errors, which also name the offending field.
 core::Result<policy::WorkloadProfile> ParseProfile(std::string_view json, const std::string& source);
+// Reads `path` (at most kMaxProfileBytes) and parses it; errors name the path.
 core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path);
 // The embedded default: five IADeep classes on an RTX 3090 (data/dl_profile_default.json).
 const policy::WorkloadProfile& DefaultProfile();
@@ -43,6 +57,11 @@ core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string&
 core::Result<std::vector<JobSpec>> LoadJobs(const std::string& path,
                                             const policy::WorkloadProfile& profile);
 void WriteJobs(std::ostream& out, const std::vector<JobSpec>& jobs);
+
+// What a load factor does to a job list: every submit time divided by `load` (finite, > 0),
+// rounded to the nearest microsecond (halves away from zero). Error naming the job and its
+// submit time when one would pass kMaxSubmitUs (a tiny load stretches time).
+core::Result<std::vector<JobSpec>> ScaleSubmitTimes(std::vector<JobSpec> jobs, double load);
 
 struct ClassWeight {
   std::string cls;
@@ -72,15 +91,23 @@ struct JobGenOptions {
   core::MiB min_gpu_mib = 3 * 1024;
   core::MiB max_gpu_mib = 7 * 1024;
   std::uint64_t seed = 42;
+  // How errors name the rate and the load (the CLI passes its flags).
+  std::string rate_name = "rate_per_s";
+  std::string load_name = "load";
 };
 
 // Deterministic in (options, profile). Each job's class is drawn from the mix; its memory
 // request is a whole number of GiB drawn uniformly from [min, max], raised to what the class
 // needs at its default batch size. The same seed at another load gives the same jobs with
-// compressed gaps.
+// compressed gaps. Errors: count outside 1..kMaxDlJobs, a rate or load not finite and > 0,
+// memory outside 1..core::kMaxGpuMemoryMib, a bad mix, and a job whose submit time would pass
+// kMaxSubmitUs (a rate and load that space jobs too far apart; the message names both).
 core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& options,
                                                 const policy::WorkloadProfile& profile);
-// Submit times (seconds, one per line; '#' comments allowed) for ArrivalKind::kFile.
+// Submit times (seconds as ParseSeconds reads them, one per line, not decreasing; '#' comments
+// and blank lines allowed; at most kMaxDlJobs) for ArrivalKind::kFile. Errors name source:line.
+core::Result<std::vector<core::Micros>> ParseSubmitTimes(std::istream& in,
+                                                         const std::string& source);
 core::Result<std::vector<core::Micros>> LoadSubmitTimes(const std::string& path);
 
 // "12.5" -> 12500000 us. Error unless a non-negative decimal with at most 6 decimals.

@@ -3,7 +3,9 @@
 // recorded after every arrival (shared/FGD-PROTOCOL.md §5).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,8 @@ struct Workload {
   std::vector<policy::TypicalPod> typical;  // from `pods` (fragmentation.h)
 };
 
+// Builds the cluster and checks the pods (ranges; names ending in "-tuned-<digits>" after the
+// name of another pod of the list are refused: the protocol gives its copies those names).
 core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec> nodes,
                                     std::vector<core::Request> pods);
 
@@ -66,13 +70,28 @@ struct ExperimentResult {
   std::vector<PlacementRecord> placements;  // when requested
 };
 
+// Where a running experiment is, for progress lines.
+struct ExperimentProgress {
+  const std::string& policy;
+  std::uint64_t seed = 0;
+  std::size_t done = 0;   // arrivals handled
+  std::size_t total = 0;  // arrivals in the plan
+  double elapsed_s = 0;
+};
+
 struct ExperimentOptions {
   bool record_placements = false;
   bool check_invariants = false;  // ledger invariants after every arrival (slow; for tests)
+  // Called (when set) from the experiment's own thread, once `progress_interval` of wall time
+  // has passed since the start or the last call, between two arrivals: an experiment shorter
+  // than that says nothing. Experiments of a sweep run in parallel: it must be thread-safe.
+  std::function<void(const ExperimentProgress&)> progress;
+  std::chrono::milliseconds progress_interval{2000};
 };
 
-// Runs `policy_name` over `plan`. `seed` seeds the policy's own random stream. Error only for
-// an unknown policy name.
+// Runs `policy_name` over `plan`. `seed` seeds the policy's own random stream. Errors: an
+// unknown policy name; a plan that does not fit the workload (a pod index outside the pod
+// list, node ranks not one per node, an arrival name that arrives twice).
 core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
                                              const std::string& policy_name, std::uint64_t seed,
                                              double load, const ExperimentOptions& options = {});

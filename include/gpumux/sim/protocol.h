@@ -14,7 +14,9 @@
 // differ from the study's, means over seeds agree (see README).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,13 +42,67 @@ struct ArrivalPlan {
   std::string origin;                   // "seed 42" or "replay <dir>"
 };
 
+// The largest load factor (arrived GPU demand / cluster GPU capacity) an experiment takes: its
+// curves have a column per percent of it.
+inline constexpr double kMaxLoad = 100;
+
+// The most arrivals one experiment may have unless its caller raises the limit
+// (`gpumux simulate --max-arrivals`): a million arrivals take seconds to tens of seconds by
+// policy and about 0.5 GB (the plan, the ledger's tenants and the per-arrival curves).
+inline constexpr std::size_t kDefaultMaxArrivals = 1'000'000;
+
+// A bound on the arrivals of one experiment, and how errors name it (the CLI names its flag).
+struct ArrivalLimit {
+  std::size_t max = kDefaultMaxArrivals;
+  std::string name = "max_arrivals";
+  // "more than 1000000 arrivals, the limit per experiment (max_arrivals)"
+  std::string TooMany() const {
+    return "more than " + std::to_string(max) + " arrivals, the limit per experiment (" + name +
+           ")";
+  }
+};
+
+// The plan for (seed, load), built in O(n log n + arrivals) for n pods, or an error
+// (kFailedPrecondition, naming the seed, the load and the limit) when it would hold more than
+// `limit.max` arrivals; nothing of that size is built before the limit is found out.
+core::Result<ArrivalPlan> MakeStudyArrivals(std::span<const core::Request> pods,
+                                            const core::Cluster& cluster, std::uint64_t seed,
+                                            double load, const ArrivalLimit& limit);
+// The same without a limit, for callers whose inputs are known (tests, benchmarks).
 ArrivalPlan MakeStudyArrivals(std::span<const core::Request> pods, const core::Cluster& cluster,
                               std::uint64_t seed, double load);
+// How many arrivals MakeStudyArrivals(pods, cluster, seed, load, limit) makes, or its error,
+// with the same random draws but without building names or node ranks.
+core::Result<std::size_t> CountStudyArrivals(std::span<const core::Request> pods,
+                                             const core::Cluster& cluster, std::uint64_t seed,
+                                             double load, const ArrivalLimit& limit);
+// The first seed's error of CountStudyArrivals over `seeds`, or nothing: the check a sweep makes
+// before it starts. The pods are sorted once; a seed whose plan can only thin the list (its GPU
+// demand is at or above the load) costs nothing when the list itself fits the limit.
+core::Result<void> CheckStudyArrivals(std::span<const core::Request> pods,
+                                      const core::Cluster& cluster,
+                                      std::span<const std::uint64_t> seeds, double load,
+                                      const ArrivalLimit& limit);
 
-// Reads <dir>/arrival.csv (seq,pod,source_pod,node,gpu_index) and <dir>/nodes.csv
-// (node_prefixed,node,prefix). Every source_pod must be in `pods` and every node in `cluster`.
+// A replay folder: <dir>/arrival.csv (seq,pod,source_pod,node,gpu_index) and <dir>/nodes.csv
+// (node_prefixed,node,prefix), read whole through io::ReadInputFile (arrival.csv first) and
+// checked before anything runs; errors name the file and line:
+//   nodes.csv:   every cluster node exactly once; `prefix` its rank, 0..nodes-1, distinct;
+//                `node_prefixed` non-empty and distinct;
+//   arrival.csv: `seq` 0, 1, 2, ... in row order; `pod` non-empty and distinct (a name
+//                arrives once); `source_pod` in `pods`; `node` empty (the study failed it) or
+//                a node_prefixed of nodes.csv; `gpu_index` empty when `node` is, or when the
+//                pod asks no GPU, else exactly the pod's GPU count of distinct indices
+//                ("0", "1-3") each below that node's GPU count; at least one and at most
+//                `limit.max` rows.
 core::Result<ArrivalPlan> LoadReplay(const std::string& dir, std::span<const core::Request> pods,
-                                     const core::Cluster& cluster);
+                                     const core::Cluster& cluster, const ArrivalLimit& limit = {});
+// The same from the two files' contents, touching no file (what a fuzzer calls). `nodes_source`
+// and `arrival_source` name them in errors; the plan's origin is "replay <arrival_source>".
+core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string& nodes_source,
+                                      std::istream& arrival_csv, const std::string& arrival_source,
+                                      std::span<const core::Request> pods,
+                                      const core::Cluster& cluster, const ArrivalLimit& limit = {});
 
 // Total milli-GPU asked by a list of arrivals.
 core::MilliGpu TotalGpuMilli(std::span<const core::Request> pods);

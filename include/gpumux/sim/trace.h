@@ -5,9 +5,19 @@
 // Pods are converted as the FGD study's converter does: gpu_milli is clamped to 0..1000, a GPU
 // pod with gpu_milli 0 becomes CPU-only, CPU 0 becomes 100 milli (the Kubernetes non-zero
 // default), gpu_spec is a "|"-separated list of acceptable models. Nodes get `max_pods` 1001
-// and the label gpu-card-model. Creation and deletion times are not used (arrival-only study).
+// and the label gpu-card-model. Creation and deletion times are not used (arrival-only study):
+// those columns, like any other extra column, are neither read nor checked.
+//
+// Ranges (a row outside them is an error naming the source, line and column):
+//   node: cpu_milli 0..core::kMaxNodeCpuMilli, memory_mib 0..kMaxTraceMemoryMib,
+//         gpu 0..core::kMaxGpusPerNode (a model is required when gpu > 0);
+//   pod:  cpu_milli 0..core::kMaxNodeCpuMilli, memory_mib 0..kMaxTraceMemoryMib,
+//         num_gpu 0..core::kMaxGpusPerNode, gpu_milli any integer (clamped as above);
+//   names non-empty and unique; at most kMaxTraceNodes nodes and kMaxTracePods pods.
+// The parsers read from a stream and touch no file: they are what a fuzzer calls.
 #pragma once
 
+#include <cstddef>
 #include <istream>
 #include <string>
 #include <string_view>
@@ -21,13 +31,20 @@ namespace gpumux::sim {
 
 inline constexpr int kTraceMaxPods = 1001;
 
+// The most nodes a node list may hold (the largest published clusters have a few thousand).
+inline constexpr std::size_t kMaxTraceNodes = 100'000;
+// The most pods a pod list may hold (the largest trace, 10^6 pods, fits five times).
+inline constexpr std::size_t kMaxTracePods = 5'000'000;
+// The most host memory a node or a pod may have or ask for: 2^40 MiB (1 EiB).
+inline constexpr core::MiB kMaxTraceMemoryMib = core::MiB{1} << 40;
+
 // GPU memory (MiB) gpumux assumes for a trace model name; 0 when unknown (see data/README.md).
 core::MiB TraceGpuMemory(std::string_view model);
 
 core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in, const std::string& source);
 core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source);
 
-// From files; errors name the path (and line).
+// From files (read whole through io::ReadInputFile); errors name the path (and line).
 core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path);
 core::Result<std::vector<core::Request>> LoadPodList(const std::string& path);
 
