@@ -3,7 +3,11 @@
 //
 // Wire facts (PROTOCOLS.md): JSON keys are Go field names; with nodeCacheCapable the request
 // has NodeNames and "Nodes":null, otherwise a full v1.NodeList in Nodes (and the reply returns
-// Nodes). Scores are 0..10. A bad body is HTTP 400 with a message.
+// Nodes). Scores are 0..10. A bad body is HTTP 400 with a message naming the field: a body that
+// is not one JSON object, a repeated key, a missing or wrongly typed field, both NodeNames and
+// Nodes (or neither), a node named twice, more than kMaxNodesPerRequest nodes or
+// kMaxVictimsPerNode victims on a node, and at bind names that are not Kubernetes names (they
+// become API paths).
 // bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
 // device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
 // its uid as precondition) and creates the Binding. When the grant patch or the Binding fails,
@@ -25,6 +29,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -38,6 +43,13 @@
 #include "gpumux/k8s/requeue.h"
 
 namespace gpumux::k8s {
+
+// Bounds on what one verb body may list (a body beyond them is a 400 naming the field and the
+// limit). kube-scheduler passes an extender only the nodes that passed its own filters, at most
+// the cluster's 5,000 (the largest cluster Kubernetes supports); a node runs at most a few
+// hundred pods (kubelet's maxPods is 110 by default).
+inline constexpr std::size_t kMaxNodesPerRequest = 100'000;  // NodeNames, Nodes.items, victims
+inline constexpr std::size_t kMaxVictimsPerNode = 10'000;    // Pods of one node's victims
 
 enum class Verb : std::uint8_t { kFilter, kPrioritize, kBind, kPreempt };
 std::string_view VerbName(Verb verb);
