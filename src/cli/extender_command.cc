@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/io/read_file.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/cluster_sync.h"
@@ -43,6 +43,8 @@ using nlohmann::json;
 constexpr std::chrono::seconds kExpireInterval{5};
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
+// A settings file is a few hundred bytes; anything near this is not one.
+constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
 std::string KnownPolicies() {
   std::string names;
@@ -67,11 +69,11 @@ std::string ResolveAgainst(const std::string& path, const std::string& config_fi
 
 std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
   const std::string& file = o.config;
+  auto text = io::ReadInputFile(file, kMaxConfigFileBytes);
+  if (!text) return UsageError{"--config " + text.error().message};
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::BadFile&) {
-    return UsageError{"--config " + file + ": cannot read the file"};
+    root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
     return UsageError{"--config " + file + ": not valid YAML: " + e.what()};
   }
@@ -208,9 +210,9 @@ core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod
 // A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
 core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
                                                  const k8s::NodeDefaults& defaults, LogSink& log) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot read the file");
-  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto text = io::ReadInputFile(path);
+  if (!text) return tl::unexpected(text.error());
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": not valid JSON");
   }
@@ -382,7 +384,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   std::string source;
   if (!o.offline_nodes.empty()) {
     auto nodes = LoadOfflineNodes(o.offline_nodes, state_options.defaults, log);
-    if (!nodes) return usage(nodes.error().message);
+    if (!nodes) return usage("--offline-nodes " + nodes.error().message);
     offline_nodes = std::move(*nodes);
     source = "offline nodes from " + o.offline_nodes;
   } else {

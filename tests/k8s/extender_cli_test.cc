@@ -332,6 +332,12 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
        {"--offline-nodes", nodes, "--gpu-mem-unit-mib", "2097152"},
        {"--gpu-mem-unit-mib must be in 1..1048576"}},
       {"an unknown flag", {"--offline-nodes", nodes, "--bogus"}, {"--bogus"}},
+      {"a folder given as the offline nodes file",
+       {"--offline-nodes", scratch_.string(), "--listen", "127.0.0.1:0"},
+       {"--offline-nodes " + scratch_.string() + ": is a directory (expected a file)"}},
+      {"a folder given as the config file",
+       {"--config", scratch_.string()},
+       {"--config " + scratch_.string() + ": is a directory (expected a file)"}},
   };
   int i = 0;
   for (const Case& c : cases) {
