@@ -43,6 +43,11 @@ using nlohmann::json;
 constexpr std::chrono::seconds kExpireInterval{5};
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
+// --request-read-timeout-ms: kube-scheduler writes a request in well under a millisecond on
+// the same host; a 5,000-node NodeList (tens of MB) takes a fraction of a second on a slow
+// network. Beyond 10 minutes a slow client is not being limited at all.
+constexpr std::int64_t kMinRequestReadTimeoutMs = 100;
+constexpr std::int64_t kMaxRequestReadTimeoutMs = 600'000;
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -124,18 +129,24 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         }
       } else if (key == "threads") {
         if (!given("threads")) o.threads = value.as<int>();
+      } else if (key == "maxConnections") {
+        if (!given("max-connections")) o.max_connections = value.as<int>();
+      } else if (key == "requestReadTimeoutMs") {
+        if (!given("request-read-timeout-ms")) o.request_read_timeout_ms = value.as<std::int64_t>();
       } else {
         return UsageError{
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads)"};
+            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, maxConnections, "
+            "requestReadTimeoutMs)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
       const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
-                          key == "threads" || key == "bindWaitMs";
+                          key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
+                          key == "requestReadTimeoutMs";
       return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
     }
   }
@@ -185,6 +196,16 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     return UsageError{std::move(message)};
   }
   if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
+  if (o.max_connections < 1 || o.max_connections > k8s::kMaxConnectionsLimit) {
+    return UsageError{"--max-connections must be in 1.." +
+                      std::to_string(k8s::kMaxConnectionsLimit)};
+  }
+  if (o.request_read_timeout_ms < kMinRequestReadTimeoutMs ||
+      o.request_read_timeout_ms > kMaxRequestReadTimeoutMs) {
+    return UsageError{"--request-read-timeout-ms must be in " +
+                      std::to_string(kMinRequestReadTimeoutMs) + ".." +
+                      std::to_string(kMaxRequestReadTimeoutMs)};
+  }
   if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
   }
@@ -270,7 +291,8 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--config", o.config,
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads; flags "
+                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, "
+                  "maxConnections, requestReadTimeoutMs; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
@@ -313,7 +335,18 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "Pod list (the trace's CSV format) whose request shapes define "
                   "fragmentation for fgd [default: the embedded Alibaba trace]");
   cmd->add_option("--threads", o.threads,
-                  "HTTP worker threads (each open keep-alive connection holds one)")
+                  "Verbs computed at once (and request bodies over 128 KiB read at once); "
+                  "/healthz, /readyz and /metrics never wait for them")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "Open HTTP connections served at once, each on a thread of its own; at the "
+                  "limit a new one evicts the connection that has waited longest without a "
+                  "request being answered (idle, or still sending its request), else gets 503")
+      ->capture_default_str();
+  cmd->add_option("--request-read-timeout-ms", o.request_read_timeout_ms,
+                  "A request's head and body must arrive within this (from its first byte; "
+                  "from the connection for its first request), else 408 and the connection "
+                  "is closed: slow clients cannot hold connections")
       ->capture_default_str();
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM (a second signal ends it at once), 2 for bad "
@@ -359,6 +392,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   }
   server_options.url_prefix = o.url_prefix;
   server_options.threads = o.threads;
+  server_options.max_connections = o.max_connections;
+  server_options.request_read_timeout = std::chrono::milliseconds(o.request_read_timeout_ms);
 
   // Before any thread starts (the API client's, the server's): they all inherit the mask, and
   // SIGINT/SIGTERM reach only the sigwait below.
@@ -410,7 +445,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   extender_options.node_lock_ttl_seconds = o.node_lock_ttl_seconds;
   extender_options.log = log_fn;
   extender_options.bind_wait = std::chrono::milliseconds(o.bind_wait_ms);
-  // Waiting binds each hold a worker thread: leave at least half for the other verbs and probes.
+  // Waiting binds each hold a work slot: leave at least half for the other verbs.
   extender_options.max_waiting_binds = std::max(1, o.threads / 2);
   k8s::NodeLockBoard lock_board;
   extender_options.lock_board = &lock_board;
