@@ -1,6 +1,7 @@
 // `gpumux extender`: the kube-scheduler HTTP extender daemon. Settings come from flags and an
 // optional YAML file (flags win); the cluster comes from the API server (list + watch of nodes
 // and pods) or, with --offline-nodes, from a file. SIGINT/SIGTERM stop it cleanly.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -48,6 +49,13 @@ constexpr int kRuntimeError = 1;
 // network. Beyond 10 minutes a slow client is not being limited at all.
 constexpr std::int64_t kMinRequestReadTimeoutMs = 100;
 constexpr std::int64_t kMaxRequestReadTimeoutMs = 600'000;
+// glibc gives each thread that allocates an arena of its own (up to 8 per core) and keeps the
+// free top of each arena's heap (up to 64 MiB); the server runs a thread per connection, and a
+// large request body (up to 64 MiB) is read by whichever connection's thread:
+// after a flood of them ~400 MiB stayed resident, spread over dozens of arenas
+// (bench/extender_flood.cc), against a 512 MiB limit in deploy/. A few arenas bound that;
+// kube-scheduler's verbs come mostly one at a time, so they are hardly contended.
+constexpr int kMallocArenas = 4;
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -399,6 +407,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   // SIGINT/SIGTERM reach only the sigwait below.
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
+  mallopt(M_ARENA_MAX, kMallocArenas);  // before any thread allocates
 
   LogSink log(err, "extender");
   const auto log_fn = [&log](std::string_view line) { log(line); };

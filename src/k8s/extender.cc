@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -85,16 +86,60 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
   return doc;
 }
 
+}  // namespace
+
+// simdjson parsers for the filter and prioritize bodies. A parser keeps buffers of about five
+// times the largest body it has read; one per thread (as before) kept them in every thread
+// that had served a large body, and the server runs a thread per connection: 150,000-name
+// bodies of a flood (2.5 MB) left ~13 MB in each. The pool keeps at most kPooledParsers, none
+// sized for more than kPooledParserBytes; a request takes one and gives it back. Thread-safe.
+class VerbParserPool {
+ public:
+  static constexpr std::size_t kPooledParsers = 4;
+  // A 5,000-node NodeList (nodeCacheCapable: false) is ~15 MB.
+  static constexpr std::size_t kPooledParserBytes = std::size_t{16} << 20;
+
+  std::unique_ptr<simdjson::ondemand::parser> Take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        auto parser = std::move(idle_.back());
+        idle_.pop_back();
+        return parser;
+      }
+    }
+    return std::make_unique<simdjson::ondemand::parser>();
+  }
+  void Give(std::unique_ptr<simdjson::ondemand::parser> parser) {
+    if (parser == nullptr || parser->capacity() > kPooledParserBytes) return;
+    std::lock_guard lock(mu_);
+    if (idle_.size() < kPooledParsers) idle_.push_back(std::move(parser));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<simdjson::ondemand::parser>> idle_;
+};
+
+namespace {
+
 // ExtenderArgs: the pod and the candidate nodes (NodeNames, or the items of Nodes).
 // Parsed with simdjson's on-demand API: at 5,000 nodes the body is ~60 KB of names (nlohmann
 // takes over a millisecond for it; simdjson tens of microseconds). Only the pod object is
 // handed to nlohmann (DecodePod), and in the full-NodeList mode each item is kept as raw JSON
 // text so that the reply can echo the passing nodes without re-serialising them.
 struct ExtenderArgs {
+  explicit ExtenderArgs(VerbParserPool& from) : pool(&from), parser(from.Take()) {}
+  ~ExtenderArgs() { pool->Give(std::move(parser)); }
+  ExtenderArgs(const ExtenderArgs&) = delete;
+  ExtenderArgs& operator=(const ExtenderArgs&) = delete;
+
+  VerbParserPool* pool;
+  std::unique_ptr<simdjson::ondemand::parser> parser;  // taken from `pool`; holds the names
   PodInfo pod;
   // Candidate names (unescaped) and, for the reply, each name as the JSON string token it was
-  // sent as (already quoted and escaped). Views into `padded`, the parser's string buffer or
-  // `owned`; valid while this object lives and the thread's parser is not reused.
+  // sent as (already quoted and escaped). Views into `padded`, `parser`'s string buffer or
+  // `owned`; valid while this object lives.
   std::vector<std::string_view> names;
   std::vector<std::string_view> name_tokens;
   // Full-NodeList mode (`Nodes` given): each item's JSON text, index for index with `names`.
@@ -139,7 +184,12 @@ namespace sj = simdjson::ondemand;
 
 // An item of Nodes.items: its metadata.name, or an error saying what is wrong.
 std::optional<std::string> NodeNameOf(std::string_view raw, std::string* error) {
-  thread_local sj::parser parser;
+  // Items are a few KB: one parser per thread, but not for an outsized item (its buffers would
+  // stay with the thread).
+  constexpr std::size_t kThreadParserBytes = std::size_t{64} << 10;
+  thread_local sj::parser thread_parser;
+  sj::parser own_parser;
+  sj::parser& parser = raw.size() <= kThreadParserBytes ? thread_parser : own_parser;
   simdjson::padded_string padded(raw);
   sj::document doc;
   sj::object metadata;
@@ -288,8 +338,8 @@ bool DecodeNodeList(sj::value& value, ExtenderArgs& args, std::string* error) {
 }
 
 std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu_mem_unit_mib,
-                                         std::string* error) {
-  auto args = std::make_unique<ExtenderArgs>();
+                                         VerbParserPool& parsers, std::string* error) {
+  auto args = std::make_unique<ExtenderArgs>(parsers);
   if (body.empty()) {
     *error = "empty body: expected a JSON object";
     return nullptr;
@@ -299,10 +349,9 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
   const std::size_t expected = std::min(body.size() / 16, kMaxNodesPerRequest);
   args->names.reserve(expected);
   args->name_tokens.reserve(expected);
-  thread_local sj::parser parser;
   sj::document doc;
   sj::object root;
-  if (parser.iterate(args->padded).get(doc) != simdjson::SUCCESS ||
+  if (args->parser->iterate(args->padded).get(doc) != simdjson::SUCCESS ||
       doc.get_object().get(root) != simdjson::SUCCESS) {
     *error = "body is not valid JSON or not a JSON object";
     return nullptr;
@@ -515,7 +564,9 @@ std::string_view VerbName(Verb verb) {
 }
 
 Extender::Extender(ClusterState& state, KubeApi* api, ExtenderOptions options)
-    : state_(&state), api_(api), options_(options) {}
+    : state_(&state), api_(api), options_(options), parsers_(std::make_unique<VerbParserPool>()) {}
+
+Extender::~Extender() = default;
 
 VerbReply Extender::Handle(Verb verb, std::string_view body) {
   switch (verb) {
@@ -548,7 +599,7 @@ std::optional<PodInfo> Extender::Recall(const std::string& uid) {
 
 VerbReply Extender::Filter(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), *parsers_, &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   if (args->pod.wants_gpu() && !state_->synced()) {
@@ -617,7 +668,7 @@ VerbReply Extender::Filter(std::string_view body) {
 
 VerbReply Extender::Prioritize(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), *parsers_, &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   std::vector<int> scores(args->names.size(), 0);

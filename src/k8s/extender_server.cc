@@ -1,6 +1,7 @@
 #include "gpumux/k8s/extender_server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <prometheus/counter.h>
@@ -25,6 +26,7 @@
 #include <deque>
 #include <exception>
 #include <future>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -294,6 +296,13 @@ constexpr std::size_t kUnslottedBodyBytes = std::size_t{128} << 10;
 constexpr std::chrono::seconds kThreadLinger{30};
 // How often a wait for a work slot looks whether its connection was dropped meanwhile.
 constexpr std::chrono::milliseconds kSlotPoll{20};
+// Large bodies are freed into glibc's arenas (one per thread, and every connection has a
+// thread), which keep the pages: after a flood of 64 MiB bodies the RSS stayed at ~600 MiB
+// (bench/extender_flood.cc). After a request of more than kTrimAfterBytes the free pages are
+// given back to the kernel (malloc_trim), at most once per kTrimInterval: a trim of a large
+// heap takes a few milliseconds, and other threads' allocations wait for it.
+constexpr std::size_t kTrimAfterBytes = std::size_t{4} << 20;
+constexpr std::chrono::seconds kTrimInterval{1};
 
 using SocketClock = SteadyClock;
 
@@ -386,8 +395,12 @@ class ConnectionStream final : public httplib::Stream {
   std::size_t received() const { return head_bytes_ + body_bytes_; }
   std::size_t written() const { return written_; }
 
+  // The reply's clock starts again (a "100 Continue" may have started it before the body).
+  void BeginReply() { write_started_ = false; }
+
   bool is_readable() const override {
-    return off_ < len_ || PollUntil(fd_, POLLIN, SocketClock::now()) > 0;
+    pollfd p{fd_, POLLIN, 0};
+    return off_ < len_ || ::poll(&p, 1, 0) > 0;
   }
   bool is_writable() const override {
     pollfd p{fd_, POLLOUT, 0};
@@ -496,6 +509,37 @@ class ConnectionStream final : public httplib::Stream {
   std::uint32_t tail_ = 0;  // the last three bytes of the head
   std::size_t head_bytes_ = 0, body_bytes_ = 0, written_ = 0;
   Drop failure_ = Drop::kNone;
+};
+
+// See kTrimAfterBytes. Thread-safe.
+class MemoryTrimmer {
+ public:
+  // A connection thread, after a request of `bytes`.
+  void AfterRequest(std::size_t bytes) {
+    if (bytes <= kTrimAfterBytes) return;
+    pending_ = true;  // other threads may still be freeing theirs: trim again once idle
+    TrimNow();
+  }
+  // The listener, when no connection came for a while: a trim put off by the interval is
+  // done now, so that the RSS falls back once a flood of large bodies is over.
+  void WhenIdle() {
+    if (pending_ && TrimNow()) pending_ = false;
+  }
+
+ private:
+  bool TrimNow() {
+    const auto now = SocketClock::now().time_since_epoch().count();
+    auto last = last_.load();
+    if (now - last < std::chrono::duration_cast<SocketClock::duration>(kTrimInterval).count() ||
+        !last_.compare_exchange_strong(last, now)) {
+      return false;
+    }
+    ::malloc_trim(0);
+    return true;
+  }
+
+  std::atomic<SocketClock::rep> last_{std::numeric_limits<SocketClock::rep>::min() / 2};
+  std::atomic<bool> pending_{false};
 };
 
 // The open connections, the threads that serve them, and the work slots (see above).
@@ -752,8 +796,8 @@ std::string BareReply(int status, const char* reason, std::string_view message) 
 
 class HttpServer final : public httplib::Server {
  public:
-  HttpServer(ConnectionTable& table, ConnectionSettings settings)
-      : table_(table), settings_(std::move(settings)) {}
+  HttpServer(ConnectionTable& table, MemoryTrimmer& trimmer, ConnectionSettings settings)
+      : table_(table), trimmer_(trimmer), settings_(std::move(settings)) {}
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -794,6 +838,7 @@ class HttpServer final : public httplib::Server {
       ok = process_request(stream, /*close_connection=*/table_.stopping(), closed_by_client,
                            nullptr);
       conn.ReleaseSlot();
+      trimmer_.AfterRequest(stream.received());
       const Drop failure = stream.failure();
       if (failure != Drop::kNone) Report(stream, failure, sock);
       if (!ok || closed_by_client || conn.close_after_reply || failure != Drop::kNone) break;
@@ -879,15 +924,17 @@ class HttpServer final : public httplib::Server {
   }
 
   ConnectionTable& table_;
+  MemoryTrimmer& trimmer_;
   ConnectionSettings settings_;
 };
 
-// The task queue httplib asks for at listen: admission and threads are the table's.
+// The task queue httplib asks for at listen: admission and threads are the table's; httplib
+// calls on_idle when no connection came for its idle interval.
 class TableTaskQueue final : public httplib::TaskQueue {
  public:
   using EvictedFn = std::function<void(const ConnectionTable::Eviction&)>;
-  TableTaskQueue(ConnectionTable& table, EvictedFn evicted)
-      : table_(table), evicted_(std::move(evicted)) {}
+  TableTaskQueue(ConnectionTable& table, MemoryTrimmer& trimmer, EvictedFn evicted)
+      : table_(table), trimmer_(trimmer), evicted_(std::move(evicted)) {}
   void enqueue(std::function<void()> task) override {
     ConnectionTable::Eviction eviction;
     const bool admitted = table_.Admit(&eviction);
@@ -901,9 +948,11 @@ class TableTaskQueue final : public httplib::TaskQueue {
     tls_refusing = false;
   }
   void shutdown() override { table_.JoinThreads(); }
+  void on_idle() override { trimmer_.WhenIdle(); }
 
  private:
   ConnectionTable& table_;
+  MemoryTrimmer& trimmer_;
   EvictedFn evicted_;
 };
 
@@ -1000,6 +1049,7 @@ struct ExtenderServer::Impl {
   LogThrottle throttle;
   std::array<prometheus::Counter*, kDrops.size()> dropped{};  // by kDrops' order
   std::unique_ptr<ConnectionTable> table;  // before `server`, which uses it
+  MemoryTrimmer trimmer;
   std::unique_ptr<HttpServer> server;
   std::thread listener;
   std::future<void> listener_done;
@@ -1052,7 +1102,9 @@ struct ExtenderServer::Impl {
   // delivered, so nothing should be done for it.
   static bool BeginAnswering() {
     ServedConnection* conn = tls_connection;
-    return conn == nullptr || conn->table->SetPhase(conn->entry, Phase::kAnswering);
+    if (conn == nullptr) return true;
+    conn->stream->BeginReply();
+    return conn->table->SetPhase(conn->entry, Phase::kAnswering);
   }
 
   void Dispatch(const httplib::Request& req, httplib::Response& res) {
@@ -1307,10 +1359,10 @@ core::Result<void> ExtenderServer::Start() {
   for (std::size_t i = 0; i < kDrops.size(); ++i) {
     m.dropped[i] = &m.metrics.Dropped(DropName(kDrops[i]));
   }
-  m.server = std::make_unique<HttpServer>(*m.table, std::move(settings));
+  m.server = std::make_unique<HttpServer>(*m.table, m.trimmer, std::move(settings));
   httplib::Server& s = *m.server;
   s.new_task_queue = [&m] {
-    return new TableTaskQueue(*m.table, [&m](const ConnectionTable::Eviction& e) {
+    return new TableTaskQueue(*m.table, m.trimmer, [&m](const ConnectionTable::Eviction& e) {
       m.OnDropped(Drop::kEvicted, e.peer,
                   "made room for a new connection (" + std::to_string(m.options.max_connections) +
                       " open): it had had no request answered for " + Seconds(e.waited));
@@ -1325,6 +1377,7 @@ core::Result<void> ExtenderServer::Start() {
     m.last_socket = sock;
   });
   s.set_tcp_nodelay(true);
+  s.set_idle_interval(std::chrono::seconds(1));  // TableTaskQueue::on_idle
   s.set_payload_max_length(o.max_body_bytes);
   // httplib sets these as SO_RCVTIMEO/SO_SNDTIMEO on each connection; our stream polls with
   // its own deadlines first, so they are only a backstop.

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -85,10 +86,15 @@ struct ExtenderOptions {
   std::function<void(std::string_view)> log;
 };
 
+class VerbParserPool;  // the JSON parsers of the filter and prioritize bodies (extender.cc)
+
 class Extender {
  public:
   // `api` may be null (no API server: bind answers an error); both must outlive the extender.
   Extender(ClusterState& state, KubeApi* api, ExtenderOptions options = {});
+  ~Extender();
+  Extender(const Extender&) = delete;
+  Extender& operator=(const Extender&) = delete;
   VerbReply Handle(Verb verb, std::string_view body);
   int waiting_binds() const { return waiting_binds_.load(); }
 
@@ -107,6 +113,7 @@ class Extender {
   std::unordered_map<std::string, PodInfo> recent_;
   std::deque<std::string> recent_order_;
   std::atomic<int> waiting_binds_{0};
+  std::unique_ptr<VerbParserPool> parsers_;
 };
 
 }  // namespace gpumux::k8s
