@@ -296,11 +296,11 @@ constexpr std::size_t kUnslottedBodyBytes = std::size_t{128} << 10;
 constexpr std::chrono::seconds kThreadLinger{30};
 // How often a wait for a work slot looks whether its connection was dropped meanwhile.
 constexpr std::chrono::milliseconds kSlotPoll{20};
-// Large bodies are freed into glibc's arenas (one per thread, and every connection has a
-// thread), which keep the pages: after a flood of 64 MiB bodies the RSS stayed at ~600 MiB
-// (bench/extender_flood.cc). After a request of more than kTrimAfterBytes the free pages are
-// given back to the kernel (malloc_trim), at most once per kTrimInterval: a trim of a large
-// heap takes a few milliseconds, and other threads' allocations wait for it.
+// Large bodies are freed into glibc's arenas, which keep the pages (the daemon also limits
+// their number: extender_command.cc): after a flood of 64 MiB bodies the RSS stayed at
+// ~600 MiB (bench/extender_flood.cc). After a request of more than kTrimAfterBytes, and once
+// the server is idle, the free pages are given back to the kernel (malloc_trim), at most once
+// per kTrimInterval: a trim of a large heap takes milliseconds, and allocations wait for it.
 constexpr std::size_t kTrimAfterBytes = std::size_t{4} << 20;
 constexpr std::chrono::seconds kTrimInterval{1};
 
@@ -840,7 +840,8 @@ class HttpServer final : public httplib::Server {
       conn.ReleaseSlot();
       trimmer_.AfterRequest(stream.received());
       const Drop failure = stream.failure();
-      if (failure != Drop::kNone) Report(stream, failure, sock);
+      // An evicted connection's failure is the eviction's doing, reported by the listener.
+      if (failure != Drop::kNone && !conn.entry->dropped) Report(stream, failure, sock);
       if (!ok || closed_by_client || conn.close_after_reply || failure != Drop::kNone) break;
       if (!table_.SetPhase(conn.entry, Phase::kWaiting)) break;
       conn.close_after_reply = false;
