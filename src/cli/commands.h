@@ -117,6 +117,8 @@ struct ExtenderCliOptions {
   std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;  // "" = the embedded trace
   int threads = 16;
+  int max_connections = 256;
+  std::int64_t request_read_timeout_ms = 10000;
   std::set<std::string> given;  // long names of the flags given on the command line
 };
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);

@@ -1,6 +1,7 @@
 // `gpumux extender`: the kube-scheduler HTTP extender daemon. Settings come from flags and an
 // optional YAML file (flags win); the cluster comes from the API server (list + watch of nodes
 // and pods) or, with --offline-nodes, from a file. SIGINT/SIGTERM stop it cleanly.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,7 +13,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/io/read_file.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/cluster_sync.h"
@@ -43,6 +44,20 @@ using nlohmann::json;
 constexpr std::chrono::seconds kExpireInterval{5};
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
+// --request-read-timeout-ms: kube-scheduler writes a request in well under a millisecond on
+// the same host; a 5,000-node NodeList (tens of MB) takes a fraction of a second on a slow
+// network. Beyond 10 minutes a slow client is not being limited at all.
+constexpr std::int64_t kMinRequestReadTimeoutMs = 100;
+constexpr std::int64_t kMaxRequestReadTimeoutMs = 600'000;
+// glibc gives each thread that allocates an arena of its own (up to 8 per core) and keeps the
+// free top of each arena's heap (up to 64 MiB); the server runs a thread per connection, and a
+// large request body (up to 64 MiB) is read by whichever connection's thread:
+// after a flood of them ~400 MiB stayed resident, spread over dozens of arenas
+// (bench/extender_flood.cc), against a 512 MiB limit in deploy/. A few arenas bound that;
+// kube-scheduler's verbs come mostly one at a time, so they are hardly contended.
+constexpr int kMallocArenas = 4;
+// A settings file is a few hundred bytes; anything near this is not one.
+constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
 std::string KnownPolicies() {
   std::string names;
@@ -67,11 +82,11 @@ std::string ResolveAgainst(const std::string& path, const std::string& config_fi
 
 std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
   const std::string& file = o.config;
+  auto text = io::ReadInputFile(file, kMaxConfigFileBytes);
+  if (!text) return UsageError{"--config " + text.error().message};
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::BadFile&) {
-    return UsageError{"--config " + file + ": cannot read the file"};
+    root = YAML::Load(*text);
   } catch (const YAML::Exception& e) {
     return UsageError{"--config " + file + ": not valid YAML: " + e.what()};
   }
@@ -122,18 +137,24 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         }
       } else if (key == "threads") {
         if (!given("threads")) o.threads = value.as<int>();
+      } else if (key == "maxConnections") {
+        if (!given("max-connections")) o.max_connections = value.as<int>();
+      } else if (key == "requestReadTimeoutMs") {
+        if (!given("request-read-timeout-ms")) o.request_read_timeout_ms = value.as<std::int64_t>();
       } else {
         return UsageError{
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads)"};
+            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, maxConnections, "
+            "requestReadTimeoutMs)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
       const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
-                          key == "threads" || key == "bindWaitMs";
+                          key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
+                          key == "requestReadTimeoutMs";
       return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
     }
   }
@@ -183,6 +204,16 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     return UsageError{std::move(message)};
   }
   if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
+  if (o.max_connections < 1 || o.max_connections > k8s::kMaxConnectionsLimit) {
+    return UsageError{"--max-connections must be in 1.." +
+                      std::to_string(k8s::kMaxConnectionsLimit)};
+  }
+  if (o.request_read_timeout_ms < kMinRequestReadTimeoutMs ||
+      o.request_read_timeout_ms > kMaxRequestReadTimeoutMs) {
+    return UsageError{"--request-read-timeout-ms must be in " +
+                      std::to_string(kMinRequestReadTimeoutMs) + ".." +
+                      std::to_string(kMaxRequestReadTimeoutMs)};
+  }
   if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
   }
@@ -208,9 +239,9 @@ core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod
 // A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
 core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
                                                  const k8s::NodeDefaults& defaults, LogSink& log) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return core::MakeError(core::ErrorCode::kIo, path + ": cannot read the file");
-  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto text = io::ReadInputFile(path);
+  if (!text) return tl::unexpected(text.error());
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": not valid JSON");
   }
@@ -268,7 +299,8 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--config", o.config,
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads; flags "
+                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, "
+                  "maxConnections, requestReadTimeoutMs; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
@@ -311,7 +343,18 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "Pod list (the trace's CSV format) whose request shapes define "
                   "fragmentation for fgd [default: the embedded Alibaba trace]");
   cmd->add_option("--threads", o.threads,
-                  "HTTP worker threads (each open keep-alive connection holds one)")
+                  "Verbs computed at once (and request bodies over 128 KiB read at once); "
+                  "/healthz, /readyz and /metrics never wait for them")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "Open HTTP connections served at once, each on a thread of its own; at the "
+                  "limit a new one evicts the connection that has waited longest without a "
+                  "request being answered (idle, or still sending its request), else gets 503")
+      ->capture_default_str();
+  cmd->add_option("--request-read-timeout-ms", o.request_read_timeout_ms,
+                  "A request's head and body must arrive within this (from its first byte; "
+                  "from the connection for its first request), else 408 and the connection "
+                  "is closed: slow clients cannot hold connections")
       ->capture_default_str();
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM (a second signal ends it at once), 2 for bad "
@@ -357,11 +400,14 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   }
   server_options.url_prefix = o.url_prefix;
   server_options.threads = o.threads;
+  server_options.max_connections = o.max_connections;
+  server_options.request_read_timeout = std::chrono::milliseconds(o.request_read_timeout_ms);
 
   // Before any thread starts (the API client's, the server's): they all inherit the mask, and
   // SIGINT/SIGTERM reach only the sigwait below.
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
+  mallopt(M_ARENA_MAX, kMallocArenas);  // before any thread allocates
 
   LogSink log(err, "extender");
   const auto log_fn = [&log](std::string_view line) { log(line); };
@@ -382,7 +428,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   std::string source;
   if (!o.offline_nodes.empty()) {
     auto nodes = LoadOfflineNodes(o.offline_nodes, state_options.defaults, log);
-    if (!nodes) return usage(nodes.error().message);
+    if (!nodes) return usage("--offline-nodes " + nodes.error().message);
     offline_nodes = std::move(*nodes);
     source = "offline nodes from " + o.offline_nodes;
   } else {
@@ -408,7 +454,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   extender_options.node_lock_ttl_seconds = o.node_lock_ttl_seconds;
   extender_options.log = log_fn;
   extender_options.bind_wait = std::chrono::milliseconds(o.bind_wait_ms);
-  // Waiting binds each hold a worker thread: leave at least half for the other verbs and probes.
+  // Waiting binds each hold a work slot: leave at least half for the other verbs.
   extender_options.max_waiting_binds = std::max(1, o.threads / 2);
   k8s::NodeLockBoard lock_board;
   extender_options.lock_board = &lock_board;

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <cstdio>
 #include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -20,16 +24,53 @@ constexpr std::size_t kRecentPods = 4096;
 constexpr std::chrono::milliseconds kMinLockRetry{20};
 
 VerbReply BadRequest(const std::string& message) {
-  return VerbReply{400, json{{"Error", message}}.dump(), "bad_request", 0};
+  // `replace`: a message may quote a name cut short in the middle of a UTF-8 sequence.
+  return VerbReply{400, json{{"Error", message}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                   "bad_request", 0};
 }
 
-// Parses a body that must be a JSON object; a message naming the problem otherwise.
+// `text` as a JSON string for a message, cut to 100 bytes: names in messages come from the
+// client and may be anything.
+std::string Quoted(std::string_view text) {
+  constexpr std::size_t kMax = 100;
+  std::string out = json(std::string(text.substr(0, kMax)))
+                        .dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > kMax) out += "...";
+  return out;
+}
+
+// Parses a body that must be one JSON object without repeated keys (nlohmann would keep the
+// last silently; kube-scheduler, which marshals Go structs and maps, never repeats one); a
+// message naming the problem otherwise.
 std::optional<json> ParseObject(std::string_view body, std::string* error) {
   if (body.empty()) {
     *error = "empty body: expected a JSON object";
     return std::nullopt;
   }
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  struct Open {
+    std::set<std::string> keys;
+    std::string last;  // the key being read, for the path in a message
+  };
+  std::vector<Open> open;
+  std::string repeated;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == json::parse_event_t::object_end && !open.empty()) {
+      open.pop_back();
+    } else if (event == json::parse_event_t::key && !open.empty() && repeated.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!open.back().keys.insert(key).second) {
+        std::string where;
+        for (std::size_t i = 0; i + 1 < open.size(); ++i) where += (i > 0 ? "." : "") + open[i].last;
+        repeated = "key " + Quoted(key) + " appears twice" +
+                   (where.empty() ? std::string() : " in " + Quoted(where));
+      }
+      open.back().last = std::move(key);
+    }
+    return true;
+  };
+  json doc = json::parse(body, check, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     *error = "body is not valid JSON";
     return std::nullopt;
@@ -38,8 +79,49 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
     *error = std::string("body must be a JSON object, not ") + doc.type_name();
     return std::nullopt;
   }
+  if (!repeated.empty()) {
+    *error = repeated;
+    return std::nullopt;
+  }
   return doc;
 }
+
+}  // namespace
+
+// simdjson parsers for the filter and prioritize bodies. A parser keeps buffers of about five
+// times the largest body it has read; one per thread (as before) kept them in every thread
+// that had served a large body, and the server runs a thread per connection: 150,000-name
+// bodies of a flood (2.5 MB) left ~13 MB in each. The pool keeps at most kPooledParsers, none
+// sized for more than kPooledParserBytes; a request takes one and gives it back. Thread-safe.
+class VerbParserPool {
+ public:
+  static constexpr std::size_t kPooledParsers = 4;
+  // A 5,000-node NodeList (nodeCacheCapable: false) is ~15 MB.
+  static constexpr std::size_t kPooledParserBytes = std::size_t{16} << 20;
+
+  std::unique_ptr<simdjson::ondemand::parser> Take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        auto parser = std::move(idle_.back());
+        idle_.pop_back();
+        return parser;
+      }
+    }
+    return std::make_unique<simdjson::ondemand::parser>();
+  }
+  void Give(std::unique_ptr<simdjson::ondemand::parser> parser) {
+    if (parser == nullptr || parser->capacity() > kPooledParserBytes) return;
+    std::lock_guard lock(mu_);
+    if (idle_.size() < kPooledParsers) idle_.push_back(std::move(parser));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<simdjson::ondemand::parser>> idle_;
+};
+
+namespace {
 
 // ExtenderArgs: the pod and the candidate nodes (NodeNames, or the items of Nodes).
 // Parsed with simdjson's on-demand API: at 5,000 nodes the body is ~60 KB of names (nlohmann
@@ -47,13 +129,21 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
 // handed to nlohmann (DecodePod), and in the full-NodeList mode each item is kept as raw JSON
 // text so that the reply can echo the passing nodes without re-serialising them.
 struct ExtenderArgs {
+  explicit ExtenderArgs(VerbParserPool& from) : pool(&from), parser(from.Take()) {}
+  ~ExtenderArgs() { pool->Give(std::move(parser)); }
+  ExtenderArgs(const ExtenderArgs&) = delete;
+  ExtenderArgs& operator=(const ExtenderArgs&) = delete;
+
+  VerbParserPool* pool;
+  std::unique_ptr<simdjson::ondemand::parser> parser;  // taken from `pool`; holds the names
   PodInfo pod;
   // Candidate names (unescaped) and, for the reply, each name as the JSON string token it was
-  // sent as (already quoted and escaped). Views into `padded`, the parser's string buffer or
-  // `owned`; valid while this object lives and the thread's parser is not reused.
+  // sent as (already quoted and escaped). Views into `padded`, `parser`'s string buffer or
+  // `owned`; valid while this object lives.
   std::vector<std::string_view> names;
   std::vector<std::string_view> name_tokens;
-  std::vector<std::string_view> node_raw;  // full-NodeList mode: each item's JSON text
+  // Full-NodeList mode (`Nodes` given): each item's JSON text, index for index with `names`.
+  std::vector<std::string_view> node_raw;
   std::deque<std::string> owned;           // names and tokens made here (full-NodeList mode)
   bool full_nodes = false;
   simdjson::padded_string padded;          // the body
@@ -92,18 +182,32 @@ void AppendJsonString(std::string& out, std::string_view s) {
 
 namespace sj = simdjson::ondemand;
 
-bool NodeNameOf(std::string_view raw, std::string* name) {
-  thread_local sj::parser parser;
+// An item of Nodes.items: its metadata.name, or an error saying what is wrong.
+std::optional<std::string> NodeNameOf(std::string_view raw, std::string* error) {
+  // Items are a few KB: one parser per thread, but not for an outsized item (its buffers would
+  // stay with the thread).
+  constexpr std::size_t kThreadParserBytes = std::size_t{64} << 10;
+  thread_local sj::parser thread_parser;
+  sj::parser own_parser;
+  sj::parser& parser = raw.size() <= kThreadParserBytes ? thread_parser : own_parser;
   simdjson::padded_string padded(raw);
   sj::document doc;
-  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return false;
+  sj::object metadata;
   std::string_view value;
-  if (doc.find_field_unordered("metadata").find_field_unordered("name").get_string().get(value) !=
-      simdjson::SUCCESS) {
-    return false;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.find_field_unordered("metadata").get_object().get(metadata) != simdjson::SUCCESS) {
+    *error = "has no metadata object";
+    return std::nullopt;
   }
-  *name = std::string(value);
-  return true;
+  if (metadata.find_field_unordered("name").get_string().get(value) != simdjson::SUCCESS) {
+    *error = "has no metadata.name string";
+    return std::nullopt;
+  }
+  if (value.empty()) {
+    *error = "has an empty metadata.name";
+    return std::nullopt;
+  }
+  return std::string(value);
 }
 
 bool IsNull(sj::value& v) {
@@ -111,26 +215,149 @@ bool IsNull(sj::value& v) {
   return v.type().get(type) == simdjson::SUCCESS && type == sj::json_type::null;
 }
 
+// The first name that occurs twice in `names`, if any. O(n): linear probing over indices
+// (a node-based set would allocate once per name; this runs on every filter).
+std::optional<std::string_view> FindRepeated(const std::vector<std::string_view>& names) {
+  if (names.size() < 2) return std::nullopt;
+  std::size_t capacity = 4;
+  while (capacity < names.size() * 2) capacity <<= 1;
+  std::vector<std::uint32_t> slots(capacity, 0);  // index + 1; 0: empty
+  const std::hash<std::string_view> hash;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::size_t at = hash(names[i]) & (capacity - 1);
+    for (; slots[at] != 0; at = (at + 1) & (capacity - 1)) {
+      if (names[slots[at] - 1] == names[i]) return names[i];
+    }
+    slots[at] = static_cast<std::uint32_t>(i + 1);
+  }
+  return std::nullopt;
+}
+
+std::string TooManyNodes(const char* field) {
+  return std::string(field) + " lists more than " + std::to_string(kMaxNodesPerRequest) +
+         " nodes (the extender's limit per request)";
+}
+
+// NodeNames: an array of non-empty strings (or null).
+bool DecodeNodeNames(sj::value& value, ExtenderArgs& args, std::string* error) {
+  sj::array names;
+  if (value.get_array().get(names) != simdjson::SUCCESS) {
+    *error = "\"NodeNames\" must be an array of strings or null";
+    return false;
+  }
+  for (auto item_result : names) {
+    sj::value item;
+    std::string_view name;
+    if (std::move(item_result).get(item) != simdjson::SUCCESS) {
+      *error = "\"NodeNames\" is not valid JSON";
+      return false;
+    }
+    const std::size_t index = args.names.size();
+    if (index == kMaxNodesPerRequest) {
+      *error = TooManyNodes("\"NodeNames\"");
+      return false;
+    }
+    std::string_view token = item.raw_json_token();
+    if (item.get_string().get(name) != simdjson::SUCCESS) {
+      *error = "\"NodeNames\"[" + std::to_string(index) + "] must be a string";
+      return false;
+    }
+    if (name.empty()) {
+      *error = "\"NodeNames\"[" + std::to_string(index) + "] is an empty string";
+      return false;
+    }
+    while (!token.empty() && token.back() != '"') token.remove_suffix(1);
+    args.names.push_back(name);
+    args.name_tokens.push_back(token);
+  }
+  return true;
+}
+
+// Nodes: a v1.NodeList, i.e. an object whose "items" is an array of nodes (or null: none).
+bool DecodeNodeList(sj::value& value, ExtenderArgs& args, std::string* error) {
+  sj::object list;
+  if (value.get_object().get(list) != simdjson::SUCCESS) {
+    *error = "\"Nodes\" must be a v1.NodeList (an object with \"items\") or null";
+    return false;
+  }
+  bool have_items = false;
+  for (auto list_field : list) {
+    sj::field lf;
+    std::string_view list_key;
+    if (std::move(list_field).get(lf) != simdjson::SUCCESS ||
+        lf.unescaped_key().get(list_key) != simdjson::SUCCESS) {
+      *error = "\"Nodes\" is not valid JSON";
+      return false;
+    }
+    if (list_key != "items") continue;
+    if (have_items) {
+      *error = "\"Nodes\" has \"items\" twice";
+      return false;
+    }
+    have_items = true;
+    sj::value items_value = lf.value();
+    if (IsNull(items_value)) continue;
+    sj::array items;
+    if (items_value.get_array().get(items) != simdjson::SUCCESS) {
+      *error = "\"Nodes\".items must be an array of nodes";
+      return false;
+    }
+    for (auto item : items) {
+      const std::string where = "\"Nodes\".items[" + std::to_string(args.names.size()) + "]";
+      if (args.node_raw.size() == kMaxNodesPerRequest) {
+        *error = TooManyNodes("\"Nodes\".items");
+        return false;
+      }
+      sj::object node;
+      std::string_view raw;
+      if (item.get_object().get(node) != simdjson::SUCCESS ||
+          node.raw_json().get(raw) != simdjson::SUCCESS) {
+        *error = where + " must be an object (a v1.Node)";
+        return false;
+      }
+      std::string why;
+      std::optional<std::string> name = NodeNameOf(raw, &why);
+      if (!name) {
+        *error = where + " " + why;
+        return false;
+      }
+      const std::string& owned_name = args.owned.emplace_back(std::move(*name));
+      std::string& token = args.owned.emplace_back();
+      AppendJsonString(token, owned_name);
+      args.names.push_back(owned_name);
+      args.name_tokens.push_back(token);
+      args.node_raw.push_back(raw);
+    }
+  }
+  if (!have_items) {
+    *error = "\"Nodes\" has no \"items\" (expected a v1.NodeList)";
+    return false;
+  }
+  args.full_nodes = true;
+  return true;
+}
+
 std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu_mem_unit_mib,
-                                         std::string* error) {
-  auto args = std::make_unique<ExtenderArgs>();
+                                         VerbParserPool& parsers, std::string* error) {
+  auto args = std::make_unique<ExtenderArgs>(parsers);
   if (body.empty()) {
     *error = "empty body: expected a JSON object";
     return nullptr;
   }
   args->padded = simdjson::padded_string(body);
   // A node-cache body is mostly names of ~15 bytes each: reserve once instead of regrowing.
-  args->names.reserve(body.size() / 16);
-  args->name_tokens.reserve(body.size() / 16);
-  thread_local sj::parser parser;
+  const std::size_t expected = std::min(body.size() / 16, kMaxNodesPerRequest);
+  args->names.reserve(expected);
+  args->name_tokens.reserve(expected);
   sj::document doc;
   sj::object root;
-  if (parser.iterate(args->padded).get(doc) != simdjson::SUCCESS ||
+  if (args->parser->iterate(args->padded).get(doc) != simdjson::SUCCESS ||
       doc.get_object().get(root) != simdjson::SUCCESS) {
-    *error = "body is not a JSON object";
+    *error = "body is not valid JSON or not a JSON object";
     return nullptr;
   }
-  bool have_pod = false;
+  bool have_pod = false, have_names = false, have_nodes = false;
+  bool names_given = false, nodes_given = false;  // and not null
   for (auto field_result : root) {
     sj::field field;
     std::string_view key;
@@ -140,12 +367,25 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
       return nullptr;
     }
     sj::value value = field.value();
+    bool* seen = key == "Pod" ? &have_pod
+                 : key == "NodeNames" ? &have_names
+                 : key == "Nodes"     ? &have_nodes
+                                      : nullptr;
+    if (seen == nullptr) continue;  // fields of newer kube-schedulers
+    if (*seen) {
+      *error = "\"" + std::string(key) + "\" appears twice";
+      return nullptr;
+    }
+    *seen = true;
     if (key == "Pod") {
       sj::object pod;
       std::string_view raw;
-      if (value.get_object().get(pod) != simdjson::SUCCESS ||
-          pod.raw_json().get(raw) != simdjson::SUCCESS) {
+      if (value.get_object().get(pod) != simdjson::SUCCESS) {
         *error = "\"Pod\" must be an object";
+        return nullptr;
+      }
+      if (pod.raw_json().get(raw) != simdjson::SUCCESS) {
+        *error = "\"Pod\" is not valid JSON";
         return nullptr;
       }
       const json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
@@ -159,79 +399,90 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
         return nullptr;
       }
       args->pod = std::move(*decoded);
-      have_pod = true;
+    } else if (IsNull(value)) {
+      continue;
     } else if (key == "NodeNames") {
-      if (IsNull(value)) continue;
-      sj::array names;
-      if (value.get_array().get(names) != simdjson::SUCCESS) {
-        *error = "\"NodeNames\" must be an array of strings";
-        return nullptr;
-      }
-      for (auto item_result : names) {
-        sj::value item;
-        std::string_view name;
-        if (std::move(item_result).get(item) != simdjson::SUCCESS) {
-          *error = "\"NodeNames\" is not valid JSON";
-          return nullptr;
-        }
-        std::string_view token = item.raw_json_token();
-        if (item.get_string().get(name) != simdjson::SUCCESS) {
-          *error = "\"NodeNames\" must be an array of strings";
-          return nullptr;
-        }
-        while (!token.empty() && token.back() != '"') token.remove_suffix(1);
-        args->names.push_back(name);
-        args->name_tokens.push_back(token);
-      }
-    } else if (key == "Nodes") {
-      if (IsNull(value)) continue;
-      sj::object list;
-      if (value.get_object().get(list) != simdjson::SUCCESS) {
-        *error = "\"Nodes\" must be a v1.NodeList";
-        return nullptr;
-      }
-      args->full_nodes = true;
-      for (auto list_field : list) {
-        sj::field lf;
-        std::string_view list_key;
-        if (std::move(list_field).get(lf) != simdjson::SUCCESS ||
-            lf.unescaped_key().get(list_key) != simdjson::SUCCESS) {
-          *error = "\"Nodes\" is not valid JSON";
-          return nullptr;
-        }
-        if (list_key != "items") continue;
-        sj::value items_value = lf.value();
-        if (IsNull(items_value)) continue;
-        sj::array items;
-        if (items_value.get_array().get(items) != simdjson::SUCCESS) {
-          *error = "\"Nodes\".items must be an array";
-          return nullptr;
-        }
-        for (auto item : items) {
-          sj::object node;
-          std::string_view raw;
-          std::string name;
-          if (item.get_object().get(node) != simdjson::SUCCESS ||
-              node.raw_json().get(raw) != simdjson::SUCCESS || !NodeNameOf(raw, &name)) {
-            *error = "\"Nodes\".items[" + std::to_string(args->names.size()) +
-                     "] has no metadata.name";
-            return nullptr;
-          }
-          const std::string& owned_name = args->owned.emplace_back(std::move(name));
-          std::string& token = args->owned.emplace_back();
-          AppendJsonString(token, owned_name);
-          args->names.push_back(owned_name);
-          args->name_tokens.push_back(token);
-          args->node_raw.push_back(raw);
-        }
-      }
+      if (!DecodeNodeNames(value, *args, error)) return nullptr;
+      names_given = true;
+    } else {
+      if (!DecodeNodeList(value, *args, error)) return nullptr;
+      nodes_given = true;
     }
+  }
+  // The on-demand parser reads only what is asked for: make sure nothing follows the object.
+  if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS) {
+    *error = "body is not valid JSON: more follows the object";
+    return nullptr;
   }
   if (!have_pod) {
     *error = "\"Pod\" is missing";
     return nullptr;
   }
+  if (names_given && nodes_given) {
+    // kube-scheduler sends exactly one: NodeNames when the extender is nodeCacheCapable, else
+    // Nodes. Both could name different nodes: which would the reply be about?
+    *error = "both \"NodeNames\" and \"Nodes\" are given: expected \"NodeNames\" "
+             "(nodeCacheCapable: true) or \"Nodes\" (a v1.NodeList), not both";
+    return nullptr;
+  }
+  if (!names_given && !nodes_given) {
+    *error = "no candidate nodes: expected \"NodeNames\" (nodeCacheCapable: true) or \"Nodes\" "
+             "(a v1.NodeList)";
+    return nullptr;
+  }
+  if (auto repeated = FindRepeated(args->names)) {
+    *error = std::string(names_given ? "\"NodeNames\"" : "\"Nodes\".items") + " names node " +
+             Quoted(*repeated) + " twice";
+    return nullptr;
+  }
   return args;
+}
+
+enum class NameKind : std::uint8_t { kSubdomain, kLabel, kUid };
+
+// Kubernetes' names: a DNS-1123 subdomain (pods, nodes: lowercase letters, digits, '-' and '.',
+// at most 253, starting and ending with a letter or digit) or label (namespaces: no '.', at most
+// 63); a UID is a UUID, here any of letters, digits, '-', '_', '.', ':' up to 128.
+bool IsValidName(std::string_view s, NameKind kind) {
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (kind == NameKind::kUid) {
+    return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
+             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == ':';
+           });
+  }
+  const std::size_t max = kind == NameKind::kLabel ? 63 : 253;
+  if (s.empty() || s.size() > max || !alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return alnum(c) || c == '-' || (c == '.' && kind == NameKind::kSubdomain);
+  });
+}
+
+// A bind field: present, a string, and a valid name of its kind; else nullopt and *error says
+// which field and why.
+std::optional<std::string> BindField(const json& doc, const char* key, NameKind kind,
+                                     std::string* error) {
+  const json* v = JsonChild(doc, key);
+  const std::string field = std::string("\"") + key + "\"";
+  if (v == nullptr) {
+    *error = field + " is missing (bind needs PodName, PodNamespace, PodUID and Node)";
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    *error = field + " must be a string, not " + v->type_name();
+    return std::nullopt;
+  }
+  const auto& text = v->get_ref<const std::string&>();
+  if (!IsValidName(text, kind)) {
+    *error = field + " " + Quoted(text) + " is not a valid " +
+             (kind == NameKind::kUid     ? "UID (letters, digits, '-', '_', '.', ':'; at most 128)"
+              : kind == NameKind::kLabel ? "namespace (a DNS-1123 label: lowercase letters, "
+                                           "digits and '-', at most 63)"
+                                         : "name (a DNS-1123 subdomain: lowercase letters, digits, "
+                                           "'-' and '.', at most 253)");
+    return std::nullopt;
+  }
+  return text;
 }
 
 // Maps raw policy scores of the fitting nodes linearly onto 0..10 (kube-scheduler's
@@ -313,7 +564,9 @@ std::string_view VerbName(Verb verb) {
 }
 
 Extender::Extender(ClusterState& state, KubeApi* api, ExtenderOptions options)
-    : state_(&state), api_(api), options_(options) {}
+    : state_(&state), api_(api), options_(options), parsers_(std::make_unique<VerbParserPool>()) {}
+
+Extender::~Extender() = default;
 
 VerbReply Extender::Handle(Verb verb, std::string_view body) {
   switch (verb) {
@@ -346,7 +599,7 @@ std::optional<PodInfo> Extender::Recall(const std::string& uid) {
 
 VerbReply Extender::Filter(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), *parsers_, &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   if (args->pod.wants_gpu() && !state_->synced()) {
@@ -415,7 +668,7 @@ VerbReply Extender::Filter(std::string_view body) {
 
 VerbReply Extender::Prioritize(std::string_view body) {
   std::string error;
-  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), &error);
+  auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), *parsers_, &error);
   if (!args) return BadRequest(error);
   Remember(args->pod);
   std::vector<int> scores(args->names.size(), 0);
@@ -441,18 +694,13 @@ VerbReply Extender::Bind(std::string_view body) {
   std::string error;
   auto doc = ParseObject(body, &error);
   if (!doc) return BadRequest(error);
-  auto field = [&](const char* key) -> std::optional<std::string> {
-    const json* v = JsonChild(*doc, key);
-    if (v == nullptr || !v->is_string() || v->get_ref<const std::string&>().empty()) {
-      return std::nullopt;
-    }
-    return v->get<std::string>();
-  };
-  const auto name = field("PodName"), ns = field("PodNamespace"), uid = field("PodUID"),
-             node = field("Node");
-  if (!name || !ns || !uid || !node) {
-    return BadRequest("bind needs non-empty strings PodName, PodNamespace, PodUID and Node");
-  }
+  // The names go into API paths (/api/v1/namespaces/NS/pods/NAME, /api/v1/nodes/NODE): each
+  // must be what Kubernetes allows for it, so that no body can aim a request elsewhere.
+  const auto name = BindField(*doc, "PodName", NameKind::kSubdomain, &error);
+  const auto ns = name ? BindField(*doc, "PodNamespace", NameKind::kLabel, &error) : std::nullopt;
+  const auto uid = ns ? BindField(*doc, "PodUID", NameKind::kUid, &error) : std::nullopt;
+  const auto node = uid ? BindField(*doc, "Node", NameKind::kSubdomain, &error) : std::nullopt;
+  if (!node) return BadRequest(error);
   auto fail = [](std::string label, const std::string& message) {
     return VerbReply{200, json{{"Error", message}}.dump(), std::move(label), 0};
   };
@@ -652,34 +900,61 @@ VerbReply Extender::Preempt(std::string_view body) {
   if (pod_json == nullptr || !pod_json->is_object()) return BadRequest("\"Pod\" is missing or not an object");
   auto pod = DecodePod(*pod_json, state_->gpu_mem_unit_mib());
   if (!pod) return BadRequest("\"Pod\": " + pod.error().message);
-  // Victims per node, as UIDs, from either form.
-  std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>> victims;
+  // Victims per node, as UIDs, from either form: NodeNameToMetaVictims (nodeCacheCapable:
+  // {"Pods":[{"UID":...}]}) or NodeNameToVictims (whole pods); kube-scheduler sends one.
   const json* meta = JsonChild(*doc, "NodeNameToMetaVictims");
   const json* full = JsonChild(*doc, "NodeNameToVictims");
-  const json* source = meta != nullptr ? meta : full;
-  if (source != nullptr) {
-    if (!source->is_object()) return BadRequest("victims must be an object keyed by node name");
-    for (const auto& [node, entry] : source->items()) {
-      const json* pods = JsonChild(entry, "Pods");
-      if (!entry.is_object() || (pods != nullptr && !pods->is_array())) {
-        return BadRequest("victims of node " + node + " must be {\"Pods\":[...]}");
+  if (meta != nullptr && full != nullptr) {
+    return BadRequest("both \"NodeNameToMetaVictims\" and \"NodeNameToVictims\" are given: "
+                      "expected one of them");
+  }
+  if (meta == nullptr && full == nullptr) {
+    return BadRequest("no victims: expected \"NodeNameToMetaVictims\" (nodeCacheCapable: true) or "
+                      "\"NodeNameToVictims\"");
+  }
+  const json& source = meta != nullptr ? *meta : *full;
+  const std::string field = meta != nullptr ? "\"NodeNameToMetaVictims\"" : "\"NodeNameToVictims\"";
+  if (!source.is_object()) {
+    return BadRequest(field + " must be an object keyed by node name, not " + source.type_name());
+  }
+  if (source.size() > kMaxNodesPerRequest) return BadRequest(TooManyNodes(field.c_str()));
+  std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>> victims;
+  for (const auto& [node, entry] : source.items()) {
+    const std::string where = field + "[" + Quoted(node) + "]";
+    if (node.empty()) return BadRequest(field + " has an empty node name");
+    if (!entry.is_object()) {
+      return BadRequest(where + " must be an object {\"Pods\":[...],\"NumPDBViolations\":N}");
+    }
+    auto& [uids, pdb] = victims[node];
+    if (const json* v = JsonChild(entry, "NumPDBViolations"); v != nullptr) {
+      if (!v->is_number_integer() || v->get<std::int64_t>() < 0) {
+        return BadRequest(where + ".NumPDBViolations must be a non-negative integer");
       }
-      auto& [uids, pdb] = victims[node];
-      if (const json* v = JsonChild(entry, "NumPDBViolations"); v != nullptr && v->is_number_integer()) {
-        pdb = v->get<std::int64_t>();
+      pdb = v->get<std::int64_t>();
+    }
+    const json* pods = JsonChild(entry, "Pods");
+    if (pods == nullptr) continue;
+    if (!pods->is_array()) return BadRequest(where + ".Pods must be an array");
+    if (pods->size() > kMaxVictimsPerNode) {
+      return BadRequest(where + ".Pods lists more than " + std::to_string(kMaxVictimsPerNode) +
+                        " pods (the extender's limit per node)");
+    }
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < pods->size(); ++i) {
+      const json& p = (*pods)[i];
+      const json* uid = JsonChild(p, "UID");
+      if (uid == nullptr) {
+        const json* metadata = JsonChild(p, "metadata");
+        uid = metadata != nullptr ? JsonChild(*metadata, "uid") : nullptr;
       }
-      if (pods == nullptr) continue;
-      for (const json& p : *pods) {
-        const json* uid = JsonChild(p, "UID");
-        if (uid == nullptr) {
-          const json* metadata = JsonChild(p, "metadata");
-          uid = metadata != nullptr ? JsonChild(*metadata, "uid") : nullptr;
-        }
-        if (uid == nullptr || !uid->is_string()) {
-          return BadRequest("a victim on node " + node + " has no UID");
-        }
-        uids.push_back(uid->get<std::string>());
+      const std::string at = where + ".Pods[" + std::to_string(i) + "]";
+      if (uid == nullptr || !uid->is_string() || uid->get_ref<const std::string&>().empty()) {
+        return BadRequest(at + " has no UID (a non-empty string in UID or metadata.uid)");
       }
+      if (!seen.insert(uid->get<std::string>()).second) {
+        return BadRequest(at + ": pod " + Quoted(uid->get<std::string>()) + " is listed twice");
+      }
+      uids.push_back(uid->get<std::string>());
     }
   }
   json out = json::object();
@@ -690,7 +965,10 @@ VerbReply Extender::Preempt(std::string_view body) {
     for (const std::string& uid : uids) pods.push_back({{"UID", uid}});
     out[node] = {{"Pods", std::move(pods)}, {"NumPDBViolations", pdb}};
   }
-  return VerbReply{200, json{{"NodeNameToMetaVictims", std::move(out)}}.dump(), "", 0};
+  return VerbReply{200,
+                   json{{"NodeNameToMetaVictims", std::move(out)}}.dump(
+                       -1, ' ', false, json::error_handler_t::replace),
+                   "", 0};
 }
 
 }  // namespace gpumux::k8s

@@ -1,15 +1,15 @@
 // Kubeconfig (YAML) and in-cluster service-account configuration (see api_client.h).
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "gpumux/io/read_file.h"
 #include "gpumux/k8s/api_client.h"
 
 namespace gpumux::k8s {
@@ -62,20 +62,17 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> ReadWholeFile(const fs::path& path, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    error = fs::exists(path, ec) ? "cannot be read" : "does not exist";
-    return std::nullopt;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    error = "cannot be read";
-    return std::nullopt;
-  }
-  return text.str();
+// A kubeconfig, a token, a certificate: small files. The largest real kubeconfigs (hundreds of
+// clusters with inline certificates) are a few MB.
+constexpr std::size_t kMaxCredentialFileBytes = std::size_t{16} << 20;
+
+// The whole file through the one reader of input files, which refuses a folder, a FIFO, a
+// missing or an over-size file naming the path ("<path>: is a directory (expected a file)");
+// always ErrorCode::kIo here.
+core::Result<std::string> ReadWholeFile(const std::string& path) {
+  auto text = io::ReadInputFile(path, kMaxCredentialFileBytes);
+  if (!text) return MakeError(ErrorCode::kIo, text.error().message);
+  return text;
 }
 
 std::string Trim(std::string text) {
@@ -93,9 +90,8 @@ class KubeconfigReader {
   }
 
   core::Result<ClientConfig> Load(std::string_view wanted_context) {
-    std::string read_error;
-    auto text = ReadWholeFile(path_, read_error);
-    if (!text) return Fail(ErrorCode::kIo, "the file " + read_error);
+    auto text = ReadWholeFile(path_);
+    if (!text) return MakeError(ErrorCode::kIo, "kubeconfig " + text.error().message);
     YAML::Node root;
     try {
       root = YAML::Load(*text);
@@ -183,11 +179,8 @@ class KubeconfigReader {
     if (!file) return tl::unexpected(file.error());
     if (file->empty()) return std::string();
     const std::string resolved = Resolve(*file);
-    std::string read_error;
-    auto content = ReadWholeFile(resolved, read_error);
-    if (!content) {
-      return Fail(ErrorCode::kIo, where + "." + key + ": " + resolved + " " + read_error);
-    }
+    auto content = ReadWholeFile(resolved);
+    if (!content) return Fail(ErrorCode::kIo, where + "." + key + ": " + content.error().message);
     return *content;
   }
 
@@ -277,10 +270,8 @@ class KubeconfigReader {
     if (!token_file) return tl::unexpected(token_file.error());
     if (!token_file->empty()) {
       config.token_file = Resolve(*token_file);
-      std::string read_error;
-      if (!ReadWholeFile(config.token_file, read_error)) {
-        return Fail(ErrorCode::kIo,
-                    user_where + ".tokenFile: " + config.token_file + " " + read_error);
+      if (auto read = ReadWholeFile(config.token_file); !read) {
+        return Fail(ErrorCode::kIo, user_where + ".tokenFile: " + read.error().message);
       }
     }
     auto cert = Pem(*user, "client-certificate", user_where);
@@ -329,24 +320,22 @@ core::Result<ClientConfig> LoadInClusterConfig(const std::string& sa_dir) {
 
   const fs::path dir(sa_dir);
   config.token_file = (dir / "token").string();
-  std::string read_error;
-  auto token = ReadWholeFile(config.token_file, read_error);
+  auto token = ReadWholeFile(config.token_file);
   if (!token) {
-    return MakeError(ErrorCode::kIo, "in-cluster config: the service account token " +
-                                         config.token_file + " " + read_error);
+    return MakeError(ErrorCode::kIo,
+                     "in-cluster config: the service account token " + token.error().message);
   }
   if (Trim(*token).empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "in-cluster config: the service account token " +
                                                       config.token_file + " is empty");
   }
   const std::string ca_path = (dir / "ca.crt").string();
-  auto ca = ReadWholeFile(ca_path, read_error);
+  auto ca = ReadWholeFile(ca_path);
   if (!ca) {
-    return MakeError(ErrorCode::kIo,
-                     "in-cluster config: the CA bundle " + ca_path + " " + read_error);
+    return MakeError(ErrorCode::kIo, "in-cluster config: the CA bundle " + ca.error().message);
   }
   config.ca_pem = *ca;
-  if (auto ns = ReadWholeFile(dir / "namespace", read_error); ns && !Trim(*ns).empty()) {
+  if (auto ns = ReadWholeFile((dir / "namespace").string()); ns && !Trim(*ns).empty()) {
     config.default_namespace = Trim(*ns);
   }
   return config;

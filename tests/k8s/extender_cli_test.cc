@@ -244,7 +244,9 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
             "grantTTLSeconds: 30\n"
             "nodeLockTTLSeconds: 45\n"
             "gpuMemUnitMiB: 512\n"
-            "threads: 4\n");
+            "threads: 4\n"
+            "maxConnections: 64\n"
+            "requestReadTimeoutMs: 2000\n");
   const pid_t pid = Start(
       {"--config", (scratch_ / "conf" / "extender.yaml").string(), "--policy", "fgd"}, "config");
   ASSERT_GT(pid, 0);
@@ -254,6 +256,7 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
   EXPECT_NE(err.find("serving policy fgd"), std::string::npos) << "the flag wins: " << err;
   EXPECT_NE(err.find("verbs under /scheduler"), std::string::npos) << err;
   EXPECT_NE(err.find("4 threads"), std::string::npos) << err;
+  EXPECT_NE(err.find("up to 64 connections"), std::string::npos) << err;
   EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 512 MiB"), std::string::npos) << err;
   httplib::Client client("127.0.0.1", port);
   auto filter =
@@ -332,6 +335,18 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
        {"--offline-nodes", nodes, "--gpu-mem-unit-mib", "2097152"},
        {"--gpu-mem-unit-mib must be in 1..1048576"}},
       {"an unknown flag", {"--offline-nodes", nodes, "--bogus"}, {"--bogus"}},
+      {"no connections allowed",
+       {"--offline-nodes", nodes, "--max-connections", "0"},
+       {"--max-connections must be in 1..65536"}},
+      {"a request read timeout of 5 ms",
+       {"--offline-nodes", nodes, "--request-read-timeout-ms", "5"},
+       {"--request-read-timeout-ms must be in 100..600000"}},
+      {"a folder given as the offline nodes file",
+       {"--offline-nodes", scratch_.string(), "--listen", "127.0.0.1:0"},
+       {"--offline-nodes " + scratch_.string() + ": is a directory (expected a file)"}},
+      {"a folder given as the config file",
+       {"--config", scratch_.string()},
+       {"--config " + scratch_.string() + ": is a directory (expected a file)"}},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -366,6 +381,9 @@ TEST_F(ExtenderCliTest, HelpExplainsTheFlagsAndListsThePolicies) {
                            "managedResources",
                            "--node-lock-ttl-seconds",
                            "--gpu-mem-unit-mib",
+                           "--threads",
+                           "--max-connections",
+                           "--request-read-timeout-ms",
                            "gpumux.io/gpu-mem-unit-mib",
                            "'gpumux.io/gpu-mem: 8' asks for 8 GiB"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << "missing '" << text << "' in:\n" << r.out;

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -32,6 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::GpuOf;
+using testing::Eventually;
 using testing::NodeJson;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -84,7 +87,8 @@ class ExtenderServerTest : public ::testing::Test {
   void SetUp() override { Build({}); }
 
   // (Re)builds state, extender and server; `tweak` edits the server options.
-  void Build(const std::function<void(ExtenderServerOptions&)>& tweak, bool synced = true) {
+  void Build(const std::function<void(ExtenderServerOptions&)>& tweak, bool synced = true,
+             KubeApi* api = nullptr) {
     server_.reset();
     extender_.reset();
     state_.reset();
@@ -97,7 +101,7 @@ class ExtenderServerTest : public ::testing::Test {
     state_->SetNodes(nodes);
     state_->SetPods({});
     if (synced) state_->MarkSynced();
-    extender_ = std::make_unique<Extender>(*state_, nullptr);
+    extender_ = std::make_unique<Extender>(*state_, api);
     ExtenderServerOptions server_options;
     server_options.log = [this](std::string_view line) { log_.Add(line); };
     if (tweak) tweak(server_options);
@@ -654,6 +658,309 @@ TEST_F(ExtenderServerTest, ConcurrentClientsAllGetAnswers) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(good.load(), kThreads * kEach);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Slow and hostile clients (the slowloris reproducer, tests/repros/extender-slowloris). These
+// assert what happens, not how fast: every wait is generous, for a loaded 2-core machine.
+
+// A raw loopback connection to the server, closed when it goes out of scope.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 &&
+                 ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;  // NOLINT
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  bool Send(std::string_view bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Reads what has arrived within `wait`; true once the server has closed the connection.
+  bool ClosedWithin(std::chrono::milliseconds wait) {
+    const auto until = SteadyClock::now() + wait;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;  // EOF, or reset
+      received_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  const std::string& received() const { return received_; }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+  std::string received_;
+};
+
+// Clients that trickle a request head one byte at a time, on a thread of their own, until
+// stopped (the slowloris). A connection the server closes stays closed.
+class Tricklers {
+ public:
+  Tricklers(int port, int count, std::chrono::milliseconds every) {
+    for (int i = 0; i < count; ++i) connections_.push_back(std::make_unique<RawConnection>(port));
+    thread_ = std::thread([this, every] {
+      const std::string head = "GET /healthz HTTP/1.1\r\nX-Slow: " + std::string(100000, 'a');
+      for (std::size_t k = 0; !stop_; ++k) {
+        for (auto& c : connections_) c->Send(head.substr(k % head.size(), 1));
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, every, [this] { return stop_.load(); });
+      }
+    });
+  }
+  ~Tricklers() {
+    stop_ = true;
+    cv_.notify_all();
+    thread_.join();
+  }
+  int connected() const {
+    return static_cast<int>(std::count_if(connections_.begin(), connections_.end(),
+                                          [](const auto& c) { return c->connected(); }));
+  }
+
+ private:
+  std::vector<std::unique_ptr<RawConnection>> connections_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+// A KubeApi whose GET blocks until released: a bind that reads its pod is in flight for as long
+// as the test wants.
+class BlockingApi final : public KubeApi {
+ public:
+  ApiResult<json> Get(const std::string&) override {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+    return tl::unexpected(ApiError{404, "NotFound", "not found"});
+  }
+  ApiResult<json> List(const std::string&, int) override { return Fail(); }
+  ApiResult<json> Patch(const std::string&, const json&, PatchType) override { return Fail(); }
+  ApiResult<json> Post(const std::string&, const json&) override { return Fail(); }
+  ApiResult<void> Watch(const std::string&, const std::string&,
+                        const std::function<bool(WatchEvent&&)>&, std::stop_token, int) override {
+    return tl::unexpected(ApiError{500, "InternalError", "not in this test"});
+  }
+  // Waits (up to 10 s) until a GET is blocked.
+  bool WaitForCall() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [this] { return waiting_ > 0; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  static ApiResult<json> Fail() {
+    return tl::unexpected(ApiError{500, "InternalError", "not in this test"});
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool released_ = false;
+};
+
+constexpr const char* kBindBody =
+    R"({"PodName":"p","PodNamespace":"default","PodUID":"u-1","Node":"fake-node-1"})";
+
+// The value of a metric line that starts with `prefix` (e.g. a name with its labels).
+double MetricValue(const std::string& page, const std::string& prefix) {
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix + " ", 0) == 0) return std::stod(line.substr(prefix.size() + 1));
+  }
+  return -1;
+}
+
+TEST_F(ExtenderServerTest, ASlowClientIsClosedWith408OnceItsRequestDeadlinePasses) {
+  Build([](ExtenderServerOptions& o) { o.request_read_timeout = std::chrono::milliseconds(300); });
+  RawConnection slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  // One byte every 20 ms of a 100 KB head: it would take half an hour.
+  const std::string head = "GET /healthz HTTP/1.1\r\nX-Slow: " + std::string(100000, 'a');
+  bool closed = false;
+  for (std::size_t k = 0; k < head.size() && !closed; ++k) {
+    if (!slow.Send(head.substr(k, 1))) break;  // the server closed it
+    closed = slow.ClosedWithin(std::chrono::milliseconds(20));
+  }
+  closed = closed || slow.ClosedWithin(std::chrono::seconds(10));
+  EXPECT_TRUE(closed) << "the slow connection was not closed";
+  EXPECT_NE(slow.received().find("408"), std::string::npos) << slow.received();
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("did not arrive within 0.3 s"); }));
+  EXPECT_GE(MetricValue(server_->RenderMetrics(),
+                        R"(gpumux_extender_connections_dropped_total{reason="request_timeout"})"),
+            1);
+  // A connection that sends nothing at all is closed too.
+  RawConnection silent(server_->port());
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.ClosedWithin(std::chrono::seconds(10)));
+}
+
+TEST_F(ExtenderServerTest, AnIdleKeepAliveConnectionIsClosedAfterItsTimeout) {
+  Build([](ExtenderServerOptions& o) { o.keep_alive_timeout = std::chrono::milliseconds(300); });
+  RawConnection idle(server_->port());
+  ASSERT_TRUE(idle.connected());
+  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_EQ(idle.received().rfind("HTTP/1.1 200", 0), 0U) << idle.received();
+}
+
+TEST_F(ExtenderServerTest, AKeepAliveConnectionServesRequestAfterRequest) {
+  // kube-scheduler reuses its connection between scheduling cycles.
+  httplib::Client client = Client();
+  client.set_keep_alive(true);
+  for (int i = 0; i < 20; ++i) {
+    auto r = client.Post("/gpumux/prioritize",
+                         R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})",
+                         "application/json");
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  EXPECT_EQ(MetricValue(server_->RenderMetrics(), "gpumux_extender_connections"), 1);
+}
+
+TEST_F(ExtenderServerTest, ProbesAreAnsweredWhileManyMoreSlowClientsThanThreadsTrickle) {
+  Build([](ExtenderServerOptions& o) {
+    o.threads = 2;
+    o.request_read_timeout = std::chrono::seconds(60);  // they stay for the whole test
+  });
+  Tricklers slow(server_->port(), 24, std::chrono::milliseconds(100));
+  ASSERT_EQ(slow.connected(), 24);
+  ASSERT_TRUE(Eventually([&] {
+    return MetricValue(server_->RenderMetrics(), "gpumux_extender_connections") >= 24;
+  }));
+  for (int i = 0; i < 10; ++i) {
+    auto health = Client().Get("/healthz");
+    ASSERT_TRUE(health) << "probe " << i << ": " << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+    auto verb = Post("/gpumux/prioritize",
+                     R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
+    ASSERT_TRUE(verb) << "verb " << i;
+    EXPECT_EQ(verb->status, 200) << verb->body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+TEST_F(ExtenderServerTest, AtTheConnectionLimitTheLongestWaitingConnectionMakesRoom) {
+  Build([](ExtenderServerOptions& o) {
+    o.max_connections = 4;
+    o.request_read_timeout = std::chrono::seconds(60);
+  });
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected());
+    // Registered one after the other, so that the first is the one waiting longest.
+    ASSERT_TRUE(Eventually([&] {
+      return MetricValue(server_->RenderMetrics(), "gpumux_extender_connections") == i + 1;
+    }));
+  }
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(idle[0]->ClosedWithin(std::chrono::seconds(10))) << "the oldest was not evicted";
+  EXPECT_FALSE(idle[3]->ClosedWithin(std::chrono::milliseconds(200)));
+  EXPECT_LE(MetricValue(server_->RenderMetrics(), "gpumux_extender_connections"), 4);
+  EXPECT_GE(MetricValue(server_->RenderMetrics(),
+                        R"(gpumux_extender_connections_dropped_total{reason="evicted"})"),
+            1);
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("made room for a new connection"); }));
+}
+
+TEST_F(ExtenderServerTest, AConnectionBeingAnsweredIsNeverEvictedANewcomerGets503) {
+  BlockingApi api;
+  Build([](ExtenderServerOptions& o) { o.max_connections = 1; }, /*synced=*/true, &api);
+  std::thread bind([&] {
+    auto r = Post("/gpumux/bind", kBindBody);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << r->body;  // the bind's own error, answered in full
+    EXPECT_NE(r->body.find("Error"), std::string::npos);
+  });
+  ASSERT_TRUE(api.WaitForCall());
+  auto refused = Client().Get("/healthz");
+  if (refused) {  // or the connection was reset before the 503 could be read
+    EXPECT_EQ(refused->status, 503) << refused->body;
+    EXPECT_NE(refused->body.find("too many connections"), std::string::npos) << refused->body;
+  }
+  api.Release();
+  bind.join();
+  EXPECT_TRUE(Eventually([&] {
+    auto health = Client().Get("/healthz");
+    return health && health->status == 200;
+  }));
+}
+
+TEST_F(ExtenderServerTest, ProbesTakeNoWorkSlotAndAVerbWaitsForOneOnlySoLong) {
+  BlockingApi api;
+  Build(
+      [](ExtenderServerOptions& o) {
+        o.threads = 1;
+        o.request_read_timeout = std::chrono::milliseconds(300);
+      },
+      /*synced=*/true, &api);
+  std::thread bind([&] { Post("/gpumux/bind", kBindBody); });
+  ASSERT_TRUE(api.WaitForCall());  // the only work slot is taken
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = Client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  auto verb = Post("/gpumux/prioritize",
+                   R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
+  ASSERT_TRUE(verb);
+  ExpectJsonError(verb, 503, "a verb with no work slot free");
+  api.Release();
+  bind.join();
+}
+
+TEST_F(ExtenderServerTest, AnOversizedHeadIs431AndAnOversizedChunkedBody413) {
+  Build([](ExtenderServerOptions& o) { o.max_body_bytes = 1000; });
+  const std::string big_head =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(200000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(RawExchange(server_->port(), big_head).rfind("HTTP/1.1 431", 0), 0U);
+  // Many small headers add up too.
+  std::string many = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 5000; ++i) many += "X-H" + std::to_string(i) + ": 0123456789\r\n";
+  EXPECT_EQ(RawExchange(server_->port(), many + "\r\n").rfind("HTTP/1.1 431", 0), 0U);
+  // httplib 0.11 reads a chunked body past its payload limit; the server does not.
+  std::string chunked =
+      "POST /gpumux/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 20; ++i) chunked += "100\r\n" + std::string(256, ' ') + "\r\n";
+  chunked += "0\r\n\r\n";
+  const std::string reply = RawExchange(server_->port(), chunked);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 413", 0), 0U) << reply.substr(0, 200);
+  // A Content-Length over the limit is refused before the body is sent.
+  RawConnection declared(server_->port());
+  ASSERT_TRUE(declared.Send(
+      "POST /gpumux/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100000000000\r\n\r\n{"));
+  EXPECT_TRUE(declared.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_EQ(declared.received().rfind("HTTP/1.1 413", 0), 0U) << declared.received();
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
 }
 
 }  // namespace

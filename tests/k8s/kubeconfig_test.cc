@@ -115,7 +115,7 @@ TEST_F(KubeconfigTest, AMissingTokenFileIsAnErrorNamingTheFieldAndFile) {
   auto config = LoadKubeconfig(path);
   ASSERT_FALSE(config.has_value());
   EXPECT_NE(config.error().message.find("users[\"dev-user\"].user.tokenFile: " +
-                                        (dir_ / "nope").string() + " does not exist"),
+                                        (dir_ / "nope").string() + ": no such file"),
             std::string::npos)
       << config.error().message;
 }
@@ -208,7 +208,24 @@ TEST_F(KubeconfigTest, AMissingFileIsAnIoErrorNamingIt) {
   auto config = LoadKubeconfig(path);
   ASSERT_FALSE(config.has_value());
   EXPECT_EQ(config.error().code, core::ErrorCode::kIo);
-  EXPECT_EQ(config.error().message, "kubeconfig " + path + ": the file does not exist");
+  EXPECT_EQ(config.error().message, "kubeconfig " + path + ": no such file");
+}
+
+TEST_F(KubeconfigTest, AFolderWhereAFileBelongsIsAnErrorNamingIt) {
+  // The kubeconfig itself, and a file it names.
+  std::filesystem::create_directories(dir_ / "folder");
+  const std::string folder = (dir_ / "folder").string();
+  auto config = LoadKubeconfig(folder);
+  ASSERT_FALSE(config.has_value());
+  EXPECT_EQ(config.error().code, core::ErrorCode::kIo);
+  EXPECT_EQ(config.error().message,
+            "kubeconfig " + folder + ": is a directory (expected a file)");
+  const std::string path = Write("config", TwoContexts("    tokenFile: folder\n"));
+  config = LoadKubeconfig(path);
+  ASSERT_FALSE(config.has_value());
+  EXPECT_NE(config.error().message.find("tokenFile: " + folder + ": is a directory"),
+            std::string::npos)
+      << config.error().message;
 }
 
 TEST_F(KubeconfigTest, NoCurrentContextAndNoneGivenIsAnError) {

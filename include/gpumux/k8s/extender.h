@@ -3,7 +3,11 @@
 //
 // Wire facts (PROTOCOLS.md): JSON keys are Go field names; with nodeCacheCapable the request
 // has NodeNames and "Nodes":null, otherwise a full v1.NodeList in Nodes (and the reply returns
-// Nodes). Scores are 0..10. A bad body is HTTP 400 with a message.
+// Nodes). Scores are 0..10. A bad body is HTTP 400 with a message naming the field: a body that
+// is not one JSON object, a repeated key, a missing or wrongly typed field, both NodeNames and
+// Nodes (or neither), a node named twice, more than kMaxNodesPerRequest nodes or
+// kMaxVictimsPerNode victims on a node, and at bind names that are not Kubernetes names (they
+// become API paths).
 // bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
 // device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
 // its uid as precondition) and creates the Binding. When the grant patch or the Binding fails,
@@ -25,8 +29,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -38,6 +44,13 @@
 #include "gpumux/k8s/requeue.h"
 
 namespace gpumux::k8s {
+
+// Bounds on what one verb body may list (a body beyond them is a 400 naming the field and the
+// limit). kube-scheduler passes an extender only the nodes that passed its own filters, at most
+// the cluster's 5,000 (the largest cluster Kubernetes supports); a node runs at most a few
+// hundred pods (kubelet's maxPods is 110 by default).
+inline constexpr std::size_t kMaxNodesPerRequest = 100'000;  // NodeNames, Nodes.items, victims
+inline constexpr std::size_t kMaxVictimsPerNode = 10'000;    // Pods of one node's victims
 
 enum class Verb : std::uint8_t { kFilter, kPrioritize, kBind, kPreempt };
 std::string_view VerbName(Verb verb);
@@ -73,10 +86,15 @@ struct ExtenderOptions {
   std::function<void(std::string_view)> log;
 };
 
+class VerbParserPool;  // the JSON parsers of the filter and prioritize bodies (extender.cc)
+
 class Extender {
  public:
   // `api` may be null (no API server: bind answers an error); both must outlive the extender.
   Extender(ClusterState& state, KubeApi* api, ExtenderOptions options = {});
+  ~Extender();
+  Extender(const Extender&) = delete;
+  Extender& operator=(const Extender&) = delete;
   VerbReply Handle(Verb verb, std::string_view body);
   int waiting_binds() const { return waiting_binds_.load(); }
 
@@ -95,6 +113,7 @@ class Extender {
   std::unordered_map<std::string, PodInfo> recent_;
   std::deque<std::string> recent_order_;
   std::atomic<int> waiting_binds_{0};
+  std::unique_ptr<VerbParserPool> parsers_;
 };
 
 }  // namespace gpumux::k8s

@@ -5,7 +5,8 @@
 // Routes (P = the URL prefix, "/gpumux" by default):
 //   POST P/filter, P/prioritize, P/bind, P/preempt   Extender::Handle. Content-Type must be
 //        application/json (parameters such as charset allowed) or absent, else 415; an empty
-//        body is 400; a body over `max_body_bytes` is 413. Other methods: 405 with Allow.
+//        body is 400; a body over `max_body_bytes` is 413 (refused before it is read when its
+//        Content-Length says so). Other methods: 405 with Allow.
 //   GET  /healthz   200 "ok" while the server runs.
 //   GET  /readyz    200 "ok" once ClusterState::synced(), else 503 with the reason.
 //   GET  /metrics   Prometheus text format 0.0.4 (see below).
@@ -15,6 +16,19 @@
 // (the JSON of a 5,000-node NodeList is tens of MB; compressing it on loopback costs more than
 // it saves).
 //
+// Connections (slow and hostile clients; the .cc explains the design). Each open connection is
+// served by a thread of its own, up to `max_connections`; a verb is computed (and a body over
+// 128 KiB read) only by one of `threads` work slots, so CPU and memory stay bounded by
+// `threads` while any number of slow connections (up to the limit) wait. A request's head and
+// body must arrive within `request_read_timeout` (from its first byte; from the accept for a
+// connection's first request), else 408 and the connection is closed; a head over 64 KiB is
+// 431; an idle keep-alive connection is closed after `keep_alive_timeout`; a reply not taken
+// within `write_timeout` is abandoned. At `max_connections` a new connection evicts the one
+// that has gone longest without a request being answered (idle, or still sending its
+// request); when every connection has a request being answered it gets 503. /healthz, /readyz,
+// /metrics and /inspect take no work slot: they are answered at once (measured with
+// bench/extender_flood.cc) however many slow clients are connected.
+//
 // Metrics:
 //   gpumux_extender_requests_total{verb,code}          every verb request, by HTTP status
 //   gpumux_extender_request_duration_seconds{verb}     histogram, 50 us .. 5 s
@@ -23,10 +37,15 @@
 //   gpumux_extender_nodes, _gpus, _grants{state}, _grant_conflicts, _synced   gauges
 //   gpumux_extender_grants_expired_total, _state_rebuilds_total               counters
 //   gpumux_extender_info{policy}                       always 1
+//   gpumux_extender_connections                        open HTTP connections
+//   gpumux_extender_connections_dropped_total{reason}  closed by the server: request_timeout,
+//        head_too_large, body_too_large, write_timeout, evicted, refused
 //
-// Logging: one line per request that is not 2xx or that took longer than `slow_request`, and
-// one per start and stop, through the injected `log` (called from the server's worker threads,
-// possibly concurrently: the sink must be thread-safe).
+// Logging: one line per request that is not 2xx (at most 10 per 10 s per status: a flood of
+// bad requests cannot flood the log) or that took longer than `slow_request`, one per
+// connection the server closes (throttled likewise), and one per start and stop, through the
+// injected `log` (called from the server's threads, possibly concurrently: the sink must be
+// thread-safe).
 //
 // Thread safety: Start, Stop and the accessors must be called from one owning thread; the
 // handlers run on the server's worker threads and call Extender and ClusterState concurrently
@@ -48,16 +67,21 @@ namespace gpumux::k8s {
 
 using LogFn = std::function<void(std::string_view line)>;
 
+// The most connections a server may be configured to hold open (each has a thread).
+inline constexpr int kMaxConnectionsLimit = 65536;
+
 struct ExtenderServerOptions {
   std::string host = "127.0.0.1";      // an address of this host; "0.0.0.0" or "::" for all
   int port = 0;                        // 0: any free port (see ExtenderServer::port())
   std::string url_prefix = "/gpumux";  // normalised by NormalizeUrlPrefix
-  int threads = 8;                     // worker threads; each keep-alive connection holds one
+  int threads = 8;                     // work slots: verbs computed at once (see above)
+  int max_connections = 256;           // open connections (each served by its own thread)
   std::size_t max_body_bytes = std::size_t{64} << 20;  // a 5,000-node NodeList is tens of MB
   std::chrono::milliseconds slow_request{100};         // log requests slower than this
-  std::chrono::seconds keep_alive_timeout{10};         // idle keep-alive connections close after it
-  std::chrono::seconds read_timeout{10};               // a request must arrive within it
-  LogFn log;                                           // may be empty: no logging
+  std::chrono::milliseconds request_read_timeout{10000};  // a whole request must arrive within
+  std::chrono::milliseconds keep_alive_timeout{10000};    // idle connections close after it
+  std::chrono::milliseconds write_timeout{10000};         // a whole reply must be taken within
+  LogFn log;  // may be empty: no logging; lines about bad requests are throttled per kind
 };
 
 // "gpumux" -> "/gpumux", "//a//b/" -> "/a/b", "/" or "" -> "" (verbs at /filter, ...).
