@@ -30,4 +30,22 @@ inline nlohmann::json GpuInventory(const std::string& node, int gpus) {
   return inventory;
 }
 
+// A node as the API server lists it, reduced to what the extender reads: name, hostname label,
+// the gpumux.io/gpus inventory and allocatable CPU, memory, pods and gpumux.io/gpu.
+inline nlohmann::json CompactNodeObject(int i, int gpus) {
+  const std::string name = NodeName(i);
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"labels", {{"kubernetes.io/hostname", name}}},
+            {"annotations", {{"gpumux.io/gpus", GpuInventory(name, gpus).dump()}}}}},
+          {"status",
+           {{"allocatable",
+             {{"cpu", "190"},
+              {"memory", "2100000000Ki"},
+              {"pods", "110"},
+              {"gpumux.io/gpu", std::to_string(gpus)}}}}}};
+}
+
 }  // namespace gpumux::bench

@@ -688,13 +688,7 @@ int main(int argc, char** argv) {
 
   std::vector<json> nodes;
   for (int i = 0; i < o.nodes; ++i) {
-    const std::string name = gpumux::bench::NodeName(i);
-    nodes.push_back({{"metadata",
-                      {{"name", name},
-                       {"annotations", {{"gpumux.io/gpus", gpumux::bench::GpuInventory(name, 8).dump()}}}}},
-                     {"status",
-                      {{"allocatable",
-                        {{"cpu", "192"}, {"memory", "2000Gi"}, {"pods", "110"}, {"gpumux.io/gpu", "8"}}}}}});
+    nodes.push_back(gpumux::bench::CompactNodeObject(i, 8));
   }
   std::string error;
   std::unique_ptr<Target> target;

@@ -62,26 +62,8 @@ struct Options {
   std::string policy = "fgd";
 };
 
-using gpumux::bench::GpuInventory;
-using gpumux::bench::kGpuMib;
 using gpumux::bench::NodeName;
 
-json NodeObject(int i, int gpus) {
-  const std::string name = NodeName(i);
-  const json inventory = GpuInventory(name, gpus);
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name},
-            {"labels", {{"kubernetes.io/hostname", name}}},
-            {"annotations", {{"gpumux.io/gpus", inventory.dump()}}}}},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "190"},
-              {"memory", "2100000000Ki"},
-              {"pods", "110"},
-              {"gpumux.io/gpu", std::to_string(gpus)}}}}}};
-}
 
 json Container(const std::string& name, const json& limits) {
   json all = limits;
@@ -210,7 +192,7 @@ int main(int argc, char** argv) {
   {
     std::vector<json> nodes;
     for (int i = 0; i < o.nodes; ++i) {
-      nodes.push_back(NodeObject(i, o.gpus_per_node));
+      nodes.push_back(gpumux::bench::CompactNodeObject(i, o.gpus_per_node));
       names.push_back(NodeName(i));
     }
     state.SetNodes(nodes);
