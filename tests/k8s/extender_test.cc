@@ -87,6 +87,11 @@ TEST_F(ExtenderBodies, EveryMalformedFieldIsA400NamingIt) {
        "\"Nodes\".items"},
       {"an item of Nodes is a number", Verb::kFilter, Args(R"("Nodes":{"items":[1]})"),
        "\"Nodes\".items[0]"},
+      // Found by fuzz/extender_verbs: the name parses, but the item as a whole is not JSON (it
+      // would have gone back to kube-scheduler as given).
+      {"an item of Nodes is not valid JSON past its name", Verb::kFilter,
+       Args(R"("Nodes":{"items":[{"metadata":{"name":"n1"},"status":{"capacity":[1,}}]})"),
+       "\"Nodes\".items[0]"},
       {"an item of Nodes has no metadata", Verb::kFilter,
        Args(R"("Nodes":{"items":[)" + node + R"(,{"kind":"Node"}]})"), "\"Nodes\".items[1]"},
       {"an item of Nodes has a numeric name", Verb::kPrioritize,
