@@ -8,6 +8,8 @@
 #               FUZZ_SECONDS (60) seconds; fails on any finding (fuzz/README.md)
 #   make e2e    build, then deploy gpumux with deploy/ onto a real single-node Kubernetes
 #               (../shared/k8s-rig, when built on this machine) and run the end-to-end scenarios
+#   make clean  remove every build folder and everything make demo and the README's try-it
+#               commands write (gpumux-report/, gpumux-report-dl/, gpumux-try/)
 BUILD ?= build
 BUILD_TYPE ?= Release
 WERROR ?= ON
@@ -72,7 +74,7 @@ e2e: build
 	bash tests/e2e/run.sh ./$(BUILD)/gpumux
 
 clean:
-	rm -rf build build-asan build-fuzz gpumux-report
+	rm -rf build build-asan build-fuzz gpumux-report gpumux-report-dl gpumux-try
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
