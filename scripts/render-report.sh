@@ -45,6 +45,10 @@ if [[ -z $browser ]]; then
   echo "$0: no chromium found (install it: apt-get install chromium; or set CHROMIUM)" >&2
   exit 1
 fi
+if ! command -v "$browser" >/dev/null; then
+  echo "$0: CHROMIUM=$browser: no such command" >&2
+  exit 1
+fi
 
 url="file://$(realpath "$report")"
 out_abs=$(realpath -m "$out")

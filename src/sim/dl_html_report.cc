@@ -506,10 +506,22 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   o << "</style>\n</head>\n<body>\n<main>\n";
   Header(o, ctx, m);
 
+  // With every timeline open the page is long: links to each load's results and timelines.
+  o << "<p class=\"config\"><b>Jump to</b> ";
+  for (std::size_t i = 0; i < m.loads.size(); ++i) {
+    o << (i ? " · " : "") << "<a href=\"#load-" << i << "\">load "
+      << HtmlEscape(LoadString(m.loads[i])) << "×</a>";
+    if (!RunsAt(results, m.loads[i], m).empty()) {
+      o << " (<a href=\"#timelines-" << i << "\">timelines</a>)";
+    }
+  }
+  o << "</p>\n";
+
   const std::size_t gpus = static_cast<std::size_t>(std::max(0, ctx.gpus));
-  for (double load : m.loads) {
+  for (std::size_t load_index = 0; load_index < m.loads.size(); ++load_index) {
+    const double load = m.loads[load_index];
     const auto runs = RunsAt(results, load, m);
-    o << "<h2>Load " << HtmlEscape(LoadString(load)) << "×</h2>\n";
+    o << "<h2 id=\"load-" << load_index << "\">Load " << HtmlEscape(LoadString(load)) << "×</h2>\n";
     if (runs.empty()) {
       o << "<p class=\"small\">No runs at this load.</p>\n";
       continue;
@@ -524,7 +536,8 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     o << "<figcaption>The share of jobs finished within a given JCT, one line per policy: the "
          "further up and left, the better. A line's height at x is the fraction of jobs whose "
          "completion time was at most x seconds.</figcaption>\n</figure>\n"
-      << "<h3>Who shared which GPU when</h3>\n<p class=\"small\">One lane per GPU, time in "
+      << "<h3 id=\"timelines-" << load_index
+      << "\">Who shared which GPU when</h3>\n<p class=\"small\">One lane per GPU, time in "
          "seconds, one bar per job's stay on the GPU, coloured by workload "
          "class; jobs that ran on a GPU at the same time are stacked in the lane. Hover a bar for "
          "the job, its class and its start and end (s). All timelines at this load share the "

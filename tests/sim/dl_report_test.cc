@@ -318,6 +318,20 @@ TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyEveryOneOpen) {
   EXPECT_NE(timelines[3].find("gpumux at load 2×"), std::string::npos);
 }
 
+TEST(DlReportHtml, LinksEveryLoadsResultsAndTimelinesFromTheTop) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2, 4}));
+  const std::size_t nav = html.find("<b>Jump to</b>");
+  ASSERT_NE(nav, std::string::npos);
+  const std::string links = html.substr(nav, html.find("</p>", nav) - nav);
+  for (const char* id : {"load-0", "timelines-0", "load-1", "timelines-1", "load-2"}) {
+    EXPECT_NE(links.find(std::string("href=\"#") + id + "\""), std::string::npos) << id;
+    EXPECT_EQ(Count(html, std::string(" id=\"") + id + "\""), 1U) << id;
+  }
+  // Load 4 has no runs: no timelines to link to.
+  EXPECT_EQ(links.find("#timelines-2"), std::string::npos);
+  EXPECT_EQ(html.find(" id=\"timelines-2\""), std::string::npos);
+}
+
 TEST(DlReportHtml, StacksJobsThatShareAGpuInSubRowsThatNeverOverlap) {
   const std::string html = Html({MakeRun("gpumux", 1, 80)}, Context({"gpumux"}, {1}));
   const auto timelines = Blocks(html, "<svg class=\"chart timeline\"", "</svg>");
