@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -198,9 +197,7 @@ TEST(DlReportHtml, DrawsOneJctCdfPerLoadWithALineAndALegendEntryPerPolicy) {
   }
 }
 
-using testing_looks::PlacesByPolicy;
 using testing_looks::SeenLooks;
-using testing_looks::Text;
 
 // The DL default's four policies, and one the FGD report also draws.
 std::vector<DlResult> FivePolicies() {
@@ -214,22 +211,9 @@ std::vector<DlResult> FivePolicies() {
 TEST(DlReportHtml, GivesEachPolicyItsOwnLookEverywhereWhateverTheContextOrder) {
   const std::vector<std::string> policies = {"exclusive", "first-fit", "iadeep", "gpumux", "fgd"};
   const std::vector<std::string> reversed(policies.rbegin(), policies.rend());
+  // The CDF draws and keys a line per policy; the list, the table and the timelines key it.
   for (const auto& order : {policies, reversed}) {
-    const auto seen = SeenLooks(Html(FivePolicies(), Context(order, {1})));
-    // The CDF draws and keys a line per policy; the list, the table and the timelines key it.
-    const auto places = PlacesByPolicy(seen);
-    for (const auto& p : policies) {
-      EXPECT_EQ(places.count(p) ? places.at(p) : std::set<std::string>{},
-                (std::set<std::string>{"curve", "key", "legend"}))
-          << p;
-    }
-    std::map<std::string, std::string> owner;  // look -> policy
-    for (const auto& s : seen) {
-      EXPECT_EQ(Text(s), Text(report_palette::PolicyLook(s.policy))) << s.policy << " " << s.place;
-      const auto [it, fresh] = owner.emplace(Text(s), s.policy);
-      EXPECT_EQ(it->second, s.policy) << "two policies in one look: " << it->first;
-    }
-    EXPECT_EQ(owner.size(), policies.size());
+    testing_looks::ExpectOneLookPerPolicy(Html(FivePolicies(), Context(order, {1})), policies);
   }
 }
 

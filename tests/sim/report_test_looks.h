@@ -4,6 +4,8 @@
 // policies) rather than pixels or byte offsets.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <regex>
 #include <set>
@@ -57,5 +59,25 @@ inline std::string Text(const report_palette::LineLook& look) {
   return std::string(look.colour) + " " + std::string(look.dash.pattern);
 }
 inline std::string Text(const SeenLook& s) { return s.colour + " " + s.dash; }
+
+// Expects `html` to draw each of `policies` as a curve, a legend entry and a key, every time in
+// report_palette::PolicyLook(policy), and no two policies in one look.
+inline void ExpectOneLookPerPolicy(const std::string& html,
+                                   const std::vector<std::string>& policies) {
+  const auto seen = SeenLooks(html);
+  const auto places = PlacesByPolicy(seen);
+  for (const auto& p : policies) {
+    EXPECT_EQ(places.count(p) ? places.at(p) : std::set<std::string>{},
+              (std::set<std::string>{"curve", "key", "legend"}))
+        << p;
+  }
+  std::map<std::string, std::string> owner;  // look -> policy
+  for (const auto& s : seen) {
+    EXPECT_EQ(Text(s), Text(report_palette::PolicyLook(s.policy))) << s.policy << " " << s.place;
+    const auto [it, fresh] = owner.emplace(Text(s), s.policy);
+    EXPECT_EQ(it->second, s.policy) << "two policies in one look: " << it->first;
+  }
+  EXPECT_EQ(owner.size(), policies.size());
+}
 
 }  // namespace gpumux::sim::testing_looks
