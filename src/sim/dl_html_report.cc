@@ -17,6 +17,7 @@
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_report.h"
 #include "src/sim/report_format.h"
+#include "src/sim/report_palette.h"
 
 namespace gpumux::sim {
 namespace {
@@ -24,21 +25,18 @@ namespace {
 using report_format::Fixed;
 using report_format::HtmlEscape;
 using report_format::LoadString;
-using report_format::PaletteColour;
 using report_format::Scale;
 using report_format::SvgCoord;
 using report_format::TickStep;
+using report_palette::ClassColour;
+using report_palette::LineKey;
+using report_palette::LookMap;
+using report_palette::LookOf;
+using report_palette::StrokeAttributes;
 
 // ---------------------------------------------------------------- formatting
 
 double Seconds(core::Micros us) { return static_cast<double>(us) / 1e6; }
-
-// Workload classes: a softer set, so that the timeline reads apart from the policy lines.
-constexpr const char* kClassPalette[] = {"#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#B07AA1",
-                                         "#76B7B2", "#EDC948", "#9C755F", "#FF9DA7", "#BAB0AC"};
-constexpr std::size_t kClassPaletteSize = sizeof kClassPalette / sizeof kClassPalette[0];
-
-std::string ClassColour(std::size_t i) { return kClassPalette[i % kClassPaletteSize]; }
 
 // A tick label with as many decimals as the step needs (0 from a step of 1 up).
 std::string TickLabel(double v, double step) {
@@ -48,10 +46,11 @@ std::string TickLabel(double v, double step) {
 
 // ---------------------------------------------------------------- what the page shows
 
-// Policies in ctx.policies order (their colour index), then any other policy in the results in
-// order of appearance; loads likewise; workload classes sorted by name.
+// Policies in ctx.policies order, then any other policy in the results in order of appearance;
+// loads likewise; workload classes sorted by name.
 struct Model {
   std::vector<std::string> policies;
+  LookMap looks;  // policy -> its line look (report_palette)
   std::vector<double> loads;
   std::map<std::string, std::size_t> classes;  // name -> colour index
 
@@ -83,6 +82,7 @@ Model MakeModel(const std::vector<DlResult>& results, const DlReportContext& ctx
   }
   std::size_t i = 0;
   for (auto& [name, index] : m.classes) index = i++;
+  m.looks = report_palette::PolicyLookMap(m.policies);
   return m;
 }
 
@@ -226,19 +226,18 @@ void CdfChart(std::ostream& o, const std::vector<const DlResult*>& runs, const M
     << ") rotate(-90)\" text-anchor=\"middle\">fraction of jobs</text>\n<g class=\"curves\">\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (jcts[i].empty()) continue;
-    o << "<path d=\"" << CdfPath(jcts[i], sx, sy) << "\" stroke=\""
-      << PaletteColour(m.PolicyIndex(runs[i]->policy)) << "\"><title>"
+    o << "<path d=\"" << CdfPath(jcts[i], sx, sy) << "\""
+      << StrokeAttributes(LookOf(m.looks, runs[i]->policy)) << "><title>"
       << HtmlEscape(runs[i]->policy) << "</title></path>\n";
   }
   o << "</g>\n<g class=\"legend\">\n";
-  const double lx = kCdfRight + 22;
+  const double lx = kCdfRight + 18;
   double ly = kCdfTop + 12;
   for (const DlResult* r : runs) {
     o << "<line x1=\"" << SvgCoord(lx) << "\" y1=\"" << SvgCoord(ly) << "\" x2=\""
-      << SvgCoord(lx + 28) << "\" y2=\"" << SvgCoord(ly) << "\" stroke=\""
-      << PaletteColour(m.PolicyIndex(r->policy)) << "\" stroke-width=\"2.5\"/>\n<text x=\""
-      << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5) << "\">" << HtmlEscape(r->policy)
-      << "</text>\n";
+      << SvgCoord(lx + 34) << "\" y2=\"" << SvgCoord(ly) << "\" stroke-width=\"2.5\""
+      << StrokeAttributes(LookOf(m.looks, r->policy)) << "/>\n<text x=\"" << SvgCoord(lx + 42)
+      << "\" y=\"" << SvgCoord(ly + 4.5) << "\">" << HtmlEscape(r->policy) << "</text>\n";
     ly += 22;
   }
   o << "</g>\n</svg>\n";
@@ -398,6 +397,7 @@ td.best { font-weight: 700; }
 .scroll { overflow-x: auto; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 7px;
           vertical-align: -1px; }
+svg.key { display: inline-block; vertical-align: -1px; margin-right: 6px; }
 .margin { font-weight: 600; }
 .small { font-size: 13px; color: #555; margin: 4px 0; }
 .classes span.item { display: inline-block; margin-right: 14px; }
@@ -407,8 +407,12 @@ footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid #ddd; font-s
 a { color: #0063a6; }
 )";
 
-std::string Swatch(const std::string& colour) {
-  return "<span class=\"swatch\" style=\"background:" + colour + "\"></span>";
+// A square of a workload class's fill.
+std::string Swatch(std::string_view colour) {
+  std::string s = "<span class=\"swatch\" style=\"background:";
+  s += colour;
+  s += "\"></span>";
+  return s;
 }
 
 void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
@@ -441,7 +445,7 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
     const std::string& p = m.policies[i];
     const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(p);
     std::string text = PolicyExplanation(p);
-    o << "<li>" << Swatch(PaletteColour(i)) << "<b>" << HtmlEscape(p) << "</b>";
+    o << "<li>" << LineKey(LookOf(m.looks, p)) << "<b>" << HtmlEscape(p) << "</b>";
     if (!text.empty()) {
       o << ": " << HtmlEscape(text);
     } else if (entry != nullptr) {
@@ -471,7 +475,7 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
   for (const DlResult* r : runs) {
     const DlMetrics& x = r->metrics;
     const bool is_best = any && !r->jobs.empty() && x.avg_jct_s == best;
-    o << "<tr><td>" << Swatch(PaletteColour(m.PolicyIndex(r->policy))) << HtmlEscape(r->policy)
+    o << "<tr><td>" << LineKey(LookOf(m.looks, r->policy)) << HtmlEscape(r->policy)
       << "</td><td class=\"tuner\">" << HtmlEscape(r->tuner) << "</td><td>" << r->jobs.size()
       << "</td><td" << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0)
       << "</td><td>" << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0)
@@ -502,11 +506,22 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
   o << "</style>\n</head>\n<body>\n<main>\n";
   Header(o, ctx, m);
 
+  // With every timeline open the page is long: links to each load's results and timelines.
+  o << "<p class=\"config\"><b>Jump to</b> ";
+  for (std::size_t i = 0; i < m.loads.size(); ++i) {
+    o << (i ? " · " : "") << "<a href=\"#load-" << i << "\">load "
+      << HtmlEscape(LoadString(m.loads[i])) << "×</a>";
+    if (!RunsAt(results, m.loads[i], m).empty()) {
+      o << " (<a href=\"#timelines-" << i << "\">timelines</a>)";
+    }
+  }
+  o << "</p>\n";
+
   const std::size_t gpus = static_cast<std::size_t>(std::max(0, ctx.gpus));
-  bool first_timeline = true;
-  for (double load : m.loads) {
+  for (std::size_t load_index = 0; load_index < m.loads.size(); ++load_index) {
+    const double load = m.loads[load_index];
     const auto runs = RunsAt(results, load, m);
-    o << "<h2>Load " << HtmlEscape(LoadString(load)) << "×</h2>\n";
+    o << "<h2 id=\"load-" << load_index << "\">Load " << HtmlEscape(LoadString(load)) << "×</h2>\n";
     if (runs.empty()) {
       o << "<p class=\"small\">No runs at this load.</p>\n";
       continue;
@@ -521,7 +536,8 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     o << "<figcaption>The share of jobs finished within a given JCT, one line per policy: the "
          "further up and left, the better. A line's height at x is the fraction of jobs whose "
          "completion time was at most x seconds.</figcaption>\n</figure>\n"
-      << "<h3>Who shared which GPU when</h3>\n<p class=\"small\">One lane per GPU, time in "
+      << "<h3 id=\"timelines-" << load_index
+      << "\">Who shared which GPU when</h3>\n<p class=\"small\">One lane per GPU, time in "
          "seconds, one bar per job's stay on the GPU, coloured by workload "
          "class; jobs that ran on a GPU at the same time are stacked in the lane. Hover a bar for "
          "the job, its class and its start and end (s). All timelines at this load share the "
@@ -530,14 +546,14 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     core::Micros axis_end = 0;
     for (const DlResult* r : runs) axis_end = std::max(axis_end, RunEnd(*r));
     for (const DlResult* r : runs) {
-      o << "<details class=\"timeline\"" << (first_timeline ? " open" : "") << ">\n<summary>"
-        << Swatch(PaletteColour(m.PolicyIndex(r->policy))) << HtmlEscape(r->policy) << " at load "
-        << HtmlEscape(LoadString(load)) << "×: " << r->timeline.size() << " GPU stays of "
-        << r->jobs.size() << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0)
-        << " s</summary>\n";
+      // Every timeline open: the page has no script, and a closed one is missed by a reader
+      // comparing policies, by find-in-page and by print; its summary still folds it away.
+      o << "<details class=\"timeline\" open>\n<summary>" << LineKey(LookOf(m.looks, r->policy))
+        << HtmlEscape(r->policy) << " at load " << HtmlEscape(LoadString(load))
+        << "×: " << r->timeline.size() << " GPU stays of " << r->jobs.size()
+        << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0) << " s</summary>\n";
       Timeline(o, *r, m, axis_end, gpus);
       o << "</details>\n";
-      first_timeline = false;
     }
   }
 

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,6 +21,7 @@
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/sim/report.h"
 #include "src/sim/report_format.h"
+#include "src/sim/report_palette.h"
 
 namespace gpumux::sim {
 namespace {
@@ -30,24 +30,22 @@ namespace fs = std::filesystem;
 using report_format::Fixed;
 using report_format::HtmlEscape;
 using report_format::JoinSeeds;
-using report_format::kPaletteSize;
 using report_format::LoadString;
-using report_format::PaletteColour;
 using report_format::Scale;
 using report_format::SvgCoord;
 using report_format::TickStep;
 using report_format::WriteAtomically;
+using report_palette::LineKey;
+using report_palette::LineLook;
+using report_palette::LookMap;
+using report_palette::LookOf;
+using report_palette::StrokeAttributes;
 
 // ---------------------------------------------------------------- formatting
 
 std::string Signed(double v, int decimals) {
   std::string s = Fixed(v, decimals);
   return s[0] == '-' ? s : "+" + s;
-}
-
-// Past the palette, lines repeat colours with a dotted pattern.
-std::string LineStyle(std::size_t i) {
-  return i < kPaletteSize ? "" : " stroke-dasharray=\"1.5 3\"";
 }
 
 // ---------------------------------------------------------------- charts
@@ -100,19 +98,18 @@ void OpenChart(std::ostream& o, const ChartFrame& f, const std::string& label) {
     << SvgCoord(kPlotBottom - kPlotTop) << "\"/></clipPath></defs>\n";
 }
 
-// Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
-// One solid line per policy: its mean curve over seeds.
+// One line per policy, in the policy's look: its mean curve over seeds.
 void DrawPolicyCurves(std::ostream& o, const ChartFrame& f,
-                      const std::vector<PolicySummary>& summaries) {
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    const auto& s = summaries[i];
+                      const std::vector<PolicySummary>& summaries, const LookMap& looks) {
+  for (const auto& s : summaries) {
     const std::string d = CurvePath(s.mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path d=\"" << d << "\" stroke=\"" << PaletteColour(i) << "\"" << LineStyle(i)
-      << "><title>" << HtmlEscape(s.policy) << "</title></path>\n";
+    o << "<path d=\"" << d << "\"" << StrokeAttributes(LookOf(looks, s.policy)) << "><title>"
+      << HtmlEscape(s.policy) << "</title></path>\n";
   }
 }
 
+// Gridlines, axes, ticks, axis labels, and the x = 100 (demand = capacity) marker.
 void DrawAxes(std::ostream& o, const ChartFrame& f) {
   const double x_step = TickStep(f.sx.hi - f.sx.lo, 14);
   const double y_step = TickStep(f.sy.hi - f.sy.lo, 12);
@@ -167,10 +164,11 @@ void DrawDiagonal(std::ostream& o, const ChartFrame& f) {
     << "\"><title>all demand placed (y = x)</title></line>\n";
 }
 
-void LegendSample(std::ostream& o, double x, double y, const std::string& colour,
-                  const std::string& extra) {
-  o << "<line x1=\"" << SvgCoord(x) << "\" y1=\"" << SvgCoord(y) << "\" x2=\"" << SvgCoord(x + 28)
-    << "\" y2=\"" << SvgCoord(y) << "\" stroke=\"" << colour << "\"" << extra << "/>\n";
+// A legend's sample of a line, kSampleLength long from (x, y); `attributes` give its look.
+constexpr double kSampleLength = 34;
+void LegendSample(std::ostream& o, double x, double y, const std::string& attributes) {
+  o << "<line x1=\"" << SvgCoord(x) << "\" y1=\"" << SvgCoord(y) << "\" x2=\""
+    << SvgCoord(x + kSampleLength) << "\" y2=\"" << SvgCoord(y) << "\"" << attributes << "/>\n";
 }
 
 // The last column with data in any curve, rounded up to a multiple of 10 (130 at the default
@@ -199,7 +197,7 @@ std::string SeedsPhrase(const std::vector<PolicySummary>& summaries, const Repor
 }
 
 // Chart 1: the full range, 0..max column by 0..100, with a legend right of the plot.
-void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
+void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries, const LookMap& looks,
                const ReportContext& ctx) {
   ChartFrame f;
   f.id = "full";
@@ -214,22 +212,22 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   DrawAxes(o, f);
   DrawDiagonal(o, f);
   o << "<g clip-path=\"url(#full-plot)\" class=\"curves\">\n";
-  DrawPolicyCurves(o, f, summaries);
+  DrawPolicyCurves(o, f, summaries, looks);
   o << "</g>\n<g class=\"legend\">\n";
-  const double lx = kPlotRight + 22;
+  const double lx = kPlotRight + 18;
+  const double tx = lx + kSampleLength + 8;
   double ly = kPlotTop + 12;
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    LegendSample(o, lx, ly, PaletteColour(i), " stroke-width=\"2.5\"" + LineStyle(i));
-    o << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5) << "\">"
-      << HtmlEscape(summaries[i].policy) << "</text>\n";
+  for (const auto& s : summaries) {
+    LegendSample(o, lx, ly, " stroke-width=\"2.5\"" + StrokeAttributes(LookOf(looks, s.policy)));
+    o << "<text x=\"" << SvgCoord(tx) << "\" y=\"" << SvgCoord(ly + 4.5) << "\">"
+      << HtmlEscape(s.policy) << "</text>\n";
     ly += 22;
   }
   ly += 10;
-  o << "<line class=\"diagonal\" x1=\"" << SvgCoord(lx) << "\" y1=\"" << SvgCoord(ly) << "\" x2=\""
-    << SvgCoord(lx + 28) << "\" y2=\"" << SvgCoord(ly) << "\"/>\n"
-    << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 4.5)
+  LegendSample(o, lx, ly, " class=\"diagonal\"");
+  o << "<text x=\"" << SvgCoord(tx) << "\" y=\"" << SvgCoord(ly + 4.5)
     << "\">all demand placed</text>\n"
-    << "<text class=\"note\" x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(ly + 21)
+    << "<text class=\"note\" x=\"" << SvgCoord(tx) << "\" y=\"" << SvgCoord(ly + 21)
     << "\">(y = x)</text>\n";
   ly += 44;
   o << "<text class=\"note\" x=\"" << SvgCoord(lx) << "\" y=\"" << SvgCoord(ly) << "\">"
@@ -239,7 +237,7 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
 
 // Chart 2: the tail, 80..max column, y from just under the lowest plotted value to 100. Each
 // curve is labelled at its right end with its last value; the study's published mean is dashed.
-void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
+void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries, const LookMap& looks,
                const ReportContext& ctx) {
   ChartFrame f;
   f.id = "zoom";
@@ -270,14 +268,13 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
   DrawAxes(o, f);
   DrawDiagonal(o, f);
   o << "<g clip-path=\"url(#zoom-plot)\" class=\"curves\">\n";
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    const auto& s = summaries[i];
+  for (const auto& s : summaries) {
     const std::string d = CurvePath(s.study_mean_curve, f.x_lo, f.x_hi, f.sx, f.sy);
     if (d.empty()) continue;
-    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << PaletteColour(i) << "\"><title>"
-      << HtmlEscape(s.policy) << ": FGD study's published mean</title></path>\n";
+    o << "<path class=\"study\" d=\"" << d << "\" stroke=\"" << LookOf(looks, s.policy).colour
+      << "\"><title>" << HtmlEscape(s.policy) << ": FGD study's published mean</title></path>\n";
   }
-  DrawPolicyCurves(o, f, summaries);
+  DrawPolicyCurves(o, f, summaries, looks);
   o << "</g>\n";
 
   // End labels, pushed apart so that they never overlap, joined to their curves by a leader.
@@ -315,31 +312,25 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries,
         << SvgCoord(l.curve_y) << "\" x2=\"" << SvgCoord(lx + 10) << "\" y2=\"" << SvgCoord(l.y)
         << "\"/>\n";
     }
-    o << "<line x1=\"" << SvgCoord(lx + 10) << "\" y1=\"" << SvgCoord(l.y) << "\" x2=\""
-      << SvgCoord(lx + 30) << "\" y2=\"" << SvgCoord(l.y) << "\" stroke=\"" << PaletteColour(i)
-      << "\" stroke-width=\"2.5\"" << LineStyle(i) << "/>\n"
-      << "<text x=\"" << SvgCoord(lx + 36) << "\" y=\"" << SvgCoord(l.y + 4.5) << "\">"
-      << HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
+    LegendSample(o, lx + 10, l.y,
+                 " stroke-width=\"2.5\"" + StrokeAttributes(LookOf(looks, summaries[i].policy)));
+    o << "<text x=\"" << SvgCoord(lx + 10 + kSampleLength + 6) << "\" y=\"" << SvgCoord(l.y + 4.5)
+      << "\">" << HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
       << "</tspan></text>\n";
   }
-  // Line styles, below the axis label.
+  // What thick and thin lines are, below the axis label (in grey: the colours are the policies').
   const double ry = f.height - 18;
   double rx = kPlotLeft;
-  LegendSample(o, rx, ry, "#444", " stroke-width=\"2.5\"");
-  const std::string solid = "gpumux, " + SeedsPhrase(summaries, ctx);
-  o << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5) << "\">"
-    << HtmlEscape(solid) << "</text>\n";
-  rx += 36 + 7.2 * static_cast<double>(solid.size()) + 24;
-  if (any_study) {
-    o << "<line class=\"study\" x1=\"" << SvgCoord(rx) << "\" y1=\"" << SvgCoord(ry) << "\" x2=\""
-      << SvgCoord(rx + 28) << "\" y2=\"" << SvgCoord(ry) << "\" stroke=\"#444\"/>\n"
-      << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5)
-      << "\">dashed: FGD study's published mean</text>\n";
-    rx += 36 + 250 + 24;
-  }
-  o << "<line class=\"diagonal\" x1=\"" << SvgCoord(rx) << "\" y1=\"" << SvgCoord(ry) << "\" x2=\""
-    << SvgCoord(rx + 28) << "\" y2=\"" << SvgCoord(ry) << "\"/>\n"
-    << "<text x=\"" << SvgCoord(rx + 36) << "\" y=\"" << SvgCoord(ry + 4.5) << "\">y = x</text>\n";
+  auto entry = [&](const std::string& attributes, const std::string& text) {
+    LegendSample(o, rx, ry, attributes);
+    o << "<text x=\"" << SvgCoord(rx + kSampleLength + 8) << "\" y=\"" << SvgCoord(ry + 4.5)
+      << "\">" << HtmlEscape(text) << "</text>\n";
+    // 7.2 px per character: an upper bound at 13 px for the labels used here.
+    rx += kSampleLength + 8 + 7.2 * static_cast<double>(text.size()) + 24;
+  };
+  entry(" stroke=\"#444\" stroke-width=\"2.5\"", "thick: gpumux, " + SeedsPhrase(summaries, ctx));
+  if (any_study) entry(" class=\"study\" stroke=\"#444\"", "thin: the FGD study's published mean");
+  entry(" class=\"diagonal\"", "y = x");
   o << "</g>\n</svg>\n";
 }
 
@@ -369,7 +360,8 @@ svg.chart .grid line { stroke: #e8e8e8; stroke-width: 1; }
 svg.chart .ticks line { stroke: #333; stroke-width: 1; }
 svg.chart .frame { fill: none; stroke: #333; stroke-width: 1; }
 svg.chart .curves path { fill: none; stroke-width: 2.2; stroke-linejoin: round; stroke-linecap: round; }
-svg.chart path.study, svg.chart line.study { fill: none; stroke-width: 1.4; stroke-dasharray: 6 4; }
+svg.chart .curves path[stroke-dasharray] { stroke-linecap: butt; }
+svg.chart path.study, svg.chart line.study { fill: none; stroke-width: 1.3; stroke-opacity: 0.55; }
 svg.chart .diagonal { stroke: #888; stroke-width: 1.3; stroke-dasharray: 2 4; }
 svg.chart .capacity { stroke: #aaa; stroke-width: 1; stroke-dasharray: 4 3; }
 svg.chart .leader { stroke: #999; stroke-width: 1; stroke-dasharray: 2 2; }
@@ -381,8 +373,7 @@ th { font-weight: 600; border-bottom: 2px solid #bbb; background: #fafafa; white
 th:first-child, td:first-child { text-align: left; }
 td.seed, th.seed { text-align: right; }
 tbody tr:hover { background: #f6f8fa; }
-.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 7px;
-          vertical-align: -1px; }
+svg.key { display: inline-block; vertical-align: -1px; margin-right: 6px; }
 .dim { color: #888; }
 .sd { color: #666; font-size: 13px; }
 .small { font-size: 13px; color: #555; margin: 4px 0; }
@@ -393,8 +384,13 @@ footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid #ddd; font-s
 a { color: #0063a6; }
 )";
 
-std::string Swatch(std::size_t i) {
-  return "<span class=\"swatch\" style=\"background:" + PaletteColour(i) + "\"></span>";
+// Every policy on the page (ctx.policies, then any other policy of the results) -> its look.
+LookMap PageLooks(const std::vector<ExperimentResult>& results, const ReportContext& ctx) {
+  std::vector<std::string> names = ctx.policies;
+  for (const auto& r : results) {
+    if (std::find(names.begin(), names.end(), r.policy) == names.end()) names.push_back(r.policy);
+  }
+  return report_palette::PolicyLookMap(names);
 }
 
 std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : "–"; }
@@ -402,6 +398,7 @@ std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : 
 void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
                const ReportContext& ctx) {
   const auto summaries = Summarise(results, ctx);
+  const LookMap looks = PageLooks(results, ctx);
   const bool spread = ctx.seeds.size() > 1 && !ctx.replay_dir;
   const bool study = std::any_of(summaries.begin(), summaries.end(), [](const PolicySummary& s) {
     return s.study_130_mean.has_value();
@@ -443,16 +440,16 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   // 2. and 3. Charts.
   o << "<h2>Allocation ratio</h2>\n<figure>\n";
-  FullChart(o, summaries, ctx);
+  FullChart(o, summaries, looks, ctx);
   o << "<figcaption>Each line is one policy (" << HtmlEscape(SeedsPhrase(summaries, ctx))
     << "); the dotted diagonal is where every arrived pod has been placed.</figcaption>\n"
        "</figure>\n";
   o << "<h2>Where the policies separate</h2>\n<figure>\n";
-  ZoomChart(o, summaries, ctx);
+  ZoomChart(o, summaries, looks, ctx);
   o << "<figcaption>The same curves from 80% of arrived demand on, with the value at the last "
        "column next to each line"
-    << (study ? "; thin dashed lines in the same colour are the FGD study's published mean for "
-                "the same seeds (hidden under the solid line where the two agree)"
+    << (study ? "; thin pale lines in the same colour are the FGD study's published mean for "
+                "the same seeds (hidden under the thick line where the two agree)"
               : "")
     << ".</figcaption>\n</figure>\n";
 
@@ -477,9 +474,8 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
     return spread ? Fixed(mean, 2) + " <span class=\"sd\">± " + Fixed(sd, 2) + "</span>"
                   : Fixed(mean, 2);
   };
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    const auto& s = summaries[i];
-    o << "<tr><td>" << Swatch(i) << HtmlEscape(s.policy) << "</td><td>"
+  for (const auto& s : summaries) {
+    o << "<tr><td>" << LineKey(LookOf(looks, s.policy)) << HtmlEscape(s.policy) << "</td><td>"
       << cell(s.alloc_100_mean, s.alloc_100_std) << "</td><td>"
       << cell(s.alloc_130_mean, s.alloc_130_std) << "</td>";
     if (study) {
@@ -528,15 +524,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
        "<th>alloc@100</th><th>alloc@130</th><th>failed pods</th><th>unallocated GPUs@130</th>"
        "<th>wall ms</th></tr></thead>\n<tbody>\n";
   for (const auto& r : results) {
-    const auto it = std::find(ctx.policies.begin(), ctx.policies.end(), r.policy);
-    const std::string swatch =
-        it == ctx.policies.end()
-            ? ""
-            : Swatch(static_cast<std::size_t>(std::distance(ctx.policies.begin(), it)));
-    o << "<tr><td>" << swatch << HtmlEscape(r.policy) << "</td><td class=\"seed\">" << r.seed
-      << "</td><td>" << OptCell(r.alloc_pct_at_100) << "</td><td>" << OptCell(r.alloc_pct_at_130)
-      << "</td><td>" << r.failed_pods << "</td><td>" << Fixed(r.unallocated_gpus_at_130, 1)
-      << "</td><td>" << Fixed(ctx.timing ? r.wall_ms : 0.0, 0) << "</td></tr>\n";
+    o << "<tr><td>" << LineKey(LookOf(looks, r.policy)) << HtmlEscape(r.policy)
+      << "</td><td class=\"seed\">" << r.seed << "</td><td>" << OptCell(r.alloc_pct_at_100)
+      << "</td><td>" << OptCell(r.alloc_pct_at_130) << "</td><td>" << r.failed_pods << "</td><td>"
+      << Fixed(r.unallocated_gpus_at_130, 1) << "</td><td>"
+      << Fixed(ctx.timing ? r.wall_ms : 0.0, 0) << "</td></tr>\n";
   }
   o << "</tbody>\n</table></div>\n";
   if (collapse) o << "</details>\n";

@@ -74,13 +74,6 @@ std::string report_format::HtmlEscape(std::string_view s) {
   return out;
 }
 
-std::string report_format::PaletteColour(std::size_t i) {
-  // Yellow, darkened for contrast on white, last.
-  static constexpr const char* kPalette[kPaletteSize] = {
-      "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#B8A100"};
-  return kPalette[i % kPaletteSize];
-}
-
 double report_format::TickStep(double range, int max_ticks) {
   if (!(range > 0) || !std::isfinite(range)) return 1;
   double mag = std::pow(10.0, std::floor(std::log10(range / max_ticks)));

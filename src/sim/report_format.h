@@ -30,9 +30,6 @@ core::Result<void> WriteAtomically(const std::filesystem::path& path,
 std::string HtmlEscape(std::string_view s);
 // An SVG coordinate: one decimal.
 inline std::string SvgCoord(double v) { return Fixed(v, 1); }
-// Okabe-Ito palette, most distinguishable first; colour i wraps around.
-inline constexpr std::size_t kPaletteSize = 8;
-std::string PaletteColour(std::size_t i);
 // A tick step from 1, 2, 5 x 10^k giving at most max_ticks intervals over range (> 0).
 double TickStep(double range, int max_ticks);
 // Linear map from data [lo, hi] to pixels [px_lo, px_hi].

@@ -3,15 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/sim/report_palette.h"
+#include "tests/sim/report_test_looks.h"
 #include "tests/testing/builders.h"
 
 namespace gpumux::sim {
@@ -192,13 +197,77 @@ TEST(DlReportHtml, DrawsOneJctCdfPerLoadWithALineAndALegendEntryPerPolicy) {
   }
 }
 
-TEST(DlReportHtml, GivesEachPolicyTheSameColourEverywhereInContextOrder) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
-  // The first two colours of the palette, in the order of ctx.policies.
-  EXPECT_EQ(Count(html, "stroke=\"#0072B2\"><title>iadeep</title>"), 2U);
-  EXPECT_EQ(Count(html, "stroke=\"#D55E00\"><title>gpumux</title>"), 2U);
-  const std::string swapped = Html(TwoPoliciesTwoLoads(), Context({"gpumux", "iadeep"}, {1, 2}));
-  EXPECT_EQ(Count(swapped, "stroke=\"#0072B2\"><title>gpumux</title>"), 2U);
+using testing_looks::SeenLooks;
+
+// The DL default's four policies, and one the FGD report also draws.
+std::vector<DlResult> FivePolicies() {
+  std::vector<DlResult> results;
+  for (const char* p : {"exclusive", "first-fit", "iadeep", "gpumux", "fgd"}) {
+    results.push_back(MakeRun(p, 1, 100));
+  }
+  return results;
+}
+
+TEST(DlReportHtml, GivesEachPolicyItsOwnLookEverywhereWhateverTheContextOrder) {
+  const std::vector<std::string> policies = {"exclusive", "first-fit", "iadeep", "gpumux", "fgd"};
+  const std::vector<std::string> reversed(policies.rbegin(), policies.rend());
+  // The CDF draws and keys a line per policy; the list, the table and the timelines key it.
+  for (const auto& order : {policies, reversed}) {
+    testing_looks::ExpectOneLookPerPolicy(Html(FivePolicies(), Context(order, {1})), policies);
+  }
+}
+
+// CIE L*a*b* (D65) of an sRGB "#RRGGBB", for the CIE76 colour difference.
+std::array<double, 3> Lab(std::string_view hex) {
+  double linear[3];
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double c = std::stoi(std::string(hex.substr(1 + 2 * i, 2)), nullptr, 16) / 255.0;
+    linear[i] = c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4);
+  }
+  const auto [r, g, b] = linear;
+  const double x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047;
+  const double y = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  const double z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+  auto f = [](double t) { return t > 0.008856 ? std::cbrt(t) : 7.787 * t + 16.0 / 116.0; };
+  return {116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))};
+}
+
+double DeltaE(std::string_view a, std::string_view b) {
+  const auto p = Lab(a);
+  const auto q = Lab(b);
+  return std::hypot(p[0] - q[0], p[1] - q[1], p[2] - q[2]);
+}
+
+TEST(DlReportPalette, ClassColoursAreTheirOwnFarFromEveryPolicyColourAndEachOther) {
+  EXPECT_NEAR(DeltaE("#000000", "#FFFFFF"), 100, 0.01);
+  for (std::string_view c : report_palette::kClassColours) {
+    for (const auto& e : report_palette::kPolicyLooks) {
+      EXPECT_GE(DeltaE(c, e.look.colour), 20) << c << " is close to " << e.policy << "'s colour";
+    }
+    for (std::string_view p : report_palette::kPolicyColours) EXPECT_GE(DeltaE(c, p), 20) << c;
+    for (std::string_view other : report_palette::kClassColours) {
+      if (other != c) {
+        EXPECT_GE(DeltaE(c, other), 20) << c << " vs " << other;
+      }
+    }
+    EXPECT_LE(Lab(c)[0], 85) << c << " is too light for a thin bar on a white lane";
+  }
+}
+
+TEST(DlReportHtml, FillsTheClassesWithColoursNoPolicyIsDrawnIn) {
+  const std::string html = Html(FivePolicies(), Context({}, {1}));
+  std::set<std::string> policy_colours;
+  for (const auto& s : SeenLooks(html)) policy_colours.insert(s.colour);
+  ASSERT_FALSE(policy_colours.empty());
+  // Classes sorted by name: lstm c0, neumf c1, vgg16 c2.
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string rule = "rect.c" + std::to_string(i) + " { fill: ";
+    const std::size_t at = html.find(rule);
+    ASSERT_NE(at, std::string::npos) << rule;
+    const std::string fill = html.substr(at + rule.size(), 7);
+    EXPECT_EQ(fill, report_palette::ClassColour(i));
+    EXPECT_EQ(policy_colours.count(fill), 0U) << fill;
+  }
 }
 
 TEST(DlReportHtml, StepsTheCdfUpToOneAtTheLongestJct) {
@@ -215,15 +284,12 @@ TEST(DlReportHtml, StepsTheCdfUpToOneAtTheLongestJct) {
   EXPECT_EQ(d, "M66.0 330.0 H358.0 V175.0 H650.0 V20.0 H650.0");
 }
 
-TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyOnlyTheFirstOpen) {
+TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyEveryOneOpen) {
   const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
   const auto timelines = Blocks(html, "<details class=\"timeline\"", "</details>");
   ASSERT_EQ(timelines.size(), 4U);
-  EXPECT_EQ(timelines[0].rfind("<details class=\"timeline\" open>", 0), 0U);
-  for (std::size_t i = 1; i < timelines.size(); ++i) {
-    EXPECT_EQ(timelines[i].rfind("<details class=\"timeline\">", 0), 0U) << i;
-  }
   for (const auto& t : timelines) {
+    EXPECT_EQ(t.rfind("<details class=\"timeline\" open>", 0), 0U);
     EXPECT_EQ(Count(t, "<svg class=\"chart timeline\""), 1U);
     EXPECT_NE(t.find(">GPU 0</text>"), std::string::npos);
     EXPECT_NE(t.find(">GPU 1</text>"), std::string::npos);  // idle, but in the cluster
@@ -234,6 +300,20 @@ TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyOnlyTheFirstOpen) {
   EXPECT_NE(timelines[1].find("gpumux at load 1×"), std::string::npos);
   EXPECT_NE(timelines[2].find("iadeep at load 2×"), std::string::npos);
   EXPECT_NE(timelines[3].find("gpumux at load 2×"), std::string::npos);
+}
+
+TEST(DlReportHtml, LinksEveryLoadsResultsAndTimelinesFromTheTop) {
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2, 4}));
+  const std::size_t nav = html.find("<b>Jump to</b>");
+  ASSERT_NE(nav, std::string::npos);
+  const std::string links = html.substr(nav, html.find("</p>", nav) - nav);
+  for (const char* id : {"load-0", "timelines-0", "load-1", "timelines-1", "load-2"}) {
+    EXPECT_NE(links.find(std::string("href=\"#") + id + "\""), std::string::npos) << id;
+    EXPECT_EQ(Count(html, std::string(" id=\"") + id + "\""), 1U) << id;
+  }
+  // Load 4 has no runs: no timelines to link to.
+  EXPECT_EQ(links.find("#timelines-2"), std::string::npos);
+  EXPECT_EQ(html.find(" id=\"timelines-2\""), std::string::npos);
 }
 
 TEST(DlReportHtml, StacksJobsThatShareAGpuInSubRowsThatNeverOverlap) {

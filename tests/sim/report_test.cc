@@ -5,12 +5,18 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "gpumux/policy/registry.h"
+#include "src/sim/report_palette.h"
+#include "tests/sim/report_test_looks.h"
 #include "tests/sim/sim_fixtures.h"
 #include "tests/testing/builders.h"
 
@@ -121,31 +127,33 @@ TEST(StudyPolicyName, MapsTheSixStudyPoliciesAndNothingElse) {
   EXPECT_EQ(StudyPolicyName(""), "");
 }
 
-// Hand-made results: two fgd runs and one best-fit run on an 8-GPU workload "w".
+// One hand-made run on an 8-GPU workload "w": allocation a100 and a130 at 100 and 130.
+ExperimentResult HandMadeRun(const std::string& policy, std::uint64_t seed, double a100,
+                             double a130, double wall) {
+  ExperimentResult r;
+  r.workload = "w";
+  r.policy = policy;
+  r.seed = seed;
+  r.load = 1.3;
+  r.pods = 10;
+  r.placed = 9;
+  r.failed_pods = static_cast<std::int64_t>(seed);
+  r.alloc_curve.assign(131, std::nullopt);
+  r.alloc_curve[5] = 1.5;
+  r.alloc_curve[100] = a100;
+  r.alloc_curve[130] = a130;
+  r.alloc_pct_at_100 = a100;
+  r.alloc_pct_at_130 = a130;
+  r.unallocated_gpus_at_130 = 0.25 * static_cast<double>(seed);
+  r.frag_pct_at_130 = 10;
+  r.wall_ms = wall;
+  return r;
+}
+
+// Hand-made results: two fgd runs and one best-fit run.
 std::vector<ExperimentResult> HandMadeResults() {
-  auto result = [](const std::string& policy, std::uint64_t seed, double a100, double a130,
-                   double wall) {
-    ExperimentResult r;
-    r.workload = "w";
-    r.policy = policy;
-    r.seed = seed;
-    r.load = 1.3;
-    r.pods = 10;
-    r.placed = 9;
-    r.failed_pods = static_cast<std::int64_t>(seed);
-    r.alloc_curve.assign(131, std::nullopt);
-    r.alloc_curve[5] = 1.5;
-    r.alloc_curve[100] = a100;
-    r.alloc_curve[130] = a130;
-    r.alloc_pct_at_100 = a100;
-    r.alloc_pct_at_130 = a130;
-    r.unallocated_gpus_at_130 = 0.25 * static_cast<double>(seed);
-    r.frag_pct_at_130 = 10;
-    r.wall_ms = wall;
-    return r;
-  };
-  return {result("fgd", 1, 90, 92, 30.0), result("fgd", 2, 94, 96, 10.0),
-          result("best-fit", 1, 80, 81, 20.0)};
+  return {HandMadeRun("fgd", 1, 90, 92, 30.0), HandMadeRun("fgd", 2, 94, 96, 10.0),
+          HandMadeRun("best-fit", 1, 80, 81, 20.0)};
 }
 
 ReportContext HandMadeContext() {
@@ -285,6 +293,106 @@ TEST(WriteReportDir, WritesIndexResultsAndCurves) {
   std::ostringstream csv;
   WriteCsv(csv, HandMadeResults(), HandMadeContext());
   EXPECT_EQ(ReadFile(out + "/curves.csv"), csv.str());
+}
+
+// ---------------------------------------------------------------- one look per policy
+
+using report_palette::kDotted;
+using report_palette::LineLook;
+using report_palette::PolicyLook;
+using report_palette::PolicyLooks;
+using testing_looks::SeenLooks;
+using testing_looks::Text;
+
+std::vector<std::string> BuiltinNames() { return policy::BuiltinPolicies().names(); }
+
+TEST(PolicyLook, GivesEveryBuiltinPolicyALookNoOtherPolicyHas) {
+  std::map<std::string, std::string> owner;  // look -> policy
+  for (const std::string& name : BuiltinNames()) {
+    const auto [it, fresh] = owner.emplace(Text(PolicyLook(name)), name);
+    EXPECT_TRUE(fresh) << name << " looks like " << it->second << ": " << it->first;
+  }
+  EXPECT_EQ(owner.size(), 12U);
+}
+
+TEST(PolicyLook, GivesEachDefaultRunsPoliciesColoursOfTheirOwn) {
+  // `gpumux simulate` runs every policy without co-location state; `--workload dl` runs these
+  // four (src/cli). Within each, not even the colours repeat.
+  std::vector<std::string> fgd;
+  for (const auto& e : policy::BuiltinPolicies().entries()) {
+    if (e.make({})->colocation() == nullptr) fgd.push_back(e.name);
+  }
+  EXPECT_EQ(fgd.size(), 9U);
+  const std::vector<std::string> dl = {"exclusive", "first-fit", "iadeep", "gpumux"};
+  for (const auto& run : {fgd, dl}) {
+    std::set<std::string_view> colours;
+    for (const auto& name : run) {
+      EXPECT_TRUE(colours.insert(PolicyLook(name).colour).second) << name;
+    }
+  }
+}
+
+TEST(PolicyLooks, AreTheSameWhicheverPoliciesRunTogetherAndInWhateverOrder) {
+  const std::vector<std::string> all = BuiltinNames();
+  const std::vector<LineLook> looks = PolicyLooks(all);
+  const std::vector<std::string> reversed(all.rbegin(), all.rend());
+  const std::vector<LineLook> reversed_looks = PolicyLooks(reversed);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(PolicyLooks({all[i]})[0], looks[i]) << all[i];
+    EXPECT_EQ(reversed_looks[all.size() - 1 - i], looks[i]) << all[i];
+  }
+}
+
+TEST(PolicyLooks, KeepNamesOutsideTheTableApartFromEachOtherAndFromTheBuiltins) {
+  std::vector<std::string> names = BuiltinNames();
+  for (int i = 0; i < 9; ++i) names.push_back("custom-" + std::to_string(i));
+  names.push_back("custom-3");  // named twice: one policy, one look
+  const std::vector<LineLook> looks = PolicyLooks(names);
+  std::set<std::string> distinct;
+  for (std::size_t i = 0; i + 1 < names.size(); ++i) {
+    EXPECT_TRUE(distinct.insert(Text(looks[i])).second) << names[i];
+    if (names[i].starts_with("custom-")) {
+      EXPECT_EQ(looks[i].dash, kDotted) << names[i];
+    }
+  }
+  EXPECT_EQ(looks.back(), looks[BuiltinNames().size() + 3]);
+  EXPECT_EQ(PolicyLook("custom-3"), PolicyLook("custom-3"));
+}
+
+// The index.html of one hand-made run per policy.
+std::string PageOfOneRunPer(const std::vector<std::string>& policies) {
+  std::vector<ExperimentResult> results;
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const double a = 80 + static_cast<double>(i);
+    results.push_back(HandMadeRun(policies[i], 1, a, a + 0.5, 10));
+  }
+  ReportContext ctx = HandMadeContext();
+  ctx.policies = policies;
+  ctx.seeds = {1};
+  test::ScratchDir dir;
+  const std::string out = (dir.path() / "report").string();
+  EXPECT_TRUE(WriteReportDir(out, results, ctx).has_value());
+  return ReadFile(out + "/index.html");
+}
+
+TEST(WriteReportDir, DrawsEveryPolicyInItsOwnLookInTheChartsTheLegendsAndTheTable) {
+  // Both charts draw a curve and a legend entry per policy; the tables key every row.
+  testing_looks::ExpectOneLookPerPolicy(PageOfOneRunPer(BuiltinNames()), BuiltinNames());
+}
+
+TEST(WriteReportDir, DrawsAPolicyInTheSameLookWhicheverPoliciesRanWithIt) {
+  // Before: the colour was the policy's index in the run, so spread took random's blue.
+  auto looks_of_spread = [](const std::vector<std::string>& policies) {
+    std::set<std::string> looks;
+    for (const auto& s : SeenLooks(PageOfOneRunPer(policies))) {
+      if (s.policy == "spread") looks.insert(Text(s));
+    }
+    return looks;
+  };
+  const auto alone = looks_of_spread({"spread"});
+  EXPECT_EQ(alone, std::set<std::string>{Text(PolicyLook("spread"))});
+  EXPECT_EQ(looks_of_spread({"random", "dotprod", "spread"}), alone);
+  EXPECT_EQ(looks_of_spread(BuiltinNames()), alone);
 }
 
 }  // namespace
