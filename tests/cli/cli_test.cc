@@ -331,7 +331,7 @@ INSTANTIATE_TEST_SUITE_P(
         BoundCase{"many_ranges_adding_up_past_the_limit",
                   {"--seeds", "0-5000,10000-15000"},
                   "gives more than 10000 seeds"},
-        BoundCase{"a_nan_load", {"--load", "nan"}, "--load: nan is not a number"},
+        BoundCase{"a_nan_load", {"--load", "nan"}, "--load: nan is not a finite number"},
         BoundCase{"a_million_threads", {"--threads", "1000000"}, "--threads"},
         BoundCase{"no_arrivals_allowed", {"--max-arrivals", "0"}, "--max-arrivals"},
         BoundCase{"a_folder_as_the_pod_list", {"--pods", "/"}, "/: cannot open: is a directory"},
