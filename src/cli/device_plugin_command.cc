@@ -146,7 +146,7 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
       "for <kubelet-dir>/kubelet.sock, and registers when that socket appears.\n"
       "\nExamples (add --check to try one without a cluster or a GPU):\n"
       "  gpumux device-plugin --in-cluster\n"
-      "      in the DaemonSet (deploy/device-plugin/)\n"
+      "      in the DaemonSet (deploy/device-plugin/), which sets NODE_NAME\n"
       "  gpumux device-plugin --node-name gpu-1 --kubeconfig ~/.kube/config\n"
       "  gpumux device-plugin --node-name dev --backend fake --gpus-file gpus.csv \\\n"
       "      --kubelet-dir /tmp/kubelet --offline\n"

@@ -376,7 +376,7 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     if (name == "log-format") log.format = value;
     i += takes_value && !inline_value ? 2 : 1;
   }
-  const std::string command = i < args.size() ? args[i] : "";
+  std::string command = i < args.size() ? args[i] : "";
   // Every refusal goes to hook.log and stderr (Log) and to the runtime's --log file, where
   // containerd's shim looks for the reason to show in the pod's events.
   auto refuse = [&](const std::string& message) {
@@ -389,9 +389,10 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     log.Error(message);
     return 1;
   };
+  std::string bundle = ".";
+  std::string id;
   if (command == "create" || command == "run") {
-    std::string bundle = ".";
-    std::string id;
+    bool help = false;  // `create --help`: the runtime's help of the command, nothing to grant
     for (std::size_t k = i + 1; k < args.size(); ++k) {
       const std::string& a = args[k];
       if ((a == "--bundle" || a == "-b") && k + 1 < args.size()) {
@@ -400,10 +401,15 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
         bundle = a.substr(9);
       } else if (a == "--console-socket" || a == "--pid-file" || a == "--preserve-fds") {
         ++k;
+      } else if (a == "--help" || a == "-h") {
+        help = true;
       } else if (!a.empty() && a[0] != '-') {
         id = a;
       }
     }
+    if (help) command.clear();
+  }
+  if (command == "create" || command == "run") {
     auto config = hook::LoadConfig(bundle);
     if (!config) return fail(config.error().message);
     auto env = hook::ConfigEnv(*config, bundle + "/config.json");

@@ -157,7 +157,7 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
         IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
     if (!num_gpu) return tl::unexpected(num_gpu.error());
     auto milli = IntIn(csv, owner, "gpu_milli", 0, core::kMilliPerGpu,
-                       "milli-GPU of each GPU: 1000 is a whole GPU");
+                       "milli-GPU per GPU: 1000 is a whole GPU");
     if (!milli) return tl::unexpected(milli.error());
     r.cpu_milli = cpu == 0 ? 100 : cpu;
     r.memory_mib = mem;

@@ -65,8 +65,8 @@ INSTANTIATE_TEST_SUITE_P(
         // every CSV of ../shared/traces), so a value outside is a mistake to name, not clamp.
         TraceErrorCase{"gpu_milli_above_a_whole_gpu", List::kPods,
                        Pods("p0,1,1,1,500,\np1,4000,1024,1,1500,\n"), 3,
-                       "pod 'p1': column 'gpu_milli': 1500 is outside 0..1000 (the milli-GPU of "
-                       "each GPU: 1000 is a whole GPU)"},
+                       "pod 'p1': column 'gpu_milli': 1500 is outside 0..1000 (milli-GPU per "
+                       "GPU: 1000 is a whole GPU)"},
         TraceErrorCase{"a_negative_gpu_milli", List::kPods, Pods("p1,4000,1024,1,-5,T4\n"), 2,
                        "pod 'p1': column 'gpu_milli': -5 is outside 0..1000"},
         TraceErrorCase{"an_empty_memory_field", List::kPods, Pods("p1,1000,,1,500,\n"), 2,
