@@ -26,20 +26,6 @@ CliRun SimulateDl(std::vector<std::string> extra) {
   return Gpumux(args);
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const std::vector<std::string> kPolicies{"exclusive", "first-fit", "iadeep", "gpumux"};
 
 TEST(DlCli, TheTableShowsEveryDefaultPolicyAtEveryLoadAndTheMargin) {

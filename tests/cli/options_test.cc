@@ -30,20 +30,6 @@ constexpr const char* kPods =
     "p01,8000,8192,1,1000,T4\n"
     "p02,2000,4096,0,0,\n";
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The subcommands `gpumux --help` lists.
 std::vector<std::string> Subcommands() {
   const CliRun r = Gpumux({"--help"});
