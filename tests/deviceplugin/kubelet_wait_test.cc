@@ -2,8 +2,10 @@
 // socket (naming it), and again once it appears and the plugin registers. The offline try-it of
 // the README (`gpumux device-plugin ... --kubelet-dir /tmp/kubelet --offline`) shows exactly this.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -11,6 +13,7 @@
 
 #include "gpumux/deviceplugin/plugin.h"
 #include "tests/testing/fake_kubelet.h"
+#include "tests/testing/process.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -84,6 +87,42 @@ TEST(DevicePluginWithoutAKubelet, SaysItWaitsForTheSocketOnceAndThatItRegistered
             1u)
       << log.All();
   (*plugin)->Stop();
+}
+
+// The README's offline try-it, as the binary: `gpumux device-plugin --node-name dev --backend
+// fake --gpus-file gpus.csv --kubelet-dir DIR --offline` before the kubelet is there.
+TEST(DevicePluginWithoutAKubelet, TheOfflineTryItSaysWhatItWaitsForThenThatItRegistered) {
+  test::FakeKubelet kubelet;
+  kubelet.Stop();
+  const std::filesystem::path dir = kubelet.dir();
+  const std::string socket = (dir / "kubelet.sock").string();
+  std::ofstream(dir / "gpus.csv") << "index,uuid,model,memory_mib\n0,GPU-demo-0,A100,40960\n";
+  test::ProcessSpec spec;
+  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "dev", "--backend", "fake",
+               "--gpus-file", (dir / "gpus.csv").string(), "--kubelet-dir", dir.string(),
+               "--offline", "--metrics-address", "off", "--resources", "gpu"};
+  spec.stderr_path = (dir / "plugin.err").string();
+  spec.unset_env = {"NODE_NAME", "GPUMUX_STATE_DIR"};
+  spec.set_env = {"GPUMUX_STATE_DIR=" + (dir / "state").string()};
+  const pid_t pid = test::StartProcess(spec);
+  ASSERT_GT(pid, 0);
+  const auto err_has = [&](const std::string& text) {
+    for (int i = 0; i < 1000; ++i) {
+      if (test::ReadFileText(spec.stderr_path).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  EXPECT_TRUE(err_has("waiting for the kubelet: registering once " + socket + " appears"))
+      << test::ReadFileText(spec.stderr_path);
+  kubelet.Start();
+  EXPECT_TRUE(kubelet.WaitRegistrations(1, 10s));
+  EXPECT_TRUE(err_has("the kubelet's socket " + socket + " appeared: registering"))
+      << test::ReadFileText(spec.stderr_path);
+  EXPECT_TRUE(err_has("registered gpumux.io/gpu (1 device) with the kubelet at " + socket))
+      << test::ReadFileText(spec.stderr_path);
+  ::kill(pid, SIGTERM);
+  EXPECT_TRUE(test::WaitProcess(pid).Exited(0)) << test::ReadFileText(spec.stderr_path);
 }
 
 }  // namespace
