@@ -46,8 +46,9 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       (argc > 1 && std::strcmp(argv[1], "oci-runtime") == 0)) {
     const int first = std::strcmp(base, "gpumux-oci-runtime") == 0 ? 1 : 2;
     std::vector<std::string> args(argv + first, argv + argc);
-    // gpumux's own help; the runtime's help with --runtime-help (and '<command> --help').
-    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    // gpumux's own help (also for no arguments at all, where runc would print its usage); the
+    // runtime's help with --runtime-help (and '<command> --help').
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
       out << oci_runtime->help("gpumux");
       return 0;
     }

@@ -94,8 +94,10 @@ TEST(Help, TheTopLevelListShowsOneSummaryPerSubcommand) {
 }
 
 TEST(Help, OciRuntimeHasAGpumuxHelpThatSaysWhereTheRuntimesHelpIs) {
-  for (const char* flag : {"--help", "-h"}) {
-    const CliRun r = Gpumux({"oci-runtime", flag});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"oci-runtime", "--help"}, {"oci-runtime", "-h"}, {"oci-runtime"}}) {
+    const std::string flag = args.size() > 1 ? args[1] : "(no arguments)";
+    const CliRun r = Gpumux(args);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "");
     for (const char* text :
