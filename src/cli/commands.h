@@ -56,7 +56,7 @@ struct SimulateOptions {
   bool check_invariants = false;
   bool quiet = false;
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
-  std::set<std::string> given;  // long names of the options given on the command line
+  std::set<std::string> given;           // long names of the options given on the command line
 };
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& options);
@@ -135,7 +135,7 @@ struct ExtenderCliOptions {
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;
-  bool check = false;  // check the options and files, then exit
+  bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
 };
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);

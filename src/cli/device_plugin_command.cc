@@ -93,9 +93,10 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   cmd->add_option("--resources", o.resources,
                   "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
       ->capture_default_str();
-  cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
-                  "MiB per gpumux.io/gpu-mem device; must equal the extender's "
-                  "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
+  cmd->add_option(
+         "--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
+         "MiB per gpumux.io/gpu-mem device; must equal the extender's "
+         "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--kubeconfig", o.kubeconfig, "Reach the API server with this kubeconfig");
@@ -172,8 +173,9 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     return usage("--gpus-file is for --backend fake, not --backend nvml");
   }
   if (o.backend == "fake" && Given(o.given, "nvml-library")) {
-    return usage("--nvml-library does not apply with --backend fake (the GPUs come from "
-                 "--gpus-file)");
+    return usage(
+        "--nvml-library does not apply with --backend fake (the GPUs come from "
+        "--gpus-file)");
   }
   if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
     return usage("--gpu-mem-unit-mib must be 1.." + std::to_string(k8s::kMaxGpuMemUnitMib));
@@ -192,8 +194,9 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   }
   if (!o.context.empty() && o.kubeconfig.empty()) return usage("--context needs --kubeconfig");
   if (Given(o.given, "dev-dir") && !o.inject_devices) {
-    return usage("--dev-dir needs --inject-devices (the device nodes are only read to inject "
-                 "them)");
+    return usage(
+        "--dev-dir needs --inject-devices (the device nodes are only read to inject "
+        "them)");
   }
   p.resources.clear();
   for (const std::string& item : SplitCommas(o.resources)) {
@@ -259,7 +262,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
         << source << "\n";
     return 0;
   };
-  if (o.check && o.backend == "nvml") return check_passed("the GPUs NVML lists (not opened by --check)");
+  if (o.check && o.backend == "nvml")
+    return check_passed("the GPUs NVML lists (not opened by --check)");
   auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml(o.nvml_library);
   // A GPU file or an inventory gpumux refuses (kInvalidArgument) is bad input: exit 2.
   const auto failure = [](const core::Error& e) {

@@ -36,8 +36,8 @@ constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
 std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::size_t jobs,
                                                 std::size_t loads) {
   if (jobs * loads <= kMaxJobsOverLoads) return std::nullopt;
-  return what + " x " + core::Plural(loads, "load factor") + " (--loads): " +
-         core::Plural(jobs * loads, "job") + " to simulate, more than " +
+  return what + " x " + core::Plural(loads, "load factor") +
+         " (--loads): " + core::Plural(jobs * loads, "job") + " to simulate, more than " +
          std::to_string(kMaxJobsOverLoads);
 }
 
@@ -78,9 +78,10 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
   cmd.add_option("--profile", o.profile,
                  "Workload profile JSON [default: embedded data/dl_profile_default.json]")
       ->group(group);
-  cmd.add_option("--mix", o.mix,
-                 "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,... (not with "
-      "--jobs)")
+  cmd.add_option(
+         "--mix", o.mix,
+         "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,... (not with "
+         "--jobs)")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--count", o.count, "Number of generated jobs (not with --jobs)")
@@ -125,8 +126,9 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     return 2;
   };
   if (o.format == "csv") {
-    return fail("--format csv belongs to --workload fgd: --workload dl writes its CSV (jobs.csv) "
-                "into the report folder");
+    return fail(
+        "--format csv belongs to --workload fgd: --workload dl writes its CSV (jobs.csv) "
+        "into the report folder");
   }
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
@@ -197,8 +199,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       if (!jobs) return fail(jobs.error().message);
       config.inputs.push_back({load, std::move(*jobs)});
     }
-    ctx.workload = core::Plural(o.dl.count, "generated job") +
-                   " (bursty arrivals, 300 per ~4000 s at load 1)";
+    ctx.workload =
+        core::Plural(o.dl.count, "generated job") + " (bursty arrivals, 300 per ~4000 s at load 1)";
     ctx.mix = o.dl.mix;
   }
   ctx.profile = profile->name + (o.dl.profile.empty() ? " (embedded)" : " (" + o.dl.profile + ")");

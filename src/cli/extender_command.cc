@@ -239,7 +239,8 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (!o.offline_nodes.empty()) {
     for (const char* flag : {"grant-ttl-seconds", "node-lock-ttl-seconds", "bind-wait-ms"}) {
       if (Given(o.given, flag)) {
-        return UsageError{"--" + std::string(flag) + " does not apply with --offline-nodes: "
+        return UsageError{"--" + std::string(flag) +
+                          " does not apply with --offline-nodes: "
                           "without an API server bind answers an error, so no GPUs are "
                           "granted or locked"};
       }

@@ -564,14 +564,16 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
   if (options.backend == "nvml") {
     for (const char* flag : {"gpus", "gpus-file", "dev-dir"}) {
       if (Given(options.given, flag)) {
-        return usage("--" + std::string(flag) + " does not apply with --backend nvml (NVML "
+        return usage("--" + std::string(flag) +
+                     " does not apply with --backend nvml (NVML "
                      "lists the GPUs itself)");
       }
     }
   }
   if (options.backend == "fake" && Given(options.given, "dev-dir")) {
-    return usage("--dev-dir does not apply with --backend fake (the GPUs come from the GPU "
-                 "file)");
+    return usage(
+        "--dev-dir does not apply with --backend fake (the GPUs come from the GPU "
+        "file)");
   }
   GpuRows rows;
   const int loaded =

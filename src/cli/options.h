@@ -36,9 +36,9 @@ namespace detail {
 template <typename T>
 std::string CheckInteger(const std::string& text, T lo, T hi, const std::string& range) {
   static_assert(std::is_integral_v<T>);
-  const bool digits = !text.empty() && text != "-" &&
-                      text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
-                          std::string::npos;
+  const bool digits =
+      !text.empty() && text != "-" &&
+      text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) == std::string::npos;
   if (!digits) return "'" + text + "' is not an integer" + (range.empty() ? "" : " in " + range);
   T v{};
   const char* last = text.data() + text.size();
@@ -129,7 +129,7 @@ inline std::string WrapLines(std::string_view text, std::size_t width) {
     std::string_view line = text.substr(start, newline == npos ? npos : newline - start);
     const std::size_t lead = std::min(line.find_first_not_of(' '), line.size());
     const std::size_t hang = lead == 0 ? 0 : lead + 2;
-    std::size_t indent = 0;   // spaces already written before `line` on this output line
+    std::size_t indent = 0;      // spaces already written before `line` on this output line
     std::size_t min_cut = lead;  // no cut inside the line's own indentation
     while (indent + line.size() > width) {
       const std::size_t limit = width - indent;

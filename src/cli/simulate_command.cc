@@ -99,17 +99,21 @@ std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, st
 }
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
-  CLI::App* cmd = app.add_subcommand(
-      "simulate",
-      "Simulate placement policies: the FGD study's GPU-sharing trace, or training jobs (--workload "
-      "dl)\n"
-      "--workload fgd (the default) replays a GPU-sharing trace through placement policies with the "
-      "FGD study's protocol and reports the allocation rate. With no options: the embedded Alibaba "
-      "default trace, every policy, seed 42, load 1.3; prints a table and writes an HTML report to "
-      "./" + std::string(kFgdReportDir) + "/.\n"
+  const std::string fgd_dir = "./" + std::string(kFgdReportDir);
+  const std::string dl_dir = "./" + std::string(kDlReportDir);
+  std::string description =
+      "Simulate placement policies: the FGD study's GPU-sharing trace, or training jobs "
+      "(--workload dl)\n"
+      "--workload fgd (the default) replays a GPU-sharing trace through placement policies with "
+      "the FGD study's protocol and reports the allocation rate. With no options: the embedded "
+      "Alibaba default trace, every policy, seed 42, load 1.3; prints a table and writes an HTML "
+      "report to ";
+  description += fgd_dir + "/.\n";
+  description +=
       "--workload dl simulates deep-learning training jobs sharing GPUs and reports their "
-      "completion times (JCT); its report goes to ./" + std::string(kDlReportDir) + "/.\n"
-      "An option of the other workload is an error, not ignored.");
+      "completion times (JCT); its report goes to ";
+  description += dl_dir + "/.\nAn option of the other workload is an error, not ignored.";
+  CLI::App* cmd = app.add_subcommand("simulate", description);
   cmd->add_option("--workload", o.workload,
                   "fgd: the FGD study's GPU-sharing trace (allocation rate); dl: deep-learning "
                   "training jobs sharing GPUs (job completion times; see the DL options)")
@@ -127,8 +131,7 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", o.out_dir,
                   "Report folder: index.html, results.json and curves.csv (fgd) or jobs.csv (dl) "
-                  "[default: ./" + std::string(kFgdReportDir) + ", with --workload dl ./" +
-                      std::string(kDlReportDir) + "]");
+                  "[default: " + fgd_dir + ", with --workload dl " + dl_dir + "]");
   cmd->add_flag("--no-report", o.no_report, "Write no report folder (not with --out)");
   cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]")
       ->check(IntegerIn(0, 1024));
@@ -187,7 +190,8 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "      another trace of the study, beside the study's own numbers\n"
       "  gpumux simulate --policy fgd --format json --no-report\n"
       "  gpumux simulate --workload dl\n"
-      "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4; report in ./gpumux-report-dl/\n"
+      "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4; report in "
+      "./gpumux-report-dl/\n"
       "  gpumux simulate --workload dl --mix light --loads 2 --no-report\n"
       "  gpumux jobgen --count 100 -o jobs.csv\n"
       "  gpumux simulate --workload dl --jobs jobs.csv --policy gpumux,iadeep --loads 1\n");
@@ -201,16 +205,25 @@ struct WorkloadOption {
   const char* name;  // long name without dashes
   const char* hint;  // "" or what to use instead
 };
-constexpr WorkloadOption kFgdOnly[] = {
-    {"nodes", ""},      {"pods", ""},       {"load", "; the DL load factors are --loads"},
-    {"expect", ""},     {"replay", ""},     {"placements", ""},
-    {"max-arrivals", ""}, {"no-timing", "; the DL output has no wall times"}};
-constexpr WorkloadOption kDlOnly[] = {
-    {"jobs", ""},        {"profile", ""}, {"mix", ""},
-    {"count", ""},       {"loads", "; the FGD load is --load"},
-    {"tuner", ""},       {"max-jobs-per-gpu", ""},
-    {"gpus", ""},        {"model-error", ""},
-    {"reconfigure-s", ""}, {"measure-noise", ""}};
+constexpr WorkloadOption kFgdOnly[] = {{"nodes", ""},
+                                       {"pods", ""},
+                                       {"load", "; the DL load factors are --loads"},
+                                       {"expect", ""},
+                                       {"replay", ""},
+                                       {"placements", ""},
+                                       {"max-arrivals", ""},
+                                       {"no-timing", "; the DL output has no wall times"}};
+constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
+                                      {"profile", ""},
+                                      {"mix", ""},
+                                      {"count", ""},
+                                      {"loads", "; the FGD load is --load"},
+                                      {"tuner", ""},
+                                      {"max-jobs-per-gpu", ""},
+                                      {"gpus", ""},
+                                      {"model-error", ""},
+                                      {"reconfigure-s", ""},
+                                      {"measure-noise", ""}};
 
 }  // namespace
 
@@ -218,8 +231,8 @@ std::optional<std::string> CheckSimulateCombination(const SimulateOptions& o) {
   const bool dl = o.workload == "dl";
   const std::string other = dl ? "--workload fgd" : "--workload dl";
   const std::string mode = dl ? "--workload dl" : "--workload fgd (the default)";
-  for (const WorkloadOption& w : dl ? std::span<const WorkloadOption>(kFgdOnly)
-                                    : std::span<const WorkloadOption>(kDlOnly)) {
+  for (const WorkloadOption& w :
+       dl ? std::span<const WorkloadOption>(kFgdOnly) : std::span<const WorkloadOption>(kDlOnly)) {
     if (Given(o.given, w.name)) {
       return "--" + std::string(w.name) + " belongs to " + other + " and does not apply to " +
              mode + w.hint;
@@ -262,9 +275,10 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     }
   }
   if (!o.replay.empty() && seeds->size() != 1) {
-    return fail("--replay takes one seed (the replay fixes the arrival order; the seed breaks "
-                "the policies' random ties), --seeds " + o.seeds + " gives " +
-                core::Plural(seeds->size(), "seed"));
+    return fail(
+        "--replay takes one seed (the replay fixes the arrival order; the seed breaks "
+        "the policies' random ties), --seeds " +
+        o.seeds + " gives " + core::Plural(seeds->size(), "seed"));
   }
   if (!o.placements.empty() && (policies.size() != 1 || seeds->size() != 1)) {
     return fail("--placements needs exactly one policy and one seed (or --replay)");
@@ -299,10 +313,10 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     std::string models;
     for (const std::string& m : absent.models) models += (models.empty() ? "" : ", ") + m;
     const bool one = absent.pods == 1;
-    err << "gpumux simulate: warning: " << core::Plural(absent.pods, "pod") << " of "
-        << pods_name << (one ? " asks" : " ask") << " only for GPU models that no node of "
-        << nodes_name << " has (gpu_spec " << models << "); "
-        << (one ? "it is" : "they are") << " never placed\n";
+    err << "gpumux simulate: warning: " << core::Plural(absent.pods, "pod") << " of " << pods_name
+        << (one ? " asks" : " ask") << " only for GPU models that no node of " << nodes_name
+        << " has (gpu_spec " << models << "); " << (one ? "it is" : "they are")
+        << " never placed\n";
   }
   const std::string workload_name =
       o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);

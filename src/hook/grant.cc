@@ -182,8 +182,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     r.holder_pid_ns = pid_ns;
     r.pod = context.pod;
     grant.gpus = r.gpus;
-    grant.message = "Reserved " + GpuList(r.gpus) + " for '" + container + "' (" + ask.source +
-                    ")";
+    grant.message = "Reserved " + GpuList(r.gpus) + " for '" + container + "' (" + ask.source + ")";
     file.reservations.push_back(std::move(r));
     return true;
   });

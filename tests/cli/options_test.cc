@@ -66,8 +66,8 @@ class InFolder {
 
 TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(),
-            (std::vector<std::string>{"simulate", "policies", "jobgen", "extender",
-                                      "device-plugin", "hook", "oci-runtime", "gpus"}));
+            (std::vector<std::string>{"simulate", "policies", "jobgen", "extender", "device-plugin",
+                                      "hook", "oci-runtime", "gpus"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {
@@ -94,16 +94,16 @@ TEST(Help, TheTopLevelListShowsOneSummaryPerSubcommand) {
 }
 
 TEST(Help, OciRuntimeHasAGpumuxHelpThatSaysWhereTheRuntimesHelpIs) {
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"oci-runtime", "--help"}, {"oci-runtime", "-h"}, {"oci-runtime"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"oci-runtime", "--help"},
+                                               {"oci-runtime", "-h"},
+                                               {"oci-runtime"}}) {
     const std::string flag = args.size() > 1 ? args[1] : "(no arguments)";
     const CliRun r = Gpumux(args);
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "");
-    for (const char* text :
-         {"Usage: gpumux oci-runtime", "runs the real runtime", "GPUMUX_RUNTIME", "GPUMUX_STATE_DIR",
-          "GPUMUX_GPUS_FILE", "--runtime-help", "HOUDINI_GPU_REQUESTED", "gpumux-oci-runtime",
-          "Examples:"}) {
+    for (const char* text : {"Usage: gpumux oci-runtime", "runs the real runtime", "GPUMUX_RUNTIME",
+                             "GPUMUX_STATE_DIR", "GPUMUX_GPUS_FILE", "--runtime-help",
+                             "HOUDINI_GPU_REQUESTED", "gpumux-oci-runtime", "Examples:"}) {
       EXPECT_NE(r.out.find(text), std::string::npos) << flag << ": no '" << text << "' in\n"
                                                      << r.out;
     }
@@ -166,8 +166,9 @@ std::vector<NumericFlag> NumericFlags() {
   const std::vector<std::string> dl{"simulate", "--workload", "dl", "--no-report", "-q"};
   const std::vector<std::string> jobgen{"jobgen"};
   const std::vector<std::string> extender{"extender", "--offline-nodes", "/nonexistent.json"};
-  const std::vector<std::string> plugin{"device-plugin", "--node-name", "n", "--offline",
-                                        "--backend", "fake", "--gpus-file", "/nonexistent.csv"};
+  const std::vector<std::string> plugin{"device-plugin", "--node-name",     "n",
+                                        "--offline",     "--backend",       "fake",
+                                        "--gpus-file",   "/nonexistent.csv"};
   std::vector<NumericFlag> flags;
   for (const char* f : {"--seeds", "--load", "--threads", "--max-arrivals"}) {
     flags.push_back({simulate, f});
@@ -179,10 +180,9 @@ std::vector<NumericFlag> NumericFlags() {
   for (const char* f : {"--count", "--rate", "--load", "--min-gib", "--max-gib", "--seed"}) {
     flags.push_back({jobgen, f});
   }
-  for (const char* f :
-       {"--default-gpu-memory-mib", "--grant-ttl-seconds", "--node-lock-ttl-seconds",
-        "--bind-wait-ms", "--gpu-mem-unit-mib", "--threads", "--max-connections",
-        "--request-read-timeout-ms"}) {
+  for (const char* f : {"--default-gpu-memory-mib", "--grant-ttl-seconds",
+                        "--node-lock-ttl-seconds", "--bind-wait-ms", "--gpu-mem-unit-mib",
+                        "--threads", "--max-connections", "--request-read-timeout-ms"}) {
     // The three flags that do not apply offline are refused for that first; the values are
     // still checked before (a garbage value never reaches the combination check).
     flags.push_back({extender, f});
@@ -195,8 +195,8 @@ std::vector<NumericFlag> NumericFlags() {
 
 TEST(Numbers, EveryNumericFlagRefusesNanInfinityNegativesGarbageAndOverflowByName) {
   for (const NumericFlag& f : NumericFlags()) {
-    for (const char* value : {"nan", "inf", "-inf", "-1", "abc", "1.5x", "", "99999999999999999999999",
-                              "-99999999999999999999999"}) {
+    for (const char* value : {"nan", "inf", "-inf", "-1", "abc", "1.5x", "",
+                              "99999999999999999999999", "-99999999999999999999999"}) {
       std::vector<std::string> args = f.command;
       args.push_back(f.flag);
       args.push_back(value);
@@ -258,24 +258,24 @@ INSTANTIATE_TEST_SUITE_P(
         NumberMessageCase{"an_integer_past_its_type",
                           {"extender", "--offline-nodes", "x", "--threads", "99999999999"},
                           "gpumux: --threads: 99999999999 is out of range"},
-        NumberMessageCase{"a_ttl_past_a_day",
-                          {"extender", "--in-cluster", "--grant-ttl-seconds",
-                           "9223372036854775807"},
-                          "gpumux extender: --grant-ttl-seconds must be at least 1 and at most "
-                          "86400 (a day)"},
-        NumberMessageCase{"gpu_memory_past_what_a_gpu_may_have",
-                          {"extender", "--in-cluster", "--default-gpu-memory-mib",
-                           "9223372036854775807"},
-                          "gpumux extender: --default-gpu-memory-mib must be at most 4294967296 "
-                          "(the most one GPU may have)"},
+        NumberMessageCase{
+            "a_ttl_past_a_day",
+            {"extender", "--in-cluster", "--grant-ttl-seconds", "9223372036854775807"},
+            "gpumux extender: --grant-ttl-seconds must be at least 1 and at most "
+            "86400 (a day)"},
+        NumberMessageCase{
+            "gpu_memory_past_what_a_gpu_may_have",
+            {"extender", "--in-cluster", "--default-gpu-memory-mib", "9223372036854775807"},
+            "gpumux extender: --default-gpu-memory-mib must be at most 4294967296 "
+            "(the most one GPU may have)"},
         NumberMessageCase{"an_xid_recovery_that_would_overflow_milliseconds",
                           {"device-plugin", "--node-name", "n", "--offline",
                            "--xid-recovery-seconds", "9223372036854775807"},
                           "gpumux device-plugin: --xid-recovery-seconds must be in 0..604800 "
                           "(a week)"},
         NumberMessageCase{"a_health_interval_past_an_hour",
-                          {"device-plugin", "--node-name", "n", "--offline",
-                           "--health-interval-ms", "9223372036854775807"},
+                          {"device-plugin", "--node-name", "n", "--offline", "--health-interval-ms",
+                           "9223372036854775807"},
                           "gpumux device-plugin: --health-interval-ms must be at least 10 and at "
                           "most 3600000 (an hour)"}),
     test::CaseName());
@@ -297,37 +297,38 @@ INSTANTIATE_TEST_SUITE_P(
     Simulate, Conflicts,
     ::testing::Values(
         UsageCase{"load_with_the_dl_workload",
-                     Sim({"--workload", "dl", "--load", "2"}),
-                     {"--load", "--workload dl", "--loads"}},
+                  Sim({"--workload", "dl", "--load", "2"}),
+                  {"--load", "--workload dl", "--loads"}},
         UsageCase{"loads_with_the_fgd_workload", Sim({"--loads", "1"}), {"--loads", "--workload"}},
         UsageCase{"mix_with_jobs",
-                     Sim({"--workload", "dl", "--jobs", "jobs.csv", "--mix", "light"}),
-                     {"--mix", "--jobs"}},
+                  Sim({"--workload", "dl", "--jobs", "jobs.csv", "--mix", "light"}),
+                  {"--mix", "--jobs"}},
         UsageCase{"count_with_jobs",
-                     Sim({"--workload", "dl", "--jobs", "jobs.csv", "--count", "10"}),
-                     {"--count", "--jobs"}},
-        UsageCase{"out_with_no_report", Sim({"--out", "r", "--no-report"}), {"--out", "--no-report"}},
+                  Sim({"--workload", "dl", "--jobs", "jobs.csv", "--count", "10"}),
+                  {"--count", "--jobs"}},
+        UsageCase{
+            "out_with_no_report", Sim({"--out", "r", "--no-report"}), {"--out", "--no-report"}},
         UsageCase{"an_empty_out", Sim({"--out", ""}), {"--out", "--no-report"}},
         UsageCase{"dl_out_with_no_report",
-                     Sim({"--workload", "dl", "--out", "r", "--no-report"}),
-                     {"--out", "--no-report"}},
+                  Sim({"--workload", "dl", "--out", "r", "--no-report"}),
+                  {"--out", "--no-report"}},
         UsageCase{"replay_with_three_seeds",
-                     Sim({"--replay", "/nonexistent", "--seeds", "1-3"}),
-                     {"--replay", "--seeds 1-3", "3 seeds"}},
+                  Sim({"--replay", "/nonexistent", "--seeds", "1-3"}),
+                  {"--replay", "--seeds 1-3", "3 seeds"}},
         UsageCase{"a_dl_seed_range",
-                     Sim({"--workload", "dl", "--seeds", "1-2"}),
-                     {"--workload dl", "--seeds 1-2", "2 seeds"}},
+                  Sim({"--workload", "dl", "--seeds", "1-2"}),
+                  {"--workload dl", "--seeds 1-2", "2 seeds"}},
         UsageCase{"csv_with_the_dl_workload",
-                     Sim({"--workload", "dl", "--format", "csv"}),
-                     {"--format csv", "--workload"}}),
+                  Sim({"--workload", "dl", "--format", "csv"}),
+                  {"--format csv", "--workload"}}),
     test::CaseName());
 
 // Every option of one workload, given to the other.
 std::vector<UsageCase> WorkloadCases() {
   std::vector<UsageCase> cases;
   const std::vector<std::pair<std::string, std::string>> fgd_only{
-      {"--nodes", "n.csv"},    {"--pods", "p.csv"},        {"--load", "2"},
-      {"--expect", "e.csv"},   {"--replay", "dir"},        {"--placements", "x.csv"},
+      {"--nodes", "n.csv"},    {"--pods", "p.csv"}, {"--load", "2"},
+      {"--expect", "e.csv"},   {"--replay", "dir"}, {"--placements", "x.csv"},
       {"--max-arrivals", "5"}, {"--no-timing", ""}};
   for (const auto& [flag, value] : fgd_only) {
     std::vector<std::string> args{"simulate", "-q", "--workload", "dl", flag};
@@ -335,10 +336,10 @@ std::vector<UsageCase> WorkloadCases() {
     cases.push_back({"fgd_only", args, {flag, "--workload fgd", "--workload dl"}});
   }
   const std::vector<std::pair<std::string, std::string>> dl_only{
-      {"--jobs", "j.csv"},        {"--profile", "p.json"},  {"--mix", "light"},
-      {"--count", "10"},          {"--loads", "1"},         {"--tuner", "none"},
-      {"--max-jobs-per-gpu", "2"}, {"--gpus", "8"},          {"--model-error", "0"},
-      {"--reconfigure-s", "1"},   {"--measure-noise", "0"}};
+      {"--jobs", "j.csv"},         {"--profile", "p.json"}, {"--mix", "light"},
+      {"--count", "10"},           {"--loads", "1"},        {"--tuner", "none"},
+      {"--max-jobs-per-gpu", "2"}, {"--gpus", "8"},         {"--model-error", "0"},
+      {"--reconfigure-s", "1"},    {"--measure-noise", "0"}};
   for (const auto& [flag, value] : dl_only) {
     cases.push_back({"dl_only", {"simulate", "-q", flag, value}, {flag, "--workload dl"}});
   }
@@ -356,42 +357,42 @@ INSTANTIATE_TEST_SUITE_P(
     OtherCommands, Conflicts,
     ::testing::Values(
         UsageCase{"jobgen_rate_with_an_arrival_file",
-                     {"jobgen", "--arrival", "times.txt", "--rate", "2"},
-                     {"--rate", "--arrival times.txt"}},
+                  {"jobgen", "--arrival", "times.txt", "--rate", "2"},
+                  {"--rate", "--arrival times.txt"}},
         UsageCase{"extender_grant_ttl_offline",
-                     {"extender", "--offline-nodes", "n.json", "--grant-ttl-seconds", "30"},
-                     {"--grant-ttl-seconds", "--offline-nodes"}},
+                  {"extender", "--offline-nodes", "n.json", "--grant-ttl-seconds", "30"},
+                  {"--grant-ttl-seconds", "--offline-nodes"}},
         UsageCase{"extender_node_lock_ttl_offline",
-                     {"extender", "--offline-nodes", "n.json", "--node-lock-ttl-seconds", "30"},
-                     {"--node-lock-ttl-seconds", "--offline-nodes"}},
+                  {"extender", "--offline-nodes", "n.json", "--node-lock-ttl-seconds", "30"},
+                  {"--node-lock-ttl-seconds", "--offline-nodes"}},
         UsageCase{"extender_bind_wait_offline",
-                     {"extender", "--offline-nodes", "n.json", "--bind-wait-ms", "10"},
-                     {"--bind-wait-ms", "--offline-nodes"}},
+                  {"extender", "--offline-nodes", "n.json", "--bind-wait-ms", "10"},
+                  {"--bind-wait-ms", "--offline-nodes"}},
         UsageCase{"extender_typical_pods_without_fgd",
-                     {"extender", "--in-cluster", "--policy", "best-fit", "--typical-pods", "p.csv"},
-                     {"--typical-pods", "--policy best-fit"}},
+                  {"extender", "--in-cluster", "--policy", "best-fit", "--typical-pods", "p.csv"},
+                  {"--typical-pods", "--policy best-fit"}},
         UsageCase{"device_plugin_nvml_library_with_the_fake_backend",
-                     {"device-plugin", "--node-name", "n", "--offline", "--backend", "fake",
-                      "--gpus-file", "g.csv", "--nvml-library", "x.so"},
-                     {"--nvml-library", "--backend fake"}},
+                  {"device-plugin", "--node-name", "n", "--offline", "--backend", "fake",
+                   "--gpus-file", "g.csv", "--nvml-library", "x.so"},
+                  {"--nvml-library", "--backend fake"}},
         UsageCase{"device_plugin_dev_dir_without_injecting",
-                     {"device-plugin", "--node-name", "n", "--offline", "--dev-dir", "/dev"},
-                     {"--dev-dir", "--inject-devices"}},
+                  {"device-plugin", "--node-name", "n", "--offline", "--dev-dir", "/dev"},
+                  {"--dev-dir", "--inject-devices"}},
         UsageCase{"device_plugin_context_without_a_kubeconfig",
-                     {"device-plugin", "--node-name", "n", "--in-cluster", "--context", "c"},
-                     {"--context", "--kubeconfig"}},
+                  {"device-plugin", "--node-name", "n", "--in-cluster", "--context", "c"},
+                  {"--context", "--kubeconfig"}},
         UsageCase{"gpus_nvml_library_without_nvml",
-                     {"gpus", "--backend", "fake", "--gpus-file", "g.csv", "--nvml-library", "x"},
-                     {"--nvml-library", "--backend fake"}},
+                  {"gpus", "--backend", "fake", "--gpus-file", "g.csv", "--nvml-library", "x"},
+                  {"--nvml-library", "--backend fake"}},
         UsageCase{"gpus_a_gpu_file_with_nvml",
-                     {"gpus", "--backend", "nvml", "--gpus-file", "g.csv"},
-                     {"--gpus-file", "--backend nvml"}},
+                  {"gpus", "--backend", "nvml", "--gpus-file", "g.csv"},
+                  {"--gpus-file", "--backend nvml"}},
         UsageCase{"gpus_dev_dir_with_the_fake_backend",
-                     {"gpus", "--backend", "fake", "--gpus-file", "g.csv", "--dev-dir", "/dev"},
-                     {"--dev-dir", "--backend fake"}},
+                  {"gpus", "--backend", "fake", "--gpus-file", "g.csv", "--dev-dir", "/dev"},
+                  {"--dev-dir", "--backend fake"}},
         UsageCase{"gpus_both_spellings_of_the_gpu_file",
-                     {"gpus", "--gpus", "a.csv", "--gpus-file", "b.csv"},
-                     {"--gpus", "--gpus-file"}}),
+                  {"gpus", "--gpus", "a.csv", "--gpus-file", "b.csv"},
+                  {"--gpus", "--gpus-file"}}),
     test::CaseName());
 
 // ---------------------------------------------------------------------------------------------
@@ -402,7 +403,8 @@ TEST(ReportFolders, FgdAndDlEachWriteTheirOwnDefaultFolder) {
   const std::string nodes = dir.Write("nodes.csv", kNodes);
   const std::string pods = dir.Write("pods.csv", kPods);
   InFolder here(dir.path());
-  const CliRun fgd = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "-q"});
+  const CliRun fgd =
+      Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "-q"});
   ASSERT_EQ(fgd.code, 0) << fgd.err;
   const std::filesystem::path fgd_dir = dir.path() / "gpumux-report";
   ASSERT_TRUE(std::filesystem::is_regular_file(fgd_dir / "results.json"));
@@ -426,10 +428,10 @@ TEST(ReportFolders, NoReportWritesNeitherFolder) {
   const std::string nodes = dir.Write("nodes.csv", kNodes);
   const std::string pods = dir.Write("pods.csv", kPods);
   InFolder here(dir.path());
-  ASSERT_EQ(Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "-q",
-                    "--no-report"})
-                .code,
-            0);
+  ASSERT_EQ(
+      Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "-q", "--no-report"})
+          .code,
+      0);
   ASSERT_EQ(Gpumux({"simulate", "--workload", "dl", "--count", "5", "--loads", "1", "--policy",
                     "exclusive", "-q", "--no-report"})
                 .code,
@@ -441,11 +443,10 @@ TEST(ReportFolders, NoReportWritesNeitherFolder) {
 TEST(LoadWarnings, PodsAskingOnlyForModelsNoNodeHasAreCountedOnceAtLoadTime) {
   test::ScratchDir dir;
   const std::string nodes = dir.Write("nodes.csv", kNodes);  // T4 and V100M32
-  const std::string pods = dir.Write("pods.csv",
-                                     std::string(kPods) +
-                                         "p03,1000,1024,1,500,A100\n"
-                                         "p04,1000,1024,1,500,H100|A100\n"
-                                         "p05,1000,1024,1,500,H100|T4\n");
+  const std::string pods = dir.Write("pods.csv", std::string(kPods) +
+                                                     "p03,1000,1024,1,500,A100\n"
+                                                     "p04,1000,1024,1,500,H100|A100\n"
+                                                     "p05,1000,1024,1,500,H100|T4\n");
   for (const char* quiet : {"-q", "--threads=1"}) {
     const CliRun r = Gpumux({"simulate", "--nodes", nodes, "--pods", pods, "--policy",
                              "best-fit,fgd", "--seeds", "1-3", "--no-report", quiet});
@@ -458,8 +459,8 @@ TEST(LoadWarnings, PodsAskingOnlyForModelsNoNodeHasAreCountedOnceAtLoadTime) {
     EXPECT_EQ(r.err.find(warning, at + 1), std::string::npos) << "once, not per run: " << r.err;
   }
   const std::string one = dir.Write("one.csv", std::string(kPods) + "p03,1000,1024,1,500,A100\n");
-  const CliRun r = Gpumux({"simulate", "--nodes", nodes, "--pods", one, "--policy", "fgd",
-                           "--no-report", "-q"});
+  const CliRun r =
+      Gpumux({"simulate", "--nodes", nodes, "--pods", one, "--policy", "fgd", "--no-report", "-q"});
   EXPECT_NE(r.err.find("warning: 1 pod of " + one + " asks"), std::string::npos) << r.err;
 }
 

@@ -37,9 +37,9 @@ class Lines {
   }
   std::size_t Count(const std::string& text) const {
     std::lock_guard lock(mu_);
-    return static_cast<std::size_t>(std::count_if(lines_.begin(), lines_.end(), [&](const std::string& l) {
-      return l.find(text) != std::string::npos;
-    }));
+    return static_cast<std::size_t>(
+        std::count_if(lines_.begin(), lines_.end(),
+                      [&](const std::string& l) { return l.find(text) != std::string::npos; }));
   }
   std::string All() const {
     std::lock_guard lock(mu_);
@@ -79,12 +79,12 @@ TEST(DevicePluginWithoutAKubelet, SaysItWaitsForTheSocketOnceAndThatItRegistered
   EXPECT_EQ(log.WaitFor("the kubelet's socket " + socket + " appeared: registering"), 1u)
       << log.All();
   EXPECT_EQ(log.WaitFor("registered gpumux.io/gpu (1 device) with the kubelet at " + socket), 1u)
-      << "one device, singular:\n" << log.All();
+      << "one device, singular:\n"
+      << log.All();
 
   // Gone again: said once more, with the same path.
   kubelet.Stop();
-  EXPECT_EQ(log.WaitFor("the kubelet's socket " + socket + " is gone; waiting for the kubelet"),
-            1u)
+  EXPECT_EQ(log.WaitFor("the kubelet's socket " + socket + " is gone; waiting for the kubelet"), 1u)
       << log.All();
   (*plugin)->Stop();
 }
@@ -98,9 +98,10 @@ TEST(DevicePluginWithoutAKubelet, TheOfflineTryItSaysWhatItWaitsForThenThatItReg
   const std::string socket = (dir / "kubelet.sock").string();
   std::ofstream(dir / "gpus.csv") << "index,uuid,model,memory_mib\n0,GPU-demo-0,A100,40960\n";
   test::ProcessSpec spec;
-  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "dev", "--backend", "fake",
-               "--gpus-file", (dir / "gpus.csv").string(), "--kubelet-dir", dir.string(),
-               "--offline", "--metrics-address", "off", "--resources", "gpu"};
+  spec.argv = {GPUMUX_BINARY,   "device-plugin", "--node-name", "dev",
+               "--backend",     "fake",          "--gpus-file", (dir / "gpus.csv").string(),
+               "--kubelet-dir", dir.string(),    "--offline",   "--metrics-address",
+               "off",           "--resources",   "gpu"};
   spec.stderr_path = (dir / "plugin.err").string();
   spec.unset_env = {"NODE_NAME", "GPUMUX_STATE_DIR"};
   spec.set_env = {"GPUMUX_STATE_DIR=" + (dir / "state").string()};

@@ -166,8 +166,8 @@ TEST_F(GrantTest, AReservationIsWrittenWithItsHolderStateAndTime) {
   EXPECT_TRUE(std::is_sorted(g->gpus.begin(), g->gpus.end()));
   EXPECT_TRUE(g->reserved);
   EXPECT_FALSE(g->existing);
-  EXPECT_EQ(g->message, "Reserved GPUs " + JoinIndices(g->gpus) +
-                            " for 'c1' (HOUDINI_GPU_REQUESTED=2)")
+  EXPECT_EQ(g->message,
+            "Reserved GPUs " + JoinIndices(g->gpus) + " for 'c1' (HOUDINI_GPU_REQUESTED=2)")
       << "a new reservation is not 'found'";
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 1u);
@@ -206,10 +206,10 @@ TEST_F(GrantTest, TheSameContainerAgainGetsTheSameGpusAndANewHolder) {
   EXPECT_EQ(again->gpus, first->gpus);
   EXPECT_TRUE(again->reserved);
   EXPECT_TRUE(again->existing);
-  EXPECT_EQ(again->message.rfind("Found existing reservation for 'c1': GPUs " +
-                                      JoinIndices(first->gpus) + " (since ",
-                                  0),
-            0u)
+  EXPECT_EQ(
+      again->message.rfind(
+          "Found existing reservation for 'c1': GPUs " + JoinIndices(first->gpus) + " (since ", 0),
+      0u)
       << again->message;
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 2u) << "no second entry for c1";

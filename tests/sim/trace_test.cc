@@ -252,12 +252,12 @@ std::vector<core::NodeSpec> NodesOf(const std::string& rows) {
 TEST(PodsAskingForAbsentModels, CountsThePodsThatNoNodeCanTakeAndNamesTheirModels) {
   const auto nodes = NodesOf("n1,1000,1000,2,T4\nn2,1000,1000,0,\n");
   const auto pods = PodsOf(
-      "any,1,1,1,500,\n"           // no gpu_spec: any model
-      "t4,1,1,1,500,T4\n"          // present
-      "either,1,1,1,500,A100|T4\n"  // one of its models is present: placeable
-      "a100,1,1,1,500,A100\n"      // never placed
+      "any,1,1,1,500,\n"             // no gpu_spec: any model
+      "t4,1,1,1,500,T4\n"            // present
+      "either,1,1,1,500,A100|T4\n"   // one of its models is present: placeable
+      "a100,1,1,1,500,A100\n"        // never placed
       "h100,1,1,2,1000,H100|A100\n"  // never placed
-      "cpu,1,1,0,0,H200\n");        // CPU-only: gpu_spec does not apply
+      "cpu,1,1,0,0,H200\n");         // CPU-only: gpu_spec does not apply
   const AbsentModels absent = PodsAskingForAbsentModels(pods, nodes);
   EXPECT_EQ(absent.pods, 2U);
   EXPECT_EQ(absent.models, (std::vector<std::string>{"A100", "H100"}));

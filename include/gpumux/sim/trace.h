@@ -1,4 +1,5 @@
-// Trace input: the openb node and pod lists of Alibaba's GPU-sharing trace (cluster-trace-gpu-v2023).
+// Trace input: the openb node and pod lists of Alibaba's GPU-sharing trace
+// (cluster-trace-gpu-v2023).
 //
 // Node list columns: sn,cpu_milli,memory_mib,gpu,model.
 // Pod list columns:  name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec (others ignored).
