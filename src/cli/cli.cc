@@ -4,8 +4,10 @@
 
 #include <cstring>
 #include <iostream>
+#include <memory>
 
 #include "src/cli/commands.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 
@@ -14,9 +16,12 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       "gpumux: share the GPUs of a Kubernetes cluster between deep-learning jobs.\n"
       "One placement engine, proven in a trace-driven simulator, run by every component.",
       "gpumux"};
+  // Before the subcommands are added: they take the parent's formatter.
+  app.formatter(std::make_shared<WrappingFormatter>());
   app.set_version_flag("--version", std::string("gpumux ") + GPUMUX_VERSION);
   app.require_subcommand(1);
   app.fallthrough(false);
+  app.footer("\nRun 'gpumux <command> --help' for a command's options and examples.");
 
   SimulateOptions sim;
   CLI::App* simulate = AddSimulateCommand(app, sim);
@@ -27,48 +32,12 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* extender = AddExtenderCommand(app, extender_options);
   DevicePluginCliOptions device_plugin_options;
   CLI::App* device_plugin = AddDevicePluginCommand(app, device_plugin_options);
-
   HostOptions host;
   std::string stage;
-  CLI::App* hook = app.add_subcommand(
-      "hook",
-      "OCI runtime hook (Houdini-compatible GPU reservations). Reads the container state on "
-      "stdin.\n  createRuntime|prestart: grant the GPUs the container's environment asks for "
-      "(HOUDINI_GPU_REQUESTED=N reserves N GPUs exclusively; HOUDINI_GPU_ENABLED=true or "
-      "NVIDIA_VISIBLE_DEVICES=all|0,2|UUIDs shares them); exits 1 (the container does not start) "
-      "when they are not free.\n  poststop: release the container's reservation.");
-  AddHostOptions(*hook, host);
-  hook->add_option("stage", stage, "createRuntime, prestart, createContainer or poststop")
-      ->required()
-      ->check(CLI::IsMember({"createRuntime", "prestart", "createContainer", "poststop"}));
-  app.add_subcommand("oci-runtime",
-                     "Runtime wrapper: `gpumux oci-runtime <runc arguments>` grants GPUs, writes "
-                     "them into config.json (NVIDIA_VISIBLE_DEVICES, devices, hooks) and runs the "
-                     "real runtime ($GPUMUX_RUNTIME, default runc). Also runs as "
-                     "'gpumux-oci-runtime' through a symlink. Configured by GPUMUX_STATE_DIR, "
-                     "GPUMUX_DEV_DIR, GPUMUX_GPUS_FILE.");
+  CLI::App* hook = AddHookCommand(app, host, stage);
+  CLI::App* oci_runtime = AddOciRuntimeCommand(app);
   GpusOptions gpus_options;
-  CLI::App* gpus = app.add_subcommand(
-      "gpus",
-      "List the host's GPUs in the format of `nvidia-smi -L` (or JSON), and who holds them.\n"
-      "  --backend dev (default): the device folder's nvidia<N> nodes, or the GPU file when one "
-      "is given (what the runtime hook sees).\n"
-      "  --backend fake: the GPU file as the device plugin's fake backend reads it (optional "
-      "columns minor, health, memory_used_mib, xids).\n"
-      "  --backend nvml: NVIDIA's management library (libnvidia-ml.so.1): name, memory, "
-      "minor, utilisation, processes, health.");
-  AddHostOptions(*gpus, host);
-  gpus->add_option("--gpus-file", host.gpus_file, "Same as --gpus");
-  gpus->add_option("--backend", gpus_options.backend, "Where the GPUs come from: dev, fake, nvml")
-      ->check(CLI::IsMember({"dev", "fake", "nvml"}))
-      ->capture_default_str();
-  gpus->add_option("--nvml-library", gpus_options.nvml_library,
-                   "NVML library to load with --backend nvml (a soname or a path)")
-      ->capture_default_str();
-  gpus->add_flag("--reservations", gpus_options.reservations,
-                 "Show which container holds each GPU, and since when (dev and fake backends)");
-  gpus->add_flag("--json", gpus_options.json,
-                 "JSON instead of text (with fake and nvml: every field the backend reports)");
+  CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
 
   // The runtime wrapper takes the runtime's own arguments verbatim: no option parsing here.
   const char* base = std::strrchr(argv[0], '/');
@@ -76,10 +45,18 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (std::strcmp(base, "gpumux-oci-runtime") == 0 ||
       (argc > 1 && std::strcmp(argv[1], "oci-runtime") == 0)) {
     const int first = std::strcmp(base, "gpumux-oci-runtime") == 0 ? 1 : 2;
+    std::vector<std::string> args(argv + first, argv + argc);
+    // gpumux's own help (also for no arguments at all, where runc would print its usage); the
+    // runtime's help with --runtime-help (and '<command> --help').
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+      out << oci_runtime->help("gpumux");
+      return 0;
+    }
+    if (!args.empty() && args[0] == "--runtime-help") args[0] = "--help";
     HostOptions o;
     CLI::App scratch;
     AddHostOptions(scratch, o);  // defaults from the environment
-    return RunOciRuntime(o, std::vector<std::string>(argv + first, argv + argc), err);
+    return RunOciRuntime(o, args, err);
   }
   if (argc <= 1) {
     out << app.help();

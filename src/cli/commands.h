@@ -8,6 +8,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace CLI {
@@ -31,6 +32,11 @@ struct DlOptions {
   double measure_noise = 0.1;
 };
 
+// The default report folders: each workload its own, so that one run never overwrites the
+// other's index.html and results.json.
+inline constexpr std::string_view kFgdReportDir = "gpumux-report";
+inline constexpr std::string_view kDlReportDir = "gpumux-report-dl";
+
 struct SimulateOptions {
   std::string workload = "fgd";  // fgd (the FGD study's trace) or dl (JCT of training jobs)
   DlOptions dl;
@@ -40,7 +46,7 @@ struct SimulateOptions {
   std::string seeds = "42";
   double load = 1.3;
   std::string format = "table";
-  std::string out_dir = "gpumux-report";
+  std::string out_dir;  // "" = the workload's default (kFgdReportDir, kDlReportDir)
   bool no_report = false;
   std::string expect;  // "" = embedded when the embedded pod list is used; "none" = off
   std::string replay;
@@ -50,10 +56,14 @@ struct SimulateOptions {
   bool check_invariants = false;
   bool quiet = false;
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
+  std::set<std::string> given;           // long names of the options given on the command line
 };
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& options);
 int RunSimulate(const SimulateOptions& options, std::ostream& out, std::ostream& err);
+// The message for options given together that cannot apply together (an option of the other
+// workload, --out with --no-report, --mix or --count with --jobs); nothing when they can.
+std::optional<std::string> CheckSimulateCombination(const SimulateOptions& options);
 int RunPolicies(std::ostream& out);
 int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostream& err);
 
@@ -68,6 +78,7 @@ struct JobGenCliOptions {
   int max_gib = 7;
   std::uint64_t seed = 42;
   std::string out;  // "" = stdout
+  std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& options);
 int RunJobGen(const JobGenCliOptions& options, std::ostream& out, std::ostream& err);
@@ -80,6 +91,9 @@ struct HostOptions {
   std::string gpus_file;
 };
 void AddHostOptions(CLI::App& cmd, HostOptions& options);
+// The subcommands of hook_commands.cc.
+CLI::App* AddHookCommand(CLI::App& app, HostOptions& host, std::string& stage);
+CLI::App* AddOciRuntimeCommand(CLI::App& app);
 // `gpumux hook <stage>`: the OCI state on `in`. Exit 0, or 1 with the reason on `err` (which
 // makes the runtime abort the container start).
 int RunHook(const HostOptions& options, const std::string& stage, std::istream& in,
@@ -95,7 +109,9 @@ struct GpusOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool reservations = false;
   bool json = false;
+  std::set<std::string> given;  // long names of the options given on the command line
 };
+CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& options);
 int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& out,
             std::ostream& err);
 
@@ -119,6 +135,7 @@ struct ExtenderCliOptions {
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;
+  bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
 };
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);
@@ -147,6 +164,8 @@ struct DevicePluginCliOptions {
   std::int64_t xid_recovery_seconds = 300;
   std::string ignore_xids;
   std::string metrics_address = "127.0.0.1:9402";
+  bool check = false;           // check the options and files, then exit
+  std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& options);
 // Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.

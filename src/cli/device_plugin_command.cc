@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
@@ -17,12 +18,19 @@
 #include "gpumux/k8s/objects.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_support.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 namespace {
 
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
+// --health-interval-ms: below 10 ms the backend is polled for nothing; above an hour a failed
+// GPU keeps taking pods for too long.
+constexpr std::int64_t kMinHealthIntervalMs = 10;
+constexpr std::int64_t kMaxHealthIntervalMs = 3'600'000;
+// --xid-recovery-seconds: a GPU that has had no XID for a week is not recovering from that one.
+constexpr std::int64_t kMaxXidRecoverySeconds = 7 * 86'400;
 
 // "HOST:PORT" -> host, port; "off" -> port -1.
 bool ParseAddress(const std::string& text, std::string& host, int& port) {
@@ -57,7 +65,8 @@ deviceplugin::MountSpec ParseMount(const std::string& text) {
 CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "device-plugin",
-      "Run the kubelet device plugin of this node: registers gpumux.io/gpu (one device per "
+      "Run the kubelet device plugin of this node: gpumux.io/gpu, gpu-mem and gpu-milli\n"
+      "Registers gpumux.io/gpu (one device per "
       "GPU), gpumux.io/gpu-mem (GPU memory in units of --gpu-mem-unit-mib) and "
       "gpumux.io/gpu-milli (1000 per GPU), reports GPU health (backend state and XID events) "
       "to the kubelet, publishes the node's GPUs in its gpumux.io/gpus annotation for the "
@@ -71,7 +80,7 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   cmd->add_option("--gpus-file", o.gpus_file,
                   "Fake backend: CSV with index,uuid,model,memory_mib and optional minor, "
                   "health, memory_used_mib, xids columns (re-read when it changes)");
-  cmd->add_option("--nvml-library", o.nvml_library, "NVML library to dlopen")
+  cmd->add_option("--nvml-library", o.nvml_library, "NVML library to dlopen (--backend nvml)")
       ->capture_default_str();
   cmd->add_option("--kubelet-dir", o.kubelet_dir,
                   "The kubelet's device-plugin folder (kubelet.sock and the plugins' sockets)")
@@ -84,53 +93,69 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   cmd->add_option("--resources", o.resources,
                   "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
       ->capture_default_str();
-  cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
-                  "MiB per gpumux.io/gpu-mem device; must equal the extender's "
-                  "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
-      ->capture_default_str();
+  cmd->add_option(
+         "--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
+         "MiB per gpumux.io/gpu-mem device; must equal the extender's "
+         "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--kubeconfig", o.kubeconfig, "Reach the API server with this kubeconfig");
   cmd->add_flag("--in-cluster", o.in_cluster,
                 "Reach the API server with the pod's service account (in a DaemonSet)");
-  cmd->add_option("--context", o.context, "kubeconfig context [default: current-context]");
+  cmd->add_option("--context", o.context,
+                  "kubeconfig context [default: current-context]; with --kubeconfig");
   cmd->add_flag("--offline", o.offline,
                 "No API server: register and report health only; every Allocate is refused "
                 "(the pod cannot be identified). For trying the kubelet side");
   cmd->add_flag("--inject-devices", o.inject_devices,
                 "Add /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools and the granted "
                 "/dev/nvidia<minor> to containers (for runtimes without the NVIDIA hook)");
-  cmd->add_option("--dev-dir", o.dev_dir, "Where the NVIDIA device nodes are")->capture_default_str();
+  cmd->add_option("--dev-dir", o.dev_dir,
+                  "Where the NVIDIA device nodes are (with --inject-devices)")
+      ->capture_default_str();
   cmd->add_option("--mount", o.mounts,
                   "HOST[:CONTAINER] to bind read-only into containers (driver libraries, "
                   "nvidia-smi); with --inject-devices; repeatable");
   cmd->add_option("--cdi-kind", o.cdi_kind,
                   "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
   cmd->add_option("--health-interval-ms", o.health_interval_ms,
-                  "How often GPU health is read from the backend")
-      ->capture_default_str();
+                  "How often GPU health is read from the backend (10..3600000)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--xid-recovery-seconds", o.xid_recovery_seconds,
                   "A GPU marked unhealthy by a transient XID is healthy again after this long "
-                  "without another one (fatal XIDs keep it unhealthy until restart)")
-      ->capture_default_str();
+                  "without another one (fatal XIDs keep it unhealthy until restart; 0..604800)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--ignore-xids", o.ignore_xids,
                   "Comma-separated XIDs to treat as application errors (no health change)");
   cmd->add_option("--metrics-address", o.metrics_address,
                   "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
       ->capture_default_str();
+  cmd->add_flag("--check", o.check,
+                "Check the options and the files they name (the GPU file of --backend fake, "
+                "the kubeconfig), print what would be served and exit 0 (2 when something is "
+                "wrong) without opening NVML, serving sockets or reaching the API server; "
+                "--in-cluster's service account is not read");
+  RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input (a malformed GPU file, "
       "more devices than the kubelet can take: raise --gpu-mem-unit-mib), 1 when it cannot run "
       "(no GPUs can be listed, a socket or port cannot be served, the OCI runtime path holds "
       "GPUs on this node).\n"
-      "\nExamples:\n"
-      "  gpumux device-plugin --in-cluster                      (in the DaemonSet)\n"
+      "\nWithout a kubelet (--offline and a --kubelet-dir of your own) it says that it waits "
+      "for <kubelet-dir>/kubelet.sock, and registers when that socket appears.\n"
+      "\nExamples (add --check to try one without a cluster or a GPU):\n"
+      "  gpumux device-plugin --in-cluster\n"
+      "      in the DaemonSet (deploy/device-plugin/), which sets NODE_NAME\n"
       "  gpumux device-plugin --node-name gpu-1 --kubeconfig ~/.kube/config\n"
-      "  gpumux device-plugin --node-name dev --backend fake --gpus-file gpus.csv "
-      "--kubelet-dir /tmp/kubelet --offline\n");
+      "  gpumux device-plugin --node-name dev --backend fake --gpus-file gpus.csv \\\n"
+      "      --kubelet-dir /tmp/kubelet --offline\n"
+      "      no GPU, no cluster: a fake GPU file; waits for /tmp/kubelet/kubelet.sock\n");
   return cmd;
 }
 
 int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ostream& err) {
-  (void)out;
   const auto usage = [&err](const std::string& message) {
     err << "gpumux device-plugin: " << message << "\nRun 'gpumux device-plugin --help'.\n";
     return kUsageError;
@@ -145,16 +170,33 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   if (p.node_name.empty()) return usage("the node name is unknown: give --node-name or set NODE_NAME");
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
   if (o.backend == "nvml" && !o.gpus_file.empty()) {
-    return usage("--gpus-file is for --backend fake");
+    return usage("--gpus-file is for --backend fake, not --backend nvml");
+  }
+  if (o.backend == "fake" && Given(o.given, "nvml-library")) {
+    return usage(
+        "--nvml-library does not apply with --backend fake (the GPUs come from "
+        "--gpus-file)");
   }
   if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
     return usage("--gpu-mem-unit-mib must be 1.." + std::to_string(k8s::kMaxGpuMemUnitMib));
   }
-  if (o.health_interval_ms < 10) return usage("--health-interval-ms must be at least 10");
-  if (o.xid_recovery_seconds < 0) return usage("--xid-recovery-seconds must not be negative");
+  if (o.health_interval_ms < kMinHealthIntervalMs || o.health_interval_ms > kMaxHealthIntervalMs) {
+    return usage("--health-interval-ms must be at least " + std::to_string(kMinHealthIntervalMs) +
+                 " and at most " + std::to_string(kMaxHealthIntervalMs) + " (an hour)");
+  }
+  if (o.xid_recovery_seconds < 0 || o.xid_recovery_seconds > kMaxXidRecoverySeconds) {
+    return usage("--xid-recovery-seconds must be in 0.." + std::to_string(kMaxXidRecoverySeconds) +
+                 " (a week)");
+  }
   const int sources = (o.kubeconfig.empty() ? 0 : 1) + (o.in_cluster ? 1 : 0) + (o.offline ? 1 : 0);
   if (sources != 1) {
     return usage("give exactly one of --kubeconfig, --in-cluster and --offline");
+  }
+  if (!o.context.empty() && o.kubeconfig.empty()) return usage("--context needs --kubeconfig");
+  if (Given(o.given, "dev-dir") && !o.inject_devices) {
+    return usage(
+        "--dev-dir needs --inject-devices (the device nodes are only read to inject "
+        "them)");
   }
   p.resources.clear();
   for (const std::string& item : SplitCommas(o.resources)) {
@@ -195,15 +237,33 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   p.log = [&log](std::string_view line) { log(line); };
 
   std::unique_ptr<k8s::KubeApi> api;
-  if (!o.offline) {
+  std::string source = "no API server (--offline)";
+  if (o.in_cluster && o.check) {
+    source = "the API server of the pod's service account (not read by --check)";
+  } else if (!o.offline) {
     auto config =
         o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
     }
-    api = k8s::MakeCurlClient(std::move(*config));
+    source = "API server " + config->server;
+    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
   }
+  std::string resources;
+  for (deviceplugin::Resource r : p.resources) {
+    resources += (resources.empty() ? "" : ", ") + std::string(deviceplugin::ResourceName(r));
+  }
+  const std::string node_name = p.node_name, kubelet_dir = p.kubelet_dir;
+  const std::int64_t unit = p.gpu_mem_unit_mib;
+  const auto check_passed = [&](const std::string& gpus) {
+    out << "gpumux device-plugin: --check: the options are valid; it would serve " << gpus
+        << " of node " << node_name << " as " << resources << " in " << kubelet_dir << " with "
+        << source << "\n";
+    return 0;
+  };
+  if (o.check && o.backend == "nvml")
+    return check_passed("the GPUs NVML lists (not opened by --check)");
   auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml(o.nvml_library);
   // A GPU file or an inventory gpumux refuses (kInvalidArgument) is bad input: exit 2.
   const auto failure = [](const core::Error& e) {
@@ -213,27 +273,23 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     log("cannot open the " + o.backend + " backend: " + backend.error().message);
     return failure(backend.error());
   }
-  std::string resources;
-  for (deviceplugin::Resource r : p.resources) {
-    resources += (resources.empty() ? "" : ", ") + std::string(deviceplugin::ResourceName(r));
-  }
-  const std::string node_name = p.node_name, kubelet_dir = p.kubelet_dir;
-  const std::int64_t unit = p.gpu_mem_unit_mib;
   auto agent = deviceplugin::NodeAgent::Create(std::move(options), std::move(*backend), api.get());
   if (!agent) {
     log("cannot start: " + agent.error().message);
     return failure(agent.error());
   }
+  const std::string gpus = core::Plural((*agent)->gpus().size(), "GPU");
+  if (o.check) return check_passed(gpus + " from " + o.gpus_file);
   if (auto started = (*agent)->Start(); !started) {
     log("cannot start: " + started.error().message);
     return kRuntimeError;
   }
-  log("serving " + std::to_string((*agent)->gpus().size()) + " GPUs of node " + node_name +
-      " as " + resources + " (gpu-mem in units of " + std::to_string(unit) + " MiB) in " +
-      kubelet_dir +
+  log("serving " + gpus + " of node " + node_name + " as " + resources + " (gpu-mem in units of " +
+      std::to_string(unit) + " MiB) in " + kubelet_dir +
       ((*agent)->metrics_port() > 0
-           ? "; /healthz /readyz /metrics on " + o.metrics_address.substr(0, o.metrics_address.rfind(':')) +
-                 ":" + std::to_string((*agent)->metrics_port())
+           ? "; /healthz /readyz /metrics on " +
+                 o.metrics_address.substr(0, o.metrics_address.rfind(':')) + ":" +
+                 std::to_string((*agent)->metrics_port())
            : std::string()));
   const int sig = signals.Wait();
   signals.Restore();

@@ -8,12 +8,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
 #include "gpumux/sim/dl_report.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -26,23 +28,6 @@ const std::vector<std::string>& DlPolicies() {
 // The most load factors one DL run may sweep (each is a run per policy over the whole job list).
 constexpr std::size_t kMaxLoads = 64;
 
-// A number in [lo, hi] (NaN and infinities refused: CLI::Range lets NaN through).
-CLI::Validator FiniteIn(double lo, double hi) {
-  std::ostringstream desc;
-  desc << "FLOAT in [" << lo << " - " << hi << "]";
-  return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || v > hi) {
-          std::ostringstream m;
-          m << "Value " << text << " is not a finite number in [" << lo << ", " << hi << "]";
-          return m.str();
-        }
-        return {};
-      },
-      desc.str());
-}
-
 // The most jobs one run simulates over all its loads (each load is the whole job list again, and
 // every job of every run is kept for the report).
 constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
@@ -51,13 +36,10 @@ constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
 std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::size_t jobs,
                                                 std::size_t loads) {
   if (jobs * loads <= kMaxJobsOverLoads) return std::nullopt;
-  return what + " x " + std::to_string(loads) + " load factors (--loads): " +
-         std::to_string(jobs * loads) + " jobs to simulate, more than " +
+  return what + " x " + core::Plural(loads, "load factor") +
+         " (--loads): " + core::Plural(jobs * loads, "job") + " to simulate, more than " +
          std::to_string(kMaxJobsOverLoads);
 }
-
-// The smallest positive double: "> 0" for FiniteIn.
-constexpr double kAboveZero = std::numeric_limits<double>::min();
 
 core::Result<std::vector<double>> ParseLoads(const std::string& text) {
   std::vector<double> loads;
@@ -91,18 +73,20 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
   const std::string group = "DL workload (--workload dl)";
   cmd.add_option("--jobs", o.jobs,
                  "Job list CSV (job,class,submit_s,gpu_mib), e.g. from 'gpumux jobgen'; each "
-                 "load divides its submit times [default: 300 generated IADeep-like jobs]")
+                 "load divides its submit times [default: --count jobs generated with --mix]")
       ->group(group);
   cmd.add_option("--profile", o.profile,
                  "Workload profile JSON [default: embedded data/dl_profile_default.json]")
       ->group(group);
-  cmd.add_option("--mix", o.mix,
-                 "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,...")
+  cmd.add_option(
+         "--mix", o.mix,
+         "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,... (not with "
+         "--jobs)")
       ->capture_default_str()
       ->group(group);
-  cmd.add_option("--count", o.count, "Number of generated jobs")
+  cmd.add_option("--count", o.count, "Number of generated jobs (not with --jobs)")
       ->capture_default_str()
-      ->check(CLI::Range(1, static_cast<int>(sim::kMaxDlJobs)))
+      ->check(IntegerIn(1, static_cast<int>(sim::kMaxDlJobs)))
       ->group(group);
   cmd.add_option("--loads", o.loads, "Load factors (arrival-rate multipliers), comma-separated")
       ->capture_default_str()
@@ -113,25 +97,25 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->group(group);
   cmd.add_option("--max-jobs-per-gpu", o.max_jobs_per_gpu, "Co-location limit of every policy")
       ->capture_default_str()
-      ->check(CLI::Range(1, sim::kMaxDlJobsPerGpu))
+      ->check(IntegerIn(1, sim::kMaxDlJobsPerGpu))
       ->group(group);
-  cmd.add_option("--gpus", o.gpus, "GPUs in the cluster (4 per node)")
+  cmd.add_option("--gpus", o.gpus, "GPUs in the cluster (4 per node: a multiple of 4, or 1..3)")
       ->capture_default_str()
-      ->check(CLI::Range(1, sim::kMaxDlGpus))
+      ->check(IntegerIn(1, sim::kMaxDlGpus))
       ->group(group);
   cmd.add_option("--model-error", o.model_error,
                  "Hidden deviation of the simulated GPUs from the profile's predictions")
       ->capture_default_str()
-      ->check(FiniteIn(0.0, 0.9))
+      ->check(NumberIn(0.0, 0.9))
       ->group(group);
   cmd.add_option("--reconfigure-s", o.reconfigure_s, "Pause of a job whose batch size changes")
       ->capture_default_str()
-      ->check(FiniteIn(0.0, 3600.0))
+      ->check(NumberIn(0.0, 3600.0))
       ->group(group);
   cmd.add_option("--measure-noise", o.measure_noise,
                  "Relative noise of one measured step time (tuner measurements)")
       ->capture_default_str()
-      ->check(FiniteIn(0.0, 1.0))
+      ->check(NumberIn(0.0, 1.0))
       ->group(group);
 }
 
@@ -141,15 +125,18 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     err << "gpumux simulate: " << message << "\n";
     return 2;
   };
-  if (!o.nodes.empty() || !o.pods.empty() || !o.replay.empty() || !o.placements.empty() ||
-      !o.expect.empty()) {
-    return fail("--nodes, --pods, --replay, --placements and --expect belong to --workload fgd");
+  if (o.format == "csv") {
+    return fail(
+        "--format csv belongs to --workload fgd: --workload dl writes its CSV (jobs.csv) "
+        "into the report folder");
   }
-  if (o.format == "csv") return fail("--workload dl writes its CSV (jobs.csv) into the report folder");
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
-  if (seeds->size() != 1) return fail("--workload dl takes one seed");
+  if (seeds->size() != 1) {
+    return fail("--workload dl takes one seed, --seeds " + o.seeds + " gives " +
+                core::Plural(seeds->size(), "seed"));
+  }
   const std::uint64_t seed = seeds->front();
   const std::vector<std::string> policies = ExpandPolicies(o.policies, DlPolicies());
   if (policies.empty()) return fail("--policy: no policy given");
@@ -183,7 +170,7 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   if (!o.dl.jobs.empty()) {
     auto jobs = sim::LoadJobs(o.dl.jobs, *profile);
     if (!jobs) return fail(jobs.error().message);
-    if (auto m = TooManyJobsOverLoads(o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)",
+    if (auto m = TooManyJobsOverLoads(o.dl.jobs + " (" + core::Plural(jobs->size(), "job") + ")",
                                       jobs->size(), loads->size())) {
       return fail(*m);
     }
@@ -192,7 +179,7 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       if (!scaled) return fail(o.dl.jobs + ": " + scaled.error().message + " (--loads)");
       config.inputs.push_back({load, std::move(*scaled)});
     }
-    ctx.workload = o.dl.jobs + " (" + std::to_string(jobs->size()) + " jobs)";
+    ctx.workload = o.dl.jobs + " (" + core::Plural(jobs->size(), "job") + ")";
     ctx.mix = "from the job list";
   } else {
     if (auto m = TooManyJobsOverLoads("--count " + std::to_string(o.dl.count),
@@ -212,8 +199,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       if (!jobs) return fail(jobs.error().message);
       config.inputs.push_back({load, std::move(*jobs)});
     }
-    ctx.workload = std::to_string(o.dl.count) +
-                   " generated jobs (bursty arrivals, 300 per ~4000 s at load 1)";
+    ctx.workload =
+        core::Plural(o.dl.count, "generated job") + " (bursty arrivals, 300 per ~4000 s at load 1)";
     ctx.mix = o.dl.mix;
   }
   ctx.profile = profile->name + (o.dl.profile.empty() ? " (embedded)" : " (" + o.dl.profile + ")");
@@ -240,15 +227,16 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   } else {
     sim::WriteDlTable(out, *results, ctx);
   }
-  if (!o.no_report && !o.out_dir.empty()) {
-    if (auto w = sim::WriteDlReportDir(o.out_dir, *results, ctx); !w) return fail(w.error().message);
-    if (!o.quiet) err << "gpumux simulate: report written to " << o.out_dir << "/index.html\n";
+  if (!o.no_report) {
+    const std::string dir = o.out_dir.empty() ? std::string(kDlReportDir) : o.out_dir;
+    if (auto w = sim::WriteDlReportDir(dir, *results, ctx); !w) return fail(w.error().message);
+    if (!o.quiet) err << "gpumux simulate: report written to " << dir << "/index.html\n";
   }
   if (!o.quiet) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    char line[128];
-    std::snprintf(line, sizeof line, "gpumux simulate: %zu simulations in %.2f s\n", runs, s);
-    err << line;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.2f", s);
+    err << "gpumux simulate: " << core::Plural(runs, "simulation") << " in " << seconds << " s\n";
   }
   return 0;
 }
@@ -256,39 +244,47 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
 CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "jobgen",
-      "Write a job list (CSV: job,class,submit_s,gpu_mib) of deep-learning training jobs for "
-      "'gpumux simulate --workload dl --jobs FILE'.");
+      "Write a job list of deep-learning training jobs for 'gpumux simulate --workload dl'\n"
+      "Writes a CSV (job,class,submit_s,gpu_mib) for 'gpumux simulate --workload dl --jobs "
+      "FILE': classes drawn from --mix, submit times from --arrival, a GPU memory request "
+      "between --min-gib and --max-gib.");
   cmd->add_option("--profile", o.profile, "Workload profile JSON [default: embedded]");
   cmd->add_option("--mix", o.mix, "iadeep, conv-heavy, light, or class=weight,...")
       ->capture_default_str();
   cmd->add_option("--count", o.count, "Number of jobs")
       ->capture_default_str()
-      ->check(CLI::Range(1, static_cast<int>(sim::kMaxDlJobs)));
+      ->check(IntegerIn(1, static_cast<int>(sim::kMaxDlJobs)));
   cmd->add_option("--arrival", o.arrival,
                   "bursty (hyperexponential gaps), poisson, or a file of submit times in "
-                  "seconds (one per line)")
+                  "seconds (one per line; --load divides them)")
       ->capture_default_str();
   cmd->add_option("--rate", o.rate,
-                  "Mean arrivals per second at load 1 (jobs later than 999999999999.999999 s "
-                  "are refused)")
+                  "Mean arrivals per second at load 1, for bursty and poisson arrivals (jobs "
+                  "later than 999999999999.999999 s are refused)")
       ->capture_default_str()
-      ->check(FiniteIn(kAboveZero, 1e9));
+      ->check(NumberIn(0, 1e9, LowerBound::kOpen));
   cmd->add_option("--load", o.load, "Divides every gap (2 = twice the rate)")
       ->capture_default_str()
-      ->check(FiniteIn(kAboveZero, 1000));
+      ->check(NumberIn(0, 1000, LowerBound::kOpen));
   cmd->add_option("--min-gib", o.min_gib, "Smallest GPU memory request")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(IntegerIn(1, 1024));
   cmd->add_option("--max-gib", o.max_gib, "Largest GPU memory request")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
+      ->check(IntegerIn(1, 1024));
+  cmd->add_option("--seed", o.seed, "Random seed")
+      ->capture_default_str()
+      ->check(IntegerIn(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()));
   cmd->add_option("-o,--out", o.out, "Output file [default: stdout]");
+  RecordGivenOptions(*cmd, o.given);
+  // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).
   cmd->footer(
       "\nExamples:\n"
-      "  gpumux jobgen > jobs.csv                           300 IADeep-like jobs, bursty arrivals\n"
+      "  gpumux jobgen > jobs.csv\n"
+      "      300 IADeep-like jobs, bursty arrivals\n"
       "  gpumux jobgen --mix vgg16=1,lstm=1 --arrival poisson --rate 0.1 --count 500 -o jobs.csv\n"
-      "  gpumux jobgen --arrival submit_times.txt --count 1000 -o jobs.csv\n");
+      "  gpumux jobgen --arrival submit_times.txt --count 1000 -o jobs.csv\n"
+      "      submit times from a file, one per line\n");
   return cmd;
 }
 
@@ -297,6 +293,11 @@ int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
     err << "gpumux jobgen: " << message << "\n";
     return 2;
   };
+  const bool from_file = o.arrival != "bursty" && o.arrival != "poisson";
+  if (from_file && Given(o.given, "rate")) {
+    return fail("--rate does not apply with --arrival " + o.arrival +
+                ": the file gives the submit times (--load still divides them)");
+  }
   auto profile = ProfileFrom(o.profile);
   if (!profile) return fail(profile.error().message);
   auto mix = sim::ParseMix(o.mix, *profile);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/io/read_file.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
@@ -35,6 +36,7 @@
 #include "gpumux/sim/trace.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_support.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -56,6 +58,12 @@ constexpr std::int64_t kMaxRequestReadTimeoutMs = 600'000;
 // (bench/extender_flood.cc), against a 512 MiB limit in deploy/. A few arenas bound that;
 // kube-scheduler's verbs come mostly one at a time, so they are hardly contended.
 constexpr int kMallocArenas = 4;
+// --grant-ttl-seconds and --node-lock-ttl-seconds: a grant or a node lock that is still not
+// settled after a day is not waiting for anything.
+constexpr std::int64_t kMaxTtlSeconds = 86'400;
+// Only fgd scores fragmentation against typical pods (policy/fgd.h): --typical-pods applies
+// to it alone. A new fragmentation-aware policy adds its name here.
+constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd"};
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -192,8 +200,17 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (o.default_gpu_memory_mib < 0) {
     return UsageError{"--default-gpu-memory-mib must not be negative"};
   }
-  if (o.grant_ttl_seconds < 1) return UsageError{"--grant-ttl-seconds must be at least 1"};
-  if (o.node_lock_ttl_seconds < 1) return UsageError{"--node-lock-ttl-seconds must be at least 1"};
+  if (o.default_gpu_memory_mib > core::kMaxGpuMemoryMib) {
+    return UsageError{"--default-gpu-memory-mib must be at most " +
+                      std::to_string(core::kMaxGpuMemoryMib) + " (the most one GPU may have)"};
+  }
+  const std::string ttl_range = " and at most " + std::to_string(kMaxTtlSeconds) + " (a day)";
+  if (o.grant_ttl_seconds < 1 || o.grant_ttl_seconds > kMaxTtlSeconds) {
+    return UsageError{"--grant-ttl-seconds must be at least 1" + ttl_range};
+  }
+  if (o.node_lock_ttl_seconds < 1 || o.node_lock_ttl_seconds > kMaxTtlSeconds) {
+    return UsageError{"--node-lock-ttl-seconds must be at least 1" + ttl_range};
+  }
   if (o.bind_wait_ms < 0 || o.bind_wait_ms > 60000) {
     return UsageError{"--bind-wait-ms must be in 0..60000"};
   }
@@ -216,6 +233,24 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   }
   if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
+  }
+  // Flags that cannot apply with the others given (a settings file's keys are defaults for
+  // every mode and are not checked here).
+  if (!o.offline_nodes.empty()) {
+    for (const char* flag : {"grant-ttl-seconds", "node-lock-ttl-seconds", "bind-wait-ms"}) {
+      if (Given(o.given, flag)) {
+        return UsageError{"--" + std::string(flag) +
+                          " does not apply with --offline-nodes: "
+                          "without an API server bind answers an error, so no GPUs are "
+                          "granted or locked"};
+      }
+    }
+  }
+  if (Given(o.given, "typical-pods") &&
+      std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
+                o.policy) == std::end(kPoliciesWithTypicalPods)) {
+    return UsageError{"--typical-pods does not apply with --policy " + o.policy +
+                      ": only fgd scores fragmentation against typical pods"};
   }
   return std::nullopt;
 }
@@ -280,7 +315,8 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "extender",
-      "Run the kube-scheduler HTTP extender: POST <prefix>/filter, /prioritize, /bind and "
+      "Run the kube-scheduler HTTP extender that places pods asking for gpumux.io resources\n"
+      "Serves kube-scheduler's extender protocol: POST <prefix>/filter, /prioritize, /bind and "
       "/preempt decide which GPUs of which node each pod asking for gpumux.io/gpu, "
       "gpumux.io/gpu-mem or gpumux.io/gpu-milli gets, with the same placement engine as "
       "'gpumux simulate'. Also serves GET /healthz, /readyz (200 once nodes and pods are "
@@ -312,61 +348,77 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--offline-nodes", o.offline_nodes,
                   "No API server: the nodes come from this JSON file (a v1.NodeList or an "
                   "array of nodes) and there are no pods; bind answers an error. For trying "
-                  "the protocol and for benchmarks");
+                  "the protocol and for benchmarks (not with --grant-ttl-seconds, "
+                  "--node-lock-ttl-seconds, --bind-wait-ms)");
   cmd->add_option("--default-gpu-model", o.default_gpu_model,
                   "GPU model of nodes that publish no gpumux.io/gpus annotation (their GPU "
                   "count is status.allocatable[gpumux.io/gpu])")
       ->capture_default_str();
   cmd->add_option("--default-gpu-memory-mib", o.default_gpu_memory_mib,
                   "GPU memory of such nodes; 0: they take whole-GPU requests only")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--grant-ttl-seconds", o.grant_ttl_seconds,
-                  "Release GPUs picked at bind whose pod is not seen bound within this time")
-      ->capture_default_str();
+                  "Release GPUs picked at bind whose pod is not seen bound within this time "
+                  "(1..86400)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--node-lock-ttl-seconds", o.node_lock_ttl_seconds,
                   "On nodes whose device plugin announces the node lock (annotation "
                   "gpumux.io/handshake: node-lock/v1), bind waits while another pod's devices "
-                  "are being allocated; a lock older than this is taken over")
-      ->capture_default_str();
+                  "are being allocated; a lock older than this is taken over (1..86400)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--bind-wait-ms", o.bind_wait_ms,
                   "How long a bind waits for another pod's node lock (its devices being "
                   "allocated) before it is refused and kube-scheduler retries the pod later; "
-                  "keep it under the scheduler's extender httpTimeout minus a second")
-      ->capture_default_str();
+                  "keep it under the scheduler's extender httpTimeout minus a second (0..60000)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
                   "MiB per unit of gpumux.io/gpu-mem: a pod's 'gpumux.io/gpu-mem: 8' is 8 GiB "
                   "with the default. Must match the device plugin's unit (it publishes it in "
                   "the node annotation gpumux.io/gpu-mem-unit-mib; nodes that differ are "
                   "refused for gpu-mem pods)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--typical-pods", o.typical_pods,
                   "Pod list (the trace's CSV format) whose request shapes define "
-                  "fragmentation for fgd [default: the embedded Alibaba trace]");
+                  "fragmentation for fgd [default: the embedded Alibaba trace]; --policy fgd "
+                  "only");
   cmd->add_option("--threads", o.threads,
                   "Verbs computed at once (and request bodies over 128 KiB read at once); "
-                  "/healthz, /readyz and /metrics never wait for them")
-      ->capture_default_str();
+                  "/healthz, /readyz and /metrics never wait for them (1..1024)")
+      ->capture_default_str()
+      ->check(AnyInteger<int>());
   cmd->add_option("--max-connections", o.max_connections,
                   "Open HTTP connections served at once, each on a thread of its own; at the "
                   "limit a new one evicts the connection that has waited longest without a "
                   "request being answered (idle, or still sending its request), else gets 503")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AnyInteger<int>());
   cmd->add_option("--request-read-timeout-ms", o.request_read_timeout_ms,
                   "A request's head and body must arrive within this (from its first byte; "
                   "from the connection for its first request), else 408 and the connection "
                   "is closed: slow clients cannot hold connections")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
+  cmd->add_flag("--check", o.check,
+                "Check the options, the settings file and the files they name (offline nodes, "
+                "typical pods, kubeconfig), print what would be served and exit 0 (2 when "
+                "something is wrong) without listening or reaching the API server; "
+                "--in-cluster's service account is not read");
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM (a second signal ends it at once), 2 for bad "
       "usage or input, 1 when it cannot run (e.g. the port is in use).\n"
-      "\ngpumux.io/gpu-mem counts units of --gpu-mem-unit-mib MiB (default 1024: a pod's "
-      "'gpumux.io/gpu-mem: 8' asks for 8 GiB), the unit in which the device plugin advertises "
-      "it to the kubelet.\n"
-      "\nExamples:\n"
+      "\ngpumux.io/gpu-mem counts units of --gpu-mem-unit-mib MiB, as the device plugin advertises "
+      "it to\nthe kubelet (default 1024: a pod's 'gpumux.io/gpu-mem: 8' asks for 8 GiB).\n"
+      "\nExamples (add --check to try one without a cluster or a GPU):\n"
       "  gpumux extender --kubeconfig ~/.kube/config --policy fgd\n"
-      "  gpumux extender --in-cluster --listen 0.0.0.0:12345 --default-gpu-model T4 "
-      "--default-gpu-memory-mib 15360\n"
+      "  gpumux extender --in-cluster --listen 0.0.0.0:12345 --default-gpu-model T4 \\\n"
+      "      --default-gpu-memory-mib 15360\n"
       "  gpumux extender --offline-nodes nodes.json --listen 127.0.0.1:0\n"
+      "      no API server: the nodes of a v1.NodeList file; bind answers an error\n"
       "\nkube-scheduler configuration (KubeSchedulerConfiguration.extenders):\n"
       "  - urlPrefix: http://127.0.0.1:12345/gpumux\n"
       "    filterVerb: filter\n    prioritizeVerb: prioritize\n    bindVerb: bind\n"
@@ -375,16 +427,11 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       "    - {name: gpumux.io/gpu, ignoredByScheduler: false}\n"
       "    - {name: gpumux.io/gpu-mem, ignoredByScheduler: false}\n"
       "    - {name: gpumux.io/gpu-milli, ignoredByScheduler: false}\n");
-  cmd->callback([cmd, &o] {
-    for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert(opt->get_lnames().front());
-    }
-  });
+  RecordGivenOptions(*cmd, o.given);
   return cmd;
 }
 
 int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream& err) {
-  (void)out;
   const auto usage = [&err](const std::string& message) {
     err << "gpumux extender: " << message << "\nRun 'gpumux extender --help'.\n";
     return kUsageError;
@@ -430,7 +477,9 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     auto nodes = LoadOfflineNodes(o.offline_nodes, state_options.defaults, log);
     if (!nodes) return usage("--offline-nodes " + nodes.error().message);
     offline_nodes = std::move(*nodes);
-    source = "offline nodes from " + o.offline_nodes;
+    source = core::Plural(offline_nodes.size(), "offline node") + " from " + o.offline_nodes;
+  } else if (o.in_cluster && o.check) {
+    source = "the API server of the pod's service account (not read by --check)";
   } else {
     auto config =
         o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
@@ -439,7 +488,12 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
                    config.error().message);
     }
     source = "API server " + config->server;
-    api = k8s::MakeCurlClient(std::move(*config));
+    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
+  }
+  if (o.check) {
+    out << "gpumux extender: --check: the options are valid; it would serve policy " << o.policy
+        << " for " << source << " on " << o.listen << ", verbs under " << o.url_prefix << "\n";
+    return 0;
   }
 
   const k8s::Clock clock = [] {
@@ -474,7 +528,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     state.SetPods({});
     state.MarkSynced();
     const k8s::StateCounters c = state.counters();
-    log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) + " GPUs");
+    log("synced: " + core::Plural(c.nodes, "node") + ", " + core::Plural(c.gpus, "GPU"));
   }
 
   k8s::ExtenderServer server(extender, state, server_options);

@@ -21,6 +21,7 @@
 #include "gpumux/hook/oci.h"
 #include "gpumux/io/read_file.h"
 #include "src/cli/commands.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -209,6 +210,106 @@ void AddHostOptions(CLI::App& cmd, HostOptions& o) {
                  "--dev-dir [env GPUMUX_GPUS_FILE]");
 }
 
+CLI::App* AddHookCommand(CLI::App& app, HostOptions& host, std::string& stage) {
+  CLI::App* cmd = app.add_subcommand(
+      "hook",
+      "OCI runtime hook: Houdini-compatible GPU reservations, for runtimes run without the "
+      "wrapper\n"
+      "Reads the container state (JSON) on stdin, as an OCI runtime gives it to a hook.\n"
+      "  createRuntime (or prestart, createContainer): grant the GPUs the container's "
+      "environment asks for (HOUDINI_GPU_REQUESTED=N reserves N GPUs exclusively; "
+      "HOUDINI_GPU_ENABLED=true or NVIDIA_VISIBLE_DEVICES=all|0,2|UUIDs shares them); exit 1 "
+      "(the container does not start) when they are not free.\n"
+      "  poststop: release the container's reservation.\n"
+      "Declare 'gpumux hook createRuntime' and 'gpumux hook poststop' in the runtime's hooks "
+      "(config.json, or an OCI hooks.d file). The options below are the same for every stage; "
+      "each also comes from its environment variable.");
+  AddHostOptions(*cmd, host);
+  cmd->add_option("stage", stage, "createRuntime, prestart, createContainer or poststop")
+      ->required()
+      ->check(CLI::IsMember({"createRuntime", "prestart", "createContainer", "poststop"}));
+  cmd->footer(
+      "\nExit status: 0, or 1 with the reason on stderr and in <state-dir>/hook.log (the runtime "
+      "then stops the container's start).");
+  return cmd;
+}
+
+CLI::App* AddOciRuntimeCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "oci-runtime",
+      "OCI runtime wrapper: grants GPUs, then runs the real runtime (runc) with the same "
+      "arguments\n"
+      "Use it where a container runtime is configured (containerd's runtime BinaryName, "
+      "Docker's \"runtimes\", a Kubernetes RuntimeClass), in place of runc: "
+      "'gpumux oci-runtime <runc arguments>', or the symlink 'gpumux-oci-runtime' to the "
+      "gpumux binary.\n"
+      "For 'create' and 'run' it reads the bundle's config.json; when the container's "
+      "environment asks for GPUs (HOUDINI_GPU_REQUESTED=N reserves N GPUs exclusively; "
+      "HOUDINI_GPU_ENABLED=true or NVIDIA_VISIBLE_DEVICES=all|0,2|UUIDs shares them) it grants "
+      "them, writes them into config.json (NVIDIA_VISIBLE_DEVICES, GPUMUX_GPUS, the device "
+      "nodes, and for a reservation the createRuntime and poststop hooks that keep and release "
+      "it), and refuses the container (exit 1, the reason in the runtime's --log file and in "
+      "<state-dir>/hook.log) when they are not free. Every other command ('start', 'kill', "
+      "'delete', 'state', '--version', ...) goes to the real runtime unchanged.\n"
+      "Every argument belongs to the real runtime, so the wrapper takes no options of its own: "
+      "it is configured by the environment:\n"
+      "  GPUMUX_RUNTIME: the real runtime [default: runc, found on PATH]\n"
+      "  GPUMUX_STATE_DIR: the reservation ledger and hook.log [default: /var/lib/gpumux]\n"
+      "  GPUMUX_DEV_DIR: the nvidia<N> device nodes [default: /dev]\n"
+      "  GPUMUX_GPUS_FILE: a GPU file (CSV index,uuid,model,memory_mib) instead of the device "
+      "folder\n"
+      "  GPUMUX_DEVICE_PLUGIN_DIR: where a gpumux device plugin would serve (reservations are "
+      "refused while one does) [default: /var/lib/kubelet/device-plugins]");
+  // Shown in the help only: Main hands every argument to the runtime unparsed.
+  static const std::string kArguments =
+      "The real runtime's global options, command and arguments, e.g. 'create --bundle DIR ID'";
+  cmd->add_option("RUNTIME-ARGUMENTS", kArguments)->expected(0, -1);
+  static const std::string kRuntimeHelp =
+      "The real runtime's own help (runs '$GPUMUX_RUNTIME --help'); 'gpumux oci-runtime "
+      "<command> --help' shows the help of one of its commands";
+  cmd->add_flag("--runtime-help", kRuntimeHelp);
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux oci-runtime --runtime-help\n"
+      "  gpumux oci-runtime --version\n"
+      "      the real runtime's version (runc --version)\n"
+      "\nIn Docker's daemon.json: {\"runtimes\": {\"gpumux\": {\"path\": "
+      "\"/usr/local/bin/gpumux-oci-runtime\"}}}, then 'docker run --runtime=gpumux -e "
+      "HOUDINI_GPU_REQUESTED=1 ...'.");
+  return cmd;
+}
+
+CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "gpus",
+      "List the host's GPUs as 'nvidia-smi -L' does (or JSON), and who holds them\n"
+      "  --backend dev (default): the device folder's nvidia<N> nodes, or the GPU file when one "
+      "is given (what the runtime hook sees).\n"
+      "  --backend fake: the GPU file as the device plugin's fake backend reads it (optional "
+      "columns minor, health, memory_used_mib, xids).\n"
+      "  --backend nvml: NVIDIA's management library (libnvidia-ml.so.1): name, memory, "
+      "minor, utilisation, processes, health.");
+  AddHostOptions(*cmd, host);
+  cmd->add_option("--gpus-file", host.gpus_file, "Same as --gpus");
+  cmd->add_option("--backend", o.backend, "Where the GPUs come from: dev, fake, nvml")
+      ->check(CLI::IsMember({"dev", "fake", "nvml"}))
+      ->capture_default_str();
+  cmd->add_option("--nvml-library", o.nvml_library,
+                  "NVML library to load with --backend nvml (a soname or a path)")
+      ->capture_default_str();
+  cmd->add_flag("--reservations", o.reservations,
+                "Show which container holds each GPU, and since when (dev and fake backends)");
+  cmd->add_flag("--json", o.json,
+                "JSON instead of text (with fake and nvml: every field the backend reports)");
+  RecordGivenOptions(*cmd, o.given);
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux gpus --reservations\n"
+      "      the GPUs of /dev and who holds them\n"
+      "  gpumux gpus --backend fake --gpus-file gpus.csv --json\n");
+  return cmd;
+}
+
 int RunHook(const HostOptions& o, const std::string& stage, std::istream& in, std::ostream& out,
             std::ostream& err) {
   (void)out;
@@ -274,7 +375,7 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     if (name == "log-format") log.format = value;
     i += takes_value && !inline_value ? 2 : 1;
   }
-  const std::string command = i < args.size() ? args[i] : "";
+  std::string command = i < args.size() ? args[i] : "";
   // Every refusal goes to hook.log and stderr (Log) and to the runtime's --log file, where
   // containerd's shim looks for the reason to show in the pod's events.
   auto refuse = [&](const std::string& message) {
@@ -287,9 +388,10 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
     log.Error(message);
     return 1;
   };
+  std::string bundle = ".";
+  std::string id;
   if (command == "create" || command == "run") {
-    std::string bundle = ".";
-    std::string id;
+    bool help = false;  // `create --help`: the runtime's help of the command, nothing to grant
     for (std::size_t k = i + 1; k < args.size(); ++k) {
       const std::string& a = args[k];
       if ((a == "--bundle" || a == "-b") && k + 1 < args.size()) {
@@ -298,10 +400,15 @@ int RunOciRuntime(const HostOptions& o, const std::vector<std::string>& args, st
         bundle = a.substr(9);
       } else if (a == "--console-socket" || a == "--pid-file" || a == "--preserve-fds") {
         ++k;
+      } else if (a == "--help" || a == "-h") {
+        help = true;
       } else if (!a.empty() && a[0] != '-') {
         id = a;
       }
     }
+    if (help) command.clear();
+  }
+  if (command == "create" || command == "run") {
     auto config = hook::LoadConfig(bundle);
     if (!config) return fail(config.error().message);
     auto env = hook::ConfigEnv(*config, bundle + "/config.json");
@@ -443,6 +550,31 @@ int BackendRows(const HostOptions& o, const GpusOptions& options, GpuRows& rows,
 
 int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
             std::ostream& err) {
+  const auto usage = [&err](const std::string& message) {
+    err << "gpumux gpus: " << message << "\n";
+    return 2;
+  };
+  if (Given(options.given, "gpus") && Given(options.given, "gpus-file")) {
+    return usage("--gpus and --gpus-file name the same file: give one");
+  }
+  if (options.backend != "nvml" && Given(options.given, "nvml-library")) {
+    return usage("--nvml-library does not apply with --backend " + options.backend +
+                 " (only --backend nvml loads NVML)");
+  }
+  if (options.backend == "nvml") {
+    for (const char* flag : {"gpus", "gpus-file", "dev-dir"}) {
+      if (Given(options.given, flag)) {
+        return usage("--" + std::string(flag) +
+                     " does not apply with --backend nvml (NVML "
+                     "lists the GPUs itself)");
+      }
+    }
+  }
+  if (options.backend == "fake" && Given(options.given, "dev-dir")) {
+    return usage(
+        "--dev-dir does not apply with --backend fake (the GPUs come from the GPU "
+        "file)");
+  }
   GpuRows rows;
   const int loaded =
       options.backend == "dev" ? DevRows(o, rows, err) : BackendRows(o, options, rows, err);

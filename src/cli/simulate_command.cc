@@ -3,16 +3,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <span>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/experiment.h"
 #include "gpumux/sim/report.h"
 #include "gpumux/sim/sweep.h"
 #include "gpumux/sim/trace.h"
 #include "src/cli/commands.h"
+#include "src/cli/options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -57,8 +60,12 @@ std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, st
   std::stringstream ss(text);
   std::string part;
   auto number = [&](const std::string& s, std::uint64_t& v) {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) {
       error = "--seeds: '" + s + "' is not a non-negative integer";
+      return false;
+    }
+    if (s.size() > 18) {
+      error = "--seeds: " + s + " is outside 0..999999999999999999";
       return false;
     }
     v = std::stoull(s);
@@ -92,76 +99,170 @@ std::optional<std::vector<std::uint64_t>> ParseSeeds(const std::string& text, st
 }
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
-  CLI::App* cmd = app.add_subcommand(
-      "simulate",
-      "Replay a GPU-sharing trace through placement policies (the FGD study's protocol).\n"
-      "With no options: the embedded Alibaba default trace, every policy, seed 42, load 1.3;\n"
-      "prints a table and writes an HTML report to ./gpumux-report/.");
+  const std::string fgd_dir = "./" + std::string(kFgdReportDir);
+  const std::string dl_dir = "./" + std::string(kDlReportDir);
+  std::string description =
+      "Simulate placement policies: the FGD study's GPU-sharing trace, or training jobs "
+      "(--workload dl)\n"
+      "--workload fgd (the default) replays a GPU-sharing trace through placement policies with "
+      "the FGD study's protocol and reports the allocation rate. With no options: the embedded "
+      "Alibaba default trace, every policy, seed 42, load 1.3; prints a table and writes an HTML "
+      "report to ";
+  description += fgd_dir + "/.\n";
+  description +=
+      "--workload dl simulates deep-learning training jobs sharing GPUs and reports their "
+      "completion times (JCT); its report goes to ";
+  description += dl_dir + "/.\nAn option of the other workload is an error, not ignored.";
+  CLI::App* cmd = app.add_subcommand("simulate", description);
   cmd->add_option("--workload", o.workload,
                   "fgd: the FGD study's GPU-sharing trace (allocation rate); dl: deep-learning "
                   "training jobs sharing GPUs (job completion times; see the DL options)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fgd", "dl"}));
-  cmd->add_option("--nodes", o.nodes,
-                  "Node list CSV (sn,cpu_milli,memory_mib,gpu,model) [default: embedded "
-                  "openb_node_list_gpu_node, 1213 nodes]");
-  cmd->add_option("--pods", o.pods,
-                  "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec) "
-                  "[default: embedded openb_pod_list_default, 8152 pods]");
   cmd->add_option("--policy", o.policies,
-                  "Policy name(s), comma-separated or repeated; 'all' = every policy, 'study' = "
-                  "the six of the FGD study (see 'gpumux policies')")
+                  "Policy name(s), comma-separated or repeated; 'all' = every policy of the "
+                  "workload, 'study' = the six of the FGD study (see 'gpumux policies')")
       ->capture_default_str();
-  cmd->add_option("--seeds", o.seeds, "Seeds: 42, 42-51 or 42,45,47")->capture_default_str();
-  cmd->add_option("--load", o.load, "Arrived GPU demand as a multiple of cluster GPU capacity")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 100.0));
-  cmd->add_option("--format", o.format, "Output on stdout")
+  cmd->add_option("--seeds", o.seeds,
+                  "Seeds: 42, 42-51 or 42,45,47 (one seed with --workload dl or --replay)")
+      ->capture_default_str();
+  cmd->add_option("--format", o.format, "Output on stdout (csv: --workload fgd only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json", "csv"}));
-  cmd->add_option("--out", o.out_dir, "Report folder (index.html, results.json, curves.csv)")
-      ->capture_default_str();
-  cmd->add_flag("--no-report", o.no_report, "Write no report folder");
+  cmd->add_option("--out", o.out_dir,
+                  "Report folder: index.html, results.json and curves.csv (fgd) or jobs.csv (dl) "
+                  "[default: " + fgd_dir + ", with --workload dl " + dl_dir + "]");
+  cmd->add_flag("--no-report", o.no_report, "Write no report folder (not with --out)");
+  cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]")
+      ->check(IntegerIn(0, 1024));
+  cmd->add_flag("--check-invariants", o.check_invariants,
+                "Check every ledger invariant after every arrival (slow)");
+  cmd->add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+
+  const std::string fgd = "FGD study's trace (--workload fgd, the default)";
+  cmd->add_option("--nodes", o.nodes,
+                  "Node list CSV (sn,cpu_milli,memory_mib,gpu,model) [default: embedded "
+                  "openb_node_list_gpu_node, 1213 nodes]")
+      ->group(fgd);
+  cmd->add_option("--pods", o.pods,
+                  "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec) "
+                  "[default: embedded openb_pod_list_default, 8152 pods]")
+      ->group(fgd);
+  cmd->add_option("--load", o.load,
+                  "Arrived GPU demand as a multiple of cluster GPU capacity (--workload dl: "
+                  "--loads)")
+      ->capture_default_str()
+      ->check(NumberIn(0.01, sim::kMaxLoad))
+      ->group(fgd);
   cmd->add_option("--expect", o.expect,
                   "The study's analysis_allo_discrete.csv, to print its numbers beside ours "
-                  "[default: embedded copy when the embedded pod list is used; 'none' = off]");
+                  "[default: embedded copy when the embedded pod list is used; 'none' = off]")
+      ->group(fgd);
   cmd->add_option("--replay", o.replay,
                   "Replay folder (arrival.csv, nodes.csv): the study's arrival order and "
-                  "tie-break ranks; placements are compared pod by pod");
+                  "tie-break ranks; placements are compared pod by pod; one seed")
+      ->group(fgd);
   cmd->add_option("--placements", o.placements,
                   "Write every placement (arrival.csv format) to this file; one policy and one "
-                  "seed (or --replay) only");
-  cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]")
-      ->check(CLI::Range(0, 1024));
+                  "seed (or --replay) only")
+      ->group(fgd);
   cmd->add_option("--max-arrivals", o.max_arrivals,
                   "The most arrivals one experiment may have (a resampled or replayed plan "
                   "beyond it is refused before anything runs)")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000'000}));
-  cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)");
-  cmd->add_flag("--check-invariants", o.check_invariants,
-                "Check every ledger invariant after every arrival (slow)");
-  cmd->add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+      ->check(IntegerIn(std::size_t{1}, std::size_t{1'000'000'000}))
+      ->group(fgd);
+  cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)")
+      ->group(fgd);
   AddDlOptions(*cmd, o.dl);
+  RecordGivenOptions(*cmd, o.given);
+  // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).
   cmd->footer(
       "\nExamples:\n"
-      "  gpumux simulate --workload dl                     JCT of 300 training jobs on 20 GPUs, loads 1,2,4\n"
-      "  gpumux simulate --workload dl --mix light --jobs jobs.csv --policy gpumux,iadeep\n"
-      "  gpumux simulate                                   every policy, seed 42, report in ./gpumux-report\n"
-      "  gpumux simulate --policy study --seeds 42-51      the FGD study's grid (6 policies x 10 seeds)\n"
-      "  gpumux simulate --policy fgd --replay DIR         the study's own arrival order, compared pod by pod\n"
+      "  gpumux simulate\n"
+      "      every policy on the embedded trace, seed 42; report in ./gpumux-report/\n"
+      "  gpumux simulate --policy study --seeds 42-51 --no-report\n"
+      "      the FGD study's grid: 6 policies x 10 seeds\n"
+      "  gpumux simulate --policy fgd --replay replay-fgd-default-seed42\n"
+      "      the study's own arrival order (a folder of ../shared/traces/alibaba-gpu-v2023/),\n"
+      "      compared pod by pod\n"
       "  gpumux simulate --pods openb_pod_list_gpushare40.csv --expect analysis_allo_discrete.csv\n"
-      "  gpumux simulate --policy fgd --format json --no-report\n");
+      "      another trace of the study, beside the study's own numbers\n"
+      "  gpumux simulate --policy fgd --format json --no-report\n"
+      "  gpumux simulate --workload dl\n"
+      "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4; report in "
+      "./gpumux-report-dl/\n"
+      "  gpumux simulate --workload dl --mix light --loads 2 --no-report\n"
+      "  gpumux jobgen --count 100 -o jobs.csv\n"
+      "  gpumux simulate --workload dl --jobs jobs.csv --policy gpumux,iadeep --loads 1\n");
   return cmd;
 }
 
+namespace {
+
+// The options that only one workload reads, and what to say when the other is given them.
+struct WorkloadOption {
+  const char* name;  // long name without dashes
+  const char* hint;  // "" or what to use instead
+};
+constexpr WorkloadOption kFgdOnly[] = {{"nodes", ""},
+                                       {"pods", ""},
+                                       {"load", "; the DL load factors are --loads"},
+                                       {"expect", ""},
+                                       {"replay", ""},
+                                       {"placements", ""},
+                                       {"max-arrivals", ""},
+                                       {"no-timing", "; the DL output has no wall times"}};
+constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
+                                      {"profile", ""},
+                                      {"mix", ""},
+                                      {"count", ""},
+                                      {"loads", "; the FGD load is --load"},
+                                      {"tuner", ""},
+                                      {"max-jobs-per-gpu", ""},
+                                      {"gpus", ""},
+                                      {"model-error", ""},
+                                      {"reconfigure-s", ""},
+                                      {"measure-noise", ""}};
+
+}  // namespace
+
+std::optional<std::string> CheckSimulateCombination(const SimulateOptions& o) {
+  const bool dl = o.workload == "dl";
+  const std::string other = dl ? "--workload fgd" : "--workload dl";
+  const std::string mode = dl ? "--workload dl" : "--workload fgd (the default)";
+  for (const WorkloadOption& w :
+       dl ? std::span<const WorkloadOption>(kFgdOnly) : std::span<const WorkloadOption>(kDlOnly)) {
+    if (Given(o.given, w.name)) {
+      return "--" + std::string(w.name) + " belongs to " + other + " and does not apply to " +
+             mode + w.hint;
+    }
+  }
+  if (o.no_report && Given(o.given, "out")) {
+    return "--out and --no-report contradict each other: --no-report writes no report folder";
+  }
+  if (Given(o.given, "out") && o.out_dir.empty()) {
+    return "--out: an empty folder name (--no-report writes no report)";
+  }
+  if (dl && Given(o.given, "jobs")) {
+    if (Given(o.given, "mix")) {
+      return "--mix does not apply with --jobs: the job list gives every job's class";
+    }
+    if (Given(o.given, "count")) {
+      return "--count does not apply with --jobs: the job list gives the jobs";
+    }
+  }
+  return std::nullopt;
+}
+
 int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.workload == "dl") return RunSimulateDl(o, out, err);
-  const auto start = std::chrono::steady_clock::now();
   auto fail = [&](const std::string& message) {
     err << "gpumux simulate: " << message << "\n";
     return 2;
   };
+  if (auto conflict = CheckSimulateCombination(o)) return fail(*conflict);
+  if (o.workload == "dl") return RunSimulateDl(o, out, err);
+  const auto start = std::chrono::steady_clock::now();
   if (!std::isfinite(o.load)) return fail("--load: " + std::to_string(o.load) + " is not a number");
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
@@ -173,7 +274,13 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
       return fail(policy::BuiltinPolicies().Make(p, {}).error().message);
     }
   }
-  if (!o.placements.empty() && (policies.size() != 1 || (seeds->size() != 1 && o.replay.empty()))) {
+  if (!o.replay.empty() && seeds->size() != 1) {
+    return fail(
+        "--replay takes one seed (the replay fixes the arrival order; the seed breaks "
+        "the policies' random ties), --seeds " +
+        o.seeds + " gives " + core::Plural(seeds->size(), "seed"));
+  }
+  if (!o.placements.empty() && (policies.size() != 1 || seeds->size() != 1)) {
     return fail("--placements needs exactly one policy and one seed (or --replay)");
   }
 
@@ -191,11 +298,25 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }();
   if (!pods) return fail(pods.error().message);
   if (!o.quiet && std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) {
-    char line[160];
-    std::snprintf(line, sizeof line, "gpumux simulate: read %zu nodes and %zu pods in %.1f s\n",
-                  nodes->size(), pods->size(),
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f",
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    err << line << std::flush;
+    err << "gpumux simulate: read " << core::Plural(nodes->size(), "node") << " and "
+        << core::Plural(pods->size(), "pod") << " in " << seconds << " s\n"
+        << std::flush;
+  }
+  const std::string nodes_name = o.nodes.empty() ? "the embedded node list" : o.nodes;
+  const std::string pods_name = o.pods.empty() ? "the embedded pod list" : o.pods;
+  // Said once, at load time: such pods fail at every arrival without another word.
+  if (const sim::AbsentModels absent = sim::PodsAskingForAbsentModels(*pods, *nodes);
+      absent.pods > 0) {
+    std::string models;
+    for (const std::string& m : absent.models) models += (models.empty() ? "" : ", ") + m;
+    const bool one = absent.pods == 1;
+    err << "gpumux simulate: warning: " << core::Plural(absent.pods, "pod") << " of " << pods_name
+        << (one ? " asks" : " ask") << " only for GPU models that no node of " << nodes_name
+        << " has (gpu_spec " << models << "); " << (one ? "it is" : "they are")
+        << " never placed\n";
   }
   const std::string workload_name =
       o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
@@ -264,9 +385,11 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     err << line << std::flush;
   };
   if (!o.quiet && runs > 4) {
-    err << "gpumux simulate: " << runs << " experiments (" << policies.size() << " policies x "
-        << config.seeds.size() << " seeds) on " << workload->cluster.size() << " nodes, "
-        << workload->pods.size() << " pods\n";
+    err << "gpumux simulate: " << core::Plural(runs, "experiment") << " ("
+        << core::Plural(policies.size(), "policy", "policies") << " x "
+        << core::Plural(config.seeds.size(), "seed") << ") on "
+        << core::Plural(workload->cluster.size(), "node") << ", "
+        << core::Plural(workload->pods.size(), "pod") << "\n";
   }
   auto results = sim::RunSweep(*workload, config, progress);
   if (!results) {
@@ -305,15 +428,16 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
       return fail(w.error().message);
     }
   }
-  if (!o.no_report && !o.out_dir.empty()) {
-    if (auto w = sim::WriteReportDir(o.out_dir, *results, ctx); !w) return fail(w.error().message);
-    if (!o.quiet) err << "gpumux simulate: report written to " << o.out_dir << "/index.html\n";
+  if (!o.no_report) {
+    const std::string dir = o.out_dir.empty() ? std::string(kFgdReportDir) : o.out_dir;
+    if (auto w = sim::WriteReportDir(dir, *results, ctx); !w) return fail(w.error().message);
+    if (!o.quiet) err << "gpumux simulate: report written to " << dir << "/index.html\n";
   }
   if (!o.quiet && std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    char line[128];
-    std::snprintf(line, sizeof line, "gpumux simulate: %zu experiments in %.1f s\n", runs, s);
-    err << line;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", s);
+    err << "gpumux simulate: " << core::Plural(runs, "experiment") << " in " << seconds << " s\n";
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/deviceplugin/allocate.h"
 
 namespace gpumux::deviceplugin {
@@ -302,29 +303,43 @@ bool DevicePlugin::Impl::Register(Server& s) {
     ++stats.registrations;
     s.registered = true;
     Log("registered " + std::string(ResourceName(s.resource)) + " (" +
-        std::to_string(Table(s.resource).devices().size()) + " devices) with the kubelet");
+        core::Plural(Table(s.resource).devices().size(), "device") + ") with the kubelet at " +
+        KubeletSocket());
   }
   ServingMayHaveChanged();
   return true;
 }
 
 void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
+  // Whether the log says that the plugin waits for the kubelet's socket: said once when it is
+  // absent (at start, or gone), and answered once when it appears.
+  bool said_waiting = false;
   while (!stop.stop_requested()) {
     const ino_t kubelet = InodeOf(KubeletSocket());
     bool kubelet_changed = false;
+    bool restarted = false;
     {
       std::lock_guard lock(mu);
       if (kubelet != kubelet_inode) {
         kubelet_changed = kubelet_inode != 0 || kubelet == 0;
+        restarted = kubelet_inode != 0 && kubelet != 0;
         kubelet_inode = kubelet;
         for (auto& s : servers) s->registered = false;
       }
     }
-    if (kubelet_changed) {
-      Log(kubelet == 0 ? "the kubelet's socket " + KubeletSocket() + " is gone"
-                       : "the kubelet restarted (new " + KubeletSocket() + ")");
-      ServingMayHaveChanged();
+    if (kubelet == 0 && !said_waiting) {
+      Log((kubelet_changed ? "the kubelet's socket " + KubeletSocket() + " is gone; waiting"
+                           : "waiting") +
+          std::string(" for the kubelet: registering once ") + KubeletSocket() +
+          " appears (polled every " + std::to_string(options.kubelet_poll.count()) + " ms)");
+      said_waiting = true;
+    } else if (kubelet != 0 && said_waiting) {
+      Log("the kubelet's socket " + KubeletSocket() + " appeared: registering");
+      said_waiting = false;
+    } else if (restarted) {
+      Log("the kubelet restarted (new " + KubeletSocket() + ")");
     }
+    if (kubelet_changed) ServingMayHaveChanged();
     for (auto& s : servers) {
       if (stop.stop_requested()) return;
       if (InodeOf(s->socket) != s->inode) {

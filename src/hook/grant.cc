@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "gpumux/core/ledger.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
@@ -12,7 +13,12 @@
 namespace gpumux::hook {
 namespace {
 
-std::string GpuCount(int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
+std::string GpuCount(int n) { return core::Plural(n, "GPU"); }
+
+// "GPU 2" or "GPUs 0,2".
+std::string GpuList(const std::vector<int>& gpus) {
+  return core::Noun(gpus.size(), "GPU") + " " + JoinIndices(gpus);
+}
 
 std::string UtcNow(std::int64_t* unix_seconds) {
   const std::time_t t = std::time(nullptr);
@@ -60,15 +66,16 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       return grant;
     case AskKind::kAll:
       for (int i = 0; i < host_gpus; ++i) grant.gpus.push_back(i);
-      grant.message = "container '" + container + "' gets all " + std::to_string(host_gpus) +
-                      " GPUs, shared (" + ask.source + ")";
+      grant.message = "container '" + container + "' gets " +
+                      (host_gpus == 1 ? "the host's one GPU" : "all " + GpuCount(host_gpus)) +
+                      ", shared (" + ask.source + ")";
       return grant;
     case AskKind::kListed: {
       auto listed = ResolveListed(inventory, ask.listed);
       if (!listed) return tl::unexpected(listed.error());
       grant.gpus = *listed;
-      grant.message = "container '" + container + "' gets GPUs " + JoinIndices(grant.gpus) +
-                      ", shared (" + ask.source + ")";
+      grant.message = "container '" + container + "' gets " + GpuList(grant.gpus) + ", shared (" +
+                      ask.source + ")";
       return grant;
     }
     case AskKind::kReserve:
@@ -113,9 +120,9 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       if (r.container != container) continue;
       if (static_cast<int>(r.gpus.size()) != ask.count) {
         return core::MakeError(core::ErrorCode::kAlreadyExists,
-                               "container '" + container + "' already holds GPUs " +
-                                   JoinIndices(r.gpus) + " but now asks for " +
-                                   std::to_string(ask.count) + " (" + ask.source + ")");
+                               "container '" + container + "' already holds " + GpuList(r.gpus) +
+                                   " but now asks for " + std::to_string(ask.count) + " (" +
+                                   ask.source + ")");
       }
       r.holder = holder;
       r.holder_pid_ns = pid_ns;
@@ -123,7 +130,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       if (!context.pod.empty()) r.pod = context.pod;
       grant.gpus = r.gpus;
       grant.existing = true;
-      grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
+      grant.message = "Found existing reservation for '" + container + "': " + GpuList(r.gpus) +
                       " (since " + r.since + ")";
       return true;
     }
@@ -158,8 +165,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
       std::vector<bool> taken(static_cast<std::size_t>(host_gpus), false);
       for (const Reservation& r : file.reservations) {
         for (int g : r.gpus) taken[static_cast<std::size_t>(g)] = true;
-        held += "; GPU" + std::string(r.gpus.size() > 1 ? "s " : " ") + JoinIndices(r.gpus) +
-                " reserved by '" + HolderName(r) + "' since " + r.since;
+        held += "; " + GpuList(r.gpus) + " reserved by '" + HolderName(r) + "' since " + r.since;
       }
       const auto free = std::count(taken.begin(), taken.end(), false);
       return core::MakeError(core::ErrorCode::kFailedPrecondition,
@@ -176,8 +182,7 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     r.holder_pid_ns = pid_ns;
     r.pod = context.pod;
     grant.gpus = r.gpus;
-    grant.message = "Found reservation for '" + container + "': GPUs " + JoinIndices(r.gpus) +
-                    " reserved (" + ask.source + ")";
+    grant.message = "Reserved " + GpuList(r.gpus) + " for '" + container + "' (" + ask.source + ")";
     file.reservations.push_back(std::move(r));
     return true;
   });

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
 #include "src/sim/input_file.h"
@@ -372,8 +373,8 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
                Num(o.rate_per_s) + ")");
   }
   if (o.arrival == ArrivalKind::kFile && o.submit_times.size() < static_cast<std::size_t>(o.count)) {
-    return bad("the arrival file has " + std::to_string(o.submit_times.size()) +
-               " times for " + std::to_string(o.count) + " jobs");
+    return bad("the arrival file has " + core::Plural(o.submit_times.size(), "time") + " for " +
+               core::Plural(o.count, "job"));
   }
   if (o.min_gpu_mib <= 0 || o.max_gpu_mib < o.min_gpu_mib) {
     return bad("the GPU memory range is empty");

@@ -1,6 +1,7 @@
 #include "gpumux/sim/trace.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_set>
 
 #include "gpumux/io/csv.h"
@@ -155,14 +156,14 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
     auto num_gpu =
         IntIn(csv, owner, "num_gpu", 0, core::kMaxGpusPerNode, "the GPUs a node may have");
     if (!num_gpu) return tl::unexpected(num_gpu.error());
-    auto milli = csv.Int("gpu_milli");
+    auto milli = IntIn(csv, owner, "gpu_milli", 0, core::kMilliPerGpu,
+                       "milli-GPU per GPU: 1000 is a whole GPU");
     if (!milli) return tl::unexpected(milli.error());
     r.cpu_milli = cpu == 0 ? 100 : cpu;
     r.memory_mib = mem;
-    const std::int64_t clamped = std::clamp<std::int64_t>(*milli, 0, core::kMilliPerGpu);
-    if (*num_gpu > 0 && clamped > 0) {
+    if (*num_gpu > 0 && *milli > 0) {
       r.gpu_count = static_cast<int>(*num_gpu);
-      r.gpu_milli = clamped;
+      r.gpu_milli = *milli;
       if (has_spec) r.gpu_models = SplitModels(csv.Field("gpu_spec"));
     }
     pods.push_back(std::move(r));
@@ -194,6 +195,26 @@ std::string_view EmbeddedPodList() {
 std::string_view EmbeddedExpectedAlloc() {
   return {gpumux_embedded_expected_begin,
           static_cast<std::size_t>(gpumux_embedded_expected_end - gpumux_embedded_expected_begin)};
+}
+
+AbsentModels PodsAskingForAbsentModels(std::span<const core::Request> pods,
+                                       std::span<const core::NodeSpec> nodes) {
+  std::set<std::string_view> present;
+  for (const core::NodeSpec& n : nodes) {
+    for (const core::GpuSpec& g : n.gpus) present.insert(g.model);
+  }
+  AbsentModels absent;
+  std::set<std::string> models;
+  for (const core::Request& r : pods) {
+    if (r.gpu_models.empty()) continue;  // any model, or a CPU-only pod
+    const bool placeable = std::any_of(r.gpu_models.begin(), r.gpu_models.end(),
+                                       [&](const std::string& m) { return present.count(m) > 0; });
+    if (placeable) continue;
+    ++absent.pods;
+    models.insert(r.gpu_models.begin(), r.gpu_models.end());
+  }
+  absent.models.assign(models.begin(), models.end());
+  return absent;
 }
 
 std::string TraceStem(std::string_view path) {

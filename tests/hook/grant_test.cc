@@ -114,6 +114,40 @@ TEST_F(GrantTest, ListedGivesExactlyThoseGpusShared) {
   EXPECT_FALSE(fs::exists(store_.path()));
 }
 
+// One GPU is "GPU", never "1 GPUs": a new reservation, the same one found again, a single
+// host GPU shared.
+TEST_F(GrantTest, MessagesAboutOneGpuAreSingular) {
+  const auto made = GrantGpus("c1", Reserve(1), host_, store_, Me(), "pending");
+  ASSERT_TRUE(made.has_value()) << made.error().message;
+  const std::string gpu = JoinIndices(made->gpus);
+  EXPECT_EQ(made->message, "Reserved GPU " + gpu + " for 'c1' (HOUDINI_GPU_REQUESTED=1)");
+  const auto found = GrantGpus("c1", Reserve(1), host_, store_, Me(), "running");
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_EQ(found->message.rfind("Found existing reservation for 'c1': GPU " + gpu + " (since ", 0),
+            0u)
+      << found->message;
+  const auto more = GrantGpus("c1", Reserve(2), host_, store_, Me(), "running");
+  ASSERT_FALSE(more.has_value());
+  EXPECT_NE(more.error().message.find("container 'c1' already holds GPU " + gpu + " but"),
+            std::string::npos)
+      << more.error().message;
+
+  GpuAsk all;
+  all.kind = AskKind::kAll;
+  all.source = "NVIDIA_VISIBLE_DEVICES=all";
+  const auto shared = GrantGpus("c2", all, Host(1), store_, Me(), "pending");
+  ASSERT_TRUE(shared.has_value()) << shared.error().message;
+  EXPECT_EQ(shared->message,
+            "container 'c2' gets the host's one GPU, shared (NVIDIA_VISIBLE_DEVICES=all)");
+  GpuAsk listed;
+  listed.kind = AskKind::kListed;
+  listed.listed = {"3"};
+  listed.source = "NVIDIA_VISIBLE_DEVICES=3";
+  const auto one = GrantGpus("c3", listed, host_, store_, Me(), "pending");
+  ASSERT_TRUE(one.has_value()) << one.error().message;
+  EXPECT_EQ(one->message, "container 'c3' gets GPU 3, shared (NVIDIA_VISIBLE_DEVICES=3)");
+}
+
 TEST_F(GrantTest, ListedNamingAnUnknownGpuIsAnError) {
   GpuAsk listed;
   listed.kind = AskKind::kListed;
@@ -132,8 +166,9 @@ TEST_F(GrantTest, AReservationIsWrittenWithItsHolderStateAndTime) {
   EXPECT_TRUE(std::is_sorted(g->gpus.begin(), g->gpus.end()));
   EXPECT_TRUE(g->reserved);
   EXPECT_FALSE(g->existing);
-  EXPECT_EQ(g->message.rfind("Found reservation for 'c1': GPUs ", 0), 0u) << g->message;
-  EXPECT_NE(g->message.find("HOUDINI_GPU_REQUESTED=2"), std::string::npos) << g->message;
+  EXPECT_EQ(g->message,
+            "Reserved GPUs " + JoinIndices(g->gpus) + " for 'c1' (HOUDINI_GPU_REQUESTED=2)")
+      << "a new reservation is not 'found'";
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 1u);
   const Reservation& r = f.reservations[0];
@@ -171,7 +206,11 @@ TEST_F(GrantTest, TheSameContainerAgainGetsTheSameGpusAndANewHolder) {
   EXPECT_EQ(again->gpus, first->gpus);
   EXPECT_TRUE(again->reserved);
   EXPECT_TRUE(again->existing);
-  EXPECT_EQ(again->message.rfind("Found reservation for 'c1': GPUs ", 0), 0u) << again->message;
+  EXPECT_EQ(
+      again->message.rfind(
+          "Found existing reservation for 'c1': GPUs " + JoinIndices(first->gpus) + " (since ", 0),
+      0u)
+      << again->message;
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 2u) << "no second entry for c1";
   const Reservation* r = Find(f, "c1");

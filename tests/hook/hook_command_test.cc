@@ -139,8 +139,9 @@ TEST_F(HookCommand, CreateRuntimeReservesAndLogsFoundReservation) {
   WriteConfig({"HOUDINI_GPU_REQUESTED=2"});
   const CliRun r = Hook("createRuntime", State("c1"));
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(Contains(r.err, "gpumux: Found reservation for 'c1': GPUs ")) << r.err;
-  EXPECT_TRUE(Contains(HookLog(), "Found reservation for 'c1'")) << HookLog();
+  // A new reservation is "Reserved", not "Found" (that is for one the container already held).
+  EXPECT_TRUE(Contains(r.err, "gpumux: Reserved GPUs ")) << r.err;
+  EXPECT_TRUE(Contains(HookLog(), " for 'c1' (HOUDINI_GPU_REQUESTED=2)")) << HookLog();
   EXPECT_TRUE(Contains(HookLog(), " gpumux[")) << "log lines say which process wrote them";
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 1u);
@@ -435,8 +436,8 @@ TEST_F(OciRuntimeWrapper, AReservationRewritesConfigJsonAndRunsTheRuntimeWithThe
   const test::Captured w = Wrapper(Create("c1"));
   ASSERT_TRUE(w.exit.Exited(0)) << w.err;
   EXPECT_EQ(RuntimeArgs(), Create("c1"));
-  EXPECT_TRUE(Contains(w.err, "gpumux: Found reservation for 'c1': GPUs ")) << w.err;
-  EXPECT_TRUE(Contains(HookLog(), "Found reservation for 'c1'")) << HookLog();
+  EXPECT_TRUE(Contains(w.err, "gpumux: Reserved GPUs ")) << w.err;
+  EXPECT_TRUE(Contains(HookLog(), " for 'c1' (HOUDINI_GPU_REQUESTED=2)")) << HookLog();
 
   const ReservationFile f = Ledger();
   ASSERT_EQ(f.reservations.size(), 1u);
@@ -493,7 +494,7 @@ TEST_F(OciRuntimeWrapper, TheHooksItAddsFindTheReservationAndReleaseIt) {
   const test::Captured create =
       RunHookEntry(c["hooks"]["createRuntime"][0], State("c1"), dir_.path(), "create-hook");
   EXPECT_TRUE(create.exit.Exited(0)) << create.err;
-  EXPECT_TRUE(Contains(create.err, "Found reservation for 'c1'")) << create.err;
+  EXPECT_TRUE(Contains(create.err, "Found existing reservation for 'c1'")) << create.err;
   ASSERT_EQ(Ledger().reservations.size(), 1u);
   EXPECT_EQ(Ledger().reservations[0].state, "running");
   const test::Captured stop =

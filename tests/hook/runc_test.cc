@@ -235,8 +235,10 @@ TEST_P(RuncReserve, TheContainerSeesExactlyItsReservedGpusWhichAreReleasedWhenIt
     EXPECT_TRUE(Contains(r, "No such device or address"))
         << "the device cgroup must allow the granted GPUs: " << r;
   }
-  EXPECT_TRUE(Contains(c.err, "Found reservation for '" + cid + "'")) << c.err;
-  EXPECT_TRUE(Contains(HookLog(), "Found reservation for '" + cid + "'")) << HookLog();
+  // The wrapper reserves; the createRuntime hook it adds finds that reservation.
+  EXPECT_TRUE(Contains(c.err, "gpumux: Reserved GPU")) << c.err;
+  EXPECT_TRUE(Contains(c.err, " for '" + cid + "' (")) << c.err;
+  EXPECT_TRUE(Contains(HookLog(), "Found existing reservation for '" + cid + "'")) << HookLog();
   EXPECT_TRUE(Contains(HookLog(), "Released reservation of '" + cid + "'")) << HookLog();
   EXPECT_TRUE(Ledger().reservations.empty()) << "released when the container stopped";
   EXPECT_TRUE(State(cid).empty()) << "runc run removed the container";
@@ -449,7 +451,8 @@ TEST_F(RuncHook, TwentyConcurrentContainersAskingForOneGpuEachExactlyFourRun) {
     const std::string err = test::ReadFileText(dir_.path() / (s.id + ".err"));
     if (e.Exited(0)) {
       winners.push_back(s.id);
-      EXPECT_TRUE(Contains(err, "Found reservation for '" + s.id + "'")) << err;
+      EXPECT_TRUE(Contains(err, " for '" + s.id + "' (")) << err;
+      EXPECT_TRUE(Contains(err, "gpumux: Reserved GPU")) << err;
     } else {
       ++refused;
       EXPECT_TRUE(e.Exited(1)) << s.id << ": " << ::testing::PrintToString(e) << "\n" << err;
@@ -644,7 +647,8 @@ TEST_F(RuncHookOnly, AReservationInjectsTheDevicesButCannotRewriteTheEnvironment
   for (const std::string& r : seen.open_results) {
     EXPECT_TRUE(Contains(r, "No such device or address")) << r;
   }
-  EXPECT_TRUE(Contains(HookLog(), "Found reservation for '" + id + "'")) << HookLog();
+  EXPECT_TRUE(Contains(HookLog(), "Reserved GPUs ")) << HookLog();
+  EXPECT_TRUE(Contains(HookLog(), " for '" + id + "' (")) << HookLog();
   EXPECT_TRUE(Contains(HookLog(), "Released reservation of '" + id + "'")) << HookLog();
   EXPECT_TRUE(Ledger().reservations.empty());
 }

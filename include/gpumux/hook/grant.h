@@ -20,7 +20,9 @@ struct Grant {
   std::vector<int> gpus;      // indices into the inventory, ascending
   bool reserved = false;      // true: exclusive reservation in the ledger
   bool existing = false;      // true: the container already held this reservation
-  std::string message;        // for the log, e.g. "Found reservation for 'c1': GPUs 0,2"
+  // For the log: "Reserved GPUs 0,2 for 'c1' (HOUDINI_GPU_REQUESTED=2)" for a new reservation,
+  // "Found existing reservation for 'c1': GPUs 0,2 (since ...)" for one the container held.
+  std::string message;
 };
 
 // What a grant knows beyond the runtime's container id.

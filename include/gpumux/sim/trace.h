@@ -1,10 +1,11 @@
-// Trace input: the openb node and pod lists of Alibaba's GPU-sharing trace (cluster-trace-gpu-v2023).
+// Trace input: the openb node and pod lists of Alibaba's GPU-sharing trace
+// (cluster-trace-gpu-v2023).
 //
 // Node list columns: sn,cpu_milli,memory_mib,gpu,model.
 // Pod list columns:  name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec (others ignored).
-// Pods are converted as the FGD study's converter does: gpu_milli is clamped to 0..1000, a GPU
-// pod with gpu_milli 0 becomes CPU-only, CPU 0 becomes 100 milli (the Kubernetes non-zero
-// default), gpu_spec is a "|"-separated list of acceptable models. Nodes get `max_pods` 1001
+// Pods are converted as the FGD study's converter does: a GPU pod with gpu_milli 0 becomes
+// CPU-only, CPU 0 becomes 100 milli (the Kubernetes non-zero default), gpu_spec is a
+// "|"-separated list of acceptable models. Nodes get `max_pods` 1001
 // and the label gpu-card-model. Creation and deletion times are not used (arrival-only study):
 // those columns, like any other extra column, are neither read nor checked.
 //
@@ -12,13 +13,15 @@
 //   node: cpu_milli 0..core::kMaxNodeCpuMilli, memory_mib 0..kMaxTraceMemoryMib,
 //         gpu 0..core::kMaxGpusPerNode (a model is required when gpu > 0);
 //   pod:  cpu_milli 0..core::kMaxNodeCpuMilli, memory_mib 0..kMaxTraceMemoryMib,
-//         num_gpu 0..core::kMaxGpusPerNode, gpu_milli any integer (clamped as above);
+//         num_gpu 0..core::kMaxGpusPerNode, gpu_milli 0..1000 (the study's converter clamped
+//         values outside; none of its pod lists has one, so gpumux refuses them by name);
 //   names non-empty and unique; at most kMaxTraceNodes nodes and kMaxTracePods pods.
 // The parsers read from a stream and touch no file: they are what a fuzzer calls.
 #pragma once
 
 #include <cstddef>
 #include <istream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +57,14 @@ std::string_view EmbeddedPodList();
 std::string_view EmbeddedExpectedAlloc();
 inline constexpr std::string_view kEmbeddedNodeListName = "openb_node_list_gpu_node";
 inline constexpr std::string_view kEmbeddedPodListName = "openb_pod_list_default";
+
+// The GPU pods whose gpu_spec names only models that no node has: they can never be placed.
+struct AbsentModels {
+  std::size_t pods = 0;             // how many such pods
+  std::vector<std::string> models;  // the models they name, sorted
+};
+AbsentModels PodsAskingForAbsentModels(std::span<const core::Request> pods,
+                                       std::span<const core::NodeSpec> nodes);
 
 // "dir/openb_pod_list_gpushare40.csv" -> "openb_pod_list_gpushare40"
 std::string TraceStem(std::string_view path);

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Every example in every `gpumux ... --help` runs as written, and every help fits in 100 columns.
+
+Usage: help_examples.py GPUMUX SOURCE_DIR
+
+The examples are the lines '  gpumux ...' of a help's "Examples" block (a line ending in a
+backslash continues on the next). Each runs with sh in a scratch folder holding the files the
+examples name, with stand-ins where a trace of ../shared is missing (jobs.csv, submit_times.txt,
+openb_pod_list_gpushare40.csv, analysis_allo_discrete.csv, replay-fgd-default-seed42/,
+nodes.json, gpus.csv, ~/.kube/config), PATH leading to this gpumux, and the host settings
+(GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) pointing into the scratch folder. The daemons'
+examples (extender, device-plugin) run with --check, which checks the options and the files they
+name and exits without a cluster, a kubelet or a GPU. Each example must exit 0.
+
+Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
+records its arguments) with the runtime's own arguments, and `--help` does not.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+WIDTH = 100
+DAEMONS = ('extender', 'device-plugin')
+# Subcommands whose help must show examples (a parsing slip must not make this test vacuous).
+WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus')
+TIMEOUT_S = 300
+
+failures = []
+
+
+def fail(what):
+    failures.append(what)
+    print('FAIL: ' + what, flush=True)
+
+
+def run(argv, cwd, env, timeout=TIMEOUT_S):
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def subcommands(help_text):
+    names, listing = [], False
+    for line in help_text.splitlines():
+        if line == 'Subcommands:':
+            listing = True
+        elif listing and re.match(r'^  [a-z]', line):
+            names.append(line.split()[0])
+        elif listing and not line:
+            break
+    return names
+
+
+def examples(help_text):
+    """The example command lines of one help."""
+    out, inside, pending = [], False, ''
+    for line in help_text.splitlines():
+        if line.startswith('Examples'):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not line.strip():
+            break
+        if pending:
+            pending += ' ' + line.strip()
+        elif line.startswith('  gpumux '):
+            pending = line.strip()
+        elif line.strip().startswith('-'):
+            # Options on a line of their own: an example broken by the wrapping, not by a
+            # backslash. It would run without them.
+            fail(f'an example continues without a backslash: {line.strip()}')
+        else:
+            continue  # a description line
+        if pending.endswith('\\'):
+            pending = pending[:-1].rstrip()
+        else:
+            out.append(pending)
+            pending = ''
+    return out
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+def fixtures(d, gpumux, source, env):
+    """The files the examples name, in the scratch folder `d`."""
+    shared = os.path.join(source, '..', 'shared', 'traces', 'alibaba-gpu-v2023')
+    data = os.path.join(source, 'data')
+
+    def from_shared(name, rel, fallback):
+        src = os.path.join(shared, rel)
+        shutil.copy(src if os.path.isfile(src) else fallback, os.path.join(d, name))
+
+    from_shared('openb_pod_list_gpushare40.csv', 'openb_pod_list_gpushare40.csv',
+                os.path.join(data, 'openb_pod_list_default.csv'))
+    from_shared('analysis_allo_discrete.csv', 'fgd-expected-results/analysis_allo_discrete.csv',
+                os.path.join(data, 'fgd_expected_alloc_default.csv'))
+
+    replay = os.path.join(d, 'replay-fgd-default-seed42')
+    shared_replay = os.path.join(shared, 'replay-fgd-default-seed42')
+    if os.path.isdir(shared_replay):
+        shutil.copytree(shared_replay, replay)
+    else:
+        # The same layout from gpumux itself: its own placements as the arrival order, and a
+        # rank for every node of the embedded list (those placed keep the rank they were given).
+        os.makedirs(replay)
+        r = run([gpumux, 'simulate', '--policy', 'fgd', '--no-report', '-q', '--placements',
+                 os.path.join(replay, 'arrival.csv')], d, env)
+        if r.returncode != 0:
+            raise RuntimeError('cannot make a replay folder: ' + r.stderr)
+        with open(os.path.join(replay, 'arrival.csv')) as f:
+            prefixed = {row.split(',')[3] for row in f.read().splitlines()[1:] if row.split(',')[3]}
+        ranks = {p.split('-', 1)[1]: int(p.split('-', 1)[0]) for p in prefixed}
+        with open(os.path.join(data, 'openb_node_list_gpu_node.csv')) as f:
+            names = [row.split(',')[0] for row in f.read().splitlines()[1:] if row]
+        free = iter(sorted(set(range(len(names))) - set(ranks.values())))
+        rows = ['node_prefixed,node,prefix']
+        for n in names:
+            rank = ranks[n] if n in ranks else next(free)
+            rows.append(f'{rank:04d}-{n},{n},{rank}')
+        write(os.path.join(replay, 'nodes.csv'), '\n'.join(rows) + '\n')
+
+    r = run([gpumux, 'jobgen', '--count', '50', '-o', 'jobs.csv'], d, env)
+    if r.returncode != 0:
+        raise RuntimeError('jobgen: ' + r.stderr)
+    write(os.path.join(d, 'submit_times.txt'), ''.join(f'{4 * i}\n' for i in range(1000)))
+    write(os.path.join(d, 'gpus.csv'),
+          'index,uuid,model,memory_mib\n0,GPU-demo-0,NVIDIA A100-SXM4-40GB,40960\n')
+    node = {'apiVersion': 'v1', 'kind': 'Node',
+            'metadata': {'name': 'gpu-node-0', 'annotations': {'gpumux.io/gpus': json.dumps(
+                [{'index': i, 'uuid': f'GPU-{i}', 'model': 'T4', 'memory_mib': 15360}
+                 for i in range(8)])}},
+            'status': {'allocatable': {'cpu': '32', 'memory': '128Gi', 'pods': '110',
+                                       'gpumux.io/gpu': '8'}}}
+    write(os.path.join(d, 'nodes.json'), json.dumps({'kind': 'NodeList', 'items': [node]}))
+    # An API server nobody listens on: --check reads the kubeconfig and never connects.
+    write(os.path.join(d, 'home', '.kube', 'config'),
+          'apiVersion: v1\nkind: Config\n'
+          'clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n'
+          'users:\n- name: u\n  user:\n    token: t\n'
+          'contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n'
+          'current-context: x\n')
+
+
+def main():
+    gpumux, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    with tempfile.TemporaryDirectory(prefix='gpumux-help-examples-') as d:
+        bin_dir = os.path.join(d, 'bin')
+        os.makedirs(bin_dir)
+        os.symlink(gpumux, os.path.join(bin_dir, 'gpumux'))
+        runtime_log = os.path.join(d, 'runtime-args')
+        runtime = os.path.join(bin_dir, 'runtime')
+        write(runtime, f'#!/bin/sh\nprintf "%s\\n" "$*" >> {runtime_log}\n')
+        os.chmod(runtime, 0o755)
+        os.makedirs(os.path.join(d, 'dev'))
+        env = {k: v for k, v in os.environ.items()
+               if k not in ('KUBECONFIG', 'GPUMUX_GPUS_FILE',
+                            'GPUMUX_DEVICE_PLUGIN_DIR')}
+        env.update({'PATH': bin_dir + os.pathsep + env.get('PATH', '/usr/bin:/bin'),
+                    'HOME': os.path.join(d, 'home'),
+                    'GPUMUX_STATE_DIR': os.path.join(d, 'state'),
+                    'GPUMUX_DEV_DIR': os.path.join(d, 'dev'),
+                    'GPUMUX_RUNTIME': runtime,
+                    'NODE_NAME': 'gpu-1'})  # as the DaemonSet sets it
+        fixtures(d, gpumux, source, env)
+
+        top = run([gpumux, '--help'], d, env).stdout
+        helps = {'': top}
+        for sub in subcommands(top):
+            r = run([gpumux, sub, '--help'], d, env)
+            if r.returncode != 0:
+                fail(f'gpumux {sub} --help: exit {r.returncode}: {r.stderr}')
+            helps[sub] = r.stdout
+        for sub in WITH_EXAMPLES:
+            if sub not in helps:
+                fail(f'gpumux --help does not list {sub}')
+
+        count = 0
+        for sub, text in helps.items():
+            for n, line in enumerate(text.splitlines(), 1):
+                if len(line) > WIDTH:
+                    fail(f'gpumux {sub} --help line {n} has {len(line)} columns: {line}')
+            found = examples(text)
+            if sub in WITH_EXAMPLES and not found:
+                fail(f'gpumux {sub} --help shows no example')
+            for example in found:
+                command = example
+                if example.split()[1] in DAEMONS:
+                    command += ' --check'
+                try:
+                    r = run(['sh', '-c', command], d, env)
+                except subprocess.TimeoutExpired:
+                    fail(f'{command}: still running after {TIMEOUT_S} s')
+                    continue
+                count += 1
+                status = 'ok' if r.returncode == 0 else f'exit {r.returncode}'
+                print(f'{status}: {command}', flush=True)
+                if r.returncode != 0:
+                    fail(f'{command}: exit {r.returncode}\n{r.stderr[-2000:]}')
+        if count < 15:
+            fail(f'only {count} examples found in the helps')
+
+        # The runtime wrapper: gpumux's own help, and the runtime's through --runtime-help.
+        if os.path.exists(runtime_log):
+            os.remove(runtime_log)
+        r = run([gpumux, 'oci-runtime', '--help'], d, env)
+        if r.returncode != 0 or 'GPUMUX_RUNTIME' not in r.stdout or os.path.exists(runtime_log):
+            fail('gpumux oci-runtime --help is not gpumux\'s own help, or ran the runtime')
+        for args, expected in ((['--runtime-help'], '--help'), (['--version'], '--version'),
+                               (['--root', '/run/x', 'state', 'c1'], '--root /run/x state c1'),
+                               (['create', '--help'], 'create --help')):
+            if os.path.exists(runtime_log):
+                os.remove(runtime_log)
+            r = run([gpumux, 'oci-runtime'] + args, d, env)
+            got = open(runtime_log).read().strip() if os.path.exists(runtime_log) else None
+            if r.returncode != 0 or got != expected:
+                fail(f'gpumux oci-runtime {" ".join(args)}: the runtime got {got!r}, expected '
+                     f'{expected!r} (exit {r.returncode}: {r.stderr})')
+        print(f'{count} examples run', flush=True)
+    if failures:
+        print(f'{len(failures)} failures', flush=True)
+        sys.exit(1)
+
+
+if __name__ == '__main__':
+    main()
