@@ -1,4 +1,5 @@
 #include "gpumux/deviceplugin/allocate.h"
+#include "gpumux/core/plural.h"
 
 #include <unordered_set>
 
@@ -46,7 +47,7 @@ grpc::Status Unknown(Resource resource, const std::string& id,
   const auto i = static_cast<std::size_t>(resource);
   const std::size_t listed = i < tables.size() ? tables[i].devices().size() : 0;
   return Invalid("unknown device ID '" + Shown(id) + "' for " + name + " on node " + node_name +
-                 " (this plugin lists " + std::to_string(listed) + " devices, e.g. '" +
+                 " (this plugin lists " + core::Plural(listed, "device") + ", e.g. '" +
                  (listed == 0 ? std::string() : tables[i].devices().front().id) + "')");
 }
 

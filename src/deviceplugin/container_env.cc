@@ -1,4 +1,5 @@
 #include "gpumux/deviceplugin/container_env.h"
+#include "gpumux/core/plural.h"
 
 #include <filesystem>
 
@@ -34,7 +35,7 @@ core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
     if (found == nullptr) {
       return core::MakeError(core::ErrorCode::kNotFound,
                              "the grant names GPU " + std::to_string(g.index) + ", but node " +
-                                 context.node + " has " + std::to_string(gpus.size()) + " GPUs");
+                                 context.node + " has " + core::Plural(gpus.size(), "GPU"));
     }
     if (!g.uuid.empty() && g.uuid != found->uuid) {
       return core::MakeError(core::ErrorCode::kFailedPrecondition,

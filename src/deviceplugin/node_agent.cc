@@ -22,6 +22,7 @@
 
 #include "gpumux/k8s/node_lock.h"
 #include "gpumux/k8s/objects.h"
+#include "gpumux/core/plural.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -191,7 +192,7 @@ void NodeAgent::Impl::Publish() {
     return;
   }
   if (!was) {
-    Log("published " + std::to_string(gpus.size()) + " GPUs in the annotations of node " +
+    Log("published " + core::Plural(gpus.size(), "GPU") + " in the annotations of node " +
         options.plugin.node_name);
   }
   if (published_state != state_snapshot) {

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "gpumux/core/rng.h"
+#include "gpumux/core/plural.h"
 
 namespace gpumux::k8s {
 
@@ -90,8 +91,9 @@ void ClusterSync::Start() {
         if (options_.on_synced) options_.on_synced();
         const StateCounters c = state_->counters();
         if (options_.log) {
-          options_.log("synced: " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.gpus) +
-                       " GPUs, " + std::to_string(c.grants_bound) + " bound grants");
+          options_.log("synced: " + core::Plural(c.nodes, "node") + ", " +
+                       core::Plural(c.gpus, "GPU") + ", " +
+                       core::Plural(c.grants_bound, "bound grant"));
         }
       }
       if (std::chrono::steady_clock::now() >= next_expiry) {

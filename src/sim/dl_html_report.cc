@@ -16,6 +16,7 @@
 
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_report.h"
+#include "gpumux/core/plural.h"
 #include "src/sim/report_format.h"
 #include "src/sim/report_palette.h"
 
@@ -421,9 +422,9 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
     << "<p class=\"config\"><span><b>Workload</b> " << HtmlEscape(ctx.workload)
     << "</span><span><b>Mix</b> " << HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
     << HtmlEscape(ctx.profile) << "</span></p>\n"
-    << "<p class=\"config\"><span><b>Cluster</b> " << ctx.gpus << " GPUs (" << opt.nodes
-    << " nodes × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
-    << opt.max_jobs_per_gpu << " jobs per GPU</span><span><b>Seed</b> " << ctx.seed
+    << "<p class=\"config\"><span><b>Cluster</b> " << core::Plural(ctx.gpus, "GPU") << " ("
+    << core::Plural(opt.nodes, "node") << " × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
+    << core::Plural(opt.max_jobs_per_gpu, "job") << " per GPU</span><span><b>Seed</b> " << ctx.seed
     << "</span><span><b>Loads</b> ";
   for (std::size_t i = 0; i < m.loads.size(); ++i) {
     o << (i ? ", " : "") << HtmlEscape(LoadString(m.loads[i])) << "×";
@@ -550,8 +551,8 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
       // comparing policies, by find-in-page and by print; its summary still folds it away.
       o << "<details class=\"timeline\" open>\n<summary>" << LineKey(LookOf(m.looks, r->policy))
         << HtmlEscape(r->policy) << " at load " << HtmlEscape(LoadString(load))
-        << "×: " << r->timeline.size() << " GPU stays of " << r->jobs.size()
-        << " jobs, last finish at " << Fixed(Seconds(RunEnd(*r)), 0) << " s</summary>\n";
+        << "×: " << core::Plural(r->timeline.size(), "GPU stay") << " of "
+        << core::Plural(r->jobs.size(), "job") << ", last finish at " << Fixed(Seconds(RunEnd(*r)), 0) << " s</summary>\n";
       Timeline(o, *r, m, axis_end, gpus);
       o << "</details>\n";
     }

@@ -9,6 +9,7 @@
 
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
+#include "gpumux/core/plural.h"
 #include "src/sim/parallel.h"
 #include "src/sim/report_format.h"
 
@@ -72,8 +73,8 @@ std::optional<double> DlMargin(const std::vector<DlResult>& results, double load
 
 void WriteDlTable(std::ostream& out, const std::vector<DlResult>& results,
                   const DlReportContext& ctx) {
-  out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", " << ctx.gpus
-      << " GPUs, at most " << ctx.options.max_jobs_per_gpu << " jobs per GPU, seed " << ctx.seed
+  out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", " << core::Plural(ctx.gpus, "GPU")
+      << ", at most " << core::Plural(ctx.options.max_jobs_per_gpu, "job") << " per GPU, seed " << ctx.seed
       << "\nprofile: " << ctx.profile << "\n";
   char line[256];
   for (double load : ctx.loads) {

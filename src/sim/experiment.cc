@@ -13,6 +13,7 @@
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/core/plural.h"
 
 namespace gpumux::sim {
 namespace {
@@ -152,7 +153,7 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   };
   if (plan.node_rank.size() != static_cast<std::size_t>(cluster.size())) {
     return bad_plan(std::to_string(plan.node_rank.size()) + " node ranks for " +
-                    std::to_string(cluster.size()) + " nodes");
+                    core::Plural(cluster.size(), "node"));
   }
   std::vector<std::int64_t> ranks = plan.node_rank;
   std::sort(ranks.begin(), ranks.end());

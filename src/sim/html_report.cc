@@ -20,6 +20,7 @@
 
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/sim/report.h"
+#include "gpumux/core/plural.h"
 #include "src/sim/report_format.h"
 #include "src/sim/report_palette.h"
 
@@ -412,7 +413,8 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   // 1. Title, configuration, what is plotted.
   o << "<h1>" << HtmlEscape(title) << "</h1>\n<p class=\"config\">";
-  o << "<span><b>Cluster</b> " << ctx.nodes << " nodes / " << ctx.gpus << " GPUs</span>";
+  o << "<span><b>Cluster</b> " << core::Plural(ctx.nodes, "node") << " / " << core::Plural(ctx.gpus, "GPU")
+    << "</span>";
   o << "<span><b>Load</b> " << HtmlEscape(LoadString(ctx.load)) << "</span>";
   if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << HtmlEscape(JoinSeeds(ctx.seeds)) << "</span>";
   o << "<span><b>Policies</b> ";
@@ -517,7 +519,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
   const bool collapse = results.size() > 12;
   o << "<h2>Runs</h2>\n";
   if (collapse) {
-    o << "<details>\n<summary>All " << results.size() << " runs</summary>\n";
+    o << "<details>\n<summary>All " << core::Plural(results.size(), "run") << "</summary>\n";
   }
   o << "<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th>policy</th><th "
        "class=\"seed\">seed</th>"

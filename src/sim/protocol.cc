@@ -12,6 +12,7 @@
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
+#include "gpumux/core/plural.h"
 #include "src/sim/input_file.h"
 
 namespace gpumux::sim {
@@ -80,7 +81,7 @@ core::Result<Resampled> Resample(std::span<const core::Request> pods,
   auto too_many = [&] {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
                            "seed " + std::to_string(seed) + ": resampling the " +
-                               std::to_string(pods.size()) + " pods to load " + Number(load) +
+                               core::Plural(pods.size(), "pod") + " to load " + Number(load) +
                                " makes " + limit.TooMany());
   };
   Resampled r;
@@ -263,7 +264,7 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
     if (*rank < 0 || *rank >= cluster.size()) {
       return bad(ncsv, "prefix " + std::to_string(*rank) + " is outside 0.." +
                            std::to_string(cluster.size() - 1) + " (a rank among the cluster's " +
-                           std::to_string(cluster.size()) + " nodes)");
+                           core::Plural(cluster.size(), "node") + ")");
     }
     if (rank_taken[static_cast<std::size_t>(*rank)]) {
       return bad(ncsv, "prefix " + std::to_string(*rank) +
@@ -337,13 +338,13 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
       const std::size_t want = pod.wants_gpu() ? static_cast<std::size_t>(pod.gpu_count) : 0;
       if (a.expected_gpus.size() != want) {
         return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "' names " +
-                             std::to_string(a.expected_gpus.size()) + " GPUs but pod '" + source +
+                             core::Plural(a.expected_gpus.size(), "GPU") + " but pod '" + source +
                              "' asks " + std::to_string(want));
       }
       for (int g : a.expected_gpus) {
         if (static_cast<std::size_t>(g) >= spec.gpus.size()) {
           return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "': node " +
-                               spec.name + " has " + std::to_string(spec.gpus.size()) + " GPUs");
+                               spec.name + " has " + core::Plural(spec.gpus.size(), "GPU"));
         }
       }
     }

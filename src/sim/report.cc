@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/io/csv.h"
+#include "gpumux/core/plural.h"
 #include "src/sim/input_file.h"
 #include "src/sim/report_format.h"
 
@@ -241,8 +242,8 @@ std::vector<PolicySummary> Summarise(const std::vector<ExperimentResult>& result
 void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
                 const ReportContext& ctx) {
   const auto summaries = Summarise(results, ctx);
-  out << "gpumux simulate: " << ctx.workload << " on " << ctx.nodes << " nodes / " << ctx.gpus
-      << " GPUs, load " << LoadString(ctx.load) << ", "
+  out << "gpumux simulate: " << ctx.workload << " on " << core::Plural(ctx.nodes, "node") << " / "
+      << core::Plural(ctx.gpus, "GPU") << ", load " << LoadString(ctx.load) << ", "
       << (ctx.replay_dir ? "replay " + *ctx.replay_dir : "seeds " + JoinSeeds(ctx.seeds)) << "\n";
   out << "GPU allocation ratio (% of all GPU capacity) when arrived GPU demand reaches 100% and "
          "130% of capacity"

@@ -270,7 +270,7 @@ TEST(Cli, AResampleBeyondMaxArrivalsIsRefusedUpFrontNamingTheFlag) {
                                  "best-fit", "--max-arrivals", "5000", "--no-report", "-q"});
   EXPECT_EQ(refused.code, 2);
   EXPECT_EQ(refused.err,
-            "gpumux simulate: seed 42: resampling the 1 pods to load 1.3 makes more than 5000 "
+            "gpumux simulate: seed 42: resampling the 1 pod to load 1.3 makes more than 5000 "
             "arrivals, the limit per experiment (--max-arrivals)\n");
   EXPECT_EQ(refused.out, "");
   const CliRun raised =

@@ -170,7 +170,7 @@ TEST_F(SmallExperiment, APlanThatDoesNotFitTheWorkloadIsAnError) {
   wrong_ranks.node_rank = {0, 1};
   r = RunExperiment(*workload_, wrong_ranks, "best-fit", 1, 1.3);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, "hand-made: 2 node ranks for 1 nodes");
+  EXPECT_EQ(r.error().message, "hand-made: 2 node ranks for 1 node");
 }
 
 TEST(Experiment, TwoNodesOfTheSameRankAreAnErrorNotAnAbort) {

@@ -271,7 +271,7 @@ TEST(MakeStudyArrivals, APlanBeyondTheArrivalLimitIsRefusedNamingSeedLoadAndLimi
                  CountStudyArrivals(tiny, w.cluster, 42, 1.3, limit).error()}) {
     EXPECT_EQ(r.code, core::ErrorCode::kFailedPrecondition);
     EXPECT_EQ(r.message,
-              "seed 42: resampling the 1 pods to load 1.3 makes more than 1000 arrivals, the "
+              "seed 42: resampling the 1 pod to load 1.3 makes more than 1000 arrivals, the "
               "limit per experiment (--max-arrivals)");
   }
   // The embedded trace at 1.3 makes 10,8xx arrivals: within 20,000, beyond 10,000 (tuned up).
@@ -442,7 +442,7 @@ INSTANTIATE_TEST_SUITE_P(
                         "arrival.csv:2: gpu_index '0' for an arrival the study failed"},
         ReplayErrorCase{"fewer_gpus_than_the_pod_asks", kReplayNodes,
                         kArrivalHeader + "0,p2,p2,0000-n-b,0\n",
-                        "arrival.csv:2: gpu_index '0' names 1 GPUs but pod 'p2' asks 2"},
+                        "arrival.csv:2: gpu_index '0' names 1 GPU but pod 'p2' asks 2"},
         ReplayErrorCase{"no_gpu_for_a_gpu_pod", kReplayNodes,
                         kArrivalHeader + "0,p1,p1,0000-n-b,\n",
                         "arrival.csv:2: gpu_index '' names 0 GPUs but pod 'p1' asks 1"},

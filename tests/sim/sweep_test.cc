@@ -123,7 +123,7 @@ TEST(RunSweep, ASeedWhosePlanPassesTheArrivalLimitIsRefusedUpFront) {
   auto r = RunSweep(*w, config, [&](const ExperimentResult&, std::size_t, std::size_t) { ++ran; });
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message,
-            "seed 42: resampling the 1 pods to load 1.3 makes more than 1000000 arrivals, the "
+            "seed 42: resampling the 1 pod to load 1.3 makes more than 1000000 arrivals, the "
             "limit per experiment (--max-arrivals)");
   EXPECT_EQ(ran, 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
