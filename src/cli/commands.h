@@ -25,6 +25,7 @@ struct DlOptions {
   int count = 300;
   std::string loads = "1,2,4";
   std::string tuner = "auto";
+  std::string queue = "auto";
   int max_jobs_per_gpu = 3;
   int gpus = 20;
   double model_error = 0.1;

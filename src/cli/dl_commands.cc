@@ -95,6 +95,12 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "none", "iadeep", "joint"}))
       ->group(group);
+  cmd.add_option("--queue", o.queue,
+                 "Queue discipline of every policy: auto (each policy's own), fifo, or shortest "
+                 "(least predicted solo time of the job's class first)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fifo", "shortest"}))
+      ->group(group);
   cmd.add_option("--max-jobs-per-gpu", o.max_jobs_per_gpu, "Co-location limit of every policy")
       ->capture_default_str()
       ->check(IntegerIn(1, sim::kMaxDlJobsPerGpu))
@@ -154,6 +160,7 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   config.policies = policies;
   config.threads = o.threads;
   config.options.tuner = o.dl.tuner;
+  config.options.queue = o.dl.queue;
   config.options.gpus_per_node = std::min(4, o.dl.gpus);
   config.options.nodes = (o.dl.gpus + config.options.gpus_per_node - 1) / config.options.gpus_per_node;
   if (config.options.nodes * config.options.gpus_per_node != o.dl.gpus) {

@@ -103,6 +103,7 @@ namespace {
 Json OptionsJson(const DlSimOptions& o) {
   Json j;
   j["tuner"] = o.tuner;
+  j["queue"] = o.queue;
   j["nodes"] = o.nodes;
   j["gpus_per_node"] = o.gpus_per_node;
   j["max_jobs_per_gpu"] = o.max_jobs_per_gpu;
@@ -148,6 +149,7 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
     Json run;
     run["policy"] = r.policy;
     run["tuner"] = r.tuner;
+    run["queue"] = r.queue;
     run["load"] = r.load;
     run["jobs"] = r.jobs.size();
     run["events"] = r.events;

@@ -263,8 +263,18 @@ class Simulator {
     auto t = policy::MakeTuner(tuner);
     if (!t) return tl::unexpected(t.error());
     tuner_ = std::move(*t);
+    if (options_.queue == "auto") {
+      shortest_first_ = traits_ != nullptr &&
+                        traits_->queue_order == policy::QueueOrder::kShortestRemaining;
+    } else if (options_.queue == "fifo" || options_.queue == "shortest") {
+      shortest_first_ = options_.queue == "shortest";
+    } else {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "queue '" + options_.queue + "': expected auto, fifo or shortest");
+    }
     result_.policy = options_.policy;
     result_.tuner = tuner;
+    result_.queue = shortest_first_ ? "shortest" : "fifo";
     result_.seed = options_.seed;
     std::vector<std::int64_t> ranks(static_cast<std::size_t>(cluster_->size()));
     std::iota(ranks.begin(), ranks.end(), 0);
@@ -282,9 +292,7 @@ class Simulator {
   using QueueEntry = std::tuple<double, Micros, int>;
   QueueEntry QueueKey(int job) const {
     const Job& j = jobs_[static_cast<std::size_t>(job)];
-    const bool shortest = traits_ != nullptr &&
-                          traits_->queue_order == policy::QueueOrder::kShortestRemaining;
-    return {shortest ? j.solo_s : 0.0, j.spec->submit_us, job};
+    return {shortest_first_ ? j.solo_s : 0.0, j.spec->submit_us, job};
   }
 
   void Push(Micros t, int job, std::uint64_t version) {
@@ -670,6 +678,7 @@ class Simulator {
   std::unique_ptr<core::Ledger> ledger_;
   std::unique_ptr<policy::Policy> policy_;
   const policy::ColocationTraits* traits_ = nullptr;
+  bool shortest_first_ = false;  // the queue discipline (DlSimOptions::queue resolved)
   std::unique_ptr<policy::Tuner> tuner_;
   std::unique_ptr<policy::Engine> engine_;
   std::vector<Job> jobs_;

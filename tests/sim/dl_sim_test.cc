@@ -277,6 +277,36 @@ TEST(DlSimOrder, AnEarlierSubmissionRunsFirstWhateverItsRow) {
   EXPECT_NEAR(r.metrics.makespan_s, 4.0, 1e-9) << "from the first submission, 0.5 s";
 }
 
+// The queue discipline is an option applied to every policy alike (issue 14: the levers apart).
+TEST(DlSimOrder, TheQueueOptionOrdersTheWaitingJobsOfAnyPolicy) {
+  const auto profile = TinyProfile();
+  const std::vector<JobSpec> jobs{Job("blocker", "long", 0), Job("x", "long", 0.1),
+                                  Job("y", "short", 0.2)};
+  DlSimOptions o = OneGpu("exclusive");
+  for (const char* queue : {"auto", "fifo"}) {
+    o.queue = queue;
+    const DlResult r = RunOk(profile, jobs, o);
+    EXPECT_EQ(r.queue, "fifo") << queue << ": exclusive's own queue is FIFO";
+    EXPECT_EQ(JobIn(r, "x").start_us, Us(4)) << queue;
+    EXPECT_EQ(JobIn(r, "y").start_us, Us(8)) << queue;
+  }
+  o.queue = "shortest";
+  const DlResult r = RunOk(profile, jobs, o);
+  EXPECT_EQ(r.queue, "shortest");
+  EXPECT_EQ(JobIn(r, "y").start_us, Us(4)) << "the short job jumps the queue";
+  EXPECT_EQ(JobIn(r, "x").start_us, Us(6));
+
+  DlSimOptions g = OneGpu("gpumux");
+  EXPECT_EQ(RunOk(profile, jobs, g).queue, "shortest") << "gpumux's own queue";
+  g.queue = "fifo";
+  EXPECT_EQ(RunOk(profile, jobs, g).queue, "fifo");
+
+  o.queue = "lifo";
+  const auto bad = RunDl(profile, jobs, o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("queue 'lifo'"), std::string::npos) << bad.error().message;
+}
+
 TEST(DlSimOrder, FirstFitFillsTheLowestGpuFirst) {
   const auto profile = TinyProfile();
   DlSimOptions o = OneGpu("first-fit");

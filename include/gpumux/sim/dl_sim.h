@@ -51,6 +51,10 @@ inline constexpr int kMaxDlJobsPerGpu = 16;
 struct DlSimOptions {
   std::string policy = "gpumux";
   std::string tuner = "auto";     // auto = the policy's own (none for policies without traits)
+  // Queue discipline: auto = the policy's own; fifo = arrival order; shortest = least predicted
+  // solo time of the job's class prior first (ties: arrival). Applied to every policy alike, so
+  // that a comparison can hold the queue fixed and measure placement alone.
+  std::string queue = "auto";
   int nodes = 5;
   int gpus_per_node = 4;          // IADeep: 20 RTX 3090
   int max_jobs_per_gpu = 3;
@@ -101,6 +105,7 @@ struct DlMetrics {
 struct DlResult {
   std::string policy;
   std::string tuner;
+  std::string queue;  // the queue discipline that ran: fifo or shortest
   double load = 1;
   std::uint64_t seed = 0;
   std::vector<DlJobResult> jobs;  // in job-list order
