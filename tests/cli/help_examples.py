@@ -5,17 +5,17 @@ Usage: help_examples.py GPUMUX SOURCE_DIR
 
 The examples are the lines '  gpumux ...' of a help's "Examples" block (a line ending in a
 backslash continues on the next). Each runs with sh in a scratch folder holding the files the
-examples name, with stand-ins where a trace of ../shared is missing (jobs.csv, submit_times.txt,
+examples name: stand-ins where a trace of ../shared is missing (jobs.csv, submit_times.txt,
 openb_pod_list_gpushare40.csv, analysis_allo_discrete.csv, replay-fgd-default-seed42/,
-nodes.json, gpus.csv, ~/.kube/config), PATH leading to this gpumux, and the host settings
-(GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) pointing into the scratch folder. The daemons'
+~/.kube/config) and the project's sample inputs (examples/: nodes.json, gpus.csv); PATH leads to
+this gpumux, and the host settings (GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) point into
+the scratch folder. The daemons'
 examples (extender, device-plugin) run with --check, which checks the options and the files they
 name and exits without a cluster, a kubelet or a GPU. Each example must exit 0.
 
 Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
 records its arguments) with the runtime's own arguments, and `--help` does not.
 """
-import json
 import os
 import re
 import shutil
@@ -130,15 +130,10 @@ def fixtures(d, gpumux, source, env):
     if r.returncode != 0:
         raise RuntimeError('jobgen: ' + r.stderr)
     write(os.path.join(d, 'submit_times.txt'), ''.join(f'{4 * i}\n' for i in range(1000)))
-    write(os.path.join(d, 'gpus.csv'),
-          'index,uuid,model,memory_mib\n0,GPU-demo-0,NVIDIA A100-SXM4-40GB,40960\n')
-    node = {'apiVersion': 'v1', 'kind': 'Node',
-            'metadata': {'name': 'gpu-node-0', 'annotations': {'gpumux.io/gpus': json.dumps(
-                [{'index': i, 'uuid': f'GPU-{i}', 'model': 'T4', 'memory_mib': 15360}
-                 for i in range(8)])}},
-            'status': {'allocatable': {'cpu': '32', 'memory': '128Gi', 'pods': '110',
-                                       'gpumux.io/gpu': '8'}}}
-    write(os.path.join(d, 'nodes.json'), json.dumps({'kind': 'NodeList', 'items': [node]}))
+    # The sample inputs the README's try-its use (examples/), under the names the helps give.
+    shutil.copy(os.path.join(source, 'examples', 'gpus.csv'), os.path.join(d, 'gpus.csv'))
+    shutil.copy(os.path.join(source, 'examples', 'extender', 'nodes.json'),
+                os.path.join(d, 'nodes.json'))
     # An API server nobody listens on: --check reads the kubeconfig and never connects.
     write(os.path.join(d, 'home', '.kube', 'config'),
           'apiVersion: v1\nkind: Config\n'
