@@ -2,6 +2,10 @@
 """Derives data/dl_profile_default.json, gpumux's default deep-learning workload profile.
 
 Run:  python3 data/derive_dl_profile.py > data/dl_profile_default.json
+      python3 data/derive_dl_profile.py --out data/   (the IADeep-fitted belief and measured
+      truth: data/dl_profile_iadeep_fitted.json, data/dl_truth_iadeep_measured.json, and the
+      fit report; see data/fit_interference.py, which reuses A1-A5 below with fitted busy
+      fractions and its own memory table)
 
 MEASURED inputs (IADeep's public repository, buzy-coder/IADeep,
 iadeep-local-coordinator/csv/offline_info.csv; solo runs on an RTX 3090 by the IADeep authors):
@@ -27,8 +31,14 @@ A5 GPU memory, ASSUMED (IADeep's jobs request 3-7 GiB): m(b0) per class below, 4
 Tabulated at b0 * {0.5, 1, 1.5, 2, 3}; the model is linear in b, so gpumux's linear
 interpolation between the points reproduces it exactly.
 """
+import argparse
 import json
 import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fit_interference as iadeep_fit  # noqa: E402  (beside this file)
 
 MEASURED = [  # name, b0, epoch_time_s, jct_s, samples (offline_info.csv)
     ("vgg16", 512, 16.19, 259.08, 50000),
@@ -42,14 +52,16 @@ MEMORY_MIB = {"vgg16": 5120, "resnet50": 6144, "squeezenet": 3072, "neumf": 2560
 FACTORS = [0.5, 1.0, 1.5, 2.0, 3.0]
 
 
-def derive(name, b0, epoch_s, jct_s, samples):
+def derive(name, b0, epoch_s, jct_s, samples, u0=None, m0=None, source=None):
+    """One class's entry (A1-A5); u0 (busy at b0) and m0 (MiB at b0) default to the tables
+    above."""
     t0 = epoch_s / math.ceil(samples / b0)
-    u0 = BUSY[name]
+    u0 = BUSY[name] if u0 is None else u0
     h = (1 - u0) * t0
     g0 = 0.1 * u0 * t0
     c = 0.9 * u0 * t0 / b0
     phi = c * b0 * b0 / (h + g0)
-    m0 = MEMORY_MIB[name]
+    m0 = MEMORY_MIB[name] if m0 is None else m0
     solo = []
     for f in FACTORS:
         b = int(round(b0 * f))
@@ -67,14 +79,14 @@ def derive(name, b0, epoch_s, jct_s, samples):
         "dataset_samples": samples,
         "target_epochs": round(jct_s / epoch_s, 6),
         "solo": solo,
-        "source": ("b0, epoch time, jct, samples: measured (IADeep offline_info.csv); "
-                   "step times, busy fractions, memory, noise scale: derived (A1-A5 in "
-                   "data/derive_dl_profile.py)"),
+        "source": source or ("b0, epoch time, jct, samples: measured (IADeep offline_info.csv); "
+                             "step times, busy fractions, memory, noise scale: derived (A1-A5 in "
+                             "data/derive_dl_profile.py)"),
     }
 
 
-def main():
-    profile = {
+def default_profile():
+    return {
         "name": "iadeep-rtx3090-derived",
         "gpu": {"model": "NVIDIA GeForce RTX 3090", "memory_mib": 24576},
         "companion_overhead": 0.05,
@@ -85,7 +97,22 @@ def main():
         "classes": [derive(*m) for m in MEASURED],
         "measured": [],
     }
-    print(json.dumps(profile, indent=2))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", metavar="DIR",
+                        help="write the IADeep-fitted profile and the measured truth into DIR "
+                             "(and print the fit report) instead of the default profile")
+    args = parser.parse_args()
+    if args.out is None:
+        print(json.dumps(default_profile(), indent=2))
+        return
+    fitted, truth, lines = iadeep_fit.profiles(derive)
+    for name, doc in ((iadeep_fit.FITTED_FILE, fitted), (iadeep_fit.TRUTH_FILE, truth)):
+        with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -86,8 +86,9 @@ void ProfileInterference::PredictFromBusyTime(std::span<const Member> members,
   }
   for (std::size_t k = 0; k < n; ++k) busy[k] = BusyOf(members[k]);
   const double x = Stretch(busy);
-  const double overhead = 1.0 + profile_->companion_overhead * static_cast<double>(n - 1);
+  const double companions = static_cast<double>(n - 1);
   for (std::size_t k = 0; k < n; ++k) {
+    const double overhead = 1.0 + profile_->CompanionOverhead(members[k].cls) * companions;
     slowdown[k] = ((1.0 - busy[k]) + x * busy[k]) * overhead;
   }
 }

@@ -125,6 +125,12 @@ core::Result<void> ValidateClass(const ClassProfile& c) {
                          kMaxTargetEpochs)}) {
     if (!ok) return ok;
   }
+  // Negative: the class has none of its own (NaN is neither negative nor in range).
+  if (!(c.companion_overhead < 0) && !(c.companion_overhead >= 0 && c.companion_overhead < 1)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           where + "companion_overhead " + Num(c.companion_overhead) +
+                               " is outside [0, 1)");
+  }
   if (!(c.SoloSeconds() <= kMaxSoloSeconds)) {
     return core::MakeError(
         core::ErrorCode::kInvalidArgument,

@@ -104,6 +104,14 @@ core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
       cp.noise_scale = Get<double>(c, "noise_scale", where);
       cp.dataset_samples = Get<std::int64_t>(c, "dataset_samples", where);
       cp.target_epochs = Get<double>(c, "target_epochs", where);
+      if (c.contains("companion_overhead")) {
+        // Present means the class's own: a negative value ("none") is not a value to write.
+        cp.companion_overhead = Get<double>(c, "companion_overhead", where);
+        if (!(cp.companion_overhead >= 0 && cp.companion_overhead < 1)) {
+          throw std::runtime_error(where + ": companion_overhead " + Num(cp.companion_overhead) +
+                                   " is outside [0, 1)");
+        }
+      }
       if (!c.contains("solo") || !c.at("solo").is_array()) {
         throw std::runtime_error(where + ": missing array 'solo'");
       }

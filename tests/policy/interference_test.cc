@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -140,6 +141,30 @@ TEST(BusyTimePredictor, FollowsTheFormulaWithTheStretchOfTheSet) {
   EXPECT_EQ(Predict(model, members), s) << "no measured set: Predict is the predictor";
 }
 
+TEST(BusyTimePredictor, AClassOwnOverheadReplacesTheProfilesForItsMembersOnly) {
+  // Busy 0.2 and 0.3 fit into each other's gaps (x = 1): each member pays its own overhead.
+  WorkloadProfile p = MakeProfile({BusyClass("own", 0.2), BusyClass("shared", 0.3)}, 0.05);
+  p.classes[0].companion_overhead = 0.25;
+  ASSERT_TRUE(p.Validate().has_value());
+  const ProfileInterference model(p);
+  const std::vector<double> s =
+      Predict(model, {{&p.classes[0], 100}, {&p.classes[1], 100}, {nullptr, 0}});
+  const double x = ProfileInterference::Stretch(std::vector<double>{0.2, 0.3, 1.0});
+  EXPECT_NEAR(s[0], (0.8 + x * 0.2) * (1 + 0.25 * 2), 1e-12) << "its own, per companion";
+  EXPECT_NEAR(s[1], (0.7 + x * 0.3) * (1 + 0.05 * 2), 1e-12) << "the profile's";
+  EXPECT_NEAR(s[2], x * (1 + 0.05 * 2), 1e-12) << "an unknown class: the profile's";
+}
+
+TEST(BusyTimePredictor, AClassOwnOverheadOfZeroIsZeroNotTheProfiles) {
+  WorkloadProfile p = MakeProfile({BusyClass("a", 0.2), BusyClass("b", 0.3)}, 0.05);
+  p.classes[0].companion_overhead = 0.0;
+  const ProfileInterference model(p);
+  const std::vector<double> s = Predict(model, {{&p.classes[0], 100}, {&p.classes[1], 100}});
+  EXPECT_DOUBLE_EQ(s[0], 1.0);
+  EXPECT_DOUBLE_EQ(s[1], 1.05);
+  EXPECT_DOUBLE_EQ(p.CompanionOverhead(&p.classes[1]), 0.05) << "negative: none of its own";
+}
+
 TEST(BusyTimePredictor, ASingleMemberHasNoSlowdown) {
   const WorkloadProfile p = MakeProfile({BusyClass("a", 1.0)}, 0.3);
   const ProfileInterference model(p);
@@ -205,7 +230,7 @@ TEST(BusyTimePredictor, MoreThanEightMembersArePredictedLikeFewer) {
 // a 1.2, b 1.3 (the predictor says 1.05 each there: sum 0.9).
 WorkloadProfile MeasuredPair(std::vector<MeasuredSet> measured) {
   LinearClass a;
-  a.name = "a";
+  a.name = std::string("a");  // not = "a": GCC 12 -O3 warns falsely (-Wrestrict, PR 105651)
   a.lo_busy = 0.3;
   a.hi_busy = 0.5;
   return MakeProfile({MakeClass(a), BusyClass("b", 0.6)}, 0.05, std::move(measured));
@@ -493,6 +518,18 @@ INSTANTIATE_TEST_SUITE_P(
         ValidationCase{"a_negative_overhead",
                        [](WorkloadProfile& p) { p.companion_overhead = -0.01; },
                        "companion_overhead"},
+        ValidationCase{"a_class_overhead_of_one",
+                       [](WorkloadProfile& p) { p.classes[1].companion_overhead = 1.0; },
+                       "workload class 'b': companion_overhead 1 is outside [0, 1)"},
+        ValidationCase{"a_class_overhead_that_is_nan",
+                       [](WorkloadProfile& p) {
+                         p.classes[0].companion_overhead = std::numeric_limits<double>::quiet_NaN();
+                       },
+                       "workload class 'a': companion_overhead nan is outside [0, 1)"},
+        ValidationCase{"a_class_overhead_of_zero_is_valid",
+                       [](WorkloadProfile& p) { p.classes[0].companion_overhead = 0.0; }, ""},
+        ValidationCase{"a_negative_class_overhead_means_none_and_is_valid",
+                       [](WorkloadProfile& p) { p.classes[0].companion_overhead = -0.5; }, ""},
         ValidationCase{"no_classes", [](WorkloadProfile& p) { p.classes.clear(); },
                        "at least one workload class"},
         ValidationCase{"an_empty_class_name", [](WorkloadProfile& p) { p.classes[1].name.clear(); },

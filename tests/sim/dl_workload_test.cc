@@ -98,8 +98,39 @@ TEST(DlProfile, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(p->gpu_model, "");
 }
 
+TEST(DlProfile, ParsesAClassOwnCompanionOverhead) {
+  json j = ValidProfile();
+  j["classes"][0]["companion_overhead"] = 0.3;
+  auto p = ParseProfile(j.dump(), "test.json");
+  ASSERT_TRUE(p.has_value()) << p.error().message;
+  EXPECT_DOUBLE_EQ(p->classes[0].companion_overhead, 0.3);
+  EXPECT_LT(p->classes[1].companion_overhead, 0) << "absent: none of its own";
+  EXPECT_DOUBLE_EQ(p->CompanionOverhead(&p->classes[0]), 0.3);
+  EXPECT_DOUBLE_EQ(p->CompanionOverhead(&p->classes[1]), 0.1) << "the profile's";
+}
+
+// Keys the parser does not know (a fit's summary, notes, provenance) are documentation: the
+// profile parses as if they were absent.
+TEST(DlProfile, IgnoresKeysItDoesNotKnow) {
+  json j = ValidProfile();
+  j["fit"] = {{"form", "a"}, {"in_sample", {{"mean_abs_error_sum", 0.16}}}, {"pairs", 31}};
+  j["provenance"] = "made up";
+  j["gpu"]["vendor"] = "nobody";
+  j["classes"][0]["source"] = "made up";
+  j["classes"][0]["solo"][0]["note"] = 1;
+  j["measured"][0]["note"] = json::array({1, 2});
+  auto with = ParseProfile(j.dump(), "test.json");
+  auto without = ParseProfile(ValidProfile().dump(), "test.json");
+  ASSERT_TRUE(with.has_value()) << with.error().message;
+  ASSERT_TRUE(without.has_value()) << without.error().message;
+  EXPECT_EQ(with->classes.size(), without->classes.size());
+  EXPECT_EQ(with->classes[0].solo[0].step_s, without->classes[0].solo[0].step_s);
+  EXPECT_EQ(with->measured[0].slowdown, without->measured[0].slowdown);
+  EXPECT_EQ(with->companion_overhead, without->companion_overhead);
+}
+
 // An edit of ValidProfile() as one JSON Patch operation (RFC 6902: "remove" or "replace" the
-// value at `path`), or op "text": `value` is the whole text parsed instead.
+// value at `path`, or "add" it), or op "text": `value` is the whole text parsed instead.
 struct ProfileErrorCase {
   const char* name;
   const char* op;
@@ -116,7 +147,7 @@ TEST_P(DlProfileError, NamesTheSourceAndTheField) {
   std::string text = c.value;
   if (std::string(c.op) != "text") {
     json op = {{"op", c.op}, {"path", c.path}};
-    if (std::string(c.op) == "replace") op["value"] = json::parse(c.value);
+    if (std::string(c.op) != "remove") op["value"] = json::parse(c.value);
     text = ValidProfile().patch(json::array({op})).dump();
   }
   auto p = ParseProfile(text, "prof.json");
@@ -259,6 +290,21 @@ INSTANTIATE_TEST_SUITE_P(
                          "/companion_overhead",
                          "-0.1",
                          {"companion_overhead"}},
+        ProfileErrorCase{"a_class_companion_overhead_of_one",
+                         "add",
+                         "/classes/0/companion_overhead",
+                         "1.0",
+                         {"class 'alpha': companion_overhead 1 is outside [0, 1)"}},
+        ProfileErrorCase{"a_negative_class_companion_overhead",
+                         "add",
+                         "/classes/1/companion_overhead",
+                         "-0.1",
+                         {"class 'beta': companion_overhead -0.1 is outside [0, 1)"}},
+        ProfileErrorCase{"a_class_companion_overhead_as_text",
+                         "add",
+                         "/classes/0/companion_overhead",
+                         "\"0.1\"",
+                         {"class 'alpha': field 'companion_overhead' has the wrong type"}},
         ProfileErrorCase{"a_duplicate_class",
                          "replace",
                          "/classes/1/name",

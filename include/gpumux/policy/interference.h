@@ -16,9 +16,9 @@
 //    saturated:  sum_k g_k / (h_k + x g_k) = 1  (solved by bisection on [1, n]; unique since
 //    the left side falls with x and is at most 1 at x = n).
 //  * Each companion adds a fixed overhead factor (1 + beta) for what the busy-time view
-//    ignores (context switches, cache and memory-bandwidth contention); beta is the profile's
-//    companion_overhead.
-//    s_k = (h_k + x g_k) / (h_k + g_k) * (1 + beta * (n - 1))
+//    ignores (context switches, cache and memory-bandwidth contention); beta_k is member k's
+//    class's own companion_overhead if it has one, else the profile's.
+//    s_k = (h_k + x g_k) / (h_k + g_k) * (1 + beta_k * (n - 1))
 //  * An unknown class is assumed GPU-bound (busy = 1): the pessimistic guess, never a random one.
 // Worked example (beta = 0.05): two jobs with busy 0.9 and 0.6 (unit steps): 0.9/(0.1+0.9x) +
 // 0.6/(0.4+0.6x) = 1 gives x = 1.649; s = 1.584*1.05 = 1.663 and 1.389*1.05 = 1.459. Two jobs

@@ -25,6 +25,7 @@
 //   solo points       1..kMaxSoloPoints, ascending batch, each with
 //     batch 1..kMaxProfileBatch, step_s [kMinStepSeconds, kMaxStepSeconds],
 //     memory_mib 1..core::kMaxGpuMemoryMib, gpu_busy (0, 1]
+//   a class's own companion_overhead: negative (none) or [0, 1)
 //   derived: SoloSeconds() (target at b0, alone) at most kMaxSoloSeconds
 //   measured sets     at most kMaxMeasuredSets; 2..kMaxMeasuredMembers classes each, batches
 //                     1..kMaxProfileBatch, slowdowns [1, kMaxMeasuredSlowdown]
@@ -68,6 +69,9 @@ struct ClassProfile {
   double noise_scale = 0;       // phi, the gradient noise scale in samples (> 0)
   std::int64_t dataset_samples = 0;  // samples per epoch
   double target_epochs = 0;          // epochs at b0 to reach the target accuracy
+  // This class's own companion overhead (interference.h: the extra slowdown it suffers per
+  // companion), in [0, 1); negative = none of its own, the profile's companion_overhead.
+  double companion_overhead = -1;
 
   double StepSeconds(int batch) const;
   // Interpolated and rounded up; at least 1, and saturates at core::kMaxGpuMemoryMib * 2^20
@@ -103,6 +107,11 @@ struct WorkloadProfile {
   std::vector<MeasuredSet> measured;
 
   const ClassProfile* Find(std::string_view class_name) const;
+  // The companion overhead a member of class `c` suffers: the class's own if it has one, else
+  // the profile's (also for an unknown class, c == nullptr).
+  double CompanionOverhead(const ClassProfile* c) const {
+    return c != nullptr && c->companion_overhead >= 0 ? c->companion_overhead : companion_overhead;
+  }
   // Checks every number against the ranges above, and every cross-reference; the error names
   // the class or set and the field at fault.
   core::Result<void> Validate() const;
