@@ -10,6 +10,8 @@ Run:  python3 data/derive_dl_profile.py > data/dl_profile_default.json
 MEASURED inputs (IADeep's public repository, buzy-coder/IADeep,
 iadeep-local-coordinator/csv/offline_info.csv; solo runs on an RTX 3090 by the IADeep authors):
   name, best batch size b0, epoch time (s) at b0, jct (s) to the target, samples per epoch.
+  Two rows are placeholders in that table, not measurements: lstm's jct is alexnet's, and
+  resnet50's epoch time and jct are resnet152's (data/README.md).
 Everything else is DERIVED under the assumptions A1-A4 below; no co-located pair or triple was
 measured (IADeep's repository publishes none and no GPU was available to us), so the profile
 has no "measured" sets and the interference of every set comes from gpumux's busy-time
