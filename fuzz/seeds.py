@@ -150,7 +150,7 @@ users:
     seed('dl_jobs', 'tiny-rate', read(os.path.join(REPROS, 'jobgen-tiny-rate', 'jobs.csv')))
     seed('dl_jobs', 'mix', 'job,class,submit_s,gpu_mib\nj1,resnet50,0,8192\nj2,vgg16,12.5,4096\n'
          'j3,lstm,30.000001,6144\nj4,neumf,31,3072\n')
-    seed('workload_profile', 'default', read(os.path.join(ROOT, 'data', 'dl_profile_default.json')))
+    seed('workload_profile', 'default', read(os.path.join(ROOT, 'data', 'dl_profile_iadeep_fitted.json')))
     for path in glob.glob(os.path.join(REPROS, 'dl-profile-overflow', '*.json')):
         seed('workload_profile', os.path.basename(path), read(path))
 

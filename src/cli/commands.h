@@ -21,7 +21,8 @@ namespace gpumux::cli {
 struct DlOptions {
   std::string jobs;            // job list CSV; "" = generated (embedded IADeep-like default)
   std::string profile;         // workload profile JSON; "" = embedded default
-  std::string mix = "iadeep";  // class mix for generated jobs
+  std::string truth_profile;   // what the simulated GPUs do; "" = the default truth
+  std::string mix = "uniform";  // class mix for generated jobs
   int count = 300;
   std::string loads = "1,2,4";
   std::string tuner = "auto";
@@ -31,6 +32,8 @@ struct DlOptions {
   double model_error = 0.1;
   double reconfigure_s = 3.0;
   double measure_noise = 0.1;
+  double work_spread = 0.5;
+  double noise_scale_spread = 0.3;
 };
 
 // The default report folders: each workload its own, so that one run never overwrites the
@@ -70,7 +73,7 @@ int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostrea
 
 struct JobGenCliOptions {
   std::string profile;
-  std::string mix = "iadeep";
+  std::string mix = "uniform";
   int count = 300;
   std::string arrival = "bursty";  // bursty, poisson, or a file of submit times
   double rate = 300.0 / 4000.0;

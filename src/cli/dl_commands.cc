@@ -32,12 +32,14 @@ constexpr std::size_t kMaxLoads = 64;
 // every job of every run is kept for the report).
 constexpr std::size_t kMaxJobsOverLoads = 2'000'000;
 
-// "--count 1000000 x 3 load factors: 3000000 jobs, ..." or nothing within the bound.
+// "--count 1000000 x 3 load factors (--loads): 3000000 jobs, ..." (x N seeds when more than
+// one) or nothing within the bound.
 std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::size_t jobs,
-                                                std::size_t loads) {
-  if (jobs * loads <= kMaxJobsOverLoads) return std::nullopt;
-  return what + " x " + core::Plural(loads, "load factor") +
-         " (--loads): " + core::Plural(jobs * loads, "job") + " to simulate, more than " +
+                                                std::size_t loads, std::size_t seeds) {
+  if (jobs * loads * seeds <= kMaxJobsOverLoads) return std::nullopt;
+  return what + " x " + core::Plural(loads, "load factor") + " (--loads)" +
+         (seeds > 1 ? " x " + core::Plural(seeds, "seed") + " (--seeds)" : std::string()) +
+         ": " + core::Plural(jobs * loads * seeds, "job") + " to simulate, more than " +
          std::to_string(kMaxJobsOverLoads);
 }
 
@@ -62,9 +64,19 @@ core::Result<std::vector<double>> ParseLoads(const std::string& text) {
   return loads;
 }
 
-core::Result<policy::WorkloadProfile> ProfileFrom(const std::string& path) {
-  if (path.empty()) return sim::DefaultProfile();
-  return sim::LoadProfile(path);
+core::Result<policy::WorkloadProfile> ProfileFrom(const std::string& name_or_path) {
+  if (name_or_path.empty()) return sim::DefaultProfile();
+  return sim::ProfileByNameOrPath(name_or_path);
+}
+
+// "iadeep-fitted, iadeep-measured or iadeep5-assumed"
+std::string EmbeddedNames() {
+  const auto names = sim::EmbeddedProfileNames();
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return s;
 }
 
 }  // namespace
@@ -76,12 +88,20 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
                  "load divides its submit times [default: --count jobs generated with --mix]")
       ->group(group);
   cmd.add_option("--profile", o.profile,
-                 "Workload profile JSON [default: embedded data/dl_profile_default.json]")
+                 "Workload profile: what the policies believe; a JSON file or an embedded "
+                 "profile, " + EmbeddedNames() + " [default: " +
+                     std::string(sim::kDefaultProfileName) + "]")
+      ->group(group);
+  cmd.add_option("--truth-profile", o.truth_profile,
+                 "Workload profile of what the simulated GPUs really do (its measured sets, else "
+                 "its predictor), a file or an embedded name [default: " +
+                     std::string(sim::kDefaultTruthProfileName) +
+                     " without --profile, else the --profile]")
       ->group(group);
   cmd.add_option(
          "--mix", o.mix,
-         "Class mix of generated jobs: iadeep, conv-heavy, light, or class=weight,... (not with "
-         "--jobs)")
+         "Class mix of generated jobs: uniform, iadeep, conv-heavy, light, or class=weight,... "
+         "(not with --jobs)")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--count", o.count, "Number of generated jobs (not with --jobs)")
@@ -123,6 +143,18 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->capture_default_str()
       ->check(NumberIn(0.0, 1.0))
       ->group(group);
+  cmd.add_option("--work-spread", o.work_spread,
+                 "Hidden spread of each job's work around its class's (sd of the log; policies "
+                 "know the spread, not the job's length)")
+      ->capture_default_str()
+      ->check(NumberIn(0.0, 2.0))
+      ->group(group);
+  cmd.add_option("--noise-scale-spread", o.noise_scale_spread,
+                 "Hidden spread of each job's gradient noise scale around its class's (sd of the "
+                 "log); tuners estimate it from their measurements")
+      ->capture_default_str()
+      ->check(NumberIn(0.0, 2.0))
+      ->group(group);
 }
 
 int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
@@ -139,10 +171,6 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
-  if (seeds->size() != 1) {
-    return fail("--workload dl takes one seed, --seeds " + o.seeds + " gives " +
-                core::Plural(seeds->size(), "seed"));
-  }
   const std::uint64_t seed = seeds->front();
   const std::vector<std::string> policies = ExpandPolicies(o.policies, DlPolicies());
   if (policies.empty()) return fail("--policy: no policy given");
@@ -155,6 +183,16 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   if (!loads) return fail(loads.error().message);
   auto profile = ProfileFrom(o.dl.profile);
   if (!profile) return fail(profile.error().message);
+  // The truth: as given; without --profile the measured one; with only --profile that profile
+  // (a profile of one's own classes has no measured truth here).
+  std::string truth_name = o.dl.truth_profile;
+  if (truth_name.empty() && o.dl.profile.empty()) truth_name = sim::kDefaultTruthProfileName;
+  std::optional<policy::WorkloadProfile> truth;
+  if (!truth_name.empty()) {
+    auto t = ProfileFrom(truth_name);
+    if (!t) return fail("--truth-profile: " + t.error().message);
+    truth = std::move(*t);
+  }
 
   sim::DlSweepConfig config;
   config.policies = policies;
@@ -170,61 +208,78 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   config.options.model_error = o.dl.model_error;
   config.options.reconfigure_s = o.dl.reconfigure_s;
   config.options.measure_noise = o.dl.measure_noise;
+  config.options.work_spread = o.dl.work_spread;
+  config.options.noise_scale_spread = o.dl.noise_scale_spread;
   config.options.seed = seed;
+  config.truth = truth ? &*truth : nullptr;
   config.options.check_invariants = o.check_invariants;
 
   sim::DlReportContext ctx;
+  const std::size_t runs_per_policy = loads->size() * seeds->size();
   if (!o.dl.jobs.empty()) {
     auto jobs = sim::LoadJobs(o.dl.jobs, *profile);
     if (!jobs) return fail(jobs.error().message);
     if (auto m = TooManyJobsOverLoads(o.dl.jobs + " (" + core::Plural(jobs->size(), "job") + ")",
-                                      jobs->size(), loads->size())) {
+                                      jobs->size(), loads->size(), seeds->size())) {
       return fail(*m);
     }
-    for (double load : *loads) {
-      auto scaled = sim::ScaleSubmitTimes(*jobs, load);
-      if (!scaled) return fail(o.dl.jobs + ": " + scaled.error().message + " (--loads)");
-      config.inputs.push_back({load, std::move(*scaled)});
+    for (std::uint64_t s : *seeds) {
+      for (double load : *loads) {
+        auto scaled = sim::ScaleSubmitTimes(*jobs, load);
+        if (!scaled) return fail(o.dl.jobs + ": " + scaled.error().message + " (--loads)");
+        config.inputs.push_back({load, s, std::move(*scaled)});
+      }
     }
     ctx.workload = o.dl.jobs + " (" + core::Plural(jobs->size(), "job") + ")";
     ctx.mix = "from the job list";
   } else {
     if (auto m = TooManyJobsOverLoads("--count " + std::to_string(o.dl.count),
-                                      static_cast<std::size_t>(o.dl.count), loads->size())) {
+                                      static_cast<std::size_t>(o.dl.count), loads->size(),
+                                      seeds->size())) {
       return fail(*m);
     }
     auto mix = sim::ParseMix(o.dl.mix, *profile);
     if (!mix) return fail(mix.error().message);
-    for (double load : *loads) {
-      sim::JobGenOptions g;
-      g.mix = *mix;
-      g.count = o.dl.count;
-      g.load = load;
-      g.load_name = "--loads";
-      g.seed = seed;
-      auto jobs = sim::GenerateJobs(g, *profile);
-      if (!jobs) return fail(jobs.error().message);
-      config.inputs.push_back({load, std::move(*jobs)});
+    for (std::uint64_t s : *seeds) {
+      for (double load : *loads) {
+        sim::JobGenOptions g;
+        g.mix = *mix;
+        g.count = o.dl.count;
+        g.load = load;
+        g.load_name = "--loads";
+        g.seed = s;
+        auto jobs = sim::GenerateJobs(g, *profile);
+        if (!jobs) return fail(jobs.error().message);
+        config.inputs.push_back({load, s, std::move(*jobs)});
+      }
     }
     ctx.workload =
         core::Plural(o.dl.count, "generated job") + " (bursty arrivals, 300 per ~4000 s at load 1)";
     ctx.mix = o.dl.mix;
   }
-  ctx.profile = profile->name + (o.dl.profile.empty() ? " (embedded)" : " (" + o.dl.profile + ")");
+  auto described = [](const policy::WorkloadProfile& p, const std::string& given) {
+    return p.name + (given.empty() || sim::EmbeddedProfile(given) != nullptr
+                         ? " (embedded)"
+                         : " (" + given + ")");
+  };
+  ctx.profile = described(*profile, o.dl.profile);
+  ctx.truth = truth ? described(*truth, truth_name) : "the same profile";
+  ctx.seeds = *seeds;
   ctx.gpus = o.dl.gpus;
   ctx.seed = seed;
   ctx.options = config.options;
   ctx.policies = policies;
   ctx.loads = *loads;
 
-  const std::size_t runs = policies.size() * loads->size();
+  const std::size_t runs = policies.size() * runs_per_policy;
   auto progress = [&](const sim::DlResult& r, std::size_t done, std::size_t total) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (o.quiet || elapsed < 1.0) return;
     char line[256];
-    std::snprintf(line, sizeof line, "[%zu/%zu] %s at load %g: average JCT %.0f s\n", done, total,
-                  r.policy.c_str(), r.load, r.metrics.avg_jct_s);
+    std::snprintf(line, sizeof line, "[%zu/%zu] %s at load %g, seed %llu: average JCT %.0f s\n",
+                  done, total, r.policy.c_str(), r.load,
+                  static_cast<unsigned long long>(r.seed), r.metrics.avg_jct_s);
     err << line << std::flush;
   };
   auto results = sim::RunDlSweep(*profile, config, progress);
@@ -255,8 +310,10 @@ CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
       "Writes a CSV (job,class,submit_s,gpu_mib) for 'gpumux simulate --workload dl --jobs "
       "FILE': classes drawn from --mix, submit times from --arrival, a GPU memory request "
       "between --min-gib and --max-gib.");
-  cmd->add_option("--profile", o.profile, "Workload profile JSON [default: embedded]");
-  cmd->add_option("--mix", o.mix, "iadeep, conv-heavy, light, or class=weight,...")
+  cmd->add_option("--profile", o.profile,
+                  "Workload profile: a JSON file or an embedded profile, " + EmbeddedNames() +
+                      " [default: " + std::string(sim::kDefaultProfileName) + "]");
+  cmd->add_option("--mix", o.mix, "uniform, iadeep, conv-heavy, light, or class=weight,...")
       ->capture_default_str();
   cmd->add_option("--count", o.count, "Number of jobs")
       ->capture_default_str()
@@ -288,8 +345,9 @@ CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
   cmd->footer(
       "\nExamples:\n"
       "  gpumux jobgen > jobs.csv\n"
-      "      300 IADeep-like jobs, bursty arrivals\n"
-      "  gpumux jobgen --mix vgg16=1,lstm=1 --arrival poisson --rate 0.1 --count 500 -o jobs.csv\n"
+      "      300 jobs of IADeep's 8 measured models, bursty arrivals\n"
+      "  gpumux jobgen --mix vgg16=1,alexnet=1 --arrival poisson --rate 0.1 --count 500 -o jobs.csv\n"
+      "  gpumux jobgen --profile iadeep5-assumed --mix iadeep -o jobs-iadeep5.csv\n"
       "  gpumux jobgen --arrival submit_times.txt --count 1000 -o jobs.csv\n"
       "      submit times from a file, one per line\n");
   return cmd;

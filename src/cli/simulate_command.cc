@@ -190,8 +190,10 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "      another trace of the study, beside the study's own numbers\n"
       "  gpumux simulate --policy fgd --format json --no-report\n"
       "  gpumux simulate --workload dl\n"
-      "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4; report in "
-      "./gpumux-report-dl/\n"
+      "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4 (the GPUs behave as\n"
+      "      IADeep measured them); report in ./gpumux-report-dl/\n"
+      "  gpumux simulate --workload dl --seeds 100-109 --queue fifo --tuner none --no-report\n"
+      "      placement alone: every policy FIFO without tuning, mean of 10 seeds\n"
       "  gpumux simulate --workload dl --mix light --loads 2 --no-report\n"
       "  gpumux jobgen --count 100 -o jobs.csv\n"
       "  gpumux simulate --workload dl --jobs jobs.csv --policy gpumux,iadeep --loads 1\n");

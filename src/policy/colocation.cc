@@ -22,11 +22,36 @@ GpuGroup GroupOf(const JobView* view, std::span<const core::TenantIndex> tenants
   for (core::TenantIndex t : tenants) {
     std::optional<JobSnapshot> job = view != nullptr ? view->Job(t) : std::nullopt;
     if (!job) job = JobSnapshot{};
-    group.members.push_back({job->cls, job->batch});
+    group.members.push_back({job->cls, job->batch, job->noise_scale});
     group.tuning = group.tuning || job->tuning;
     group.jobs.push_back(*job);
   }
   return group;
+}
+
+double ObservedRate(const JobSnapshot& job) {
+  if (job.cls == nullptr || job.batch <= 0 || !(job.observed_step_s > 0)) return 0;
+  return static_cast<double>(job.batch) / job.observed_step_s *
+         job.cls->Efficiency(job.batch, job.noise_scale);
+}
+
+double EstimatedRemainingWork(double prior_mean, double spread, double done) {
+  if (!(prior_mean > 0)) return 0;
+  if (!(done > 0)) return prior_mean;
+  if (!(spread > 0)) return std::max(prior_mean - done, 0.05 * prior_mean);
+  // W = prior * exp(spread Z - spread^2 / 2). With mu = ln prior - spread^2 / 2 and
+  // a = (ln done - mu) / spread: P(W > done) = Q(a), E[W; W > done] = prior Q(a - spread),
+  // Q(z) = erfc(z / sqrt 2) / 2. a is clamped where erfc would underflow to 0.
+  const double mu = std::log(prior_mean) - 0.5 * spread * spread;
+  const double a = std::min((std::log(done) - mu) / spread, 35.0);
+  const double tail = std::erfc(a / std::sqrt(2.0));
+  const double above = std::erfc((a - spread) / std::sqrt(2.0));
+  return std::max(prior_mean * above / tail - done, 0.0);
+}
+
+double EstimatedRemainingWork(const JobSnapshot& job, double spread) {
+  if (job.cls == nullptr) return 0;
+  return EstimatedRemainingWork(job.cls->WorkSamples(), spread, job.work_done);
 }
 
 namespace {

@@ -126,6 +126,16 @@ void ProfileInterference::Predict(std::span<const Member> members,
   }
 }
 
+bool ProfileInterference::Measured(std::span<const Member> members) const {
+  if (members.size() < 2) return false;
+  std::vector<std::size_t> position;
+  bool exact = false;
+  for (const MeasuredSet& set : profile_->measured) {
+    if (MatchClasses(set, members, position, exact)) return true;
+  }
+  return false;
+}
+
 void Goodput(const InterferenceModel& model, std::span<const Member> members,
              std::span<double> goodput) {
   GPUMUX_CHECK(members.size() == goodput.size(), "one goodput per member");
@@ -136,7 +146,7 @@ void Goodput(const InterferenceModel& model, std::span<const Member> members,
       goodput[k] = 0;
       continue;
     }
-    goodput[k] = m.cls->SoloGoodput(m.batch) / goodput[k];
+    goodput[k] = m.cls->SoloGoodput(m.batch, m.noise_scale) / goodput[k];
   }
 }
 

@@ -78,7 +78,7 @@ void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
       const GpuGroup group = GroupOf(jobs(), tenants);
       std::vector<double> predicted;
       for (const JobSnapshot& job : group.jobs) {
-        if (job.observed_rate <= 0 && predicted.empty()) {
+        if (ObservedRate(job) <= 0 && predicted.empty()) {
           predicted.resize(group.members.size());
           Goodput(model(), group.members, predicted);
         }
@@ -86,8 +86,10 @@ void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
       double drain = 0;
       for (std::size_t k = 0; k < group.jobs.size(); ++k) {
         const JobSnapshot& job = group.jobs[k];
-        const double rate = job.observed_rate > 0 ? job.observed_rate : predicted[k];
-        if (rate > 0) drain = std::max(drain, job.remaining_work / rate);
+        const double observed = ObservedRate(job);
+        const double rate = observed > 0 ? observed : predicted[k];
+        const double remaining = EstimatedRemainingWork(job, options().work_spread);
+        if (rate > 0) drain = std::max(drain, remaining / rate);
       }
       drain_s_.push_back(drain);
     }
@@ -99,7 +101,9 @@ std::optional<double> InterferenceAwarePolicy::GpuScore(const Cycle& cycle, cons
                                                         const Member& newcomer) {
   if (group.tuning) return std::nullopt;
   std::vector<Job> before;
-  for (const JobSnapshot& j : group.jobs) before.push_back({j.cls, j.memory_limit, j.remaining_work});
+  for (const JobSnapshot& j : group.jobs) {
+    before.push_back({j.cls, j.memory_limit, EstimatedRemainingWork(j, options().work_spread)});
+  }
   const Job job{newcomer.cls, cycle.request.gpu_mib,
                 newcomer.cls != nullptr ? newcomer.cls->WorkSamples() : 0.0};
   std::vector<Job> after = before;

@@ -17,7 +17,7 @@ double GroupProgress(const InterferenceModel& model, std::span<const Member> mem
     if (m.cls == nullptr || m.batch <= 0) continue;
     const double c = correction.empty() ? 1.0 : correction[k];
     const double s = std::max(1.0, slowdown[k] * c);
-    total += m.cls->SoloGoodput(m.batch) / s / m.cls->SoloGoodput(m.cls->default_batch);
+    total += m.cls->SoloGoodput(m.batch, m.noise_scale) / s / m.cls->SoloGoodput(m.cls->default_batch);
   }
   return total;
 }
@@ -26,11 +26,14 @@ std::vector<int> OptimiseBatches(const InterferenceModel& model,
                                  std::span<const ClassProfile* const> classes,
                                  std::span<const std::vector<int>> candidates,
                                  std::vector<int> start, std::span<const double> correction,
-                                 int rounds) {
+                                 int rounds, std::span<const double> noise_scale) {
   const std::size_t n = classes.size();
   GPUMUX_CHECK(candidates.size() == n && start.size() == n, "one candidate list per job");
+  GPUMUX_CHECK(noise_scale.empty() || noise_scale.size() == n, "one noise scale per job");
   std::vector<Member> members(n);
-  for (std::size_t k = 0; k < n; ++k) members[k] = {classes[k], start[k]};
+  for (std::size_t k = 0; k < n; ++k) {
+    members[k] = {classes[k], start[k], noise_scale.empty() ? 0.0 : noise_scale[k]};
+  }
   double best = GroupProgress(model, members, correction);
   for (int round = 0; round < rounds; ++round) {
     bool changed = false;
@@ -156,10 +159,15 @@ class IadeepSession final : public TuningSession {
     return step;
   }
 
-  void Observe(std::span<const int> batches, std::span<const double> step_s) override {
+  void Observe(std::span<const int> batches, std::span<const double> step_s,
+               std::span<const double> noise_scale) override {
     const ClassProfile& c = *group_[newcomer_].cls;
     const int b = batches[newcomer_];
-    const double goodput = static_cast<double>(b) / step_s[newcomer_] * c.Efficiency(b);
+    if (!noise_scale.empty() && noise_scale[newcomer_] > 0) {
+      group_[newcomer_].noise_scale = noise_scale[newcomer_];
+    }
+    const double goodput =
+        static_cast<double>(b) / step_s[newcomer_] * c.Efficiency(b, group_[newcomer_].noise_scale);
     tried_.push_back(pending_);
     score_.push_back(goodput / c.SoloGoodput(c.default_batch));
   }
@@ -213,7 +221,10 @@ class JointSession final : public TuningSession {
                std::vector<std::vector<int>> candidates, JointTunerOptions options)
       : tuner_(&tuner), group_(std::move(group)), model_(&model),
         candidates_(std::move(candidates)), options_(options) {
-    for (const auto& j : group_) classes_.push_back(j.cls);
+    for (const auto& j : group_) {
+      classes_.push_back(j.cls);
+      noise_scale_.push_back(j.noise_scale);
+    }
     key_ = SetKey(classes_);
     learned_ = true;
     for (const auto* c : classes_) {
@@ -227,7 +238,7 @@ class JointSession final : public TuningSession {
     TuneStep step;
     std::vector<int> start;
     for (const auto& j : group_) start.push_back(j.batch);
-    step.batches = OptimiseBatches(*model_, classes_, candidates_, start, correction_);
+    step.batches = OptimiseBatches(*model_, classes_, candidates_, start, correction_, 4, noise_scale_);
     if (!learned_ && !measured_) {
       step.measure_minibatches = options_.measure_minibatches;
     } else {
@@ -236,8 +247,12 @@ class JointSession final : public TuningSession {
     return step;
   }
 
-  void Observe(std::span<const int> batches, std::span<const double> step_s) override {
+  void Observe(std::span<const int> batches, std::span<const double> step_s,
+               std::span<const double> noise_scale) override {
     measured_ = true;
+    for (std::size_t k = 0; k < noise_scale.size() && k < noise_scale_.size(); ++k) {
+      if (noise_scale[k] > 0) noise_scale_[k] = noise_scale[k];
+    }
     std::vector<Member> members;
     for (std::size_t k = 0; k < group_.size(); ++k) members.push_back({classes_[k], batches[k]});
     std::vector<double> slowdown(members.size());
@@ -259,6 +274,7 @@ class JointSession final : public TuningSession {
   std::vector<const ClassProfile*> classes_;
   std::string key_;
   std::vector<double> correction_;
+  std::vector<double> noise_scale_;  // per job: the estimate (0 = the class's prior)
   bool learned_ = false;
   bool measured_ = false;
 };

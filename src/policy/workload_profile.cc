@@ -47,12 +47,17 @@ double ClassProfile::GpuBusy(int batch) const {
   return std::clamp(v, 0.01, 1.0);
 }
 
-double ClassProfile::Efficiency(int batch) const {
-  return (noise_scale + default_batch) / (noise_scale + batch);
+double ClassProfile::Efficiency(int batch) const { return Efficiency(batch, noise_scale); }
+
+double ClassProfile::Efficiency(int batch, double phi) const {
+  if (!(phi > 0)) phi = noise_scale;
+  return (phi + default_batch) / (phi + batch);
 }
 
-double ClassProfile::SoloGoodput(int batch) const {
-  return static_cast<double>(batch) / StepSeconds(batch) * Efficiency(batch);
+double ClassProfile::SoloGoodput(int batch) const { return SoloGoodput(batch, noise_scale); }
+
+double ClassProfile::SoloGoodput(int batch, double phi) const {
+  return static_cast<double>(batch) / StepSeconds(batch) * Efficiency(batch, phi);
 }
 
 const ClassProfile* WorkloadProfile::Find(std::string_view class_name) const {

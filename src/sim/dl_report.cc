@@ -42,7 +42,8 @@ core::Result<std::vector<DlResult>> RunDlSweep(
         const DlWorkloadInput& input = config.inputs[i / config.policies.size()];
         DlSimOptions options = config.options;
         options.policy = config.policies[i % config.policies.size()];
-        auto r = RunDl(profile, input.jobs, options);
+        options.seed = input.seed;
+        auto r = RunDl(profile, input.jobs, options, config.truth);
         if (r) r->load = input.load;
         results[i] = std::move(r);
       },
@@ -59,41 +60,122 @@ core::Result<std::vector<DlResult>> RunDlSweep(
 }
 
 std::optional<double> DlMargin(const std::vector<DlResult>& results, double load,
-                               const std::string& baseline) {
-  const DlResult* ours = nullptr;
-  const DlResult* base = nullptr;
+                               const std::string& baseline, double DlMetrics::*metric) {
+  double ours = 0, base = 0;
+  bool have_ours = false, have_base = false;
   for (const auto& r : results) {
     if (r.load != load) continue;
-    if (r.policy == "gpumux") ours = &r;
-    if (r.policy == baseline) base = &r;
+    if (r.policy == "gpumux") {
+      ours += r.metrics.*metric;
+      have_ours = true;
+    }
+    if (r.policy == baseline) {
+      base += r.metrics.*metric;
+      have_base = true;
+    }
   }
-  if (ours == nullptr || base == nullptr || base->metrics.avg_jct_s <= 0) return std::nullopt;
-  return (base->metrics.avg_jct_s - ours->metrics.avg_jct_s) / base->metrics.avg_jct_s * 100.0;
+  if (!have_ours || !have_base || base <= 0) return std::nullopt;
+  return (base - ours) / base * 100.0;
 }
+
+namespace {
+
+// The mean metrics of `policy` at `load` over its seeds, the tuner that ran, and how many runs.
+struct MeanRow {
+  DlMetrics metrics;
+  std::string tuner;
+  int runs = 0;
+};
+
+MeanRow MeanMetrics(const std::vector<DlResult>& results, double load, const std::string& policy) {
+  MeanRow row;
+  DlMetrics& sum = row.metrics;
+  for (const auto& r : results) {
+    if (r.load != load || r.policy != policy) continue;
+    const DlMetrics& m = r.metrics;
+    sum.avg_jct_s += m.avg_jct_s;
+    sum.median_jct_s += m.median_jct_s;
+    sum.p95_jct_s += m.p95_jct_s;
+    sum.makespan_s += m.makespan_s;
+    sum.avg_queue_s += m.avg_queue_s;
+    sum.gpu_busy += m.gpu_busy;
+    sum.gpu_util += m.gpu_util;
+    row.tuner = r.tuner;
+    ++row.runs;
+  }
+  if (row.runs > 0) {
+    const double k = row.runs;
+    for (double* v : {&sum.avg_jct_s, &sum.median_jct_s, &sum.p95_jct_s, &sum.makespan_s,
+                      &sum.avg_queue_s, &sum.gpu_busy, &sum.gpu_util}) {
+      *v /= k;
+    }
+  }
+  return row;
+}
+
+// Seeds at `load` on which gpumux's average JCT is lower than `other`'s, and seeds compared.
+std::pair<int, int> SeedWins(const std::vector<DlResult>& results, double load,
+                             const std::string& other) {
+  int wins = 0, seeds = 0;
+  for (const auto& ours : results) {
+    if (ours.load != load || ours.policy != "gpumux") continue;
+    for (const auto& r : results) {
+      if (r.load != load || r.policy != other || r.seed != ours.seed) continue;
+      ++seeds;
+      if (ours.metrics.avg_jct_s < r.metrics.avg_jct_s) ++wins;
+    }
+  }
+  return {wins, seeds};
+}
+
+std::string MarginWords(double margin) {
+  return Fixed(std::fabs(margin), 1) + "% " + (margin >= 0 ? "lower" : "higher");
+}
+
+}  // namespace
 
 void WriteDlTable(std::ostream& out, const std::vector<DlResult>& results,
                   const DlReportContext& ctx) {
-  out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", " << core::Plural(ctx.gpus, "GPU")
-      << ", at most " << core::Plural(ctx.options.max_jobs_per_gpu, "job") << " per GPU, seed " << ctx.seed
-      << "\nprofile: " << ctx.profile << "\n";
+  const std::size_t seeds = std::max<std::size_t>(ctx.seeds.size(), 1);
+  out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", "
+      << core::Plural(ctx.gpus, "GPU") << ", at most "
+      << core::Plural(ctx.options.max_jobs_per_gpu, "job") << " per GPU, ";
+  if (seeds > 1) {
+    out << core::Plural(seeds, "seed") << " (" << ctx.seeds.front() << ".." << ctx.seeds.back()
+        << "; every figure is the mean over the seeds)";
+  } else {
+    out << "seed " << ctx.seed;
+  }
+  out << "\nprofile: " << ctx.profile << "; truth: " << ctx.truth << "\n";
   char line[256];
   for (double load : ctx.loads) {
     out << "\nload " << LoadString(load) << "x\n";
     std::snprintf(line, sizeof line, "  %-10s %-7s %9s %9s %9s %10s %9s %6s %6s\n", "policy",
                   "tuner", "avg JCT", "median", "p95", "makespan", "queue", "busy", "util");
     out << line;
-    for (const auto& r : results) {
-      if (r.load != load) continue;
-      const DlMetrics& m = r.metrics;
+    for (const auto& policy : ctx.policies) {
+      const MeanRow row = MeanMetrics(results, load, policy);
+      if (row.runs == 0) continue;
+      const DlMetrics& m = row.metrics;
       std::snprintf(line, sizeof line,
                     "  %-10s %-7s %8.0fs %8.0fs %8.0fs %9.0fs %8.0fs %5.1f%% %5.1f%%\n",
-                    r.policy.c_str(), r.tuner.c_str(), m.avg_jct_s, m.median_jct_s, m.p95_jct_s,
+                    policy.c_str(), row.tuner.c_str(), m.avg_jct_s, m.median_jct_s, m.p95_jct_s,
                     m.makespan_s, m.avg_queue_s, m.gpu_busy * 100, m.gpu_util * 100);
       out << line;
     }
-    if (auto margin = DlMargin(results, load, ctx.baseline)) {
-      out << "  gpumux vs " << ctx.baseline << ": average JCT " << Fixed(*margin, 1) << "% "
-          << (*margin >= 0 ? "lower" : "higher") << "\n";
+    for (const auto& other : ctx.policies) {
+      if (other == "gpumux") continue;
+      const auto avg = DlMargin(results, load, other);
+      if (!avg) continue;
+      const auto p95 = DlMargin(results, load, other, &DlMetrics::p95_jct_s);
+      const auto makespan = DlMargin(results, load, other, &DlMetrics::makespan_s);
+      out << "  gpumux vs " << other << ": average JCT " << MarginWords(*avg) << ", p95 "
+          << MarginWords(p95.value_or(0)) << ", makespan " << MarginWords(makespan.value_or(0));
+      if (seeds > 1) {
+        const auto [wins, compared] = SeedWins(results, load, other);
+        out << " (average lower on " << wins << " of " << compared << " seeds)";
+      }
+      out << "\n";
     }
   }
 }
@@ -110,6 +192,8 @@ Json OptionsJson(const DlSimOptions& o) {
   j["reconfigure_s"] = o.reconfigure_s;
   j["measure_noise"] = o.measure_noise;
   j["model_error"] = o.model_error;
+  j["work_spread"] = o.work_spread;
+  j["noise_scale_spread"] = o.noise_scale_spread;
   j["seed"] = o.seed;
   return j;
 }
@@ -139,8 +223,10 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
   j["workload"] = ctx.workload;
   j["mix"] = ctx.mix;
   j["profile"] = ctx.profile;
+  j["truth"] = ctx.truth;
   j["gpus"] = ctx.gpus;
   j["seed"] = ctx.seed;
+  j["seeds"] = ctx.seeds.empty() ? std::vector<std::uint64_t>{ctx.seed} : ctx.seeds;
   j["options"] = OptionsJson(ctx.options);
   j["policies"] = ctx.policies;
   j["loads"] = ctx.loads;
@@ -151,6 +237,7 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
     run["tuner"] = r.tuner;
     run["queue"] = r.queue;
     run["load"] = r.load;
+    run["seed"] = r.seed;
     run["jobs"] = r.jobs.size();
     run["events"] = r.events;
     run["metrics"] = MetricsJson(r.metrics);
@@ -159,8 +246,17 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
   j["runs"] = std::move(runs);
   Json margins = Json::array();
   for (double load : ctx.loads) {
-    if (auto m = DlMargin(results, load, ctx.baseline)) {
-      margins.push_back({{"load", load}, {"baseline", ctx.baseline}, {"avg_jct_lower_pct", *m}});
+    for (const auto& other : ctx.policies) {
+      if (other == "gpumux") continue;
+      const auto m = DlMargin(results, load, other);
+      if (!m) continue;
+      margins.push_back(
+          {{"load", load},
+           {"baseline", other},
+           {"avg_jct_lower_pct", *m},
+           {"p95_jct_lower_pct", DlMargin(results, load, other, &DlMetrics::p95_jct_s).value_or(0)},
+           {"makespan_lower_pct",
+            DlMargin(results, load, other, &DlMetrics::makespan_s).value_or(0)}});
     }
   }
   j["gpumux_margin"] = std::move(margins);
@@ -169,14 +265,14 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
 
 void WriteDlJobsCsv(std::ostream& out, const std::vector<DlResult>& results) {
   out << "load,policy,job,class,submit_s,start_s,finish_s,jct_s,queue_s,gpu,final_batch,"
-         "batch_changes\n";
+         "batch_changes,seed\n";
   for (const auto& r : results) {
     for (const auto& j : r.jobs) {
       out << LoadString(r.load) << ',' << r.policy << ',' << j.id << ',' << j.cls << ','
           << FormatSeconds(j.submit_us) << ',' << FormatSeconds(j.start_us) << ','
           << FormatSeconds(j.finish_us) << ',' << FormatSeconds(j.jct_us()) << ','
           << FormatSeconds(j.queue_us()) << ',' << j.gpu << ',' << j.final_batch << ','
-          << j.batch_changes << '\n';
+          << j.batch_changes << ',' << r.seed << '\n';
     }
   }
 }
@@ -197,8 +293,13 @@ core::Result<void> WriteDlReportDir(const std::string& dir, const std::vector<Dl
       !w) {
     return w;
   }
+  // The page shows the first seed's runs (its timelines are per run).
+  std::vector<DlResult> first;
+  for (const auto& r : results) {
+    if (r.seed == results.front().seed) first.push_back(r);
+  }
   return report_format::WriteAtomically(base / "index.html",
-                                        [&](std::ostream& o) { WriteDlHtml(o, results, ctx); });
+                                        [&](std::ostream& o) { WriteDlHtml(o, first, ctx); });
 }
 
 }  // namespace gpumux::sim

@@ -24,33 +24,46 @@ using core::Micros;
 using policy::ClassProfile;
 
 constexpr double kUsPerS = 1e6;
+// A running job reports its mean step time over this many steps: the report's noise is
+// measure_noise / sqrt(kReportSteps).
+constexpr double kReportSteps = 20;
 
-// The GPUs as they really behave: the profile's prediction times a hidden factor per
-// (set of classes, member class), drawn once from the seed.
+// The GPUs as they really behave: the truth profile's answer (its measured sets, else its
+// predictor); on sets it has not measured, times a hidden factor per (set of classes, member
+// class) that also tilts with the member's batch size:
+//   f = 1 + error * u + (error / 2) * v * log2(batch / b0),  u, v uniform in [-1, 1],
+// drawn once from the seed, f at least 0.05. So the error of any predictor depends on the set
+// and on the batch size, and one measurement does not teach it everything.
 class TruthModel final : public policy::InterferenceModel {
  public:
-  TruthModel(const policy::WorkloadProfile& profile, double error, std::uint64_t seed)
-      : base_(profile), error_(error), seed_(seed) {}
+  TruthModel(const policy::WorkloadProfile& truth, double error, std::uint64_t seed)
+      : base_(truth), error_(error), seed_(seed) {}
 
   void Predict(std::span<const policy::Member> members,
                std::span<double> slowdown) const override {
     base_.Predict(members, slowdown);
-    if (members.size() < 2 || error_ == 0) return;
+    if (members.size() < 2 || error_ == 0 || base_.Measured(members)) return;
     std::vector<const ClassProfile*> classes;
     for (const auto& m : members) classes.push_back(m.cls);
     const std::string key = policy::SetKey(classes);
     for (std::size_t k = 0; k < members.size(); ++k) {
-      if (members[k].cls == nullptr) continue;
-      slowdown[k] = std::max(1.0, slowdown[k] * Factor(key, members[k].cls->name));
+      const ClassProfile* c = members[k].cls;
+      if (c == nullptr) continue;
+      const auto [u, v] = Factor(key, c->name);
+      const double tilt = std::log2(static_cast<double>(std::max(members[k].batch, 1)) /
+                                    static_cast<double>(c->default_batch));
+      const double f = std::max(0.05, 1.0 + error_ * u + 0.5 * error_ * v * tilt);
+      slowdown[k] = std::max(1.0, slowdown[k] * f);
     }
   }
 
  private:
-  double Factor(const std::string& key, const std::string& member) const {
-    auto [it, inserted] = cache_.emplace(std::make_pair(key, member), 1.0);
+  std::pair<double, double> Factor(const std::string& key, const std::string& member) const {
+    auto [it, inserted] = cache_.emplace(std::make_pair(key, member), std::make_pair(0.0, 0.0));
     if (inserted) {
       core::Rng rng(seed_, "truth:" + key + ":" + member);
-      it->second = 1.0 + error_ * (2.0 * rng.Unit() - 1.0);
+      const double u = 2.0 * rng.Unit() - 1.0;
+      it->second = {u, 2.0 * rng.Unit() - 1.0};
     }
     return it->second;
   }
@@ -58,7 +71,7 @@ class TruthModel final : public policy::InterferenceModel {
   policy::ProfileInterference base_;
   double error_;
   std::uint64_t seed_;
-  mutable std::map<std::pair<std::string, std::string>, double> cache_;
+  mutable std::map<std::pair<std::string, std::string>, std::pair<double, double>> cache_;
 };
 
 // A standard normal draw (Box-Muller), written here for identical results everywhere.
@@ -70,10 +83,19 @@ double Normal(core::Rng& rng) {
 
 enum class JobState : std::uint8_t { kNotArrived, kQueued, kRunning, kDone };
 
+// One job. The first block is the simulator's hidden truth: no policy or tuner reads it (they
+// see JobSnapshot and the measurements a window reports, built from the second block).
 struct Job {
   const JobSpec* spec = nullptr;
-  const ClassProfile* cls = nullptr;
-  double work = 0;  // useful samples to the target
+  const ClassProfile* truth = nullptr;  // the class as the simulated GPUs run it
+  double work = 0;         // useful samples to the target: the class's, times the job's spread
+  double noise_scale = 0;  // the job's true gradient noise scale
+  // What a node coordinator observes and policies may see.
+  const ClassProfile* cls = nullptr;  // the class in the policies' profile (a prior)
+  double work_done_est = 0;    // samples processed, weighted by the estimated efficiency
+  double noise_scale_est = 0;  // estimated from windows' gradients (0: none yet)
+  int noise_scale_obs = 0;     // windows averaged into the estimate
+  double observed_factor = 1;  // the noise of its last step-time report
   core::Request request;
   JobState state = JobState::kNotArrived;
   int gpu = -1;
@@ -89,7 +111,7 @@ struct Job {
   std::uint64_t version = 0;
   Micros start = -1;
   Micros finish = -1;
-  double solo_s = 0;  // predicted solo time: the shortest-first queue key
+  double solo_s = 0;  // the class prior's solo time: the shortest-first queue key
   std::size_t segment = 0;
 
   int effective_batch() const { return pending_batch > 0 ? pending_batch : batch; }
@@ -144,18 +166,25 @@ class View final : public policy::JobView {
 
 class Simulator {
  public:
-  Simulator(const policy::WorkloadProfile& profile, const std::vector<JobSpec>& specs,
-            const DlSimOptions& options)
+  Simulator(const policy::WorkloadProfile& profile, const policy::WorkloadProfile& truth,
+            const std::vector<JobSpec>& specs, const DlSimOptions& options)
       : profile_(profile), options_(options), belief_(profile),
-        truth_(profile, options.model_error, options.seed), view_(*this),
+        truth_(truth, options.model_error, options.seed), view_(*this),
         policy_rng_(options.seed, "policy"), measure_rng_(options.seed, "measure"),
-        tuner_rng_(options.seed, "tuner") {
+        tuner_rng_(options.seed, "tuner"), report_rng_(options.seed, "report") {
     for (const JobSpec& s : specs) {
       Job j;
       j.spec = &s;
       j.cls = profile.Find(s.cls);
-      GPUMUX_CHECK(j.cls != nullptr, "job classes are validated when the list is read");
-      j.work = j.cls->WorkSamples();
+      j.truth = truth.Find(s.cls);
+      GPUMUX_CHECK(j.cls != nullptr && j.truth != nullptr, "job classes are validated by RunDl");
+      // Hidden per-job draws, each from its own stream so that one option does not shift the
+      // others' draws: log-normal around the class's value, mean preserved.
+      core::Rng rng(options.seed, "job:" + s.id);
+      const double ws = options.work_spread;
+      const double ns = options.noise_scale_spread;
+      j.work = j.truth->WorkSamples() * std::exp(ws * Normal(rng) - 0.5 * ws * ws);
+      j.noise_scale = j.truth->noise_scale * std::exp(ns * Normal(rng) - 0.5 * ns * ns);
       j.solo_s = j.cls->SoloSeconds();
       j.request.name = s.id;
       j.request.gpu_count = 1;
@@ -254,6 +283,7 @@ class Simulator {
     context.interference = &belief_;
     context.jobs = &view_;
     context.colocation.max_jobs_per_gpu = options_.max_jobs_per_gpu;
+    context.colocation.work_spread = options_.work_spread;
     auto made = policy::BuiltinPolicies().Make(options_.policy, context);
     if (!made) return tl::unexpected(made.error());
     policy_ = std::move(*made);
@@ -321,6 +351,7 @@ class Simulator {
     const double dt = static_cast<double>(now_ - j.updated) / kUsPerS;
     j.done = std::min(j.work, j.done + j.rate * dt);
     j.raw += j.raw_rate * dt;
+    j.work_done_est += j.raw_rate * dt * j.cls->Efficiency(j.batch, j.noise_scale_est);
     j.updated = now_;
   }
 
@@ -339,7 +370,7 @@ class Simulator {
       Job& j = J(ji);
       Advance(j);
       if (!Paused(j)) {
-        members.push_back({j.cls, j.batch});
+        members.push_back({j.truth, j.batch});
         active.push_back(ji);
       }
       j.rate = 0;
@@ -348,12 +379,14 @@ class Simulator {
     std::vector<double> slowdown(members.size());
     if (!members.empty()) truth_.Predict(members, slowdown);
     double busy = 0;
+    const double report_sd = options_.measure_noise / std::sqrt(kReportSteps);
     for (std::size_t k = 0; k < active.size(); ++k) {
       Job& j = J(active[k]);
-      const double step = j.cls->StepSeconds(j.batch) * slowdown[k];
+      const double step = j.truth->StepSeconds(j.batch) * slowdown[k];
       j.raw_rate = j.batch / step;
-      j.rate = j.raw_rate * j.cls->Efficiency(j.batch);
-      busy += j.cls->GpuBusy(j.batch);
+      j.rate = j.raw_rate * j.truth->Efficiency(j.batch, j.noise_scale);
+      j.observed_factor = std::max(0.05, 1.0 + report_sd * Normal(report_rng_));
+      busy += j.truth->GpuBusy(j.batch);
     }
     gpu.util = std::min(1.0, busy);
     gpu.occupied = !gpu.jobs.empty();
@@ -361,7 +394,7 @@ class Simulator {
   }
 
   double EpochPosition(const Job& j) const {
-    return j.raw / static_cast<double>(j.cls->dataset_samples);
+    return j.raw / static_cast<double>(j.truth->dataset_samples);
   }
 
   void Reschedule(int ji) {
@@ -380,7 +413,8 @@ class Simulator {
     }
     if (j.pending_batch > 0) {
       const double next = std::floor(EpochPosition(j) + 1e-9) + 1.0;
-      dt = std::min(dt, (next * static_cast<double>(j.cls->dataset_samples) - j.raw) / j.raw_rate);
+      dt = std::min(dt,
+                    (next * static_cast<double>(j.truth->dataset_samples) - j.raw) / j.raw_rate);
     }
     const double us = std::ceil(std::max(dt, 0.0) * kUsPerS);
     if (!(us < static_cast<double>(kDlClockLimitUs - now_))) {  // also NaN
@@ -489,7 +523,8 @@ class Simulator {
     std::vector<policy::TuneJob> group;
     for (int ji : gpu.jobs) {
       const Job& j = J(ji);
-      group.push_back({j.cls, j.effective_batch(), j.spec->gpu_mib, ji == newcomer});
+      group.push_back(
+          {j.cls, j.effective_batch(), j.spec->gpu_mib, ji == newcomer, j.noise_scale_est});
     }
     gpu.session = tuner_->Start(std::move(group), belief_, tuner_rng_);
     if (!gpu.session) return;
@@ -551,7 +586,7 @@ class Simulator {
     gpu.window_open = false;
     const double elapsed = static_cast<double>(now_ - gpu.window_start) / kUsPerS;
     std::vector<double> measured;
-    std::vector<policy::Member> members;
+    std::vector<double> noise_scale;
     for (std::size_t k = 0; k < gpu.session_jobs.size(); ++k) {
       Job& j = J(gpu.session_jobs[k]);
       Advance(j);
@@ -561,14 +596,29 @@ class Simulator {
         step_s = elapsed / steps;
       } else {
         // It barely ran (e.g. paused): report its step time at the current setting.
-        step_s = j.raw_rate > 0 ? j.batch / j.raw_rate : j.cls->StepSeconds(j.batch);
+        step_s = j.raw_rate > 0 ? j.batch / j.raw_rate : j.truth->StepSeconds(j.batch);
       }
       const double sd = options_.measure_noise / std::sqrt(std::max(steps, 1.0));
       step_s *= std::max(0.05, 1.0 + sd * Normal(measure_rng_));
       measured.push_back(step_s);
+      ObserveNoiseScale(j, std::max(steps, 1.0));
+      noise_scale.push_back(j.noise_scale_est);
     }
-    gpu.session->Observe(gpu.window_batches, measured);
+    gpu.session->Observe(gpu.window_batches, measured, noise_scale);
     StepSession(g);
+  }
+
+  // A window's estimate of the job's gradient noise scale (Pollux estimates it from the
+  // gradients' variance): the truth times log-normal noise with sd 3 x measure_noise /
+  // sqrt(steps) (a noise-scale estimate is far noisier than a step time), averaged in log space
+  // with the job's earlier estimates.
+  void ObserveNoiseScale(Job& j, double steps) {
+    const double sd = 3.0 * options_.measure_noise / std::sqrt(steps);
+    const double log_obs = std::log(j.noise_scale) + sd * Normal(measure_rng_);
+    const double log_prev = j.noise_scale_obs > 0 ? std::log(j.noise_scale_est) : 0.0;
+    const double n = static_cast<double>(j.noise_scale_obs);
+    j.noise_scale_est = std::exp((log_prev * n + log_obs) / (n + 1.0));
+    ++j.noise_scale_obs;
   }
 
   void EndSession(int g) {
@@ -674,6 +724,7 @@ class Simulator {
   core::Rng policy_rng_;
   core::Rng measure_rng_;
   core::Rng tuner_rng_;
+  core::Rng report_rng_;  // the noise of the step times jobs report to policies
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<core::Ledger> ledger_;
   std::unique_ptr<policy::Policy> policy_;
@@ -697,12 +748,16 @@ std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
   const sim::Job* j = sim_->JobOfTenant(t);
   if (j == nullptr || j->state != JobState::kRunning) return std::nullopt;
   policy::JobSnapshot s;
+  // Only observations: the class prior, the progress counter, a noisy step-time report and
+  // the noise-scale estimate. Never j->work, j->noise_scale, j->rate or the truth's slowdowns.
   s.cls = j->cls;
   s.batch = j->effective_batch();
   s.memory_limit = j->spec->gpu_mib;
   const double dt = static_cast<double>(sim_->now() - j->updated) / kUsPerS;
-  s.remaining_work = std::max(0.0, j->work - j->done - j->rate * dt);
-  s.observed_rate = j->rate;
+  s.work_done =
+      j->work_done_est + j->raw_rate * dt * j->cls->Efficiency(j->batch, j->noise_scale_est);
+  s.observed_step_s = j->raw_rate > 0 ? j->batch / j->raw_rate * j->observed_factor : 0.0;
+  s.noise_scale = j->noise_scale_est;
   s.tuning = static_cast<bool>(sim_->gpu(j->gpu).session);
   return s;
 }
@@ -717,11 +772,16 @@ double Percentile(const std::vector<double>& sorted, double p) {
 }
 
 core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
-                             const std::vector<JobSpec>& jobs, const DlSimOptions& options) {
+                             const std::vector<JobSpec>& jobs, const DlSimOptions& options,
+                             const policy::WorkloadProfile* truth) {
   auto bad = [](const std::string& m) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, m);
   };
   if (auto ok = profile.Validate(); !ok) return tl::unexpected(ok.error());
+  if (truth == nullptr) truth = &profile;
+  if (auto ok = truth->Validate(); !ok) {
+    return bad("the truth profile: " + ok.error().message);
+  }
   const DlSimOptions& o = options;
   if (o.nodes < 1 || o.gpus_per_node < 1 || o.gpus_per_node > core::kMaxGpusPerNode ||
       o.nodes > kMaxDlGpus / o.gpus_per_node) {
@@ -736,6 +796,10 @@ core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
   }
   if (!(o.measure_noise >= 0 && o.measure_noise <= 10)) return bad("measure noise must be 0..10");
   if (!(o.model_error >= 0 && o.model_error < 1)) return bad("model error must be in [0, 1)");
+  if (!(o.work_spread >= 0 && o.work_spread <= 2)) return bad("work spread must be 0..2");
+  if (!(o.noise_scale_spread >= 0 && o.noise_scale_spread <= 2)) {
+    return bad("noise-scale spread must be 0..2");
+  }
   if (jobs.empty()) return bad("no jobs");
   if (jobs.size() > kMaxDlJobs) {
     return bad(std::to_string(jobs.size()) + " jobs, more than " + std::to_string(kMaxDlJobs));
@@ -744,13 +808,17 @@ core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
     if (profile.Find(j.cls) == nullptr) {
       return bad("job '" + j.id + "': unknown workload class '" + j.cls + "'");
     }
+    if (truth->Find(j.cls) == nullptr) {
+      return bad("job '" + j.id + "': workload class '" + j.cls +
+                 "' is not in the truth profile '" + truth->name + "'");
+    }
     if (j.submit_us < 0 || j.submit_us > kMaxSubmitUs) {
       return bad("job '" + j.id + "': submit time " + std::to_string(j.submit_us) +
                  " us is outside 0.." + std::to_string(kMaxSubmitUs));
     }
     if (j.gpu_mib <= 0) return bad("job '" + j.id + "': no GPU memory asked");
   }
-  Simulator sim(profile, jobs, options);
+  Simulator sim(profile, *truth, jobs, options);
   return sim.Run();
 }
 

@@ -19,8 +19,12 @@
 #include "src/sim/input_file.h"
 
 extern "C" {
-extern const char gpumux_embedded_dl_profile_begin[];
-extern const char gpumux_embedded_dl_profile_end[];
+extern const char gpumux_embedded_dl_fitted_begin[];
+extern const char gpumux_embedded_dl_fitted_end[];
+extern const char gpumux_embedded_dl_measured_begin[];
+extern const char gpumux_embedded_dl_measured_end[];
+extern const char gpumux_embedded_dl_assumed_begin[];
+extern const char gpumux_embedded_dl_assumed_end[];
 }
 
 namespace gpumux::sim {
@@ -149,23 +153,75 @@ core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path) {
   return ParseProfile(*text, path);
 }
 
-std::string_view DefaultProfileJson() {
-  return {gpumux_embedded_dl_profile_begin,
-          static_cast<std::size_t>(gpumux_embedded_dl_profile_end -
-                                   gpumux_embedded_dl_profile_begin)};
+namespace {
+
+struct Embedded {
+  std::string_view name;
+  std::string_view file;
+  const char* begin;
+  const char* end;
+};
+
+const std::vector<Embedded>& EmbeddedProfiles() {
+  static const std::vector<Embedded> profiles{
+      {"iadeep-fitted", "dl_profile_iadeep_fitted.json", gpumux_embedded_dl_fitted_begin,
+       gpumux_embedded_dl_fitted_end},
+      {"iadeep-measured", "dl_truth_iadeep_measured.json", gpumux_embedded_dl_measured_begin,
+       gpumux_embedded_dl_measured_end},
+      {"iadeep5-assumed", "dl_profile_iadeep5_assumed.json", gpumux_embedded_dl_assumed_begin,
+       gpumux_embedded_dl_assumed_end},
+  };
+  return profiles;
 }
 
-const policy::WorkloadProfile& DefaultProfile() {
-  static const policy::WorkloadProfile profile = [] {
-    auto p = ParseProfile(DefaultProfileJson(), "<embedded dl_profile_default.json>");
-    if (!p) {
-      // The embedded file is tested; reaching this is a build defect.
-      std::fprintf(stderr, "gpumux: %s\n", p.error().message.c_str());
-      std::abort();
+}  // namespace
+
+std::vector<std::string> EmbeddedProfileNames() {
+  std::vector<std::string> names;
+  for (const Embedded& e : EmbeddedProfiles()) names.emplace_back(e.name);
+  return names;
+}
+
+std::optional<std::string_view> EmbeddedProfileJson(std::string_view name) {
+  for (const Embedded& e : EmbeddedProfiles()) {
+    if (e.name == name) return std::string_view(e.begin, static_cast<std::size_t>(e.end - e.begin));
+  }
+  return std::nullopt;
+}
+
+const policy::WorkloadProfile* EmbeddedProfile(std::string_view name) {
+  // Parsed once each, on first use; the embedded files are tested, so a parse failure is a
+  // build defect.
+  static const std::vector<policy::WorkloadProfile> parsed = [] {
+    std::vector<policy::WorkloadProfile> out;
+    for (const Embedded& e : EmbeddedProfiles()) {
+      auto p = ParseProfile(std::string_view(e.begin, static_cast<std::size_t>(e.end - e.begin)),
+                            "<embedded " + std::string(e.file) + ">");
+      if (!p) {
+        std::fprintf(stderr, "gpumux: %s\n", p.error().message.c_str());
+        std::abort();
+      }
+      out.push_back(std::move(*p));
     }
-    return *p;
+    return out;
   }();
-  return profile;
+  for (std::size_t i = 0; i < EmbeddedProfiles().size(); ++i) {
+    if (EmbeddedProfiles()[i].name == name) return &parsed[i];
+  }
+  return nullptr;
+}
+
+std::string_view DefaultProfileJson() { return *EmbeddedProfileJson(kDefaultProfileName); }
+
+const policy::WorkloadProfile& DefaultProfile() { return *EmbeddedProfile(kDefaultProfileName); }
+
+const policy::WorkloadProfile& DefaultTruthProfile() {
+  return *EmbeddedProfile(kDefaultTruthProfileName);
+}
+
+core::Result<policy::WorkloadProfile> ProfileByNameOrPath(const std::string& name_or_path) {
+  if (const policy::WorkloadProfile* p = EmbeddedProfile(name_or_path)) return *p;
+  return LoadProfile(name_or_path);
 }
 
 core::Result<core::Micros> ParseSeconds(std::string_view text) {
@@ -286,20 +342,35 @@ void WriteJobs(std::ostream& out, const std::vector<JobSpec>& jobs) {
   }
 }
 
-std::vector<std::string> MixNames() { return {"iadeep", "conv-heavy", "light"}; }
+std::vector<std::string> MixNames() { return {"uniform", "iadeep", "conv-heavy", "light"}; }
+
+namespace {
+
+// Every class of the profile, those named in `heavy` at 3 times the weight of the others.
+std::vector<ClassWeight> Weighted(const policy::WorkloadProfile& profile,
+                                  std::initializer_list<std::string_view> heavy) {
+  std::vector<ClassWeight> mix;
+  for (const auto& c : profile.classes) {
+    const bool is_heavy = std::find(heavy.begin(), heavy.end(), c.name) != heavy.end();
+    mix.push_back({c.name, is_heavy ? 3.0 : 1.0});
+  }
+  return mix;
+}
+
+}  // namespace
 
 core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
                                                 const policy::WorkloadProfile& profile) {
   std::vector<ClassWeight> mix;
-  if (text == "iadeep") {
+  if (text == "uniform") {
+    mix = Weighted(profile, {});
+  } else if (text == "iadeep") {
     mix = {{"vgg16", 0.212}, {"resnet50", 0.212}, {"squeezenet", 0.212},
            {"neumf", 0.182}, {"lstm", 0.182}};
   } else if (text == "conv-heavy") {
-    mix = {{"vgg16", 0.35}, {"resnet50", 0.35}, {"squeezenet", 0.1},
-           {"neumf", 0.1},  {"lstm", 0.1}};
+    mix = Weighted(profile, {"vgg16", "vgg19", "resnet50", "resnet152", "alexnet"});
   } else if (text == "light") {
-    mix = {{"vgg16", 0.1}, {"resnet50", 0.1}, {"squeezenet", 0.3},
-           {"neumf", 0.3}, {"lstm", 0.2}};
+    mix = Weighted(profile, {"squeezenet", "googlenet", "neumf", "adgcl", "lstm"});
   } else {
     std::stringstream ss{std::string(text)};
     std::string item;
@@ -314,7 +385,7 @@ core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
       if (eq == std::string::npos || !(w > 0) || !std::isfinite(w)) {
         return core::MakeError(core::ErrorCode::kInvalidArgument,
                                "mix: '" + item + "' is not class=weight with a positive weight "
-                               "(or use a named mix: iadeep, conv-heavy, light)");
+                               "(or use a named mix: uniform, iadeep, conv-heavy, light)");
       }
       mix.push_back({item.substr(0, eq), w});
     }
@@ -323,7 +394,11 @@ core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
   for (const auto& m : mix) {
     if (profile.Find(m.cls) == nullptr) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             "mix: the profile has no workload class '" + m.cls + "'");
+                             "mix: the profile '" + profile.name + "' has no workload class '" +
+                                 m.cls + "'" +
+                                 (text == "iadeep" ? " (the iadeep mix names the classes of the "
+                                                     "iadeep5-assumed profile)"
+                                                   : ""));
     }
   }
   return mix;

@@ -95,8 +95,8 @@ class Bed {
     if (const ClassProfile* c = profile_.Find(cls)) {
       s.cls = c;
       s.batch = c->default_batch;
-      s.remaining_work = c->WorkSamples();
-      s.observed_rate = c->SoloGoodput(c->default_batch);
+      s.work_done = 0;  // all its work left (the class prior)
+      s.observed_step_s = c->StepSeconds(c->default_batch);  // its solo goodput
     }
     view_.jobs[*t] = s;
     return *t;
@@ -475,7 +475,8 @@ void FillWithDrainingJobs(Bed& bed, const std::vector<double>& drain_s) {
     const core::TenantIndex t =
         bed.Add(test::Numbered("run", static_cast<std::int64_t>(g)), "a", static_cast<int>(g));
     JobSnapshot& s = bed.view().jobs[t];
-    s.observed_rate = s.remaining_work / drain_s[g];
+    // At b0 (efficiency 1): rate = batch / step = remaining / drain.
+    s.observed_step_s = s.batch * drain_s[g] / s.cls->WorkSamples();
   }
 }
 
@@ -543,7 +544,7 @@ TEST(Gpumux, AGpuWhoseJobsHaveNoRateYetIsNotAFreeSlot) {
   Bed bed(Nodes(1, 2), HalfSpeedPair());
   FillWithDrainingJobs(bed, {150, 150});
   JobSnapshot& paused = bed.view().jobs.begin()->second;
-  paused.observed_rate = 0;
+  paused.observed_step_s = 0;
   paused.tuning = true;
   const Decision d = bed.Decide<InterferenceAwarePolicy>(Bed::Job("new", "a"));
   ExpectPlacedOn(d, 0, {1});
@@ -586,7 +587,9 @@ TEST(Gpumux, AnUnknownNewcomerGoesToTheEmptiestGpuAndNeverWaits) {
   bed.Add("x", "b30", 0);
   bed.Add("y", "b30", 0);
   bed.Add("z", "b30", 1);
-  for (auto& [t, s] : bed.view().jobs) s.observed_rate = s.remaining_work;  // drain in 1 s
+  for (auto& [t, s] : bed.view().jobs) {
+    if (s.cls != nullptr) s.observed_step_s = s.batch / s.cls->WorkSamples();  // drain in 1 s
+  }
   const Decision d = bed.Decide<InterferenceAwarePolicy>(Bed::Job("new", "mystery"));
   ExpectPlacedOn(d, 0, {1});
   EXPECT_EQ(d.score, -1000000);

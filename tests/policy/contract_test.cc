@@ -190,9 +190,9 @@ class ContractJobs final : public JobView {
     s.cls = profile_->Find(r.workload_class);
     if (s.cls != nullptr) {
       s.batch = s.cls->default_batch;
-      s.remaining_work = s.cls->WorkSamples() * (0.1 + 0.9 * rng_.Unit());
-      s.observed_rate =
-          rng_.Below(100) < 10 ? 0.0 : s.cls->SoloGoodput(s.batch) * (0.4 + 0.6 * rng_.Unit());
+      s.work_done = s.cls->WorkSamples() * 0.9 * rng_.Unit();
+      s.observed_step_s =
+          rng_.Below(100) < 10 ? 0.0 : s.cls->StepSeconds(s.batch) / (0.4 + 0.6 * rng_.Unit());
     }
     s.memory_limit = r.gpu_mib;
     s.tuning = rng_.Below(100) < 10;

@@ -301,7 +301,7 @@ class IadeepTunerTest : public ::testing::Test {
       std::vector<double> step_s(step.batches.size(), 0.1);
       const int b = step.batches[newcomer];
       step_s[newcomer] = b * cls.Efficiency(b) / (score(b) * cls.SoloGoodput(cls.default_batch));
-      s.Observe(step.batches, step_s);
+      s.Observe(step.batches, step_s, {});
     }
     return steps;
   }
@@ -455,7 +455,7 @@ TEST_F(JointTunerTest, MovesEveryJobToTheJointOptimumAndMeasuresANewSetOnce) {
   EXPECT_EQ(first.batches, (std::vector<int>{120, 147}));
   EXPECT_EQ(first.measure_minibatches, 3);
   EXPECT_FALSE(first.final);
-  session->Observe(first.batches, StepTimes({x(), y()}, first.batches, {1.2, 1.0}));
+  session->Observe(first.batches, StepTimes({x(), y()}, first.batches, {1.2, 1.0}), {});
   const TuneStep second = session->Next();
   EXPECT_TRUE(second.final);
   EXPECT_EQ(second.measure_minibatches, 0);
@@ -496,7 +496,7 @@ TEST_F(JointTunerTest, TheSecondSessionOfASetUsesWhatTheFirstLearned) {
     ASSERT_NE(s, nullptr);
     const TuneStep step = s->Next();
     EXPECT_EQ(step.measure_minibatches, 5);
-    s->Observe(step.batches, StepTimes({x(), z()}, step.batches, {1.5, 1.25}));
+    s->Observe(step.batches, StepTimes({x(), z()}, step.batches, {1.5, 1.25}), {});
     EXPECT_TRUE(s->Next().final);
   }
   EXPECT_NEAR(tuner.Correction("x+z", "x"), 1.5, 1e-12);

@@ -57,7 +57,14 @@ inline JobSpec Job(std::string id, std::string cls, double submit_s, core::MiB g
   return j;
 }
 
-// One GPU (one node of one GPU), no hidden model error, no tuning, invariants checked.
+// gpumux's first embedded profile (5 classes, assumed busy fractions): the tests below were
+// written against its classes and numbers, which stay fixed (the default profile may change).
+inline const policy::WorkloadProfile& Assumed5Profile() {
+  return *EmbeddedProfile("iadeep5-assumed");
+}
+
+// One GPU (one node of one GPU), no hidden model error, every job exactly its class (no work
+// or noise-scale spread), no tuning, invariants checked.
 inline DlSimOptions OneGpu(std::string policy) {
   DlSimOptions o;
   o.policy = std::move(policy);
@@ -65,6 +72,8 @@ inline DlSimOptions OneGpu(std::string policy) {
   o.nodes = 1;
   o.gpus_per_node = 1;
   o.model_error = 0;
+  o.work_spread = 0;
+  o.noise_scale_spread = 0;
   o.check_invariants = true;
   return o;
 }

@@ -19,6 +19,7 @@
 namespace gpumux::sim {
 namespace {
 
+using dl_testing::Assumed5Profile;
 using dl_testing::ExpectConsistent;
 using dl_testing::Job;
 using dl_testing::JobIn;
@@ -328,23 +329,27 @@ const std::vector<std::string>& DlPolicies() {
 
 std::vector<JobSpec> Generated(std::uint64_t seed, int count = 60) {
   JobGenOptions g;
-  auto mix = ParseMix("iadeep", DefaultProfile());
+  auto mix = ParseMix("iadeep", Assumed5Profile());
   EXPECT_TRUE(mix.has_value());
   if (mix) g.mix = *mix;
   g.count = count;
   g.load = 2;  // busier: more sharing, more tuning
   g.seed = seed;
-  auto jobs = GenerateJobs(g, DefaultProfile());
+  auto jobs = GenerateJobs(g, Assumed5Profile());
   EXPECT_TRUE(jobs.has_value()) << jobs.error().message;
   return jobs ? *jobs : std::vector<JobSpec>{};
 }
 
+// Two nodes of 4 GPUs, seed 7, the default noise and model error; every job exactly its class
+// (no hidden work or noise-scale spread), so that no job can beat its class's solo time.
 DlSimOptions EightGpus(const std::string& policy) {
   DlSimOptions o;
   o.policy = policy;
   o.nodes = 2;
   o.gpus_per_node = 4;
   o.seed = 7;
+  o.work_spread = 0;
+  o.noise_scale_spread = 0;
   return o;
 }
 
@@ -406,8 +411,8 @@ TEST_P(DlSimEveryPolicy, TwoRunsGiveTheSameResultAndTheSameJson) {
   const auto jobs = Generated(11);
   ASSERT_EQ(jobs.size(), 60U);
   const DlSimOptions o = EightGpus(GetParam());
-  const DlResult a = RunOk(DefaultProfile(), jobs, o);
-  const DlResult b = RunOk(DefaultProfile(), jobs, o);
+  const DlResult a = RunOk(Assumed5Profile(), jobs, o);
+  const DlResult b = RunOk(Assumed5Profile(), jobs, o);
   ExpectSameResult(a, b);
   EXPECT_EQ(Json(a, o), Json(b, o));
 }
@@ -416,14 +421,14 @@ TEST_P(DlSimEveryPolicy, EveryJobFinishesAndTheTimelineRespectsTheLimits) {
   const auto jobs = Generated(12);
   DlSimOptions o = EightGpus(GetParam());
   o.check_invariants = true;
-  const DlResult r = RunOk(DefaultProfile(), jobs, o);
+  const DlResult r = RunOk(Assumed5Profile(), jobs, o);
   EXPECT_EQ(r.policy, GetParam());
-  ExpectConsistent(r, jobs, DefaultProfile(), o,
+  ExpectConsistent(r, jobs, Assumed5Profile(), o,
                    GetParam() == "exclusive" ? 1 : o.max_jobs_per_gpu);
   if (GetParam() == "exclusive" || GetParam() == "first-fit") {
     EXPECT_EQ(r.tuner, "none");
     for (const auto& j : r.jobs) {
-      EXPECT_EQ(j.final_batch, DefaultProfile().Find(j.cls)->default_batch) << j.id;
+      EXPECT_EQ(j.final_batch, Assumed5Profile().Find(j.cls)->default_batch) << j.id;
       EXPECT_EQ(j.batch_changes, 0) << j.id;
     }
   }
@@ -434,8 +439,8 @@ TEST_P(DlSimEveryPolicy, AtMostOneJobPerGpuWithALimitOfOne) {
   DlSimOptions o = EightGpus(GetParam());
   o.max_jobs_per_gpu = 1;
   o.check_invariants = true;
-  const DlResult r = RunOk(DefaultProfile(), jobs, o);
-  ExpectConsistent(r, jobs, DefaultProfile(), o, 1);
+  const DlResult r = RunOk(Assumed5Profile(), jobs, o);
+  ExpectConsistent(r, jobs, Assumed5Profile(), o, 1);
   if (r.tuner != "joint") {
     EXPECT_EQ(r.metrics.tuning_sessions, 0) << "IADeep tunes only a newcomer that shares a GPU";
   }
@@ -453,9 +458,9 @@ INSTANTIATE_TEST_SUITE_P(Policies, DlSimEveryPolicy, ::testing::ValuesIn(DlPolic
 TEST(DlSimDeterminism, ADifferentSeedChangesTheRun) {
   const auto jobs = Generated(11);
   DlSimOptions o = EightGpus("iadeep");
-  const DlResult a = RunOk(DefaultProfile(), jobs, o);
+  const DlResult a = RunOk(Assumed5Profile(), jobs, o);
   o.seed = 8;
-  const DlResult b = RunOk(DefaultProfile(), jobs, o);
+  const DlResult b = RunOk(Assumed5Profile(), jobs, o);
   ASSERT_EQ(a.jobs.size(), b.jobs.size());
   bool differs = false;
   for (std::size_t i = 0; i < a.jobs.size(); ++i) {
@@ -476,13 +481,15 @@ TEST(DlSimDeterminism, ADifferentWorkloadSeedChangesTheJobs) {
   EXPECT_TRUE(differs);
 }
 
-TEST(DlSimDeterminism, WithoutModelErrorAndNoiseTheSeedDoesNotMatterToFirstFit) {
+TEST(DlSimDeterminism, WithoutModelErrorNoiseAndSpreadTheSeedDoesNotMatterToFirstFit) {
   const auto jobs = Generated(11, 30);
   DlSimOptions o = EightGpus("first-fit");
   o.model_error = 0;
-  const DlResult a = RunOk(DefaultProfile(), jobs, o);
+  o.work_spread = 0;
+  o.noise_scale_spread = 0;
+  const DlResult a = RunOk(Assumed5Profile(), jobs, o);
   o.seed = 99;
-  const DlResult b = RunOk(DefaultProfile(), jobs, o);
+  const DlResult b = RunOk(Assumed5Profile(), jobs, o);
   ExpectSameResult(a, b);
 }
 
@@ -500,6 +507,8 @@ DlSimOptions IadeepOnOneGpu() {
   o.policy = "iadeep";
   o.nodes = 1;
   o.gpus_per_node = 1;
+  o.work_spread = 0;
+  o.noise_scale_spread = 0;
   o.check_invariants = true;
   return o;
 }
@@ -507,7 +516,7 @@ DlSimOptions IadeepOnOneGpu() {
 TEST(DlSimTuning, IadeepTunesTheNewcomerWithFiveMeasuredProbes) {
   const DlSimOptions o = IadeepOnOneGpu();
   const auto jobs = PairOnOneGpu();
-  const DlResult r = RunOk(DefaultProfile(), jobs, o);
+  const DlResult r = RunOk(Assumed5Profile(), jobs, o);
   ASSERT_EQ(r.jobs.size(), 2U);
   EXPECT_EQ(r.tuner, "iadeep") << "auto = the policy's own";
   EXPECT_EQ(r.metrics.tuning_sessions, 1);
@@ -522,18 +531,18 @@ TEST(DlSimTuning, IadeepTunesTheNewcomerWithFiveMeasuredProbes) {
   EXPECT_LE(neumf.batch_changes, 6) << "5 probes and the final choice";
   EXPECT_EQ(lstm.gpu, neumf.gpu);
   EXPECT_NEAR(r.metrics.paused_job_s, o.reconfigure_s * neumf.batch_changes, 1e-9);
-  const auto candidates = policy::BatchCandidates(*DefaultProfile().Find("neumf"), 8192);
+  const auto candidates = policy::BatchCandidates(*Assumed5Profile().Find("neumf"), 8192);
   EXPECT_NE(std::find(candidates.begin(), candidates.end(), neumf.final_batch), candidates.end())
       << neumf.final_batch;
-  ExpectConsistent(r, jobs, DefaultProfile(), o, o.max_jobs_per_gpu);
+  ExpectConsistent(r, jobs, Assumed5Profile(), o, o.max_jobs_per_gpu);
 }
 
 TEST(DlSimTuning, TheTunersPausesCostTheNewcomerTime) {
   DlSimOptions o = IadeepOnOneGpu();
   o.reconfigure_s = 0;
-  const DlResult quick = RunOk(DefaultProfile(), PairOnOneGpu(), o);
+  const DlResult quick = RunOk(Assumed5Profile(), PairOnOneGpu(), o);
   o.reconfigure_s = 30;
-  const DlResult slow = RunOk(DefaultProfile(), PairOnOneGpu(), o);
+  const DlResult slow = RunOk(Assumed5Profile(), PairOnOneGpu(), o);
   ASSERT_EQ(quick.jobs.size(), 2U);
   ASSERT_EQ(slow.jobs.size(), 2U);
   EXPECT_EQ(quick.metrics.paused_job_s, 0) << "no reconfiguration cost, no pauses";
@@ -546,7 +555,7 @@ TEST(DlSimTuning, TheTunersPausesCostTheNewcomerTime) {
 TEST(DlSimTuning, WithoutATunerNothingIsTunedOrPaused) {
   DlSimOptions o = IadeepOnOneGpu();
   o.tuner = "none";
-  const DlResult r = RunOk(DefaultProfile(), PairOnOneGpu(), o);
+  const DlResult r = RunOk(Assumed5Profile(), PairOnOneGpu(), o);
   EXPECT_EQ(r.tuner, "none");
   EXPECT_EQ(r.metrics.tuning_sessions, 0);
   EXPECT_EQ(r.metrics.measurement_windows, 0);
@@ -554,16 +563,16 @@ TEST(DlSimTuning, WithoutATunerNothingIsTunedOrPaused) {
   EXPECT_EQ(r.metrics.paused_job_s, 0);
   for (const auto& j : r.jobs) {
     EXPECT_EQ(j.batch_changes, 0) << j.id;
-    EXPECT_EQ(j.final_batch, DefaultProfile().Find(j.cls)->default_batch) << j.id;
+    EXPECT_EQ(j.final_batch, Assumed5Profile().Find(j.cls)->default_batch) << j.id;
   }
 }
 
 TEST(DlSimTuning, AnExclusiveGpuGivesATunerNothingToTune) {
   DlSimOptions o = IadeepOnOneGpu();
   o.policy = "exclusive";
-  EXPECT_EQ(RunOk(DefaultProfile(), PairOnOneGpu(), o).tuner, "none") << "auto without traits";
+  EXPECT_EQ(RunOk(Assumed5Profile(), PairOnOneGpu(), o).tuner, "none") << "auto without traits";
   o.tuner = "iadeep";
-  const DlResult r = RunOk(DefaultProfile(), PairOnOneGpu(), o);
+  const DlResult r = RunOk(Assumed5Profile(), PairOnOneGpu(), o);
   EXPECT_EQ(r.metrics.tuning_sessions, 0) << "IADeep tunes only a newcomer that shares its GPU";
   EXPECT_EQ(JobIn(r, "neumf").start_us, JobIn(r, "lstm").finish_us);
 }
@@ -574,7 +583,7 @@ TEST(DlSimTuning, AnExclusiveGpuGivesATunerNothingToTune) {
 TEST(DlSimTuning, IadeepAccountingOnAGeneratedWorkload) {
   const auto jobs = Generated(14);
   DlSimOptions o = EightGpus("iadeep");
-  const DlResult r = RunOk(DefaultProfile(), jobs, o);
+  const DlResult r = RunOk(Assumed5Profile(), jobs, o);
   ASSERT_EQ(r.jobs.size(), jobs.size());
   EXPECT_EQ(r.tuner, "iadeep");
   EXPECT_GT(r.metrics.tuning_sessions, 0) << "60 jobs at load 2 on 8 GPUs co-locate";
@@ -595,7 +604,7 @@ TEST(DlSimTuning, JointTunerMeasuresAtMostOncePerSession) {
   const auto jobs = Generated(14);
   DlSimOptions o = EightGpus("gpumux");
   o.tuner = "joint";
-  const DlResult r = RunOk(DefaultProfile(), jobs, o);
+  const DlResult r = RunOk(Assumed5Profile(), jobs, o);
   ASSERT_EQ(r.jobs.size(), jobs.size());
   EXPECT_EQ(r.tuner, "joint");
   EXPECT_GT(r.metrics.tuning_sessions, 0);
@@ -610,7 +619,7 @@ TEST(DlSimTuning, NoneTunerOnEveryColocationPolicyTunesNothing) {
   for (const char* policy : {"first-fit", "iadeep", "gpumux"}) {
     DlSimOptions o = EightGpus(policy);
     o.tuner = "none";
-    const DlResult r = RunOk(DefaultProfile(), jobs, o);
+    const DlResult r = RunOk(Assumed5Profile(), jobs, o);
     SCOPED_TRACE(policy);
     EXPECT_EQ(r.metrics.tuning_sessions, 0);
     EXPECT_EQ(r.metrics.measurement_windows, 0);
@@ -625,9 +634,9 @@ TEST(DlSimTuning, NoneTunerOnEveryColocationPolicyTunesNothing) {
 TEST(DlSimOptionsTest, WithoutTheTimelineTheJobsAreTheSame) {
   const auto jobs = Generated(16, 30);
   DlSimOptions o = EightGpus("iadeep");
-  const DlResult with = RunOk(DefaultProfile(), jobs, o);
+  const DlResult with = RunOk(Assumed5Profile(), jobs, o);
   o.record_timeline = false;
-  const DlResult without = RunOk(DefaultProfile(), jobs, o);
+  const DlResult without = RunOk(Assumed5Profile(), jobs, o);
   EXPECT_TRUE(without.timeline.empty());
   EXPECT_EQ(with.timeline.size(), jobs.size());
   ASSERT_EQ(with.jobs.size(), without.jobs.size());

@@ -20,6 +20,9 @@
 namespace gpumux::sim {
 namespace {
 
+// gpumux's first embedded profile: these tests were written against its classes and numbers.
+const policy::WorkloadProfile& Assumed5Profile() { return *EmbeddedProfile("iadeep5-assumed"); }
+
 using nlohmann::json;
 
 // ---------------------------------------------------------------------------------------------
@@ -435,7 +438,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
   test::ScratchDir dir;
-  const std::string path = dir.Write("p.json", std::string(DefaultProfileJson()));
+  const std::string path = dir.Write("p.json", std::string(*EmbeddedProfileJson("iadeep5-assumed")));
   auto p = LoadProfile(path);
   ASSERT_TRUE(p.has_value()) << p.error().message;
   EXPECT_EQ(p->classes.size(), 5U);
@@ -453,35 +456,35 @@ TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
 // ---------------------------------------------------------------------------------------------
 // The embedded default profile.
 
-TEST(DlDefaultProfile, HasTheFiveIadeepClassesOnAnRtx3090) {
-  const policy::WorkloadProfile& p = DefaultProfile();
+TEST(DlAssumedProfile, HasTheFiveIadeepClassesOnAnRtx3090) {
+  const policy::WorkloadProfile& p = Assumed5Profile();
   ASSERT_TRUE(p.Validate()) << p.Validate().error().message;
   std::vector<std::string> names;
   for (const auto& c : p.classes) names.push_back(c.name);
   EXPECT_EQ(names, (std::vector<std::string>{"vgg16", "resnet50", "squeezenet", "neumf", "lstm"}));
   EXPECT_EQ(p.gpu_memory_mib, 24576);
   EXPECT_NE(p.gpu_model.find("3090"), std::string::npos) << p.gpu_model;
-  auto again = ParseProfile(DefaultProfileJson(), "embedded");
+  auto again = ParseProfile(*EmbeddedProfileJson("iadeep5-assumed"), "embedded");
   ASSERT_TRUE(again.has_value()) << again.error().message;
   EXPECT_EQ(again->classes.size(), p.classes.size());
-  EXPECT_EQ(&DefaultProfile(), &p) << "parsed once";
+  EXPECT_EQ(&Assumed5Profile(), &p) << "parsed once";
 }
 
-TEST(DlDefaultProfile, SoloTimesMatchIadeepsMeasuredJctWithinOnePercent) {
+TEST(DlAssumedProfile, SoloTimesMatchIadeepsMeasuredJctWithinOnePercent) {
   const std::map<std::string, double> measured{{"vgg16", 259.08},
                                                {"resnet50", 215.01},
                                                {"squeezenet", 357.81},
                                                {"neumf", 507.47},
                                                {"lstm", 2067.59}};
   for (const auto& [name, jct] : measured) {
-    const policy::ClassProfile* c = DefaultProfile().Find(name);
+    const policy::ClassProfile* c = Assumed5Profile().Find(name);
     ASSERT_NE(c, nullptr) << name;
     EXPECT_NEAR(c->SoloSeconds(), jct, jct * 0.01) << name;
   }
 }
 
-TEST(DlDefaultProfile, SoloGoodputPeaksAtTheDefaultBatchAmongTheCandidates) {
-  for (const auto& c : DefaultProfile().classes) {
+TEST(DlAssumedProfile, SoloGoodputPeaksAtTheDefaultBatchAmongTheCandidates) {
+  for (const auto& c : Assumed5Profile().classes) {
     const double best = c.SoloGoodput(c.default_batch);
     const auto candidates = policy::BatchCandidates(c, 0);
     ASSERT_GE(candidates.size(), 5U) << c.name;
@@ -490,7 +493,7 @@ TEST(DlDefaultProfile, SoloGoodputPeaksAtTheDefaultBatchAmongTheCandidates) {
     for (int b : candidates) {
       EXPECT_LE(c.SoloGoodput(b), best * (1 + 1e-12)) << c.name << " at batch " << b;
     }
-    EXPECT_LE(c.MemoryMib(c.default_batch), DefaultProfile().gpu_memory_mib) << c.name;
+    EXPECT_LE(c.MemoryMib(c.default_batch), Assumed5Profile().gpu_memory_mib) << c.name;
   }
 }
 
@@ -553,7 +556,7 @@ TEST(DlSeconds, FormatWritesSixDecimalsAndRoundTrips) {
 
 core::Result<std::vector<JobSpec>> Read(const std::string& text) {
   std::istringstream in(text);
-  return ReadJobs(in, "jobs.csv", DefaultProfile());
+  return ReadJobs(in, "jobs.csv", Assumed5Profile());
 }
 
 TEST(DlJobs, ReadsAGoodFileInRowOrder) {
@@ -654,12 +657,12 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(DlJobs, LoadJobsNamesAMissingFile) {
   test::ScratchDir dir;
   const std::string path = (dir.path() / "absent.csv").string();
-  auto jobs = LoadJobs(path, DefaultProfile());
+  auto jobs = LoadJobs(path, Assumed5Profile());
   ASSERT_FALSE(jobs.has_value());
   EXPECT_NE(jobs.error().message.find(path + ": cannot open"), std::string::npos)
       << jobs.error().message;
   const std::string bad = dir.Write("bad.csv", std::string(kHeader) + "a,bert,0,6144\n");
-  auto b = LoadJobs(bad, DefaultProfile());
+  auto b = LoadJobs(bad, Assumed5Profile());
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.error().message.find(bad + ":2: unknown workload class"), std::string::npos)
       << b.error().message;
@@ -676,7 +679,7 @@ TEST(DlJobs, WriteJobsWritesTheDocumentedLayout) {
 
 JobGenOptions Gen(int count, std::uint64_t seed = 42, const char* mix = "iadeep") {
   JobGenOptions g;
-  auto m = ParseMix(mix, DefaultProfile());
+  auto m = ParseMix(mix, Assumed5Profile());
   EXPECT_TRUE(m.has_value()) << mix;
   if (m) g.mix = *m;
   g.count = count;
@@ -685,7 +688,7 @@ JobGenOptions Gen(int count, std::uint64_t seed = 42, const char* mix = "iadeep"
 }
 
 std::vector<JobSpec> GenOk(const JobGenOptions& g) {
-  auto jobs = GenerateJobs(g, DefaultProfile());
+  auto jobs = GenerateJobs(g, Assumed5Profile());
   if (!jobs) {
     ADD_FAILURE() << jobs.error().message;
     return {};
@@ -707,7 +710,7 @@ TEST(DlJobs, WriteThenReadRoundTrips) {
   const auto jobs = GenOk(Gen(50));
   std::stringstream text;
   WriteJobs(text, jobs);
-  auto back = ReadJobs(text, "round-trip", DefaultProfile());
+  auto back = ReadJobs(text, "round-trip", Assumed5Profile());
   ASSERT_TRUE(back.has_value()) << back.error().message;
   ExpectSameJobs(jobs, *back);
 }
@@ -716,49 +719,54 @@ TEST(DlJobs, WriteThenReadRoundTrips) {
 // Class mixes.
 
 TEST(DlMix, NamedMixesHaveTheDocumentedWeights) {
-  EXPECT_EQ(MixNames(), (std::vector<std::string>{"iadeep", "conv-heavy", "light"}));
-  for (const auto& name : MixNames()) {
-    auto mix = ParseMix(name, DefaultProfile());
-    ASSERT_TRUE(mix.has_value()) << name;
-    EXPECT_EQ(mix->size(), 5U) << name;
-    double total = 0;
-    for (const auto& w : *mix) total += w.weight;
-    EXPECT_NEAR(total, 1.0, 1e-9) << name;
+  EXPECT_EQ(MixNames(), (std::vector<std::string>{"uniform", "iadeep", "conv-heavy", "light"}));
+  auto weights = [](const std::vector<ClassWeight>& mix) {
+    std::map<std::string, double> w;
+    for (const auto& c : mix) w[c.cls] = c.weight;
+    return w;
+  };
+  // uniform: every class of the profile alike, in the profile's order.
+  auto uniform = ParseMix("uniform", DefaultProfile());
+  ASSERT_TRUE(uniform.has_value());
+  ASSERT_EQ(uniform->size(), DefaultProfile().classes.size());
+  for (std::size_t i = 0; i < uniform->size(); ++i) {
+    EXPECT_EQ((*uniform)[i].cls, DefaultProfile().classes[i].name);
+    EXPECT_EQ((*uniform)[i].weight, 1.0);
   }
-  auto iadeep = ParseMix("iadeep", DefaultProfile());
+  // iadeep: the paper's weights over the five classes of the iadeep5-assumed profile.
+  auto iadeep = ParseMix("iadeep", Assumed5Profile());
   ASSERT_TRUE(iadeep.has_value());
-  std::map<std::string, double> w;
-  for (const auto& c : *iadeep) w[c.cls] = c.weight;
+  auto w = weights(*iadeep);
   EXPECT_DOUBLE_EQ(w["vgg16"], 0.212);
   EXPECT_DOUBLE_EQ(w["resnet50"], 0.212);
   EXPECT_DOUBLE_EQ(w["squeezenet"], 0.212);
   EXPECT_DOUBLE_EQ(w["neumf"], 0.182);
   EXPECT_DOUBLE_EQ(w["lstm"], 0.182);
-  auto conv = ParseMix("conv-heavy", DefaultProfile());
-  ASSERT_TRUE(conv.has_value());
-  double conv_share = 0;
-  for (const auto& c : *conv) {
-    if (c.cls == "vgg16" || c.cls == "resnet50") conv_share += c.weight;
-  }
-  EXPECT_GT(conv_share, 0.5) << "mostly vgg16 and resnet50";
-  auto light = ParseMix("light", DefaultProfile());
-  ASSERT_TRUE(light.has_value());
-  double light_share = 0;
-  for (const auto& c : *light) {
-    if (c.cls == "squeezenet" || c.cls == "neumf" || c.cls == "lstm") light_share += c.weight;
-  }
-  EXPECT_GT(light_share, 0.5) << "mostly squeezenet, neumf and lstm";
+  const auto no_lstm = ParseMix("iadeep", DefaultProfile());
+  ASSERT_FALSE(no_lstm.has_value());
+  EXPECT_NE(no_lstm.error().message.find("iadeep5-assumed"), std::string::npos)
+      << no_lstm.error().message;
+  // conv-heavy and light: every class, theirs three times as likely, on either profile.
+  w = weights(*ParseMix("conv-heavy", DefaultProfile()));
+  EXPECT_EQ(w.size(), 8U);
+  EXPECT_EQ(w["vgg16"], 3.0);
+  EXPECT_EQ(w["alexnet"], 3.0);
+  EXPECT_EQ(w["squeezenet"], 1.0);
+  w = weights(*ParseMix("light", Assumed5Profile()));
+  EXPECT_EQ(w.size(), 5U);
+  EXPECT_EQ(w["lstm"], 3.0);
+  EXPECT_EQ(w["vgg16"], 1.0);
 }
 
 TEST(DlMix, AnExplicitMixKeepsItsOrderAndWeights) {
-  auto mix = ParseMix("vgg16=1,lstm=3", DefaultProfile());
+  auto mix = ParseMix("vgg16=1,lstm=3", Assumed5Profile());
   ASSERT_TRUE(mix.has_value()) << mix.error().message;
   ASSERT_EQ(mix->size(), 2U);
   EXPECT_EQ((*mix)[0].cls, "vgg16");
   EXPECT_DOUBLE_EQ((*mix)[0].weight, 1.0);
   EXPECT_EQ((*mix)[1].cls, "lstm");
   EXPECT_DOUBLE_EQ((*mix)[1].weight, 3.0);
-  auto one = ParseMix("neumf=0.25", DefaultProfile());
+  auto one = ParseMix("neumf=0.25", Assumed5Profile());
   ASSERT_TRUE(one.has_value());
   EXPECT_EQ(one->size(), 1U);
 }
@@ -773,7 +781,7 @@ void PrintTo(const MixErrorCase& c, std::ostream* os) { *os << c.name; }
 class DlMixError : public ::testing::TestWithParam<MixErrorCase> {};
 
 TEST_P(DlMixError, NamesTheBadItem) {
-  auto mix = ParseMix(GetParam().text, DefaultProfile());
+  auto mix = ParseMix(GetParam().text, Assumed5Profile());
   ASSERT_FALSE(mix.has_value());
   EXPECT_EQ(mix.error().message.rfind("mix: ", 0), 0U) << mix.error().message;
   EXPECT_NE(mix.error().message.find(GetParam().message), std::string::npos) << mix.error().message;
@@ -857,7 +865,7 @@ TEST(DlJobGen, MemoryIsWholeGibibytesInRangeAndCoversTheClassNeed) {
   const auto jobs = GenOk(Gen(3000, 4));
   std::map<std::string, std::set<core::MiB>> seen;
   for (const auto& j : jobs) {
-    const policy::ClassProfile& c = *DefaultProfile().Find(j.cls);
+    const policy::ClassProfile& c = *Assumed5Profile().Find(j.cls);
     EXPECT_GE(j.gpu_mib, 3 * 1024) << j.id;
     EXPECT_LE(j.gpu_mib, 7 * 1024) << j.id;
     EXPECT_GE(j.gpu_mib, c.MemoryMib(c.default_batch)) << j.id;
@@ -943,7 +951,7 @@ class DlJobGenError : public ::testing::TestWithParam<GenErrorCase> {};
 TEST_P(DlJobGenError, NamesTheBadOption) {
   JobGenOptions g = Gen(10);
   GetParam().edit(g);
-  auto jobs = GenerateJobs(g, DefaultProfile());
+  auto jobs = GenerateJobs(g, Assumed5Profile());
   ASSERT_FALSE(jobs.has_value());
   EXPECT_EQ(jobs.error().message.rfind("jobgen: ", 0), 0U) << jobs.error().message;
   EXPECT_NE(jobs.error().message.find(GetParam().message), std::string::npos)
@@ -1041,7 +1049,7 @@ TEST(DlJobGen, TheLastRepresentableSubmitTimeIsAccepted) {
   EXPECT_EQ(FormatSeconds(jobs[1].submit_us), "999999999999.999999");
   std::stringstream text;
   WriteJobs(text, jobs);
-  EXPECT_TRUE(ReadJobs(text, "round-trip", DefaultProfile()).has_value())
+  EXPECT_TRUE(ReadJobs(text, "round-trip", Assumed5Profile()).has_value())
       << "what jobgen writes, simulate reads";
 }
 
@@ -1081,7 +1089,7 @@ TEST(DlJobs, AListOfMoreJobsThanTheLimitIsRefusedAtTheFirstRowPastIt) {
     text += ",lstm,0,8192\n";
   }
   std::istringstream in(text);
-  auto jobs = ReadJobs(in, "jobs.csv", DefaultProfile());
+  auto jobs = ReadJobs(in, "jobs.csv", Assumed5Profile());
   ASSERT_FALSE(jobs.has_value());
   EXPECT_EQ(jobs.error().message,
             "jobs.csv:1000002: more than 1000000 jobs (the most a job list may hold)");

@@ -28,6 +28,7 @@ class GpuScoringPolicy : public Policy {
 
   const InterferenceModel& model() const { return *model_; }
   const JobView* jobs() const { return jobs_; }
+  const ColocationOptions& options() const { return options_; }
   const ClassProfile* ClassOf(const core::Request& r) const;
 
  private:

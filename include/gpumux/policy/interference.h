@@ -37,6 +37,9 @@ namespace gpumux::policy {
 struct Member {
   const ClassProfile* cls = nullptr;
   int batch = 0;
+  // The job's gradient noise scale as its owner knows it (an estimate from observed gradients;
+  // 0 = the class's prior). Only goodput uses it; slowdowns do not depend on it.
+  double noise_scale = 0;
 };
 
 class InterferenceModel {
@@ -54,6 +57,8 @@ class ProfileInterference final : public InterferenceModel {
   void Predict(std::span<const Member> members, std::span<double> slowdown) const override;
   // The busy-time predictor alone (rule 3), for tests and for scaling measured sets.
   void PredictFromBusyTime(std::span<const Member> members, std::span<double> slowdown) const;
+  // Whether the profile has a measured set with exactly these classes (rule 1 or 2 applies).
+  bool Measured(std::span<const Member> members) const;
   // The GPU stretch x of the predictor for the given busy fractions (1 when they sum <= 1).
   static double Stretch(std::span<const double> busy);
 

@@ -14,7 +14,8 @@
 //    chosen by GP-LCB (Gaussian process, RBF kernel over log batch size, exploration weight
 //    kappa = 1) on the measured score, each over `probe_minibatches` minibatches; it keeps the
 //    probe with the best measured score. Score = the newcomer's measured goodput relative to
-//    its solo goodput at b0 (slowdown and statistical efficiency in one number).
+//    its solo goodput at b0 (slowdown and statistical efficiency in one number; the efficiency
+//    from the job's estimated noise scale, never a true one).
 //  * `joint` (gpumux): tunes every job in the group together by coordinate ascent on the
 //    predicted sum of normalised goodputs, sum_k goodput_k(b) / solo_goodput_k(b0k), then
 //    measures the chosen setting once for a few minibatches; the measured / predicted step-time
@@ -41,6 +42,7 @@ struct TuneJob {
   int batch = 0;                      // current batch size
   core::MiB memory_limit = 0;         // the job's GPU memory grant (0 = unlimited)
   bool newcomer = false;              // just placed: the job IADeep tunes
+  double noise_scale = 0;             // estimated gradient noise scale (0 = the class's prior)
 };
 
 struct TuneStep {
@@ -54,9 +56,11 @@ class TuningSession {
   virtual ~TuningSession() = default;
   virtual TuneStep Next() = 0;
   // The batch sizes that actually ran during the measurement window of the last step (a
-  // running job's change may still wait for its epoch boundary) and each job's mean step time
-  // (seconds) over that window.
-  virtual void Observe(std::span<const int> batches, std::span<const double> step_s) = 0;
+  // running job's change may still wait for its epoch boundary), each job's mean step time
+  // (seconds) over that window, and each job's gradient noise scale as estimated from its
+  // gradients so far (Pollux's estimator; empty, or 0 for a job, = no estimate).
+  virtual void Observe(std::span<const int> batches, std::span<const double> step_s,
+                       std::span<const double> noise_scale) = 0;
 };
 
 // Contract: Start() returns nullptr when there is nothing to tune (no job the tuner would
@@ -77,12 +81,13 @@ double GroupProgress(const InterferenceModel& model, std::span<const Member> mem
                      std::span<const double> correction = {});
 
 // Coordinate ascent over each job's candidate batch sizes (candidates[k] non-empty), starting
-// from `start`, maximising GroupProgress. Deterministic; at most `rounds` sweeps.
+// from `start`, maximising GroupProgress. Deterministic; at most `rounds` sweeps. `noise_scale`
+// (empty, or one per job; 0 = the class's) is each job's estimated gradient noise scale.
 std::vector<int> OptimiseBatches(const InterferenceModel& model,
                                  std::span<const ClassProfile* const> classes,
                                  std::span<const std::vector<int>> candidates,
                                  std::vector<int> start, std::span<const double> correction = {},
-                                 int rounds = 4);
+                                 int rounds = 4, std::span<const double> noise_scale = {});
 
 struct IadeepTunerOptions {
   int probes = 5;

@@ -81,6 +81,10 @@ struct ClassProfile {
   double Efficiency(int batch) const;
   // Useful samples per second alone on a GPU at `batch`: batch / t(batch) * E(batch).
   double SoloGoodput(int batch) const;
+  // The same with another noise scale than the class's: one job's own (the simulator's hidden
+  // truth) or an estimate from its observed gradients. phi <= 0 means the class's.
+  double Efficiency(int batch, double phi) const;
+  double SoloGoodput(int batch, double phi) const;
   // Useful samples to reach the target.
   double WorkSamples() const { return target_epochs * static_cast<double>(dataset_samples); }
   // Seconds to reach the target alone at b0.

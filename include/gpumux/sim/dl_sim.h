@@ -7,12 +7,17 @@
 // events exactly: completion, epoch boundary (when a batch change waits for it), end of a
 // reconfiguration pause, end of a tuning measurement window. No time stepping.
 //
-// A job's progress rate = batch / (t(batch) * s_true) * E(batch) useful samples per second,
-// where s_true is its slowdown among the jobs active on its GPU (jobs in a pause do not run).
-// The true slowdown is the profile's prediction times a hidden factor in
-// [1 - model_error, 1 + model_error], fixed per (set of classes, member class) from the seed:
-// the GPUs behave like the profile says, but not exactly. Policies see only the profile's
-// prediction and the jobs' observed rates; tuners' measurements see the truth plus noise.
+// Two profiles: the policies' (`profile`: what they believe) and the truth (what the simulated
+// GPUs really do; by default the same profile). A job's progress rate =
+// batch / (t_true(batch) * s_true) * E_job(batch) useful samples per second, where s_true is its
+// slowdown among the jobs active on its GPU (jobs in a pause do not run): the truth profile's
+// measured sets, else its predictor; on sets it has not measured, times a hidden factor around
+// 1 (+-model_error, tilted by the batch size) per (set, member class), fixed from the seed.
+// Each job's work and gradient noise scale are its class's (in the truth) times a hidden
+// log-normal draw (work_spread, noise_scale_spread; means preserved).
+// No oracle: policies and tuners never see the truth. Policies see policy::JobSnapshot (the
+// class prior, the progress counter, a noisy step-time report, the noise-scale estimate);
+// tuners get noisy step times and noise-scale estimates from their measurement windows.
 //
 // Placement runs through the one policy::Engine on a core::Ledger of `nodes` x
 // `gpus_per_node` GPUs. A scheduling pass runs after an arrival, a departure or the end of a
@@ -47,7 +52,7 @@ inline constexpr int kMaxDlJobsPerGpu = 16;
 
 // Ranges (RunDl refuses others): nodes x gpus_per_node 1..kMaxDlGpus, gpus_per_node
 // 1..core::kMaxGpusPerNode, max_jobs_per_gpu 1..kMaxDlJobsPerGpu, reconfigure_s [0, 86400],
-// measure_noise [0, 10], model_error [0, 1).
+// measure_noise [0, 10], model_error [0, 1), work_spread and noise_scale_spread [0, 2].
 struct DlSimOptions {
   std::string policy = "gpumux";
   std::string tuner = "auto";     // auto = the policy's own (none for policies without traits)
@@ -61,7 +66,11 @@ struct DlSimOptions {
   double reconfigure_s = 3.0;     // pause of a job whose batch size changes (assumed)
   double measure_noise = 0.1;     // relative sd of one measured step time; a window of n
                                   // steps reports the mean with sd measure_noise / sqrt(n)
-  double model_error = 0.1;       // hidden deviation of the true slowdowns from the profile
+  double model_error = 0.1;       // hidden deviation of the true slowdowns from the truth's
+                                  // predictor, on sets the truth profile has not measured
+  double work_spread = 0.5;       // sd of log(job work / class work) (assumed; policies know
+                                  // this spread, not any job's draw)
+  double noise_scale_spread = 0.3;  // sd of log(job noise scale / class noise scale) (assumed)
   std::uint64_t seed = 42;
   bool record_timeline = true;
   bool check_invariants = false;  // ledger invariants after every event (slow; for tests)
@@ -114,12 +123,14 @@ struct DlResult {
   std::int64_t events = 0;
 };
 
-// Runs the jobs to completion. Errors: an invalid profile, options outside their ranges, no jobs
-// or more than kMaxDlJobs, a job of an unknown class, with a submit time outside
-// 0..kMaxSubmitUs or no GPU memory, an unknown policy or tuner, a job that can never fit a GPU,
-// and a run that would pass kDlClockLimitUs.
+// Runs the jobs to completion; `truth` (nullptr = `profile`) is what the GPUs really do.
+// Errors: an invalid profile, options outside their ranges, no jobs or more than kMaxDlJobs, a
+// job of a class unknown to either profile, with a submit time outside 0..kMaxSubmitUs or no
+// GPU memory, an unknown policy or tuner, a job that can never fit a GPU, and a run that would
+// pass kDlClockLimitUs.
 core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
-                             const std::vector<JobSpec>& jobs, const DlSimOptions& options);
+                             const std::vector<JobSpec>& jobs, const DlSimOptions& options,
+                             const policy::WorkloadProfile* truth = nullptr);
 
 // Nearest-rank percentile (p in (0, 100]) of sorted values; 0 for none.
 double Percentile(const std::vector<double>& sorted, double p);

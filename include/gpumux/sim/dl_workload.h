@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -34,14 +35,29 @@ inline constexpr std::size_t kMaxDlJobs = 1'000'000;
 // The largest profile file read (the default profile is 5 KB).
 inline constexpr std::size_t kMaxProfileBytes = std::size_t{16} << 20;
 
-// Parses a profile (JSON; format in docs and data/dl_profile_default.json). `source` names the
-// input in errors, which also name the offending field.
+// Parses a profile (JSON; format in docs and data/dl_profile_iadeep_fitted.json). `source`
+// names the input in errors, which also name the offending field.
 core::Result<policy::WorkloadProfile> ParseProfile(std::string_view json, const std::string& source);
 // Reads `path` (at most kMaxProfileBytes) and parses it; errors name the path.
 core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path);
-// The embedded default: five IADeep classes on an RTX 3090 (data/dl_profile_default.json).
-const policy::WorkloadProfile& DefaultProfile();
+// Embedded profiles (data/, compiled in; data/README.md says what is measured, fitted, assumed):
+//  * iadeep-fitted: the 8 models IADeep measured on an RTX 3090, its solo figures, the
+//    interference predictor fitted to its measured pairs, no measured sets (the default belief);
+//  * iadeep-measured: the same plus the 31 measured pairs as per-job slowdowns (the default
+//    truth: what the simulated GPUs do);
+//  * iadeep5-assumed: gpumux's first profile (5 classes, busy fractions assumed, lstm's and
+//    resnet50's solo figures copies of other models' in IADeep's table); kept for comparison
+//    and for job lists written for it.
+inline constexpr std::string_view kDefaultProfileName = "iadeep-fitted";
+inline constexpr std::string_view kDefaultTruthProfileName = "iadeep-measured";
+std::vector<std::string> EmbeddedProfileNames();
+const policy::WorkloadProfile* EmbeddedProfile(std::string_view name);  // nullptr: no such name
+std::optional<std::string_view> EmbeddedProfileJson(std::string_view name);
+const policy::WorkloadProfile& DefaultProfile();       // iadeep-fitted
+const policy::WorkloadProfile& DefaultTruthProfile();  // iadeep-measured
 std::string_view DefaultProfileJson();
+// An embedded profile's name, else a file (LoadProfile).
+core::Result<policy::WorkloadProfile> ProfileByNameOrPath(const std::string& name_or_path);
 
 struct JobSpec {
   std::string id;
@@ -68,9 +84,11 @@ struct ClassWeight {
   double weight = 0;
 };
 
-// Named class mixes: "iadeep" (the paper's 0.212 vgg16 / resnet50 / squeezenet, 0.182 neumf /
-// lstm), "conv-heavy" (mostly vgg16 and resnet50) and "light" (mostly squeezenet, neumf,
-// lstm). Or an explicit "vgg16=0.5,lstm=0.5".
+// Named class mixes: "uniform" (every class of the profile alike), "iadeep" (the IADeep paper's
+// 0.212 vgg16 / resnet50 / squeezenet, 0.182 neumf / lstm: the iadeep5-assumed profile's
+// classes), "conv-heavy" (every class, the convolutional networks vgg16, vgg19, resnet50,
+// resnet152, alexnet 3 times as likely) and "light" (every class, squeezenet, googlenet, neumf,
+// adgcl, lstm 3 times as likely). Or an explicit "vgg16=0.5,alexnet=0.5".
 core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
                                                 const policy::WorkloadProfile& profile);
 std::vector<std::string> MixNames();
