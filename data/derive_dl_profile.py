@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Derives data/dl_profile_default.json, gpumux's default deep-learning workload profile.
+"""Derives gpumux's deep-learning workload profiles.
 
-Run:  python3 data/derive_dl_profile.py > data/dl_profile_default.json
+Run:  python3 data/derive_dl_profile.py > data/dl_profile_iadeep5_assumed.json  (the first,
+      assumed profile, embedded as iadeep5-assumed; the rest of this docstring describes it)
+      python3 data/derive_dl_profile.py --out data/  (the IADeep-fitted belief and measured truth,
+      the embedded defaults; see data/fit_interference.py)
       python3 data/derive_dl_profile.py --out data/   (the IADeep-fitted belief and measured
       truth: data/dl_profile_iadeep_fitted.json, data/dl_truth_iadeep_measured.json, and the
       fit report; see data/fit_interference.py, which reuses A1-A5 below with fitted busy
