@@ -51,7 +51,7 @@ void BM_Experiment(benchmark::State& state, const std::string& policy) {
 void BM_DlSimulation(benchmark::State& state, const std::string& policy_name) {
   const policy::WorkloadProfile& profile = sim::DefaultProfile();
   sim::JobGenOptions g;
-  g.mix = *sim::ParseMix("iadeep", profile);
+  g.mix = *sim::ParseMix("uniform", profile);
   g.load = 2;
   const std::vector<sim::JobSpec> jobs = *sim::GenerateJobs(g, profile);
   sim::DlSimOptions options;
@@ -59,7 +59,7 @@ void BM_DlSimulation(benchmark::State& state, const std::string& policy_name) {
   double avg_jct = 0;
   std::int64_t events = 0;
   for (auto _ : state) {
-    auto r = sim::RunDl(profile, jobs, options);
+    auto r = sim::RunDl(profile, jobs, options, &sim::DefaultTruthProfile());
     const sim::DlResult& result = *r;
     // DoNotOptimize on a const reference: Debian's libbenchmark 1.7.1 "+m,r" constraint for
     // non-const lvalues miscompiled with GCC 12 -O3 here (the counter read a stale value).

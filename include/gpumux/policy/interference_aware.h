@@ -20,8 +20,13 @@
 //    mix: -0.7 / 4.1 / 5.5 % without, 8.0 / 14.9 / 20.3 % with): the cost sees only the jobs
 //    involved, not the GPU time a newcomer takes from jobs that could use it better.
 //  * The job goes to the cheapest GPU (ties: lowest index) if that beats waiting; else it waits.
-// Traits: queue by shortest predicted solo time first (SRPT on the job's expected length), the
-// `joint` tuner, and a re-tune when a companion leaves.
+// Remaining work is never a job's true length: it is EstimatedRemainingWork (the class prior,
+// the spread of job lengths the driver states, the job's reported progress), and a job's rate
+// is its last step-time report (ObservedRate). The measured margins quoted above date from the
+// first, assumed profile with true lengths visible; the README's ablation table has the current
+// ones.
+// Traits: queue by shortest predicted solo time of the class prior first, the `joint` tuner,
+// and a re-tune when a companion leaves.
 // Unknown classes cannot be predicted: a GPU with one scores by its job count (fewer is better).
 //
 // Worked example (one job per class, remaining work = 100 s of solo time each, no tuning
