@@ -124,7 +124,8 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
                   "workload, 'study' = the six of the FGD study (see 'gpumux policies')")
       ->capture_default_str();
   cmd->add_option("--seeds", o.seeds,
-                  "Seeds: 42, 42-51 or 42,45,47 (one seed with --workload dl or --replay)")
+                  "Seeds: 42, 42-51 or 42,45,47 (one seed with --replay; with --workload dl each "
+                  "seed is a run of its own and the table shows the mean)")
       ->capture_default_str();
   cmd->add_option("--format", o.format, "Output on stdout (csv: --workload fgd only)")
       ->capture_default_str()
