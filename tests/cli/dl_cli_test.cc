@@ -93,6 +93,42 @@ TEST(DlCli, JsonHasOneRunPerPolicyAndLoad) {
   }
 }
 
+TEST(DlCli, SeveralSeedsRunEachSeedAndTheTableShowsTheMean) {
+  const std::vector<std::string> args{"--seeds", "1-2",     "--count",  "20",
+                                      "--loads", "1",       "--policy", "first-fit,gpumux"};
+  std::vector<std::string> json_args = args;
+  json_args.insert(json_args.end(), {"--format", "json"});
+  const CliRun r = SimulateDl(json_args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["seeds"], nlohmann::json({1, 2}));
+  ASSERT_EQ(j["runs"].size(), 4U);
+  const int seeds[] = {1, 1, 2, 2};
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(j["runs"][i]["seed"], seeds[i]) << i;
+  const CliRun table = SimulateDl(args);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("2 seeds (1..2; every figure is the mean over the seeds)"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find(" of 2 seeds)"), std::string::npos) << table.out;
+}
+
+TEST(DlCli, ProfilesAreFilesOrEmbeddedNames) {
+  const CliRun assumed =
+      SimulateDl({"--profile", "iadeep5-assumed", "--mix", "iadeep", "--count", "10", "--loads",
+                  "1", "--policy", "first-fit"});
+  EXPECT_EQ(assumed.code, 0) << assumed.err;
+  EXPECT_NE(assumed.out.find("truth: the same profile"), std::string::npos) << assumed.out;
+  const CliRun no_mix = SimulateDl({"--mix", "iadeep", "--count", "10", "--loads", "1"});
+  EXPECT_EQ(no_mix.code, 2);
+  EXPECT_NE(no_mix.err.find("iadeep5-assumed"), std::string::npos) << no_mix.err;
+  const CliRun missing = SimulateDl({"--truth-profile", "nosuch.json", "--count", "10"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--truth-profile"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("nosuch.json"), std::string::npos) << missing.err;
+  EXPECT_EQ(SimulateDl({"--work-spread", "3"}).code, 2);
+}
+
 TEST(DlCli, OutputIsByteIdenticalAcrossRunsAndThreadCounts) {
   const CliRun a = SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json"});
   const CliRun b = SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json"});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -620,6 +621,62 @@ TEST(Gpumux, DeclinesWhenEveryGpuHoldsTheMaximum) {
   Bed bed(Nodes(1, 1), Classes());
   for (int k = 0; k < 3; ++k) bed.Add(test::Numbered("j", k), "b10", 0);
   ExpectDeclined(bed.Decide<InterferenceAwarePolicy>(Bed::Job("new", "mystery")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a policy may know of a placed job: estimates from the prior and the reports.
+
+// E[W - done | W > done] for W = prior * exp(spread Z - spread^2 / 2), by the trapezoid rule over
+// z (the reference the closed form must match).
+double RemainingByQuadrature(double prior, double spread, double done) {
+  const double z0 = (std::log(done / prior) + 0.5 * spread * spread) / spread;
+  const int n = 200000;
+  const double hi = 12.0;
+  const double h = (hi - z0) / n;
+  double num = 0, den = 0;
+  for (int i = 0; i <= n; ++i) {
+    const double z = z0 + i * h;
+    const double w = (i == 0 || i == n) ? 0.5 : 1.0;
+    const double phi = std::exp(-0.5 * z * z);
+    num += w * phi * (prior * std::exp(spread * z - 0.5 * spread * spread) - done);
+    den += w * phi;
+  }
+  return num / den;
+}
+
+TEST(EstimatedRemaining, IsThePriorUntilTheJobHasRun) {
+  EXPECT_EQ(EstimatedRemainingWork(100, 0.5, 0), 100);
+  EXPECT_EQ(EstimatedRemainingWork(100, 0, 0), 100);
+}
+
+TEST(EstimatedRemaining, WithoutSpreadIsThePriorMinusTheDoneFlooredAtFivePercent) {
+  EXPECT_DOUBLE_EQ(EstimatedRemainingWork(100, 0, 30), 70);
+  EXPECT_DOUBLE_EQ(EstimatedRemainingWork(100, 0, 99), 5);
+  EXPECT_DOUBLE_EQ(EstimatedRemainingWork(100, 0, 500), 5);
+}
+
+TEST(EstimatedRemaining, WithSpreadIsTheLogNormalConditionalMean) {
+  for (double done : {20.0, 80.0, 150.0, 400.0}) {
+    EXPECT_NEAR(EstimatedRemainingWork(100, 0.5, done), RemainingByQuadrature(100, 0.5, done),
+                1e-3 * done)
+        << done;
+  }
+  // Past the prior, the longer a job ran, the longer it is expected to run on.
+  EXPECT_GT(EstimatedRemainingWork(100, 0.5, 300), EstimatedRemainingWork(100, 0.5, 150));
+  EXPECT_GT(EstimatedRemainingWork(100, 0.5, 150), 0);
+}
+
+TEST(EstimatedRemaining, OfASnapshotUsesItsClassPriorAndReportedProgress) {
+  const WorkloadProfile p = Classes();
+  JobSnapshot s;
+  s.cls = &p.classes[0];
+  s.batch = s.cls->default_batch;
+  s.work_done = 0.25 * s.cls->WorkSamples();
+  EXPECT_DOUBLE_EQ(EstimatedRemainingWork(s, 0), 0.75 * s.cls->WorkSamples());
+  EXPECT_EQ(EstimatedRemainingWork(JobSnapshot{}, 0.5), 0) << "no class, no estimate";
+  EXPECT_EQ(ObservedRate(s), 0) << "no step-time report yet";
+  s.observed_step_s = 2 * s.cls->StepSeconds(s.batch);
+  EXPECT_DOUBLE_EQ(ObservedRate(s), 0.5 * s.cls->SoloGoodput(s.batch)) << "at b0: batch / step";
 }
 
 }  // namespace

@@ -656,6 +656,96 @@ TEST(DlSimOptionsTest, TheResultRecordsPolicyTunerAndSeed) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Truth and belief; hidden per-job draws.
+
+// short + long share the one GPU (first-fit). The policies' profile predicts 1.25 each (800
+// samples/s): short ends at 2.5 s, long at 2.5 + 2000 / 1000 = 4.5 s. The truth measured the
+// pair at 2.0 each (500 samples/s): short ends at 4 s, long at 4 + 2 = 6 s.
+TEST(DlSimTruth, JobsRunAsTheTruthProfileSaysNotAsThePoliciesBelieve) {
+  policy::WorkloadProfile truth = TinyProfile();
+  truth.name = "tiny-truth";
+  truth.measured = {{{"short", "long"}, {100, 100}, {2.0, 2.0}, "test"}};
+  const std::vector<JobSpec> jobs = {Job("s", "short", 0), Job("l", "long", 0)};
+  const DlSimOptions o = OneGpu("first-fit");
+  const DlResult believed = RunOk(TinyProfile(), jobs, o);
+  ExpectAtUs(JobIn(believed, "s").finish_us, 2.5, "s, truth = the profile");
+  ExpectAtUs(JobIn(believed, "l").finish_us, 4.5, "l, truth = the profile");
+  auto real = RunDl(TinyProfile(), jobs, o, &truth);
+  ASSERT_TRUE(real.has_value()) << real.error().message;
+  ExpectAtUs(JobIn(*real, "s").finish_us, 4.0, "s, measured truth");
+  ExpectAtUs(JobIn(*real, "l").finish_us, 6.0, "l, measured truth");
+}
+
+TEST(DlSimTruth, AMeasuredSetRunsAsMeasuredWhateverTheModelError) {
+  policy::WorkloadProfile truth = TinyProfile();
+  truth.measured = {{{"short", "long"}, {100, 100}, {2.0, 2.0}, "test"}};
+  DlSimOptions o = OneGpu("first-fit");
+  o.model_error = 0.5;
+  auto r = RunDl(TinyProfile(), {Job("s", "short", 0), Job("l", "long", 0)}, o, &truth);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ExpectAtUs(JobIn(*r, "s").finish_us, 4.0, "the hidden error is for sets nobody measured");
+}
+
+TEST(DlSimTruth, AClassTheTruthLacksIsAnErrorNamingJobClassAndTruth) {
+  policy::WorkloadProfile truth = TinyProfile();
+  truth.name = "tiny-truth";
+  truth.classes.pop_back();  // no "heavy"
+  auto r = RunDl(TinyProfile(), {Job("h", "heavy", 0)}, OneGpu("first-fit"), &truth);
+  ASSERT_FALSE(r.has_value());
+  for (const char* word : {"'h'", "heavy", "tiny-truth"}) {
+    EXPECT_NE(r.error().message.find(word), std::string::npos) << r.error().message;
+  }
+  truth.classes.clear();
+  r = RunDl(TinyProfile(), {Job("s", "short", 0)}, OneGpu("first-fit"), &truth);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message.rfind("the truth profile", 0), 0U) << r.error().message;
+}
+
+// 400 "short" jobs, each alone on its GPU: a job's JCT is its work / 1000 samples/s.
+std::vector<double> ExclusiveJcts(int count, double spread) {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < count; ++i) {
+    std::string id = "j";  // appended: GCC 12 -O3 warns falsely on "literal" + std::string
+    id += std::to_string(i);
+    jobs.push_back(Job(id, "short", 0));
+  }
+  DlSimOptions o = OneGpu("exclusive");
+  o.nodes = 100;
+  o.gpus_per_node = 4;
+  o.work_spread = spread;
+  o.check_invariants = false;
+  const DlResult r = RunOk(TinyProfile(), jobs, o);
+  std::vector<double> jct;
+  for (const auto& j : r.jobs) jct.push_back(static_cast<double>(j.jct_us()) / 1e6);
+  return jct;
+}
+
+TEST(DlSimSpread, EachJobsWorkIsItsClassTimesAHiddenDrawWithTheMeanKept) {
+  const std::vector<double> jct = ExclusiveJcts(400, 0.5);
+  double sum = 0;
+  for (double v : jct) sum += v;
+  // Log-normal, sd of the log 0.5: the sd of a job's work is 2 s * 0.53; the mean of 400 has a
+  // standard error of 0.053 s, so 0.25 s is almost 5 of them.
+  EXPECT_NEAR(sum / 400.0, 2.0, 0.25);
+  const auto [lo, hi] = std::minmax_element(jct.begin(), jct.end());
+  EXPECT_GT(*hi / *lo, 2.0) << "jobs of one class differ";
+  for (double v : ExclusiveJcts(20, 0)) EXPECT_NEAR(v, 2.0, 2e-6) << "no spread: the class's work";
+  EXPECT_EQ(ExclusiveJcts(1, 0.5).front(), jct.front())
+      << "a job's draw does not depend on the other jobs in the list";
+}
+
+TEST(DlSimSpread, SpreadsOutsideTheirRangeAreErrors) {
+  for (double bad : {-0.1, 2.5, std::nan("")}) {
+    DlSimOptions o = OneGpu("first-fit");
+    o.work_spread = bad;
+    EXPECT_FALSE(RunDl(TinyProfile(), {Job("a", "short", 0)}, o).has_value()) << bad;
+    o = OneGpu("first-fit");
+    o.noise_scale_spread = bad;
+    EXPECT_FALSE(RunDl(TinyProfile(), {Job("a", "short", 0)}, o).has_value()) << bad;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Errors.
 
 struct ErrorCase {
