@@ -495,6 +495,12 @@ class JointTunerTest : public ::testing::Test {
     return out;
   }
 
+  // A session of x (the newcomer; noise-scale estimate x_phi, 0 = none) and y, both at 100.
+  std::unique_ptr<TuningSession> StartXy(JointTuner& tuner, double x_phi = 0) {
+    return tuner.Start({TuneJob{x(), 100, 0, true, x_phi}, TuneJob{y(), 100, 0, false}}, model_,
+                       rng_);
+  }
+
   WorkloadProfile profile_;
   ProfileInterference model_;
   core::Rng rng_{1, "tuner"};
@@ -502,8 +508,7 @@ class JointTunerTest : public ::testing::Test {
 
 TEST_F(JointTunerTest, MovesEveryJobToTheJointOptimumAndMeasuresANewSetOnce) {
   JointTuner tuner;
-  auto session =
-      tuner.Start({TuneJob{x(), 100, 0, true}, TuneJob{y(), 100, 0, false}}, model_, rng_);
+  auto session = StartXy(tuner);
   ASSERT_NE(session, nullptr);
   const TuneStep first = session->Next();
   EXPECT_EQ(first.batches, (std::vector<int>{120, 147}));
@@ -537,8 +542,7 @@ TEST_F(JointTunerTest, ALearnedSetGoesFinalWithoutMeasuringInAnyOrder) {
 TEST_F(JointTunerTest, ASetLearnedForOnlyOneMemberIsMeasured) {
   JointTuner tuner;
   tuner.Learn("x+y", "x", 1.1);
-  auto session =
-      tuner.Start({TuneJob{x(), 100, 0, true}, TuneJob{y(), 100, 0, false}}, model_, rng_);
+  auto session = StartXy(tuner);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->Next().measure_minibatches, 3);
 }
@@ -602,8 +606,7 @@ TEST_F(JointTunerTest, NothingToTuneGivesNoSession) {
 // to the smallest candidate, 67; y, without an estimate, keeps its class's optimum 147.
 TEST_F(JointTunerTest, TheFinalStepUsesTheReportedNoiseScaleEstimates) {
   JointTuner tuner;
-  auto session =
-      tuner.Start({TuneJob{x(), 100, 0, true}, TuneJob{y(), 100, 0, false}}, model_, rng_);
+  auto session = StartXy(tuner);
   ASSERT_NE(session, nullptr);
   const TuneStep first = session->Next();
   ASSERT_EQ(first.batches, (std::vector<int>{120, 147}));
@@ -617,8 +620,7 @@ TEST_F(JointTunerTest, TheFinalStepUsesTheReportedNoiseScaleEstimates) {
 TEST_F(JointTunerTest, TheNoiseScaleAtStartPlacesTheFirstChoice) {
   // x estimated at phi 400 (b* = 200) from the start: its first setting is already 200.
   JointTuner tuner;
-  auto session = tuner.Start({TuneJob{x(), 100, 0, true, 400}, TuneJob{y(), 100, 0, false}},
-                             model_, rng_);
+  auto session = StartXy(tuner, 400);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->Next().batches, (std::vector<int>{200, 147}));
 }
