@@ -35,18 +35,37 @@ double ObservedRate(const JobSnapshot& job) {
          job.cls->Efficiency(job.batch, job.noise_scale);
 }
 
+namespace {
+
+// Mills ratio R(x) = Q(x) / phi(x) (Q the normal tail, phi the density): from erfc where phi
+// cannot underflow, else by its continued fraction 1 / (x + 1 / (x + 2 / (x + 3 / ...))).
+double MillsRatio(double x) {
+  constexpr double kSqrt2 = 1.4142135623730951;
+  constexpr double kSqrt2Pi = 2.5066282746310002;
+  if (x < 3) return 0.5 * std::erfc(x / kSqrt2) * kSqrt2Pi * std::exp(0.5 * x * x);
+  double t = x;
+  for (int k = 200; k >= 1; --k) t = x + k / t;
+  return 1.0 / t;
+}
+
+}  // namespace
+
 double EstimatedRemainingWork(double prior_mean, double spread, double done) {
   if (!(prior_mean > 0)) return 0;
   if (!(done > 0)) return prior_mean;
   if (!(spread > 0)) return std::max(prior_mean - done, 0.05 * prior_mean);
   // W = prior * exp(spread Z - spread^2 / 2). With mu = ln prior - spread^2 / 2 and
-  // a = (ln done - mu) / spread: P(W > done) = Q(a), E[W; W > done] = prior Q(a - spread),
-  // Q(z) = erfc(z / sqrt 2) / 2. a is clamped where erfc would underflow to 0.
+  // a = (ln done - mu) / spread: E[W | W > done] = prior Q(a - spread) / Q(a), and since
+  // prior exp(a spread - spread^2 / 2) = done this is done R(a - spread) / R(a) with the Mills
+  // ratio R, which stays exact far in the tail (where Q underflows).
   const double mu = std::log(prior_mean) - 0.5 * spread * spread;
-  const double a = std::min((std::log(done) - mu) / spread, 35.0);
-  const double tail = std::erfc(a / std::sqrt(2.0));
-  const double above = std::erfc((a - spread) / std::sqrt(2.0));
-  return std::max(prior_mean * above / tail - done, 0.0);
+  const double a = (std::log(done) - mu) / spread;
+  if (a < 3) {
+    const double tail = std::erfc(a / std::sqrt(2.0));
+    const double above = std::erfc((a - spread) / std::sqrt(2.0));
+    return std::max(prior_mean * above / tail - done, 0.0);
+  }
+  return std::max(done * (MillsRatio(a - spread) / MillsRatio(a) - 1.0), 0.0);
 }
 
 double EstimatedRemainingWork(const JobSnapshot& job, double spread) {

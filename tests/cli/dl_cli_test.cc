@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -145,6 +146,80 @@ TEST(DlCli, OutputIsByteIdenticalAcrossRunsAndThreadCounts) {
       SimulateDl({"--count", "30", "--loads", "1,2", "--format", "json", "--seeds", "43"});
   ASSERT_EQ(other.code, 0) << other.err;
   EXPECT_NE(a.out, other.out) << "another seed, another workload";
+}
+
+// --seeds 1-2: every (seed, load) input runs under every policy; the runs come seed-major,
+// then load, then policy.
+TEST(DlCli, SeveralSeedsRunEveryPolicyOnEachSeed) {
+  const CliRun r = SimulateDl({"--seeds", "1-2", "--count", "20", "--loads", "1", "--policy",
+                               "first-fit,gpumux", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+  EXPECT_EQ(j["seeds"], nlohmann::json({1, 2}));
+  ASSERT_EQ(j["runs"].size(), 4U);
+  const std::vector<std::uint64_t> seeds{1, 1, 2, 2};
+  const std::vector<std::string> policies{"first-fit", "gpumux", "first-fit", "gpumux"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(j["runs"][i]["seed"], seeds[i]);
+    EXPECT_EQ(j["runs"][i]["policy"], policies[i]);
+    EXPECT_EQ(j["runs"][i]["jobs"], 20);
+  }
+  EXPECT_NE(j["runs"][0]["metrics"], j["runs"][2]["metrics"]) << "another seed, another run";
+}
+
+TEST(DlCli, TheTableOfSeveralSeedsSaysHowManyAndOnHowManyGpumuxWon) {
+  const CliRun r = SimulateDl(
+      {"--seeds", "1-2", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 seeds (1..2; every figure is the mean over the seeds)"),
+            std::string::npos)
+      << r.out;
+  const std::size_t margin = r.out.find("\n  gpumux vs first-fit: average JCT ");
+  ASSERT_NE(margin, std::string::npos) << r.out;
+  const std::string line = r.out.substr(margin + 1, r.out.find('\n', margin + 1) - margin - 1);
+  bool counted = false;
+  for (const char* wins : {"0", "1", "2"}) {
+    counted = counted ||
+              line.find(std::string("(average lower on ") + wins + " of 2 seeds)") != std::string::npos;
+  }
+  EXPECT_TRUE(counted) << line;
+  const CliRun one = SimulateDl(
+      {"--seeds", "1", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("seed 1\n"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("of 1 seeds"), std::string::npos) << "no count for one seed";
+}
+
+TEST(DlCli, AnEmbeddedProfileRunsByItsName) {
+  const CliRun r = SimulateDl({"--profile", "iadeep5-assumed", "--mix", "iadeep", "--count", "10",
+                               "--loads", "1", "--policy", "exclusive,gpumux"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile: iadeep-rtx3090-derived (embedded); truth: the same profile"),
+            std::string::npos)
+      << "a profile of its own classes: its own truth\n"
+      << r.out;
+  const CliRun truth = SimulateDl({"--profile", "iadeep-fitted", "--truth-profile",
+                                   "iadeep-measured", "--count", "10", "--loads", "1", "--policy",
+                                   "exclusive"});
+  ASSERT_EQ(truth.code, 0) << truth.err;
+  EXPECT_NE(truth.out.find("truth: iadeep-rtx3090-measured-truth (embedded)"), std::string::npos)
+      << truth.out;
+}
+
+TEST(DlCli, TheJobsCsvOfSeveralSeedsEndsEveryRowWithItsSeed) {
+  test::ScratchDir dir;
+  const std::string report = (dir.path() / "report").string();
+  const CliRun r = Gpumux({"simulate", "--workload", "dl", "--seeds", "1-2", "--count", "5",
+                           "--loads", "1", "--policy", "exclusive", "--out", report, "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = Lines(ReadFile(report + "/jobs.csv"));
+  ASSERT_EQ(rows.size(), 1U + 2U * 5U);
+  EXPECT_EQ(rows[0].substr(rows[0].rfind(',')), ",seed") << rows[0];
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].substr(rows[i].rfind(',')), i <= 5 ? ",1" : ",2") << rows[i];
+  }
 }
 
 TEST(DlCli, JobgenPrintsAHeaderAndOneRowPerJob) {
@@ -322,6 +397,16 @@ INSTANTIATE_TEST_SUITE_P(
                   Dl({"--nodes", "nodes.csv"}),
                   {"--nodes belongs to --workload fgd"}},
         UsageCase{"a_bad_seed", Dl({"--seeds", "x"}), {"--seeds: 'x'"}},
+        UsageCase{"a_missing_truth_profile",
+                  Dl({"--truth-profile", "nosuch.json"}),
+                  {"--truth-profile", "nosuch.json"}},
+        UsageCase{"the_iadeep_mix_with_the_default_profile",
+                  Dl({"--mix", "iadeep"}),
+                  {"iadeep5-assumed"}},
+        UsageCase{"a_work_spread_above_two", Dl({"--work-spread", "3"}), {"--work-spread"}},
+        UsageCase{"a_negative_noise_scale_spread",
+                  Dl({"--noise-scale-spread", "-0.5"}),
+                  {"--noise-scale-spread"}},
         UsageCase{
             "gpus_not_a_multiple_of_four", Dl({"--gpus", "6"}), {"--gpus must be a multiple of 4"}},
         UsageCase{"csv_on_stdout", Dl({"--format", "csv"}), {"jobs.csv"}},

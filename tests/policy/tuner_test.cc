@@ -160,6 +160,34 @@ TEST(OptimiseBatchesOf, ZeroRoundsKeepTheStart) {
   EXPECT_EQ(OptimiseBatches(model, classes, candidates, {100}, {}, 0), (std::vector<int>{100}));
 }
 
+// A job's estimated noise scale moves its batch: with t(b) = a + c b the solo goodput
+// b / t(b) * (phi + b0) / (phi + b) peaks at b* = sqrt(a phi / c) = sqrt(100 phi), so a job
+// with a larger noise scale (large batches lose less statistical efficiency) goes to a larger
+// batch. Two light jobs of one class (phi 100, b* = 100 = b0): their slowdown is 1.05 at any
+// batches, so each goes to its own b*: phi 400 -> 200 (the largest candidate), phi 25 -> 50,
+// below the candidates -> the smallest, 67; 0 = the class's phi -> 100.
+TEST(OptimiseBatchesOf, AJobWithALargerEstimatedNoiseScaleGetsALargerBatch) {
+  const WorkloadProfile p = MakeProfile({Peaked("x", 100)});
+  const ProfileInterference model(p);
+  const std::vector<const ClassProfile*> classes{&p.classes[0], &p.classes[0]};
+  const std::vector<std::vector<int>> candidates{BatchCandidates(p.classes[0], 0),
+                                                 BatchCandidates(p.classes[0], 0)};
+  ASSERT_EQ(candidates[0].front(), 67);
+  ASSERT_EQ(candidates[0].back(), 200);
+  auto optimise = [&](std::vector<double> noise_scale) {
+    return OptimiseBatches(model, classes, candidates, {100, 100}, {}, 4, noise_scale);
+  };
+  EXPECT_EQ(optimise({}), (std::vector<int>{100, 100})) << "no estimates: the class's phi";
+  EXPECT_EQ(optimise({0, 0}), (std::vector<int>{100, 100})) << "0 = the class's phi";
+  EXPECT_EQ(optimise({400, 25}), (std::vector<int>{200, 67}));
+  EXPECT_EQ(optimise({0, 400}), (std::vector<int>{100, 200}));
+  // b* = sqrt(100 * 169) = 130: between, and where the candidates allow.
+  const std::vector<int> mid = optimise({169, 0});
+  EXPECT_GT(mid[0], 120);
+  EXPECT_LT(mid[0], 140);
+  EXPECT_EQ(mid[1], 100);
+}
+
 // The best pair of batch sizes over all 34 x 34 candidate pairs, and its group progress.
 struct BruteForce {
   std::vector<int> batches;
@@ -412,6 +440,32 @@ TEST_F(IadeepTunerTest, FewerProbesWhenAskedOrWhenThereAreFewerCandidates) {
   }
 }
 
+// The score of a probe uses the newcomer's noise scale as the window reports it: the same
+// step times (the solo ones: t(b) = 0.04 + 0.0004 b) rank the three probes 67, 112, 200
+// differently. Under the class's phi 100 (b* = 100) 112 scores best; a reported phi of 10000
+// (b* = 1000) makes large batches nearly free of efficiency loss, so 200 scores best.
+TEST_F(IadeepTunerTest, TheScoreUsesTheReportedNoiseScaleEstimate) {
+  auto final_batch = [&](std::vector<double> noise_scale) {
+    IadeepTuner tuner(IadeepTunerOptions{3, 4, 1.0});
+    auto session =
+        tuner.Start({TuneJob{c(), 100, 0, false}, TuneJob{n(), 100, 0, true}}, model_, rng_);
+    EXPECT_NE(session, nullptr);
+    if (!session) return 0;
+    for (int i = 0; i < 10; ++i) {
+      const TuneStep step = session->Next();
+      if (step.final) return step.batches[1];
+      const std::vector<double> step_s{c()->StepSeconds(step.batches[0]),
+                                       n()->StepSeconds(step.batches[1])};
+      session->Observe(step.batches, step_s, noise_scale);
+    }
+    ADD_FAILURE() << "no final step";
+    return 0;
+  };
+  EXPECT_EQ(final_batch({}), 112) << "no estimate: the class's phi";
+  EXPECT_EQ(final_batch({0, 0}), 112) << "0 = no estimate";
+  EXPECT_EQ(final_batch({0, 10000}), 200);
+}
+
 // ---------------------------------------------------------------- joint tuner
 
 // x peaks at 120, y at 147 (both candidates of b0 = 100); busy 0.3 each, so together they
@@ -441,6 +495,12 @@ class JointTunerTest : public ::testing::Test {
     return out;
   }
 
+  // A session of x (the newcomer; noise-scale estimate x_phi, 0 = none) and y, both at 100.
+  std::unique_ptr<TuningSession> StartXy(JointTuner& tuner, double x_phi = 0) {
+    return tuner.Start({TuneJob{x(), 100, 0, true, x_phi}, TuneJob{y(), 100, 0, false}}, model_,
+                       rng_);
+  }
+
   WorkloadProfile profile_;
   ProfileInterference model_;
   core::Rng rng_{1, "tuner"};
@@ -448,8 +508,7 @@ class JointTunerTest : public ::testing::Test {
 
 TEST_F(JointTunerTest, MovesEveryJobToTheJointOptimumAndMeasuresANewSetOnce) {
   JointTuner tuner;
-  auto session =
-      tuner.Start({TuneJob{x(), 100, 0, true}, TuneJob{y(), 100, 0, false}}, model_, rng_);
+  auto session = StartXy(tuner);
   ASSERT_NE(session, nullptr);
   const TuneStep first = session->Next();
   EXPECT_EQ(first.batches, (std::vector<int>{120, 147}));
@@ -483,8 +542,7 @@ TEST_F(JointTunerTest, ALearnedSetGoesFinalWithoutMeasuringInAnyOrder) {
 TEST_F(JointTunerTest, ASetLearnedForOnlyOneMemberIsMeasured) {
   JointTuner tuner;
   tuner.Learn("x+y", "x", 1.1);
-  auto session =
-      tuner.Start({TuneJob{x(), 100, 0, true}, TuneJob{y(), 100, 0, false}}, model_, rng_);
+  auto session = StartXy(tuner);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->Next().measure_minibatches, 3);
 }
@@ -541,6 +599,30 @@ TEST_F(JointTunerTest, NothingToTuneGivesNoSession) {
   EXPECT_EQ(
       tuner.Start({TuneJob{x(), 67, 1340, true}, TuneJob{y(), 100, 1000, false}}, model_, rng_),
       nullptr);
+}
+
+// The final step re-optimises with the noise scales the measurement window reported: x (class
+// phi 144, b* = 120) reported at phi 16 (b* = 40) is no longer worth a large batch and drops
+// to the smallest candidate, 67; y, without an estimate, keeps its class's optimum 147.
+TEST_F(JointTunerTest, TheFinalStepUsesTheReportedNoiseScaleEstimates) {
+  JointTuner tuner;
+  auto session = StartXy(tuner);
+  ASSERT_NE(session, nullptr);
+  const TuneStep first = session->Next();
+  ASSERT_EQ(first.batches, (std::vector<int>{120, 147}));
+  session->Observe(first.batches, StepTimes({x(), y()}, first.batches, {1.0, 1.0}),
+                   std::vector<double>{16, 0});
+  const TuneStep second = session->Next();
+  EXPECT_TRUE(second.final);
+  EXPECT_EQ(second.batches, (std::vector<int>{67, 147}));
+}
+
+TEST_F(JointTunerTest, TheNoiseScaleAtStartPlacesTheFirstChoice) {
+  // x estimated at phi 400 (b* = 200) from the start: its first setting is already 200.
+  JointTuner tuner;
+  auto session = StartXy(tuner, 400);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->Next().batches, (std::vector<int>{200, 147}));
 }
 
 TEST(JointTunerLearning, AveragesANewRatioWithTheOldOne) {

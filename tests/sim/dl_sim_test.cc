@@ -36,8 +36,8 @@ void ExpectAtUs(core::Micros actual, double expected_s, const char* what) {
 }
 
 DlResult RunOk(const policy::WorkloadProfile& profile, const std::vector<JobSpec>& jobs,
-               const DlSimOptions& options) {
-  auto r = RunDl(profile, jobs, options);
+               const DlSimOptions& options, const policy::WorkloadProfile* truth = nullptr) {
+  auto r = RunDl(profile, jobs, options, truth);
   if (!r) {
     ADD_FAILURE() << r.error().message;
     return {};
@@ -656,93 +656,218 @@ TEST(DlSimOptionsTest, TheResultRecordsPolicyTunerAndSeed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Truth and belief; hidden per-job draws.
+// The truth apart from the belief: the policies see `profile`, the GPUs do what `truth` says.
 
-// short + long share the one GPU (first-fit). The policies' profile predicts 1.25 each (800
-// samples/s): short ends at 2.5 s, long at 2.5 + 2000 / 1000 = 4.5 s. The truth measured the
-// pair at 2.0 each (500 samples/s): short ends at 4 s, long at 4 + 2 = 6 s.
-TEST(DlSimTruth, JobsRunAsTheTruthProfileSaysNotAsThePoliciesBelieve) {
-  policy::WorkloadProfile truth = TinyProfile();
-  truth.name = "tiny-truth";
-  truth.measured = {{{"short", "long"}, {100, 100}, {2.0, 2.0}, "test"}};
-  const std::vector<JobSpec> jobs = {Job("s", "short", 0), Job("l", "long", 0)};
+// The tiny profile, plus a measured pair: short and long together slow by 2 and 2.5 (the
+// tiny profile's predictor says 1.25 each).
+policy::WorkloadProfile MeasuredTruth() {
+  policy::WorkloadProfile t = TinyProfile();
+  t.name = "tiny-truth";
+  t.measured = {policy::MeasuredSet{{"short", "long"}, {100, 100}, {2.0, 2.5}, "made up"}};
+  return t;
+}
+
+const std::vector<JobSpec>& ShortAndLong() {
+  static const std::vector<JobSpec> jobs{Job("a", "short", 0), Job("b", "long", 0)};
+  return jobs;
+}
+
+TEST(DlSimTruth, CompletionTimesFollowTheTruthsSlowdownsNotTheProfiles) {
+  const auto belief = TinyProfile();
+  const auto truth = MeasuredTruth();
+  ASSERT_TRUE(truth.Validate().has_value()) << truth.Validate().error().message;
   const DlSimOptions o = OneGpu("first-fit");
-  const DlResult believed = RunOk(TinyProfile(), jobs, o);
-  ExpectAtUs(JobIn(believed, "s").finish_us, 2.5, "s, truth = the profile");
-  ExpectAtUs(JobIn(believed, "l").finish_us, 4.5, "l, truth = the profile");
-  auto real = RunDl(TinyProfile(), jobs, o, &truth);
-  ASSERT_TRUE(real.has_value()) << real.error().message;
-  ExpectAtUs(JobIn(*real, "s").finish_us, 4.0, "s, measured truth");
-  ExpectAtUs(JobIn(*real, "l").finish_us, 6.0, "l, measured truth");
+  // a at 1000 / 2 = 500 samples/s: its 2000 by 4 s. b at 400/s has 1600 of 4000 by then; the
+  // other 2400 alone at 1000/s: 6.4 s.
+  const DlResult r = RunOk(belief, ShortAndLong(), o, &truth);
+  ASSERT_EQ(r.jobs.size(), 2U);
+  ExpectAtUs(JobIn(r, "a").finish_us, 4.0, "a under the truth");
+  ExpectAtUs(JobIn(r, "b").finish_us, 6.4, "b under the truth");
+  // Without a truth, the profile is the truth: 1.25 each, 800/s; a done at 2.5 s, b's last
+  // 2000 alone: 4.5 s.
+  const DlResult same = RunOk(belief, ShortAndLong(), o);
+  ExpectAtUs(JobIn(same, "a").finish_us, 2.5, "a under the profile");
+  ExpectAtUs(JobIn(same, "b").finish_us, 4.5, "b under the profile");
+  const DlResult explicit_same = RunOk(belief, ShortAndLong(), o, &belief);
+  ExpectSameResult(same, explicit_same);
+  // The truth as the belief too: the policies' view does not change what the GPUs do here.
+  const DlResult both = RunOk(truth, ShortAndLong(), o, &truth);
+  EXPECT_EQ(JobIn(both, "a").finish_us, JobIn(r, "a").finish_us);
+  EXPECT_EQ(JobIn(both, "b").finish_us, JobIn(r, "b").finish_us);
 }
 
-TEST(DlSimTruth, AMeasuredSetRunsAsMeasuredWhateverTheModelError) {
+TEST(DlSimTruth, AJobRunsAtTheTruthsSoloStepTime) {
+  // The truth's short steps take 0.2 s (500 samples/s): 4 s alone, whatever the profile says.
+  const auto belief = TinyProfile();
   policy::WorkloadProfile truth = TinyProfile();
-  truth.measured = {{{"short", "long"}, {100, 100}, {2.0, 2.0}, "test"}};
-  DlSimOptions o = OneGpu("first-fit");
-  o.model_error = 0.5;
-  auto r = RunDl(TinyProfile(), {Job("s", "short", 0), Job("l", "long", 0)}, o, &truth);
-  ASSERT_TRUE(r.has_value()) << r.error().message;
-  ExpectAtUs(JobIn(*r, "s").finish_us, 4.0, "the hidden error is for sets nobody measured");
+  truth.classes[0].solo[0].step_s = 0.2;
+  const DlResult r = RunOk(belief, {Job("a", "short", 0)}, OneGpu("exclusive"), &truth);
+  ExpectAtUs(JobIn(r, "a").finish_us, 4.0, "finish");
 }
 
-TEST(DlSimTruth, AClassTheTruthLacksIsAnErrorNamingJobClassAndTruth) {
+TEST(DlSimTruth, AClassMissingFromTheTruthIsAnErrorNamingJobClassAndTruth) {
   policy::WorkloadProfile truth = TinyProfile();
   truth.name = "tiny-truth";
-  truth.classes.pop_back();  // no "heavy"
-  auto r = RunDl(TinyProfile(), {Job("h", "heavy", 0)}, OneGpu("first-fit"), &truth);
+  truth.classes.erase(truth.classes.begin());  // no "short"
+  ASSERT_TRUE(truth.Validate().has_value());
+  const auto r = RunDl(TinyProfile(), {Job("x", "long", 0), Job("y", "short", 1)},
+                       OneGpu("first-fit"), &truth);
   ASSERT_FALSE(r.has_value());
-  for (const char* word : {"'h'", "heavy", "tiny-truth"}) {
-    EXPECT_NE(r.error().message.find(word), std::string::npos) << r.error().message;
+  for (const char* part : {"job 'y'", "'short'", "truth profile 'tiny-truth'"}) {
+    EXPECT_NE(r.error().message.find(part), std::string::npos) << part << ": "
+                                                               << r.error().message;
   }
-  truth.classes.clear();
-  r = RunDl(TinyProfile(), {Job("s", "short", 0)}, OneGpu("first-fit"), &truth);
+}
+
+TEST(DlSimTruth, AnInvalidTruthIsAnErrorSayingSo) {
+  policy::WorkloadProfile truth = TinyProfile();
+  truth.classes[0].target_epochs = 1e300;
+  const auto r = RunDl(TinyProfile(), {Job("a", "short", 0)}, OneGpu("first-fit"), &truth);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message.rfind("the truth profile", 0), 0U) << r.error().message;
+  EXPECT_NE(r.error().message.find("target_epochs"), std::string::npos) << r.error().message;
 }
 
-// 400 "short" jobs, each alone on its GPU: a job's JCT is its work / 1000 samples/s.
-std::vector<double> ExclusiveJcts(int count, double spread) {
-  std::vector<JobSpec> jobs;
-  for (int i = 0; i < count; ++i) {
-    std::string id = "j";  // appended: GCC 12 -O3 warns falsely on "literal" + std::string
-    id += std::to_string(i);
-    jobs.push_back(Job(id, "short", 0));
+// Hidden model error: only on sets the truth has not measured.
+TEST(DlSimTruth, ModelErrorLeavesAMeasuredSetExactlyAsMeasured) {
+  const auto truth = MeasuredTruth();
+  DlSimOptions o = OneGpu("first-fit");
+  o.model_error = 0.5;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE(seed);
+    o.seed = seed;
+    const DlResult r = RunOk(TinyProfile(), ShortAndLong(), o, &truth);
+    ExpectAtUs(JobIn(r, "a").finish_us, 4.0, "a");
+    ExpectAtUs(JobIn(r, "b").finish_us, 6.4, "b");
   }
+}
+
+TEST(DlSimTruth, ModelErrorNeverTouchesAJobAlone) {
   DlSimOptions o = OneGpu("exclusive");
-  o.nodes = 100;
-  o.gpus_per_node = 4;
-  o.work_spread = spread;
-  o.check_invariants = false;
-  const DlResult r = RunOk(TinyProfile(), jobs, o);
-  std::vector<double> jct;
-  for (const auto& j : r.jobs) jct.push_back(static_cast<double>(j.jct_us()) / 1e6);
-  return jct;
+  o.model_error = 0.5;
+  const DlResult r = RunOk(TinyProfile(), {Job("a", "short", 0), Job("b", "long", 0)}, o);
+  ExpectAtUs(JobIn(r, "a").finish_us, 2.0, "a alone");
+  ExpectAtUs(JobIn(r, "b").finish_us, 6.0, "b alone after a");
 }
 
-TEST(DlSimSpread, EachJobsWorkIsItsClassTimesAHiddenDrawWithTheMeanKept) {
-  const std::vector<double> jct = ExclusiveJcts(400, 0.5);
-  double sum = 0;
-  for (double v : jct) sum += v;
-  // Log-normal, sd of the log 0.5: the sd of a job's work is 2 s * 0.53; the mean of 400 has a
-  // standard error of 0.053 s, so 0.25 s is almost 5 of them.
-  EXPECT_NEAR(sum / 400.0, 2.0, 0.25);
-  const auto [lo, hi] = std::minmax_element(jct.begin(), jct.end());
-  EXPECT_GT(*hi / *lo, 2.0) << "jobs of one class differ";
-  for (double v : ExclusiveJcts(20, 0)) EXPECT_NEAR(v, 2.0, 2e-6) << "no spread: the class's work";
-  EXPECT_EQ(ExclusiveJcts(1, 0.5).front(), jct.front())
-      << "a job's draw does not depend on the other jobs in the list";
+// heavy + heavy is not measured: 3.75 s each without model error (DlSimHandComputed), and
+// something else with it. `heavy_batch` is the batch the jobs run at (the profile's b0; the
+// truth's b0 stays 100).
+double HeavyPairSeconds(double model_error, std::uint64_t seed, int heavy_batch = 100) {
+  policy::WorkloadProfile belief = TinyProfile();
+  belief.classes[2].default_batch = heavy_batch;
+  const auto truth = MeasuredTruth();
+  DlSimOptions o = OneGpu("first-fit");
+  o.model_error = model_error;
+  o.seed = seed;
+  const DlResult r = RunOk(belief, {Job("a", "heavy", 0), Job("b", "heavy", 0)}, o, &truth);
+  return r.jobs.empty() ? 0.0 : static_cast<double>(JobIn(r, "a").finish_us) / 1e6;
 }
 
-TEST(DlSimSpread, SpreadsOutsideTheirRangeAreErrors) {
-  for (double bad : {-0.1, 2.5, std::nan("")}) {
-    DlSimOptions o = OneGpu("first-fit");
-    o.work_spread = bad;
-    EXPECT_FALSE(RunDl(TinyProfile(), {Job("a", "short", 0)}, o).has_value()) << bad;
-    o = OneGpu("first-fit");
-    o.noise_scale_spread = bad;
-    EXPECT_FALSE(RunDl(TinyProfile(), {Job("a", "short", 0)}, o).has_value()) << bad;
+TEST(DlSimTruth, ModelErrorMovesAnUnmeasuredSetAndFollowsTheSeed) {
+  EXPECT_NEAR(HeavyPairSeconds(0, 1), 3.75, 2e-6);
+  std::vector<double> finish;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    finish.push_back(HeavyPairSeconds(0.5, seed));
+    EXPECT_GT(std::abs(finish.back() - 3.75), 1e-3) << "seed " << seed;
+    EXPECT_GE(finish.back(), 2.0 - 1e-6) << "never faster than alone";
   }
+  std::sort(finish.begin(), finish.end());
+  EXPECT_EQ(std::adjacent_find(finish.begin(), finish.end()), finish.end())
+      << "each seed its own hidden error";
+}
+
+// The hidden error tilts with the batch size: the same set at batch 200 (alone 1 s; 1.875 s
+// together without error) deviates from its error-free time by another factor than at 100.
+// The tilt is random per seed and could come out near zero, so most seeds, not all, must show it.
+TEST(DlSimTruth, ModelErrorDependsOnTheBatchSize) {
+  EXPECT_NEAR(HeavyPairSeconds(0, 1, 200), 1.875, 2e-6);
+  int differ = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    const double at100 = HeavyPairSeconds(0.5, seed, 100) / HeavyPairSeconds(0, seed, 100);
+    const double at200 = HeavyPairSeconds(0.5, seed, 200) / HeavyPairSeconds(0, seed, 200);
+    differ += std::abs(at100 - at200) > 1e-3 ? 1 : 0;
+  }
+  EXPECT_GE(differ, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hidden work spread: each job's work is its class's times a log-normal draw, mean preserved.
+
+// Seconds each job ran (finish - start): alone on a GPU, its work / 1000 for the tiny classes.
+std::vector<double> RunSeconds(const DlResult& r) {
+  std::vector<double> s;
+  for (const auto& j : r.jobs) s.push_back(static_cast<double>(j.finish_us - j.start_us) / 1e6);
+  return s;
+}
+
+std::vector<JobSpec> ShortJobs(int n, const std::string& prefix = "j") {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(Job(test::Numbered(prefix, i), "short", 0));
+  return jobs;
+}
+
+// Exclusive, one GPU per job (so every job runs alone from time 0), no other spread.
+DlSimOptions SpreadOptions(double work_spread, int gpus) {
+  DlSimOptions o = OneGpu("exclusive");
+  o.gpus_per_node = 50;
+  o.nodes = (gpus + 49) / 50;
+  o.work_spread = work_spread;
+  o.check_invariants = false;
+  return o;
+}
+
+TEST(DlSimWorkSpread, WithoutSpreadEveryJobTakesExactlyItsClassSoloTime) {
+  const DlResult r = RunOk(TinyProfile(), ShortJobs(20), SpreadOptions(0, 20));
+  for (double s : RunSeconds(r)) EXPECT_EQ(s, 2.0);
+}
+
+// 1000 jobs of class short (2 s alone), each alone on its GPU, work spread 0.5:
+//  * W / prior is log-normal with E = 1 (mean preserved) and sd sqrt(e^0.25 - 1) = 0.533, so
+//    the mean of 1000 has a standard error of 0.0169: 4 standard errors is 0.07;
+//  * ln(W / prior) is normal with mean -0.125 and sd 0.5: its mean's standard error is 0.0158
+//    (4 of them: 0.064), its sd's about 0.5 / sqrt(2000) = 0.011 (0.05 is 4.5 of them).
+// A median-preserving draw (mean e^0.125 = 1.133) fails the first check by 7.9 standard errors.
+TEST(DlSimWorkSpread, JobsOfOneClassFinishAtDifferentTimesAroundTheClassMean) {
+  constexpr int kJobs = 1000;
+  const DlResult r = RunOk(TinyProfile(), ShortJobs(kJobs), SpreadOptions(0.5, kJobs));
+  ASSERT_EQ(r.jobs.size(), static_cast<std::size_t>(kJobs));
+  std::vector<double> s = RunSeconds(r);
+  for (const auto& j : r.jobs) ASSERT_EQ(j.start_us, 0) << j.id << ": each alone from 0";
+  double mean = 0;
+  double log_mean = 0;
+  for (double v : s) {
+    mean += v / 2.0;
+    log_mean += std::log(v / 2.0);
+  }
+  mean /= kJobs;
+  log_mean /= kJobs;
+  double log_var = 0;
+  for (double v : s) log_var += std::pow(std::log(v / 2.0) - log_mean, 2);
+  const double log_sd = std::sqrt(log_var / (kJobs - 1));
+  EXPECT_NEAR(mean, 1.0, 0.07) << "the class's work is the mean";
+  EXPECT_NEAR(log_mean, -0.125, 0.064);
+  EXPECT_NEAR(log_sd, 0.5, 0.05);
+  std::sort(s.begin(), s.end());
+  EXPECT_GE(std::unique(s.begin(), s.end()) - s.begin(), kJobs - 10) << "different lengths";
+}
+
+TEST(DlSimWorkSpread, AJobsDrawDoesNotDependOnTheOtherJobs) {
+  const DlSimOptions o = SpreadOptions(0.5, 60);
+  const DlResult alone = RunOk(TinyProfile(), {Job("x", "short", 0)}, o);
+  std::vector<JobSpec> crowd = ShortJobs(30, "before");
+  crowd.push_back(Job("x", "short", 0));
+  for (const JobSpec& j : ShortJobs(29, "after")) crowd.push_back(j);
+  const DlResult with_others = RunOk(TinyProfile(), crowd, o);
+  ASSERT_EQ(alone.jobs.size(), 1U);
+  const DlJobResult& x = JobIn(with_others, "x");
+  EXPECT_EQ(x.finish_us - x.start_us, alone.jobs[0].finish_us - alone.jobs[0].start_us);
+  EXPECT_NE(alone.jobs[0].finish_us, Us(2)) << "x's work is drawn, not the class's";
+  DlSimOptions other_seed = o;
+  other_seed.seed = o.seed + 1;
+  EXPECT_NE(RunOk(TinyProfile(), {Job("x", "short", 0)}, other_seed).jobs.at(0).finish_us,
+            alone.jobs[0].finish_us)
+      << "the draw follows the seed";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -845,6 +970,32 @@ INSTANTIATE_TEST_SUITE_P(
                                 OneGpu("first-fit"),
                                 "job 'a': no GPU memory asked"}),
     test::CaseName());
+
+// Spreads outside [0, 2] (NaN and infinity too) are refused, naming the spread; 0 and 2 run.
+TEST(DlSim, SpreadsOutsideZeroToTwoAreRefused) {
+  const std::vector<JobSpec> jobs{Job("a", "short", 0)};
+  for (double bad : {-0.1, 2.5, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    SCOPED_TRACE(bad);
+    DlSimOptions work = OneGpu("first-fit");
+    work.work_spread = bad;
+    DlSimOptions noise = OneGpu("first-fit");
+    noise.noise_scale_spread = bad;
+    for (const auto& [o, message] : {std::pair{work, "work spread must be 0..2"},
+                                     std::pair{noise, "noise-scale spread must be 0..2"}}) {
+      const auto r = RunDl(TinyProfile(), jobs, o);
+      ASSERT_FALSE(r.has_value());
+      EXPECT_NE(r.error().message.find(message), std::string::npos) << r.error().message;
+    }
+  }
+  DlSimOptions edge = OneGpu("first-fit");
+  edge.work_spread = 2;
+  edge.noise_scale_spread = 2;
+  EXPECT_TRUE(RunDl(TinyProfile(), jobs, edge).has_value());
+  edge.work_spread = 0;
+  edge.noise_scale_spread = 0;
+  EXPECT_TRUE(RunDl(TinyProfile(), jobs, edge).has_value());
+}
 
 TEST(DlSim, AnInvalidProfileIsRefusedBeforeRunning) {
   policy::WorkloadProfile p = TinyProfile();

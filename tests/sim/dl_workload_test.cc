@@ -456,6 +456,73 @@ TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
 // ---------------------------------------------------------------------------------------------
 // The embedded default profile.
 
+TEST(DlEmbeddedProfiles, AreTheFittedTheMeasuredAndTheAssumed) {
+  EXPECT_EQ(EmbeddedProfileNames(),
+            (std::vector<std::string>{"iadeep-fitted", "iadeep-measured", "iadeep5-assumed"}));
+  for (const std::string& name : EmbeddedProfileNames()) {
+    SCOPED_TRACE(name);
+    const policy::WorkloadProfile* p = EmbeddedProfile(name);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(p->Validate().has_value());
+    ASSERT_TRUE(EmbeddedProfileJson(name).has_value());
+    auto parsed = ParseProfile(*EmbeddedProfileJson(name), name);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+    EXPECT_EQ(parsed->name, p->name);
+    auto by_name = ProfileByNameOrPath(name);
+    ASSERT_TRUE(by_name.has_value()) << by_name.error().message;
+    EXPECT_EQ(by_name->name, p->name) << "an embedded name, not a file";
+  }
+  EXPECT_EQ(EmbeddedProfile("nosuch"), nullptr);
+  EXPECT_FALSE(EmbeddedProfileJson("nosuch").has_value());
+  EXPECT_EQ(EmbeddedProfile("iadeep5-assumed")->classes.size(), 5U);
+}
+
+const std::vector<std::string> kIadeepClasses{"vgg16",   "vgg19",     "squeezenet", "googlenet",
+                                              "alexnet", "resnet152", "neumf",      "adgcl"};
+
+std::vector<std::string> ClassNames(const policy::WorkloadProfile& p) {
+  std::vector<std::string> names;
+  for (const auto& c : p.classes) names.push_back(c.name);
+  return names;
+}
+
+TEST(DlEmbeddedProfiles, TheDefaultIsTheFittedBeliefWithEightClassesAndNoMeasuredSets) {
+  const policy::WorkloadProfile& p = DefaultProfile();
+  EXPECT_EQ(&p, EmbeddedProfile("iadeep-fitted"));
+  EXPECT_EQ(ClassNames(p), kIadeepClasses);
+  EXPECT_TRUE(p.measured.empty()) << "a belief predicts; it has no measurements";
+  EXPECT_EQ(DefaultProfileJson(), *EmbeddedProfileJson("iadeep-fitted"));
+}
+
+TEST(DlEmbeddedProfiles, TheDefaultTruthHasTheSameClassesAndSoloTablesAnd31MeasuredPairs) {
+  const policy::WorkloadProfile& belief = DefaultProfile();
+  const policy::WorkloadProfile& truth = DefaultTruthProfile();
+  EXPECT_EQ(&truth, EmbeddedProfile("iadeep-measured"));
+  EXPECT_EQ(ClassNames(truth), kIadeepClasses);
+  EXPECT_EQ(truth.gpu_memory_mib, belief.gpu_memory_mib);
+  ASSERT_EQ(truth.classes.size(), belief.classes.size());
+  for (std::size_t k = 0; k < truth.classes.size(); ++k) {
+    const policy::ClassProfile& t = truth.classes[k];
+    const policy::ClassProfile& b = belief.classes[k];
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.default_batch, b.default_batch);
+    EXPECT_EQ(t.noise_scale, b.noise_scale);
+    EXPECT_EQ(t.dataset_samples, b.dataset_samples);
+    EXPECT_EQ(t.target_epochs, b.target_epochs);
+    ASSERT_EQ(t.solo.size(), b.solo.size());
+    for (std::size_t i = 0; i < t.solo.size(); ++i) {
+      EXPECT_EQ(t.solo[i].batch, b.solo[i].batch) << i;
+      EXPECT_EQ(t.solo[i].step_s, b.solo[i].step_s) << i;
+      EXPECT_EQ(t.solo[i].memory_mib, b.solo[i].memory_mib) << i;
+      EXPECT_EQ(t.solo[i].gpu_busy, b.solo[i].gpu_busy) << i;
+    }
+  }
+  ASSERT_EQ(truth.measured.size(), 31U);
+  for (const policy::MeasuredSet& m : truth.measured) {
+    EXPECT_EQ(m.classes.size(), 2U) << "pairs";
+  }
+}
+
 TEST(DlAssumedProfile, HasTheFiveIadeepClassesOnAnRtx3090) {
   const policy::WorkloadProfile& p = Assumed5Profile();
   ASSERT_TRUE(p.Validate()) << p.Validate().error().message;
