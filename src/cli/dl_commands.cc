@@ -130,7 +130,8 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->check(IntegerIn(1, sim::kMaxDlGpus))
       ->group(group);
   cmd.add_option("--model-error", o.model_error,
-                 "Hidden deviation of the simulated GPUs from the profile's predictions")
+                 "Hidden deviation of the simulated GPUs from the truth profile's predictor, on sets it "
+                 "has not measured")
       ->capture_default_str()
       ->check(NumberIn(0.0, 0.9))
       ->group(group);
