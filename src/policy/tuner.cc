@@ -326,6 +326,12 @@ void JointTuner::Learn(const std::string& set_key, const std::string& member, do
   if (!inserted) it->second = 0.5 * (it->second + ratio);
 }
 
+std::vector<JointTuner::Learned> JointTuner::Corrections() const {
+  std::vector<Learned> out;
+  for (const auto& [key, ratio] : correction_) out.push_back({key.first, key.second, ratio});
+  return out;
+}
+
 core::Result<std::unique_ptr<Tuner>> MakeTuner(std::string_view name) {
   if (name == "none") return std::unique_ptr<Tuner>();
   if (name == "iadeep") return std::unique_ptr<Tuner>(std::make_unique<IadeepTuner>());

@@ -121,6 +121,12 @@ class JointTuner final : public Tuner {
   double Correction(const std::string& set_key, const std::string& member) const;
   bool Knows(const std::string& set_key, const std::string& member) const;
   void Learn(const std::string& set_key, const std::string& member, double ratio);
+  // Everything learned, in key order (the node coordinator stores it and learns it back).
+  struct Learned {
+    std::string set_key, member;
+    double ratio = 1;
+  };
+  std::vector<Learned> Corrections() const;
 
  private:
   JointTunerOptions options_;

@@ -1,0 +1,178 @@
+// The node coordinator's state machine: which jobs share which GPU, the tuning session of each
+// GPU's group, the measurements, and what is kept in the store. No sockets and no threads: the
+// daemon (server.h) feeds it requests and calls Tick(); tests drive it with a scripted clock.
+//
+// Contract (docs/COORDINATOR.md has the wire format and the key layout):
+//  * Register/Report/Leave never wait on anything: they update memory, emit store writes to the
+//    StoreSink (which must not block) and answer with the job's target batch size.
+//  * When the set of jobs on a GPU changes, the running session (if any) is dropped and a new
+//    one of the configured tuner (policy::MakeTuner: the simulator's code) starts with every
+//    member. Each TuneStep's batches become the members' targets; the measurement window opens
+//    once every member has reported a step at its target, and closes when each has reported
+//    max(step.measure_minibatches, options.window_steps) steps at its target that ended after
+//    the window opened, or at the window timeout, when a member that did not measure is
+//    observed at its latest step time. Observe() gets the batches that ran and the mean step
+//    times; a final step's batches stay the targets until the group changes.
+//  * A group with a member of unknown class, or on several GPUs, is "untuned": served, never
+//    tuned. A job that has not reported for options.job_timeout leaves.
+//  * Every closed window of two or more jobs with known classes records an observation (each
+//    member's slowdown against its solo step time) into the node's running means.
+// Thread safety: none; the server serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gpumux/core/result.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/policy/interference.h"
+#include "gpumux/policy/tuner.h"
+#include "gpumux/policy/workload_profile.h"
+
+namespace gpumux::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+struct CoordinatorOptions {
+  std::string node = "localhost";
+  std::string gpu_model;       // for observations ("" = unknown)
+  std::string tuner = "joint";  // policy::MakeTuner name; "none" = never tune
+  std::string prefix = "/gpumux/";  // store key prefix
+  int window_steps = 10;        // at least this many steps per measurement window
+  int warmup_steps = 1;         // steps dropped after a job changes its batch size
+  std::chrono::milliseconds window_timeout{30000};
+  std::chrono::milliseconds job_timeout{30000};
+  double report_every_s = 1.0;  // told to the jobs
+  std::uint64_t seed = 1;       // the tuner's random stream (IADeep's GP-LCB draws)
+};
+
+// Where durable state goes. Implementations must not block the caller (the daemon queues the
+// writes for a background writer); a value of std::nullopt deletes the key.
+class StoreSink {
+ public:
+  virtual ~StoreSink() = default;
+  virtual void Write(std::string key, std::optional<std::string> value) = 0;
+};
+
+struct Registration {
+  std::string job;
+  std::string cls;
+  int batch_size = 0;
+  std::vector<std::string> gpus;  // UUIDs
+  std::int64_t pid = 0;
+  int min_batch = 0, max_batch = 0;  // 0 = no bound
+  core::MiB memory_mib = 0;          // the job's GPU memory grant (0 = unlimited)
+  double noise_scale = 0;
+};
+
+struct StepSample {
+  int batch = 0;
+  double seconds = 0;
+  double end_unix = 0;  // wall-clock end of the step (0 = unknown: counted as "just now")
+};
+
+struct Reply {
+  int batch_size = 0;
+  std::string state;  // the job's GPU's state: solo, measuring, tuned, untuned
+  double report_every_s = 1.0;
+};
+
+// What /v1/state, /metrics and kubectl gpumux top show.
+struct JobView {
+  std::string job, cls, gpu;
+  int batch_size = 0;     // the batch it last reported running
+  int target_batch = 0;
+  double step_s = 0;         // mean over its recent steps (0 = none yet)
+  double samples_per_s = 0;  // batch_size / step_s
+  double slowdown = 0;       // step_s / solo step time at that batch (0 = unknown)
+  double solo_step_s = 0;    // the solo reference used (0 = unknown)
+  std::int64_t steps = 0;    // steps reported since registration
+};
+struct GpuView {
+  std::string uuid, state;
+  std::vector<JobView> jobs;
+  std::int64_t sessions = 0;   // tuning sessions started on this GPU
+  std::int64_t windows = 0;    // measurement windows closed
+};
+
+// Errors for the wire: kInvalidArgument (400: the field is named), kNotFound (404).
+class Coordinator {
+ public:
+  // The profile must outlive the coordinator; `sink` may be null (nothing stored).
+  Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile,
+              StoreSink* sink, std::function<Clock::time_point()> now,
+              std::function<void(std::string_view)> log);
+  ~Coordinator();
+
+  // Brings back what a previous run stored (the store's listing of prefix + "nodes/<node>/"
+  // and its observations): jobs (alive until they time out), tuned assignments, the tuner's
+  // learned corrections. Values it cannot parse are logged and skipped.
+  void Restore(std::span<const std::pair<std::string, std::string>> stored);
+
+  core::Result<Reply> Register(const Registration& r);
+  core::Result<Reply> Report(std::string_view job, std::span<const StepSample> steps,
+                             double noise_scale);
+  core::Result<void> Leave(std::string_view job);
+  // Timeouts (windows, jobs). Call a few times per second.
+  void Tick();
+
+  // Where state goes from now on (the daemon's store writer); null = nowhere.
+  void set_sink(StoreSink* sink) { sink_ = sink; }
+
+  std::vector<GpuView> State() const;
+  std::int64_t windows_closed() const { return windows_closed_; }
+  std::int64_t sessions_started() const { return sessions_started_; }
+  const CoordinatorOptions& options() const { return options_; }
+
+ private:
+  struct Job;
+  struct Group;
+  Job* FindJob(std::string_view id);
+  Group& GroupOf(const std::string& gpu);
+  void Changed(const std::string& gpu);
+  void StepSession(Group& g);
+  void MaybeOpenWindow(Group& g);
+  void CloseWindow(Group& g, bool timed_out);
+  void EndSession(Group& g);
+  void Remove(const std::string& id, std::string_view why);
+  void RecordObservation(const Group& g, std::span<const double> step_s);
+  double SoloReference(const Job& j, int batch, bool* measured) const;
+  Reply ReplyFor(const Job& j) const;
+  void StoreJob(const Job& j);
+  void StoreGroup(const Group& g);
+  void StoreTuner();
+  std::string Key(std::string_view rest) const;
+
+  CoordinatorOptions options_;
+  const policy::WorkloadProfile* profile_;
+  policy::ProfileInterference model_;
+  StoreSink* sink_;
+  std::function<Clock::time_point()> now_;
+  std::function<void(std::string_view)> log_;
+  core::Rng rng_;
+  std::unique_ptr<policy::Tuner> tuner_;
+  std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;
+  std::map<std::string, std::unique_ptr<Group>, std::less<>> groups_;
+  struct Observed {
+    std::vector<double> slowdown;
+    std::int64_t count = 0;
+    std::string solo;
+  };
+  std::map<std::pair<std::string, std::string>, Observed> observed_;  // (set, batches)
+  std::int64_t windows_closed_ = 0;
+  std::int64_t sessions_started_ = 0;
+};
+
+// Percent-encodes '/', '%' and bytes outside printable ASCII: a name as one key segment.
+std::string KeySegment(std::string_view name);
+
+}  // namespace gpumux::coordinator

@@ -1,0 +1,67 @@
+// The node coordinator's daemon side: the job protocol over HTTP (loopback TCP and a unix
+// socket), Prometheus metrics, the clock that drives timeouts, and the background writer that
+// keeps the store up to date without ever making a job wait (docs/COORDINATOR.md).
+//
+// Threads: the HTTP server's pool, one ticker (Coordinator::Tick every `tick`), one store
+// writer, the unix socket's accept loop and one relay thread per open unix connection. Every
+// call into the Coordinator holds one mutex.
+// Store writes are coalesced per key (only the newest value of a key is written) and retried
+// every second while the store is unreachable, so a coordinator whose etcd is down keeps
+// serving jobs and catches up when etcd is back. The node's liveness key is a leased key
+// renewed every `alive_every`.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gpumux/coordinator/coordinator.h"
+#include "gpumux/core/result.h"
+#include "gpumux/store/store.h"
+
+namespace gpumux::coordinator {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 9403;          // 0: any free port
+  std::string socket_path;  // "" = no unix socket; its folder must exist
+  std::chrono::milliseconds tick{200};
+  std::chrono::milliseconds alive_every{5000};
+  std::chrono::seconds alive_ttl{15};
+  std::chrono::milliseconds store_retry{1000};
+};
+
+class Server {
+ public:
+  // Reads the node's stored state (a store that cannot be read is logged and the coordinator
+  // starts empty), then serves. `store` may be null (nothing kept); it must outlive the server.
+  // Error when the port or the socket cannot be served.
+  static core::Result<std::unique_ptr<Server>> Start(ServerOptions options,
+                                                     std::unique_ptr<Coordinator> coordinator,
+                                                     store::Store* store,
+                                                     std::function<void(std::string_view)> log);
+  ~Server();  // Stop()
+  void Stop();  // stops serving, then writes what is still queued for the store (one attempt)
+  int port() const;
+  // Writes queued for the store and not yet accepted by it.
+  std::size_t store_pending() const;
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The HTTP handlers' logic without sockets (for tests and the benchmark): method, path and
+// body in, status and JSON body out. Holds no lock: callers serialise.
+struct HttpReply {
+  int status = 200;
+  std::string body;
+};
+HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
+                 std::string_view body);
+
+}  // namespace gpumux::coordinator

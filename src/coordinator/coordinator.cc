@@ -1,0 +1,664 @@
+#include "gpumux/coordinator/coordinator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <numeric>
+
+namespace gpumux::coordinator {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::size_t kMaxIdBytes = 253;
+constexpr std::size_t kRecentSteps = 50;
+
+core::Error Invalid(std::string message) {
+  return core::Error{core::ErrorCode::kInvalidArgument, std::move(message)};
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) {
+    if (!out.empty()) out += '+';
+    out += std::to_string(x);
+  }
+  return out;
+}
+
+double Mean(const std::deque<double>& v) {
+  if (v.empty()) return 0;
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+std::string KeySegment(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u == '/' || u == '%' || u <= 0x20 || u >= 0x7f) {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+struct Coordinator::Job {
+  Registration reg;
+  const policy::ClassProfile* cls = nullptr;
+  std::string gpu;  // the group it belongs to; "" = none (no GPU or several)
+  int batch = 0;    // the batch it last ran
+  int target = 0;
+  Clock::time_point last_seen;
+  std::int64_t steps_total = 0;
+  int since_change = 0;
+  std::deque<double> recent;  // step times at `batch`, after warm-up
+  std::map<int, std::pair<double, std::int64_t>> solo;  // batch -> (sum, n) while alone
+  bool adopted = false;         // ran a step at its target since the session's step began
+  bool skip_next_report = false;  // the first report after a window opens may straddle it
+  double window_sum = 0;
+  int window_n = 0;
+  double noise_scale = 0;
+};
+
+struct Coordinator::Group {
+  std::string gpu;
+  std::vector<std::string> members;  // registration order
+  std::string state = "solo";
+  std::unique_ptr<policy::TuningSession> session;
+  std::vector<std::string> session_jobs;
+  int window_steps = 0;
+  bool window_open = false;
+  Clock::time_point step_started;
+  std::int64_t sessions = 0, windows = 0;
+  // From the store, until the group changes: the tuned assignment of these jobs.
+  std::map<std::string, int> restored;
+};
+
+Coordinator::Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile,
+                         StoreSink* sink, std::function<Clock::time_point()> now,
+                         std::function<void(std::string_view)> log)
+    : options_(std::move(options)), profile_(&profile), model_(profile), sink_(sink),
+      now_(std::move(now)), log_(std::move(log)), rng_(options_.seed, "coordinator-tuner") {
+  auto t = policy::MakeTuner(options_.tuner);
+  if (t) tuner_ = std::move(*t);
+  if (!now_) now_ = [] { return Clock::now(); };
+  if (!log_) log_ = [](std::string_view) {};
+}
+
+Coordinator::~Coordinator() = default;
+
+std::string Coordinator::Key(std::string_view rest) const {
+  std::string key = options_.prefix;
+  key += rest;
+  return key;
+}
+
+Coordinator::Job* Coordinator::FindJob(std::string_view id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+Coordinator::Group& Coordinator::GroupOf(const std::string& gpu) {
+  auto& g = groups_[gpu];
+  if (!g) {
+    g = std::make_unique<Group>();
+    g->gpu = gpu;
+  }
+  return *g;
+}
+
+core::Result<Reply> Coordinator::Register(const Registration& r) {
+  if (r.job.empty() || r.job.size() > kMaxIdBytes) {
+    return tl::unexpected(Invalid("job: must be 1 to 253 bytes"));
+  }
+  if (r.cls.empty() || r.cls.size() > kMaxIdBytes) {
+    return tl::unexpected(Invalid("class: must be 1 to 253 bytes"));
+  }
+  if (r.batch_size < 1 || r.batch_size > policy::kMaxProfileBatch) {
+    return tl::unexpected(Invalid("batch_size: must be 1 to " +
+                                  std::to_string(policy::kMaxProfileBatch)));
+  }
+  if (r.min_batch < 0 || r.max_batch < 0 || (r.max_batch > 0 && r.min_batch > r.max_batch)) {
+    return tl::unexpected(Invalid("min_batch/max_batch: need 0 <= min_batch <= max_batch"));
+  }
+  if (r.memory_mib < 0) return tl::unexpected(Invalid("memory_mib: must be >= 0"));
+  if (!(r.noise_scale >= 0) || !std::isfinite(r.noise_scale)) {
+    return tl::unexpected(Invalid("noise_scale: must be a finite number >= 0"));
+  }
+  for (const auto& g : r.gpus) {
+    if (g.empty() || g.size() > kMaxIdBytes) {
+      return tl::unexpected(Invalid("gpus: every entry must be 1 to 253 bytes"));
+    }
+  }
+  const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
+  Job* j = FindJob(r.job);
+  const bool same_place = j != nullptr && j->gpu == gpu && j->reg.cls == r.cls;
+  if (j != nullptr && !same_place) Remove(r.job, "registered again elsewhere");
+  if (same_place) {
+    // A job coming back (after a coordinator restart, or its own 404): keep its target.
+    j->reg = r;
+    j->batch = r.batch_size;
+    j->last_seen = now_();
+    if (j->noise_scale == 0) j->noise_scale = r.noise_scale;
+    StoreJob(*j);
+    return ReplyFor(*j);
+  }
+  auto job = std::make_unique<Job>();
+  job->reg = r;
+  job->cls = profile_->Find(r.cls);
+  job->gpu = gpu;
+  job->batch = job->target = r.batch_size;
+  job->last_seen = now_();
+  job->noise_scale = r.noise_scale;
+  Job& ref = *job;
+  jobs_.emplace(r.job, std::move(job));
+  std::string line = "job " + r.job + " registered: class " + r.cls;
+  if (ref.cls == nullptr) line += " (not in the profile: never tuned)";
+  line += ", batch " + std::to_string(r.batch_size) + ", GPU " +
+          (gpu.empty() ? (r.gpus.empty() ? "none" : "several") : gpu);
+  log_(line);
+  StoreJob(ref);
+  if (!gpu.empty()) {
+    Group& g = GroupOf(gpu);
+    g.members.push_back(r.job);
+    Changed(gpu);
+  }
+  return ReplyFor(ref);
+}
+
+core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const StepSample> steps,
+                                        double noise_scale) {
+  Job* j = FindJob(id);
+  if (j == nullptr) {
+    return tl::unexpected(core::Error{core::ErrorCode::kNotFound,
+                                      "job '" + std::string(id) + "' is not registered"});
+  }
+  for (const StepSample& s : steps) {
+    if (s.batch < 1 || s.batch > policy::kMaxProfileBatch || !(s.seconds > 0) ||
+        !std::isfinite(s.seconds) || s.seconds > policy::kMaxStepSeconds) {
+      return tl::unexpected(
+          Invalid("steps: each step is [batch_size >= 1, seconds > 0 and <= 86400]"));
+    }
+  }
+  if (!(noise_scale >= 0) || !std::isfinite(noise_scale)) {
+    return tl::unexpected(Invalid("noise_scale: must be a finite number >= 0"));
+  }
+  j->last_seen = now_();
+  if (noise_scale > 0) j->noise_scale = noise_scale;
+  Group* g = j->gpu.empty() ? nullptr : groups_.at(j->gpu).get();
+  const bool alone = g != nullptr && g->members.size() == 1;
+  const bool in_window = g != nullptr && g->session && g->window_open;
+  const bool count = in_window && !j->skip_next_report;
+  if (in_window) j->skip_next_report = false;
+  for (const StepSample& s : steps) {
+    ++j->steps_total;
+    if (s.batch != j->batch) {
+      j->batch = s.batch;
+      j->since_change = 0;
+      j->recent.clear();
+    }
+    if (++j->since_change <= options_.warmup_steps) continue;
+    j->recent.push_back(s.seconds);
+    if (j->recent.size() > kRecentSteps) j->recent.pop_front();
+    if (alone) {
+      auto& [sum, n] = j->solo[s.batch];
+      sum += s.seconds;
+      ++n;
+    }
+    if (s.batch == j->target) {
+      j->adopted = true;
+      if (count) {
+        j->window_sum += s.seconds;
+        ++j->window_n;
+      }
+    }
+  }
+  if (g != nullptr && g->session) {
+    if (!g->window_open) {
+      MaybeOpenWindow(*g);
+    } else {
+      bool done = true;
+      for (const auto& m : g->session_jobs) done = done && jobs_.at(m)->window_n >= g->window_steps;
+      if (done) CloseWindow(*g, false);
+    }
+  }
+  return ReplyFor(*j);
+}
+
+core::Result<void> Coordinator::Leave(std::string_view id) {
+  if (FindJob(id) == nullptr) {
+    return tl::unexpected(core::Error{core::ErrorCode::kNotFound,
+                                      "job '" + std::string(id) + "' is not registered"});
+  }
+  Remove(std::string(id), "left");
+  return {};
+}
+
+void Coordinator::Remove(const std::string& id, std::string_view why) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  const std::string gpu = it->second->gpu;
+  jobs_.erase(it);
+  std::string line = "job " + id + " ";
+  line += why;
+  log_(line);
+  if (sink_ != nullptr) sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(id)), std::nullopt);
+  if (gpu.empty()) return;
+  Group& g = GroupOf(gpu);
+  g.members.erase(std::remove(g.members.begin(), g.members.end(), id), g.members.end());
+  Changed(gpu);
+}
+
+void Coordinator::Changed(const std::string& gpu) {
+  Group& g = GroupOf(gpu);
+  if (g.session) {
+    log_("GPU " + gpu + ": its jobs changed during tuning; the session starts over");
+    EndSession(g);
+  }
+  if (g.members.empty()) {
+    if (sink_ != nullptr) {
+      sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/gpus/" + KeySegment(gpu)),
+                   std::nullopt);
+    }
+    groups_.erase(gpu);
+    return;
+  }
+  // A stored assignment for exactly this set of jobs (after a restart) is used as it is.
+  if (!g.restored.empty()) {
+    std::vector<std::string> a = g.members;
+    std::vector<std::string> b;
+    for (const auto& [job, batch] : g.restored) b.push_back(job);
+    std::sort(a.begin(), a.end());
+    if (a == b) {
+      for (const auto& [job, batch] : g.restored) jobs_.at(job)->target = batch;
+      g.state = g.members.size() == 1 ? "solo" : "tuned";
+      StoreGroup(g);
+      return;
+    }
+    g.restored.clear();
+  }
+  std::vector<policy::TuneJob> group;
+  bool tunable = tuner_ != nullptr;
+  for (const auto& m : g.members) {
+    const Job& j = *jobs_.at(m);
+    tunable = tunable && j.cls != nullptr;
+    group.push_back({j.cls, j.batch, j.reg.memory_mib,
+                     m == g.members.back(), j.noise_scale});
+  }
+  if (!tunable) {
+    g.state = tuner_ == nullptr ? (g.members.size() == 1 ? "solo" : "tuned") : "untuned";
+    StoreGroup(g);
+    return;
+  }
+  g.session = tuner_->Start(std::move(group), model_, rng_);
+  if (!g.session) {
+    g.state = g.members.size() == 1 ? "solo" : "tuned";
+    StoreGroup(g);
+    return;
+  }
+  g.session_jobs = g.members;
+  ++g.sessions;
+  ++sessions_started_;
+  g.state = "measuring";
+  log_("GPU " + gpu + ": tuning " + std::to_string(g.members.size()) + " job(s) with the " +
+       std::string(tuner_->name()) + " tuner");
+  StepSession(g);
+}
+
+void Coordinator::StepSession(Group& g) {
+  const policy::TuneStep step = g.session->Next();
+  std::string line = "GPU " + g.gpu + ": batch sizes";
+  for (std::size_t k = 0; k < g.session_jobs.size() && k < step.batches.size(); ++k) {
+    Job& j = *jobs_.at(g.session_jobs[k]);
+    int b = step.batches[k];
+    if (j.reg.min_batch > 0) b = std::max(b, j.reg.min_batch);
+    if (j.reg.max_batch > 0) b = std::min(b, j.reg.max_batch);
+    j.target = b;
+    j.adopted = j.batch == b && j.since_change > options_.warmup_steps;
+    j.window_sum = 0;
+    j.window_n = 0;
+    j.skip_next_report = false;
+    line += " " + j.reg.job + "=" + std::to_string(b);
+    StoreJob(j);
+  }
+  if (step.final) {
+    log_(line + " (tuned)");
+    EndSession(g);
+    g.state = g.members.size() == 1 ? "solo" : "tuned";
+    StoreGroup(g);
+    StoreTuner();
+    return;
+  }
+  g.window_steps = std::max(step.measure_minibatches, options_.window_steps);
+  g.window_open = false;
+  g.step_started = now_();
+  log_(line + " (measuring " + std::to_string(g.window_steps) + " steps)");
+  StoreGroup(g);
+  MaybeOpenWindow(g);
+}
+
+void Coordinator::MaybeOpenWindow(Group& g) {
+  for (const auto& m : g.session_jobs) {
+    if (!jobs_.at(m)->adopted) return;
+  }
+  g.window_open = true;
+  for (const auto& m : g.session_jobs) {
+    Job& j = *jobs_.at(m);
+    j.window_sum = 0;
+    j.window_n = 0;
+    j.skip_next_report = true;
+  }
+}
+
+void Coordinator::CloseWindow(Group& g, bool timed_out) {
+  std::vector<int> batches;
+  std::vector<double> step_s, noise;
+  bool all_measured = true;
+  for (const auto& m : g.session_jobs) {
+    const Job& j = *jobs_.at(m);
+    double s = 0;
+    if (j.window_n > 0) {
+      s = j.window_sum / j.window_n;
+      batches.push_back(j.target);
+    } else {
+      all_measured = false;
+      batches.push_back(j.batch);
+      s = Mean(j.recent);
+      if (s <= 0 && j.cls != nullptr) s = j.cls->StepSeconds(j.batch);
+      if (s <= 0) s = 1;
+    }
+    step_s.push_back(s);
+    noise.push_back(j.noise_scale);
+  }
+  ++g.windows;
+  ++windows_closed_;
+  if (timed_out) {
+    log_("GPU " + g.gpu + ": measurement window timed out; jobs that did not answer are " +
+         "observed at their latest step times");
+  }
+  if (all_measured && g.session_jobs.size() >= 2) RecordObservation(g, step_s);
+  g.window_open = false;
+  g.session->Observe(batches, step_s, noise);
+  StepSession(g);
+}
+
+void Coordinator::EndSession(Group& g) {
+  g.session.reset();
+  g.session_jobs.clear();
+  g.window_open = false;
+}
+
+double Coordinator::SoloReference(const Job& j, int batch, bool* measured) const {
+  *measured = false;
+  if (j.cls == nullptr) return 0;
+  // The job's own solo measurement closest to `batch`, scaled along the profile's curve.
+  const std::pair<double, std::int64_t>* best = nullptr;
+  int best_batch = 0;
+  for (const auto& [b, sn] : j.solo) {
+    if (sn.second < 3) continue;
+    if (best == nullptr || std::abs(b - batch) < std::abs(best_batch - batch)) {
+      best = &sn;
+      best_batch = b;
+    }
+  }
+  if (best != nullptr) {
+    *measured = true;
+    const double own = best->first / static_cast<double>(best->second);
+    return own * j.cls->StepSeconds(batch) / j.cls->StepSeconds(best_batch);
+  }
+  return j.cls->StepSeconds(batch);
+}
+
+void Coordinator::RecordObservation(const Group& g, std::span<const double> step_s) {
+  struct M {
+    std::string cls;
+    int batch;
+    double slowdown;
+  };
+  std::vector<M> ms;
+  bool all_solo_measured = true;
+  for (std::size_t k = 0; k < g.session_jobs.size(); ++k) {
+    const Job& j = *jobs_.at(g.session_jobs[k]);
+    if (j.cls == nullptr) return;
+    bool measured = false;
+    const double solo = SoloReference(j, j.target, &measured);
+    if (solo <= 0) return;
+    all_solo_measured = all_solo_measured && measured;
+    ms.push_back({j.cls->name, j.target, std::max(1.0, step_s[k] / solo)});
+  }
+  std::sort(ms.begin(), ms.end(), [](const M& a, const M& b) {
+    return a.cls != b.cls ? a.cls < b.cls : a.batch < b.batch;
+  });
+  std::vector<std::string> classes;
+  std::vector<int> batches;
+  std::string set;
+  for (const M& m : ms) {
+    classes.push_back(m.cls);
+    batches.push_back(m.batch);
+    if (!set.empty()) set += '+';
+    set += m.cls;
+  }
+  const std::string batch_key = JoinInts(batches);
+  Observed& o = observed_[{set, batch_key}];
+  if (o.slowdown.size() != ms.size()) {
+    o.slowdown.assign(ms.size(), 0);
+    o.count = 0;
+  }
+  const double n = static_cast<double>(o.count);
+  for (std::size_t k = 0; k < ms.size(); ++k) {
+    o.slowdown[k] = (o.slowdown[k] * n + ms[k].slowdown) / (n + 1);
+  }
+  ++o.count;
+  const std::string solo = all_solo_measured ? "measured" : "profile";
+  if (o.solo.empty() || solo == "profile") o.solo = solo;
+  std::string line = "GPU " + g.gpu + ": measured " + set + " at " + batch_key + ": slowdown";
+  for (const M& m : ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " %.3f", m.slowdown);
+    line += buf;
+  }
+  log_(line + " (solo reference: " + solo + ")");
+  if (sink_ == nullptr) return;
+  Json v{{"classes", classes},       {"batches", batches},        {"slowdown", o.slowdown},
+         {"count", o.count},         {"node", options_.node},     {"gpu_model", options_.gpu_model},
+         {"solo", o.solo},           {"updated", UtcNow()}};
+  sink_->Write(Key("observations/" + KeySegment(set) + "/" + batch_key + "/" +
+                   KeySegment(options_.node)),
+               v.dump());
+}
+
+Reply Coordinator::ReplyFor(const Job& j) const {
+  Reply r;
+  r.batch_size = j.target;
+  r.report_every_s = options_.report_every_s;
+  if (j.gpu.empty()) {
+    r.state = "untuned";
+  } else {
+    r.state = groups_.at(j.gpu)->state;
+  }
+  return r;
+}
+
+void Coordinator::Tick() {
+  const auto now = now_();
+  std::vector<std::string> stale;
+  for (const auto& [id, j] : jobs_) {
+    if (now - j->last_seen > options_.job_timeout) stale.push_back(id);
+  }
+  for (const auto& id : stale) Remove(id, "stopped reporting (timed out)");
+  std::vector<std::string> late;
+  for (const auto& [gpu, g] : groups_) {
+    if (g->session && now - g->step_started > options_.window_timeout) late.push_back(gpu);
+  }
+  for (const auto& gpu : late) {
+    auto it = groups_.find(gpu);
+    if (it != groups_.end() && it->second->session) CloseWindow(*it->second, true);
+  }
+}
+
+void Coordinator::StoreJob(const Job& j) {
+  if (sink_ == nullptr) return;
+  Json v{{"job", j.reg.job},        {"class", j.reg.cls},     {"batch_size", j.batch},
+         {"target_batch", j.target}, {"gpus", j.reg.gpus},    {"pid", j.reg.pid},
+         {"min_batch", j.reg.min_batch}, {"max_batch", j.reg.max_batch},
+         {"memory_mib", j.reg.memory_mib}, {"noise_scale", j.noise_scale}};
+  sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(j.reg.job)),
+               v.dump());
+}
+
+void Coordinator::StoreGroup(const Group& g) {
+  if (sink_ == nullptr) return;
+  Json assignment = Json::object();
+  for (const auto& m : g.members) assignment[m] = jobs_.at(m)->target;
+  Json v{{"jobs", g.members},
+         {"state", g.state},
+         {"assignment", assignment},
+         {"tuner", tuner_ ? std::string(tuner_->name()) : "none"},
+         {"updated", UtcNow()}};
+  sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/gpus/" + KeySegment(g.gpu)), v.dump());
+}
+
+void Coordinator::StoreTuner() {
+  const auto* joint = dynamic_cast<const policy::JointTuner*>(tuner_.get());
+  if (sink_ == nullptr || joint == nullptr) return;
+  Json v = Json::array();
+  for (const auto& c : joint->Corrections()) {
+    v.push_back({{"set", c.set_key}, {"member", c.member}, {"ratio", c.ratio}});
+  }
+  sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/tuner"), v.dump());
+}
+
+void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> stored) {
+  const std::string node_prefix = Key("nodes/" + KeySegment(options_.node) + "/");
+  std::map<std::string, Json> groups;
+  int jobs = 0;
+  for (const auto& [key, value] : stored) {
+    if (key.rfind(node_prefix, 0) != 0) continue;
+    const std::string rest = key.substr(node_prefix.size());
+    Json v = Json::parse(value, nullptr, false);
+    if (v.is_discarded()) {
+      log_("store: skipping " + key + ": not JSON");
+      continue;
+    }
+    try {
+      if (rest.rfind("jobs/", 0) == 0) {
+        Registration r;
+        r.job = v.at("job").get<std::string>();
+        r.cls = v.at("class").get<std::string>();
+        r.batch_size = v.at("batch_size").get<int>();
+        r.gpus = v.at("gpus").get<std::vector<std::string>>();
+        r.pid = v.value("pid", std::int64_t{0});
+        r.min_batch = v.value("min_batch", 0);
+        r.max_batch = v.value("max_batch", 0);
+        r.memory_mib = v.value("memory_mib", core::MiB{0});
+        r.noise_scale = v.value("noise_scale", 0.0);
+        if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) continue;
+        auto job = std::make_unique<Job>();
+        job->reg = r;
+        job->cls = profile_->Find(r.cls);
+        job->gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
+        job->batch = r.batch_size;
+        job->target = v.value("target_batch", r.batch_size);
+        job->last_seen = now_();
+        job->noise_scale = r.noise_scale;
+        if (!job->gpu.empty()) GroupOf(job->gpu).members.push_back(r.job);
+        jobs_.emplace(r.job, std::move(job));
+        ++jobs;
+      } else if (rest.rfind("gpus/", 0) == 0) {
+        groups[key] = v;
+      } else if (rest == "tuner") {
+        auto* joint = dynamic_cast<policy::JointTuner*>(tuner_.get());
+        if (joint == nullptr) continue;
+        for (const auto& c : v) {
+          joint->Learn(c.at("set").get<std::string>(), c.at("member").get<std::string>(),
+                       c.at("ratio").get<double>());
+        }
+      }
+    } catch (const Json::exception& e) {
+      log_("store: skipping " + key + ": " + e.what());
+    }
+  }
+  // Registration order is lost across the store's key order: members sorted by id.
+  for (auto& [gpu, g] : groups_) std::sort(g->members.begin(), g->members.end());
+  for (const auto& [key, v] : groups) {
+    std::string gpu;
+    for (const auto& m : v.value("jobs", std::vector<std::string>{})) {
+      const Job* j = FindJob(m);
+      if (j != nullptr) gpu = j->gpu;
+    }
+    auto it = groups_.find(gpu);
+    if (it == groups_.end()) continue;
+    Group& g = *it->second;
+    if (v.value("state", std::string()) == "tuned" && v.contains("assignment") &&
+        v["assignment"].is_object()) {
+      for (const auto& [job, batch] : v["assignment"].items()) {
+        if (batch.is_number_integer()) g.restored[job] = batch.get<int>();
+      }
+    }
+  }
+  std::vector<std::string> gpus;
+  for (const auto& [gpu, g] : groups_) gpus.push_back(gpu);
+  for (const auto& gpu : gpus) Changed(gpu);
+  if (jobs > 0) {
+    log_("restored " + std::to_string(jobs) + " job(s) on " + std::to_string(gpus.size()) +
+         " GPU(s) from the store");
+  }
+}
+
+std::vector<GpuView> Coordinator::State() const {
+  std::vector<GpuView> out;
+  auto view = [&](const Job& j) {
+    JobView v;
+    v.job = j.reg.job;
+    v.cls = j.reg.cls;
+    v.gpu = j.gpu;
+    v.batch_size = j.batch;
+    v.target_batch = j.target;
+    v.step_s = Mean(j.recent);
+    v.samples_per_s = v.step_s > 0 ? j.batch / v.step_s : 0;
+    bool measured = false;
+    v.solo_step_s = SoloReference(j, j.batch, &measured);
+    v.slowdown = v.step_s > 0 && v.solo_step_s > 0 ? v.step_s / v.solo_step_s : 0;
+    v.steps = j.steps_total;
+    return v;
+  };
+  for (const auto& [gpu, g] : groups_) {
+    GpuView gv;
+    gv.uuid = gpu;
+    gv.state = g->state;
+    gv.sessions = g->sessions;
+    gv.windows = g->windows;
+    for (const auto& m : g->members) gv.jobs.push_back(view(*jobs_.at(m)));
+    out.push_back(std::move(gv));
+  }
+  GpuView loose;
+  loose.state = "untuned";
+  for (const auto& [id, j] : jobs_) {
+    if (j->gpu.empty()) loose.jobs.push_back(view(*j));
+  }
+  if (!loose.jobs.empty()) out.push_back(std::move(loose));
+  return out;
+}
+
+}  // namespace gpumux::coordinator

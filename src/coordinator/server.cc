@@ -1,0 +1,628 @@
+#include "gpumux/coordinator/server.h"
+
+#include <httplib.h>
+#include <poll.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace gpumux::coordinator {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::size_t kMaxSteps = 10'000;
+constexpr std::size_t kMaxGpus = 64;
+
+HttpReply Error(int status, std::string message) {
+  return {status, Json{{"error", std::move(message)}}.dump(-1, ' ', false,
+                                                           Json::error_handler_t::replace)};
+}
+
+HttpReply FromError(const core::Error& e) {
+  return Error(e.code == core::ErrorCode::kNotFound ? 404 : 400, e.message);
+}
+
+HttpReply ToReply(const Reply& r, std::string_view job) {
+  Json v{{"batch_size", r.batch_size}, {"state", r.state}, {"report_every_s", r.report_every_s}};
+  if (!job.empty()) v["job"] = job;
+  return {200, v.dump()};
+}
+
+// Typed field readers: a wrong type is an error naming the field, never an exception.
+std::optional<std::string> String(const Json& body, const char* field, std::string* out,
+                                  bool required) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (required) return std::string(field) + ": required";
+    return std::nullopt;
+  }
+  if (!it->is_string()) return std::string(field) + ": must be a string";
+  *out = it->get<std::string>();
+  return std::nullopt;
+}
+
+template <typename Int>
+std::optional<std::string> Integer(const Json& body, const char* field, Int* out, bool required) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (required) return std::string(field) + ": required";
+    return std::nullopt;
+  }
+  if (!it->is_number_integer()) return std::string(field) + ": must be an integer";
+  const auto v = it->get<std::int64_t>();
+  if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max()) {
+    return std::string(field) + ": out of range";
+  }
+  *out = static_cast<Int>(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> Number(const Json& body, const char* field, double* out) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return std::string(field) + ": must be a number";
+  *out = it->get<double>();
+  return std::nullopt;
+}
+
+constexpr bool kRequired = true;
+constexpr bool kOptional = false;
+
+HttpReply HandleRegister(Coordinator& c, const Json& body) {
+  Registration r;
+  std::optional<std::string> bad;
+  if (!bad) bad = String(body, "job", &r.job, kRequired);
+  if (!bad) bad = String(body, "class", &r.cls, kRequired);
+  if (!bad) bad = Integer(body, "batch_size", &r.batch_size, kRequired);
+  if (!bad) bad = Integer(body, "pid", &r.pid, kOptional);
+  if (!bad) bad = Integer(body, "min_batch", &r.min_batch, kOptional);
+  if (!bad) bad = Integer(body, "max_batch", &r.max_batch, kOptional);
+  if (!bad) bad = Integer(body, "memory_mib", &r.memory_mib, kOptional);
+  if (!bad) bad = Number(body, "noise_scale", &r.noise_scale);
+  if (!bad && body.contains("gpus") && !body["gpus"].is_null()) {
+    const Json& g = body["gpus"];
+    if (!g.is_array() || g.size() > kMaxGpus) {
+      bad = "gpus: must be an array of at most 64 GPU UUIDs";
+    } else {
+      for (const Json& u : g) {
+        if (!u.is_string()) {
+          bad = "gpus: every entry must be a string";
+          break;
+        }
+        r.gpus.push_back(u.get<std::string>());
+      }
+    }
+  }
+  if (bad) return Error(400, *bad);
+  auto reply = c.Register(r);
+  if (!reply) return FromError(reply.error());
+  return ToReply(*reply, r.job);
+}
+
+HttpReply HandleReport(Coordinator& c, const Json& body) {
+  std::string job;
+  double noise_scale = 0;
+  std::optional<std::string> bad = String(body, "job", &job, kRequired);
+  if (!bad) bad = Number(body, "noise_scale", &noise_scale);
+  std::vector<StepSample> steps;
+  if (!bad && body.contains("steps")) {
+    const Json& s = body["steps"];
+    if (!s.is_array() || s.size() > kMaxSteps) {
+      bad = "steps: must be an array of at most 10000 [batch_size, seconds] pairs";
+    } else {
+      steps.reserve(s.size());
+      for (const Json& p : s) {
+        if (!p.is_array() || p.size() < 2 || !p[0].is_number_integer() || !p[1].is_number()) {
+          bad = "steps: every step must be [batch_size, seconds]";
+          break;
+        }
+        const auto b = p[0].get<std::int64_t>();
+        if (b < 1 || b > policy::kMaxProfileBatch) {
+          bad = "steps: batch_size out of range";
+          break;
+        }
+        steps.push_back({static_cast<int>(b), p[1].get<double>()});
+      }
+    }
+  }
+  if (bad) return Error(400, *bad);
+  auto reply = c.Report(job, steps, noise_scale);
+  if (!reply) return FromError(reply.error());
+  return ToReply(*reply, "");
+}
+
+Json StateJson(const Coordinator& c) {
+  Json gpus = Json::array();
+  for (const GpuView& g : c.State()) {
+    Json jobs = Json::array();
+    for (const JobView& j : g.jobs) {
+      jobs.push_back({{"job", j.job},
+                      {"class", j.cls},
+                      {"batch_size", j.batch_size},
+                      {"target_batch", j.target_batch},
+                      {"step_s", j.step_s},
+                      {"samples_per_s", j.samples_per_s},
+                      {"slowdown", j.slowdown},
+                      {"solo_step_s", j.solo_step_s},
+                      {"steps", j.steps}});
+    }
+    gpus.push_back({{"uuid", g.uuid},
+                    {"state", g.state},
+                    {"tuning_sessions", g.sessions},
+                    {"measurement_windows", g.windows},
+                    {"jobs", jobs}});
+  }
+  return Json{{"node", c.options().node}, {"tuner", c.options().tuner}, {"gpus", gpus}};
+}
+
+}  // namespace
+
+HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
+                 std::string_view body) {
+  if (method == "GET" && path == "/v1/state") return {200, StateJson(c).dump()};
+  const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
+  if (!known) return Error(404, "no such endpoint: " + std::string(path));
+  if (method != "POST") return Error(405, std::string(path) + " takes POST");
+  Json v = Json::parse(body, nullptr, false);
+  if (v.is_discarded()) return Error(400, "the body is not JSON");
+  if (!v.is_object()) return Error(400, "the body must be a JSON object");
+  if (path == "/v1/register") return HandleRegister(c, v);
+  if (path == "/v1/report") return HandleReport(c, v);
+  std::string job;
+  if (auto bad = String(v, "job", &job, kRequired)) return Error(400, *bad);
+  auto left = c.Leave(job);
+  if (!left) return FromError(left.error());
+  return {200, "{}"};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store writer: newest value per key, written in the background, retried while refused.
+
+class StoreWriter final : public StoreSink {
+ public:
+  StoreWriter(store::Store* store, const ServerOptions& options, std::string alive_key,
+              std::string alive_value, std::function<void(std::string_view)> log)
+      : store_(store), options_(options), alive_key_(std::move(alive_key)),
+        alive_value_(std::move(alive_value)), log_(std::move(log)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~StoreWriter() override { Stop(); }
+
+  void Write(std::string key, std::optional<std::string> value) override {
+    std::lock_guard lock(mu_);
+    pending_[std::move(key)] = std::move(value);
+    cv_.notify_one();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+    Flush();  // one last attempt
+  }
+
+  std::size_t pending() const {
+    std::lock_guard lock(mu_);
+    return pending_.size();
+  }
+  std::int64_t errors() const { return errors_.load(); }
+  bool up() const { return up_.load(); }
+
+ private:
+  // Writes everything queued; what fails goes back unless a newer value arrived meanwhile.
+  bool Flush() {
+    std::map<std::string, std::optional<std::string>> batch;
+    {
+      std::lock_guard lock(mu_);
+      batch.swap(pending_);
+    }
+    bool ok = true;
+    for (auto it = batch.begin(); it != batch.end(); ++it) {
+      const auto done = it->second ? store_->Put(it->first, *it->second)
+                                   : store_->Delete(it->first);
+      if (!done) {
+        ok = false;
+        Failed(done.error().message);
+        std::lock_guard lock(mu_);
+        for (auto rest = it; rest != batch.end(); ++rest) pending_.insert(*rest);
+        break;
+      }
+    }
+    if (ok) Recovered();
+    return ok;
+  }
+
+  void Failed(const std::string& why) {
+    ++errors_;
+    if (up_.exchange(false)) log_("store: " + why + " (retrying; jobs are served meanwhile)");
+  }
+  void Recovered() {
+    if (!up_.exchange(true)) log_("store: reachable again; queued state written");
+  }
+
+  void Run() {
+    auto next_alive = std::chrono::steady_clock::now();
+    bool alive_written = false;
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, options_.store_retry, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) break;
+      lock.unlock();
+      const bool ok = Flush();
+      if (std::chrono::steady_clock::now() >= next_alive) {
+        auto done = alive_written ? store_->KeepAlive()
+                                  : store_->PutLeased(alive_key_, alive_value_, options_.alive_ttl);
+        if (done) {
+          alive_written = true;
+          next_alive = std::chrono::steady_clock::now() + options_.alive_every;
+        } else {
+          Failed(done.error().message);
+          next_alive = std::chrono::steady_clock::now() + options_.store_retry;
+        }
+      }
+      lock.lock();
+      if (!ok) cv_.wait_for(lock, options_.store_retry, [&] { return stop_; });
+    }
+    lock.unlock();
+    if (alive_written) (void)store_->Delete(alive_key_);
+  }
+
+  store::Store* store_;
+  ServerOptions options_;
+  std::string alive_key_, alive_value_;
+  std::function<void(std::string_view)> log_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::optional<std::string>> pending_;
+  bool stop_ = false;
+  std::atomic<std::int64_t> errors_{0};
+  std::atomic<bool> up_{true};
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The unix socket: cpp-httplib 0.11 serves TCP only, so each unix connection is relayed to the
+// loopback listener byte for byte.
+
+class UnixRelay {
+ public:
+  static core::Result<std::unique_ptr<UnixRelay>> Start(const std::string& path, int port) {
+    sockaddr_un addr{};
+    if (path.size() >= sizeof addr.sun_path) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "socket path too long (at most 107 bytes): " + path);
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return core::MakeError(core::ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ::unlink(path.c_str());  // a stale socket of an earlier run
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0) {
+      const int error = errno;
+      ::close(fd);
+      return core::MakeError(core::ErrorCode::kIo,
+                             "cannot listen on " + path + ": " + std::strerror(error));
+    }
+    // Pods run as any user: everyone on the node may talk to the coordinator (it grants nothing).
+    ::chmod(path.c_str(), 0666);
+    auto relay = std::unique_ptr<UnixRelay>(new UnixRelay(path, fd, port));
+    relay->accept_thread_ = std::thread([r = relay.get()] { r->AcceptLoop(); });
+    return relay;
+  }
+
+  ~UnixRelay() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    if (accept_thread_.joinable()) accept_thread_.join();
+    ::close(listen_fd_);
+    ::unlink(path_.c_str());
+    std::list<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  UnixRelay(std::string path, int fd, int port) : path_(std::move(path)), listen_fd_(fd), port_(port) {}
+
+  void AcceptLoop() {
+    while (!stop_) {
+      const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      std::lock_guard lock(mu_);
+      open_.push_back(client);
+      threads_.emplace_back([this, client] { Relay(client); });
+    }
+  }
+
+  void Relay(int client) {
+    const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
+    if (upstream >= 0 && ::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      Pump(client, upstream);
+    }
+    if (upstream >= 0) ::close(upstream);
+    std::lock_guard lock(mu_);
+    open_.remove(client);
+    ::close(client);
+  }
+
+  // Copies both ways until either side closes.
+  static void Pump(int a, int b) {
+    char buf[16384];
+    pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+    while (true) {
+      if (::poll(fds, 2, 60'000) <= 0) return;  // a minute idle: drop it
+      for (int k = 0; k < 2; ++k) {
+        if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
+        if (n <= 0) return;
+        const int to = k == 0 ? b : a;
+        ssize_t off = 0;
+        while (off < n) {
+          const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
+          if (w <= 0) return;
+          off += w;
+        }
+      }
+    }
+  }
+
+  std::string path_;
+  int listen_fd_;
+  int port_;
+  std::atomic<bool> stop_{false};
+  std::thread accept_thread_;
+  std::mutex mu_;
+  std::list<int> open_;
+  std::list<std::thread> threads_;
+};
+
+}  // namespace gpumux::coordinator
+
+namespace gpumux::coordinator {
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions options, std::unique_ptr<Coordinator> coordinator, store::Store* store,
+       std::function<void(std::string_view)> log)
+      : options_(std::move(options)), coordinator_(std::move(coordinator)), store_(store),
+        log_(std::move(log)), registry_(std::make_shared<prometheus::Registry>()),
+        requests_(prometheus::BuildCounter()
+                      .Name("gpumux_coordinator_requests_total")
+                      .Help("Job protocol requests by endpoint and HTTP status")
+                      .Register(*registry_)) {}
+
+  core::Result<void> Start() {
+    if (store_ != nullptr) {
+      const std::string prefix = coordinator_->options().prefix + "nodes/" +
+                                 KeySegment(coordinator_->options().node) + "/";
+      Json alive{{"pid", static_cast<std::int64_t>(::getpid())}};
+      writer_ = std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
+      coordinator_->set_sink(writer_.get());
+      auto stored = store_->List(prefix);
+      if (!stored) {
+        log_("store: cannot read " + prefix + " from " + store_->Describe() + ": " +
+             stored.error().message + "; starting without stored state");
+      } else {
+        std::vector<std::pair<std::string, std::string>> kv;
+        for (auto& e : *stored) kv.emplace_back(std::move(e.key), std::move(e.value));
+        coordinator_->Restore(kv);
+      }
+    }
+    http_.set_keep_alive_max_count(1);
+    http_.set_payload_max_length(4 << 20);
+    http_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    auto serve = [this](const httplib::Request& req, httplib::Response& res) {
+      HttpReply reply;
+      {
+        std::lock_guard lock(mu_);
+        reply = Handle(*coordinator_, req.method, req.path, req.body);
+      }
+      requests_.Add({{"path", req.path.rfind("/v1/", 0) == 0 ? req.path : "other"},
+                     {"code", std::to_string(reply.status)}})
+          .Increment();
+      res.status = reply.status;
+      res.set_content(reply.body, "application/json");
+    };
+    http_.Post(R"(/v1/.*)", serve);
+    http_.Get("/v1/state", serve);
+    http_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(MetricsText(), "text/plain; version=0.0.4");
+    });
+    errno = 0;
+    bool bound = false;
+    if (options_.port == 0) {
+      port_ = http_.bind_to_any_port(options_.host);
+      bound = port_ > 0;
+    } else {
+      port_ = options_.port;
+      bound = http_.bind_to_port(options_.host, options_.port);
+    }
+    if (!bound) {
+      const int error = errno;
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             "cannot listen on " + options_.host + ":" +
+                                 std::to_string(options_.port) +
+                                 (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+    }
+    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
+    while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!options_.socket_path.empty()) {
+      auto relay = UnixRelay::Start(options_.socket_path, port_);
+      if (!relay) {
+        http_.stop();
+        http_thread_.join();
+        return tl::unexpected(relay.error());
+      }
+      relay_ = std::move(*relay);
+    }
+    ticker_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      while (!stop_) {
+        tick_cv_.wait_for(lock, options_.tick, [this] { return stop_; });
+        if (!stop_) coordinator_->Tick();
+      }
+    });
+    return {};
+  }
+
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return;
+      stopped_ = true;
+      stop_ = true;
+      tick_cv_.notify_all();
+    }
+    if (ticker_.joinable()) ticker_.join();
+    relay_.reset();
+    http_.stop();
+    if (http_thread_.joinable()) http_thread_.join();
+    if (writer_) writer_->Stop();
+  }
+
+  std::string MetricsText() {
+    prometheus::Registry now;
+    auto& jobs = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_jobs")
+                     .Help("Jobs registered on each GPU").Register(now);
+    auto& state = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_state")
+                      .Help("1 for the GPU's tuning state: solo, measuring, tuned or untuned")
+                      .Register(now);
+    auto& sessions = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_tuning_sessions")
+                         .Help("Tuning sessions started on the GPU's current group and before")
+                         .Register(now);
+    auto& step = prometheus::BuildGauge().Name("gpumux_coordinator_job_step_seconds")
+                     .Help("Mean step time over the job's recent steps").Register(now);
+    auto& rate = prometheus::BuildGauge().Name("gpumux_coordinator_job_samples_per_second")
+                     .Help("Samples per second at the job's current batch size").Register(now);
+    auto& batch = prometheus::BuildGauge().Name("gpumux_coordinator_job_batch_size")
+                      .Help("The batch size the job reports running").Register(now);
+    auto& target = prometheus::BuildGauge().Name("gpumux_coordinator_job_target_batch_size")
+                       .Help("The batch size the coordinator asks the job to use").Register(now);
+    auto& slowdown = prometheus::BuildGauge().Name("gpumux_coordinator_job_slowdown")
+                         .Help("Step time over the job's solo step time at that batch size")
+                         .Register(now);
+    auto& steps = prometheus::BuildGauge().Name("gpumux_coordinator_job_steps")
+                      .Help("Steps the job has reported since it registered").Register(now);
+    auto& totals = prometheus::BuildGauge().Name("gpumux_coordinator_totals")
+                       .Help("Tuning sessions started and measurement windows closed since start")
+                       .Register(now);
+    auto& store_g = prometheus::BuildGauge().Name("gpumux_coordinator_store")
+                        .Help("Store writes queued, store errors since start, and 1 if the last "
+                              "store call succeeded").Register(now);
+    {
+      std::lock_guard lock(mu_);
+      for (const GpuView& g : coordinator_->State()) {
+        const std::string gpu = g.uuid.empty() ? "none" : g.uuid;
+        jobs.Add({{"gpu", gpu}}).Set(static_cast<double>(g.jobs.size()));
+        state.Add({{"gpu", gpu}, {"state", g.state}}).Set(1);
+        sessions.Add({{"gpu", gpu}}).Set(static_cast<double>(g.sessions));
+        for (const JobView& j : g.jobs) {
+          const prometheus::Labels l{{"gpu", gpu}, {"job", j.job}, {"class", j.cls}};
+          step.Add(l).Set(j.step_s);
+          rate.Add(l).Set(j.samples_per_s);
+          batch.Add(l).Set(j.batch_size);
+          target.Add(l).Set(j.target_batch);
+          slowdown.Add(l).Set(j.slowdown);
+          steps.Add(l).Set(static_cast<double>(j.steps));
+        }
+      }
+      totals.Add({{"what", "tuning_sessions"}}).Set(static_cast<double>(coordinator_->sessions_started()));
+      totals.Add({{"what", "measurement_windows"}}).Set(static_cast<double>(coordinator_->windows_closed()));
+    }
+    if (writer_) {
+      store_g.Add({{"what", "pending"}}).Set(static_cast<double>(writer_->pending()));
+      store_g.Add({{"what", "errors"}}).Set(static_cast<double>(writer_->errors()));
+      store_g.Add({{"what", "up"}}).Set(writer_->up() ? 1 : 0);
+    }
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, registry_->Collect());
+    prometheus::TextSerializer().Serialize(out, now.Collect());
+    return out.str();
+  }
+
+  int port() const { return port_; }
+  std::size_t store_pending() const { return writer_ ? writer_->pending() : 0; }
+
+ private:
+  ServerOptions options_;
+  std::unique_ptr<Coordinator> coordinator_;
+  store::Store* store_;
+  std::function<void(std::string_view)> log_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  std::unique_ptr<StoreWriter> writer_;
+  httplib::Server http_;
+  std::thread http_thread_;
+  std::unique_ptr<UnixRelay> relay_;
+  std::mutex mu_;
+  std::condition_variable tick_cv_;
+  std::thread ticker_;
+  bool stop_ = false;
+  bool stopped_ = false;
+  int port_ = 0;
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+void Server::Stop() {
+  if (impl_) impl_->Stop();
+}
+int Server::port() const { return impl_->port(); }
+std::size_t Server::store_pending() const { return impl_->store_pending(); }
+
+core::Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
+                                                    std::unique_ptr<Coordinator> coordinator,
+                                                    store::Store* store,
+                                                    std::function<void(std::string_view)> log) {
+  if (!log) log = [](std::string_view) {};
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(coordinator), store, log);
+  auto started = impl->Start();
+  if (!started) return tl::unexpected(started.error());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+}  // namespace gpumux::coordinator

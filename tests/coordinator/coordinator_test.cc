@@ -1,0 +1,274 @@
+// The coordinator's state machine driven with a scripted clock: registration, tuning sessions
+// over measurement windows, timeouts, observations, and a restart from what it stored.
+#include "gpumux/coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpumux/coordinator/server.h"
+#include "tests/policy/colocation_fixtures.h"
+
+namespace gpumux::coordinator {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+
+class MapSink final : public StoreSink {
+ public:
+  void Write(std::string key, std::optional<std::string> value) override {
+    if (value) {
+      kv[key] = *value;
+    } else {
+      kv.erase(key);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> Pairs() const { return {kv.begin(), kv.end()}; }
+  std::map<std::string, std::string> kv;
+};
+
+policy::WorkloadProfile TwoClasses() {
+  test::LinearClass a;
+  a.name = "a";
+  test::LinearClass b;
+  b.name = "b";
+  b.noise_scale = 400;  // solo optimum 200: the tuner wants larger batches for b
+  b.lo_busy = b.hi_busy = 0.8;
+  return test::MakeProfile({test::MakeClass(a), test::MakeClass(b)});
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorTest() : profile_(TwoClasses()) { Make(); }
+
+  void Make() {
+    CoordinatorOptions o;
+    o.node = "n1";
+    o.window_steps = 4;
+    o.warmup_steps = 1;
+    o.window_timeout = milliseconds(10'000);
+    o.job_timeout = milliseconds(30'000);
+    c_ = std::make_unique<Coordinator>(o, profile_, &sink_, [this] { return now_; },
+                                       [this](std::string_view l) { log_.emplace_back(l); });
+  }
+
+  Reply Register(const std::string& job, const std::string& cls, int batch,
+                 const std::string& gpu = "GPU-0") {
+    Registration r;
+    r.job = job;
+    r.cls = cls;
+    r.batch_size = batch;
+    r.gpus = {gpu};
+    auto reply = c_->Register(r);
+    EXPECT_TRUE(reply.has_value()) << (reply ? "" : reply.error().message);
+    return reply ? *reply : Reply{};
+  }
+
+  // `n` steps of `seconds` at `batch`.
+  Reply Steps(const std::string& job, int batch, double seconds, int n) {
+    std::vector<StepSample> s(static_cast<std::size_t>(n), StepSample{batch, seconds});
+    auto reply = c_->Report(job, s, 0);
+    EXPECT_TRUE(reply.has_value()) << (reply ? "" : reply.error().message);
+    return reply ? *reply : Reply{};
+  }
+
+  // Every job runs at its target until the GPU's session ends (at most `rounds` reports each).
+  void RunToTuned(const std::vector<std::string>& jobs, double seconds, int rounds = 10) {
+    std::map<std::string, int> batch;
+    for (const auto& j : jobs) batch[j] = Steps(j, TargetOf(j), seconds, 1).batch_size;
+    for (int r = 0; r < rounds; ++r) {
+      bool done = true;
+      for (const auto& j : jobs) {
+        Reply reply = Steps(j, batch[j], seconds, 5);
+        batch[j] = reply.batch_size;
+        done = done && reply.state != "measuring";
+      }
+      if (done) return;
+    }
+    FAIL() << "still measuring after " << rounds << " rounds";
+  }
+
+  int TargetOf(const std::string& job) const {
+    for (const auto& g : c_->State()) {
+      for (const auto& j : g.jobs) {
+        if (j.job == job) return j.target_batch;
+      }
+    }
+    return 0;
+  }
+  std::string StateOf(const std::string& gpu) const {
+    for (const auto& g : c_->State()) {
+      if (g.uuid == gpu) return g.state;
+    }
+    return "";
+  }
+
+  policy::WorkloadProfile profile_;
+  MapSink sink_;
+  Clock::time_point now_{};
+  std::vector<std::string> log_;
+  std::unique_ptr<Coordinator> c_;
+};
+
+TEST_F(CoordinatorTest, ASecondJobOnTheGpuStartsASessionThatEndsTunedAfterOneWindow) {
+  Register("j1", "a", 100);
+  RunToTuned({"j1"}, 0.08);
+  const std::int64_t before = c_->sessions_started();
+  Register("j2", "b", 100);
+  EXPECT_EQ(StateOf("GPU-0"), "measuring");
+  EXPECT_EQ(c_->sessions_started(), before + 1);
+  RunToTuned({"j1", "j2"}, 0.12);
+  EXPECT_EQ(StateOf("GPU-0"), "tuned");
+  EXPECT_GE(c_->windows_closed(), 1);
+  // The joint tuner moves b towards its larger solo optimum.
+  EXPECT_GT(TargetOf("j2"), 100);
+  const Json stored = Json::parse(sink_.kv.at("/gpumux/nodes/n1/gpus/GPU-0"));
+  EXPECT_EQ(stored["state"], "tuned");
+  EXPECT_EQ(stored["assignment"]["j2"], TargetOf("j2"));
+  EXPECT_TRUE(sink_.kv.count("/gpumux/nodes/n1/tuner"));
+}
+
+TEST_F(CoordinatorTest, AClosedWindowOfTwoJobsIsStoredAsAnObservationAgainstTheirSoloTimes) {
+  Register("j1", "a", 100);
+  Steps("j1", 100, 0.1, 20);  // alone: its own solo reference at batch 100
+  Register("j2", "a", 100);
+  RunToTuned({"j1", "j2"}, 0.15);
+  std::string key;
+  for (const auto& [k, v] : sink_.kv) {
+    if (k.rfind("/gpumux/observations/a+a/", 0) == 0) key = k;
+  }
+  ASSERT_FALSE(key.empty());
+  const Json o = Json::parse(sink_.kv.at(key));
+  EXPECT_EQ(o["classes"], Json::array({"a", "a"}));
+  EXPECT_EQ(o["node"], "n1");
+  EXPECT_GE(o["count"].get<int>(), 1);
+  for (const auto& s : o["slowdown"]) EXPECT_GE(s.get<double>(), 1.0);
+}
+
+TEST_F(CoordinatorTest, AJobThatNeverAnswersDoesNotHoldTheSessionPastTheWindowTimeout) {
+  Register("j1", "a", 100);
+  RunToTuned({"j1"}, 0.08);
+  Register("j2", "b", 100);
+  ASSERT_EQ(StateOf("GPU-0"), "measuring");
+  for (int r = 0; r < 3; ++r) Steps("j1", TargetOf("j1"), 0.1, 5);  // j2 stays silent
+  EXPECT_EQ(StateOf("GPU-0"), "measuring");
+  now_ += milliseconds(10'001);
+  c_->Tick();
+  EXPECT_NE(StateOf("GPU-0"), "measuring");
+}
+
+TEST_F(CoordinatorTest, AJobThatStopsReportingLeavesAndItsGpuRetunes) {
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.1);
+  const std::int64_t before = c_->sessions_started();
+  for (int k = 0; k < 4; ++k) {
+    now_ += milliseconds(9'000);
+    Steps("j1", TargetOf("j1"), 0.08, 5);
+    c_->Tick();
+  }
+  ASSERT_EQ(c_->State().size(), 1u);
+  EXPECT_EQ(c_->State()[0].jobs.size(), 1u);
+  EXPECT_GT(c_->sessions_started(), before);
+  EXPECT_FALSE(sink_.kv.count("/gpumux/nodes/n1/jobs/j2"));
+}
+
+TEST_F(CoordinatorTest, AnUnknownClassIsServedButItsGpuIsNeverTuned) {
+  Register("j1", "a", 100);
+  const Reply r = Register("j2", "mystery", 64);
+  EXPECT_EQ(r.batch_size, 64);
+  EXPECT_EQ(r.state, "untuned");
+  EXPECT_EQ(Steps("j2", 64, 0.2, 5).state, "untuned");
+}
+
+TEST_F(CoordinatorTest, JobsOnDifferentGpusAreTunedApart) {
+  Register("j1", "a", 100, "GPU-0");
+  Register("j2", "b", 100, "GPU-1");
+  RunToTuned({"j1", "j2"}, 0.1);
+  EXPECT_EQ(c_->State().size(), 2u);
+  EXPECT_EQ(StateOf("GPU-0"), "solo");
+  EXPECT_EQ(StateOf("GPU-1"), "solo");
+}
+
+TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheStoredAssignmentWithoutRetuning) {
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.1);
+  const int t1 = TargetOf("j1"), t2 = TargetOf("j2");
+  // A new process: everything it knows comes from the store.
+  Make();
+  c_->Restore(sink_.Pairs());
+  EXPECT_EQ(c_->sessions_started(), 0);
+  EXPECT_EQ(Steps("j1", t1, 0.1, 3).batch_size, t1);
+  EXPECT_EQ(Steps("j2", t2, 0.1, 3).batch_size, t2);
+  EXPECT_EQ(StateOf("GPU-0"), "tuned");
+  // A job registering again after the restart (its SDK saw a 404) keeps its target too.
+  EXPECT_EQ(Register("j2", "b", t2).batch_size, t2);
+  EXPECT_EQ(c_->sessions_started(), 0);
+}
+
+TEST_F(CoordinatorTest, AGroupThatChangesDuringTuningStartsOver) {
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  ASSERT_EQ(StateOf("GPU-0"), "measuring");
+  const std::int64_t before = c_->sessions_started();
+  Register("j3", "a", 100);
+  EXPECT_EQ(c_->sessions_started(), before + 1);
+  RunToTuned({"j1", "j2", "j3"}, 0.2);
+  EXPECT_EQ(StateOf("GPU-0"), "tuned");
+}
+
+struct BadMessage {
+  std::string name, path, body, error_part;
+};
+
+class MalformedMessages : public CoordinatorTest,
+                          public ::testing::WithParamInterface<BadMessage> {};
+
+TEST_P(MalformedMessages, GetAClearErrorAndDisturbNoOtherJob) {
+  Register("j1", "a", 100);
+  const HttpReply reply = Handle(*c_, "POST", GetParam().path, GetParam().body);
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_NE(Json::parse(reply.body)["error"].get<std::string>().find(GetParam().error_part),
+            std::string::npos)
+      << reply.body;
+  EXPECT_EQ(Steps("j1", 100, 0.1, 3).batch_size, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Coordinator, MalformedMessages,
+    ::testing::Values(
+        BadMessage{"NotJson", "/v1/report", "{nope", "not JSON"},
+        BadMessage{"NotAnObject", "/v1/register", "[1]", "JSON object"},
+        BadMessage{"NoJob", "/v1/register", R"({"class":"a","batch_size":1})", "job"},
+        BadMessage{"BatchAsString", "/v1/register", R"({"job":"x","class":"a","batch_size":"9"})",
+                   "batch_size"},
+        BadMessage{"ZeroBatch", "/v1/register", R"({"job":"x","class":"a","batch_size":0})",
+                   "batch_size"},
+        BadMessage{"GpusNotStrings", "/v1/register",
+                   R"({"job":"x","class":"a","batch_size":1,"gpus":[1]})", "gpus"},
+        BadMessage{"StepNotAPair", "/v1/report", R"({"job":"j1","steps":[[100]]})", "steps"},
+        BadMessage{"NegativeSeconds", "/v1/report", R"({"job":"j1","steps":[[100,-1]]})", "steps"},
+        BadMessage{"NanNoise", "/v1/report", R"({"job":"j1","noise_scale":-3})", "noise_scale"}),
+    [](const auto& p) { return p.param.name; });
+
+TEST_F(CoordinatorTest, AReportFromAnUnknownJobIs404SoTheSdkRegistersAgain) {
+  EXPECT_EQ(Handle(*c_, "POST", "/v1/report", R"({"job":"ghost","steps":[]})").status, 404);
+  EXPECT_EQ(Handle(*c_, "POST", "/v1/leave", R"({"job":"ghost"})").status, 404);
+  EXPECT_EQ(Handle(*c_, "GET", "/v1/register", "").status, 405);
+  EXPECT_EQ(Handle(*c_, "GET", "/nope", "").status, 404);
+}
+
+TEST(KeySegmentOf, SlashesAndPercentsAreEncodedSoANameIsOneSegment) {
+  EXPECT_EQ(KeySegment("ns/pod/c"), "ns%2Fpod%2Fc");
+  EXPECT_EQ(KeySegment("100%"), "100%25");
+  EXPECT_EQ(KeySegment("GPU-1a"), "GPU-1a");
+}
+
+}  // namespace
+}  // namespace gpumux::coordinator
