@@ -154,7 +154,8 @@ for path in sorted((DEPLOY / "examples").glob("*.yaml")):
         if not any(k.startswith("gpumux.io/") for k in asks):
             problems.append(f"{path.name}: asks for no gpumux.io resource")
 
-# Every workload's service account exists in its namespace and is a subject of some binding.
+# Every workload's service account exists in its namespace and is a subject of some binding
+# (a workload with automountServiceAccountToken: false and no account uses none).
 service_accounts = {name_ns(d) for _, d in objects("ServiceAccount")}
 bound = {(s.get("name"), s.get("namespace") or name_ns(b)[1])
          for kind in ("ClusterRoleBinding", "RoleBinding") for _, b in objects(kind)
@@ -163,6 +164,8 @@ for kind in ("Deployment", "DaemonSet"):
     for path, doc in objects(kind):
         name, ns = name_ns(doc)
         account = (pod_spec(doc).get("serviceAccountName"), ns)
+        if account[0] is None and pod_spec(doc).get("automountServiceAccountToken") is False:
+            continue  # a workload that talks to no API server needs no account of its own
         if account[0] is None:
             problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name} names no serviceAccountName")
         elif account not in service_accounts:
@@ -221,6 +224,29 @@ if extender and plugin:
             and arg(plugin, "--node-name") is None:
         problems.append(f"{where}: neither --node-name nor NODE_NAME from spec.nodeName")
 
+# The coordinator against the extender and the device plugin.
+co_doc, coordinator = container(DEPLOY / "coordinator/daemonset.yaml", "DaemonSet", "coordinator")
+if extender and coordinator:
+    where = "coordinator/daemonset.yaml"
+    if name_ns(co_doc)[1] != name_ns(ext_doc)[1]:
+        problems.append(f"{where}: namespace {name_ns(co_doc)[1]} is not the extender's {name_ns(ext_doc)[1]}")
+    if coordinator.get("image") != extender.get("image"):
+        problems.append(f"{where}: image {coordinator.get('image')} is not the extender's {extender.get('image')}")
+    if [str(a) for a in coordinator.get("args", []) or []][:1] != ["coordinator"]:
+        problems.append(f"{where}: args do not start with the subcommand coordinator")
+    listen = arg(coordinator, "--listen", "127.0.0.1:9403")
+    for probe in ("livenessProbe", "readinessProbe"):
+        command = " ".join(((coordinator.get(probe) or {}).get("exec") or {}).get("command", []) or [])
+        if f"http://{listen}/healthz" not in command:
+            problems.append(f"{where}: {probe} does not ask --listen {listen}")
+    socket = arg(coordinator, "--socket", "/run/gpumux/coordinator.sock")
+    spec = pod_spec(co_doc)
+    host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path") for v in spec.get("volumes", []) or []}
+    folder = socket.rsplit("/", 1)[0]
+    if not any(m.get("mountPath") == folder and host_paths.get(m.get("name")) == folder
+               for m in coordinator.get("volumeMounts", []) or []):
+        problems.append(f"{where}: the socket's folder {folder} is not the same hostPath (pods mount it)")
+
 # What each daemon does with the API server, against what its ClusterRole grants (the extender's
 # bind patches the node to take the node lock: a role without it made every bind on a node with
 # the device plugin fail with 403 Forbidden).
@@ -228,6 +254,7 @@ NEEDS = {
     "gpumux-extender": {("", "pods"): {"get", "list", "watch", "patch"},
                         ("", "pods/binding"): {"create"},
                         ("", "nodes"): {"get", "list", "watch", "patch"}},
+    "gpumux-coordinator": {("", "pods"): {"get", "list", "watch"}},
     "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
                              ("", "nodes"): {"get", "list", "watch", "patch"}},
 }

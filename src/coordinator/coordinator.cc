@@ -128,7 +128,15 @@ Coordinator::Group& Coordinator::GroupOf(const std::string& gpu) {
   return *g;
 }
 
-core::Result<Reply> Coordinator::Register(const Registration& r) {
+core::Result<Reply> Coordinator::Register(const Registration& given) {
+  Registration r = given;
+  if (options_.resolve_gpus && !r.job.empty()) {
+    if (auto granted = options_.resolve_gpus(r.job); granted && *granted != r.gpus) {
+      std::string line = "job " + r.job + ": its grant's GPUs are used, not the ones it named";
+      log_(line);
+      r.gpus = std::move(*granted);
+    }
+  }
   if (r.job.empty() || r.job.size() > kMaxIdBytes) {
     return tl::unexpected(Invalid("job: must be 1 to 253 bytes"));
   }
@@ -149,6 +157,13 @@ core::Result<Reply> Coordinator::Register(const Registration& r) {
   for (const auto& g : r.gpus) {
     if (g.empty() || g.size() > kMaxIdBytes) {
       return tl::unexpected(Invalid("gpus: every entry must be 1 to 253 bytes"));
+    }
+    const auto& known = options_.node_gpus;
+    if (!known.empty() && std::find(known.begin(), known.end(), g) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return tl::unexpected(Invalid("gpus: " + g + " is not a GPU of node " + options_.node +
+                                    " (its GPUs: " + list + ")"));
     }
   }
   const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
@@ -253,6 +268,16 @@ core::Result<void> Coordinator::Leave(std::string_view id) {
   }
   Remove(std::string(id), "left");
   return {};
+}
+
+void Coordinator::PodGone(std::string_view ns_pod) {
+  std::string prefix(ns_pod);
+  prefix += '/';
+  std::vector<std::string> ids;
+  for (auto it = jobs_.lower_bound(prefix); it != jobs_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    ids.push_back(it->first);
+  }
+  for (const auto& id : ids) Remove(id, "left: its pod is gone");
 }
 
 void Coordinator::Remove(const std::string& id, std::string_view why) {

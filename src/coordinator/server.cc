@@ -503,7 +503,9 @@ class Server::Impl {
       std::unique_lock lock(mu_);
       while (!stop_) {
         tick_cv_.wait_for(lock, options_.tick, [this] { return stop_; });
-        if (!stop_) coordinator_->Tick();
+        if (stop_) break;
+        if (options_.on_tick) options_.on_tick(*coordinator_);
+        coordinator_->Tick();
       }
     });
     return {};

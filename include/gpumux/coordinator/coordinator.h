@@ -53,6 +53,12 @@ struct CoordinatorOptions {
   std::chrono::milliseconds job_timeout{30000};
   double report_every_s = 1.0;  // told to the jobs
   std::uint64_t seed = 1;       // the tuner's random stream (IADeep's GP-LCB draws)
+  // The UUIDs of this node's GPUs (from the GPU backend); a registration naming another GPU
+  // is refused. Empty = any GPU is accepted (no backend).
+  std::vector<std::string> node_gpus;
+  // The membership source (pod_grants.h): the GPUs a job holds according to its grant, which
+  // win over what the job says; std::nullopt (or no function) = the job's own word.
+  std::function<std::optional<std::vector<std::string>>(std::string_view job)> resolve_gpus;
 };
 
 // Where durable state goes. Implementations must not block the caller (the daemon queues the
@@ -122,6 +128,8 @@ class Coordinator {
   core::Result<Reply> Report(std::string_view job, std::span<const StepSample> steps,
                              double noise_scale);
   core::Result<void> Leave(std::string_view job);
+  // Every job of the pod "namespace/pod" leaves (the pod was deleted or ended).
+  void PodGone(std::string_view ns_pod);
   // Timeouts (windows, jobs). Call a few times per second.
   void Tick();
 

@@ -31,6 +31,8 @@ struct ServerOptions {
   std::chrono::milliseconds alive_every{5000};
   std::chrono::seconds alive_ttl{15};
   std::chrono::milliseconds store_retry{1000};
+  // Called on the ticker before each Tick, under the coordinator's lock (e.g. pods gone).
+  std::function<void(Coordinator&)> on_tick;
 };
 
 class Server {

@@ -1,0 +1,127 @@
+#include "gpumux/coordinator/pod_grants.h"
+
+#include "gpumux/k8s/grant.h"
+#include "gpumux/k8s/objects.h"
+#include "gpumux/k8s/reflector.h"
+
+namespace gpumux::coordinator {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::string PodKey(const Json& pod) {
+  const Json* metadata = k8s::JsonChild(pod, "metadata");
+  if (metadata == nullptr) return {};
+  return k8s::JsonString(*metadata, "namespace") + "/" + k8s::JsonString(*metadata, "name");
+}
+
+bool Ended(const Json& pod) {
+  const Json* status = k8s::JsonChild(pod, "status");
+  if (status == nullptr) return false;
+  const std::string phase = k8s::JsonString(*status, "phase");
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+}  // namespace
+
+PodGrants::PodGrants(k8s::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
+                     std::function<void(std::string_view)> log)
+    : api_(&api), node_(std::move(node)), index_to_uuid_(std::move(index_to_uuid)),
+      log_(std::move(log)) {
+  if (!log_) log_ = [](std::string_view) {};
+}
+
+PodGrants::~PodGrants() {
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PodGrants::Start() {
+  if (reflector_) return;
+  k8s::ReflectorHandler handler;
+  handler.replace = [this](std::vector<Json> items) { Replace(items); };
+  handler.event = [this](const k8s::WatchEvent& e) { Update(e.object, e.type == "DELETED"); };
+  handler.log = log_;
+  reflector_ = std::make_unique<k8s::Reflector>(
+      *api_, "/api/v1/pods?fieldSelector=" + k8s::QueryEscape("spec.nodeName=" + node_), handler);
+  thread_ = std::jthread([r = reflector_.get()](std::stop_token stop) { r->Run(stop); });
+}
+
+bool PodGrants::synced() const { return reflector_ && reflector_->synced(); }
+
+void PodGrants::Replace(const std::vector<Json>& pods) {
+  std::set<std::string> present;
+  for (const Json& p : pods) {
+    present.insert(PodKey(p));
+    Update(p, false);
+  }
+  std::lock_guard lock(mu_);
+  for (auto it = grants_.begin(); it != grants_.end();) {
+    if (present.count(it->first) == 0) {
+      gone_.insert(it->first);
+      it = grants_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PodGrants::Update(const Json& pod, bool deleted) {
+  const std::string key = PodKey(pod);
+  if (key.size() < 2) return;
+  std::lock_guard lock(mu_);
+  if (deleted || Ended(pod)) {
+    if (grants_.erase(key) > 0 || deleted) gone_.insert(key);
+    return;
+  }
+  const Json* metadata = k8s::JsonChild(pod, "metadata");
+  const Json* annotations = metadata != nullptr ? k8s::JsonChild(*metadata, "annotations") : nullptr;
+  const std::string text =
+      annotations != nullptr ? k8s::JsonString(*annotations, std::string(k8s::kAnnotationGrant).c_str())
+                             : "";
+  if (text.empty()) return;
+  auto grant = k8s::DecodeGrant(text);
+  if (!grant) {
+    log_("pod " + key + ": unreadable " + std::string(k8s::kAnnotationGrant) + ": " +
+         grant.error().message);
+    return;
+  }
+  auto& containers = grants_[key];
+  containers.clear();
+  for (const auto& c : grant->containers) {
+    std::vector<std::string> gpus;
+    for (const auto& g : c.gpus) {
+      if (!g.uuid.empty()) {
+        gpus.push_back(g.uuid);
+      } else if (g.index >= 0 && static_cast<std::size_t>(g.index) < index_to_uuid_.size()) {
+        gpus.push_back(index_to_uuid_[static_cast<std::size_t>(g.index)]);
+      } else {
+        gpus.push_back("index-" + std::to_string(g.index));
+      }
+    }
+    containers[c.name] = std::move(gpus);
+  }
+}
+
+std::optional<std::vector<std::string>> PodGrants::GpusOf(std::string_view job) const {
+  const auto last = job.rfind('/');
+  if (last == std::string_view::npos || last == 0) return std::nullopt;
+  const std::string_view pod = job.substr(0, last);
+  const std::string container(job.substr(last + 1));
+  std::lock_guard lock(mu_);
+  auto it = grants_.find(pod);
+  if (it == grants_.end()) return std::nullopt;
+  auto c = it->second.find(container);
+  if (c == it->second.end()) return std::nullopt;
+  return c->second;
+}
+
+std::vector<std::string> PodGrants::TakeGone() {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out(gone_.begin(), gone_.end());
+  gone_.clear();
+  return out;
+}
+
+}  // namespace gpumux::coordinator
