@@ -51,6 +51,7 @@ test:
 bench:
 	@$(MAKE) --no-print-directory build BENCH=ON
 	./$(BUILD)/bench/gpumux_bench
+	./$(BUILD)/bench/gpumux_coordinator_bench
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
 	./$(BUILD)/bench/gpumux_device_plugin_bench --iterations 1000

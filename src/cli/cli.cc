@@ -38,6 +38,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* oci_runtime = AddOciRuntimeCommand(app);
   GpusOptions gpus_options;
   CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
+  CoordinatorCliOptions coordinator_options;
+  CLI::App* coordinator = AddCoordinatorCommand(app, coordinator_options);
 
   // The runtime wrapper takes the runtime's own arguments verbatim: no option parsing here.
   const char* base = std::strrchr(argv[0], '/');
@@ -102,6 +104,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (device_plugin->parsed()) return RunDevicePlugin(device_plugin_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
+  if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
   return 2;
 }
 

@@ -120,6 +120,30 @@ int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& o
             std::ostream& err);
 
 // `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).
+// `gpumux coordinator`: the node coordinator daemon (coordinator_command.cc).
+struct CoordinatorCliOptions {
+  std::string node;  // "" = $NODE_NAME, else the hostname
+  std::string profile = "iadeep-fitted";
+  std::string tuner = "joint";
+  std::string listen = "127.0.0.1:9403";
+  std::string socket = "/run/gpumux/coordinator.sock";
+  std::string store = "file:///var/lib/gpumux/coordinator.json";
+  std::string store_prefix = "/gpumux/";
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
+  std::string backend = "auto";
+  std::string gpus_file;
+  std::string members = "auto";  // auto, kubernetes, jobs
+  std::string kubeconfig, context;
+  bool in_cluster = false;
+  int window_steps = 10;
+  double window_timeout_s = 30;
+  double job_timeout_s = 30;
+  double report_every_s = 1;
+  std::set<std::string> given;
+};
+CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& options);
+int RunCoordinator(const CoordinatorCliOptions& options, std::ostream& out, std::ostream& err);
+
 struct ExtenderCliOptions {
   std::string listen = "127.0.0.1:12345";
   std::string url_prefix = "/gpumux";

@@ -173,6 +173,11 @@ core::Result<void> ApplyGrant(const HostOptions& o, const hook::Inventory& inven
   std::vector<core::Result<void>> edits;
   edits.push_back(hook::SetEnv(config, "NVIDIA_VISIBLE_DEVICES", visible));
   edits.push_back(hook::SetEnv(config, "GPUMUX_GPUS", hook::JoinIndices(grant.gpus)));
+  // The node coordinator's SDK names the job's GPUs from this (docs/COORDINATOR.md), as it
+  // does from the device plugin's variable of the same name.
+  if (visible.rfind("GPU-", 0) == 0) {
+    edits.push_back(hook::SetEnv(config, "GPUMUX_GPU_UUIDS", visible));
+  }
   edits.push_back(hook::SetEnv(config, "GPUMUX_GPU_RESERVED", grant.reserved ? "true" : "false"));
   edits.push_back(hook::AddDevices(config, DevicesFor(inventory, grant.gpus)));
   if (grant.reserved) {
