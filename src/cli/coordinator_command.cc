@@ -1,0 +1,273 @@
+// `gpumux coordinator`: the node coordinator daemon (docs/COORDINATOR.md). Jobs on the node
+// register through the Python task SDK; the coordinator tunes the batch sizes of the jobs
+// sharing each GPU with the simulator's tuner and keeps its state in a store (etcd or a file).
+// SIGINT/SIGTERM stop it; the jobs keep training.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpumux/coordinator/coordinator.h"
+#include "gpumux/coordinator/pod_grants.h"
+#include "gpumux/k8s/api_client.h"
+#include "gpumux/coordinator/server.h"
+#include "gpumux/core/plural.h"
+#include "gpumux/gpu/backend.h"
+#include "gpumux/sim/dl_workload.h"
+#include "gpumux/store/store.h"
+#include "src/cli/commands.h"
+#include "src/cli/daemon_support.h"
+#include "src/cli/options.h"
+
+namespace gpumux::cli {
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kRuntimeError = 1;
+
+std::string DefaultNode() {
+  const char* env = std::getenv("NODE_NAME");
+  if (env != nullptr && env[0] != '\0') return env;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') return host;
+  return "localhost";
+}
+
+// mkdir -p for the folder of `path` (the socket's, the file store's).
+bool MakeParent(const std::string& path, std::string& error) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return true;
+  const std::string dir = path.substr(0, slash);
+  std::string partial;
+  for (std::size_t k = 1; k <= dir.size(); ++k) {
+    if (k == dir.size() || dir[k] == '/') {
+      partial = dir.substr(0, k);
+      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        error = "cannot create " + partial + ": " + std::strerror(errno);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "coordinator",
+      "Run the node coordinator: tune the batch sizes of the jobs sharing each GPU\n"
+      "Training jobs on this node register through the Python task SDK (python/gpumux) and "
+      "report their step times. When the set of jobs on a GPU changes, the coordinator runs "
+      "the tuner of the simulator (policy/tuner.h) over short measurement windows and tells "
+      "every job the batch size to use; it records each measured co-location (classes and "
+      "batch sizes -> slowdowns) in the store, where the extender reads them. A job that does "
+      "not answer keeps training with what it has. Protocol and store keys: "
+      "docs/COORDINATOR.md.");
+  cmd->add_option("--node", o.node, "This node's name (default: $NODE_NAME, else the hostname)");
+  cmd->add_option("--profile", o.profile,
+                  "Workload profile: an embedded name (" +
+                      [] {
+                        std::string names;
+                        for (const auto& n : sim::EmbeddedProfileNames()) {
+                          names += (names.empty() ? "" : ", ") + n;
+                        }
+                        return names;
+                      }() +
+                      ") or a JSON file (e.g. one written by 'gpumux profile')")
+      ->capture_default_str();
+  cmd->add_option("--tuner", o.tuner, "joint (gpumux), iadeep (IADeep's, newcomer only) or none")
+      ->check(CLI::IsMember({"joint", "iadeep", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--listen", o.listen, "Loopback HTTP address of the job protocol and /metrics")
+      ->capture_default_str();
+  cmd->add_option("--socket", o.socket,
+                  "Unix socket for jobs in pods (mount its folder); 'off' for none")
+      ->capture_default_str();
+  cmd->add_option("--store", o.store,
+                  "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
+                  "file:///PATH (one fsync'd file; default)")
+      ->capture_default_str();
+  cmd->add_option("--store-prefix", o.store_prefix, "Key prefix in the store")->capture_default_str();
+  cmd->add_option("--etcd-ca", o.etcd_ca, "CA bundle (PEM) for etcds://");
+  cmd->add_option("--etcd-cert", o.etcd_cert, "Client certificate (PEM) for etcds://");
+  cmd->add_option("--etcd-key", o.etcd_key, "Client key (PEM) for etcds://");
+  cmd->add_option("--etcd-user", o.etcd_user, "etcd user (auth enabled)");
+  cmd->add_option("--etcd-password-file", o.etcd_password_file,
+                  "File holding the etcd user's password");
+  cmd->add_option("--backend", o.backend,
+                  "Where this node's GPUs come from (to refuse jobs naming other GPUs): auto "
+                  "(NVML when it loads, else none), nvml, fake (--gpus-file) or none")
+      ->check(CLI::IsMember({"auto", "nvml", "fake", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--gpus-file", o.gpus_file, "Fake backend: CSV with index,uuid,model,memory_mib");
+  cmd->add_option("--members", o.members,
+                  "Who decides which GPUs a job shares: kubernetes (the grants of the pods bound "
+                  "to this node, watched; a deleted pod's jobs leave at once), jobs (the GPUs a "
+                  "job names, from GPUMUX_GPU_UUIDS, which the device plugin or the runtime hook "
+                  "set from their grant), or auto (kubernetes with --kubeconfig or --in-cluster, "
+                  "else jobs)")
+      ->check(CLI::IsMember({"auto", "kubernetes", "jobs"}))
+      ->capture_default_str();
+  cmd->add_option("--kubeconfig", o.kubeconfig, "Kubeconfig for --members kubernetes");
+  cmd->add_option("--context", o.context, "Context of --kubeconfig (default: its current one)");
+  cmd->add_flag("--in-cluster", o.in_cluster,
+                "Use the pod's service account for --members kubernetes");
+  cmd->add_option("--window-steps", o.window_steps,
+                  "At least this many steps per job in a measurement window")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--window-timeout", o.window_timeout_s,
+                  "Seconds a measurement window waits for a silent job")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--job-timeout", o.job_timeout_s,
+                  "Seconds without a report after which a job has left")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--report-every", o.report_every_s, "Seconds between a job's reports (told to jobs)")
+      ->check(CLI::Range(0.05, 600.0))
+      ->capture_default_str();
+  RecordGivenOptions(*cmd, o.given);
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux coordinator --profile data/dl_profile_cpu_example.json --socket off \\\n"
+      "      --store file:///tmp/gpumux-coordinator.json\n"
+      "      one host, no etcd: jobs reach it on 127.0.0.1:9403\n"
+      "  gpumux coordinator --store etcd://127.0.0.1:2379 --backend nvml\n"
+      "      state in etcd; jobs naming GPUs this node lacks are refused\n"
+      "Then run a training example beside it, e.g.\n"
+      "  GPUMUX_GPU_UUIDS=GPU-0 /usr/bin/python3 python/examples/resnet.py --device cpu\n");
+  return cmd;
+}
+
+int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& /*out*/, std::ostream& err) {
+  const auto usage = [&err](const std::string& message) {
+    err << "gpumux coordinator: " << message << "\nRun 'gpumux coordinator --help'.\n";
+    return kUsageError;
+  };
+  coordinator::CoordinatorOptions c;
+  c.node = o.node.empty() ? DefaultNode() : o.node;
+  c.tuner = o.tuner;
+  c.prefix = o.store_prefix;
+  if (c.prefix.empty() || c.prefix.back() != '/') c.prefix += '/';
+  c.window_steps = o.window_steps;
+  c.window_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.window_timeout_s * 1000));
+  c.job_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.job_timeout_s * 1000));
+  c.report_every_s = o.report_every_s;
+  coordinator::ServerOptions s;
+  if (!ParseHostPort(o.listen, s.host, s.port)) {
+    return usage("--listen must be HOST:PORT, not '" + o.listen + "'");
+  }
+  s.socket_path = o.socket == "off" ? "" : o.socket;
+  if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
+  if (o.backend != "fake" && !o.gpus_file.empty()) return usage("--gpus-file needs --backend fake");
+
+  if (!o.kubeconfig.empty() && o.in_cluster) return usage("give --kubeconfig or --in-cluster, not both");
+  if (!o.context.empty() && o.kubeconfig.empty()) return usage("--context needs --kubeconfig");
+  const bool kube = o.members == "kubernetes" || (o.members == "auto" && (!o.kubeconfig.empty() || o.in_cluster));
+  if (o.members == "kubernetes" && o.kubeconfig.empty() && !o.in_cluster) {
+    return usage("--members kubernetes needs --kubeconfig or --in-cluster");
+  }
+  if (o.members == "jobs" && (!o.kubeconfig.empty() || o.in_cluster)) {
+    return usage("--kubeconfig and --in-cluster are for --members kubernetes");
+  }
+  std::unique_ptr<k8s::KubeApi> api;
+  std::string members_note = "jobs name their GPUs";
+  if (kube) {
+    auto config = o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+    if (!config) {
+      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
+                   config.error().message);
+    }
+    members_note = "GPUs from the grants of pods on this node (API server " + config->server + ")";
+    api = k8s::MakeCurlClient(std::move(*config));
+  }
+
+  auto profile = sim::ProfileByNameOrPath(o.profile);
+  if (!profile) return usage("--profile: " + profile.error().message);
+
+  SignalBlock signals;
+  signal(SIGPIPE, SIG_IGN);
+  LogSink log(err, "coordinator");
+  const auto log_line = [&log](std::string_view line) { log(line); };
+
+  std::string backend_note = "any GPU a job names is accepted (no GPU backend)";
+  if (o.backend != "none") {
+    auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml();
+    if (backend) {
+      auto gpus = (*backend)->List();
+      if (gpus && !gpus->empty()) {
+        for (const auto& g : *gpus) c.node_gpus.push_back(g.uuid);
+        c.gpu_model = gpus->front().name;
+        backend_note = core::Plural(gpus->size(), "GPU") + " from " +
+                       std::string((*backend)->Name()) + " (" + c.gpu_model + ")";
+      } else if (o.backend != "auto") {
+        log("cannot list GPUs from the " + o.backend + " backend" +
+            (gpus ? std::string(": it has none") : ": " + gpus.error().message));
+        return kRuntimeError;
+      }
+    } else if (o.backend != "auto") {
+      log("cannot open the " + o.backend + " backend: " + backend.error().message);
+      return backend.error().code == core::ErrorCode::kInvalidArgument ? kUsageError
+                                                                        : kRuntimeError;
+    }
+  }
+
+  store::StoreOptions so;
+  so.ca_file = o.etcd_ca;
+  so.cert_file = o.etcd_cert;
+  so.key_file = o.etcd_key;
+  so.user = o.etcd_user;
+  so.password_file = o.etcd_password_file;
+  std::string store_url = o.store;
+  if (store_url.rfind("file://", 0) == 0 || store_url.find("://") == std::string::npos) {
+    const std::string path =
+        store_url.rfind("file://", 0) == 0 ? store_url.substr(7) : store_url;
+    std::string error;
+    if (!MakeParent(path, error)) return usage("--store: " + error);
+  }
+  auto opened = store::OpenStore(store_url, so);
+  if (!opened) return usage("--store: " + opened.error().message);
+  std::unique_ptr<store::Store> store = std::move(*opened);
+  if (!s.socket_path.empty()) {
+    std::string error;
+    if (!MakeParent(s.socket_path, error)) return usage("--socket: " + error);
+  }
+
+  std::unique_ptr<coordinator::PodGrants> grants;
+  if (api) {
+    grants = std::make_unique<coordinator::PodGrants>(*api, c.node, c.node_gpus, log_line);
+    grants->Start();
+    c.resolve_gpus = [g = grants.get()](std::string_view job) { return g->GpusOf(job); };
+    s.on_tick = [g = grants.get()](coordinator::Coordinator& co) {
+      for (const auto& pod : g->TakeGone()) co.PodGone(pod);
+    };
+  }
+  auto coordinator = std::make_unique<coordinator::Coordinator>(
+      c, *profile, nullptr, nullptr, log_line);
+  auto server = coordinator::Server::Start(s, std::move(coordinator), store.get(), log_line);
+  if (!server) {
+    log("cannot start: " + server.error().message);
+    return kRuntimeError;
+  }
+  log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
+      (s.socket_path.empty() ? std::string() : " and " + s.socket_path) + "; tuner " + c.tuner +
+      ", profile " + profile->name + " (" + core::Plural(profile->classes.size(), "class") +
+      "), store " + store->Describe() + "; " + backend_note + "; " + members_note);
+  const int sig = signals.Wait();
+  signals.Restore();
+  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+      ", stopping (jobs keep training with their batch sizes)");
+  (*server)->Stop();
+  log("stopped");
+  return 0;
+}
+
+}  // namespace gpumux::cli
