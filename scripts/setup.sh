@@ -8,7 +8,7 @@ set -eu
 PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
-  runc busybox-static python3 python3-yaml \
+  runc busybox-static python3 python3-yaml etcd-server python3-torch \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   clang libclang-rt-14-dev llvm-14"

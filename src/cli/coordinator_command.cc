@@ -259,7 +259,7 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& /*out*/, std::o
   }
   log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
       (s.socket_path.empty() ? std::string() : " and " + s.socket_path) + "; tuner " + c.tuner +
-      ", profile " + profile->name + " (" + core::Plural(profile->classes.size(), "class") +
+      ", profile " + profile->name + " (" + core::Plural(profile->classes.size(), "class", "classes") +
       "), store " + store->Describe() + "; " + backend_note + "; " + members_note);
   const int sig = signals.Wait();
   signals.Restore();

@@ -1,0 +1,206 @@
+// The single-host store: every key in one JSON file, rewritten atomically (fsync'd) on each
+// change, guarded by an exclusive flock on "<path>.lock" for the store's lifetime.
+//   {"version": 1, "revision": 7, "keys": {"/gpumux/...": {"value": "...", "revision": 7}}}
+// Leased keys live in memory only: they describe this process, which a reopen is not.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "gpumux/io/atomic_file.h"
+#include "src/store/stores.h"
+
+namespace gpumux::store {
+
+namespace {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+class FileStore final : public Store {
+ public:
+  FileStore(std::string path, int lock_fd) : path_(std::move(path)), lock_fd_(lock_fd) {}
+  ~FileStore() override {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  }
+
+  core::Result<void> Load() {
+    std::ifstream in(path_);
+    if (!in) {
+      if (errno == ENOENT) return {};
+      return core::MakeError(core::ErrorCode::kIo, "cannot read " + path_ + ": " + std::strerror(errno));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    Json doc = Json::parse(text.str(), nullptr, false);
+    const auto bad = [&](const std::string& why) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             path_ + ": not a gpumux store file (" + why + ")");
+    };
+    if (doc.is_discarded()) return bad("not JSON");
+    if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_object()) {
+      return bad("no \"keys\" object");
+    }
+    if (doc.value("version", 0) != 1) return bad("\"version\" is not 1");
+    revision_ = doc.value("revision", std::int64_t{0});
+    for (const auto& [key, entry] : doc["keys"].items()) {
+      if (!entry.is_object() || !entry.contains("value") || !entry["value"].is_string()) {
+        return bad("key " + key + " has no string \"value\"");
+      }
+      kv_[key] = {entry["value"].get<std::string>(), entry.value("revision", std::int64_t{0})};
+    }
+    return {};
+  }
+
+  std::string Describe() const override { return "file://" + path_; }
+
+  core::Result<void> Put(std::string_view key, std::string_view value) override {
+    std::lock_guard lock(mu_);
+    leased_.erase(std::string(key));
+    auto it = kv_.find(key);
+    if (it != kv_.end() && it->second.first == value) return {};
+    kv_[std::string(key)] = {std::string(value), ++revision_};
+    return Save();
+  }
+
+  core::Result<std::optional<std::string>> Get(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    if (auto l = leased_.find(std::string(key)); l != leased_.end() && LeaseLive()) {
+      return std::optional<std::string>(l->second.value);
+    }
+    auto it = kv_.find(key);
+    if (it == kv_.end()) return std::optional<std::string>();
+    return std::optional<std::string>(it->second.first);
+  }
+
+  core::Result<std::vector<KeyValue>> List(std::string_view prefix) override {
+    std::lock_guard lock(mu_);
+    std::map<std::string, KeyValue> out;
+    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+      out[it->first] = {it->first, it->second.first, it->second.second};
+    }
+    for (const auto& [key, l] : leased_) {
+      if (LeaseLive() && key.rfind(prefix, 0) == 0) out[key] = {key, l.value, l.revision};
+    }
+    std::vector<KeyValue> list;
+    list.reserve(out.size());
+    for (auto& [key, kv] : out) list.push_back(std::move(kv));
+    return list;
+  }
+
+  core::Result<void> Delete(std::string_view key) override {
+    std::lock_guard lock(mu_);
+    leased_.erase(std::string(key));
+    auto it = kv_.find(key);
+    if (it == kv_.end()) return {};
+    kv_.erase(it);
+    ++revision_;
+    return Save();
+  }
+
+  core::Result<std::int64_t> DeletePrefix(std::string_view prefix) override {
+    std::lock_guard lock(mu_);
+    std::int64_t n = 0;
+    for (auto it = leased_.begin(); it != leased_.end();) {
+      if (it->first.rfind(prefix, 0) == 0) {
+        it = leased_.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+    }
+    std::int64_t stored = 0;
+    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0;) {
+      it = kv_.erase(it);
+      ++stored;
+    }
+    if (stored > 0) {
+      ++revision_;
+      if (auto saved = Save(); !saved) return tl::unexpected(saved.error());
+    }
+    return n + stored;
+  }
+
+  core::Result<void> PutLeased(std::string_view key, std::string_view value,
+                               std::chrono::seconds ttl) override {
+    if (ttl.count() < 1) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument, "a lease needs a TTL of at least 1 s");
+    }
+    std::lock_guard lock(mu_);
+    ttl_ = ttl;
+    expiry_ = SteadyClock::now() + ttl;
+    leased_[std::string(key)] = {std::string(value), ++revision_};
+    return {};
+  }
+
+  core::Result<void> KeepAlive() override {
+    std::lock_guard lock(mu_);
+    // An expired lease comes back with its keys, as the etcd store re-grants and re-puts.
+    expiry_ = SteadyClock::now() + ttl_;
+    return {};
+  }
+
+ private:
+  struct Leased {
+    std::string value;
+    std::int64_t revision = 0;
+  };
+
+  // Leased keys are seen while the lease lives; an expired lease hides them until KeepAlive.
+  bool LeaseLive() const { return SteadyClock::now() < expiry_; }
+
+  core::Result<void> Save() {
+    Json keys = Json::object();
+    for (const auto& [key, entry] : kv_) keys[key] = {{"value", entry.first}, {"revision", entry.second}};
+    Json doc{{"version", 1}, {"revision", revision_}, {"keys", keys}};
+    return io::WriteFileAtomically(path_, doc.dump(1) + "\n");
+  }
+
+  std::string path_;
+  int lock_fd_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<std::string, std::int64_t>, std::less<>> kv_;
+  std::map<std::string, Leased> leased_;
+  std::chrono::seconds ttl_{0};
+  SteadyClock::time_point expiry_{};
+  std::int64_t revision_ = 0;
+};
+
+}  // namespace
+
+core::Result<std::unique_ptr<Store>> OpenFileStore(const std::string& path) {
+  if (path.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "the store file path is empty");
+  const std::string lock_path = path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return core::MakeError(core::ErrorCode::kIo, "cannot open " + lock_path + ": " + std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    std::string holder;
+    char buf[32] = {};
+    if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::string(" (pid ") + buf + ")";
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             path + " is in use by another process" + holder +
+                                 ": one coordinator per store file");
+    }
+    return core::MakeError(core::ErrorCode::kIo, "cannot lock " + lock_path + ": " + std::strerror(error));
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  auto store = std::make_unique<FileStore>(path, fd);
+  if (auto loaded = store->Load(); !loaded) return tl::unexpected(loaded.error());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace gpumux::store
