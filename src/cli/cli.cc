@@ -40,6 +40,11 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
   CoordinatorCliOptions coordinator_options;
   CLI::App* coordinator = AddCoordinatorCommand(app, coordinator_options);
+  ProfileCliOptions profile_options;
+  CLI::App* profile = AddProfileCommand(app, profile_options);
+  for (int k = 0; k < argc; ++k) {
+    profile_options.command_line += (k == 0 ? "" : " ") + std::string(argv[k]);
+  }
 
   // The runtime wrapper takes the runtime's own arguments verbatim: no option parsing here.
   const char* base = std::strrchr(argv[0], '/');
@@ -105,6 +110,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
+  if (profile->parsed()) return RunProfile(profile_options, out, err);
   return 2;
 }
 

@@ -120,6 +120,25 @@ int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& o
             std::ostream& err);
 
 // `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).
+// `gpumux profile`: measures the training examples (profile_command.cc).
+struct ProfileCliOptions {
+  std::string examples = "python/examples";
+  std::string classes = "resnet,lstm,neumf";
+  std::string batches = "0.5,1,2";
+  std::string sets = "pairs";
+  int steps = 30;
+  int warmup = 5;
+  int repeats = 3;
+  std::string device = "auto";
+  std::string python = "/usr/bin/python3";
+  int threads = 1;
+  std::string name;
+  std::string out = "gpumux-profile.json";
+  std::string command_line;  // recorded in the profile's provenance
+};
+CLI::App* AddProfileCommand(CLI::App& app, ProfileCliOptions& options);
+int RunProfile(const ProfileCliOptions& options, std::ostream& out, std::ostream& err);
+
 // `gpumux coordinator`: the node coordinator daemon (coordinator_command.cc).
 struct CoordinatorCliOptions {
   std::string node;  // "" = $NODE_NAME, else the hostname

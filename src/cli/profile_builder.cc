@@ -1,0 +1,165 @@
+#include "src/cli/profile_builder.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace gpumux::cli {
+
+namespace {
+
+using Json = nlohmann::json;
+
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+core::Result<ExampleRun> ParseExampleRun(const std::string& line, const std::string& source) {
+  const auto bad = [&](const std::string& why) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": " + why);
+  };
+  const Json j = Json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad("the example printed no JSON summary line");
+  ExampleRun r;
+  try {
+    r.cls = j.at("class").get<std::string>();
+    r.batch = j.at("batch_size").get<int>();
+    r.step_s = j.at("step_s").get<std::vector<double>>();
+    r.data_s = j.value("data_s", std::vector<double>{});
+    r.t_end = j.value("t_end", std::vector<double>{});
+    r.memory_mib = j.value("memory_mib", 0.0);
+    r.device_memory_mib = j.value("device_memory_mib", 0.0);
+    r.device = j.value("device", std::string());
+    r.device_name = j.value("device_name", std::string());
+    r.torch = j.value("torch", std::string());
+    r.python = j.value("python", std::string());
+  } catch (const Json::exception& e) {
+    return bad(std::string("summary: ") + e.what());
+  }
+  if (r.step_s.empty()) return bad("the summary has no measured steps (step_s is empty)");
+  for (double s : r.step_s) {
+    if (!(s > 0) || !std::isfinite(s)) return bad("step_s holds a value that is not > 0");
+  }
+  if (!r.t_end.empty() && r.t_end.size() != r.step_s.size()) {
+    return bad("t_end and step_s differ in length");
+  }
+  return r;
+}
+
+core::Result<BuiltProfile> BuildProfile(const ProfileInputs& in) {
+  BuiltProfile out;
+  policy::WorkloadProfile& p = out.profile;
+  p.name = in.name;
+  p.gpu_model = in.device_name;
+  p.gpu_memory_mib = in.device_memory_mib;
+  p.companion_overhead = 0.05;
+  std::map<std::pair<std::string, int>, double> solo_step;
+  for (std::size_t c = 0; c < in.classes.size(); ++c) {
+    policy::ClassProfile cp;
+    cp.name = in.classes[c];
+    const ClassDefaults& d = in.defaults[c];
+    cp.default_batch = d.default_batch;
+    cp.noise_scale = d.noise_scale;
+    cp.dataset_samples = d.dataset_samples;
+    cp.target_epochs = d.target_epochs;
+    for (const SoloMeasurement& s : in.solo) {
+      if (s.cls != cp.name || s.repeats.empty()) continue;
+      std::vector<double> medians, busy;
+      double memory = 1;
+      for (const ExampleRun& r : s.repeats) {
+        medians.push_back(Median(r.step_s));
+        const double step = Mean(r.step_s);
+        busy.push_back(step > 0 ? 1 - Mean(r.data_s) / step : 1);
+        memory = std::max(memory, r.memory_mib);
+      }
+      policy::SoloPoint pt;
+      pt.batch = s.batch;
+      pt.step_s = Median(medians);
+      pt.memory_mib = static_cast<core::MiB>(std::ceil(memory));
+      pt.gpu_busy = std::clamp(Median(busy), 0.01, 1.0);
+      cp.solo.push_back(pt);
+      solo_step[{cp.name, s.batch}] = pt.step_s;
+    }
+    if (cp.solo.empty()) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "class " + cp.name + ": no solo measurement");
+    }
+    std::sort(cp.solo.begin(), cp.solo.end(),
+              [](const policy::SoloPoint& a, const policy::SoloPoint& b) { return a.batch < b.batch; });
+    p.classes.push_back(std::move(cp));
+  }
+  for (const SetMeasurement& set : in.sets) {
+    if (set.repeats.empty()) continue;
+    const std::size_t n = set.repeats.front().size();
+    std::vector<std::vector<double>> per_member(n);
+    for (const auto& runs : set.repeats) {
+      if (runs.size() != n) continue;
+      // The overlap: from the last member's first step end to the first member's last one.
+      double from = -1e300, to = 1e300;
+      for (const ExampleRun& r : runs) {
+        if (r.t_end.empty()) continue;
+        from = std::max(from, r.t_end.front() - r.step_s.front());
+        to = std::min(to, r.t_end.back());
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        const ExampleRun& r = runs[k];
+        std::vector<double> kept;
+        for (std::size_t i = 0; i < r.step_s.size(); ++i) {
+          const bool inside = r.t_end.empty() || (r.t_end[i] - r.step_s[i] >= from && r.t_end[i] <= to);
+          if (inside) {
+            kept.push_back(r.step_s[i]);
+          } else {
+            ++out.discarded_steps;
+          }
+        }
+        if (kept.empty()) continue;
+        auto solo = solo_step.find({r.cls, r.batch});
+        if (solo == solo_step.end()) {
+          return core::MakeError(core::ErrorCode::kInvalidArgument,
+                                 "co-located " + r.cls + " at batch " + std::to_string(r.batch) +
+                                     ": no solo measurement at that batch");
+        }
+        per_member[k].push_back(Median(kept) / solo->second);
+      }
+    }
+    policy::MeasuredSet m;
+    bool complete = true;
+    std::string names;
+    for (std::size_t k = 0; k < n; ++k) {
+      const ExampleRun& r = set.repeats.front()[k];
+      m.classes.push_back(r.cls);
+      m.batches.push_back(r.batch);
+      names += (names.empty() ? "" : "+") + r.cls;
+      if (per_member[k].empty()) {
+        complete = false;
+        break;
+      }
+      double s = Median(per_member[k]);
+      if (s < 1) {
+        s = 1;
+        ++out.clamped_slowdowns;
+      }
+      m.slowdown.push_back(s);
+    }
+    if (!complete) continue;  // the members never overlapped
+    m.source = "gpumux profile: " + names + " run together on " + in.device_name + ", median of " +
+               std::to_string(set.repeats.size()) + " repeat(s)";
+    p.measured.push_back(std::move(m));
+  }
+  if (auto ok = p.Validate(); !ok) return tl::unexpected(ok.error());
+  return out;
+}
+
+}  // namespace gpumux::cli
