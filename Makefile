@@ -52,6 +52,7 @@ bench:
 	@$(MAKE) --no-print-directory build BENCH=ON
 	./$(BUILD)/bench/gpumux_bench
 	./$(BUILD)/bench/gpumux_coordinator_bench
+	/usr/bin/python3 bench/sdk_overhead.py --gpumux ./$(BUILD)/gpumux
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
 	./$(BUILD)/bench/gpumux_device_plugin_bench --iterations 1000
