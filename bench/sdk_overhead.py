@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.request
 
+sys.dont_write_bytecode = True
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 import gpumux  # noqa: E402

@@ -13,6 +13,7 @@ import resource
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in a source tree (or a read-only image)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import gpumux  # noqa: E402  (the SDK beside the examples)
 import torch  # noqa: E402

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """An LSTM language model (2 layers) on random token sequences: IADeep's "lstm" class, small
 enough to run on a CPU. See common.py for options."""
-import torch
-from torch import nn
+import sys
 
-import common
+sys.dont_write_bytecode = True  # no __pycache__ beside the examples
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import common  # noqa: E402
 
 VOCAB, EMBED, HIDDEN, SEQ = 1000, 32, 64, 20
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """NeuMF (He et al., WWW'17: generalised matrix factorisation + an MLP over user and item
 embeddings) on random implicit feedback: IADeep's "neumf" class. See common.py for options."""
-import torch
-from torch import nn
+import sys
 
-import common
+sys.dont_write_bytecode = True  # no __pycache__ beside the examples
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import common  # noqa: E402
 
 USERS, ITEMS, FACTORS = 6000, 4000, 32
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """A small ResNet (basic blocks, 3 stages) on random 3x32x32 images and 10 classes: the CNN of
 IADeep's workload classes ("resnet"), small enough to run on a CPU. See common.py for options."""
-import torch
-from torch import nn
+import sys
 
-import common
+sys.dont_write_bytecode = True  # no __pycache__ beside the examples
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import common  # noqa: E402
 
 
 class Block(nn.Module):

@@ -16,6 +16,7 @@ import threading
 import time
 import unittest
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 import gpumux  # noqa: E402
 
