@@ -46,6 +46,15 @@ class Rig:
             raise Failed(f"kubectl {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
         return p.stdout
 
+    def yaml_args(self, path):
+        """The first container's args in deploy/PATH (the rig patches them by position)."""
+        import yaml
+        with open(os.path.join(self.args.root, "deploy", path)) as f:
+            for doc in yaml.safe_load_all(f):
+                if doc and doc.get("kind") in ("DaemonSet", "Deployment"):
+                    return [str(x) for x in doc["spec"]["template"]["spec"]["containers"][0]["args"]]
+        raise Failed(f"deploy/{path}: no workload")
+
     def get(self, *args):
         return json.loads(self.kubectl("get", "-o", "json", *args))
 
@@ -222,7 +231,7 @@ def deploy(rig):
     k = os.path.join(a.out, "kustomize")
     os.makedirs(k, exist_ok=True)
     files = ["extender/rbac.yaml", "extender/deployment.yaml", "device-plugin/rbac.yaml",
-             "device-plugin/daemonset.yaml"]
+             "device-plugin/daemonset.yaml", "coordinator/rbac.yaml", "coordinator/daemonset.yaml"]
     for f in files:  # verbatim copies of what a user applies
         shutil.copy(os.path.join(a.root, "deploy", f), os.path.join(k, f.replace("/", "-")))
     shutil.copy(os.path.join(a.out, "gpus.csv"), os.path.join(k, "gpus.csv"))
@@ -250,12 +259,32 @@ def deploy(rig):
         c["volumeMounts"].append({"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e",
                                   "readOnly": True})
 
+    def coordinator_dirs(spec):
+        # The coordinator's socket folder and state file in the rig's folder, not the host's.
+        spec["volumes"] += [
+            {"name": "socket-dir", "hostPath": {"path": os.path.join(a.rig, "gpumux-run"),
+                                                "type": "DirectoryOrCreate"}},
+            {"name": "state", "hostPath": {"path": os.path.join(a.rig, "gpumux-coordinator"),
+                                           "type": "DirectoryOrCreate"}},
+            {"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}}]
+        spec["containers"][0]["volumeMounts"].append(
+            {"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e", "readOnly": True})
+
     patches = [
         rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
                   ["gpumux-extender", "kube-scheduler"]),
         rig_patch("DaemonSet", "gpumux-device-plugin", "gpumux-device-plugin-token",
                   ["device-plugin"], fake_gpus),
+        rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
+                  ["coordinator"], coordinator_dirs),
     ]
+    args = rig.yaml_args("coordinator/daemonset.yaml")
+    coordinator_backend = [
+        {"op": "replace", "path": f"/spec/template/spec/containers/0/args/{args.index('--backend') + 1}",
+         "value": "fake"},
+        {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--gpus-file"},
+        {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+         "value": "/etc/gpumux-e2e/gpus.csv"}]
     backend = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "fake"},
                {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
                 "value": "--gpus-file"},
@@ -268,7 +297,9 @@ def deploy(rig):
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
             {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
-             "patch": json.dumps(backend)}],
+             "patch": json.dumps(backend)},
+            {"target": {"kind": "DaemonSet", "name": "gpumux-coordinator"},
+             "patch": json.dumps(coordinator_backend)}],
     }
     with open(os.path.join(k, "kustomization.yaml"), "w") as f:
         json.dump(kustomization, f, indent=1)
@@ -276,8 +307,9 @@ def deploy(rig):
     # no ServiceAccount admission, so each gets a bound token (TokenRequest) in a Secret.
     rig.kubectl("apply", "-f", os.path.join(k, "extender-rbac.yaml"))
     rig.kubectl("apply", "-f", os.path.join(k, "device-plugin-rbac.yaml"))
+    rig.kubectl("apply", "-f", os.path.join(k, "coordinator-rbac.yaml"))
     ca = os.path.join(a.rig, "pki", "ca.crt")
-    for sa in ("gpumux-scheduler", "gpumux-device-plugin"):
+    for sa in ("gpumux-scheduler", "gpumux-device-plugin", "gpumux-coordinator"):
         token = rig.kubectl("create", "token", sa, "-n", SYS, "--duration=24h").strip()
         tokfile = os.path.join(a.out, f"{sa}.token")
         with open(tokfile, "w") as f:
@@ -305,6 +337,8 @@ def wait_gpumux_ready(rig, timeout=180):
     rig.kubectl("rollout", "status", "-n", SYS, "deployment/gpumux-scheduler",
                 f"--timeout={timeout}s", timeout=timeout + 10)
     rig.kubectl("rollout", "status", "-n", SYS, "daemonset/gpumux-device-plugin",
+                f"--timeout={timeout}s", timeout=timeout + 10)
+    rig.kubectl("rollout", "status", "-n", SYS, "daemonset/gpumux-coordinator",
                 f"--timeout={timeout}s", timeout=timeout + 10)
     rig.wait("node allocatable gpumux.io/gpu = 4", lambda: allocatable(rig) == GPUS, timeout)
     rig.wait("node allocatable gpumux.io/gpu-mem = 320",
@@ -610,6 +644,58 @@ def refusal(rig, name):
     return False
 
 
+def coordinator_pod(rig):
+    return rig.kubectl("get", "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-coordinator",
+                       "-o", "jsonpath={.items[0].metadata.name}").strip()
+
+
+def coordinator_state(rig):
+    out = rig.kubectl("exec", "-n", SYS, coordinator_pod(rig), "--", "/bin/busybox", "wget", "-q",
+                      "-O", "-", "http://127.0.0.1:9403/v1/state")
+    return json.loads(out)
+
+
+def s_coordinator(rig):
+    # A job in a pod (host network: it reaches the coordinator's loopback listener) registers
+    # naming a GPU it does not hold and reports steps. The coordinator watches the node's pods:
+    # the grant, not the job's word, places it; deleting the pod makes it leave at once.
+    # (It registers again whenever a report is refused: the SDK's behaviour, needed if the
+    # coordinator's watch had not yet seen the pod's grant at the first registration.)
+    job = ('J="$GPUMUX_POD/$GPUMUX_CONTAINER"; U=http://127.0.0.1:9403/v1; '
+           'reg() { wget -q -O - --header "Content-Type: application/json" --post-data '
+           '"{\\"job\\":\\"$J\\",\\"class\\":\\"resnet\\",\\"batch_size\\":32,'
+           '\\"gpus\\":[\\"GPU-not-mine\\"]}" $U/register; echo; }; reg; '
+           'while true; do wget -q -O - --post-data '
+           '"{\\"job\\":\\"$J\\",\\"steps\\":[[32,0.1],[32,0.1]]}" $U/report || reg; '
+           'echo; sleep 1; done')
+    pod = gpu_pod("sdk-job", [("train", {"gpumux.io/gpu-mem": 8})],
+                  extra={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", job]
+    rig.apply(pod)
+    rig.wait_running("sdk-job")
+    g = check_env_matches_grant(rig, "sdk-job")
+    granted = g["containers"][0]["gpus"][0]["uuid"]
+    job_id = f"{NS}/sdk-job/train"
+
+    def placed():
+        for gpu in coordinator_state(rig)["gpus"]:
+            for j in gpu["jobs"]:
+                if j["job"] == job_id and j["steps"] > 0:
+                    return gpu["uuid"]
+        return None
+    where = rig.wait("the job registered and reporting", placed, 60, interval=1)
+    if where != granted:
+        raise Failed(f"the coordinator placed the job on {where}, its grant says {granted}")
+    t = time.monotonic()
+    rig.delete_pods("sdk-job", grace=0)
+    rig.wait("the job gone from the coordinator", lambda: placed() is None, 60, interval=0.5)
+    gone_s = time.monotonic() - t
+    log = rig.kubectl("logs", "-n", SYS, coordinator_pod(rig))
+    if "left: its pod is gone" not in log:
+        raise Failed("the coordinator did not notice the pod's deletion:\n" + log[-1500:])
+    return f"job placed on its granted GPU {granted[:12]}.. (it named another); left {gone_s:.1f} s after its pod was deleted"
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -623,6 +709,7 @@ SCENARIOS = [
     ("kubelet restarted", s_kubelet_restart),
     ("OCI runtime path", s_oci_runtime),
     ("API server outage (15 s)", s_api_outage),
+    ("node coordinator: grant decides, a deleted pod leaves", s_coordinator),
 ]
 
 
