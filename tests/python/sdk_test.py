@@ -28,14 +28,15 @@ FAST = dict(retry_first_s=0.02, retry_max_s=0.1, timeout_s=0.5)
 
 
 class FakeCoordinator:
-    """Serves the job protocol from memory and records every request. `answer` decides each
-    reply: by default register/report answer {batch_size: self.batch or the job's, state,
-    report_every_s: 0.02}, leave answers {}."""
+    """Serves the job protocol from memory and records every request with its status. `answer`
+    decides each reply: by default register/report answer {batch_size: self.batch or the one
+    the job registered with, state: tuned, report_every_s: 0.02}, leave answers {}."""
 
     def __init__(self, unix_path=None, port=0):
         self.requests = []
         self.lock = threading.Lock()
-        self.batch = None
+        self.batch = None          # the batch size to answer; None = the job's registered one
+        self.registered = {}       # job -> the batch size it registered with
         self.answer = self.default_answer
         fake = self
 
@@ -75,9 +76,11 @@ class FakeCoordinator:
         self.thread.start()
 
     def default_answer(self, path, body):
+        if path == "/v1/register":
+            self.registered[body.get("job")] = body.get("batch_size")
         if path in ("/v1/register", "/v1/report"):
-            return 200, {"batch_size": self.batch or body.get("batch_size", 1), "state": "tuned",
-                         "report_every_s": 0.02}
+            return 200, {"batch_size": self.batch or self.registered.get(body.get("job"), 1),
+                         "state": "tuned", "report_every_s": 0.02}
         return 200, {}
 
     def all(self):
