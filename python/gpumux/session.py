@@ -150,10 +150,6 @@ class Session:
             _log.warning("gpumux: %s; training runs without the coordinator", e)
             self.enabled = False
             return
-        # Loud when this job is meant to have a coordinator; quiet on a plain machine.
-        self._outage_level = logging.WARNING if (
-            self._endpoint.configured or os.environ.get("GPUMUX_POD")
-            or os.environ.get("GPUMUX_GPU_UUIDS")) else logging.INFO
         self._queue = collections.deque(maxlen=MAX_STEPS_PER_REPORT)
         self._thread = threading.Thread(target=self._run, name="gpumux-reporter", daemon=True)
         self._thread.start()
@@ -243,10 +239,9 @@ class Session:
         self.last_error = "%s: %s" % (type(e).__name__, e)
         if not self._down:
             self._down = True
-            _log.log(self._outage_level,
-                     "gpumux: no coordinator at %s (%s); training goes on at batch size %d, "
-                     "retrying in the background", self._endpoint.describe(), self.last_error,
-                     self._running_batch)
+            _log.warning("gpumux: no coordinator at %s (%s); training goes on at batch size %d, "
+                         "retrying in the background", self._endpoint.describe(),
+                         self.last_error, self._running_batch)
         return self._backoff()
 
     def _complain(self, kind, message):

@@ -16,6 +16,7 @@ import tempfile
 import time
 import unittest
 
+sys.dont_write_bytecode = True
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from sdk_test import FakeCoordinator, wait_for  # noqa: E402

@@ -365,14 +365,7 @@ class Faults(SdkTestCase):
                 self.assertFalse(s.registered)
                 self.assertEqual(len(logs.output), 1, logs.output)  # one line per outage
                 self.assertIn("no coordinator at " + url, logs.output[0])
-                self.assertTrue(logs.output[0].startswith("WARNING"))  # it was configured
-
-    def test_with_nothing_configured_the_outage_is_logged_at_info(self):
-        os.environ.pop("GPUMUX_GPU_UUIDS")
-        s = gpumux.Session("resnet", 32, **FAST)
-        self.assertIsNotNone(s._outage_level)
-        s.close()
-        self.assertEqual(s._outage_level, logging.INFO)
+                self.assertTrue(logs.output[0].startswith("WARNING"))
 
     def test_a_coordinator_that_starts_later_is_found(self):
         port = free_port()
