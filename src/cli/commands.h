@@ -122,7 +122,7 @@ int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& o
 // `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).
 // `gpumux profile`: measures the training examples (profile_command.cc).
 struct ProfileCliOptions {
-  std::string examples = "python/examples";
+  std::string examples;  // "" = $GPUMUX_EXAMPLES, ./python/examples, <binary>/../python/examples
   std::string classes = "resnet,lstm,neumf";
   std::string batches = "0.5,1,2";
   std::string sets = "pairs";
@@ -158,6 +158,7 @@ struct CoordinatorCliOptions {
   double window_timeout_s = 30;
   double job_timeout_s = 30;
   double report_every_s = 1;
+  bool check = false;
   std::set<std::string> given;
 };
 CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& options);

@@ -134,12 +134,15 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   cmd->add_option("--report-every", o.report_every_s, "Seconds between a job's reports (told to jobs)")
       ->check(CLI::Range(0.05, 600.0))
       ->capture_default_str();
+  cmd->add_flag("--check", o.check,
+                "Check the options, the profile and the GPU file, print what would be served, and "
+                "exit (connects to nothing)");
   RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExamples:\n"
-      "  gpumux coordinator --profile data/dl_profile_cpu_example.json --socket off \\\n"
+      "  gpumux coordinator --profile cpu-example --socket off \\\n"
       "      --store file:///tmp/gpumux-coordinator.json\n"
-      "      one host, no etcd: jobs reach it on 127.0.0.1:9403\n"
+      "      one host, no etcd, the shipped examples on a CPU: jobs reach it on 127.0.0.1:9403\n"
       "  gpumux coordinator --store etcd://127.0.0.1:2379 --backend nvml\n"
       "      state in etcd; jobs naming GPUs this node lacks are refused\n"
       "Then run a training example beside it, e.g.\n"
@@ -147,7 +150,7 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   return cmd;
 }
 
-int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& /*out*/, std::ostream& err) {
+int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostream& err) {
   const auto usage = [&err](const std::string& message) {
     err << "gpumux coordinator: " << message << "\nRun 'gpumux coordinator --help'.\n";
     return kUsageError;
@@ -180,18 +183,39 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& /*out*/, std::o
   }
   std::unique_ptr<k8s::KubeApi> api;
   std::string members_note = "jobs name their GPUs";
-  if (kube) {
+  if (kube && o.check && o.in_cluster) {
+    members_note = "GPUs from the grants of pods on this node (the pod's service account; not read by --check)";
+  } else if (kube) {
     auto config = o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
     }
     members_note = "GPUs from the grants of pods on this node (API server " + config->server + ")";
-    api = k8s::MakeCurlClient(std::move(*config));
+    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
   }
 
   auto profile = sim::ProfileByNameOrPath(o.profile);
   if (!profile) return usage("--profile: " + profile.error().message);
+
+  if (o.check) {
+    std::string gpus = "any GPU a job names (no GPU backend)";
+    if (o.backend == "fake") {
+      auto backend = gpu::OpenFake(o.gpus_file);
+      if (!backend) return usage("--gpus-file: " + backend.error().message);
+      auto listed = (*backend)->List();
+      if (!listed) return usage("--gpus-file: " + listed.error().message);
+      gpus = core::Plural(listed->size(), "GPU") + " from " + o.gpus_file;
+    } else if (o.backend != "none") {
+      gpus = "the GPUs NVML lists (not opened by --check)";
+    }
+    out << "gpumux coordinator: --check: the options are valid; it would serve node " << c.node
+        << " on " << o.listen << (s.socket_path.empty() ? "" : " and " + s.socket_path)
+        << " with the " << c.tuner << " tuner and profile " << profile->name << " ("
+        << core::Plural(profile->classes.size(), "class", "classes") << "), keep its state in "
+        << o.store << ", and accept " << gpus << "; " << members_note << "\n";
+    return 0;
+  }
 
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);

@@ -158,7 +158,9 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileCliOptions& o) {
       "batch sizes and in co-located sets on one device (CPU or an NVIDIA GPU), and writes a "
       "workload profile in the simulator's format (gpumux simulate --workload dl --profile, "
       "gpumux coordinator --profile) with where every number came from.");
-  cmd->add_option("--examples", o.examples, "Folder of the training examples")->capture_default_str();
+  cmd->add_option("--examples", o.examples,
+                  "Folder of the training examples (default: $GPUMUX_EXAMPLES, else "
+                  "python/examples here, else python/examples beside the binary's build folder)");
   cmd->add_option("--classes", o.classes, "Examples to measure (file names without .py)")
       ->capture_default_str();
   cmd->add_option("--batches", o.batches,
@@ -182,18 +184,38 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileCliOptions& o) {
   cmd->add_option("--out", o.out, "Where to write the profile")->capture_default_str();
   cmd->footer(
       "\nExamples:\n"
-      "  gpumux profile --device cpu --steps 30 --repeats 3 --out cpu-profile.json\n"
-      "      the three examples on this machine's CPU, solo at 3 batch sizes and every pair\n"
-      "  gpumux profile --device cuda --classes resnet,lstm --sets resnet+lstm --out gpu.json\n"
-      "      one pair on the first GPU\n");
+      "  gpumux profile --device cpu --classes neumf --batches 1 --sets none --steps 3 --repeats 1 \\\n"
+      "      --out neumf.json\n"
+      "      a few seconds: one example, one batch size, no co-located set\n"
+      "  gpumux profile --device cpu --classes neumf,lstm --batches 1 --sets neumf+lstm \\\n"
+      "      --steps 5 --repeats 1 --out pair.json\n"
+      "      one pair run together\n"
+      "The full profile of the three examples (data/dl_profile_cpu_example.json) took 76 s on a\n"
+      "2-core CPU: --device cpu --steps 30 --warmup 5 --repeats 3. On a GPU: --device cuda.\n");
   return cmd;
 }
 
-int RunProfile(const ProfileCliOptions& o, std::ostream& out, std::ostream& err) {
+// The examples folder when --examples is not given.
+std::string DefaultExamples() {
+  if (const char* env = std::getenv("GPUMUX_EXAMPLES"); env != nullptr && env[0] != '\0') return env;
+  if (fs::exists("python/examples/common.py")) return "python/examples";
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& up : {exe.parent_path().parent_path(), exe.parent_path().parent_path().parent_path()}) {
+      if (fs::exists(up / "python" / "examples" / "common.py")) return (up / "python" / "examples").string();
+    }
+  }
+  return "python/examples";
+}
+
+int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& err) {
   const auto usage = [&err](const std::string& m) {
     err << "gpumux profile: " << m << "\nRun 'gpumux profile --help'.\n";
     return kUsageError;
   };
+  ProfileCliOptions o = given;
+  if (o.examples.empty()) o.examples = DefaultExamples();
   const std::vector<std::string> classes = Split(o.classes);
   if (classes.empty()) return usage("--classes names no example");
   for (const auto& c : classes) {

@@ -25,6 +25,8 @@ extern const char gpumux_embedded_dl_measured_begin[];
 extern const char gpumux_embedded_dl_measured_end[];
 extern const char gpumux_embedded_dl_assumed_begin[];
 extern const char gpumux_embedded_dl_assumed_end[];
+extern const char gpumux_embedded_dl_cpu_begin[];
+extern const char gpumux_embedded_dl_cpu_end[];
 }
 
 namespace gpumux::sim {
@@ -170,6 +172,10 @@ const std::vector<Embedded>& EmbeddedProfiles() {
        gpumux_embedded_dl_measured_end},
       {"iadeep5-assumed", "dl_profile_iadeep5_assumed.json", gpumux_embedded_dl_assumed_begin,
        gpumux_embedded_dl_assumed_end},
+      // The shipped training examples on a 2-core CPU (gpumux profile): for the coordinator's
+      // try-it on a machine without a GPU, not for simulating GPUs.
+      {"cpu-example", "dl_profile_cpu_example.json", gpumux_embedded_dl_cpu_begin,
+       gpumux_embedded_dl_cpu_end},
   };
   return profiles;
 }

@@ -10,7 +10,7 @@ openb_pod_list_gpushare40.csv, analysis_allo_discrete.csv, replay-fgd-default-se
 ~/.kube/config) and the project's sample inputs (examples/: nodes.json, gpus.csv); PATH leads to
 this gpumux, and the host settings (GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) point into
 the scratch folder. The daemons'
-examples (extender, device-plugin) run with --check, which checks the options and the files they
+examples (extender, device-plugin, coordinator) run with --check, which checks the options and the files they
 name and exits without a cluster, a kubelet or a GPU. Each example must exit 0.
 
 Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
@@ -24,9 +24,10 @@ import sys
 import tempfile
 
 WIDTH = 100
-DAEMONS = ('extender', 'device-plugin')
+DAEMONS = ('extender', 'device-plugin', 'coordinator')
 # Subcommands whose help must show examples (a parsing slip must not make this test vacuous).
-WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus')
+WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus',
+                 'coordinator', 'profile')
 TIMEOUT_S = 300
 
 failures = []

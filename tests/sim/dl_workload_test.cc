@@ -458,7 +458,7 @@ TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
 
 TEST(DlEmbeddedProfiles, AreTheFittedTheMeasuredAndTheAssumed) {
   EXPECT_EQ(EmbeddedProfileNames(),
-            (std::vector<std::string>{"iadeep-fitted", "iadeep-measured", "iadeep5-assumed"}));
+            (std::vector<std::string>{"iadeep-fitted", "iadeep-measured", "iadeep5-assumed", "cpu-example"}));
   for (const std::string& name : EmbeddedProfileNames()) {
     SCOPED_TRACE(name);
     const policy::WorkloadProfile* p = EmbeddedProfile(name);
