@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpumux/k8s/grant.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
@@ -104,14 +105,7 @@ core::Result<ExampleRun> Finish(const Child& c, const std::string& what) {
   return ParseExampleRun(LastLine(ReadText(c.out)), what);
 }
 
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string UtcNow() { return k8s::FormatRfc3339(std::time(nullptr)); }
 
 std::string DriverVersion() {
   std::ifstream in("/proc/driver/nvidia/version");

@@ -1,3 +1,4 @@
+#include "gpumux/k8s/grant.h"
 #include "gpumux/coordinator/coordinator.h"
 
 #include <nlohmann/json.hpp>
@@ -22,14 +23,7 @@ core::Error Invalid(std::string message) {
   return core::Error{core::ErrorCode::kInvalidArgument, std::move(message)};
 }
 
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string UtcNow() { return k8s::FormatRfc3339(std::time(nullptr)); }
 
 std::string JoinInts(const std::vector<int>& v) {
   std::string out;
