@@ -18,8 +18,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "gpumux/k8s/grant.h"
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/k8s/grant.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"

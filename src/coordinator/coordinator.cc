@@ -1,4 +1,3 @@
-#include "gpumux/k8s/grant.h"
 #include "gpumux/coordinator/coordinator.h"
 
 #include <nlohmann/json.hpp>
@@ -9,6 +8,8 @@
 #include <ctime>
 #include <deque>
 #include <numeric>
+
+#include "gpumux/k8s/grant.h"
 
 namespace gpumux::coordinator {
 
