@@ -272,3 +272,38 @@ TEST(KeySegmentOf, SlashesAndPercentsAreEncodedSoANameIsOneSegment) {
 
 }  // namespace
 }  // namespace gpumux::coordinator
+
+namespace gpumux::coordinator {
+namespace {
+
+// The coordinator adds no tuning logic of its own: driven with the step times a job reports,
+// it ends with exactly the batch sizes the policy's tuner session gives when driven directly
+// (as the simulator drives it) with the same measurements.
+TEST_F(CoordinatorTest, EndsWithTheBatchSizesOfThePolicyTunerDrivenDirectly) {
+  // Direct: the joint tuner on {a at 100, b at 100}, b the newcomer, measured at 0.12 s each.
+  policy::ProfileInterference model(profile_);
+  auto tuner = policy::MakeTuner("joint");
+  ASSERT_TRUE(tuner.has_value());
+  core::Rng rng(1, "test");
+  auto session = (*tuner)->Start({{profile_.Find("a"), 100, 0, false, 0},
+                                  {profile_.Find("b"), 100, 0, true, 0}},
+                                 model, rng);
+  ASSERT_NE(session, nullptr);
+  policy::TuneStep step = session->Next();
+  ASSERT_FALSE(step.final);
+  const std::vector<double> measured{0.12, 0.12};
+  session->Observe(step.batches, measured, {});
+  const policy::TuneStep last = session->Next();
+  ASSERT_TRUE(last.final);
+
+  // Through the coordinator: j1 already tuned alone (no tuner state carries over to the pair:
+  // the set key differs), then j2 joins and both report 0.12 s per step at their targets.
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.12);
+  EXPECT_EQ(TargetOf("j1"), last.batches[0]);
+  EXPECT_EQ(TargetOf("j2"), last.batches[1]);
+}
+
+}  // namespace
+}  // namespace gpumux::coordinator
