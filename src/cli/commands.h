@@ -151,7 +151,8 @@ struct CoordinatorCliOptions {
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   std::string backend = "auto";
   std::string gpus_file;
-  std::string members = "auto";  // auto, kubernetes, jobs
+  std::string members = "auto";  // auto, kubernetes, ledger, jobs
+  std::string hook_state_dir;    // --members ledger: "" = $GPUMUX_STATE_DIR, else /var/lib/gpumux
   std::string kubeconfig, context;
   bool in_cluster = false;
   int window_steps = 10;

@@ -8,6 +8,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
+#include <set>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +22,8 @@
 #include "gpumux/coordinator/server.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/gpu/backend.h"
+#include "gpumux/hook/coexistence.h"
+#include "gpumux/hook/reservations.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/store/store.h"
 #include "src/cli/commands.h"
@@ -56,6 +61,52 @@ bool MakeParent(const std::string& path, std::string& error) {
   }
   return true;
 }
+
+// --members ledger: which of the node's GPUs live containers reserve (the runtime hook's ledger,
+// hook/reservations.h), read at most once a second.
+class LedgerMembership {
+ public:
+  LedgerMembership(const std::string& dir, std::vector<std::string> uuids)
+      : store_(dir), uuids_(std::move(uuids)) {}
+  const std::string& path() const { return store_.path(); }
+  bool Due() const { return std::chrono::steady_clock::now() - read_at_ >= std::chrono::seconds(1); }
+  core::Result<void> Refresh() {
+    read_at_ = std::chrono::steady_clock::now();
+    auto file = store_.Read();
+    if (!file) return tl::unexpected(file.error());
+    std::set<std::string> live;
+    for (const auto& r : file->reservations) {
+      if (hook::HolderLiveness(r) == hook::Liveness::kGone) continue;
+      for (int g : r.gpus) {
+        if (g >= 0 && static_cast<std::size_t>(g) < uuids_.size()) {
+          live.insert(uuids_[static_cast<std::size_t>(g)]);
+        }
+      }
+    }
+    for (const auto& g : live_) {
+      if (live.count(g) == 0) vacated_.push_back(g);
+    }
+    live_ = std::move(live);
+    return {};
+  }
+  std::optional<std::string> Admit(const std::vector<std::string>& gpus) const {
+    for (const auto& g : gpus) {
+      if (live_.count(g) == 0) {
+        return "gpus: " + g + " is not reserved by a live container in " + store_.path() +
+               " (--members ledger: start the job through gpumux oci-runtime)";
+      }
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> Vacated() { return std::exchange(vacated_, {}); }
+
+ private:
+  hook::ReservationStore store_;
+  std::vector<std::string> uuids_;
+  std::set<std::string> live_;
+  std::vector<std::string> vacated_;
+  std::chrono::steady_clock::time_point read_at_{};
+};
 
 }  // namespace
 
@@ -109,12 +160,17 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   cmd->add_option("--gpus-file", o.gpus_file, "Fake backend: CSV with index,uuid,model,memory_mib");
   cmd->add_option("--members", o.members,
                   "Who decides which GPUs a job shares: kubernetes (the grants of the pods bound "
-                  "to this node, watched; a deleted pod's jobs leave at once), jobs (the GPUs a "
-                  "job names, from GPUMUX_GPU_UUIDS, which the device plugin or the runtime hook "
-                  "set from their grant), or auto (kubernetes with --kubeconfig or --in-cluster, "
-                  "else jobs)")
-      ->check(CLI::IsMember({"auto", "kubernetes", "jobs"}))
+                  "to this node, watched; a deleted pod's jobs leave at once), ledger (a host "
+                  "without Kubernetes: the runtime hook's reservation ledger; a job must name "
+                  "GPUs that a live container reserved, and leaves once no live reservation "
+                  "holds its GPU), jobs (the GPUs a job names, from GPUMUX_GPU_UUIDS, which the "
+                  "device plugin and the runtime hook set from their grant), or auto (kubernetes "
+                  "with --kubeconfig or --in-cluster, else jobs)")
+      ->check(CLI::IsMember({"auto", "kubernetes", "ledger", "jobs"}))
       ->capture_default_str();
+  cmd->add_option("--hook-state-dir", o.hook_state_dir,
+                  "--members ledger: the runtime hook's state folder (default: $GPUMUX_STATE_DIR, "
+                  "else /var/lib/gpumux)");
   cmd->add_option("--kubeconfig", o.kubeconfig, "Kubeconfig for --members kubernetes");
   cmd->add_option("--context", o.context, "Context of --kubeconfig (default: its current one)");
   cmd->add_flag("--in-cluster", o.in_cluster,
@@ -178,8 +234,11 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   if (o.members == "kubernetes" && o.kubeconfig.empty() && !o.in_cluster) {
     return usage("--members kubernetes needs --kubeconfig or --in-cluster");
   }
-  if (o.members == "jobs" && (!o.kubeconfig.empty() || o.in_cluster)) {
+  if ((o.members == "jobs" || o.members == "ledger") && (!o.kubeconfig.empty() || o.in_cluster)) {
     return usage("--kubeconfig and --in-cluster are for --members kubernetes");
+  }
+  if (!o.hook_state_dir.empty() && o.members != "ledger") {
+    return usage("--hook-state-dir is for --members ledger");
   }
   std::unique_ptr<k8s::KubeApi> api;
   std::string members_note = "jobs name their GPUs";
@@ -265,6 +324,36 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
     if (!MakeParent(s.socket_path, error)) return usage("--socket: " + error);
   }
 
+  std::unique_ptr<LedgerMembership> ledger;
+  if (o.members == "ledger") {
+    std::string dir = o.hook_state_dir;
+    if (dir.empty()) {
+      const char* env = std::getenv(std::string(hook::kStateDirEnv).c_str());
+      dir = env != nullptr && env[0] != '\0' ? env : std::string(hook::kDefaultStateDir);
+    }
+    if (c.node_gpus.empty()) {
+      log("--members ledger needs the node's GPUs (--backend nvml or fake): the ledger names "
+          "GPUs by index");
+      return kUsageError;
+    }
+    ledger = std::make_unique<LedgerMembership>(dir, c.node_gpus);
+    if (auto first = ledger->Refresh(); !first) {
+      log("--members ledger: " + first.error().message);
+      return kRuntimeError;
+    }
+    members_note = "GPUs reserved in the runtime hook's ledger " + ledger->path();
+    c.admit = [l = ledger.get()](const coordinator::Registration& r) { return l->Admit(r.gpus); };
+    s.on_tick = [l = ledger.get(), log_line](coordinator::Coordinator& co) {
+      if (!l->Due()) return;
+      if (auto ok = l->Refresh(); !ok) {
+        log_line("ledger: " + ok.error().message + " (keeping the last reading)");
+        return;
+      }
+      for (const auto& gpu : l->Vacated()) {
+        co.GpuVacated(gpu, "left: no live container reserves its GPU any more");
+      }
+    };
+  }
   std::unique_ptr<coordinator::PodGrants> grants;
   if (api) {
     grants = std::make_unique<coordinator::PodGrants>(*api, c.node, c.node_gpus, log_line);

@@ -161,6 +161,9 @@ core::Result<Reply> Coordinator::Register(const Registration& given) {
                                     " (its GPUs: " + list + ")"));
     }
   }
+  if (options_.admit) {
+    if (auto refused = options_.admit(r)) return tl::unexpected(Invalid(*refused));
+  }
   const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
   Job* j = FindJob(r.job);
   const bool same_place = j != nullptr && j->gpu == gpu && j->reg.cls == r.cls;
@@ -273,6 +276,13 @@ void Coordinator::PodGone(std::string_view ns_pod) {
     ids.push_back(it->first);
   }
   for (const auto& id : ids) Remove(id, "left: its pod is gone");
+}
+
+void Coordinator::GpuVacated(std::string_view uuid, std::string_view why) {
+  auto it = groups_.find(uuid);
+  if (it == groups_.end()) return;
+  const std::vector<std::string> ids = it->second->members;
+  for (const auto& id : ids) Remove(id, why);
 }
 
 void Coordinator::Remove(const std::string& id, std::string_view why) {

@@ -247,6 +247,35 @@ class HostTest(unittest.TestCase):
         n = self.steps_of("default/resnet-a/train")
         wait_for("the job still reporting", lambda: self.steps_of("default/resnet-a/train") > n, timeout=30)
 
+    def test_with_the_hook_ledger_a_job_needs_a_live_reservation_and_leaves_when_it_is_gone(self):
+        # A ledger as the runtime hook writes it: GPU 0 reserved by a live holder (a sleeping
+        # child of this test, identified by pid and start time as the hook does).
+        holder = subprocess.Popen(["sleep", "600"])
+        self.addCleanup(holder.kill)
+        start = pathlib.Path(f"/proc/{holder.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        state = self.dir / "hook-state"
+        state.mkdir()
+        (state / "reservations.json").write_text(json.dumps({"version": 1, "reservations": [{
+            "container": "c" * 64, "gpus": [0], "since": "2026-11-24T00:00:00Z", "since_unix": 0,
+            "state": "running", "holder_pid": holder.pid, "holder_start_time": int(start)}]}))
+        p = Process([GPUMUX, "coordinator", "--node", "host-test", "--profile", "cpu-example",
+                     "--backend", "fake", "--gpus-file", str(self.dir / "gpus.csv"),
+                     "--members", "ledger", "--hook-state-dir", str(state),
+                     "--listen", f"127.0.0.1:{self.port}", "--socket", "off",
+                     "--store", f"file://{self.dir}/store.json"], self.dir / "coordinator.log")
+        self.procs.append(p)
+        wait_for("the coordinator", lambda: self.get("/healthz", raw=True) == "ok\n", timeout=20)
+        status, reply = self.post("/v1/register", {"job": "j", "class": "neumf", "batch_size": 64,
+                                                   "gpus": ["GPU-00000000-0000-0000-0000-000000000002"]})
+        self.assertEqual(status, 400, reply)  # not a GPU of this node
+        status, reply = self.post("/v1/register", {"job": "j", "class": "neumf", "batch_size": 64, "gpus": [GPU]})
+        self.assertEqual(status, 200, reply)
+        self.assertEqual(self.steps_of("j"), 0)
+        holder.kill()
+        holder.wait()
+        wait_for("the job gone with its container's reservation", lambda: self.gpu_state() is None, timeout=10)
+        self.assertIn("no live container reserves its GPU", p.text())
+
     @unittest.skipUnless(shutil.which("etcd"), "etcd (Debian etcd-server) is not installed")
     def test_with_etcd_the_coordinator_keeps_serving_while_etcd_is_down_and_catches_up(self):
         self.etcd = Etcd(self.dir)

@@ -42,6 +42,8 @@ namespace gpumux::coordinator {
 
 using Clock = std::chrono::steady_clock;
 
+struct Registration;
+
 struct CoordinatorOptions {
   std::string node = "localhost";
   std::string gpu_model;       // for observations ("" = unknown)
@@ -59,6 +61,9 @@ struct CoordinatorOptions {
   // The membership source (pod_grants.h): the GPUs a job holds according to its grant, which
   // win over what the job says; std::nullopt (or no function) = the job's own word.
   std::function<std::optional<std::vector<std::string>>(std::string_view job)> resolve_gpus;
+  // A further check of a registration (the runtime hook's ledger: are its GPUs reserved?): a
+  // reason refuses it (400); std::nullopt (or no function) admits it.
+  std::function<std::optional<std::string>(const Registration&)> admit;
 };
 
 // Where durable state goes. Implementations must not block the caller (the daemon queues the
@@ -130,6 +135,8 @@ class Coordinator {
   core::Result<void> Leave(std::string_view job);
   // Every job of the pod "namespace/pod" leaves (the pod was deleted or ended).
   void PodGone(std::string_view ns_pod);
+  // Every job on GPU `uuid` leaves, for `why` (no live reservation holds the GPU any more).
+  void GpuVacated(std::string_view uuid, std::string_view why);
   // Timeouts (windows, jobs). Call a few times per second.
   void Tick();
 
