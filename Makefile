@@ -56,6 +56,7 @@ bench:
 	sh bench/sweep.sh ./$(BUILD)/gpumux
 	./$(BUILD)/bench/gpumux_extender_bench --iterations 1000
 	./$(BUILD)/bench/gpumux_device_plugin_bench --iterations 1000
+	./$(BUILD)/bench/gpumux_store_bench --iterations 1000
 	./$(BUILD)/bench/gpumux_extender_soak --nodes 1000 --cycles 6000 --report-every 500
 	./$(BUILD)/bench/gpumux_extender_flood --duration 6 --report-every 1 --gpumux ./$(BUILD)/gpumux
 

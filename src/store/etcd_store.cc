@@ -1,13 +1,17 @@
-// The etcd v3 store: one long-lived gRPC channel to etcd's KV, Lease and Auth services.
+// The etcd v3 store: one long-lived gRPC channel to etcd's KV, Lease and Auth services, created
+// with the store and never replaced. Calls fail fast (no wait_for_ready) while etcd cannot be
+// reached; gRPC reconnects the channel by itself when etcd comes back, within about 2 s (the
+// reconnection backoff is capped at 2 s, and WatchChannel keeps the attempts polled).
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
+#include <thread>
 
 #include "etcd/rpc.grpc.pb.h"
+#include "gpumux/io/read_file.h"
 #include "src/store/stores.h"
 
 namespace gpumux::store {
@@ -17,7 +21,7 @@ namespace {
 namespace pb = etcdserverpb;
 
 // The first key after every key that starts with `prefix` (etcd's prefix range end); "\0"
-// (every key) when the prefix is all 0xff bytes or empty.
+// (with key "\0": every key) when the prefix is empty or all 0xff bytes.
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
@@ -31,35 +35,74 @@ std::string PrefixEnd(std::string_view prefix) {
   return std::string(1, '\0');
 }
 
-core::Result<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) return core::MakeError(core::ErrorCode::kInvalidArgument, std::string("cannot read the ") + what + " " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string RangeStart(std::string_view prefix) {
+  return prefix.empty() ? std::string(1, '\0') : std::string(prefix);
+}
+
+std::string StatusName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "deadline exceeded";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "unauthenticated";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "permission denied";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "invalid argument";
+    case grpc::StatusCode::NOT_FOUND:
+      return "not found";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "failed precondition";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "resource exhausted";
+    default: {
+      std::string name = "code ";
+      name += std::to_string(static_cast<int>(code));
+      return name;
+    }
+  }
+}
+
+// etcd 3.4 answers a stale or unknown token with UNAUTHENTICATED "etcdserver: invalid auth
+// token" (simple tokens live in etcd's memory: a restart or their 5 min TTL ends them).
+bool IsAuthError(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         s.error_message().find("invalid auth token") != std::string::npos;
+}
+
+// etcd revoked our lease (it expired while we were away).
+bool IsLeaseNotFound(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::NOT_FOUND &&
+         s.error_message().find("lease not found") != std::string::npos;
 }
 
 class EtcdStore final : public Store {
  public:
-  EtcdStore(std::string describe, std::string target,
-            std::shared_ptr<grpc::ChannelCredentials> creds, grpc::ChannelArguments args,
-            StoreOptions options, std::string password)
-      : describe_(std::move(describe)), target_(std::move(target)), creds_(std::move(creds)),
-        args_(std::move(args)), options_(std::move(options)), password_(std::move(password)) {
-    Connect();
-  }
+  EtcdStore(std::string describe, const std::string& target,
+            const std::shared_ptr<grpc::ChannelCredentials>& creds,
+            const grpc::ChannelArguments& args, StoreOptions options, std::string password)
+      : describe_(std::move(describe)),
+        options_(std::move(options)),
+        password_(std::move(password)),
+        channel_(grpc::CreateCustomChannel(target, creds, args)),
+        kv_(pb::KV::NewStub(channel_)),
+        lease_(pb::Lease::NewStub(channel_)),
+        auth_(pb::Auth::NewStub(channel_)) {}
 
   ~EtcdStore() override {
+    stopping_.store(true);
+    if (watcher_.joinable()) watcher_.join();
     std::lock_guard lock(mu_);
-    if (lease_id_ != 0) {
-      // Our leased keys go at once instead of at the TTL (best effort, short deadline).
-      pb::LeaseRevokeRequest req;
-      req.set_id(lease_id_);
-      pb::LeaseRevokeResponse resp;
-      grpc::ClientContext ctx;
-      Prepare(ctx, std::chrono::milliseconds(500));
-      (void)lease_->LeaseRevoke(&ctx, req, &resp);
-    }
+    if (lease_id_ == 0) return;
+    // Our leased keys go at once instead of at the TTL (best effort, short deadline).
+    pb::LeaseRevokeRequest req;
+    req.set_id(lease_id_);
+    pb::LeaseRevokeResponse resp;
+    grpc::ClientContext ctx;
+    Prepare(ctx, std::min(options_.timeout, std::chrono::milliseconds(500)));
+    (void)lease_->LeaseRevoke(&ctx, req, &resp);
   }
 
   std::string Describe() const override { return describe_; }
@@ -67,7 +110,9 @@ class EtcdStore final : public Store {
   core::Result<void> Put(std::string_view key, std::string_view value) override {
     std::lock_guard lock(mu_);
     leased_.erase(std::string(key));
-    return PutLocked(key, value, 0);
+    const grpc::Status s = PutLocked(key, value, 0);
+    if (!s.ok()) return tl::unexpected(Failed("Put", s));
+    return {};
   }
 
   core::Result<std::optional<std::string>> Get(std::string_view key) override {
@@ -75,9 +120,8 @@ class EtcdStore final : public Store {
     pb::RangeRequest req;
     req.set_key(std::string(key));
     pb::RangeResponse resp;
-    if (auto ok = Call("Range", [&](grpc::ClientContext& c) { return kv_->Range(&c, req, &resp); }); !ok) {
-      return tl::unexpected(ok.error());
-    }
+    const grpc::Status s = Call([&](grpc::ClientContext& c) { return kv_->Range(&c, req, &resp); });
+    if (!s.ok()) return tl::unexpected(Failed("Range", s));
     if (resp.kvs_size() == 0) return std::optional<std::string>();
     return std::optional<std::string>(resp.kvs(0).value());
   }
@@ -85,14 +129,13 @@ class EtcdStore final : public Store {
   core::Result<std::vector<KeyValue>> List(std::string_view prefix) override {
     std::lock_guard lock(mu_);
     pb::RangeRequest req;
-    req.set_key(prefix.empty() ? std::string(1, '\0') : std::string(prefix));
+    req.set_key(RangeStart(prefix));
     req.set_range_end(PrefixEnd(prefix));
     req.set_sort_order(pb::RangeRequest::ASCEND);
     req.set_sort_target(pb::RangeRequest::KEY);
     pb::RangeResponse resp;
-    if (auto ok = Call("Range", [&](grpc::ClientContext& c) { return kv_->Range(&c, req, &resp); }); !ok) {
-      return tl::unexpected(ok.error());
-    }
+    const grpc::Status s = Call([&](grpc::ClientContext& c) { return kv_->Range(&c, req, &resp); });
+    if (!s.ok()) return tl::unexpected(Failed("Range", s));
     std::vector<KeyValue> out;
     out.reserve(static_cast<std::size_t>(resp.kvs_size()));
     for (const auto& kv : resp.kvs()) out.push_back({kv.key(), kv.value(), kv.mod_revision()});
@@ -105,7 +148,10 @@ class EtcdStore final : public Store {
     pb::DeleteRangeRequest req;
     req.set_key(std::string(key));
     pb::DeleteRangeResponse resp;
-    return Call("DeleteRange", [&](grpc::ClientContext& c) { return kv_->DeleteRange(&c, req, &resp); });
+    const grpc::Status s =
+        Call([&](grpc::ClientContext& c) { return kv_->DeleteRange(&c, req, &resp); });
+    if (!s.ok()) return tl::unexpected(Failed("DeleteRange", s));
+    return {};
   }
 
   core::Result<std::int64_t> DeletePrefix(std::string_view prefix) override {
@@ -114,227 +160,246 @@ class EtcdStore final : public Store {
       it = it->first.rfind(prefix, 0) == 0 ? leased_.erase(it) : std::next(it);
     }
     pb::DeleteRangeRequest req;
-    req.set_key(prefix.empty() ? std::string(1, '\0') : std::string(prefix));
+    req.set_key(RangeStart(prefix));
     req.set_range_end(PrefixEnd(prefix));
     pb::DeleteRangeResponse resp;
-    if (auto ok = Call("DeleteRange", [&](grpc::ClientContext& c) { return kv_->DeleteRange(&c, req, &resp); }); !ok) {
-      return tl::unexpected(ok.error());
-    }
+    const grpc::Status s =
+        Call([&](grpc::ClientContext& c) { return kv_->DeleteRange(&c, req, &resp); });
+    if (!s.ok()) return tl::unexpected(Failed("DeleteRange", s));
     return resp.deleted();
   }
 
   core::Result<void> PutLeased(std::string_view key, std::string_view value,
                                std::chrono::seconds ttl) override {
     if (ttl.count() < 1) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument, "a lease needs a TTL of at least 1 s");
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "a lease needs a TTL of at least 1 s");
     }
     std::lock_guard lock(mu_);
     ttl_ = ttl;
+    // Remembered before it is written: if this fails, KeepAlive writes it once etcd answers.
     leased_[std::string(key)] = std::string(value);
-    if (lease_id_ == 0) {
-      if (auto granted = Grant(); !granted) return granted;
+    if (lease_id_ == 0) return Regrant();
+    const grpc::Status s = PutLocked(key, value, lease_id_);
+    if (IsLeaseNotFound(s)) return Regrant();
+    if (!s.ok()) {
+      leased_written_ = false;
+      return tl::unexpected(Failed("Put", s));
     }
-    auto put = PutLocked(key, value, lease_id_);
-    if (!put && put.error().message.find("lease not found") != std::string::npos) {
-      lease_id_ = 0;
-      if (auto granted = Grant(); !granted) return granted;
-      put = PutLocked(key, value, lease_id_);
-    }
-    return put;
+    return {};
   }
 
   core::Result<void> KeepAlive() override {
     std::lock_guard lock(mu_);
     if (lease_id_ == 0) return Regrant();
-    grpc::ClientContext ctx;
-    Prepare(ctx, options_.timeout);
-    auto stream = lease_->LeaseKeepAlive(&ctx);
-    pb::LeaseKeepAliveRequest req;
-    req.set_id(lease_id_);
     pb::LeaseKeepAliveResponse resp;
-    const bool exchanged = stream->Write(req) && stream->Read(&resp);
-    stream->WritesDone();
-    const grpc::Status status = stream->Finish();
-    if (!exchanged || !status.ok()) {
-      if (IsAuthError(status)) token_.clear();
-      MaybeReconnect(status);
-      return Failed("LeaseKeepAlive", status);
-    }
-    if (resp.ttl() <= 0) return Regrant();  // expired while we were away: keys are gone
+    const grpc::Status s = Call([&](grpc::ClientContext& c) {
+      // One request on a fresh stream, one reply, then close: a store calls KeepAlive every
+      // few seconds, and a stream per call needs no reader thread and survives reconnects.
+      auto stream = lease_->LeaseKeepAlive(&c);
+      pb::LeaseKeepAliveRequest req;
+      req.set_id(lease_id_);
+      const bool answered = stream->Write(req) && stream->Read(&resp);
+      stream->WritesDone();
+      grpc::Status status = stream->Finish();
+      if (status.ok() && !answered) {
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "the keep-alive stream closed without a reply");
+      }
+      return status;
+    });
+    if (!s.ok()) return tl::unexpected(Failed("LeaseKeepAlive", s));
+    if (resp.ttl() <= 0) return Regrant();  // expired while we were away: its keys are gone
+    if (!leased_written_) return WriteLeased();
     return {};
   }
 
  private:
-  // A new channel. Used once at start, and again when calls fail while the channel is not
-  // READY: gRPC's own reconnection can stay in its backoff for longer than an etcd restart
-  // takes, and a fresh channel connects at once. Never more than once a second.
-  void Connect() {
-    channel_ = grpc::CreateCustomChannel(target_, creds_, args_);
-    kv_ = pb::KV::NewStub(channel_);
-    lease_ = pb::Lease::NewStub(channel_);
-    auth_ = pb::Auth::NewStub(channel_);
-    connected_at_ = std::chrono::steady_clock::now();
-  }
-  void MaybeReconnect(const grpc::Status& s) {
-    const bool unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                             s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!unreachable || channel_->GetState(false) == GRPC_CHANNEL_READY) return;
-    if (std::chrono::steady_clock::now() - connected_at_ < std::chrono::seconds(1)) return;
-    token_.clear();
-    Connect();
-  }
-
   void Prepare(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const {
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     if (!token_.empty()) ctx.AddMetadata("token", token_);
   }
 
-  static bool IsAuthError(const grpc::Status& s) {
-    return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-           s.error_message().find("invalid auth token") != std::string::npos;
+  core::Error Failed(const char* call, const grpc::Status& s) const {
+    std::string message = describe_;
+    message += ": ";
+    message += call;
+    message += " failed: ";
+    message += StatusName(s.error_code());
+    message += ": ";
+    message += s.error_message();
+    return core::Error{core::ErrorCode::kIo, std::move(message)};
   }
 
-  tl::unexpected<core::Error> Failed(const char* call, const grpc::Status& s) const {
-    return core::MakeError(core::ErrorCode::kIo, describe_ + ": " + call + " failed: " +
-                                                     StatusName(s.error_code()) + ": " + s.error_message());
-  }
-
-  static std::string StatusName(grpc::StatusCode code) {
-    switch (code) {
-      case grpc::StatusCode::UNAVAILABLE: return "unavailable";
-      case grpc::StatusCode::DEADLINE_EXCEEDED: return "deadline exceeded";
-      case grpc::StatusCode::UNAUTHENTICATED: return "unauthenticated";
-      case grpc::StatusCode::PERMISSION_DENIED: return "permission denied";
-      case grpc::StatusCode::INVALID_ARGUMENT: return "invalid argument";
-      case grpc::StatusCode::NOT_FOUND: return "not found";
-      case grpc::StatusCode::FAILED_PRECONDITION: return "failed precondition";
-      default: return "code " + std::to_string(static_cast<int>(code));
-    }
-  }
-
-  core::Result<void> Authenticate() {
-    if (options_.user.empty() || !token_.empty()) return {};
+  // A token for options_.user, unless there is one already (or no user).
+  grpc::Status Authenticate() {
+    if (options_.user.empty() || !token_.empty()) return grpc::Status::OK;
     pb::AuthenticateRequest req;
     req.set_name(options_.user);
     req.set_password(password_);
     pb::AuthenticateResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
-    const grpc::Status s = auth_->Authenticate(&ctx, req, &resp);
+    grpc::Status s = auth_->Authenticate(&ctx, req, &resp);
     if (!s.ok()) {
-      MaybeReconnect(s);
-      return Failed("Authenticate", s);
+      return grpc::Status(s.error_code(),
+                          "Authenticate as " + options_.user + ": " + s.error_message());
     }
     token_ = resp.token();
-    return {};
+    return grpc::Status::OK;
   }
 
-  // One unary call with the deadline and the token; an auth failure re-authenticates and
-  // retries once.
+  // One call with the per-call deadline and the token; a refused token is renewed and the
+  // call tried once more.
   template <typename F>
-  core::Result<void> Call(const char* name, F&& call) {
+  grpc::Status Call(F&& call) {
+    grpc::Status s;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (auto ok = Authenticate(); !ok) return ok;
-      grpc::ClientContext ctx;
-      Prepare(ctx, options_.timeout);
-      const grpc::Status s = call(ctx);
-      if (s.ok()) return {};
-      if (attempt == 0 && !options_.user.empty() && IsAuthError(s)) {
-        token_.clear();
-        continue;
+      s = Authenticate();
+      if (s.ok()) {
+        grpc::ClientContext ctx;
+        Prepare(ctx, options_.timeout);
+        s = call(ctx);
+        if (!s.ok() && !options_.user.empty() && IsAuthError(s)) {
+          token_.clear();
+          continue;
+        }
       }
-      MaybeReconnect(s);
-      return Failed(name, s);
+      break;
     }
-    return {};
+    if (!s.ok() && channel_->GetState(false) != GRPC_CHANNEL_READY) WatchChannel();
+    return s;
   }
 
-  core::Result<void> PutLocked(std::string_view key, std::string_view value, std::int64_t lease) {
+  // Calls fail fast while etcd is unreachable, so no call waits on the channel, and gRPC
+  // polls a connection attempt only when something waits on it (or from its backup poller,
+  // every 5 s): a restarted etcd would be seen up to 10 s late. So after a failure a thread
+  // waits on the channel's state, which polls it, until the channel is READY again; then it
+  // ends. Called with mu_ held.
+  void WatchChannel() {
+    if (watching_.exchange(true)) return;
+    if (watcher_.joinable()) watcher_.join();  // one that has just ended
+    watcher_ = std::thread([this] {
+      auto state = channel_->GetState(true);
+      while (!stopping_.load() && state != GRPC_CHANNEL_READY) {
+        channel_->WaitForStateChange(state, std::chrono::system_clock::now() + kWatchSlice);
+        state = channel_->GetState(true);
+      }
+      watching_.store(false);
+    });
+  }
+
+  grpc::Status PutLocked(std::string_view key, std::string_view value, std::int64_t lease) {
     pb::PutRequest req;
     req.set_key(std::string(key));
     req.set_value(std::string(value));
     req.set_lease(lease);
     pb::PutResponse resp;
-    return Call("Put", [&](grpc::ClientContext& c) { return kv_->Put(&c, req, &resp); });
+    return Call([&](grpc::ClientContext& c) { return kv_->Put(&c, req, &resp); });
   }
 
-  core::Result<void> Grant() {
-    pb::LeaseGrantRequest req;
-    req.set_ttl(ttl_.count());
-    pb::LeaseGrantResponse resp;
-    if (auto ok = Call("LeaseGrant", [&](grpc::ClientContext& c) { return lease_->LeaseGrant(&c, req, &resp); }); !ok) {
-      return ok;
-    }
-    if (!resp.error().empty()) {
-      return core::MakeError(core::ErrorCode::kIo, describe_ + ": LeaseGrant refused: " + resp.error());
-    }
-    lease_id_ = resp.id();
-    return {};
-  }
-
-  // A new lease, and every leased key written again under it.
+  // A new lease (the old one, if any, is gone), and every leased key written under it.
   core::Result<void> Regrant() {
     lease_id_ = 0;
     if (leased_.empty()) return {};
-    if (auto granted = Grant(); !granted) return granted;
-    for (const auto& [key, value] : leased_) {
-      if (auto put = PutLocked(key, value, lease_id_); !put) return put;
+    pb::LeaseGrantRequest req;
+    req.set_ttl(ttl_.count());
+    pb::LeaseGrantResponse resp;
+    const grpc::Status s =
+        Call([&](grpc::ClientContext& c) { return lease_->LeaseGrant(&c, req, &resp); });
+    if (!s.ok()) return tl::unexpected(Failed("LeaseGrant", s));
+    if (!resp.error().empty()) {
+      return core::MakeError(core::ErrorCode::kIo,
+                             describe_ + ": LeaseGrant refused: " + resp.error());
     }
+    lease_id_ = resp.id();
+    leased_written_ = false;
+    return WriteLeased();
+  }
+
+  // Every leased key under lease_id_, which has just been granted or renewed (should etcd not
+  // know it after all, the next KeepAlive grants another).
+  core::Result<void> WriteLeased() {
+    for (const auto& [key, value] : leased_) {
+      const grpc::Status s = PutLocked(key, value, lease_id_);
+      if (IsLeaseNotFound(s)) lease_id_ = 0;
+      if (!s.ok()) return tl::unexpected(Failed("Put", s));
+    }
+    leased_written_ = true;
     return {};
   }
 
-  std::string describe_;
-  std::string target_;
-  std::shared_ptr<grpc::ChannelCredentials> creds_;
-  grpc::ChannelArguments args_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::chrono::steady_clock::time_point connected_at_;
-  StoreOptions options_;
-  std::string password_;
-  std::unique_ptr<pb::KV::Stub> kv_;
-  std::unique_ptr<pb::Lease::Stub> lease_;
-  std::unique_ptr<pb::Auth::Stub> auth_;
+  const std::string describe_;
+  const StoreOptions options_;
+  const std::string password_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<pb::KV::Stub> kv_;
+  const std::unique_ptr<pb::Lease::Stub> lease_;
+  const std::unique_ptr<pb::Auth::Stub> auth_;
+
   std::mutex mu_;
-  std::string token_;
-  std::int64_t lease_id_ = 0;
-  std::chrono::seconds ttl_{15};
-  std::map<std::string, std::string> leased_;
+  std::string token_;                          // empty: authenticate before the next call
+  std::int64_t lease_id_ = 0;                  // 0: none granted (or it was lost)
+  std::chrono::seconds ttl_{15};               // of the next lease granted
+  std::map<std::string, std::string> leased_;  // what PutLeased wrote, to write again
+  bool leased_written_ = true;                 // every key of leased_ is in etcd under lease_id_
+
+  static constexpr std::chrono::milliseconds kWatchSlice{100};  // how long a destructor may wait
+  std::thread watcher_;                                         // guarded by mu_
+  std::atomic<bool> watching_{false};                           // watcher_ runs
+  std::atomic<bool> stopping_{false};
 };
 
 bool IsIpv4(const std::string& host) {
   return !host.empty() && host.find_first_not_of("0123456789.") == std::string::npos;
 }
 
+core::Result<std::string> ReadOptionFile(const std::string& path, const char* what) {
+  auto text = io::ReadInputFile(path, 1 << 20);
+  if (!text) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           std::string("etcd ") + what + ": " + text.error().message);
+  }
+  return text;
+}
+
 }  // namespace
 
 core::Result<std::unique_ptr<Store>> OpenEtcdStore(const std::vector<std::string>& endpoints,
-                                                   bool tls, const StoreOptions& options) {
-  std::string target;
+                                                   Transport transport,
+                                                   const StoreOptions& options) {
+  if (endpoints.empty())
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "no etcd endpoint");
   std::string joined;
-  for (const auto& e : endpoints) joined += (joined.empty() ? "" : ",") + e;
-  if (endpoints.size() == 1) {
-    target = endpoints.front();
-  } else {
+  for (const auto& e : endpoints) {
+    if (!joined.empty()) joined += ',';
+    joined += e;
+  }
+  // One endpoint: gRPC's default (DNS) resolver, so a host name works. Several: the ipv4:
+  // resolver's address list, with round_robin over the members that are up.
+  std::string target = endpoints.front();
+  if (endpoints.size() > 1) {
     for (const auto& e : endpoints) {
       if (!IsIpv4(e.substr(0, e.rfind(':')))) {
-        return core::MakeError(core::ErrorCode::kInvalidArgument,
-                               "etcd endpoints: several endpoints must be IPv4 addresses (got " + e + ")");
+        return core::MakeError(
+            core::ErrorCode::kInvalidArgument,
+            "etcd endpoints: several endpoints must be IPv4 addresses (got " + e + ")");
       }
     }
     target = "ipv4:" + joined;
   }
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (tls) {
+  if (transport == Transport::kTls) {
     grpc::SslCredentialsOptions ssl;
     if (!options.ca_file.empty()) {
-      auto ca = ReadFile(options.ca_file, "CA file");
+      auto ca = ReadOptionFile(options.ca_file, "CA file");
       if (!ca) return tl::unexpected(ca.error());
       ssl.pem_root_certs = *ca;
     }
     if (!options.cert_file.empty()) {
-      auto cert = ReadFile(options.cert_file, "client certificate");
+      auto cert = ReadOptionFile(options.cert_file, "client certificate");
       if (!cert) return tl::unexpected(cert.error());
-      auto key = ReadFile(options.key_file, "client key");
+      auto key = ReadOptionFile(options.key_file, "client key");
       if (!key) return tl::unexpected(key.error());
       ssl.pem_cert_chain = *cert;
       ssl.pem_private_key = *key;
@@ -345,19 +410,24 @@ core::Result<std::unique_ptr<Store>> OpenEtcdStore(const std::vector<std::string
   }
   std::string password;
   if (!options.user.empty()) {
-    auto p = ReadFile(options.password_file, "password file");
+    auto p = ReadOptionFile(options.password_file, "password file");
     if (!p) return tl::unexpected(p.error());
     password = *p;
-    while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) password.pop_back();
+    while (!password.empty() && (password.back() == '\n' || password.back() == '\r'))
+      password.pop_back();
   }
   grpc::ChannelArguments args;
-  // After etcd comes back, reconnect within a second or two, not after gRPC's default 2 min.
+  // Back within about 2 s of etcd, not after gRPC's default backoff of up to 2 min.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A connection that died without a FIN (etcd's host gone) is noticed within ~40 s of calls,
+  // as Kubernetes' etcd client does (30 s keepalive, 10 s timeout; etcd allows one per 5 s).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
   if (endpoints.size() > 1) args.SetLoadBalancingPolicyName("round_robin");
-  return std::unique_ptr<Store>(std::make_unique<EtcdStore>(
-      std::string(tls ? "etcds://" : "etcd://") + joined, target, std::move(creds), args, options,
-      std::move(password)));
+  const std::string scheme = transport == Transport::kTls ? "etcds://" : "etcd://";
+  return std::unique_ptr<Store>(std::make_unique<EtcdStore>(scheme + joined, target, creds, args,
+                                                            options, std::move(password)));
 }
 
 }  // namespace gpumux::store

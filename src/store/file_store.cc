@@ -6,16 +6,15 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/io/read_file.h"
 #include "src/store/stores.h"
 
 namespace gpumux::store {
@@ -33,14 +32,12 @@ class FileStore final : public Store {
   }
 
   core::Result<void> Load() {
-    std::ifstream in(path_);
-    if (!in) {
-      if (errno == ENOENT) return {};
-      return core::MakeError(core::ErrorCode::kIo, "cannot read " + path_ + ": " + std::strerror(errno));
+    auto text = io::ReadInputFile(path_);
+    if (!text) {
+      if (text.error().code == core::ErrorCode::kNotFound) return {};  // a new store
+      return tl::unexpected(text.error());
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    Json doc = Json::parse(text.str(), nullptr, false);
+    Json doc = Json::parse(*text, nullptr, false);
     const auto bad = [&](const std::string& why) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              path_ + ": not a gpumux store file (" + why + ")");
@@ -49,13 +46,22 @@ class FileStore final : public Store {
     if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_object()) {
       return bad("no \"keys\" object");
     }
-    if (doc.value("version", 0) != 1) return bad("\"version\" is not 1");
-    revision_ = doc.value("revision", std::int64_t{0});
+    const auto integer = [](const Json& object, const char* name) -> std::optional<std::int64_t> {
+      if (!object.contains(name)) return std::int64_t{0};
+      if (!object[name].is_number_integer()) return std::nullopt;
+      return object[name].get<std::int64_t>();
+    };
+    if (integer(doc, "version").value_or(0) != 1) return bad("\"version\" is not 1");
+    const auto revision = integer(doc, "revision");
+    if (!revision) return bad("\"revision\" is not an integer");
+    revision_ = *revision;
     for (const auto& [key, entry] : doc["keys"].items()) {
       if (!entry.is_object() || !entry.contains("value") || !entry["value"].is_string()) {
         return bad("key " + key + " has no string \"value\"");
       }
-      kv_[key] = {entry["value"].get<std::string>(), entry.value("revision", std::int64_t{0})};
+      const auto key_revision = integer(entry, "revision");
+      if (!key_revision) return bad("key " + key + " has a \"revision\" that is not an integer");
+      kv_[key] = {entry["value"].get<std::string>(), *key_revision};
     }
     return {};
   }
@@ -63,6 +69,7 @@ class FileStore final : public Store {
   std::string Describe() const override { return "file://" + path_; }
 
   core::Result<void> Put(std::string_view key, std::string_view value) override {
+    if (auto ok = CheckText(key, value); !ok) return ok;
     std::lock_guard lock(mu_);
     leased_.erase(std::string(key));
     auto it = kv_.find(key);
@@ -84,7 +91,8 @@ class FileStore final : public Store {
   core::Result<std::vector<KeyValue>> List(std::string_view prefix) override {
     std::lock_guard lock(mu_);
     std::map<std::string, KeyValue> out;
-    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0;
+         ++it) {
       out[it->first] = {it->first, it->second.first, it->second.second};
     }
     for (const auto& [key, l] : leased_) {
@@ -109,10 +117,11 @@ class FileStore final : public Store {
   core::Result<std::int64_t> DeletePrefix(std::string_view prefix) override {
     std::lock_guard lock(mu_);
     std::int64_t n = 0;
+    const bool live = LeaseLive();
     for (auto it = leased_.begin(); it != leased_.end();) {
       if (it->first.rfind(prefix, 0) == 0) {
         it = leased_.erase(it);
-        ++n;
+        if (live) ++n;
       } else {
         ++it;
       }
@@ -132,19 +141,29 @@ class FileStore final : public Store {
   core::Result<void> PutLeased(std::string_view key, std::string_view value,
                                std::chrono::seconds ttl) override {
     if (ttl.count() < 1) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument, "a lease needs a TTL of at least 1 s");
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "a lease needs a TTL of at least 1 s");
     }
+    if (auto ok = CheckText(key, value); !ok) return ok;
     std::lock_guard lock(mu_);
-    ttl_ = ttl;
-    expiry_ = SteadyClock::now() + ttl;
+    next_ttl_ = ttl;
+    if (!LeaseLive()) Regrant();
     leased_[std::string(key)] = {std::string(value), ++revision_};
+    // The key is now leased: a permanent value of it must not reappear when the lease ends.
+    if (auto it = kv_.find(key); it != kv_.end()) {
+      kv_.erase(it);
+      return Save();
+    }
     return {};
   }
 
   core::Result<void> KeepAlive() override {
     std::lock_guard lock(mu_);
-    // An expired lease comes back with its keys, as the etcd store re-grants and re-puts.
-    expiry_ = SteadyClock::now() + ttl_;
+    if (LeaseLive()) {
+      expiry_ = SteadyClock::now() + lease_ttl_;
+    } else if (!leased_.empty()) {
+      Regrant();  // expired: its keys come back, as the etcd store re-grants and re-writes them
+    }
     return {};
   }
 
@@ -154,12 +173,32 @@ class FileStore final : public Store {
     std::int64_t revision = 0;
   };
 
-  // Leased keys are seen while the lease lives; an expired lease hides them until KeepAlive.
+  // The file is JSON: keys and values must be UTF-8 (checked before anything changes, so that
+  // Save cannot fail on them).
+  core::Result<void> CheckText(std::string_view key, std::string_view value) const {
+    for (const std::string_view text : {key, value}) {
+      try {
+        (void)Json(std::string(text)).dump();
+      } catch (const Json::exception&) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               Describe() + ": keys and values of a file store must be UTF-8 text");
+      }
+    }
+    return {};
+  }
+
+  // Leased keys are seen while the lease lives; an expired lease hides them until KeepAlive
+  // or PutLeased grants a new one.
   bool LeaseLive() const { return SteadyClock::now() < expiry_; }
+  void Regrant() {
+    lease_ttl_ = next_ttl_;
+    expiry_ = SteadyClock::now() + lease_ttl_;
+  }
 
   core::Result<void> Save() {
     Json keys = Json::object();
-    for (const auto& [key, entry] : kv_) keys[key] = {{"value", entry.first}, {"revision", entry.second}};
+    for (const auto& [key, entry] : kv_)
+      keys[key] = {{"value", entry.first}, {"revision", entry.second}};
     Json doc{{"version", 1}, {"revision", revision_}, {"keys", keys}};
     return io::WriteFileAtomically(path_, doc.dump(1) + "\n");
   }
@@ -169,7 +208,8 @@ class FileStore final : public Store {
   std::mutex mu_;
   std::map<std::string, std::pair<std::string, std::int64_t>, std::less<>> kv_;
   std::map<std::string, Leased> leased_;
-  std::chrono::seconds ttl_{0};
+  std::chrono::seconds lease_ttl_{0};  // of the current lease (as etcd fixes it at the grant)
+  std::chrono::seconds next_ttl_{0};   // of the next one: the latest PutLeased's
   SteadyClock::time_point expiry_{};
   std::int64_t revision_ = 0;
 };
@@ -177,11 +217,13 @@ class FileStore final : public Store {
 }  // namespace
 
 core::Result<std::unique_ptr<Store>> OpenFileStore(const std::string& path) {
-  if (path.empty()) return core::MakeError(core::ErrorCode::kInvalidArgument, "the store file path is empty");
+  if (path.empty())
+    return core::MakeError(core::ErrorCode::kInvalidArgument, "the store file path is empty");
   const std::string lock_path = path + ".lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return core::MakeError(core::ErrorCode::kIo, "cannot open " + lock_path + ": " + std::strerror(errno));
+    return core::MakeError(core::ErrorCode::kIo,
+                           "cannot open " + lock_path + ": " + std::strerror(errno));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
@@ -190,11 +232,12 @@ core::Result<std::unique_ptr<Store>> OpenFileStore(const std::string& path) {
     if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::string(" (pid ") + buf + ")";
     ::close(fd);
     if (error == EWOULDBLOCK) {
-      return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                             path + " is in use by another process" + holder +
-                                 ": one coordinator per store file");
+      return core::MakeError(
+          core::ErrorCode::kFailedPrecondition,
+          path + " is in use by another process" + holder + ": one coordinator per store file");
     }
-    return core::MakeError(core::ErrorCode::kIo, "cannot lock " + lock_path + ": " + std::strerror(error));
+    return core::MakeError(core::ErrorCode::kIo,
+                           "cannot lock " + lock_path + ": " + std::strerror(error));
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);

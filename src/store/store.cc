@@ -1,7 +1,9 @@
+#include "gpumux/store/store.h"
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "gpumux/store/store.h"
 #include "src/store/stores.h"
 
 namespace gpumux::store {
@@ -29,7 +31,8 @@ core::Result<std::unique_ptr<Store>> OpenStore(std::string_view url, const Store
       const std::string e = rest.substr(start, comma - start);
       const std::size_t colon = e.rfind(':');
       if (e.empty() || colon == std::string::npos || colon == 0 || colon + 1 == e.size() ||
-          e.find_first_not_of("0123456789", colon + 1) != std::string::npos || e.find('/') != std::string::npos) {
+          e.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+          e.find('/') != std::string::npos) {
         return bad("'" + e + "' is not HOST:PORT");
       }
       endpoints.push_back(e);
@@ -44,7 +47,11 @@ core::Result<std::unique_ptr<Store>> OpenStore(std::string_view url, const Store
     if (!options.user.empty() && options.password_file.empty()) {
       return bad("an etcd user needs a password file");
     }
-    return OpenEtcdStore(endpoints, tls, options);
+    if (options.timeout.count() <= 0) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "store '" + text + "': the per-call timeout must be positive");
+    }
+    return OpenEtcdStore(endpoints, tls ? Transport::kTls : Transport::kPlain, options);
   }
   if (text.find("://") != std::string::npos) return bad("unknown scheme");
   if (text.empty()) return bad("empty");

@@ -10,8 +10,11 @@
 namespace gpumux::store {
 
 core::Result<std::unique_ptr<Store>> OpenFileStore(const std::string& path);
-// endpoints: "host:port" each; tls: etcds://.
+
+enum class Transport { kPlain, kTls };  // etcd:// or etcds://
+// endpoints: "host:port" each, at least one; several must be IPv4 addresses.
 core::Result<std::unique_ptr<Store>> OpenEtcdStore(const std::vector<std::string>& endpoints,
-                                                   bool tls, const StoreOptions& options);
+                                                   Transport transport,
+                                                   const StoreOptions& options);
 
 }  // namespace gpumux::store

@@ -12,14 +12,19 @@
 // Keys are plain byte strings; the coordinator's key layout is in docs/COORDINATOR.md. Values
 // are JSON text by convention, never interpreted by the store.
 //
-// Liveness: PutLeased writes a key bound to this store object's lease, which lives `ttl` after
-// the last KeepAlive (etcd: a real lease, granted on first use and re-granted after it expired;
-// file: remembered with its expiry time, and dropped by List/Get once expired or when the
-// store is reopened by another process). Other keys are permanent.
+// Liveness: PutLeased writes a key bound to this store object's one lease, which ends `ttl`
+// after it was granted or last renewed by KeepAlive (etcd: a real lease, granted on first use
+// and granted again, with its keys written again, after it ended; destroying the store revokes
+// it, so its keys go at once. file: an expiry time in memory; leased keys are hidden from
+// Get/List once it passed, and are not kept when the store is reopened). Other keys are
+// permanent.
 //
+// Cost: etcd, one round trip per call (one per leased key after a lease expired); file, reads
+// from memory, and every change rewrites and fsyncs the whole file.
 // Errors: kIo when the backend cannot be reached or refuses (the message names the endpoint
-// and what etcd said); kInvalidArgument for a bad URL or option. A store never aborts on what
-// the backend returns.
+// and what etcd said) or the file cannot be written; kInvalidArgument for a bad URL or option
+// or a malformed store file; kFailedPrecondition when another store holds the file. A store
+// never aborts on what the backend returns.
 // Thread safety: every method may be called from any thread; calls are serialised internally.
 #pragma once
 
@@ -57,20 +62,26 @@ class Store {
   // Every key starting with `prefix`; returns how many were deleted.
   virtual core::Result<std::int64_t> DeletePrefix(std::string_view prefix) = 0;
 
-  // A key that disappears `ttl` after the last KeepAlive (or PutLeased) unless renewed.
+  // Writes `key` under this store's lease. The lease is created with `ttl` by the first
+  // PutLeased, and again by the first PutLeased or KeepAlive after it ended; a PutLeased does
+  // not renew a live lease, and a new `ttl` applies from the next lease on (pass the same one).
+  // etcd raises a TTL below its minimum (2 s by default) to that minimum. A key whose write
+  // failed is remembered and written by the next KeepAlive that reaches the backend. A later
+  // Put, Delete or DeletePrefix of the key takes it off the lease. ttl < 1 s: kInvalidArgument.
   virtual core::Result<void> PutLeased(std::string_view key, std::string_view value,
                                        std::chrono::seconds ttl) = 0;
-  // Renews this store's lease; re-creates it (and re-writes its keys) if it expired meanwhile.
+  // Renews the lease for its TTL. If it had ended (its keys are gone), creates a new one and
+  // writes every leased key again. Does nothing when this store has no leased keys.
   virtual core::Result<void> KeepAlive() = 0;
 };
 
 struct StoreOptions {
   // etcd only.
-  std::string ca_file;         // PEM; with etcds:// (empty = the system's roots)
-  std::string cert_file;       // client certificate (PEM), with key_file
+  std::string ca_file;    // PEM; with etcds:// (empty = the system's roots)
+  std::string cert_file;  // client certificate (PEM), with key_file
   std::string key_file;
-  std::string user;            // etcd auth (empty = none)
-  std::string password_file;   // a file holding the password (never a flag value)
+  std::string user;                         // etcd auth (empty = none)
+  std::string password_file;                // a file holding the password (never a flag value)
   std::chrono::milliseconds timeout{5000};  // per call
 };
 
@@ -78,6 +89,7 @@ struct StoreOptions {
 // (a store whose etcd is down is created, and its calls fail with kIo until etcd is back);
 // opening a file store reads the file now (an unreadable or malformed file is an error naming
 // it; a missing one is an empty store) and takes its lock (an error names the holder's pid).
-core::Result<std::unique_ptr<Store>> OpenStore(std::string_view url, const StoreOptions& options = {});
+core::Result<std::unique_ptr<Store>> OpenStore(std::string_view url,
+                                               const StoreOptions& options = {});
 
 }  // namespace gpumux::store
