@@ -206,8 +206,9 @@ class HostTest(unittest.TestCase):
         self.assertIn("(tuned)", log)
         for job in (a, b):
             self.assertTrue(job.alive(), job.text()[-2000:])
-        store = json.loads((self.dir / "store.json").read_text())
-        self.assertIn("observations", json.dumps(store))
+        # The store is written in the background: the observation arrives shortly.
+        wait_for("the observation in the store", lambda: "/gpumux/observations/lstm+resnet/"
+                 in (self.dir / "store.json").read_text(), timeout=10)
 
     def test_a_killed_coordinator_does_not_stop_the_jobs_and_resumes_from_the_store(self):
         co = self.coordinator(f"file://{self.dir}/store.json")
