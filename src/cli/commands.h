@@ -34,6 +34,9 @@ struct DlOptions {
   double measure_noise = 0.1;
   double work_spread = 0.5;
   double noise_scale_spread = 0.3;
+  std::uint64_t truth_seed = 0;     // the truth's hidden factors; 0 = each run's seed
+  std::string observations;         // JSON array of observations added to the belief
+  std::string observations_out;     // where to write what coordinators would have measured
 };
 
 // The default report folders: each workload its own, so that one run never overwrites the

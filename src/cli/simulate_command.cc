@@ -227,7 +227,10 @@ constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
                                       {"gpus", ""},
                                       {"model-error", ""},
                                       {"reconfigure-s", ""},
-                                      {"measure-noise", ""}};
+                                      {"measure-noise", ""},
+                                      {"truth-seed", ""},
+                                      {"observations", ""},
+                                      {"observations-out", ""}};
 
 }  // namespace
 
