@@ -166,6 +166,12 @@ struct ExtenderCliOptions {
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;
+  // The co-location policies' workload profile, and learned observations from a store.
+  std::string profile = "iadeep-fitted";
+  std::string observations_from;  // store URL; "" = none
+  std::string observations_prefix = "/gpumux/";
+  double observations_every_s = 30;
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
 };
