@@ -347,6 +347,12 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     }
     std::vector<policy::Observation> list;
     std::int64_t windows = 0;
+    double abs_error = 0;
+    std::int64_t members = 0;
+    for (const sim::DlResult& r : *results) {
+      abs_error += r.belief_abs_error;
+      members += r.belief_error_members;
+    }
     for (auto& [key, ob] : all) {
       windows += ob.count;
       list.push_back(std::move(ob));
@@ -360,6 +366,14 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       err << "gpumux simulate: " << core::Plural(list.size(), "observed set") << " ("
           << core::Plural(windows, "measurement window") << ") written to "
           << o.dl.observations_out << "\n";
+      if (members > 0) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "gpumux simulate: the policies' profile predicted those slowdowns with a "
+                      "mean absolute error of %.3f\n",
+                      abs_error / static_cast<double>(members));
+        err << line;
+      }
     }
   }
   if (!o.no_report) {

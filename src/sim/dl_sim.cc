@@ -670,6 +670,7 @@ class Simulator {
   void RecordObservation(const Gpu& gpu, std::span<const double> step_s) {
     policy::Observation o;
     bool all_measured = true;
+    std::vector<policy::Member> members;
     for (std::size_t k = 0; k < gpu.session_jobs.size(); ++k) {
       const Job& j = J(gpu.session_jobs[k]);
       const int batch = gpu.window_batches[k];
@@ -679,6 +680,13 @@ class Simulator {
       o.classes.push_back(j.cls->name);
       o.batches.push_back(batch);
       o.slowdown.push_back(std::clamp(step_s[k] / solo, 1.0, policy::kMaxMeasuredSlowdown));
+      members.push_back({j.cls, batch});
+    }
+    std::vector<double> predicted(members.size());
+    belief_.Predict(members, predicted);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      result_.belief_abs_error += std::abs(predicted[k] - o.slowdown[k]);
+      ++result_.belief_error_members;
     }
     o = policy::Canonical(std::move(o));
     o.count = 1;

@@ -147,6 +147,18 @@ TEST(DlSimObservations, MeasureWhatTheGpusDoNotWhatThePoliciesBelieve) {
     EXPECT_NEAR(ob.slowdown[1], 2.0, 1e-6);
   }
   EXPECT_TRUE(pair) << "long and short shared the GPU";
+  EXPECT_GT(r.belief_error_members, 0);
+  EXPECT_GT(r.belief_abs_error / static_cast<double>(r.belief_error_members), 0.5)
+      << "the belief said 1.25 where the GPUs did 2 and 2.5";
+  // The truth as the belief: nothing left to learn, and nothing noisy to blur it (first-fit
+  // shares the GPU whatever it believes).
+  o.policy = "first-fit";
+  const DlResult same = RunOk(truth,
+                              {Job("a", "long", 0), Job("b", "short", 10), Job("c", "long", 20),
+                               Job("d", "short", 20)},
+                              o, &truth);
+  ASSERT_GT(same.belief_error_members, 0);
+  EXPECT_NEAR(same.belief_abs_error, 0, 1e-6);
 }
 
 // The belief with observations added changes the policies' predictions; the GPUs keep doing

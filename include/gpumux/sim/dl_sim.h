@@ -138,6 +138,10 @@ struct DlResult {
   // profile's solo step time (solo "profile"). Combined per canonical (classes, batches):
   // count = windows; node "simulator", gpu_model the truth profile's. In key order.
   std::vector<policy::Observation> observations;
+  // With record_observations: how well the policies' profile predicted those windows: the sum
+  // over their members of |predicted slowdown - measured slowdown|, and how many members.
+  double belief_abs_error = 0;
+  std::int64_t belief_error_members = 0;
 };
 
 // Runs the jobs to completion; `truth` (nullptr = `profile`) is what the GPUs really do.
