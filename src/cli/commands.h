@@ -34,6 +34,9 @@ struct DlOptions {
   double measure_noise = 0.1;
   double work_spread = 0.5;
   double noise_scale_spread = 0.3;
+  std::uint64_t truth_seed = 0;     // the truth's hidden factors; 0 = each run's seed
+  std::string observations;         // JSON array of observations added to the belief
+  std::string observations_out;     // where to write what coordinators would have measured
 };
 
 // The default report folders: each workload its own, so that one run never overwrites the
@@ -184,6 +187,12 @@ struct ExtenderCliOptions {
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;
+  // The co-location policies' workload profile, and learned observations from a store.
+  std::string profile = "iadeep-fitted";
+  std::string observations_from;  // store URL; "" = none
+  std::string observations_prefix = "/gpumux/";
+  double observations_every_s = 30;
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -10,6 +11,8 @@
 
 #include "gpumux/core/plural.h"
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/io/read_file.h"
+#include "gpumux/policy/observations.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
 #include "gpumux/sim/dl_report.h"
@@ -156,6 +159,22 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->capture_default_str()
       ->check(NumberIn(0.0, 2.0))
       ->group(group);
+  cmd.add_option("--truth-seed", o.truth_seed,
+                 "Seed of the simulated GPUs' hidden deviations (--model-error); 0 = each run's "
+                 "seed. Fix it to keep one cluster across --seeds (e.g. to learn observations on "
+                 "some seeds and test them on others)")
+      ->capture_default_str()
+      ->check(IntegerIn(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()))
+      ->group(group);
+  cmd.add_option("--observations", o.observations,
+                 "JSON array of learned interference observations (docs/COORDINATOR.md), added "
+                 "to the measured sets of the policies' profile (never to the truth)")
+      ->group(group);
+  cmd.add_option("--observations-out", o.observations_out,
+                 "Write what node coordinators would have measured in every run (one "
+                 "observation per set of classes and batch sizes, all runs combined) as a JSON "
+                 "array that --observations reads")
+      ->group(group);
 }
 
 int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
@@ -194,6 +213,26 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     if (!t) return fail("--truth-profile: " + t.error().message);
     truth = std::move(*t);
   }
+  // Observations change what the policies believe, never what the GPUs do: a truth that was
+  // the profile itself stays the profile as it was read.
+  std::string observed_note;
+  if (!o.dl.observations.empty()) {
+    auto text = io::ReadInputFile(o.dl.observations);
+    if (!text) return fail("--observations: " + text.error().message);
+    auto observations = policy::ParseObservations(*text, o.dl.observations);
+    if (!observations) return fail("--observations: " + observations.error().message);
+    if (!truth) truth = *profile;
+    policy::ObservationSummary summary;
+    profile = policy::WithObservations(*profile, *observations, &summary);
+    if (auto ok = profile->Validate(); !ok) return fail("--observations: " + ok.error().message);
+    observed_note = " + " + core::Plural(summary.observed_sets(), "observed set") + " from " +
+                    o.dl.observations;
+    if (!o.quiet) {
+      err << "gpumux simulate: --observations " << o.dl.observations << ": "
+          << summary.Describe() << "\n";
+      for (const std::string& why : summary.skipped) err << "  skipped " << why << "\n";
+    }
+  }
 
   sim::DlSweepConfig config;
   config.policies = policies;
@@ -212,6 +251,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   config.options.work_spread = o.dl.work_spread;
   config.options.noise_scale_spread = o.dl.noise_scale_spread;
   config.options.seed = seed;
+  config.options.truth_seed = o.dl.truth_seed;
+  config.options.record_observations = !o.dl.observations_out.empty();
   config.truth = truth ? &*truth : nullptr;
   config.options.check_invariants = o.check_invariants;
 
@@ -263,8 +304,10 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
                          ? " (embedded)"
                          : " (" + given + ")");
   };
-  ctx.profile = described(*profile, o.dl.profile);
-  ctx.truth = truth ? described(*truth, truth_name) : "the same profile";
+  ctx.profile = described(*profile, o.dl.profile) + observed_note;
+  ctx.truth = truth_name.empty() ? std::string("the same profile")
+                                 : described(*truth, truth_name);
+  if (truth_name.empty() && !observed_note.empty()) ctx.truth += " (without the observations)";
   ctx.seeds = *seeds;
   ctx.gpus = o.dl.gpus;
   ctx.seed = seed;
@@ -289,6 +332,49 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     sim::WriteDlJson(out, *results, ctx);
   } else {
     sim::WriteDlTable(out, *results, ctx);
+  }
+  if (!o.dl.observations_out.empty()) {
+    // Every run's observations, combined per set (the map keeps the key order).
+    std::map<std::pair<std::vector<std::string>, std::vector<int>>, policy::Observation> all;
+    for (const sim::DlResult& r : *results) {
+      for (const policy::Observation& ob : r.observations) {
+        auto [it, inserted] = all.try_emplace({ob.classes, ob.batches}, ob);
+        if (inserted) continue;
+        auto merged = policy::MergeObservations(it->second, ob);
+        if (!merged) return fail("--observations-out: " + merged.error().message);
+        it->second = std::move(*merged);
+      }
+    }
+    std::vector<policy::Observation> list;
+    std::int64_t windows = 0;
+    double abs_error = 0;
+    std::int64_t members = 0;
+    for (const sim::DlResult& r : *results) {
+      abs_error += r.belief_abs_error;
+      members += r.belief_error_members;
+    }
+    for (auto& [key, ob] : all) {
+      windows += ob.count;
+      list.push_back(std::move(ob));
+    }
+    if (auto w = io::WriteFileAtomically(o.dl.observations_out,
+                                          policy::SerializeObservations(list));
+        !w) {
+      return fail("--observations-out: " + w.error().message);
+    }
+    if (!o.quiet) {
+      err << "gpumux simulate: " << core::Plural(list.size(), "observed set") << " ("
+          << core::Plural(windows, "measurement window") << ") written to "
+          << o.dl.observations_out << "\n";
+      if (members > 0) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "gpumux simulate: the policies' profile predicted those slowdowns with a "
+                      "mean absolute error of %.3f\n",
+                      abs_error / static_cast<double>(members));
+        err << line;
+      }
+    }
   }
   if (!o.no_report) {
     const std::string dir = o.out_dir.empty() ? std::string(kDlReportDir) : o.out_dir;

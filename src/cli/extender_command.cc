@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -30,10 +31,13 @@
 #include "gpumux/k8s/extender.h"
 #include "gpumux/k8s/extender_server.h"
 #include "gpumux/k8s/objects.h"
+#include "gpumux/k8s/observation_feed.h"
 #include "gpumux/k8s/reflector.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/sim/dl_workload.h"
 #include "gpumux/sim/trace.h"
+#include "gpumux/store/store.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_support.h"
 #include "src/cli/options.h"
@@ -149,13 +153,25 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("max-connections")) o.max_connections = value.as<int>();
       } else if (key == "requestReadTimeoutMs") {
         if (!given("request-read-timeout-ms")) o.request_read_timeout_ms = value.as<std::int64_t>();
+      } else if (key == "profile") {
+        if (!given("profile")) {
+          const std::string v = value.as<std::string>();
+          o.profile = sim::EmbeddedProfile(v) != nullptr ? v : ResolveAgainst(v, file);
+        }
+      } else if (key == "observationsFrom") {
+        if (!given("observations-from")) o.observations_from = value.as<std::string>();
+      } else if (key == "observationsPrefix") {
+        if (!given("observations-prefix")) o.observations_prefix = value.as<std::string>();
+      } else if (key == "observationsEverySeconds") {
+        if (!given("observations-every")) o.observations_every_s = value.as<double>();
       } else {
         return UsageError{
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
             "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, maxConnections, "
-            "requestReadTimeoutMs)"};
+            "requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
+            "observationsEverySeconds)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
@@ -163,7 +179,9 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
                           key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
                           key == "requestReadTimeoutMs";
-      return where(is_bool ? "true or false" : (is_int ? "an integer" : "a string"));
+      const bool is_number = key == "observationsEverySeconds";
+      return where(is_bool ? "true or false"
+                           : (is_int ? "an integer" : (is_number ? "a number" : "a string")));
     }
   }
   return std::nullopt;
@@ -245,6 +263,36 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
                           "granted or locked"};
       }
     }
+  }
+  const bool colocation = [&] {
+    auto probe = policy::BuiltinPolicies().Make(o.policy, {});
+    return probe.has_value() && (*probe)->colocation() != nullptr;
+  }();
+  for (const char* flag : {"profile", "observations-from"}) {
+    if (Given(o.given, flag) && !colocation) {
+      return UsageError{"--" + std::string(flag) + " does not apply with --policy " + o.policy +
+                        ": only the co-location policies (first-fit, iadeep, gpumux) use a "
+                        "workload profile"};
+    }
+  }
+  if (o.observations_from.empty()) {
+    for (const char* flag : {"observations-prefix", "observations-every", "etcd-ca", "etcd-cert",
+                             "etcd-key", "etcd-user", "etcd-password-file"}) {
+      if (Given(o.given, flag)) {
+        return UsageError{"--" + std::string(flag) + " needs --observations-from"};
+      }
+    }
+  } else if (!colocation) {
+    return UsageError{"observationsFrom does not apply with --policy " + o.policy +
+                      ": only the co-location policies (first-fit, iadeep, gpumux) use a "
+                      "workload profile"};
+  }
+  if (!(o.observations_every_s >= 1 && o.observations_every_s <= 86400)) {
+    return UsageError{"--observations-every must be in 1..86400 seconds"};
+  }
+  if (o.observations_prefix.empty() || o.observations_prefix.back() != '/') {
+    return UsageError{"--observations-prefix must end with '/' (the coordinators' --store-prefix, "
+                      "e.g. /gpumux/)"};
   }
   if (Given(o.given, "typical-pods") &&
       std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
@@ -403,6 +451,34 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "is closed: slow clients cannot hold connections")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
+  cmd->add_option("--profile", o.profile,
+                  "Workload profile of the co-location policies (first-fit, iadeep, gpumux): an "
+                  "embedded name (" +
+                      [] {
+                        std::string names;
+                        for (const auto& n : sim::EmbeddedProfileNames()) {
+                          names += (names.empty() ? "" : ", ") + n;
+                        }
+                        return names;
+                      }() +
+                      ") or a JSON file; a pod's class is its gpumux.io/workload-class")
+      ->capture_default_str();
+  cmd->add_option("--observations-from", o.observations_from,
+                  "Store of the node coordinators (etcd://HOST:PORT, etcds://..., file:///PATH): "
+                  "their learned interference observations are added to --profile, re-read every "
+                  "--observations-every seconds (co-location policies only)");
+  cmd->add_option("--observations-prefix", o.observations_prefix,
+                  "Key prefix of the coordinators' store (their --store-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--observations-every", o.observations_every_s,
+                  "Seconds between reads of the observations (1..86400)")
+      ->capture_default_str();
+  cmd->add_option("--etcd-ca", o.etcd_ca, "CA bundle (PEM) for an etcds:// --observations-from");
+  cmd->add_option("--etcd-cert", o.etcd_cert, "Client certificate (PEM) for etcds://");
+  cmd->add_option("--etcd-key", o.etcd_key, "Client key (PEM) for etcds://");
+  cmd->add_option("--etcd-user", o.etcd_user, "etcd user (auth enabled)");
+  cmd->add_option("--etcd-password-file", o.etcd_password_file,
+                  "File holding the etcd user's password");
   cmd->add_flag("--check", o.check,
                 "Check the options, the settings file and the files they name (offline nodes, "
                 "typical pods, kubeconfig), print what would be served and exit 0 (2 when "
@@ -419,6 +495,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       "      --default-gpu-memory-mib 15360\n"
       "  gpumux extender --offline-nodes nodes.json --listen 127.0.0.1:0\n"
       "      no API server: the nodes of a v1.NodeList file; bind answers an error\n"
+      "  gpumux extender --offline-nodes nodes.json --policy gpumux \\\n"
+      "      --observations-from etcd://127.0.0.1:2379\n"
+      "      the co-location policy learns from the node coordinators' measurements\n"
       "\nkube-scheduler configuration (KubeSchedulerConfiguration.extenders):\n"
       "  - urlPrefix: http://127.0.0.1:12345/gpumux\n"
       "    filterVerb: filter\n    prioritizeVerb: prioritize\n    bindVerb: bind\n"
@@ -468,6 +547,33 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   auto typical = TypicalPods(o.typical_pods);
   if (!typical) return usage(typical.error().message);
   state_options.context.typical_pods = std::move(*typical);
+  // The co-location policies' profile; the observation feed replaces it while serving.
+  std::shared_ptr<const policy::WorkloadProfile> profile;
+  {
+    auto probe = policy::BuiltinPolicies().Make(o.policy, {});
+    if (probe && (*probe)->colocation() != nullptr) {
+      auto loaded = sim::ProfileByNameOrPath(o.profile);
+      if (!loaded) return usage("--profile: " + loaded.error().message);
+      profile = std::make_shared<const policy::WorkloadProfile>(std::move(*loaded));
+      state_options.profile = profile;
+    }
+  }
+  k8s::ObservationFeedOptions feed_options;
+  feed_options.url = o.observations_from;
+  feed_options.store.ca_file = o.etcd_ca;
+  feed_options.store.cert_file = o.etcd_cert;
+  feed_options.store.key_file = o.etcd_key;
+  feed_options.store.user = o.etcd_user;
+  feed_options.store.password_file = o.etcd_password_file;
+  feed_options.prefix = o.observations_prefix;
+  feed_options.every = std::chrono::milliseconds(std::llround(o.observations_every_s * 1000));
+  feed_options.log = log_fn;
+  if (!o.observations_from.empty()) {
+    // The URL and options are checked now (etcd connects lazily; a file store is opened and
+    // closed again: it must be readable).
+    auto opened = store::OpenStore(o.observations_from, feed_options.store);
+    if (!opened) return usage("--observations-from: " + opened.error().message);
+  }
 
   // The cluster source, before anything starts: its errors are the user's to fix.
   std::vector<json> offline_nodes;
@@ -492,7 +598,13 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   }
   if (o.check) {
     out << "gpumux extender: --check: the options are valid; it would serve policy " << o.policy
-        << " for " << source << " on " << o.listen << ", verbs under " << o.url_prefix << "\n";
+        << " for " << source << " on " << o.listen << ", verbs under " << o.url_prefix;
+    if (profile != nullptr) out << ", profile " << profile->name;
+    if (!o.observations_from.empty()) {
+      out << " with the observations of " << o.observations_from << " every "
+          << o.observations_every_s << " s";
+    }
+    out << "\n";
     return 0;
   }
 
@@ -536,10 +648,18 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     log("cannot start: " + started.error().message);
     return kRuntimeError;
   }
+
   log("serving policy " + state.policy_name() + " for " + source + "; listening on " +
       server_options.host + ":" + std::to_string(server.port()) + ", verbs under " +
       (server.url_prefix().empty() ? std::string("/") : server.url_prefix()) +
-      "; gpumux.io/gpu-mem in units of " + std::to_string(state.gpu_mem_unit_mib()) + " MiB");
+      "; gpumux.io/gpu-mem in units of " + std::to_string(state.gpu_mem_unit_mib()) + " MiB" +
+      (profile != nullptr ? "; workload profile " + profile->name : std::string()));
+  // Learned observations: read now and every --observations-every seconds on a thread.
+  std::unique_ptr<k8s::ObservationFeed> feed;
+  if (!o.observations_from.empty()) {
+    feed = std::make_unique<k8s::ObservationFeed>(std::move(feed_options), profile, state);
+    feed->Start();
+  }
 
   // With an API server: reflectors for nodes and pods, synced once both listed, and a ticker
   // that gives back the GPUs of assumed grants whose pod never got bound.
@@ -569,6 +689,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
       ", stopping (a second signal ends the process at once)");
   server.Stop();
+  if (feed) feed->Stop();
   if (sync) sync->Stop();
   if (requeuer) requeuer->Stop();
   log("stopped");

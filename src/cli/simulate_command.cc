@@ -196,6 +196,12 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "  gpumux simulate --workload dl --seeds 100-109 --queue fifo --tuner none --no-report\n"
       "      placement alone: every policy FIFO without tuning, mean of 10 seeds\n"
       "  gpumux simulate --workload dl --mix light --loads 2 --no-report\n"
+      "  gpumux simulate --workload dl --policy gpumux --seeds 100-101 --loads 1 --no-report \\\n"
+      "      --observations-out learned.json\n"
+      "      also writes what node coordinators would have measured (docs/COORDINATOR.md)\n"
+      "  gpumux simulate --workload dl --policy gpumux --seeds 102 --loads 1 --no-report \\\n"
+      "      --observations learned.json\n"
+      "      the policies believe the profile plus those observations; the GPUs do not change\n"
       "  gpumux jobgen --count 100 -o jobs.csv\n"
       "  gpumux simulate --workload dl --jobs jobs.csv --policy gpumux,iadeep --loads 1\n");
   return cmd;
@@ -227,7 +233,10 @@ constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
                                       {"gpus", ""},
                                       {"model-error", ""},
                                       {"reconfigure-s", ""},
-                                      {"measure-noise", ""}};
+                                      {"measure-noise", ""},
+                                      {"truth-seed", ""},
+                                      {"observations", ""},
+                                      {"observations-out", ""}};
 
 }  // namespace
 

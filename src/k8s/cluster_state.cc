@@ -101,8 +101,31 @@ core::Request GrantedRequest(const ContainerGrant& c, const PodInfo& pod) {
   r.gpu_milli = c.gpu_milli;
   r.gpu_mib = c.gpu_mem_mib;
   r.sharing = c.exclusive ? core::GpuSharing::kExclusive : core::GpuSharing::kShared;
+  for (const ContainerRequest& cr : pod.containers) {
+    if (cr.container == c.name) r.workload_class = cr.request.workload_class;
+  }
   return r;
 }
+
+// The extender's job view for the co-location policies: what it knows of each tenant is its
+// class (the pod's gpumux.io/workload-class) and memory grant; no progress, no step times.
+class TenantJobs final : public policy::JobView {
+ public:
+  const core::Ledger* ledger = nullptr;
+  const policy::WorkloadProfile* profile = nullptr;
+  std::optional<policy::JobSnapshot> Job(core::TenantIndex t) const override {
+    if (ledger == nullptr || profile == nullptr) return std::nullopt;
+    const core::Tenant& tenant = ledger->tenant(t);
+    const policy::ClassProfile* cls = profile->Find(tenant.request.workload_class);
+    if (cls == nullptr) return std::nullopt;  // an unknown class: the pessimistic member
+    policy::JobSnapshot s;
+    s.cls = cls;
+    s.batch = cls->default_batch;
+    s.memory_limit = tenant.request.gpu_mib;
+    return s;
+  }
+  int QueuedAhead() const override { return 0; }
+};
 
 // Node name -> index, for the verbs' hot loop (thousands of names per call): open addressing
 // with FNV-1a over a power-of-two table, names compared against the cluster's own. About a
@@ -147,7 +170,9 @@ class NameIndex {
 
 struct ClusterState::Impl {
   explicit Impl(ClusterStateOptions o, Clock c)
-      : options(std::move(o)), clock(std::move(c)), rng(1, "extender") {}
+      : options(std::move(o)), clock(std::move(c)), rng(1, "extender") {
+    UseProfile(options.profile);
+  }
 
   ClusterStateOptions options;
   Clock clock;
@@ -186,6 +211,11 @@ struct ClusterState::Impl {
   std::unique_ptr<core::Ledger> ledger;
   std::unique_ptr<policy::Policy> policy;
   std::unique_ptr<policy::Engine> engine;
+  // The co-location profile in use (options.profile, or the last SetProfile) and what the
+  // policy is built on; replaced together under `mu`.
+  std::shared_ptr<const policy::WorkloadProfile> profile;
+  std::unique_ptr<policy::ProfileInterference> interference;
+  TenantJobs tenant_jobs;
   NameIndex name_index;
   core::Rng rng;
   // Nodes of `nodes` the cluster model left out, with why (rebuilt with it).
@@ -338,25 +368,7 @@ struct ClusterState::Impl {
       }
     }
     reasons.clear();
-    // Typical pods name GPU models; their masks are only meaningful against this cluster.
-    policy::PolicyContext context = options.context;
-    for (policy::TypicalPod& t : context.typical_pods) {
-      std::vector<std::string> models;
-      std::size_t start = 0;
-      while (start < t.models.size()) {
-        std::size_t end = t.models.find('|', start);
-        if (end == std::string::npos) end = t.models.size();
-        if (end > start) models.push_back(t.models.substr(start, end - start));
-        start = end + 1;
-      }
-      t.model_mask = cluster->MaskOf(models);
-    }
-    auto made = policy::BuiltinPolicies().Make(options.policy, context);
-    GPUMUX_CHECK(made.has_value(), "policy was validated at Create");
-    policy = std::move(*made);
-    std::vector<std::int64_t> rank(static_cast<std::size_t>(cluster->size()));
-    std::iota(rank.begin(), rank.end(), 0);
-    engine = std::make_unique<policy::Engine>(*ledger, *policy, std::move(rank), rng);
+    BuildPolicy();
     counters.nodes = cluster->size();
     counters.gpus = cluster->total_gpus();
     // Replay every booking: bound ones first (those in conflict after them, so that a rebuild
@@ -396,6 +408,54 @@ struct ClusterState::Impl {
              failed->overlap);
       }
     }
+  }
+
+  // The policy and the engine over the built cluster and ledger, with the profile in use.
+  void BuildPolicy() {
+    // Typical pods name GPU models; their masks are only meaningful against this cluster.
+    policy::PolicyContext context = options.context;
+    for (policy::TypicalPod& t : context.typical_pods) {
+      std::vector<std::string> models;
+      std::size_t start = 0;
+      while (start < t.models.size()) {
+        std::size_t end = t.models.find('|', start);
+        if (end == std::string::npos) end = t.models.size();
+        if (end > start) models.push_back(t.models.substr(start, end - start));
+        start = end + 1;
+      }
+      t.model_mask = cluster->MaskOf(models);
+    }
+    if (profile != nullptr) {
+      tenant_jobs.ledger = ledger.get();
+      tenant_jobs.profile = profile.get();
+      context.profile = profile.get();
+      context.interference = interference.get();
+      context.jobs = &tenant_jobs;
+    }
+    auto made = policy::BuiltinPolicies().Make(options.policy, context);
+    GPUMUX_CHECK(made.has_value(), "policy was validated at Create");
+    engine.reset();
+    policy = std::move(*made);
+    std::vector<std::int64_t> rank(static_cast<std::size_t>(cluster->size()));
+    std::iota(rank.begin(), rank.end(), 0);
+    engine = std::make_unique<policy::Engine>(*ledger, *policy, std::move(rank), rng);
+  }
+
+  // Swaps in a new profile (SetProfile); the policy and engine follow when they are built.
+  void UseProfile(std::shared_ptr<const policy::WorkloadProfile> p) {
+    if (p == nullptr) return;
+    auto model = std::make_unique<policy::ProfileInterference>(*p);
+    if (ledger != nullptr) {
+      // Build the new policy before dropping the old profile it borrows from.
+      auto old_profile = std::move(profile);
+      auto old_model = std::move(interference);
+      profile = std::move(p);
+      interference = std::move(model);
+      BuildPolicy();
+      return;
+    }
+    profile = std::move(p);
+    interference = std::move(model);
   }
 
   std::string UnitProblem(const NodeInfo& info) const {
@@ -1307,7 +1367,7 @@ nlohmann::json ClusterState::Inspect() const {
                         {"problem", problem}});
   }
   const StateCounters c = s.Counters();
-  return {{"policy", s.options.policy},
+  json result = {{"policy", s.options.policy},
           {"synced", s.synced.load()},
           {"gpu_mem_unit_mib", s.options.gpu_mem_unit_mib},
           {"counters",
@@ -1326,6 +1386,30 @@ nlohmann::json ClusterState::Inspect() const {
           {"nodes", std::move(nodes)},
           {"unusable_nodes", std::move(unusable_nodes)},
           {"grants_not_in_ledger", std::move(problems)}};
+  if (s.profile != nullptr) {
+    result["profile"] = {{"name", s.profile->name},
+                         {"classes", s.profile->classes.size()},
+                         {"measured_sets", s.profile->measured.size()},
+                         {"observed_sets", c.observed_sets},
+                         {"swaps", c.profile_swaps},
+                         {"observation_read_failures", c.observation_read_failures}};
+  }
+  return result;
+}
+
+void ClusterState::SetProfile(std::shared_ptr<const policy::WorkloadProfile> profile,
+                              std::size_t observed_sets) {
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  s.UseProfile(std::move(profile));
+  s.counters.observed_sets = static_cast<std::int64_t>(observed_sets);
+  ++s.counters.profile_swaps;
+}
+
+void ClusterState::CountObservationReadFailure() {
+  Impl& s = *impl_;
+  Impl::Locked lock(s);
+  ++s.counters.observation_read_failures;
 }
 
 StateCounters ClusterState::counters() const {

@@ -155,6 +155,22 @@ class Metrics {
                   .Help("Always 1; the label names the placement policy")
                   .Register(*registry_)),
         connections_(Gauge("gpumux_extender_connections", "Open HTTP connections")),
+        observed_sets_(Gauge("gpumux_extender_observed_sets",
+                             "Learned interference sets (observations from the node "
+                             "coordinators, --observations-from) in the co-location profile in "
+                             "use")),
+        profile_swaps_(prometheus::BuildCounter()
+                           .Name("gpumux_extender_profile_swaps_total")
+                           .Help("Co-location profiles swapped in because the observations "
+                                 "changed")
+                           .Register(*registry_)
+                           .Add({})),
+        observation_failures_(prometheus::BuildCounter()
+                                  .Name("gpumux_extender_observation_read_failures_total")
+                                  .Help("Reads of the observations that failed (the profile in "
+                                        "use was kept)")
+                                  .Register(*registry_)
+                                  .Add({})),
         dropped_(prometheus::BuildCounter()
                      .Name("gpumux_extender_connections_dropped_total")
                      .Help("HTTP connections the server closed, by reason: request_timeout "
@@ -216,6 +232,9 @@ class Metrics {
     // ClusterState's counts are cumulative; a Prometheus counter only grows.
     AddDelta(expired_, c.grants_expired, last_expired_);
     AddDelta(rebuilds_, c.rebuilds, last_rebuilds_);
+    observed_sets_.Set(static_cast<double>(c.observed_sets));
+    AddDelta(profile_swaps_, c.profile_swaps, last_profile_swaps_);
+    AddDelta(observation_failures_, c.observation_read_failures, last_observation_failures_);
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
     return std::move(out).str();
@@ -251,11 +270,16 @@ class Metrics {
   prometheus::Counter& rebuilds_;
   prometheus::Family<prometheus::Gauge>& info_;
   prometheus::Gauge& connections_;
+  prometheus::Gauge& observed_sets_;
+  prometheus::Counter& profile_swaps_;
+  prometheus::Counter& observation_failures_;
   prometheus::Family<prometheus::Counter>& dropped_;
   std::mutex render_mu_;
   bool info_added_ = false;
   std::int64_t last_expired_ = 0;
   std::int64_t last_rebuilds_ = 0;
+  std::int64_t last_profile_swaps_ = 0;
+  std::int64_t last_observation_failures_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

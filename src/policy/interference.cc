@@ -1,6 +1,7 @@
 #include "gpumux/policy/interference.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "gpumux/core/check.h"
@@ -43,6 +44,43 @@ bool MatchClasses(const MeasuredSet& set, std::span<const Member> members,
 }
 
 }  // namespace
+
+ProfileInterference::ProfileInterference(const WorkloadProfile& profile) : profile_(&profile) {
+  for (std::size_t i = 0; i < profile.measured.size(); ++i) {
+    const MeasuredSet& set = profile.measured[i];
+    std::vector<std::string> key = set.classes;
+    std::sort(key.begin(), key.end());
+    sets_[std::move(key)].push_back(i);
+    std::vector<std::pair<std::string, int>> exact;
+    for (std::size_t k = 0; k < set.classes.size() && k < set.batches.size(); ++k) {
+      exact.emplace_back(set.classes[k], set.batches[k]);
+    }
+    std::sort(exact.begin(), exact.end());
+    exact_.try_emplace(std::move(exact), i);  // the first in profile order
+  }
+}
+
+ProfileInterference::Candidates ProfileInterference::SetsOf(std::span<const Member> members) const {
+  Candidates c;
+  if (sets_.empty() || members.size() > kMaxMeasuredMembers) return c;
+  std::array<std::pair<std::string_view, int>, kMaxMeasuredMembers> pairs;
+  std::array<std::string_view, kMaxMeasuredMembers> names;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (members[k].cls == nullptr) return c;
+    pairs[k] = {members[k].cls->name, members[k].batch};
+  }
+  const std::span<std::pair<std::string_view, int>> exact(pairs.data(), members.size());
+  std::sort(exact.begin(), exact.end());
+  for (std::size_t k = 0; k < members.size(); ++k) names[k] = exact[k].first;
+  const auto it = sets_.find(std::span<const std::string_view>(names.data(), members.size()));
+  if (it == sets_.end()) return c;
+  c.same_classes = &it->second;
+  if (const auto e = exact_.find(exact); e != exact_.end()) {
+    c.exact = e->second;
+    c.has_exact = true;
+  }
+  return c;
+}
 
 double ProfileInterference::Stretch(std::span<const double> busy) {
   const double total = std::accumulate(busy.begin(), busy.end(), 0.0);
@@ -98,20 +136,17 @@ void ProfileInterference::Predict(std::span<const Member> members,
   GPUMUX_CHECK(members.size() == slowdown.size(), "one slowdown per member");
   PredictFromBusyTime(members, slowdown);
   if (members.size() < 2) return;
-  // Rule 1 (an exact match) wins over rule 2 (the first set with the same classes).
-  const MeasuredSet* chosen = nullptr;
+  // Rule 1 (the first set at the members' batch sizes) wins over rule 2 (the first set with
+  // the same classes).
+  const Candidates candidates = SetsOf(members);
+  if (candidates.same_classes == nullptr) return;
+  const MeasuredSet* chosen = &profile_->measured[candidates.has_exact
+                                                      ? candidates.exact
+                                                      : candidates.same_classes->front()];
   std::vector<std::size_t> chosen_position;
-  std::vector<std::size_t> position;
-  for (const MeasuredSet& set : profile_->measured) {
-    bool exact = false;
-    if (!MatchClasses(set, members, position, exact)) continue;
-    if (chosen == nullptr || exact) {
-      chosen = &set;
-      chosen_position = position;
-    }
-    if (exact) break;
-  }
-  if (chosen == nullptr) return;
+  bool exact = false;
+  const bool matched = MatchClasses(*chosen, members, chosen_position, exact);
+  GPUMUX_CHECK(matched && exact == candidates.has_exact, "the index agrees with MatchClasses");
   // Measured slowdowns, scaled by the predictor from the measured batch sizes to the actual
   // ones (a factor of exactly 1 when they are equal).
   std::vector<Member> at_measured(members.begin(), members.end());
@@ -128,12 +163,7 @@ void ProfileInterference::Predict(std::span<const Member> members,
 
 bool ProfileInterference::Measured(std::span<const Member> members) const {
   if (members.size() < 2) return false;
-  std::vector<std::size_t> position;
-  bool exact = false;
-  for (const MeasuredSet& set : profile_->measured) {
-    if (MatchClasses(set, members, position, exact)) return true;
-  }
-  return false;
+  return SetsOf(members).same_classes != nullptr;
 }
 
 void Goodput(const InterferenceModel& model, std::span<const Member> members,

@@ -195,6 +195,7 @@ Json OptionsJson(const DlSimOptions& o) {
   j["work_spread"] = o.work_spread;
   j["noise_scale_spread"] = o.noise_scale_spread;
   j["seed"] = o.seed;
+  if (o.truth_seed != 0) j["truth_seed"] = o.truth_seed;
   return j;
 }
 

@@ -113,6 +113,9 @@ struct Job {
   Micros finish = -1;
   double solo_s = 0;  // the class prior's solo time: the shortest-first queue key
   std::size_t segment = 0;
+  // With record_observations: its measured step times while alone on its GPU, per batch size:
+  // (sum of measured step seconds x steps, steps).
+  std::map<int, std::pair<double, double>> solo_measured;
 
   int effective_batch() const { return pending_batch > 0 ? pending_batch : batch; }
 };
@@ -133,6 +136,15 @@ struct Gpu {
   Micros window_start = 0;
   std::vector<double> window_raw_start;
   std::vector<int> window_batches;
+  // With record_observations: whether no job was paused when the window opened, and each
+  // job's batch_changes then (a change inside the window disturbs it).
+  bool window_clean = false;
+  std::vector<int> window_changes;
+  // With record_observations: the job running alone here since the last Reprice (-1: none),
+  // its samples processed then and its batch size.
+  int solo_job = -1;
+  double solo_raw = 0;
+  int solo_batch = 0;
   Micros locked_since = -1;
   // Accounting.
   Micros last = 0;
@@ -168,10 +180,12 @@ class Simulator {
  public:
   Simulator(const policy::WorkloadProfile& profile, const policy::WorkloadProfile& truth,
             const std::vector<JobSpec>& specs, const DlSimOptions& options)
-      : profile_(profile), options_(options), belief_(profile),
-        truth_(truth, options.model_error, options.seed), view_(*this),
-        policy_rng_(options.seed, "policy"), measure_rng_(options.seed, "measure"),
-        tuner_rng_(options.seed, "tuner"), report_rng_(options.seed, "report") {
+      : profile_(profile), truth_profile_(truth), options_(options), belief_(profile),
+        truth_(truth, options.model_error,
+               options.truth_seed != 0 ? options.truth_seed : options.seed),
+        view_(*this), policy_rng_(options.seed, "policy"), measure_rng_(options.seed, "measure"),
+        tuner_rng_(options.seed, "tuner"), report_rng_(options.seed, "report"),
+        observe_rng_(options.seed, "observe") {
     for (const JobSpec& s : specs) {
       Job j;
       j.spec = &s;
@@ -376,6 +390,13 @@ class Simulator {
       j.rate = 0;
       j.raw_rate = 0;
     }
+    if (options_.record_observations) {
+      if (gpu.solo_job >= 0) MeasureSolo(J(gpu.solo_job), gpu, span);
+      const bool alone = gpu.jobs.size() == 1 && active.size() == 1;
+      gpu.solo_job = alone ? active.front() : -1;
+      gpu.solo_raw = alone ? J(active.front()).raw : 0;
+      gpu.solo_batch = alone ? J(active.front()).batch : 0;
+    }
     std::vector<double> slowdown(members.size());
     if (!members.empty()) truth_.Predict(members, slowdown);
     double busy = 0;
@@ -569,11 +590,15 @@ class Simulator {
     gpu.window_start = now_;
     gpu.window_raw_start.clear();
     gpu.window_batches.clear();
+    gpu.window_clean = true;
+    gpu.window_changes.clear();
     for (int ji : gpu.session_jobs) {
       Job& j = J(ji);
       Advance(j);
       gpu.window_raw_start.push_back(j.raw);
       gpu.window_batches.push_back(j.batch);
+      gpu.window_clean = gpu.window_clean && !Paused(j);
+      gpu.window_changes.push_back(j.batch_changes);
     }
     const Job& w = J(gpu.window_job);
     gpu.window_target_raw = w.raw + static_cast<double>(gpu.window_steps) * w.batch;
@@ -587,10 +612,12 @@ class Simulator {
     const double elapsed = static_cast<double>(now_ - gpu.window_start) / kUsPerS;
     std::vector<double> measured;
     std::vector<double> noise_scale;
+    bool clean = gpu.window_clean && gpu.session_jobs.size() >= 2;
     for (std::size_t k = 0; k < gpu.session_jobs.size(); ++k) {
       Job& j = J(gpu.session_jobs[k]);
       Advance(j);
       const double steps = (j.raw - gpu.window_raw_start[k]) / gpu.window_batches[k];
+      clean = clean && steps >= 1 && j.batch_changes == gpu.window_changes[k];
       double step_s = 0;
       if (steps >= 0.5) {
         step_s = elapsed / steps;
@@ -604,8 +631,77 @@ class Simulator {
       ObserveNoiseScale(j, std::max(steps, 1.0));
       noise_scale.push_back(j.noise_scale_est);
     }
+    if (options_.record_observations && clean) RecordObservation(gpu, measured);
     gpu.session->Observe(gpu.window_batches, measured, noise_scale);
     StepSession(g);
+  }
+
+  // The job ran alone on `gpu` for the last `span` seconds at gpu.solo_batch: what a
+  // coordinator measures of it, a mean step time with the windows' noise.
+  void MeasureSolo(Job& j, const Gpu& gpu, double span) {
+    const double steps = (j.raw - gpu.solo_raw) / gpu.solo_batch;
+    if (!(steps > 0) || !(span > 0)) return;
+    const double sd = options_.measure_noise / std::sqrt(std::max(steps, 1.0));
+    const double step_s = span / steps * std::max(0.05, 1.0 + sd * Normal(observe_rng_));
+    auto& [sum, n] = j.solo_measured[gpu.solo_batch];
+    sum += step_s * steps;
+    n += steps;
+  }
+
+  // What a coordinator knows of the job's solo step time at `batch` (docs/COORDINATOR.md):
+  // its own solo measurement nearest in batch size (at least 3 steps), scaled along the
+  // profile's step-time curve; else the profile's. `measured` says which.
+  double SoloReference(const Job& j, int batch, bool& measured) const {
+    const std::pair<double, double>* best = nullptr;
+    int best_batch = 0;
+    for (const auto& [b, sn] : j.solo_measured) {
+      if (sn.second < 3) continue;
+      if (best == nullptr || std::abs(b - batch) < std::abs(best_batch - batch)) {
+        best = &sn;
+        best_batch = b;
+      }
+    }
+    measured = best != nullptr;
+    if (best == nullptr) return j.cls->StepSeconds(batch);
+    return best->first / best->second * j.cls->StepSeconds(batch) /
+           j.cls->StepSeconds(best_batch);
+  }
+
+  void RecordObservation(const Gpu& gpu, std::span<const double> step_s) {
+    policy::Observation o;
+    bool all_measured = true;
+    std::vector<policy::Member> members;
+    for (std::size_t k = 0; k < gpu.session_jobs.size(); ++k) {
+      const Job& j = J(gpu.session_jobs[k]);
+      const int batch = gpu.window_batches[k];
+      bool measured = false;
+      const double solo = SoloReference(j, batch, measured);
+      all_measured = all_measured && measured;
+      o.classes.push_back(j.cls->name);
+      o.batches.push_back(batch);
+      o.slowdown.push_back(std::clamp(step_s[k] / solo, 1.0, policy::kMaxMeasuredSlowdown));
+      members.push_back({j.cls, batch});
+    }
+    std::vector<double> predicted(members.size());
+    belief_.Predict(members, predicted);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      result_.belief_abs_error += std::abs(predicted[k] - o.slowdown[k]);
+      ++result_.belief_error_members;
+    }
+    o = policy::Canonical(std::move(o));
+    o.count = 1;
+    o.node = "simulator";
+    o.gpu_model = truth_profile_.gpu_model;
+    o.solo = all_measured ? "measured" : "profile";
+    auto key = std::make_pair(o.classes, o.batches);
+    auto it = observed_.find(key);
+    if (it == observed_.end()) {
+      observed_.emplace(std::move(key), std::move(o));
+      return;
+    }
+    auto merged = policy::MergeObservations(it->second, o);
+    GPUMUX_CHECK(merged.has_value(), "observations of one key merge");
+    it->second = std::move(*merged);
   }
 
   // A window's estimate of the job's gradient noise scale (Pollux estimates it from the
@@ -714,9 +810,11 @@ class Simulator {
     const double window = static_cast<double>(gpus_.size()) * m.makespan_s;
     m.gpu_util = window > 0 ? util / window : 0;
     m.gpu_busy = window > 0 ? busy / window : 0;
+    for (auto& [key, o] : observed_) result_.observations.push_back(std::move(o));
   }
 
   const policy::WorkloadProfile& profile_;
+  const policy::WorkloadProfile& truth_profile_;
   DlSimOptions options_;
   policy::ProfileInterference belief_;
   TruthModel truth_;
@@ -725,6 +823,8 @@ class Simulator {
   core::Rng measure_rng_;
   core::Rng tuner_rng_;
   core::Rng report_rng_;  // the noise of the step times jobs report to policies
+  core::Rng observe_rng_;  // the noise of solo measurements (record_observations only)
+  std::map<std::pair<std::vector<std::string>, std::vector<int>>, policy::Observation> observed_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<core::Ledger> ledger_;
   std::unique_ptr<policy::Policy> policy_;

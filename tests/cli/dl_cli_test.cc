@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpumux/cli/cli.h"
+#include "gpumux/policy/observations.h"
 #include "gpumux/sim/dl_workload.h"
 #include "tests/cli/cli_fixtures.h"
 #include "tests/testing/builders.h"
@@ -523,6 +524,117 @@ TEST(DlCli, AProfileFieldOutOfRangeExitsTwoNamingTheFileAndTheField) {
                                 "9223372036854775807 is outside 1..4294967296"),
             std::string::npos)
       << r.err;
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Learned interference observations: --observations (added to the belief) and
+// --observations-out (what coordinators would have measured).
+
+// The light classes, which the fitted predictor pairs freely, observed to be terrible together.
+std::string TerribleLightPairs() {
+  const std::vector<std::string> light{"adgcl", "googlenet", "neumf", "squeezenet"};
+  const auto& profile = *sim::EmbeddedProfile("iadeep-fitted");
+  nlohmann::json list = nlohmann::json::array();
+  for (std::size_t i = 0; i < light.size(); ++i) {
+    for (std::size_t k = i + 1; k < light.size(); ++k) {
+      list.push_back({{"classes", {light[i], light[k]}},
+                      {"batches",
+                       {profile.Find(light[i])->default_batch, profile.Find(light[k])->default_batch}},
+                      {"slowdown", {6.0, 7.0}},
+                      {"count", 10},
+                      {"node", "gpu-node-1"}});
+    }
+  }
+  return list.dump();
+}
+
+// Runs of (policy, load) in a --format json output, by index.
+std::vector<nlohmann::json> Metrics(const CliRun& r) {
+  std::vector<nlohmann::json> out;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& run : j["runs"]) out.push_back(run["metrics"]);
+  return out;
+}
+
+TEST(DlCli, ObservationsChangeWhatThePoliciesBelieveNeverWhatTheGpusDo) {
+  test::ScratchDir dir;
+  const std::string obs = dir.Write("obs.json", TerribleLightPairs());
+  // first-fit without a tuner reads no belief: its runs are the same with the observations.
+  // gpumux reads it: its placements change. Both with the default truth (iadeep-measured) and
+  // with the profile as the truth (only --profile): the observations never reach the truth.
+  for (const std::vector<std::string>& truth :
+       {std::vector<std::string>{}, std::vector<std::string>{"--profile", "iadeep-fitted"}}) {
+    std::vector<std::string> args{"--count", "60", "--loads", "2", "--gpus", "8",
+                                  "--policy", "first-fit,gpumux", "--queue", "fifo",
+                                  "--tuner", "none", "--format", "json"};
+    args.insert(args.end(), truth.begin(), truth.end());
+    SCOPED_TRACE(truth.empty() ? "default truth" : "the profile as the truth");
+    const CliRun plain = SimulateDl(args);
+    args.insert(args.end(), {"--observations", obs});
+    const CliRun learned = SimulateDl(args);
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    ASSERT_EQ(learned.code, 0) << learned.err;
+    const auto a = Metrics(plain);
+    const auto b = Metrics(learned);
+    ASSERT_EQ(a.size(), 2U);
+    ASSERT_EQ(b.size(), 2U);
+    EXPECT_EQ(a[0], b[0]) << "first-fit: the same GPUs";
+    EXPECT_NE(a[1], b[1]) << "gpumux: another belief";
+    const auto j = nlohmann::json::parse(learned.out);
+    EXPECT_NE(j["profile"].get<std::string>().find(" + 6 observed sets from " + obs),
+              std::string::npos)
+        << j["profile"];
+    if (!truth.empty()) {
+      EXPECT_EQ(j["truth"], "the same profile (without the observations)");
+    }
+  }
+}
+
+TEST(DlCli, ObservationsOutWritesWhatParsesBackAndFeedsAnotherRun) {
+  test::ScratchDir dir;
+  const std::string out = (dir.path() / "learned.json").string();
+  const CliRun learn = Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60",
+                               "--loads", "2", "--gpus", "8", "--policy", "iadeep,gpumux",
+                               "--observations-out", out});
+  ASSERT_EQ(learn.code, 0) << learn.err;
+  EXPECT_NE(learn.err.find("observed sets ("), std::string::npos) << learn.err;
+  EXPECT_NE(learn.err.find(") written to " + out), std::string::npos) << learn.err;
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto observations = policy::ParseObservations(text.str(), out);
+  ASSERT_TRUE(observations.has_value()) << observations.error().message;
+  ASSERT_FALSE(observations->empty());
+  for (const auto& o : *observations) {
+    EXPECT_TRUE(policy::CheckObservation(o).has_value()) << policy::SerializeObservation(o);
+  }
+  const CliRun use = Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60",
+                             "--loads", "2", "--gpus", "8", "--policy", "gpumux", "--seeds", "43",
+                             "--observations", out});
+  ASSERT_EQ(use.code, 0) << use.err;
+  const std::string said = "--observations " + out + ": " +
+                           std::to_string(observations->size()) + " observations: " +
+                           std::to_string(observations->size()) + " observed sets";
+  EXPECT_NE(use.err.find(said), std::string::npos) << use.err;
+}
+
+TEST(DlCli, BadObservationsExitTwoNamingTheFileAndTheField) {
+  test::ScratchDir dir;
+  const std::string bad = dir.Write(
+      "bad.json", R"([{"classes": ["vgg16", "vgg19"], "batches": [512, 256], "slowdown": [1.2, 1.3]}])");
+  const CliRun r = SimulateDl({"--count", "5", "--observations", bad});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--observations: " + bad + ": observation 0: \"count\""), std::string::npos)
+      << r.err;
+  const CliRun missing = SimulateDl({"--count", "5", "--observations", "/nonexistent/obs.json"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--observations: /nonexistent/obs.json: no such file"),
+            std::string::npos)
+      << missing.err;
+  const CliRun fgd = Gpumux({"simulate", "--no-report", "--observations", bad});
+  EXPECT_EQ(fgd.code, 2);
+  EXPECT_NE(fgd.err.find("--observations belongs to --workload dl"), std::string::npos) << fgd.err;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gpumux/k8s/objects.h"
+#include "gpumux/store/store.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/process.h"
@@ -347,6 +348,22 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       {"a folder given as the config file",
        {"--config", scratch_.string()},
        {"--config " + scratch_.string() + ": is a directory (expected a file)"}},
+      {"observations for a policy without a profile",
+       {"--offline-nodes", nodes, "--policy", "fgd", "--observations-from", "etcd://127.0.0.1:1"},
+       {"--observations-from does not apply with --policy fgd", "co-location policies"}},
+      {"an observation period of 0",
+       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from",
+        "etcd://127.0.0.1:1", "--observations-every", "0"},
+       {"--observations-every must be in 1..86400"}},
+      {"an observation prefix without a store",
+       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-prefix", "/x/"},
+       {"--observations-prefix needs --observations-from"}},
+      {"an observation store URL of an unknown scheme",
+       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from", "redis://x:1"},
+       {"--observations-from: store 'redis://x:1': unknown scheme"}},
+      {"a missing profile",
+       {"--offline-nodes", nodes, "--policy", "gpumux", "--profile", "/nonexistent-profile.json"},
+       {"--profile: /nonexistent-profile.json"}},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -357,6 +374,56 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       EXPECT_NE(r.err.find(text), std::string::npos) << "missing '" << text << "' in:\n" << r.err;
     }
   }
+}
+
+// Closing the loop: observations a coordinator wrote into a file store reach the policy's
+// profile (gpumux_extender_observed_sets, /inspect), and are re-read when they change.
+TEST_F(ExtenderCliTest, ObservationsFromAStoreReachTheProfileAndAreReadAgain) {
+  const std::string store_path = (scratch_ / "coordinator.json").string();
+  const auto put = [&](const std::string& key, const std::string& value) {
+    auto store = store::OpenStore("file://" + store_path);  // closed again at once
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    ASSERT_TRUE((*store)->Put(key, value).has_value());
+  };
+  put("/gpumux/observations/googlenet+vgg16/4096+512/node-1",
+      R"({"classes":["googlenet","vgg16"],"batches":[4096,512],"slowdown":[3.5,4.5],"count":4,)"
+      R"("node":"node-1"})");
+  const pid_t pid = Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0",
+                           "--policy", "gpumux", "--observations-from", "file://" + store_path,
+                           "--observations-every", "1"},
+                          "observations");
+  ASSERT_GT(pid, 0);
+  const int port = WaitForPort("observations");
+  ASSERT_GT(port, 0) << Err("observations");
+  httplib::Client client("127.0.0.1", port);
+  const auto metric = [&](const std::string& line) {
+    auto r = client.Get("/metrics");
+    return r && r->status == 200 && r->body.find(line) != std::string::npos;
+  };
+  EXPECT_TRUE(Eventually([&] { return metric("\ngpumux_extender_observed_sets 1\n"); }))
+      << Err("observations");
+  auto inspect = client.Get("/inspect");
+  ASSERT_TRUE(inspect);
+  const json profile = json::parse(inspect->body)["profile"];
+  EXPECT_EQ(profile["name"], "iadeep-rtx3090-fitted") << profile;
+  EXPECT_EQ(profile["observed_sets"], 1) << profile;
+  // A second node measures another pair: read within a period or two.
+  put("/gpumux/observations/alexnet+neumf/512+1024/node-2",
+      R"({"classes":["alexnet","neumf"],"batches":[512,1024],"slowdown":[1.2,1.9],"count":1})");
+  EXPECT_TRUE(Eventually([&] { return metric("\ngpumux_extender_observed_sets 2\n"); }))
+      << Err("observations");
+  EXPECT_TRUE(metric("\ngpumux_extender_profile_swaps_total 2\n"));
+  auto e = Signal(pid, SIGTERM, milliseconds(5000));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->Exited(0)) << Err("observations");
+  const std::string err = Err("observations");
+  EXPECT_NE(err.find("workload profile iadeep-rtx3090-fitted"), std::string::npos) << err;
+  EXPECT_NE(err.find("observations from file://" + store_path +
+                     ": 1 observation: 1 observed set, 4 windows on 1 node"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(": 2 observations: 2 observed sets, 5 windows on 2 nodes"), std::string::npos)
+      << err;
 }
 
 TEST_F(ExtenderCliTest, HelpExplainsTheFlagsAndListsThePolicies) {

@@ -74,6 +74,12 @@ using Clock = std::function<std::int64_t()>;  // unix seconds
 struct ClusterStateOptions {
   std::string policy = "fgd";
   policy::PolicyContext context;  // typical pods for fgd, interference model, ...
+  // The co-location policies' workload profile (first-fit, iadeep, gpumux), replaceable with
+  // SetProfile. When set, it overrides context.profile, context.interference (a
+  // ProfileInterference over it) and context.jobs (a view of the ledger's tenants: each one's
+  // class from its pod's gpumux.io/workload-class, at the class's default batch, no progress
+  // or step-time report). nullptr: the context as given.
+  std::shared_ptr<const policy::WorkloadProfile> profile;
   NodeDefaults defaults;
   std::int64_t grant_ttl_seconds = 60;
   // MiB per unit of gpumux.io/gpu-mem in pods (1..kMaxGpuMemUnitMib). A node whose device
@@ -119,6 +125,9 @@ struct StateCounters {
   std::int64_t unreadable_grants = 0;  // gpumux.io/grant annotations that did not decode
   std::int64_t unusable_nodes = 0;     // nodes known by name that gpumux cannot use (now)
   std::int64_t unreadable_nodes = 0;   // node objects without a name (total seen)
+  // Learned interference (SetProfile): observed sets in the profile in use (now), profiles
+  // swapped in and failed reads of the observations (totals).
+  std::int64_t observed_sets = 0, profile_swaps = 0, observation_read_failures = 0;
 };
 
 class ClusterState {
@@ -146,6 +155,14 @@ class ClusterState {
   // containers were created, so its devices were allocated). Bind classifies the node lock's
   // holder with it (HolderState).
   bool PodAwaitsDevices(const std::string& uid) const;
+
+  // Replaces the co-location policies' profile (ClusterStateOptions::profile) with `profile`,
+  // e.g. the shipped one with learned observations added; `observed_sets` is reported in the
+  // counters. The policy and engine are rebuilt under the state's lock, so a verb sees either
+  // the old profile or the new one, never a mix; the old profile is released once no verb
+  // uses it. The ledger is not rebuilt. O(policy construction).
+  void SetProfile(std::shared_ptr<const policy::WorkloadProfile> profile, std::size_t observed_sets);
+  void CountObservationReadFailure();
 
   // --- the verbs ---
   // One verdict per name, in order. Names the state does not know are kUnknownNode; unusable

@@ -23,10 +23,17 @@
 // Worked example (beta = 0.05): two jobs with busy 0.9 and 0.6 (unit steps): 0.9/(0.1+0.9x) +
 // 0.6/(0.4+0.6x) = 1 gives x = 1.649; s = 1.584*1.05 = 1.663 and 1.389*1.05 = 1.459. Two jobs
 // with busy 0.4 and 0.55: sum 0.95 <= 1, so x = 1 and both slow down by 1.05 only.
+// Measured sets are indexed by their class multiset when the model is built (O(sets)), so a
+// prediction costs O(sets with the members' classes), not O(all sets): profiles with learned
+// observations hold thousands.
 // Thread safety: Predict is const and safe to call concurrently.
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpumux/policy/workload_profile.h"
@@ -52,8 +59,8 @@ class InterferenceModel {
 
 class ProfileInterference final : public InterferenceModel {
  public:
-  // The profile must outlive the model.
-  explicit ProfileInterference(const WorkloadProfile& profile) : profile_(&profile) {}
+  // The profile must outlive the model and not change meanwhile.
+  explicit ProfileInterference(const WorkloadProfile& profile);
   void Predict(std::span<const Member> members, std::span<double> slowdown) const override;
   // The busy-time predictor alone (rule 3), for tests and for scaling measured sets.
   void PredictFromBusyTime(std::span<const Member> members, std::span<double> slowdown) const;
@@ -63,7 +70,37 @@ class ProfileInterference final : public InterferenceModel {
   static double Stretch(std::span<const double> busy);
 
  private:
+  // Sorted class names (or (name, batch) pairs), compared with sorted views of them, so that
+  // a lookup allocates nothing.
+  struct SortedLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), Less{});
+    }
+    struct Less {
+      template <typename X, typename Y>
+      bool operator()(const X& x, const Y& y) const {
+        if constexpr (requires { x.first; }) {
+          return x.first < y.first || (!(y.first < x.first) && x.second < y.second);
+        } else {
+          return x < y;
+        }
+      }
+    };
+  };
+  struct Candidates {
+    const std::vector<std::size_t>* same_classes = nullptr;  // in profile order
+    std::size_t exact = 0;                                   // valid when has_exact
+    bool has_exact = false;
+  };
+  // The measured sets with the members' classes (as multisets, by name): all of them in
+  // profile order, and the first one at the members' batch sizes too.
+  Candidates SetsOf(std::span<const Member> members) const;
+
   const WorkloadProfile* profile_;
+  std::map<std::vector<std::string>, std::vector<std::size_t>, SortedLess> sets_;
+  std::map<std::vector<std::pair<std::string, int>>, std::size_t, SortedLess> exact_;
 };
 
 // Progress of each member in useful samples per second on a GPU shared by `members`:

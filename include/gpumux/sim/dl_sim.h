@@ -36,6 +36,7 @@
 
 #include "gpumux/core/quantity.h"
 #include "gpumux/core/result.h"
+#include "gpumux/policy/observations.h"
 #include "gpumux/policy/workload_profile.h"
 #include "gpumux/sim/dl_workload.h"
 
@@ -72,7 +73,14 @@ struct DlSimOptions {
                                   // this spread, not any job's draw)
   double noise_scale_spread = 0.3;  // sd of log(job noise scale / class noise scale) (assumed)
   std::uint64_t seed = 42;
+  // The seed of the truth's hidden factors (model_error); 0 = `seed`. Fixing it keeps the same
+  // simulated GPUs across seeds (one cluster, other workloads), e.g. to learn observations on
+  // some seeds and use them on others.
+  std::uint64_t truth_seed = 0;
   bool record_timeline = true;
+  // Record what node coordinators would have measured (DlResult::observations). Changes no
+  // result: its noise comes from a random stream of its own.
+  bool record_observations = false;
   bool check_invariants = false;  // ledger invariants after every event (slow; for tests)
 };
 
@@ -121,9 +129,24 @@ struct DlResult {
   std::vector<DlSegment> timeline;
   DlMetrics metrics;
   std::int64_t events = 0;
+  // With record_observations: for every closed measurement window of two or more jobs that
+  // ran undisturbed (nobody paused or changed batch size, every job ran at least one step),
+  // what a coordinator measures: each job's mean step time in the window (the tuner's noisy
+  // measurement) over its solo step time at that batch. The solo reference is the job's own
+  // measurement while it was alone on its GPU (the nearest batch size with at least 3 steps,
+  // with the same measurement noise, scaled along the profile's step-time curve), else the
+  // profile's solo step time (solo "profile"). Combined per canonical (classes, batches):
+  // count = windows; node "simulator", gpu_model the truth profile's. In key order.
+  std::vector<policy::Observation> observations;
+  // With record_observations: how well the policies' profile predicted those windows: the sum
+  // over their members of |predicted slowdown - measured slowdown|, and how many members.
+  double belief_abs_error = 0;
+  std::int64_t belief_error_members = 0;
 };
 
 // Runs the jobs to completion; `truth` (nullptr = `profile`) is what the GPUs really do.
+// Policies and tuners see `profile` only (e.g. a profile with learned observations added,
+// policy::WithObservations), never the truth.
 // Errors: an invalid profile, options outside their ranges, no jobs or more than kMaxDlJobs, a
 // job of a class unknown to either profile, with a submit time outside 0..kMaxSubmitUs or no
 // GPU memory, an unknown policy or tuner, a job that can never fit a GPU, and a run that would
