@@ -461,12 +461,7 @@ double Coordinator::SoloReference(const Job& j, int batch, bool* measured) const
 }
 
 void Coordinator::RecordObservation(const Group& g, std::span<const double> step_s) {
-  struct M {
-    std::string cls;
-    int batch;
-    double slowdown;
-  };
-  std::vector<M> ms;
+  policy::Observation o;
   bool all_solo_measured = true;
   for (std::size_t k = 0; k < g.session_jobs.size(); ++k) {
     const Job& j = *jobs_.at(g.session_jobs[k]);
@@ -475,47 +470,41 @@ void Coordinator::RecordObservation(const Group& g, std::span<const double> step
     const double solo = SoloReference(j, j.target, &measured);
     if (solo <= 0) return;
     all_solo_measured = all_solo_measured && measured;
-    ms.push_back({j.cls->name, j.target, std::max(1.0, step_s[k] / solo)});
+    o.classes.push_back(j.cls->name);
+    o.batches.push_back(j.target);
+    o.slowdown.push_back(std::clamp(step_s[k] / solo, 1.0, policy::kMaxMeasuredSlowdown));
   }
-  std::sort(ms.begin(), ms.end(), [](const M& a, const M& b) {
-    return a.cls != b.cls ? a.cls < b.cls : a.batch < b.batch;
-  });
-  std::vector<std::string> classes;
-  std::vector<int> batches;
+  o.count = 1;
+  o.node = options_.node;
+  o.gpu_model = options_.gpu_model;
+  o.solo = all_solo_measured ? "measured" : "profile";
+  o.updated = UtcNow();
+  o = policy::Canonical(std::move(o));
+  if (!policy::CheckObservation(o)) return;
   std::string set;
-  for (const M& m : ms) {
-    classes.push_back(m.cls);
-    batches.push_back(m.batch);
-    if (!set.empty()) set += '+';
-    set += m.cls;
-  }
-  const std::string batch_key = JoinInts(batches);
-  Observed& o = observed_[{set, batch_key}];
-  if (o.slowdown.size() != ms.size()) {
-    o.slowdown.assign(ms.size(), 0);
-    o.count = 0;
-  }
-  const double n = static_cast<double>(o.count);
-  for (std::size_t k = 0; k < ms.size(); ++k) {
-    o.slowdown[k] = (o.slowdown[k] * n + ms[k].slowdown) / (n + 1);
-  }
-  ++o.count;
-  const std::string solo = all_solo_measured ? "measured" : "profile";
-  if (o.solo.empty() || solo == "profile") o.solo = solo;
+  for (const auto& c : o.classes) set += (set.empty() ? "" : "+") + c;
+  const std::string batch_key = JoinInts(o.batches);
   std::string line = "GPU " + g.gpu + ": measured " + set + " at " + batch_key + ": slowdown";
-  for (const M& m : ms) {
+  for (double v : o.slowdown) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, " %.3f", m.slowdown);
+    std::snprintf(buf, sizeof buf, " %.3f", v);
     line += buf;
   }
-  log_(line + " (solo reference: " + solo + ")");
+  log_(line + " (solo reference: " + o.solo + ")");
+  auto it = observed_.find({set, batch_key});
+  if (it == observed_.end()) {
+    it = observed_.emplace(std::make_pair(set, batch_key), o).first;
+  } else if (auto merged = policy::MergeObservations(it->second, o)) {
+    it->second = std::move(*merged);
+  } else {
+    it->second = o;  // a stored one we cannot merge with (another shape): start again
+  }
   if (sink_ == nullptr) return;
-  Json v{{"classes", classes},       {"batches", batches},        {"slowdown", o.slowdown},
-         {"count", o.count},         {"node", options_.node},     {"gpu_model", options_.gpu_model},
-         {"solo", o.solo},           {"updated", UtcNow()}};
-  sink_->Write(Key("observations/" + KeySegment(set) + "/" + batch_key + "/" +
-                   KeySegment(options_.node)),
-               v.dump());
+  sink_->Write(ObservationKey(set, batch_key), policy::SerializeObservation(it->second));
+}
+
+std::string Coordinator::ObservationKey(const std::string& set, const std::string& batches) const {
+  return Key("observations/" + KeySegment(set) + "/" + batches + "/" + KeySegment(options_.node));
 }
 
 Reply Coordinator::ReplyFor(const Job& j) const {
@@ -581,9 +570,24 @@ void Coordinator::StoreTuner() {
 
 void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> stored) {
   const std::string node_prefix = Key("nodes/" + KeySegment(options_.node) + "/");
+  const std::string observations = Key("observations/");
+  const std::string own = "/" + KeySegment(options_.node);
   std::map<std::string, Json> groups;
   int jobs = 0;
   for (const auto& [key, value] : stored) {
+    if (key.rfind(observations, 0) == 0 && key.size() > own.size() &&
+        key.compare(key.size() - own.size(), own.size(), own) == 0) {
+      // This node's running means: later windows keep adding to them.
+      auto o = policy::ParseObservation(value, key);
+      if (!o || !policy::CheckObservation(*o)) {
+        log_("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
+        continue;
+      }
+      std::string set;
+      for (const auto& c : o->classes) set += (set.empty() ? "" : "+") + c;
+      observed_[{set, JoinInts(o->batches)}] = std::move(*o);
+      continue;
+    }
     if (key.rfind(node_prefix, 0) != 0) continue;
     const std::string rest = key.substr(node_prefix.size());
     Json v = Json::parse(value, nullptr, false);

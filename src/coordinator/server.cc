@@ -436,15 +436,19 @@ class Server::Impl {
       Json alive{{"pid", static_cast<std::int64_t>(::getpid())}};
       writer_ = std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
       coordinator_->set_sink(writer_.get());
-      auto stored = store_->List(prefix);
-      if (!stored) {
-        log_("store: cannot read " + prefix + " from " + store_->Describe() + ": " +
-             stored.error().message + "; starting without stored state");
-      } else {
-        std::vector<std::pair<std::string, std::string>> kv;
+      std::vector<std::pair<std::string, std::string>> kv;
+      bool read = true;
+      for (const std::string& p : {prefix, coordinator_->options().prefix + "observations/"}) {
+        auto stored = store_->List(p);
+        if (!stored) {
+          log_("store: cannot read " + p + " from " + store_->Describe() + ": " +
+               stored.error().message + "; starting without stored state");
+          read = false;
+          break;
+        }
         for (auto& e : *stored) kv.emplace_back(std::move(e.key), std::move(e.value));
-        coordinator_->Restore(kv);
       }
+      if (read) coordinator_->Restore(kv);
     }
     http_.set_keep_alive_max_count(1);
     http_.set_payload_max_length(4 << 20);

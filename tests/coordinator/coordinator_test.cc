@@ -69,6 +69,8 @@ class CoordinatorTest : public ::testing::Test {
     return reply ? *reply : Reply{};
   }
 
+  void Leave(const std::string& job) { ASSERT_TRUE(c_->Leave(job).has_value()); }
+
   // `n` steps of `seconds` at `batch`.
   Reply Steps(const std::string& job, int batch, double seconds, int n) {
     std::vector<StepSample> s(static_cast<std::size_t>(n), StepSample{batch, seconds});
@@ -148,6 +150,34 @@ TEST_F(CoordinatorTest, AClosedWindowOfTwoJobsIsStoredAsAnObservationAgainstThei
   EXPECT_EQ(o["node"], "n1");
   EXPECT_GE(o["count"].get<int>(), 1);
   for (const auto& s : o["slowdown"]) EXPECT_GE(s.get<double>(), 1.0);
+  // It is the observation the extender and the simulator read.
+  auto parsed = policy::ParseObservation(sink_.kv.at(key), key);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_TRUE(policy::CheckObservation(*parsed).has_value());
+}
+
+TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsCountingItsObservations) {
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.15);
+  std::string key;
+  for (const auto& [k, v] : sink_.kv) {
+    if (k.rfind("/gpumux/observations/a+b/", 0) == 0) key = k;
+  }
+  ASSERT_FALSE(key.empty());
+  const std::int64_t before = policy::ParseObservation(sink_.kv.at(key), key)->count;
+  // A new process whose tuner forgot the pair (no tuner key), so the pair is measured again
+  // at the same batch sizes: the window adds to the stored observation.
+  sink_.kv.erase("/gpumux/nodes/n1/tuner");
+  Make();
+  c_->Restore(sink_.Pairs());
+  Leave("j2");
+  Leave("j1");
+  Register("j1", "a", 100);
+  RunToTuned({"j1"}, 0.08);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.15);
+  EXPECT_GT(policy::ParseObservation(sink_.kv.at(key), key)->count, before);
 }
 
 TEST_F(CoordinatorTest, AJobThatNeverAnswersDoesNotHoldTheSessionPastTheWindowTimeout) {

@@ -35,6 +35,7 @@
 #include "gpumux/core/result.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/interference.h"
+#include "gpumux/policy/observations.h"
 #include "gpumux/policy/tuner.h"
 #include "gpumux/policy/workload_profile.h"
 
@@ -124,9 +125,10 @@ class Coordinator {
               std::function<void(std::string_view)> log);
   ~Coordinator();
 
-  // Brings back what a previous run stored (the store's listing of prefix + "nodes/<node>/"
-  // and its observations): jobs (alive until they time out), tuned assignments, the tuner's
-  // learned corrections. Values it cannot parse are logged and skipped.
+  // Brings back what a previous run stored (the store's listings of prefix + "nodes/<node>/"
+  // and prefix + "observations/"): jobs (alive until they time out), tuned assignments, the
+  // tuner's learned corrections, and this node's observations (later windows add to their
+  // counts). Values it cannot parse are logged and skipped.
   void Restore(std::span<const std::pair<std::string, std::string>> stored);
 
   core::Result<Reply> Register(const Registration& r);
@@ -177,12 +179,9 @@ class Coordinator {
   std::unique_ptr<policy::Tuner> tuner_;
   std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;
   std::map<std::string, std::unique_ptr<Group>, std::less<>> groups_;
-  struct Observed {
-    std::vector<double> slowdown;
-    std::int64_t count = 0;
-    std::string solo;
-  };
-  std::map<std::pair<std::string, std::string>, Observed> observed_;  // (set, batches)
+  std::string ObservationKey(const std::string& set, const std::string& batches) const;
+  // This node's running mean per (set, batches), as in the store.
+  std::map<std::pair<std::string, std::string>, policy::Observation> observed_;
   std::int64_t windows_closed_ = 0;
   std::int64_t sessions_started_ = 0;
 };
