@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
@@ -40,6 +41,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
   CoordinatorCliOptions coordinator_options;
   CLI::App* coordinator = AddCoordinatorCommand(app, coordinator_options);
+  InspectCliOptions inspect_options;
+  CLI::App* inspect = AddInspectCommand(app, inspect_options);
   ProfileCliOptions profile_options;
   CLI::App* profile = AddProfileCommand(app, profile_options);
   for (int k = 0; k < argc; ++k) {
@@ -64,6 +67,13 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     CLI::App scratch;
     AddHostOptions(scratch, o);  // defaults from the environment
     return RunOciRuntime(o, args, err);
+  }
+  // kubectl runs a plugin as kubectl-<name> with the arguments after `kubectl gpumux`.
+  if (std::strcmp(base, "kubectl-gpumux") == 0) {
+    std::vector<const char*> args{"gpumux", "inspect"};
+    for (int k = 1; k < argc; ++k) args.push_back(argv[k]);
+    if (argc <= 1) args.push_back("--help");
+    return Main(static_cast<int>(args.size()), args.data(), out, err);
   }
   if (argc <= 1) {
     out << app.help();
@@ -111,6 +121,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
   if (profile->parsed()) return RunProfile(profile_options, out, err);
+  if (inspect->parsed()) return RunInspect(inspect_options, out, err);
   return 2;
 }
 

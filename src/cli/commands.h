@@ -11,6 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/core/result.h"
+#include "gpumux/policy/fragmentation.h"
+
 namespace CLI {
 class App;
 }
@@ -122,6 +125,28 @@ CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& options)
 int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& out,
             std::ostream& err);
 
+// `gpumux inspect` / `kubectl gpumux` (inspect_command.cc): nodes, pods, why POD, top.
+struct InspectCliOptions {
+  std::string view;  // nodes, pods, why, top
+  std::string pod;   // why
+  std::string kubeconfig, context, ns;
+  bool all_namespaces = false;
+  std::string output;          // "", wide, json
+  std::string colour = "auto";  // auto, always, never
+  std::string policy = "fgd";
+  std::string profile = "iadeep-fitted";
+  std::string default_gpu_model = "unknown";
+  std::int64_t default_gpu_memory_mib = 0;
+  std::int64_t gpu_mem_unit_mib = 0;  // 0 = what the nodes publish, else 1024
+  double request_timeout_s = 10;
+};
+CLI::App* AddInspectCommand(CLI::App& app, InspectCliOptions& options);
+int RunInspect(const InspectCliOptions& options, std::ostream& out, std::ostream& err);
+
+// The typical pods fgd scores fragmentation against (the extender's --typical-pods): the request
+// shapes of a pod list, the embedded default trace when `pod_list` is "" (extender_command.cc).
+core::Result<std::vector<policy::TypicalPod>> TypicalPodsFor(const std::string& pod_list);
+
 // `gpumux extender`: the kube-scheduler extender daemon (extender_command.cc).
 // `gpumux profile`: measures the training examples (profile_command.cc).
 struct ProfileCliOptions {
@@ -162,6 +187,7 @@ struct CoordinatorCliOptions {
   double window_timeout_s = 30;
   double job_timeout_s = 30;
   double report_every_s = 1;
+  double publish_every_s = 10;  // node annotation gpumux.io/coordinator; 0 = off
   bool check = false;
   std::set<std::string> given;
 };

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <set>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "gpumux/coordinator/coordinator.h"
+#include "gpumux/coordinator/node_status.h"
 #include "gpumux/coordinator/pod_grants.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/coordinator/server.h"
@@ -190,6 +192,12 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   cmd->add_option("--report-every", o.report_every_s, "Seconds between a job's reports (told to jobs)")
       ->check(CLI::Range(0.05, 600.0))
       ->capture_default_str();
+  cmd->add_option("--publish-every", o.publish_every_s,
+                  "With --members kubernetes: seconds between updates of the node annotation "
+                  "gpumux.io/coordinator (what `kubectl gpumux top` shows; written when the state "
+                  "changed, and every 60 s regardless); 0 = never")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   cmd->add_flag("--check", o.check,
                 "Check the options, the profile and the GPU file, print what would be served, and "
                 "exit (connects to nothing)");
@@ -355,12 +363,22 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
     };
   }
   std::unique_ptr<coordinator::PodGrants> grants;
+  std::unique_ptr<coordinator::NodeStatusPublisher> publisher;
   if (api) {
     grants = std::make_unique<coordinator::PodGrants>(*api, c.node, c.node_gpus, log_line);
     grants->Start();
     c.resolve_gpus = [g = grants.get()](std::string_view job) { return g->GpusOf(job); };
-    s.on_tick = [g = grants.get()](coordinator::Coordinator& co) {
+    if (o.publish_every_s > 0) {
+      coordinator::NodeStatusPublisher::Options po;
+      po.every = std::chrono::milliseconds(static_cast<std::int64_t>(o.publish_every_s * 1000));
+      po.heartbeat = std::max(po.heartbeat, po.every);
+      publisher = std::make_unique<coordinator::NodeStatusPublisher>(*api, c.node, po, log_line);
+    }
+    s.on_tick = [g = grants.get(), p = publisher.get()](coordinator::Coordinator& co) {
       for (const auto& pod : g->TakeGone()) co.PodGone(pod);
+      if (p != nullptr && p->Due()) {
+        p->Offer(coordinator::StateJson(co.options().node, co.options().tuner, co.State()));
+      }
     };
   }
   auto coordinator = std::make_unique<coordinator::Coordinator>(

@@ -360,6 +360,10 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
 
 }  // namespace
 
+core::Result<std::vector<policy::TypicalPod>> TypicalPodsFor(const std::string& pod_list) {
+  return TypicalPods(pod_list);
+}
+
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "extender",

@@ -1,5 +1,7 @@
 #include "gpumux/coordinator/server.h"
 
+#include "gpumux/coordinator/node_status.h"
+
 #include <httplib.h>
 #include <poll.h>
 #include <prometheus/counter.h>
@@ -152,35 +154,11 @@ HttpReply HandleReport(Coordinator& c, const Json& body) {
   return ToReply(*reply, "");
 }
 
-Json StateJson(const Coordinator& c) {
-  Json gpus = Json::array();
-  for (const GpuView& g : c.State()) {
-    Json jobs = Json::array();
-    for (const JobView& j : g.jobs) {
-      jobs.push_back({{"job", j.job},
-                      {"class", j.cls},
-                      {"batch_size", j.batch_size},
-                      {"target_batch", j.target_batch},
-                      {"step_s", j.step_s},
-                      {"samples_per_s", j.samples_per_s},
-                      {"slowdown", j.slowdown},
-                      {"solo_step_s", j.solo_step_s},
-                      {"steps", j.steps}});
-    }
-    gpus.push_back({{"uuid", g.uuid},
-                    {"state", g.state},
-                    {"tuning_sessions", g.sessions},
-                    {"measurement_windows", g.windows},
-                    {"jobs", jobs}});
-  }
-  return Json{{"node", c.options().node}, {"tuner", c.options().tuner}, {"gpus", gpus}};
-}
-
 }  // namespace
 
 HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
                  std::string_view body) {
-  if (method == "GET" && path == "/v1/state") return {200, StateJson(c).dump()};
+  if (method == "GET" && path == "/v1/state") return {200, StateJson(c.options().node, c.options().tuner, c.State()).dump()};
   const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
   if (!known) return Error(404, "no such endpoint: " + std::string(path));
   if (method != "POST") return Error(405, std::string(path) + " takes POST");
