@@ -1,7 +1,6 @@
 #include "gpumux/cli/cli.h"
 
 #include <CLI/CLI.hpp>
-
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -41,10 +40,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
   CoordinatorCliOptions coordinator_options;
   CLI::App* coordinator = AddCoordinatorCommand(app, coordinator_options);
-  InspectCliOptions inspect_options;
-  CLI::App* inspect = AddInspectCommand(app, inspect_options);
   ProfileCliOptions profile_options;
   CLI::App* profile = AddProfileCommand(app, profile_options);
+  InspectCliOptions inspect_options;
+  CLI::App* inspect = AddInspectCommand(app, inspect_options);
   for (int k = 0; k < argc; ++k) {
     profile_options.command_line += (k == 0 ? "" : " ") + std::string(argv[k]);
   }

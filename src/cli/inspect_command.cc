@@ -119,15 +119,20 @@ CLI::App* AddInspectCommand(CLI::App& app, InspectCliOptions& o) {
       ->check(NumberIn(0.1, 600.0))
       ->capture_default_str();
   cmd->footer(
-      "\nExamples (kubectl finds the kubectl-gpumux symlink next to the gpumux binary on PATH):\n"
-      "  kubectl gpumux nodes                  every GPU: granted memory and compute, tenants\n"
-      "  kubectl gpumux pods -A -o wide        every container's GPUs, with UUIDs\n"
-      "  kubectl gpumux why train-7 -n team-a  why the pending pod waits, node by node\n"
-      "  kubectl gpumux top                    step times and batch sizes the coordinators "
-      "measure\n"
-      "  gpumux inspect nodes -o json          the same, typed, for scripts\n"
-      "Exit status: 0; 1 when the API server cannot be read or the pod is not found; 2 for bad "
-      "usage.\n");
+      "\nExamples:\n"
+      "  gpumux inspect nodes\n"
+      "      every GPU: model, memory and compute granted of total, health, tenants\n"
+      "  gpumux inspect pods -A -o wide\n"
+      "      every container's GPUs, with their UUIDs, in every namespace\n"
+      "  gpumux inspect why train-7 -n team-a\n"
+      "      why the pending pod waits, node by node, in the extender's words\n"
+      "  gpumux inspect top\n"
+      "      step times, batch sizes and slowdowns the node coordinators measure\n"
+      "  gpumux inspect nodes -o json\n"
+      "      the same, typed, for scripts\n"
+      "\nAs a kubectl plugin (the kubectl-gpumux symlink beside gpumux on PATH), `kubectl gpumux "
+      "why train-7`\nis `gpumux inspect why train-7`. Exit status: 0; 1 when the API server "
+      "cannot be read or the\npod is not found; 2 for bad usage.\n");
   return cmd;
 }
 

@@ -16,18 +16,21 @@ name and exits without a cluster, a kubelet or a GPU. Each example must exit 0.
 Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
 records its arguments) with the runtime's own arguments, and `--help` does not.
 """
+import http.server
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 WIDTH = 100
 DAEMONS = ('extender', 'device-plugin', 'coordinator')
 # Subcommands whose help must show examples (a parsing slip must not make this test vacuous).
 WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus',
-                 'coordinator', 'profile')
+                 'coordinator', 'profile', 'inspect')
 TIMEOUT_S = 300
 
 failures = []
@@ -89,7 +92,46 @@ def write(path, text):
         f.write(text)
 
 
-def fixtures(d, gpumux, source, env):
+def start_api_server(source):
+    """A read-only stand-in for the API server on loopback, for `gpumux inspect`: the sample
+    nodes (examples/extender/nodes.json) and one pending pod, team-a/train-7."""
+    with open(os.path.join(source, 'examples', 'extender', 'nodes.json')) as f:
+        nodes = json.load(f)['items']
+    pod = {'apiVersion': 'v1', 'kind': 'Pod',
+           'metadata': {'name': 'train-7', 'namespace': 'team-a', 'uid': 'u-7'},
+           'spec': {'containers': [{'name': 'main', 'resources': {
+               'limits': {'gpumux.io/gpu-mem': '8', 'gpumux.io/gpu-milli': '500'}}}]},
+           'status': {'phase': 'Pending'}}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server API
+            path = self.path.split('?')[0]
+            if path == '/api/v1/nodes':
+                items = nodes
+            elif path == '/api/v1/pods' or path == '/api/v1/namespaces/team-a/pods':
+                items = [pod]
+            elif re.match(r'^/api/v1/namespaces/[^/]+/pods$', path):
+                items = []
+            else:
+                self.send_error(404)
+                return
+            body = json.dumps({'kind': 'List', 'apiVersion': 'v1',
+                               'metadata': {'resourceVersion': '1'}, 'items': items}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def fixtures(d, gpumux, source, env, api_url):
     """The files the examples name, in the scratch folder `d`."""
     shared = os.path.join(source, '..', 'shared', 'traces', 'alibaba-gpu-v2023')
     data = os.path.join(source, 'data')
@@ -135,10 +177,11 @@ def fixtures(d, gpumux, source, env):
     shutil.copy(os.path.join(source, 'examples', 'gpus.csv'), os.path.join(d, 'gpus.csv'))
     shutil.copy(os.path.join(source, 'examples', 'extender', 'nodes.json'),
                 os.path.join(d, 'nodes.json'))
-    # An API server nobody listens on: --check reads the kubeconfig and never connects.
+    # The stand-in API server: the daemons' --check reads the kubeconfig and never connects;
+    # `gpumux inspect` lists its nodes and pods.
     write(os.path.join(d, 'home', '.kube', 'config'),
           'apiVersion: v1\nkind: Config\n'
-          'clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n'
+          f'clusters:\n- name: c\n  cluster:\n    server: {api_url}\n'
           'users:\n- name: u\n  user:\n    token: t\n'
           'contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n'
           'current-context: x\n')
@@ -164,7 +207,8 @@ def main():
                     'GPUMUX_DEV_DIR': os.path.join(d, 'dev'),
                     'GPUMUX_RUNTIME': runtime,
                     'NODE_NAME': 'gpu-1'})  # as the DaemonSet sets it
-        fixtures(d, gpumux, source, env)
+        api = start_api_server(source)
+        fixtures(d, gpumux, source, env, f'http://127.0.0.1:{api.server_address[1]}')
 
         top = run([gpumux, '--help'], d, env).stdout
         helps = {'': top}

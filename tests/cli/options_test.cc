@@ -67,7 +67,7 @@ class InFolder {
 TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(),
             (std::vector<std::string>{"simulate", "policies", "jobgen", "extender", "device-plugin",
-                                      "hook", "oci-runtime", "gpus", "coordinator", "profile"}));
+                                      "hook", "oci-runtime", "gpus", "coordinator", "profile", "inspect"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {
