@@ -119,11 +119,15 @@ struct GpusOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool reservations = false;
   bool json = false;
+  std::string serve;  // HOST:PORT: serve GET /gpus (gpus_serve.cc) until SIGINT/SIGTERM
   std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& options);
 int RunGpus(const HostOptions& host, const GpusOptions& options, std::ostream& out,
             std::ostream& err);
+// `gpumux gpus --serve`: Houdini's /gpus view of one service (gpus_serve.cc).
+int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream& out,
+              std::ostream& err);
 
 // `gpumux inspect` / `kubectl gpumux` (inspect_command.cc): nodes, pods, why POD, top.
 struct InspectCliOptions {

@@ -149,8 +149,9 @@ void InjectDevices(const HostOptions& o, const hook::ContainerState& state, std:
   for (const auto& d : devices) {
     const std::string path = dev + d.container_path.substr(4);  // strip "/dev"
     if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(d.major, d.minor)) != 0 && errno != EEXIST) {
-      Log(o, "warning: cannot create " + d.container_path + " in container '" + state.id +
-                 "': " + std::strerror(errno),
+      Log(o,
+          "warning: cannot create " + d.container_path + " in container '" + state.id +
+              "': " + std::strerror(errno),
           err);
     } else {
       ::chmod(path.c_str(), 0666);  // mknod's mode is masked by the umask
@@ -306,12 +307,19 @@ CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& o) {
                 "Show which container holds each GPU, and since when (dev and fake backends)");
   cmd->add_flag("--json", o.json,
                 "JSON instead of text (with fake and nvml: every field the backend reports)");
+  cmd->add_option("--serve", o.serve,
+                  "Serve GET /gpus on HOST:PORT until SIGTERM: this service's GPU variables "
+                  "(NVIDIA_*, HOUDINI_*, GPUMUX_*, CUDA_*) and the 'nvidia-smi -L' lines of the "
+                  "GPUs it can see (JSON; ?format=text for text). Give 0.0.0.0:PORT only to "
+                  "reach it from outside the pod or host");
   RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExamples:\n"
       "  gpumux gpus --reservations\n"
       "      the GPUs of /dev and who holds them\n"
-      "  gpumux gpus --backend fake --gpus-file gpus.csv --json\n");
+      "  gpumux gpus --backend fake --gpus-file gpus.csv --json\n"
+      "\nIn a container of a deep-learning stack (deploy/examples/houdini-stack-*.yaml):\n"
+      "  gpumux gpus --serve 0.0.0.0:8080     then: wget -qO- http://POD_IP:8080/gpus\n");
   return cmd;
 }
 
@@ -580,6 +588,7 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
         "--dev-dir does not apply with --backend fake (the GPUs come from the GPU "
         "file)");
   }
+  if (!options.serve.empty()) return ServeGpus(o, options, out, err);
   GpuRows rows;
   const int loaded =
       options.backend == "dev" ? DevRows(o, rows, err) : BackendRows(o, options, rows, err);
