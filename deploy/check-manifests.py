@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks deploy/: every YAML file parses; the ConfigMap in extender/deployment.yaml holds
 exactly extender/scheduler-config.yaml; the scheduler config uses only known fields; the
-examples (pods, and the pods of jobs) ask gpumux-scheduler for gpumux resources; every
+examples' pods ask for GPUs through gpumux-scheduler's resources or the OCI runtime path's
+variables (every example file asks somewhere); every
 workload's service account is defined and bound; the device plugin runs in the extender's
 namespace with the extender's image and the same --gpu-mem-unit-mib, mounts the kubelet's
 device-plugin folder, and is probed on its --metrics-address. With the Kubernetes Python client
@@ -141,18 +142,34 @@ def name_ns(doc):
     meta = doc.get("metadata") or {}
     return meta.get("name"), meta.get("namespace")
 
+# Examples: a pod that asks gpumux for GPUs does so through gpumux-scheduler (extended resources)
+# or through the OCI runtime path (runtimeClassName gpumux with HOUDINI_GPU_*/NVIDIA_VISIBLE_DEVICES,
+# and no gpumux.io resources: the hook would not see them). A file may hold pods that ask for no
+# GPU (a stack's services), but every file asks for one somewhere.
+HOUDINI_ASK = {"HOUDINI_GPU_ENABLED", "HOUDINI_GPU_REQUESTED", "HOUDINI_GPU_REQUEST", "NVIDIA_VISIBLE_DEVICES"}
 for path in sorted((DEPLOY / "examples").glob("*.yaml")):
+    asked = False
     for doc in docs[path]:
+        if doc.get("kind") in ("Namespace", "Service", "RuntimeClass"):
+            continue
         spec = pod_spec(doc)
         if spec is None:
             problems.append(f"{path.name}: {doc.get('kind')} is neither a pod nor makes pods")
             continue
         at = "spec." if doc.get("kind") == "Pod" else "pod template spec."
-        if spec.get("schedulerName") != "gpumux-scheduler":
+        containers = spec.get("containers", [])
+        asks = [k for c in containers for k in c.get("resources", {}).get("limits", {})
+                if k.startswith("gpumux.io/")]
+        env = {e.get("name") for c in containers for e in c.get("env", []) or []}
+        oci = spec.get("runtimeClassName") == "gpumux"
+        if asks and spec.get("schedulerName") != "gpumux-scheduler":
             problems.append(f"{path.name}: {at}schedulerName is not gpumux-scheduler")
-        asks = [k for c in spec.get("containers", []) for k in c.get("resources", {}).get("limits", {})]
-        if not any(k.startswith("gpumux.io/") for k in asks):
-            problems.append(f"{path.name}: asks for no gpumux.io resource")
+        if oci and asks:
+            problems.append(f"{path.name}: {at}runtimeClassName gpumux with gpumux.io resources "
+                            "(the OCI runtime path reads HOUDINI_GPU_*, not resources)")
+        asked = asked or bool(asks) or (oci and bool(env & HOUDINI_ASK))
+    if not asked:
+        problems.append(f"{path.name}: asks for no gpumux.io resource")
 
 # Every workload's service account exists in its namespace and is a subject of some binding
 # (a workload with automountServiceAccountToken: false and no account uses none).
