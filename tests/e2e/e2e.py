@@ -644,6 +644,19 @@ def refusal(rig, name):
     return False
 
 
+# A training job in a pod with host networking, speaking the coordinator's protocol with
+# busybox wget: it registers naming a GPU it does not hold (the grant, not its word, decides) and
+# reports two steps a second; it registers again whenever a report is refused (the SDK's
+# behaviour, needed if the coordinator's watch had not yet seen the pod's grant).
+SDK_JOB = ('J="$GPUMUX_POD/$GPUMUX_CONTAINER"; U=http://127.0.0.1:9403/v1; '
+           'reg() { wget -q -O - --header "Content-Type: application/json" --post-data '
+           '"{\\"job\\":\\"$J\\",\\"class\\":\\"resnet\\",\\"batch_size\\":32,'
+           '\\"gpus\\":[\\"GPU-not-mine\\"]}" $U/register; echo; }; reg; '
+           'while true; do wget -q -O - --post-data '
+           '"{\\"job\\":\\"$J\\",\\"steps\\":[[32,0.1],[32,0.1]]}" $U/report || reg; '
+           'echo; sleep 1; done')
+
+
 def coordinator_pod(rig):
     return rig.kubectl("get", "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-coordinator",
                        "-o", "jsonpath={.items[0].metadata.name}").strip()
@@ -661,13 +674,7 @@ def s_coordinator(rig):
     # the grant, not the job's word, places it; deleting the pod makes it leave at once.
     # (It registers again whenever a report is refused: the SDK's behaviour, needed if the
     # coordinator's watch had not yet seen the pod's grant at the first registration.)
-    job = ('J="$GPUMUX_POD/$GPUMUX_CONTAINER"; U=http://127.0.0.1:9403/v1; '
-           'reg() { wget -q -O - --header "Content-Type: application/json" --post-data '
-           '"{\\"job\\":\\"$J\\",\\"class\\":\\"resnet\\",\\"batch_size\\":32,'
-           '\\"gpus\\":[\\"GPU-not-mine\\"]}" $U/register; echo; }; reg; '
-           'while true; do wget -q -O - --post-data '
-           '"{\\"job\\":\\"$J\\",\\"steps\\":[[32,0.1],[32,0.1]]}" $U/report || reg; '
-           'echo; sleep 1; done')
+    job = SDK_JOB
     pod = gpu_pod("sdk-job", [("train", {"gpumux.io/gpu-mem": 8})],
                   extra={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
     pod["spec"]["containers"][0]["command"] = ["sh", "-c", job]
@@ -696,6 +703,126 @@ def s_coordinator(rig):
     return f"job placed on its granted GPU {granted[:12]}.. (it named another); left {gone_s:.1f} s after its pod was deleted"
 
 
+# --- kubectl gpumux on the real cluster -------------------------------------------------------
+def plugin(rig, *args):
+    """`kubectl gpumux ARGS` as a user runs it: kubectl finds kubectl-gpumux on PATH, and the
+    plugin reads the kubeconfig from KUBECONFIG (kubectl passes no flags to plugins)."""
+    env = dict(os.environ, KUBECONFIG=rig.kc,
+               PATH=os.path.join(rig.args.out, "gpumux-bin") + os.pathsep + os.environ["PATH"])
+    p = subprocess.run(["kubectl", "gpumux", *args], capture_output=True, text=True, env=env,
+                       timeout=60)
+    rig.log.write(f"$ kubectl gpumux {' '.join(args)}\n{p.stdout[-3000:]}{p.stderr[-2000:]}")
+    if p.returncode != 0:
+        raise Failed(f"kubectl gpumux {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def s_kubectl_gpumux(rig):
+    # A whole-GPU pod, a shared pod whose job reports to the coordinator (as in the coordinator
+    # scenario), and a pod too big for any GPU; then every view, as text and as JSON.
+    rig.apply(gpu_pod("whole", [("main", WHOLE)]))
+    job = SDK_JOB
+    shared = gpu_pod("shared", [("train", {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 500})],
+                     extra={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
+    shared["spec"]["containers"][0]["command"] = ["sh", "-c", job]
+    rig.apply(shared)
+    rig.apply(gpu_pod("too-big", [("main", {"gpumux.io/gpu-mem": 100})]))
+    rig.wait_running(["whole", "shared"])
+    rig.wait("too-big unschedulable", lambda: rig.unschedulable("too-big"), 60)
+
+    nodes = plugin(rig, "nodes")
+    if f"{NS}/whole (whole)" not in nodes or f"{NS}/shared" not in nodes or "Healthy" not in nodes:
+        raise Failed("kubectl gpumux nodes does not show the tenants:\n" + nodes)
+    rows = json.loads(plugin(rig, "nodes", "-o", "json"))["items"]
+    granted = sum(r["memory"]["granted_mib"] for r in rows)
+    if len(rows) != GPUS or granted != 81920 + 8192:
+        raise Failed(f"nodes -o json: {len(rows)} GPUs, {granted} MiB granted: {rows}")
+    pods = plugin(rig, "pods", "-n", NS, "-o", "wide")
+    if "GPU-e2e" not in pods or "whole" not in pods or "500m" not in pods:
+        raise Failed("kubectl gpumux pods does not show the grants:\n" + pods)
+    why = plugin(rig, "why", "too-big", "-n", NS)
+    if "never fits" not in why or "fits on 0 of 1 node" not in why:
+        raise Failed("kubectl gpumux why does not explain:\n" + why)
+
+    def reported():
+        for r in json.loads(plugin(rig, "top", "-n", NS, "-o", "json"))["items"]:
+            if r["job"] == f"{NS}/shared/train" and r["state"] not in ("unreported",
+                                                                       "no coordinator"):
+                return r
+        return None
+    t = time.monotonic()
+    row = rig.wait("the coordinator's report of the job in kubectl gpumux top", reported, 60,
+                   interval=1)
+    top = plugin(rig, "top", "-n", NS)
+    return (f"nodes: {len(rows)} GPUs, {granted // 1024} GiB granted; pods, why ('never fits'); "
+            f"top shows {NS}/shared/train {row['state']} at batch {row['batch_size']} "
+            f"{time.monotonic() - t:.1f} s after it ran; top's first row: "
+            f"{top.splitlines()[1][:100] if len(top.splitlines()) > 1 else top}")
+
+
+# --- Houdini's stack: every service reports the GPUs it sees ----------------------------------
+STACK = ("stack-a", "stack-b")
+
+
+def gpus_view(rig, ns, deploy):
+    out = rig.kubectl("exec", "-n", ns, f"deploy/{deploy}", "--", "/bin/busybox", "wget", "-q",
+                      "-O", "-", "http://127.0.0.1:8080/gpus")
+    return json.loads(out)
+
+
+def stack_up(rig, path):
+    rig.kubectl("apply", "-f", os.path.join(rig.args.root, "deploy", "examples", path))
+    for ns in STACK:
+        rig.kubectl("wait", "-n", ns, "--for=condition=available", "--timeout=150s",
+                    "deploy/trainer", "deploy/simulator", timeout=180)
+    return {ns: (gpus_view(rig, ns, "trainer"), gpus_view(rig, ns, "simulator")) for ns in STACK}
+
+
+def stack_down(rig):
+    for ns in STACK:
+        rig.kubectl("delete", "-n", ns, "deploy", "--all", "--wait=true", timeout=180, check=False)
+        rig.wait(f"no pods in {ns}", lambda n=ns: not rig.get("pods", "-n", n)["items"], 120)
+
+
+def s_houdini_stack(rig):
+    # Through the device plugin: each trainer's grant names one whole GPU, a different one.
+    views = stack_up(rig, "houdini-stack-device-plugin.yaml")
+    seen = {}
+    for ns, (trainer, simulator) in views.items():
+        env = trainer["environment"]
+        if env.get("GPUMUX_EXCLUSIVE") != "true" or "," in env.get("NVIDIA_VISIBLE_DEVICES", ","):
+            raise Failed(f"{ns} trainer was not given one whole GPU: {env}")
+        seen[ns] = env["NVIDIA_VISIBLE_DEVICES"]
+        if "NVIDIA_VISIBLE_DEVICES" in simulator["environment"] or simulator["nvidia_smi_L"]:
+            raise Failed(f"{ns} simulator sees GPUs: {simulator}")
+    if len(set(seen.values())) != 2:
+        raise Failed(f"the two trainers share a GPU: {seen}")
+    stack_down(rig)
+    # Through the OCI runtime path (the device plugin off the node, as the hook requires): the
+    # hook reserves one GPU per trainer and gives it the device node, which the service lists.
+    set_plugin_node_selector(rig, "nowhere")
+    rig.wait("device plugin pod gone", lambda: not plugin_pods(rig), 120)
+    try:
+        views = stack_up(rig, "houdini-stack-oci-runtime.yaml")
+        lines = {}
+        for ns, (trainer, simulator) in views.items():
+            if len(trainer["nvidia_smi_L"]) != 1:
+                raise Failed(f"{ns} trainer does not see exactly one GPU: {trainer}")
+            lines[ns] = trainer["nvidia_smi_L"][0]
+            if simulator["nvidia_smi_L"] or \
+                    simulator["environment"].get("NVIDIA_VISIBLE_DEVICES") != "void":
+                raise Failed(f"{ns} simulator sees GPUs: {simulator}")
+        if len(set(lines.values())) != 2:
+            raise Failed(f"the two trainers see the same GPU: {lines}")
+        stack_down(rig)
+    finally:
+        set_plugin_node_selector(rig, "true")
+        wait_gpumux_ready(rig)
+    return (f"device plugin: stack-a trainer {seen['stack-a'][:12]}.., stack-b "
+            f"{seen['stack-b'][:12]}..; OCI runtime: '{lines['stack-a']}' / '{lines['stack-b']}'"
+            "; simulators see none")
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -710,6 +837,8 @@ SCENARIOS = [
     ("OCI runtime path", s_oci_runtime),
     ("API server outage (15 s)", s_api_outage),
     ("node coordinator: grant decides, a deleted pod leaves", s_coordinator),
+    ("kubectl gpumux nodes, pods, why, top", s_kubectl_gpumux),
+    ("Houdini's stack: each service reports its GPUs (device plugin, OCI runtime)", s_houdini_stack),
 ]
 
 

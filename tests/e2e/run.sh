@@ -51,6 +51,8 @@ python3 "$RIG_SCRIPTS/mkimage.py" --name registry.k8s.io/kube-scheduler:v1.32.0 
 # The OCI runtime path: containerd's "gpumux" runtime handler runs $GPUMUX_BIN_DIR/gpumux-oci-runtime.
 cp "$BIN" "$OUT/gpumux-bin/gpumux"
 ln -sf gpumux "$OUT/gpumux-bin/gpumux-oci-runtime"
+# kubectl's plugin for `kubectl gpumux` (e2e.py puts this folder first on PATH for it).
+ln -sf gpumux "$OUT/gpumux-bin/kubectl-gpumux"
 # Four fake GPUs, for the device plugin (fake backend) and for the OCI runtime path.
 cat > "$OUT/gpus.csv" <<'EOF'
 index,uuid,model,memory_mib
