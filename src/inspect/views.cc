@@ -171,9 +171,7 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
       std::string tenants;
       Json tenant_values = Json::array();
       for (const Json& tenant : g["tenants"]) {
-        std::string who = tenant["pod"].get<std::string>();
-        if (!InNamespace(options, who)) who = "(other namespace)";
-        tenants += (tenants.empty() ? "" : ", ") + who;
+        tenants += (tenants.empty() ? "" : ", ") + tenant["pod"].get<std::string>();
         if (tenant["exclusive"].get<bool>()) tenants += " (whole)";
         tenant_values.push_back(tenant);
       }
@@ -198,7 +196,6 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
                       ": not usable by gpumux: " + u["reason"].get<std::string>());
   }
   for (const Json& p : inspect["grants_not_in_ledger"]) {
-    if (!InNamespace(options, p["pod"].get<std::string>())) continue;
     t.notes.push_back("pod " + p["pod"].get<std::string>() + " (" + p["state"].get<std::string>() +
                       "): grant not counted: " + p["problem"].get<std::string>());
   }

@@ -771,7 +771,18 @@ def gpus_view(rig, ns, deploy):
 
 
 def stack_up(rig, path):
-    rig.kubectl("apply", "-f", os.path.join(rig.args.root, "deploy", "examples", path))
+    # As shipped, but without the readiness probe: the rig's host cannot reach the pod network
+    # (the gpumux daemons run with hostNetwork for the same reason), so the kubelet's HTTP probe
+    # of a pod's IP never succeeds here. The services answer on the pod's own loopback (exec).
+    import yaml
+    with open(os.path.join(rig.args.root, "deploy", "examples", path)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        if d["kind"] == "Deployment":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                c.pop("readinessProbe", None)
+    rig.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                       "items": docs}))
     for ns in STACK:
         rig.kubectl("wait", "-n", ns, "--for=condition=available", "--timeout=150s",
                     "deploy/trainer", "deploy/simulator", timeout=180)
@@ -809,8 +820,7 @@ def s_houdini_stack(rig):
             if len(trainer["nvidia_smi_L"]) != 1:
                 raise Failed(f"{ns} trainer does not see exactly one GPU: {trainer}")
             lines[ns] = trainer["nvidia_smi_L"][0]
-            if simulator["nvidia_smi_L"] or \
-                    simulator["environment"].get("NVIDIA_VISIBLE_DEVICES") != "void":
+            if simulator["nvidia_smi_L"] or "NVIDIA_VISIBLE_DEVICES" in simulator["environment"]:
                 raise Failed(f"{ns} simulator sees GPUs: {simulator}")
         if len(set(lines.values())) != 2:
             raise Failed(f"the two trainers see the same GPU: {lines}")
@@ -818,9 +828,8 @@ def s_houdini_stack(rig):
     finally:
         set_plugin_node_selector(rig, "true")
         wait_gpumux_ready(rig)
-    return (f"device plugin: stack-a trainer {seen['stack-a'][:12]}.., stack-b "
-            f"{seen['stack-b'][:12]}..; OCI runtime: '{lines['stack-a']}' / '{lines['stack-b']}'"
-            "; simulators see none")
+    return (f"device plugin: trainers given {seen['stack-a']} and {seen['stack-b']}; OCI runtime: "
+            f"'{lines['stack-a']}' and '{lines['stack-b']}'; simulators see none")
 
 
 SCENARIOS = [

@@ -74,7 +74,7 @@ TEST(NodesViewTest, ShowsEveryGpuWithItsGrantedMemoryComputeHealthAndTenants) {
             "1 node, 2 GPUs: memory 48 of 80 GiB granted (60 %), compute 1.50 of 2 GPUs (75 %)");
 }
 
-TEST(NodesViewTest, HidesTenantsOfOtherNamespacesAndNamesUnusableNodesAndUnhealthyGpus) {
+TEST(NodesViewTest, ShowsTenantsOfEveryNamespaceAndNamesUnusableNodesAndUnhealthyGpus) {
   Snapshot s = TwoTenants();
   s.nodes.push_back(NodeJson("gpu-2", 1, GpuOf{"H100", 81920, "Unhealthy"}));
   json broken = NodeJson("gpu-3", 1);
@@ -83,7 +83,7 @@ TEST(NodesViewTest, HidesTenantsOfOtherNamespacesAndNamesUnusableNodesAndUnhealt
   auto t = NodesView(s, Options("default"));
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(ColumnText(*t, "tenants"),
-            (std::vector<std::string>{"default/a", "(other namespace) (whole)", "-"}));
+            (std::vector<std::string>{"default/a", "team-b/b (whole)", "-"}));
   EXPECT_EQ(ColumnText(*t, "health").back(), "Unhealthy");
   EXPECT_EQ(t->rows.back()[5].style, Style::kBad);
   EXPECT_NE(Notes(*t).find("node gpu-3: not usable by gpumux: "), std::string::npos) << Notes(*t);

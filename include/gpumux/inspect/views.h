@@ -6,7 +6,8 @@
 // nodes' gpumux.io/gpus inventories), so "free" and the reasons a pod does not fit are the
 // extender's, word for word, without the extender having to be reachable.
 //
-//   nodes  one row per GPU: model, memory and compute granted of total, health, tenants
+//   nodes  one row per GPU: model, memory and compute granted of total, health, tenants (of
+//          every namespace: a node is cluster-wide)
 //   pods   one row per container holding (or waiting for) gpumux resources: node, GPUs, share
 //   why    one row per node: does the pending pod fit, and if not, the closest GPU and what it
 //          lacks (core::ExplainMisfit through ClusterState::Evaluate)
@@ -61,7 +62,7 @@ struct Snapshot {
 };
 
 struct ViewOptions {
-  std::string ns;  // the namespace shown (pods, top, why); "" = every namespace
+  std::string ns;  // the namespace of pods, top and why; "" = every namespace
   // The extender's settings (policy and its context, profile, node defaults), as its flags
   // give them: `why` asks the same policy (a co-location policy may decline a node).
   // state.gpu_mem_unit_mib 0 = what the nodes publish (gpumux.io/gpu-mem-unit-mib, when they
