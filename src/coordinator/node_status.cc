@@ -70,8 +70,7 @@ core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
     const std::string where = "gpus[" + std::to_string(g) + "]";
     if (!gj.is_object()) return tl::unexpected(Bad(where + " is not an object"));
     GpuView view;
-    view.uuid = k8s::JsonString(gj, "uuid");
-    if (view.uuid.empty()) return tl::unexpected(Bad(where + ".uuid is missing"));
+    view.uuid = k8s::JsonString(gj, "uuid");  // "" for the jobs on no single GPU (untuned)
     view.state = k8s::JsonString(gj, "state");
     double sessions = 0, windows = 0;
     if (auto bad = Number(gj, "tuning_sessions", where, &sessions))

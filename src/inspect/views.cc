@@ -467,6 +467,7 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
       for (const auto& g : info->spec.gpus) index_of[g.uuid] = g.index;
     }
     const auto gpu_cell = [&](const std::string& uuid) {
+      if (uuid.empty()) return None();  // jobs on no single GPU
       auto it = index_of.find(uuid);
       return it != index_of.end() ? Int(it->second) : Text(uuid.substr(0, 12));
     };
@@ -507,7 +508,7 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
                j.slowdown > 0 ? Cell{Fixed(j.slowdown, 2) + "x", j.slowdown,
                                      j.slowdown >= 1.5 ? Style::kWarn : Style::kPlain}
                               : None(),
-               Text(g.uuid), Int(j.target_batch),
+               g.uuid.empty() ? None() : Text(g.uuid), Int(j.target_batch),
                j.solo_step_s > 0 ? Cell{Seconds(j.solo_step_s), j.solo_step_s, Style::kPlain}
                                  : None(),
                Int(j.steps),

@@ -51,7 +51,7 @@ TEST(NodeStatusTest, ABadAnnotationNamesTheField) {
   for (const Case& c :
        {Case{"[]", "gpumux.io/coordinator: not a JSON object"},
         Case{"{\"gpus\": {}}", "gpumux.io/coordinator: gpus is not a list"},
-        Case{"{\"gpus\": [{}]}", "gpumux.io/coordinator: gpus[0].uuid is missing"},
+        Case{"{\"gpus\": [{\"jobs\": 1}]}", "gpumux.io/coordinator: gpus[0].jobs is not a list"},
         Case{"{\"gpus\": [{\"uuid\": \"G\", \"jobs\": [{\"job\": \"j\", \"step_s\": \"x\"}]}]}",
              "gpumux.io/coordinator: gpus[0].jobs[0].step_s is not a number"},
         Case{"{\"updated\": \"yesterday\", \"gpus\": []}", "gpumux.io/coordinator: updated: "}}) {

@@ -196,6 +196,22 @@ TEST(TopViewTest, ShowsWhatTheCoordinatorsMeasureAndTheGrantsOfJobsWithoutARepor
   EXPECT_EQ(ColumnText(one, "job"), (std::vector<std::string>{"team-b/c/main", "team-b/b/main"}));
 }
 
+TEST(TopViewTest, ShowsJobsOnNoSingleGpuWithoutAGpu) {
+  Snapshot s;
+  s.now = kNow;
+  json node = NodeJson("gpu-1", 1);
+  coordinator::GpuView loose{"", "untuned", {}, 0, 0};
+  loose.jobs.push_back({"default/multi/main", "lstm", "", 16, 16, 0.2, 80, 0, 0, 5});
+  std::vector<coordinator::GpuView> gpus{loose};
+  node["metadata"]["annotations"]["gpumux.io/coordinator"] =
+      coordinator::StateJson("gpu-1", "joint", gpus).dump();
+  s.nodes.push_back(node);
+  auto t = TopView(s, Options(""));
+  EXPECT_EQ(ColumnText(t, "gpu"), (std::vector<std::string>{"-"}));
+  EXPECT_EQ(ColumnText(t, "state"), (std::vector<std::string>{"untuned"}));
+  EXPECT_EQ(ColumnText(t, "uuid"), (std::vector<std::string>{"-"}));
+}
+
 TEST(TopViewTest, NamesStaleAndUnreadableReports) {
   Snapshot s = TwoTenants();
   s.nodes[0] = CoordinatorNode("gpu-1", kNow - 3600);

@@ -8,6 +8,7 @@
 //              "jobs":[{"job":"team-a/train-1/main","class":"resnet","batch_size":64,
 //                       "target_batch":64,"step_s":0.081,"samples_per_s":790.1,
 //                       "slowdown":1.31,"solo_step_s":0.062,"steps":1200}]}]}
+// (a last entry with "uuid": "" and "state": "untuned" holds the jobs on no single GPU).
 //
 // The coordinator patches it (a merge patch of metadata.annotations) when the state changed
 // since the last patch and at least `every` has passed, and at least every `heartbeat` even
