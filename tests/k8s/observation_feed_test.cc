@@ -259,17 +259,21 @@ TEST_F(ObservationFeedTest, VerbsRunWhileProfilesAreSwapped) {
   auto learned = std::make_shared<const policy::WorkloadProfile>(policy::WithObservations(
       Shipped(), std::vector<policy::Observation>{Obs("vgg16", "googlenet", 20.0, 5),
                                                   Obs("squeezenet", "googlenet", 20.0, 5)}));
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, started{false};
   std::thread swapper([&] {
+    // Swaps only once verbs run: on a loaded machine the 200 swaps could otherwise all happen
+    // before the first verb, and the test would check nothing.
+    while (!started) std::this_thread::yield();
     for (int i = 0; i < 200; ++i) state->SetProfile(i % 2 == 0 ? learned : plain, i % 2 == 0 ? 2 : 0);
     done = true;
   });
   int verbs = 0;
-  while (!done) {
+  do {
     const std::string best = Best(*state);
     EXPECT_TRUE(best.empty() || best == "n1" || best == "n2") << best;
     ++verbs;
-  }
+    started = true;
+  } while (!done);
   swapper.join();
   EXPECT_GT(verbs, 0);
   EXPECT_EQ(state->counters().profile_swaps, 200);
