@@ -13,6 +13,7 @@
 
 #include "gpumux/core/result.h"
 #include "gpumux/policy/fragmentation.h"
+#include "src/cli/daemon_log.h"
 
 namespace CLI {
 class App;
@@ -192,6 +193,8 @@ struct CoordinatorCliOptions {
   double job_timeout_s = 30;
   double report_every_s = 1;
   double publish_every_s = 10;  // node annotation gpumux.io/coordinator; 0 = off
+  std::string metrics_address;  // "" = /metrics only on --listen
+  LogOptions log;
   bool check = false;
   std::set<std::string> given;
 };
@@ -200,6 +203,7 @@ int RunCoordinator(const CoordinatorCliOptions& options, std::ostream& out, std:
 
 struct ExtenderCliOptions {
   std::string listen = "127.0.0.1:12345";
+  std::string metrics_address;  // "" = /metrics only on --listen
   std::string url_prefix = "/gpumux";
   std::string policy = "fgd";
   std::string config;  // YAML settings; flags given on the command line win
@@ -223,6 +227,7 @@ struct ExtenderCliOptions {
   std::string observations_prefix = "/gpumux/";
   double observations_every_s = 30;
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
+  LogOptions log;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
 };
@@ -252,6 +257,7 @@ struct DevicePluginCliOptions {
   std::int64_t xid_recovery_seconds = 300;
   std::string ignore_xids;
   std::string metrics_address = "127.0.0.1:9402";
+  LogOptions log;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the options given on the command line
 };

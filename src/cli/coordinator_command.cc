@@ -10,26 +10,28 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <set>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpumux/coordinator/coordinator.h"
 #include "gpumux/coordinator/node_status.h"
 #include "gpumux/coordinator/pod_grants.h"
-#include "gpumux/k8s/api_client.h"
 #include "gpumux/coordinator/server.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/reservations.h"
+#include "gpumux/k8s/api_client.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/store/store.h"
 #include "src/cli/commands.h"
+#include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
+#include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
 
 namespace gpumux::cli {
@@ -198,6 +200,12 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
                   "changed, and every 60 s regardless); 0 = never")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  cmd->add_option("--metrics-address", o.metrics_address,
+                  "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
+                  "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9404) "
+                  "while --listen, which also takes the job protocol, stays on loopback "
+                  "[default: off]");
+  AddLogOptions(*cmd, o.log);
   cmd->add_flag("--check", o.check,
                 "Check the options, the profile and the GPU file, print what would be served, and "
                 "exit (connects to nothing)");
@@ -231,6 +239,12 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   coordinator::ServerOptions s;
   if (!ParseHostPort(o.listen, s.host, s.port)) {
     return usage("--listen must be HOST:PORT, not '" + o.listen + "'");
+  }
+  std::string metrics_host;
+  int metrics_port = 0;
+  if (!o.metrics_address.empty() && !ParseHostPort(o.metrics_address, metrics_host, metrics_port)) {
+    return usage("--metrics-address must be HOST:PORT (e.g. 0.0.0.0:9404), not '" +
+                 o.metrics_address + "'");
   }
   s.socket_path = o.socket == "off" ? "" : o.socket;
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
@@ -286,8 +300,8 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
 
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);
-  LogSink log(err, "coordinator");
-  const auto log_line = [&log](std::string_view line) { log(line); };
+  const core::Logger log = MakeDaemonLogger(err, "coordinator", o.log);
+  const core::Logger& log_line = log;
 
   std::string backend_note = "any GPU a job names is accepted (no GPU backend)";
   if (o.backend != "none") {
@@ -300,12 +314,12 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
         backend_note = core::Plural(gpus->size(), "GPU") + " from " +
                        std::string((*backend)->Name()) + " (" + c.gpu_model + ")";
       } else if (o.backend != "auto") {
-        log("cannot list GPUs from the " + o.backend + " backend" +
-            (gpus ? std::string(": it has none") : ": " + gpus.error().message));
+        log.Error("cannot list GPUs from the " + o.backend + " backend" +
+                  (gpus ? std::string(": it has none") : ": " + gpus.error().message));
         return kRuntimeError;
       }
     } else if (o.backend != "auto") {
-      log("cannot open the " + o.backend + " backend: " + backend.error().message);
+      log.Error("cannot open the " + o.backend + " backend: " + backend.error().message);
       return backend.error().code == core::ErrorCode::kInvalidArgument ? kUsageError
                                                                         : kRuntimeError;
     }
@@ -340,21 +354,22 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
       dir = env != nullptr && env[0] != '\0' ? env : std::string(hook::kDefaultStateDir);
     }
     if (c.node_gpus.empty()) {
-      log("--members ledger needs the node's GPUs (--backend nvml or fake): the ledger names "
+      log.Error(
+          "--members ledger needs the node's GPUs (--backend nvml or fake): the ledger names "
           "GPUs by index");
       return kUsageError;
     }
     ledger = std::make_unique<LedgerMembership>(dir, c.node_gpus);
     if (auto first = ledger->Refresh(); !first) {
-      log("--members ledger: " + first.error().message);
+      log.Error("--members ledger: " + first.error().message);
       return kRuntimeError;
     }
     members_note = "GPUs reserved in the runtime hook's ledger " + ledger->path();
     c.admit = [l = ledger.get()](const coordinator::Registration& r) { return l->Admit(r.gpus); };
-    s.on_tick = [l = ledger.get(), log_line](coordinator::Coordinator& co) {
+    s.on_tick = [l = ledger.get(), log_line = log](coordinator::Coordinator& co) {
       if (!l->Due()) return;
       if (auto ok = l->Refresh(); !ok) {
-        log_line("ledger: " + ok.error().message + " (keeping the last reading)");
+        log_line.Warn("ledger: " + ok.error().message + " (keeping the last reading)");
         return;
       }
       for (const auto& gpu : l->Vacated()) {
@@ -385,8 +400,22 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
       c, *profile, nullptr, nullptr, log_line);
   auto server = coordinator::Server::Start(s, std::move(coordinator), store.get(), log_line);
   if (!server) {
-    log("cannot start: " + server.error().message);
+    log.Error("cannot start: " + server.error().message);
     return kRuntimeError;
+  }
+  std::unique_ptr<MetricsListener> metrics;
+  if (!o.metrics_address.empty()) {
+    coordinator::Server* served = server->get();
+    auto listening = MetricsListener::Start(metrics_host, metrics_port,
+                                            [served] { return served->RenderMetrics(); });
+    if (!listening) {
+      log.Error("cannot start: " + listening.error().message);
+      (*server)->Stop();
+      return kRuntimeError;
+    }
+    metrics = std::move(*listening);
+    log("/metrics also on " + metrics_host + ":" + std::to_string(metrics->port()) +
+        " (GET /metrics and /healthz only)");
   }
   log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
       (s.socket_path.empty() ? std::string() : " and " + s.socket_path) + "; tuner " + c.tuner +
@@ -396,6 +425,7 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   signals.Restore();
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
       ", stopping (jobs keep training with their batch sizes)");
+  if (metrics) metrics->Stop();
   (*server)->Stop();
   log("stopped");
   return 0;

@@ -1,17 +1,11 @@
-// Pieces every gpumux daemon command shares (internal to the cli module): a timestamped log
-// sink and the SIGINT/SIGTERM handling.
+// Pieces every gpumux daemon command shares (internal to the cli module): HOST:PORT parsing and
+// the SIGINT/SIGTERM handling. The daemons' log is src/cli/daemon_log.h.
 #pragma once
 
 #include <pthread.h>
 #include <signal.h>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
-#include <mutex>
-#include <ostream>
 #include <string>
-#include <string_view>
 #include <utility>
 
 namespace gpumux::cli {
@@ -33,33 +27,6 @@ inline bool ParseHostPort(const std::string& text, std::string& host, int& port)
   port = value;
   return true;
 }
-
-// One line per event on `err`, "2026-11-21T10:00:00.123Z gpumux <daemon>: <line>"; safe from
-// any thread.
-class LogSink {
- public:
-  LogSink(std::ostream& err, std::string daemon) : err_(&err), prefix_(" gpumux " + daemon + ": ") {}
-  void operator()(std::string_view line) {
-    const auto now = std::chrono::system_clock::now();
-    const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
-        1000;
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-    char millis[8];
-    std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(ms));
-    std::lock_guard lock(mu_);
-    *err_ << stamp << millis << prefix_ << line << '\n' << std::flush;
-  }
-
- private:
-  std::mutex mu_;
-  std::ostream* err_;
-  std::string prefix_;
-};
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards, so that
 // sigwait in this thread receives them; restores the previous mask when destroyed.

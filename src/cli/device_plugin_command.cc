@@ -17,6 +17,7 @@
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/objects.h"
 #include "src/cli/commands.h"
+#include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
 #include "src/cli/options.h"
 
@@ -132,6 +133,7 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   cmd->add_option("--metrics-address", o.metrics_address,
                   "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
       ->capture_default_str();
+  AddLogOptions(*cmd, o.log);
   cmd->add_flag("--check", o.check,
                 "Check the options and the files they name (the GPU file of --backend fake, "
                 "the kubeconfig), print what would be served and exit 0 (2 when something is "
@@ -233,8 +235,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
 
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);
-  LogSink log(err, "device-plugin");
-  p.log = [&log](std::string_view line) { log(line); };
+  const core::Logger log = MakeDaemonLogger(err, "device-plugin", o.log);
+  p.log = log;
 
   std::unique_ptr<k8s::KubeApi> api;
   std::string source = "no API server (--offline)";
@@ -270,18 +272,18 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     return e.code == core::ErrorCode::kInvalidArgument ? kUsageError : kRuntimeError;
   };
   if (!backend) {
-    log("cannot open the " + o.backend + " backend: " + backend.error().message);
+    log.Error("cannot open the " + o.backend + " backend: " + backend.error().message);
     return failure(backend.error());
   }
   auto agent = deviceplugin::NodeAgent::Create(std::move(options), std::move(*backend), api.get());
   if (!agent) {
-    log("cannot start: " + agent.error().message);
+    log.Error("cannot start: " + agent.error().message);
     return failure(agent.error());
   }
   const std::string gpus = core::Plural((*agent)->gpus().size(), "GPU");
   if (o.check) return check_passed(gpus + " from " + o.gpus_file);
   if (auto started = (*agent)->Start(); !started) {
-    log("cannot start: " + started.error().message);
+    log.Error("cannot start: " + started.error().message);
     return kRuntimeError;
   }
   log("serving " + gpus + " of node " + node_name + " as " + resources + " (gpu-mem in units of " +

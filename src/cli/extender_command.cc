@@ -39,7 +39,9 @@
 #include "gpumux/sim/trace.h"
 #include "gpumux/store/store.h"
 #include "src/cli/commands.h"
+#include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
+#include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
 
 namespace gpumux::cli {
@@ -321,7 +323,8 @@ core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod
 
 // A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
 core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
-                                                 const k8s::NodeDefaults& defaults, LogSink& log) {
+                                                 const k8s::NodeDefaults& defaults,
+                                                 const core::Logger& log) {
   auto text = io::ReadInputFile(path);
   if (!text) return tl::unexpected(text.error());
   json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -348,10 +351,10 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
                              path + ": node " + std::to_string(i) + ": " + node.error().message);
     }
     if (!node->gpus_error.empty()) {
-      log("node " + node->spec.name + " in " + path + " gets no GPUs: " + node->gpus_error);
+      log.Warn("node " + node->spec.name + " in " + path + " gets no GPUs: " + node->gpus_error);
     }
     if (!node->gpu_mem_unit_error.empty()) {
-      log("node " + node->spec.name + " in " + path + ": " + node->gpu_mem_unit_error);
+      log.Warn("node " + node->spec.name + " in " + path + ": " + node->gpu_mem_unit_error);
     }
     nodes.push_back(std::move(items[i]));
   }
@@ -378,6 +381,10 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "HOST:PORT to listen on (port 0: any free port, printed at start; "
                   "0.0.0.0:PORT for every address)")
       ->capture_default_str();
+  cmd->add_option("--metrics-address", o.metrics_address,
+                  "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
+                  "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9401) "
+                  "while --listen, which also takes bind, stays on loopback [default: off]");
   cmd->add_option("--url-prefix", o.url_prefix,
                   "Path under which the verbs are served: the path of the scheduler "
                   "configuration's urlPrefix")
@@ -483,6 +490,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--etcd-user", o.etcd_user, "etcd user (auth enabled)");
   cmd->add_option("--etcd-password-file", o.etcd_password_file,
                   "File holding the etcd user's password");
+  AddLogOptions(*cmd, o.log);
   cmd->add_flag("--check", o.check,
                 "Check the options, the settings file and the files they name (offline nodes, "
                 "typical pods, kubeconfig), print what would be served and exit 0 (2 when "
@@ -528,6 +536,12 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   if (auto e = ParseListen(o.listen, server_options.host, server_options.port)) {
     return usage(e->message);
   }
+  std::string metrics_host;
+  int metrics_port = 0;
+  if (!o.metrics_address.empty() && !ParseHostPort(o.metrics_address, metrics_host, metrics_port)) {
+    return usage("--metrics-address must be HOST:PORT (e.g. 0.0.0.0:9401), not '" +
+                 o.metrics_address + "'");
+  }
   server_options.url_prefix = o.url_prefix;
   server_options.threads = o.threads;
   server_options.max_connections = o.max_connections;
@@ -539,8 +553,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
   mallopt(M_ARENA_MAX, kMallocArenas);  // before any thread allocates
 
-  LogSink log(err, "extender");
-  const auto log_fn = [&log](std::string_view line) { log(line); };
+  const core::Logger log = MakeDaemonLogger(err, "extender", o.log);
+  const core::Logger& log_fn = log;
   k8s::ClusterStateOptions state_options;
   state_options.policy = o.policy;
   state_options.defaults.gpu_model = o.default_gpu_model;
@@ -649,8 +663,21 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
 
   k8s::ExtenderServer server(extender, state, server_options);
   if (auto started = server.Start(); !started) {
-    log("cannot start: " + started.error().message);
+    log.Error("cannot start: " + started.error().message);
     return kRuntimeError;
+  }
+  std::unique_ptr<MetricsListener> metrics;
+  if (!o.metrics_address.empty()) {
+    auto listening = MetricsListener::Start(metrics_host, metrics_port,
+                                            [&server] { return server.RenderMetrics(); });
+    if (!listening) {
+      log.Error("cannot start: " + listening.error().message);
+      server.Stop();
+      return kRuntimeError;
+    }
+    metrics = std::move(*listening);
+    log("/metrics also on " + metrics_host + ":" + std::to_string(metrics->port()) +
+        " (GET /metrics and /healthz only)");
   }
 
   log("serving policy " + state.policy_name() + " for " + source + "; listening on " +
@@ -692,6 +719,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   signals.Restore();
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
       ", stopping (a second signal ends the process at once)");
+  if (metrics) metrics->Stop();
   server.Stop();
   if (feed) feed->Stop();
   if (sync) sync->Stop();

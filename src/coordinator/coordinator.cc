@@ -91,14 +91,17 @@ struct Coordinator::Group {
 };
 
 Coordinator::Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile,
-                         StoreSink* sink, std::function<Clock::time_point()> now,
-                         std::function<void(std::string_view)> log)
-    : options_(std::move(options)), profile_(&profile), model_(profile), sink_(sink),
-      now_(std::move(now)), log_(std::move(log)), rng_(options_.seed, "coordinator-tuner") {
+                         StoreSink* sink, std::function<Clock::time_point()> now, core::Logger log)
+    : options_(std::move(options)),
+      profile_(&profile),
+      model_(profile),
+      sink_(sink),
+      now_(std::move(now)),
+      log_(std::move(log)),
+      rng_(options_.seed, "coordinator-tuner") {
   auto t = policy::MakeTuner(options_.tuner);
   if (t) tuner_ = std::move(*t);
   if (!now_) now_ = [] { return Clock::now(); };
-  if (!log_) log_ = [](std::string_view) {};
 }
 
 Coordinator::~Coordinator() = default;
@@ -128,7 +131,7 @@ core::Result<Reply> Coordinator::Register(const Registration& given) {
   if (options_.resolve_gpus && !r.job.empty()) {
     if (auto granted = options_.resolve_gpus(r.job); granted && *granted != r.gpus) {
       std::string line = "job " + r.job + ": its grant's GPUs are used, not the ones it named";
-      log_(line);
+      log_.Warn(line);
       r.gpus = std::move(*granted);
     }
   }
@@ -424,8 +427,8 @@ void Coordinator::CloseWindow(Group& g, bool timed_out) {
   ++g.windows;
   ++windows_closed_;
   if (timed_out) {
-    log_("GPU " + g.gpu + ": measurement window timed out; jobs that did not answer are " +
-         "observed at their latest step times");
+    log_.Warn("GPU " + g.gpu + ": measurement window timed out; jobs that did not answer are " +
+              "observed at their latest step times");
   }
   if (all_measured && g.session_jobs.size() >= 2) RecordObservation(g, step_s);
   g.window_open = false;
@@ -580,7 +583,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
       // This node's running means: later windows keep adding to them.
       auto o = policy::ParseObservation(value, key);
       if (!o || !policy::CheckObservation(*o)) {
-        log_("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
+        log_.Warn("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
         continue;
       }
       std::string set;
@@ -592,7 +595,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     const std::string rest = key.substr(node_prefix.size());
     Json v = Json::parse(value, nullptr, false);
     if (v.is_discarded()) {
-      log_("store: skipping " + key + ": not JSON");
+      log_.Warn("store: skipping " + key + ": not JSON");
       continue;
     }
     try {
@@ -630,7 +633,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
         }
       }
     } catch (const Json::exception& e) {
-      log_("store: skipping " + key + ": " + e.what());
+      log_.Warn("store: skipping " + key + ": " + e.what());
     }
   }
   // Registration order is lost across the store's key order: members sorted by id.

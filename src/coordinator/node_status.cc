@@ -111,9 +111,8 @@ core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
 }
 
 NodeStatusPublisher::NodeStatusPublisher(k8s::KubeApi& api, std::string node, Options options,
-                                         std::function<void(std::string_view)> log)
+                                         core::Logger log)
     : api_(&api), node_(std::move(node)), options_(options), log_(std::move(log)) {
-  if (!log_) log_ = [](std::string_view) {};
   thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
 }
 
@@ -177,9 +176,9 @@ void NodeStatusPublisher::Run(std::stop_token stop) {
       ++patches_;
     } else if (!failing) {
       failing = true;
-      log_("node " + node_ + ": cannot publish " + std::string(kAnnotationCoordinator) + ": " +
-           result.error().ToString() + " (retrying every " +
-           std::to_string(options_.every.count() / 1000) + " s)");
+      log_.Warn("node " + node_ + ": cannot publish " + std::string(kAnnotationCoordinator) + ": " +
+                result.error().ToString() + " (retrying every " +
+                std::to_string(options_.every.count() / 1000) + " s)");
     }
   }
 }

@@ -26,11 +26,11 @@ bool Ended(const Json& pod) {
 }  // namespace
 
 PodGrants::PodGrants(k8s::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
-                     std::function<void(std::string_view)> log)
-    : api_(&api), node_(std::move(node)), index_to_uuid_(std::move(index_to_uuid)),
-      log_(std::move(log)) {
-  if (!log_) log_ = [](std::string_view) {};
-}
+                     core::Logger log)
+    : api_(&api),
+      node_(std::move(node)),
+      index_to_uuid_(std::move(index_to_uuid)),
+      log_(std::move(log)) {}
 
 PodGrants::~PodGrants() {
   thread_.request_stop();
@@ -83,8 +83,8 @@ void PodGrants::Update(const Json& pod, bool deleted) {
   if (text.empty()) return;
   auto grant = k8s::DecodeGrant(text);
   if (!grant) {
-    log_("pod " + key + ": unreadable " + std::string(k8s::kAnnotationGrant) + ": " +
-         grant.error().message);
+    log_.Warn("pod " + key + ": unreadable " + std::string(k8s::kAnnotationGrant) + ": " +
+              grant.error().message);
     return;
   }
   auto& containers = grants_[key];

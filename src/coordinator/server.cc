@@ -180,9 +180,12 @@ HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
 class StoreWriter final : public StoreSink {
  public:
   StoreWriter(store::Store* store, const ServerOptions& options, std::string alive_key,
-              std::string alive_value, std::function<void(std::string_view)> log)
-      : store_(store), options_(options), alive_key_(std::move(alive_key)),
-        alive_value_(std::move(alive_value)), log_(std::move(log)) {
+              std::string alive_value, core::Logger log)
+      : store_(store),
+        options_(options),
+        alive_key_(std::move(alive_key)),
+        alive_value_(std::move(alive_value)),
+        log_(std::move(log)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~StoreWriter() override { Stop(); }
@@ -237,7 +240,7 @@ class StoreWriter final : public StoreSink {
 
   void Failed(const std::string& why) {
     ++errors_;
-    if (up_.exchange(false)) log_("store: " + why + " (retrying; jobs are served meanwhile)");
+    if (up_.exchange(false)) log_.Warn("store: " + why + " (retrying; jobs are served meanwhile)");
   }
   void Recovered() {
     if (!up_.exchange(true)) log_("store: reachable again; queued state written");
@@ -273,7 +276,7 @@ class StoreWriter final : public StoreSink {
   store::Store* store_;
   ServerOptions options_;
   std::string alive_key_, alive_value_;
-  std::function<void(std::string_view)> log_;
+  core::Logger log_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::optional<std::string>> pending_;
@@ -399,9 +402,12 @@ namespace gpumux::coordinator {
 class Server::Impl {
  public:
   Impl(ServerOptions options, std::unique_ptr<Coordinator> coordinator, store::Store* store,
-       std::function<void(std::string_view)> log)
-      : options_(std::move(options)), coordinator_(std::move(coordinator)), store_(store),
-        log_(std::move(log)), registry_(std::make_shared<prometheus::Registry>()),
+       core::Logger log)
+      : options_(std::move(options)),
+        coordinator_(std::move(coordinator)),
+        store_(store),
+        log_(std::move(log)),
+        registry_(std::make_shared<prometheus::Registry>()),
         requests_(prometheus::BuildCounter()
                       .Name("gpumux_coordinator_requests_total")
                       .Help("Job protocol requests by endpoint and HTTP status")
@@ -419,8 +425,8 @@ class Server::Impl {
       for (const std::string& p : {prefix, coordinator_->options().prefix + "observations/"}) {
         auto stored = store_->List(p);
         if (!stored) {
-          log_("store: cannot read " + p + " from " + store_->Describe() + ": " +
-               stored.error().message + "; starting without stored state");
+          log_.Warn("store: cannot read " + p + " from " + store_->Describe() + ": " +
+                    stored.error().message + "; starting without stored state");
           read = false;
           break;
         }
@@ -575,7 +581,7 @@ class Server::Impl {
   ServerOptions options_;
   std::unique_ptr<Coordinator> coordinator_;
   store::Store* store_;
-  std::function<void(std::string_view)> log_;
+  core::Logger log_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   std::unique_ptr<StoreWriter> writer_;
@@ -596,12 +602,12 @@ void Server::Stop() {
   if (impl_) impl_->Stop();
 }
 int Server::port() const { return impl_->port(); }
+std::string Server::RenderMetrics() const { return impl_->MetricsText(); }
 std::size_t Server::store_pending() const { return impl_->store_pending(); }
 
 core::Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                                     std::unique_ptr<Coordinator> coordinator,
-                                                    store::Store* store,
-                                                    std::function<void(std::string_view)> log) {
+                                                    store::Store* store, core::Logger log) {
   if (!log) log = [](std::string_view) {};
   auto impl = std::make_unique<Impl>(std::move(options), std::move(coordinator), store, log);
   auto started = impl->Start();

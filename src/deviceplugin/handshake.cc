@@ -119,7 +119,7 @@ std::optional<json> Handshake::CachedPod(const std::string& ns, const std::strin
   return it->second;
 }
 
-void Handshake::Watch(std::function<void(std::string_view)> log) {
+void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
   k8s::ReflectorHandler nodes;
   nodes.replace = [this](std::vector<json> items) {

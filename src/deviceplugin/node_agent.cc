@@ -142,9 +142,8 @@ struct NodeAgent::Impl {
   explicit Impl(NodeAgentOptions o) : options(std::move(o)), tracker(options.health) {}
 
   std::int64_t Now() const { return options.now_ms ? options.now_ms() : SystemNowMs(); }
-  void Log(const std::string& line) const {
-    if (options.plugin.log) options.plugin.log(line);
-  }
+  void Log(const std::string& line) const { options.plugin.log.Info(line); }
+  void Warn(const std::string& line) const { options.plugin.log.Warn(line); }
   void Publish();
   void DrainNodeLock();
   void Poll();
@@ -186,9 +185,9 @@ void NodeAgent::Impl::Publish() {
   publish_error = patched ? "" : patched.error().ToString();
   metrics.Published(published);
   if (!patched) {
-    Log("publishing the GPU inventory and " + std::string(kAnnotationDevicePlugin) + "=" +
-        state_snapshot + " on node " + options.plugin.node_name + " failed" +
-        (state == kDevicePluginStopping ? "" : " (retrying)") + ": " + publish_error);
+    Warn("publishing the GPU inventory and " + std::string(kAnnotationDevicePlugin) + "=" +
+         state_snapshot + " on node " + options.plugin.node_name + " failed" +
+         (state == kDevicePluginStopping ? "" : " (retrying)") + ": " + publish_error);
     return;
   }
   if (!was) {
@@ -213,12 +212,14 @@ void NodeAgent::Impl::Poll() {
     if (listed) {
       tracker.OnSnapshot(*listed, now);
     } else {
-      Log("listing GPUs failed: " + listed.error().message);
+      Warn("listing GPUs failed: " + listed.error().message);
     }
     for (const std::string& uuid : tracker.TakeChanges(now)) {
       const gpu::GpuHealth h = tracker.Of(uuid, now);
-      Log("GPU " + uuid + " is " + std::string(gpu::HealthName(h.health)) +
-          (h.reason.empty() ? "" : ": " + h.reason));
+      options.plugin.log.Write(
+          h.health == gpu::Health::kHealthy ? core::LogLevel::kInfo : core::LogLevel::kWarn,
+          "GPU " + uuid + " is " + std::string(gpu::HealthName(h.health)) +
+              (h.reason.empty() ? "" : ": " + h.reason));
     }
     int bad = 0;
     for (const gpu::Gpu& g : gpus) {
@@ -268,8 +269,10 @@ void NodeAgent::Impl::XidLoop(std::stop_token stop) {
       for (const gpu::XidEvent& e : *events) {
         const gpu::XidClass c = gpu::ClassifyXid(e.xid);
         metrics.Xid(c);
-        Log("XID " + std::to_string(e.xid) + " (" + std::string(gpu::XidClassName(c)) + ") on " +
-            (e.uuid.empty() ? std::string("an unnamed GPU") : e.uuid));
+        options.plugin.log.Write(
+            c == gpu::XidClass::kApplication ? core::LogLevel::kInfo : core::LogLevel::kWarn,
+            "XID " + std::to_string(e.xid) + " (" + std::string(gpu::XidClassName(c)) + ") on " +
+                (e.uuid.empty() ? std::string("an unnamed GPU") : e.uuid));
         tracker.OnXid(e, now);
       }
     }
@@ -403,7 +406,7 @@ void NodeAgent::Impl::DrainNodeLock() {
           " (it holds the node lock)");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      Log("stopping although " + view.lock->PodKey() + " still holds the node lock");
+      Warn("stopping although " + view.lock->PodKey() + " still holds the node lock");
       return;
     }
     std::this_thread::sleep_for(options.stop_drain_poll);

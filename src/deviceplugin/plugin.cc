@@ -66,9 +66,7 @@ struct DevicePlugin::Impl {
   std::mutex watcher_mu;  // the watcher's sleep
   std::condition_variable_any watcher_cv;
 
-  void Log(const std::string& line) const {
-    if (options.log) options.log(line);
-  }
+  void Log(const std::string& line) const { options.log.Info(line); }
   // Callers hold no lock.
   void ServingMayHaveChanged() const {
     if (options.on_serving_change) options.on_serving_change();
@@ -123,8 +121,8 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
       observer = impl_->observer;
     }
     if (!status.ok()) {
-      impl_->Log("Allocate " + std::string(ResourceName(server_->resource)) + " refused: " +
-                 status.error_message());
+      impl_->options.log.Warn("Allocate " + std::string(ResourceName(server_->resource)) +
+                              " refused: " + status.error_message());
     }
     if (observer) observer(server_->resource, seconds, status.ok());
     return status;
@@ -296,8 +294,9 @@ bool DevicePlugin::Impl::Register(Server& s) {
     std::lock_guard lock(mu);
     if (!status.ok()) {
       ++stats.register_failures;
-      Log("registering " + std::string(ResourceName(s.resource)) + " with the kubelet at " +
-          KubeletSocket() + " failed: " + status.error_message());
+      options.log.Warn("registering " + std::string(ResourceName(s.resource)) +
+                       " with the kubelet at " + KubeletSocket() +
+                       " failed: " + status.error_message());
       return false;
     }
     ++stats.registrations;
@@ -352,7 +351,7 @@ void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
           std::lock_guard lock(mu);
           s->registered = false;
           ++stats.server_restarts;
-          if (!started) Log(started.error().message);
+          if (!started) options.log.Error(started.error().message);
         }
         ServingMayHaveChanged();
       }

@@ -184,10 +184,10 @@ struct ClusterState::Impl {
    public:
     explicit Locked(Impl& s) : s_(s), lock_(s.mu) {}
     ~Locked() {
-      std::vector<std::string> lines;
+      std::vector<std::pair<core::LogLevel, std::string>> lines;
       lines.swap(s_.pending_log);
       lock_.unlock();
-      for (const std::string& line : lines) s_.options.log(line);
+      for (const auto& [level, line] : lines) s_.options.log.Write(level, line);
     }
     Locked(const Locked&) = delete;
     Locked& operator=(const Locked&) = delete;
@@ -202,7 +202,8 @@ struct ClusterState::Impl {
   std::map<std::string, std::string, std::less<>> undecodable;
   std::unordered_map<std::string, PodRecord> pods;  // by uid
   StateCounters counters;
-  std::vector<std::string> pending_log;  // written by Locked's destructor
+  // Written by Locked's destructor.
+  std::vector<std::pair<core::LogLevel, std::string>> pending_log;
   std::int64_t in_conflict = 0;          // records in State::kConflict
 
   // Derived from `nodes` (rebuilt when dirty).
@@ -229,8 +230,8 @@ struct ClusterState::Impl {
   std::vector<std::string> plugin_problems;
 
   // Caller holds `mu` (through Locked).
-  void Log(std::string line) {
-    if (options.log) pending_log.push_back(std::move(line));
+  void Log(core::LogLevel level, std::string line) {
+    if (options.log.Enabled(level)) pending_log.emplace_back(level, std::move(line));
   }
 
   // Why node `name` cannot be used at all, or nullptr if nothing is known against it.
@@ -244,11 +245,12 @@ struct ClusterState::Impl {
 
   void NoteNodeProblems(const NodeInfo& info) {
     if (!info.gpus_error.empty()) {
-      Log("node " + info.spec.name + ": " + info.gpus_error + "; it gets no GPUs");
+      Log(core::LogLevel::kWarn,
+          "node " + info.spec.name + ": " + info.gpus_error + "; it gets no GPUs");
     }
     if (!info.gpu_mem_unit_error.empty()) {
-      Log("node " + info.spec.name + ": " + info.gpu_mem_unit_error +
-          "; pods asking for gpumux.io/gpu-mem cannot go there");
+      Log(core::LogLevel::kWarn, "node " + info.spec.name + ": " + info.gpu_mem_unit_error +
+                                     "; pods asking for gpumux.io/gpu-mem cannot go there");
     }
   }
 
@@ -257,13 +259,13 @@ struct ClusterState::Impl {
     std::string name = NodeNameOf(node);
     if (name.empty()) {
       ++counters.unreadable_nodes;
-      Log("ignoring a node object: " + error);
+      Log(core::LogLevel::kWarn, "ignoring a node object: " + error);
       return;
     }
     auto [it, inserted] = undecodable.try_emplace(name, error);
     if (!inserted && it->second == error) return;
     it->second = error;
-    Log("node " + name + " cannot be used by gpumux: " + error);
+    Log(core::LogLevel::kWarn, "node " + name + " cannot be used by gpumux: " + error);
     if (nodes.erase(name) > 0) dirty = true;
   }
 
@@ -310,8 +312,8 @@ struct ClusterState::Impl {
     if (built) return std::move(*built);
     // A rule the loop above does not know: add the nodes one at a time (quadratic; a safety
     // net that no known input reaches).
-    Log("cannot build the cluster model: " + built.error().message +
-        "; adding the nodes one at a time");
+    Log(core::LogLevel::kError, "cannot build the cluster model: " + built.error().message +
+                                    "; adding the nodes one at a time");
     std::vector<core::NodeSpec> accepted;
     for (core::NodeSpec& spec : specs()) {
       accepted.push_back(std::move(spec));
@@ -337,7 +339,7 @@ struct ClusterState::Impl {
     for (const auto& [name, why] : left_out) {
       auto it = excluded.find(name);
       if (it == excluded.end() || it->second != why) {
-        Log("node " + name + " cannot be used by gpumux: " + why);
+        Log(core::LogLevel::kWarn, "node " + name + " cannot be used by gpumux: " + why);
       }
     }
     excluded = std::move(left_out);
@@ -544,7 +546,8 @@ struct ClusterState::Impl {
     SetState(record, State::kNone);
     record.problem = std::move(why);
     if (conflict) ++counters.grant_conflicts;
-    Log("pod " + record.info.Key() + ": " + record.problem);
+    Log(conflict ? core::LogLevel::kError : core::LogLevel::kWarn,
+        "pod " + record.info.Key() + ": " + record.problem);
   }
 
   // Gives back whatever the record holds: none. Retries conflicts if GPUs were freed.
@@ -607,8 +610,8 @@ struct ClusterState::Impl {
     if (!failed) {
       SetState(record, State::kBound);
       if (before == State::kConflict) {
-        Log("pod " + record.info.Key() + ": its bound grant on " + record.booked->node +
-            " is in the ledger now");
+        Log(core::LogLevel::kInfo, "pod " + record.info.Key() + ": its bound grant on " +
+                                       record.booked->node + " is in the ledger now");
       }
       return;
     }
@@ -616,7 +619,7 @@ struct ClusterState::Impl {
     SetState(record, State::kConflict);
     if (before != State::kConflict && failed->overlap) {
       ++counters.grant_conflicts;
-      Log("pod " + record.info.Key() + ": " + record.problem);
+      Log(core::LogLevel::kError, "pod " + record.info.Key() + ": " + record.problem);
     }
   }
 
@@ -675,7 +678,7 @@ struct ClusterState::Impl {
         if (record.problem != why) {
           record.problem = std::move(why);
           ++counters.grant_conflicts;
-          Log("pod " + p.Key() + " is " + record.problem);
+          Log(core::LogLevel::kError, "pod " + p.Key() + " is " + record.problem);
         }
         return;
       }
@@ -711,7 +714,8 @@ struct ClusterState::Impl {
       auto seen = pods.find(info.uid);
       if (seen == pods.end() || seen->second.info.grant_error != info.grant_error) {
         ++counters.unreadable_grants;
-        Log("pod " + info.Key() + ": " + info.grant_error + "; the grant is ignored");
+        Log(core::LogLevel::kWarn,
+            "pod " + info.Key() + ": " + info.grant_error + "; the grant is ignored");
       }
     }
     auto it = pods.find(info.uid);
@@ -900,13 +904,13 @@ void ClusterState::SetNodes(std::span<const nlohmann::json> nodes) {
     const std::string name = NodeNameOf(*node);
     if (name.empty()) {
       ++s.counters.unreadable_nodes;
-      s.Log("ignoring a node object: " + error);
+      s.Log(core::LogLevel::kWarn, "ignoring a node object: " + error);
       continue;
     }
     fresh.erase(name);
     auto seen = previous.find(name);
     if (seen == previous.end() || seen->second != error) {
-      s.Log("node " + name + " cannot be used by gpumux: " + error);
+      s.Log(core::LogLevel::kWarn, "node " + name + " cannot be used by gpumux: " + error);
     }
     s.undecodable.insert_or_assign(name, error);
   }
@@ -924,7 +928,7 @@ void ClusterState::UpsertNode(const nlohmann::json& node) {
     return;
   }
   if (s.undecodable.erase(info->spec.name) > 0) {
-    s.Log("node " + info->spec.name + " decodes again");
+    s.Log(core::LogLevel::kInfo, "node " + info->spec.name + " decodes again");
   }
   auto it = s.nodes.find(info->spec.name);
   if (it != s.nodes.end() && SameNode(it->second, *info)) {
@@ -961,7 +965,7 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
   }
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  for (std::string& line : refused) s.Log(std::move(line));
+  for (std::string& line : refused) s.Log(core::LogLevel::kWarn, std::move(line));
   std::unordered_map<std::string, bool> seen;
   for (const PodInfo& p : decoded) seen.emplace(p.uid, true);
   // Pods gone from the list are gone, except bookings of a bind in flight (the list may
@@ -987,7 +991,7 @@ void ClusterState::UpsertPod(const nlohmann::json& pod) {
   Impl& s = *impl_;
   Impl::Locked lock(s);
   if (!info) {
-    s.Log("ignoring a pod: " + info.error().message);
+    s.Log(core::LogLevel::kWarn, "ignoring a pod: " + info.error().message);
     return;
   }
   s.Upsert(std::move(*info));
@@ -1287,10 +1291,11 @@ int ClusterState::ExpireAssumed() {
     // Releasing one may let a bound pod in conflict evict another: skip those.
     if (record->state != State::kAssumed && record->state != State::kBinding) continue;
     ++expired;
-    s.Log("grant of pod " + record->info.Key() + " on " + record->booked->node + " (" +
-          std::string(BookingStateName(record->state)) +
-          ") expired: the pod was not seen bound within " +
-          std::to_string(s.options.grant_ttl_seconds) + " s");
+    s.Log(core::LogLevel::kWarn, "grant of pod " + record->info.Key() + " on " +
+                                     record->booked->node + " (" +
+                                     std::string(BookingStateName(record->state)) +
+                                     ") expired: the pod was not seen bound within " +
+                                     std::to_string(s.options.grant_ttl_seconds) + " s");
     s.Release(*record);
   }
   s.counters.grants_expired += expired;

@@ -15,12 +15,8 @@ ClusterSync::~ClusterSync() { Stop(); }
 
 void ClusterSync::Start() {
   ClusterState* state = state_;
-  auto log = options_.log;
-  auto prefixed = [log](std::string what) {
-    return [log, what](std::string_view line) {
-      if (log) log(what + ": " + std::string(line));
-    };
-  };
+  const core::Logger log = options_.log;
+  const auto prefixed = [log](const std::string& what) { return log.Prefixed(what + ": "); };
   const auto on_node = options_.on_node_event;
   const auto on_pod = options_.on_pod_event;
   // A relist is handed to the observers as ADDED events.
@@ -90,11 +86,9 @@ void ClusterSync::Start() {
         state_->MarkSynced();
         if (options_.on_synced) options_.on_synced();
         const StateCounters c = state_->counters();
-        if (options_.log) {
-          options_.log("synced: " + core::Plural(c.nodes, "node") + ", " +
-                       core::Plural(c.gpus, "GPU") + ", " +
-                       core::Plural(c.grants_bound, "bound grant"));
-        }
+        options_.log.Info("synced: " + core::Plural(c.nodes, "node") + ", " +
+                          core::Plural(c.gpus, "GPU") + ", " +
+                          core::Plural(c.grants_bound, "bound grant"));
       }
       if (std::chrono::steady_clock::now() >= next_expiry) {
         state_->ExpireAssumed();

@@ -820,8 +820,8 @@ VerbReply Extender::Bind(std::string_view body) {
                                  "plugin has served it, so " +
                                  *ns + "/" + *name + " will be retried");
   }
-  if (!acquired->message.empty() && options_.log) {
-    options_.log("bind " + *ns + "/" + *name + " on " + *node + ": " + acquired->message);
+  if (!acquired->message.empty()) {
+    options_.log.Info("bind " + *ns + "/" + *name + " on " + *node + ": " + acquired->message);
   }
   // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
   // same pod that succeeded.
@@ -830,11 +830,11 @@ VerbReply Extender::Bind(std::string_view body) {
   auto undo = [&] {
     if (!release_on_failure) return state_->Forget(*uid, *grant);
     auto released = ReleaseNodeLock(*api_, *node, *uid, options_.node_lock_attempts);
-    if (!released && options_.log) {
-      options_.log("bind " + *ns + "/" + *name + " failed and its node lock on " + *node +
-                   " could not be released (it goes stale after " +
-                   std::to_string(options_.node_lock_ttl_seconds) +
-                   " s): " + released.error().ToString());
+    if (!released) {
+      options_.log.Warn("bind " + *ns + "/" + *name + " failed and its node lock on " + *node +
+                        " could not be released (it goes stale after " +
+                        std::to_string(options_.node_lock_ttl_seconds) +
+                        " s): " + released.error().ToString());
     }
     state_->Forget(*uid, *grant);
   };
@@ -873,10 +873,8 @@ VerbReply Extender::Bind(std::string_view body) {
   switch (seen.outcome) {
     case BindOutcome::kBound:
       state_->ConfirmBound(*uid, *grant);
-      if (options_.log) {
-        options_.log("bind " + *ns + "/" + *name + " on " + *node + ": the Binding answered " +
-                     bound.error().ToString() + ", but " + seen.detail + ": bound");
-      }
+      options_.log.Warn("bind " + *ns + "/" + *name + " on " + *node + ": the Binding answered " +
+                        bound.error().ToString() + ", but " + seen.detail + ": bound");
       return VerbReply{200, R"({"Error":""})", "", 1};
     case BindOutcome::kNotBound:
       undo();

@@ -1083,16 +1083,18 @@ struct ExtenderServer::Impl {
   bool started = false;
   bool stopped = false;
 
-  void Log(const std::string& line) const {
-    if (options.log) options.log(line);
-  }
-  // A line about a failed request or a dropped connection: throttled per kind.
+  void Log(core::LogLevel level, const std::string& line) const { options.log.Write(level, line); }
+  // A line about a failed request or a dropped connection: throttled per kind (an HTTP status
+  // or a drop reason). A 500 is gpumux's own failure (error); the rest are the client's or the
+  // load's (warn).
   void LogThrottled(const std::string& kind, const std::string& line) {
-    if (!options.log) return;
+    const core::LogLevel level = kind == "500" ? core::LogLevel::kError : core::LogLevel::kWarn;
+    if (!options.log.Enabled(level)) return;
     std::int64_t left_out = 0;
     if (!throttle.Allow(kind, &left_out)) return;
-    options.log(left_out == 0 ? line
-                              : line + " (" + std::to_string(left_out) + " more like it not logged)");
+    options.log.Write(level, left_out == 0 ? line
+                                           : line + " (" + std::to_string(left_out) +
+                                                 " more like it not logged)");
   }
 
   void OnDropped(Drop why, const std::string& peer, const std::string& detail) {
@@ -1234,16 +1236,18 @@ struct ExtenderServer::Impl {
     res.body = std::move(reply.body);  // set_content would copy 100+ KB replies
     res.set_header("Content-Type", kJsonType);
     const bool ok = res.status >= 200 && res.status < 300;
-    if (!ok || elapsed > options.slow_request) {
+    const bool slow = elapsed > options.slow_request;
+    // Every request at debug; a slow one at info; a failed one at warn or error (throttled).
+    if (!ok || slow || options.log.Enabled(core::LogLevel::kDebug)) {
       std::string line = req.method + " " + req.path + " " + std::to_string(res.status);
       if (!reply.failure.empty()) line += " " + reply.failure;
       line += " " + FormatMillis(elapsed);
-      if (ok) line += " (slow)";
+      if (ok && slow) line += " (slow)";
       line += " from " + req.remote_addr + ":" + std::to_string(req.remote_port) + " (" +
               std::to_string(req.body.size()) + " bytes)";
       if (!ok) line += ": " + Excerpt(res.body);
       if (ok) {
-        Log(line);
+        Log(slow ? core::LogLevel::kInfo : core::LogLevel::kDebug, line);
       } else {
         LogThrottled(std::to_string(res.status), line);
       }
@@ -1434,7 +1438,7 @@ core::Result<void> ExtenderServer::Start() {
         }
         res.status = 500;
         res.set_content(ErrorBody("internal error: " + what), kJsonType);
-        m.Log(req.method + " " + req.path + " 500: " + what);
+        m.Log(core::LogLevel::kError, req.method + " " + req.path + " 500: " + what);
       });
 
   errno = 0;
@@ -1475,9 +1479,10 @@ core::Result<void> ExtenderServer::Start() {
                                                          std::to_string(m.port) +
                                                          " stopped as soon as it started");
   }
-  m.Log("extender listening on " + o.host + ":" + std::to_string(m.port) + " (verbs under " +
-        (m.prefix.empty() ? std::string("/") : m.prefix) + ", " + std::to_string(o.threads) +
-        " threads for verbs, up to " + std::to_string(o.max_connections) + " connections)");
+  m.Log(core::LogLevel::kInfo,
+        "extender listening on " + o.host + ":" + std::to_string(m.port) + " (verbs under " +
+            (m.prefix.empty() ? std::string("/") : m.prefix) + ", " + std::to_string(o.threads) +
+            " threads for verbs, up to " + std::to_string(o.max_connections) + " connections)");
   return {};
 }
 
@@ -1490,7 +1495,8 @@ void ExtenderServer::Stop() {
   m.table->BeginStop();
   m.server->stop();
   m.listener.join();  // after httplib's task queue shutdown: every connection thread joined
-  m.Log("extender on " + m.options.host + ":" + std::to_string(m.port) + " stopped");
+  m.Log(core::LogLevel::kInfo,
+        "extender on " + m.options.host + ":" + std::to_string(m.port) + " stopped");
 }
 
 bool ExtenderServer::running() const { return impl_->started && !impl_->stopped; }

@@ -38,9 +38,7 @@ core::Result<std::vector<store::KeyValue>> ObservationFeed::List() {
 
 core::Result<void> ObservationFeed::ReadOnce() {
   std::lock_guard read_lock(read_mu_);
-  const auto log = [&](const std::string& line) {
-    if (options_.log) options_.log(line);
-  };
+  const core::Logger& log = options_.log;
   auto listed = List();
   if (!listed) {
     state_.CountObservationReadFailure();
@@ -55,9 +53,9 @@ core::Result<void> ObservationFeed::ReadOnce() {
     }
     // Said once per distinct error, not every period.
     if (previous != listed.error().message) {
-      log("cannot read observations from " + options_.url + ": " + listed.error().message +
-          "; keeping the profile in use (" +
-          core::Plural(status().summary.observed_sets(), "observed set") + ")");
+      log.Warn("cannot read observations from " + options_.url + ": " + listed.error().message +
+               "; keeping the profile in use (" +
+               core::Plural(status().summary.observed_sets(), "observed set") + ")");
     }
     return tl::unexpected(listed.error());
   }
@@ -84,7 +82,7 @@ core::Result<void> ObservationFeed::ReadOnce() {
   for (const store::KeyValue& kv : *listed) {
     auto o = policy::ParseObservation(kv.value, "key " + kv.key);
     if (!o) {
-      if (unreadable < policy::kMaxSkippedReasons) log("skipping " + o.error().message);
+      if (unreadable < policy::kMaxSkippedReasons) log.Warn("skipping " + o.error().message);
       ++unreadable;
       continue;
     }
@@ -96,8 +94,8 @@ core::Result<void> ObservationFeed::ReadOnce() {
       policy::WithObservations(*base_, observations, &summary, options_.observations));
   if (auto ok = profile->Validate(); !ok) {
     // WithObservations keeps a valid profile valid; a failure here is a defect, not input.
-    log("observations from " + options_.url + " made an invalid profile: " + ok.error().message +
-        "; keeping the profile in use");
+    log.Error("observations from " + options_.url +
+              " made an invalid profile: " + ok.error().message + "; keeping the profile in use");
     return tl::unexpected(ok.error());
   }
   const std::size_t sets = summary.observed_sets();
@@ -106,7 +104,7 @@ core::Result<void> ObservationFeed::ReadOnce() {
   std::string line = "observations from " + options_.url + ": " + summary.Describe();
   if (unreadable > 0) line += "; " + core::Plural(unreadable, "unreadable key") + " skipped";
   log(line);
-  for (const std::string& why : summary.skipped) log("  skipped " + why);
+  for (const std::string& why : summary.skipped) log.Warn("  skipped " + why);
   std::lock_guard lock(status_mu_);
   status_.summary = std::move(summary);
   status_.unreadable_keys = unreadable;

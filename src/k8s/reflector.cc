@@ -56,8 +56,8 @@ Reflector::Reflector(KubeApi& api, std::string list_path, ReflectorHandler handl
       options_(std::move(options)),
       backoff_(options_.initial_backoff) {}
 
-void Reflector::Log(const std::string& line) const {
-  if (handler_.log) handler_.log("reflector " + path_ + ": " + line);
+void Reflector::Log(core::LogLevel level, const std::string& line) const {
+  if (handler_.log.Enabled(level)) handler_.log.Write(level, "reflector " + path_ + ": " + line);
 }
 
 std::chrono::milliseconds Reflector::NextBackoff() {
@@ -129,7 +129,7 @@ Reflector::WatchOutcome Reflector::WatchOnce(std::string& resource_version, std:
           }
           return false;
         }
-        Log("ignoring a watch event of unknown type \"" + event.type + "\"");
+        Log(core::LogLevel::kWarn, "ignoring a watch event of unknown type \"" + event.type + "\"");
         return true;
       },
       stop, options_.watch_timeout_seconds);
@@ -163,13 +163,15 @@ void Reflector::Run(std::stop_token stop) {
       if (!ListOnce(resource_version)) {
         failures_.fetch_add(1);
         const auto delay = NextBackoff();
-        Log("list failed: " + last_error_ + "; retrying in " + Millis(delay));
+        Log(core::LogLevel::kWarn,
+            "list failed: " + last_error_ + "; retrying in " + Millis(delay));
         if (!Sleep(delay, stop)) return;
         continue;
       }
       need_list = false;
       watches_since_list = 0;
-      if (relists_.load() > 0) Log("relisted at resourceVersion " + Quoted(resource_version));
+      if (relists_.load() > 0)
+        Log(core::LogLevel::kInfo, "relisted at resourceVersion " + Quoted(resource_version));
     }
     const std::string from = resource_version;
     const WatchOutcome outcome = WatchOnce(resource_version, stop);
@@ -178,8 +180,8 @@ void Reflector::Run(std::stop_token stop) {
       case WatchOutcome::kStopped:
         return;
       case WatchOutcome::kEnded:
-        Log("watch from " + Quoted(from) + " ended; watching again from " +
-            Quoted(resource_version));
+        Log(core::LogLevel::kDebug, "watch from " + Quoted(from) + " ended; watching again from " +
+                                        Quoted(resource_version));
         break;
       case WatchOutcome::kGone:
         need_list = true;
@@ -187,19 +189,21 @@ void Reflector::Run(std::stop_token stop) {
           // The list's own resourceVersion is already gone: do not hammer the server.
           failures_.fetch_add(1);
           const auto delay = NextBackoff();
-          Log("watch from " + Quoted(from) + " is gone right after a list (" + last_error_ +
-              "); relisting in " + Millis(delay));
+          Log(core::LogLevel::kWarn, "watch from " + Quoted(from) +
+                                         " is gone right after a list (" + last_error_ +
+                                         "); relisting in " + Millis(delay));
           if (!Sleep(delay, stop)) return;
         } else {
-          Log("resourceVersion " + Quoted(resource_version) + " is too old (" + last_error_ +
-              "); relisting");
+          Log(core::LogLevel::kInfo, "resourceVersion " + Quoted(resource_version) +
+                                         " is too old (" + last_error_ + "); relisting");
         }
         break;
       case WatchOutcome::kFailed: {
         failures_.fetch_add(1);
         const auto delay = NextBackoff();
-        Log("watch from " + Quoted(from) + " failed: " + last_error_ + "; watching again from " +
-            Quoted(resource_version) + " in " + Millis(delay));
+        Log(core::LogLevel::kWarn, "watch from " + Quoted(from) + " failed: " + last_error_ +
+                                       "; watching again from " + Quoted(resource_version) +
+                                       " in " + Millis(delay));
         if (!Sleep(delay, stop)) return;
         break;
       }

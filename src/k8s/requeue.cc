@@ -223,9 +223,11 @@ void Requeuer::Round(const std::string& why) {
     }
   }
   if (options_.log) {
-    options_.log("requeued " + std::to_string(done) + " of " + std::to_string(targets.size()) +
-                 (targets.size() == 1 ? " pod" : " pods") + " waiting for GPUs (" + why + ")" +
-                 failures);
+    options_.log.Write(failures.empty() ? core::LogLevel::kInfo : core::LogLevel::kWarn,
+                       "requeued " + std::to_string(done) + " of " +
+                           std::to_string(targets.size()) +
+                           (targets.size() == 1 ? " pod" : " pods") + " waiting for GPUs (" + why +
+                           ")" + failures);
   }
 }
 

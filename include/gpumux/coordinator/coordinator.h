@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/interference.h"
@@ -47,11 +48,11 @@ struct Registration;
 
 struct CoordinatorOptions {
   std::string node = "localhost";
-  std::string gpu_model;       // for observations ("" = unknown)
-  std::string tuner = "joint";  // policy::MakeTuner name; "none" = never tune
+  std::string gpu_model;            // for observations ("" = unknown)
+  std::string tuner = "joint";      // policy::MakeTuner name; "none" = never tune
   std::string prefix = "/gpumux/";  // store key prefix
-  int window_steps = 10;        // at least this many steps per measurement window
-  int warmup_steps = 1;         // steps dropped after a job changes its batch size
+  int window_steps = 10;            // at least this many steps per measurement window
+  int warmup_steps = 1;             // steps dropped after a job changes its batch size
   std::chrono::milliseconds window_timeout{30000};
   std::chrono::milliseconds job_timeout{30000};
   double report_every_s = 1.0;  // told to the jobs
@@ -101,7 +102,7 @@ struct Reply {
 // What /v1/state, /metrics and kubectl gpumux top show.
 struct JobView {
   std::string job, cls, gpu;
-  int batch_size = 0;     // the batch it last reported running
+  int batch_size = 0;  // the batch it last reported running
   int target_batch = 0;
   double step_s = 0;         // mean over its recent steps (0 = none yet)
   double samples_per_s = 0;  // batch_size / step_s
@@ -112,17 +113,16 @@ struct JobView {
 struct GpuView {
   std::string uuid, state;
   std::vector<JobView> jobs;
-  std::int64_t sessions = 0;   // tuning sessions started on this GPU
-  std::int64_t windows = 0;    // measurement windows closed
+  std::int64_t sessions = 0;  // tuning sessions started on this GPU
+  std::int64_t windows = 0;   // measurement windows closed
 };
 
 // Errors for the wire: kInvalidArgument (400: the field is named), kNotFound (404).
 class Coordinator {
  public:
   // The profile must outlive the coordinator; `sink` may be null (nothing stored).
-  Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile,
-              StoreSink* sink, std::function<Clock::time_point()> now,
-              std::function<void(std::string_view)> log);
+  Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile, StoreSink* sink,
+              std::function<Clock::time_point()> now, core::Logger log);
   ~Coordinator();
 
   // Brings back what a previous run stored (the store's listings of prefix + "nodes/<node>/"
@@ -174,7 +174,7 @@ class Coordinator {
   policy::ProfileInterference model_;
   StoreSink* sink_;
   std::function<Clock::time_point()> now_;
-  std::function<void(std::string_view)> log_;
+  core::Logger log_;
   core::Rng rng_;
   std::unique_ptr<policy::Tuner> tuner_;
   std::map<std::string, std::unique_ptr<Job>, std::less<>> jobs_;

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "gpumux/coordinator/coordinator.h"
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/k8s/api_client.h"
 
@@ -57,8 +58,7 @@ class NodeStatusPublisher {
   };
   // `api` must outlive the publisher. The thread starts at once and patches the first state
   // offered.
-  NodeStatusPublisher(k8s::KubeApi& api, std::string node, Options options,
-                      std::function<void(std::string_view)> log);
+  NodeStatusPublisher(k8s::KubeApi& api, std::string node, Options options, core::Logger log);
   ~NodeStatusPublisher();  // stops the thread (a patch in flight ends within the API timeout)
   NodeStatusPublisher(const NodeStatusPublisher&) = delete;
   NodeStatusPublisher& operator=(const NodeStatusPublisher&) = delete;
@@ -75,7 +75,7 @@ class NodeStatusPublisher {
   k8s::KubeApi* api_;
   std::string node_;
   Options options_;
-  std::function<void(std::string_view)> log_;
+  core::Logger log_;
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::optional<nlohmann::json> offered_;

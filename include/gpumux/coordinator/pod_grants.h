@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpumux/core/log.h"
 #include "gpumux/k8s/api_client.h"
 
 namespace gpumux::k8s {
@@ -33,7 +34,7 @@ class PodGrants {
  public:
   // `api` must outlive this object. Watching starts with Start().
   PodGrants(k8s::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
-            std::function<void(std::string_view)> log);
+            core::Logger log);
   ~PodGrants();  // stops watching
   void Start();
   bool synced() const;
@@ -51,7 +52,7 @@ class PodGrants {
   k8s::KubeApi* api_;
   std::string node_;
   std::vector<std::string> index_to_uuid_;
-  std::function<void(std::string_view)> log_;
+  core::Logger log_;
   mutable std::mutex mu_;
   // "ns/pod" -> container -> GPU UUIDs
   std::map<std::string, std::map<std::string, std::vector<std::string>>, std::less<>> grants_;

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "gpumux/coordinator/coordinator.h"
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/store/store.h"
 
@@ -42,11 +43,12 @@ class Server {
   // Error when the port or the socket cannot be served.
   static core::Result<std::unique_ptr<Server>> Start(ServerOptions options,
                                                      std::unique_ptr<Coordinator> coordinator,
-                                                     store::Store* store,
-                                                     std::function<void(std::string_view)> log);
-  ~Server();  // Stop()
+                                                     store::Store* store, core::Logger log);
+  ~Server();    // Stop()
   void Stop();  // stops serving, then writes what is still queued for the store (one attempt)
   int port() const;
+  // The /metrics page (Prometheus text format 0.0.4), e.g. for a second listener. Thread-safe.
+  std::string RenderMetrics() const;
   // Writes queued for the store and not yet accepted by it.
   std::size_t store_pending() const;
 

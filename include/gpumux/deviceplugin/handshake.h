@@ -33,14 +33,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/deviceplugin/devices.h"
 #include "gpumux/k8s/api_client.h"
@@ -93,7 +93,7 @@ class Handshake {
   ~Handshake();  // StopWatching()
 
   // Starts watching the node and the pods bound to it (two reflectors); optional.
-  void Watch(std::function<void(std::string_view)> log = {});
+  void Watch(core::Logger log = {});
   void StopWatching();
 
   // Serves one Allocate call: `counts` has the number of devices of each container request,
@@ -119,9 +119,9 @@ class Handshake {
   std::string node_;
   HandshakeOptions options_;
 
-  mutable std::mutex cache_mu_;  // the caches only; never held across an API call
-  std::unique_ptr<nlohmann::json> node_cache_;                 // latest node seen
-  std::map<std::string, nlohmann::json> pod_cache_;            // "ns/name" -> pod
+  mutable std::mutex cache_mu_;                 // the caches only; never held across an API call
+  std::unique_ptr<nlohmann::json> node_cache_;  // latest node seen
+  std::map<std::string, nlohmann::json> pod_cache_;  // "ns/name" -> pod
   std::vector<std::jthread> watchers_;
 };
 

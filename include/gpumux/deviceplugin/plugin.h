@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/deviceplugin/container_env.h"
 #include "gpumux/deviceplugin/devices.h"
@@ -46,7 +47,7 @@ struct PluginOptions {
   std::chrono::milliseconds kubelet_poll{1000};
   std::chrono::milliseconds register_timeout{5000};
   HandshakeOptions handshake;
-  std::function<void(std::string_view)> log;  // one line per notable event; may be empty
+  core::Logger log;  // one line per notable event; may be empty
   // Called by Start() once every socket is served and before the first registration; an
   // error stops the servers and Start() returns it. May be empty. (Serving first is what lets
   // the OCI runtime path's ledger check order itself with the hook: hook/coexistence.h.)
@@ -57,11 +58,11 @@ struct PluginOptions {
 };
 
 struct PluginStats {
-  std::int64_t registrations = 0;       // successful Register calls, all resources
+  std::int64_t registrations = 0;  // successful Register calls, all resources
   std::int64_t register_failures = 0;
-  std::int64_t server_restarts = 0;     // servers restarted because their socket vanished
-  std::int64_t allocations = 0;         // containers served
-  std::int64_t allocate_failures = 0;   // Allocate calls refused
+  std::int64_t server_restarts = 0;         // servers restarted because their socket vanished
+  std::int64_t allocations = 0;             // containers served
+  std::int64_t allocate_failures = 0;       // Allocate calls refused
   std::int64_t list_and_watch_updates = 0;  // device lists sent, all streams
 };
 

@@ -62,6 +62,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/k8s/grant.h"
 #include "gpumux/k8s/objects.h"
@@ -86,7 +87,7 @@ struct ClusterStateOptions {
   // plugin publishes another unit (gpumux.io/gpu-mem-unit-mib) is unresolvable for pods that
   // ask for gpu-mem.
   std::int64_t gpu_mem_unit_mib = 1;
-  std::function<void(std::string_view)> log;  // one line per notable event; may be empty
+  core::Logger log;  // one line per notable event; may be empty
 };
 
 // One node's answer for one pod.
@@ -161,7 +162,8 @@ class ClusterState {
   // counters. The policy and engine are rebuilt under the state's lock, so a verb sees either
   // the old profile or the new one, never a mix; the old profile is released once no verb
   // uses it. The ledger is not rebuilt. O(policy construction).
-  void SetProfile(std::shared_ptr<const policy::WorkloadProfile> profile, std::size_t observed_sets);
+  void SetProfile(std::shared_ptr<const policy::WorkloadProfile> profile,
+                  std::size_t observed_sets);
   void CountObservationReadFailure();
 
   // --- the verbs ---

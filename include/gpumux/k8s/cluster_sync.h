@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "gpumux/core/log.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/reflector.h"
@@ -26,7 +27,7 @@ struct ClusterSyncOptions {
   // Non-zero: each reflector's backoff gets seeded jitter (a stream per collection), so that
   // replicas do not relist in step after an API server restart. 0: no jitter.
   std::uint64_t jitter_seed = 0;
-  std::function<void(std::string_view)> log;  // may be empty
+  core::Logger log;  // may be empty
   // Called for every node and pod event after the state has taken it (the items of a relist
   // as ADDED events), and once when the state is first marked synced; may be empty. They run on
   // the reflectors' threads and must be quick (the requeuer and the node lock board).

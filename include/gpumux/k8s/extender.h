@@ -38,6 +38,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "gpumux/core/log.h"
 #include "gpumux/k8s/api_client.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/node_lock.h"
@@ -57,11 +58,11 @@ std::string_view VerbName(Verb verb);
 
 struct VerbReply {
   int http_status = 200;
-  std::string body;           // JSON
+  std::string body;  // JSON
   // For metrics: "" on success, else a short label ("bad_request", "no_fit", "conflict",
   // "api_error", "unknown_node", ...).
   std::string failure;
-  int placements = 0;         // bind: 1 when a pod was bound
+  int placements = 0;  // bind: 1 when a pod was bound
 };
 
 struct ExtenderOptions {
@@ -83,7 +84,7 @@ struct ExtenderOptions {
   Requeuer* requeuer = nullptr;
   // One line per notable event (a stale or unreadable node lock taken over, a lock that could
   // not be released); may be empty.
-  std::function<void(std::string_view)> log;
+  core::Logger log;
 };
 
 class VerbParserPool;  // the JSON parsers of the filter and prioritize bodies (extender.cc)

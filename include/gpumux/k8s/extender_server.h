@@ -59,13 +59,14 @@
 #include <string>
 #include <string_view>
 
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/k8s/extender.h"
 
 namespace gpumux::k8s {
 
-using LogFn = std::function<void(std::string_view line)>;
+using LogFn = core::Logger;
 
 // The most connections a server may be configured to hold open (each has a thread).
 inline constexpr int kMaxConnectionsLimit = 65536;
@@ -76,8 +77,8 @@ struct ExtenderServerOptions {
   std::string url_prefix = "/gpumux";  // normalised by NormalizeUrlPrefix
   int threads = 8;                     // work slots: verbs computed at once (see above)
   int max_connections = 256;           // open connections (each served by its own thread)
-  std::size_t max_body_bytes = std::size_t{64} << 20;  // a 5,000-node NodeList is tens of MB
-  std::chrono::milliseconds slow_request{100};         // log requests slower than this
+  std::size_t max_body_bytes = std::size_t{64} << 20;     // a 5,000-node NodeList is tens of MB
+  std::chrono::milliseconds slow_request{100};            // log requests slower than this
   std::chrono::milliseconds request_read_timeout{10000};  // a whole request must arrive within
   std::chrono::milliseconds keep_alive_timeout{10000};    // idle connections close after it
   std::chrono::milliseconds write_timeout{10000};         // a whole reply must be taken within

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <thread>
 
+#include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/k8s/cluster_state.h"
 #include "gpumux/policy/observations.h"
@@ -35,19 +36,19 @@
 namespace gpumux::k8s {
 
 struct ObservationFeedOptions {
-  std::string url;                 // store URL (store::OpenStore)
-  store::StoreOptions store;       // TLS and auth for etcd
+  std::string url;                  // store URL (store::OpenStore)
+  store::StoreOptions store;        // TLS and auth for etcd
   std::string prefix = "/gpumux/";  // the coordinators' --store-prefix
   std::chrono::milliseconds every{30'000};
   policy::ObservationOptions observations;
-  std::function<void(std::string_view)> log;  // may be empty
+  core::Logger log;  // may be empty
 };
 
 struct FeedStatus {
-  bool ok = false;                   // the last read succeeded
-  std::string error;                 // why it did not
+  bool ok = false;                     // the last read succeeded
+  std::string error;                   // why it did not
   policy::ObservationSummary summary;  // of the profile in use
-  std::size_t unreadable_keys = 0;   // keys in the last successful read that did not parse
+  std::size_t unreadable_keys = 0;     // keys in the last successful read that did not parse
   std::int64_t reads = 0, failed_reads = 0, swaps = 0;
 };
 

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/core/log.h"
 #include "gpumux/k8s/api_client.h"
 
 namespace gpumux::k8s {
@@ -42,7 +43,7 @@ struct ReflectorHandler {
   // One ADDED, MODIFIED or DELETED event (bookmarks and errors are handled inside).
   std::function<void(const WatchEvent&)> event;
   // One line for humans per reconnect, relist or failure; may be empty.
-  std::function<void(std::string_view)> log;
+  core::Logger log;
 };
 
 struct ReflectorOptions {
@@ -90,7 +91,7 @@ class Reflector {
   std::chrono::milliseconds NextBackoff();
   // Waits `delay` or until `stop`; false when stopped.
   bool Sleep(std::chrono::milliseconds delay, std::stop_token stop);
-  void Log(const std::string& line) const;
+  void Log(core::LogLevel level, const std::string& line) const;
 
   KubeApi& api_;
   std::string path_;

@@ -30,6 +30,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "gpumux/core/log.h"
 #include "gpumux/k8s/api_client.h"
 
 namespace gpumux::k8s {
@@ -42,7 +43,7 @@ struct RequeuerOptions {
   std::chrono::seconds forget_after{1800};      // not turned away again for this long: dropped
   std::size_t max_pods = 4096;                  // the oldest are dropped past this
   std::function<std::string()> now_text;        // the annotation's value; default: UTC, ms
-  std::function<void(std::string_view)> log;    // one line per round; may be empty
+  core::Logger log;                             // one line per round; may be empty
 };
 
 class Requeuer {
