@@ -1,27 +1,66 @@
 #!/usr/bin/env python3
-"""Checks deploy/: every YAML file parses; the ConfigMap in extender/deployment.yaml holds
-exactly extender/scheduler-config.yaml; the scheduler config uses only known fields; the
-examples' pods ask for GPUs through gpumux-scheduler's resources or the OCI runtime path's
-variables (every example file asks somewhere); every
-workload's service account is defined and bound; the device plugin runs in the extender's
-namespace with the extender's image and the same --gpu-mem-unit-mib, mounts the kubelet's
-device-plugin folder, and is probed on its --metrics-address. With the Kubernetes Python client
-importable (Debian: python3-kubernetes), every Kubernetes object is also checked field by field
-against the API's types (unknown or misspelt fields, wrong kinds of values). No cluster needed.
-  python3 deploy/check-manifests.py            exit 1 and a list of problems if any
+"""Checks deploy/ without a cluster.
+
+  python3 deploy/check-manifests.py [--kubectl KUBECTL] [OVERLAY ...]
+  python3 deploy/check-manifests.py --rendered FILE        (FILE '-': standard input)
+
+The files: every YAML file of deploy/base and deploy/examples parses; the examples' pods ask for
+GPUs through gpumux-scheduler's resources or the OCI runtime path's variables (every example
+file asks somewhere); the Prometheus scrape configuration
+(deploy/monitoring/prometheus-scrape.yaml) keeps the pods the monitoring overlay marks.
+
+The installs: each OVERLAY (default: every folder of deploy/overlays) rendered with
+`KUBECTL kustomize` (default: kubectl; kubectl 1.20's embedded kustomize v2.0.3 and today's both
+work), or a rendered FILE, is checked as one installation:
+  - every Kubernetes object, field by field, against the types of the Kubernetes Python client
+    (Debian: python3-kubernetes; skipped, saying so, without it);
+  - one namespace for everything (one RoleBinding must sit in kube-system), and it exists;
+  - every ConfigMap a workload mounts or reads a key of is in the install, with that key (a
+    kustomize name suffix or namespace that did not follow shows here); the scheduler
+    configuration kube-scheduler reads is deploy/base/extender/scheduler-config.yaml and uses
+    only fields of kubescheduler.config.k8s.io/v1;
+  - every workload's service account is defined and bound; bindings name roles defined here or
+    built in; each ClusterRole grants what its daemon does with the API server;
+  - the device plugin and the coordinator run in the extender's namespace with the extender's
+    image and memory unit; the kubelet folder and the socket folder are mounted; the probes ask
+    the addresses the daemons listen on;
+  - listeners are on loopback, except a --metrics-address that Prometheus is told to scrape
+    (pod annotations prometheus.io/scrape, port, path, and a container port named metrics);
+    the extender's --listen (it takes bind) is always on loopback.
+Exit 1 with a list of problems, 0 when there are none.
 """
-import importlib, importlib.util, pathlib, sys, types
+import argparse
+import importlib
+import importlib.util
+import pathlib
+import shutil
+import subprocess
+import sys
+import types
+
 import yaml
 
 DEPLOY = pathlib.Path(__file__).resolve().parent
+SCHEDULER_CONFIG = DEPLOY / "base/extender/scheduler-config.yaml"
+SCRAPE_CONFIG = DEPLOY / "monitoring/prometheus-scrape.yaml"
+# The one object that may not be in the install's namespace: kube-scheduler reads the
+# extension-apiserver-authentication ConfigMap of kube-system.
+OTHER_NAMESPACE = {("RoleBinding", "gpumux-scheduler-extension-apiserver-authentication-reader"):
+                   "kube-system"}
 problems = []
 
-def load(path):
+
+def problem(text):
+    problems.append(text)
+
+
+def load_text(text, where):
     try:
-        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
-        problems.append(f"{path}: {e}")
+        problem(f"{where}: {e}")
         return []
+
 
 # KubeSchedulerConfiguration v1 fields used or likely to be used (k8s.io/kube-scheduler/config/v1).
 SCHED = {
@@ -38,10 +77,13 @@ SCHED = {
     "managedResources": {"name", "ignoredByScheduler"},
 }
 
+
 def check_scheduler_config(doc, where):
     def keys(obj, allowed, at):
-        for k in set(obj) - SCHED[allowed]:
-            problems.append(f"{where}: unknown field {at}{k}")
+        for k in sorted(set(obj) - SCHED[allowed]):
+            problem(f"{where}: unknown field {at}{k}")
+    if not isinstance(doc, dict) or doc.get("kind") != "KubeSchedulerConfiguration":
+        return problem(f"{where}: not a KubeSchedulerConfiguration")
     keys(doc, "", "")
     keys(doc.get("leaderElection", {}), "leaderElection", "leaderElection.")
     for p in doc.get("profiles", []):
@@ -50,6 +92,7 @@ def check_scheduler_config(doc, where):
         keys(e, "extenders", "extenders[].")
         for r in e.get("managedResources", []):
             keys(r, "managedResources", "extenders[].managedResources[].")
+
 
 def client_models():
     """kubernetes.client.models without running kubernetes/__init__.py (which needs auth libraries)."""
@@ -66,53 +109,39 @@ def client_models():
     except ImportError:
         return None
 
+
 def check_strict(models, obj, type_name, at, where):
     if type_name.startswith("list["):
         if not isinstance(obj, list):
-            return problems.append(f"{where}: {at} should be a list")
+            return problem(f"{where}: {at} should be a list")
         for i, item in enumerate(obj):
             check_strict(models, item, type_name[5:-1], f"{at}[{i}]", where)
     elif type_name.startswith("dict("):
         if not isinstance(obj, dict):
-            return problems.append(f"{where}: {at} should be a map")
+            return problem(f"{where}: {at} should be a map")
         for k, v in obj.items():
             check_strict(models, v, type_name[5:-1].split(", ", 1)[1], f"{at}.{k}", where)
     elif type_name == "str":  # also quantities, which may be written as numbers
         if not isinstance(obj, (str, int, float)) or isinstance(obj, bool):
-            problems.append(f"{where}: {at} should be a string")
+            problem(f"{where}: {at} should be a string")
     elif type_name in ("int", "bool"):
         if type(obj).__name__ != type_name:
-            problems.append(f"{where}: {at} should be {type_name}, not {obj!r}")
+            problem(f"{where}: {at} should be {type_name}, not {obj!r}")
     elif type_name in ("object", "float", "datetime", "date"):
         pass
     else:
-        cls = getattr(models, type_name)
+        cls = getattr(models, type_name, None)
+        if cls is None:
+            return problem(f"{where}: unknown kind ({type_name})")
         if not isinstance(obj, dict):
-            return problems.append(f"{where}: {at} should be an object ({type_name})")
+            return problem(f"{where}: {at} should be an object ({type_name})")
         fields = {json: py for py, json in cls.attribute_map.items()}
         for k, v in obj.items():
             if k not in fields:
-                problems.append(f"{where}: unknown field {at}.{k} ({type_name})")
+                problem(f"{where}: unknown field {at}.{k} ({type_name})")
             else:
                 check_strict(models, v, cls.openapi_types[fields[k]], f"{at}.{k}", where)
 
-models = client_models()
-docs = {}
-for path in sorted(DEPLOY.rglob("*.yaml")):
-    docs[path] = load(path)
-    for doc in docs[path]:
-        where = f"{path.relative_to(DEPLOY)} {doc.get('kind')}/{doc.get('metadata', {}).get('name', '')}"
-        if doc.get("kind") == "KubeSchedulerConfiguration":
-            check_scheduler_config(doc, where)
-        elif models is not None:
-            check_strict(models, doc, "V1" + doc.get("kind", "?"), "", where)
-
-config_text = (DEPLOY / "extender/scheduler-config.yaml").read_text()
-configmaps = [d for d in docs.get(DEPLOY / "extender/deployment.yaml", []) if d.get("kind") == "ConfigMap"]
-if not configmaps or configmaps[0]["data"].get("scheduler-config.yaml") != config_text:
-    problems.append("extender/deployment.yaml: the ConfigMap differs from extender/scheduler-config.yaml")
-check_scheduler_config(yaml.safe_load(configmaps[0]["data"]["scheduler-config.yaml"]) if configmaps else {},
-                       "extender/deployment.yaml ConfigMap")
 
 def pod_spec(doc):
     """The pod spec of a Pod, or of the pods a workload object creates; None for other kinds."""
@@ -125,6 +154,12 @@ def pod_spec(doc):
         return None
     return (spec.get("template") or {}).get("spec") or {}
 
+
+def pod_annotations(doc):
+    return ((((doc.get("spec") or {}).get("template") or {}).get("metadata") or {})
+            .get("annotations") or {})
+
+
 def arg(container, flag, default=None):
     """The value of `--flag value` or `--flag=value` in a container's args."""
     args = [str(a) for a in container.get("args", []) or []]
@@ -135,165 +170,417 @@ def arg(container, flag, default=None):
             return a[len(flag) + 1:]
     return default
 
-def objects(kind):
-    return [(path, d) for path, ds in docs.items() for d in ds if d.get("kind") == kind]
+
+def host_port(address):
+    host, _, port = str(address).rpartition(":")
+    return host.strip("[]"), port
+
+
+def loopback(host):
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
 
 def name_ns(doc):
     meta = doc.get("metadata") or {}
     return meta.get("name"), meta.get("namespace")
 
+
+def describe(doc):
+    return f"{doc.get('kind')}/{name_ns(doc)[0]}"
+
+
+# --- the files -------------------------------------------------------------------------------
+def check_files(models):
+    for folder in ("base", "examples"):
+        for path in sorted((DEPLOY / folder).rglob("*.yaml")):
+            if path.name == "kustomization.yaml":
+                continue
+            asked = False
+            for doc in load_text(path.read_text(), path.relative_to(DEPLOY)):
+                where = f"{path.relative_to(DEPLOY)} {describe(doc)}"
+                if doc.get("kind") == "KubeSchedulerConfiguration":
+                    check_scheduler_config(doc, where)
+                elif models is not None:
+                    check_strict(models, doc, "V1" + str(doc.get("kind", "?")), "", where)
+                if folder == "examples":
+                    asked = check_example(doc, path.name) or asked
+            if folder == "examples" and not asked:
+                problem(f"examples/{path.name}: asks for no gpumux.io resource")
+    check_scrape_config()
+
+
 # Examples: a pod that asks gpumux for GPUs does so through gpumux-scheduler (extended resources)
 # or through the OCI runtime path (runtimeClassName gpumux with HOUDINI_GPU_*/NVIDIA_VISIBLE_DEVICES,
 # and no gpumux.io resources: the hook would not see them). A file may hold pods that ask for no
 # GPU (a stack's services), but every file asks for one somewhere.
-HOUDINI_ASK = {"HOUDINI_GPU_ENABLED", "HOUDINI_GPU_REQUESTED", "HOUDINI_GPU_REQUEST", "NVIDIA_VISIBLE_DEVICES"}
-for path in sorted((DEPLOY / "examples").glob("*.yaml")):
-    asked = False
-    for doc in docs[path]:
-        if doc.get("kind") in ("Namespace", "Service", "RuntimeClass"):
-            continue
-        spec = pod_spec(doc)
-        if spec is None:
-            problems.append(f"{path.name}: {doc.get('kind')} is neither a pod nor makes pods")
-            continue
-        at = "spec." if doc.get("kind") == "Pod" else "pod template spec."
-        containers = spec.get("containers", [])
-        asks = [k for c in containers for k in c.get("resources", {}).get("limits", {})
-                if k.startswith("gpumux.io/")]
-        env = {e.get("name") for c in containers for e in c.get("env", []) or []}
-        oci = spec.get("runtimeClassName") == "gpumux"
-        if asks and spec.get("schedulerName") != "gpumux-scheduler":
-            problems.append(f"{path.name}: {at}schedulerName is not gpumux-scheduler")
-        if oci and asks:
-            problems.append(f"{path.name}: {at}runtimeClassName gpumux with gpumux.io resources "
-                            "(the OCI runtime path reads HOUDINI_GPU_*, not resources)")
-        asked = asked or bool(asks) or (oci and bool(env & HOUDINI_ASK))
-    if not asked:
-        problems.append(f"{path.name}: asks for no gpumux.io resource")
+HOUDINI_ASK = {"HOUDINI_GPU_ENABLED", "HOUDINI_GPU_REQUESTED", "HOUDINI_GPU_REQUEST",
+               "NVIDIA_VISIBLE_DEVICES"}
 
-# Every workload's service account exists in its namespace and is a subject of some binding
-# (a workload with automountServiceAccountToken: false and no account uses none).
-service_accounts = {name_ns(d) for _, d in objects("ServiceAccount")}
-bound = {(s.get("name"), s.get("namespace") or name_ns(b)[1])
-         for kind in ("ClusterRoleBinding", "RoleBinding") for _, b in objects(kind)
-         for s in b.get("subjects", []) or [] if s.get("kind") == "ServiceAccount"}
-for kind in ("Deployment", "DaemonSet"):
-    for path, doc in objects(kind):
-        name, ns = name_ns(doc)
-        account = (pod_spec(doc).get("serviceAccountName"), ns)
+
+def check_example(doc, name):
+    """Problems of one object of an example file; True when it asks gpumux for a GPU."""
+    if doc.get("kind") in ("Namespace", "Service", "RuntimeClass"):
+        return False
+    spec = pod_spec(doc)
+    if spec is None:
+        problem(f"examples/{name}: {doc.get('kind')} is neither a pod nor makes pods")
+        return False
+    at = "spec." if doc.get("kind") == "Pod" else "pod template spec."
+    containers = spec.get("containers", [])
+    asks = [k for c in containers for k in c.get("resources", {}).get("limits", {})
+            if k.startswith("gpumux.io/")]
+    env = {e.get("name") for c in containers for e in c.get("env", []) or []}
+    oci = spec.get("runtimeClassName") == "gpumux"
+    if asks and spec.get("schedulerName") != "gpumux-scheduler":
+        problem(f"examples/{name}: {at}schedulerName is not gpumux-scheduler")
+    if oci and asks:
+        problem(f"examples/{name}: {at}runtimeClassName gpumux with gpumux.io resources "
+                "(the OCI runtime path reads HOUDINI_GPU_*, not resources)")
+    return bool(asks) or (oci and bool(env & HOUDINI_ASK))
+
+
+def scrape_job():
+    """The gpumux job of deploy/monitoring/prometheus-scrape.yaml, or None (a problem said)."""
+    where = SCRAPE_CONFIG.relative_to(DEPLOY)
+    if not SCRAPE_CONFIG.exists():
+        return problem(f"{where}: missing")
+    docs = load_text(SCRAPE_CONFIG.read_text(), where)
+    jobs = [j for d in docs for j in (d or {}).get("scrape_configs", []) or []
+            if j.get("job_name") == "gpumux"]
+    if len(jobs) != 1:
+        return problem(f"{where}: no scrape_configs entry with job_name gpumux")
+    return jobs[0]
+
+
+def check_scrape_config():
+    job = scrape_job()
+    if job is None:
+        return
+    where = f"{SCRAPE_CONFIG.relative_to(DEPLOY)} job gpumux"
+    sd = job.get("kubernetes_sd_configs") or []
+    if not sd or any(s.get("role") != "pod" for s in sd):
+        problem(f"{where}: kubernetes_sd_configs must discover pods (role: pod)")
+    keeps = {tuple(r.get("source_labels") or []): str(r.get("regex"))
+             for r in job.get("relabel_configs") or [] if r.get("action") == "keep"}
+    if keeps.get(("__meta_kubernetes_pod_annotation_prometheus_io_scrape",)) != "true":
+        problem(f"{where}: does not keep pods annotated prometheus.io/scrape: \"true\"")
+    if keeps.get(("__meta_kubernetes_pod_container_port_name",)) != "metrics":
+        problem(f"{where}: does not keep only the container ports named metrics")
+
+
+# --- one install -------------------------------------------------------------------------------
+def check_install(docs, label, models):
+    def objects(kind):
+        return [d for d in docs if d.get("kind") == kind]
+
+    for doc in docs:
+        if models is not None:
+            check_strict(models, doc, "V1" + str(doc.get("kind", "?")), "", f"{label}: {describe(doc)}")
+
+    def container(kind, name, cname):
+        for doc in objects(kind):
+            if name_ns(doc)[0] == name:
+                for c in pod_spec(doc).get("containers", []):
+                    if c.get("name") == cname:
+                        return doc, c
+        problem(f"{label}: no {kind}/{name} with a container {cname}")
+        return None, None
+
+    ext_doc, extender = container("Deployment", "gpumux-scheduler", "gpumux-extender")
+    if ext_doc is None:
+        return
+    ns = name_ns(ext_doc)[1]
+
+    # One namespace, which the install creates.
+    if ns not in {name_ns(d)[0] for d in objects("Namespace")}:
+        problem(f"{label}: the namespace {ns} of the extender is not created (no Namespace object)")
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+                      "RuntimeClass"}
+    for doc in docs:
+        if doc.get("kind") in cluster_scoped:
+            continue
+        want = OTHER_NAMESPACE.get((doc.get("kind"), name_ns(doc)[0]), ns)
+        if name_ns(doc)[1] != want:
+            problem(f"{label}: {describe(doc)} is in namespace {name_ns(doc)[1]}, not {want}")
+
+    # ConfigMaps that workloads mount or read exist, with their keys.
+    configmaps = {name_ns(d): d for d in objects("ConfigMap")}
+    workloads = [d for d in docs if d.get("kind") in ("Deployment", "DaemonSet")]
+    for w in workloads:
+        spec = pod_spec(w)
+        for v in spec.get("volumes", []) or []:
+            ref = (v.get("configMap") or {}).get("name")
+            if ref is not None and (ref, name_ns(w)[1]) not in configmaps:
+                problem(f"{label}: {describe(w)} mounts ConfigMap {ref}, which the install lacks")
+        for c in spec.get("containers", []) or []:
+            for e in c.get("env", []) or []:
+                ref = ((e.get("valueFrom") or {}).get("configMapKeyRef") or {})
+                if not ref:
+                    continue
+                cm = configmaps.get((ref.get("name"), name_ns(w)[1]))
+                if cm is None or ref.get("key") not in (cm.get("data") or {}):
+                    problem(f"{label}: {describe(w)} container {c.get('name')} reads key "
+                            f"{ref.get('key')} of ConfigMap {ref.get('name')}, which the install "
+                            f"lacks")
+
+    def env_value(doc, c, var):
+        for e in c.get("env", []) or []:
+            if e.get("name") != var:
+                continue
+            if "value" in e:
+                return str(e["value"])
+            ref = ((e.get("valueFrom") or {}).get("configMapKeyRef") or {})
+            cm = configmaps.get((ref.get("name"), name_ns(doc)[1]))
+            return ((cm or {}).get("data") or {}).get(ref.get("key"))
+        return None
+
+    def resolved_arg(doc, c, flag, default=None):
+        value = arg(c, flag, default)
+        if value is not None and value.startswith("$(") and value.endswith(")"):
+            return env_value(doc, c, value[2:-1])
+        return value
+
+    # The scheduler configuration.
+    _, scheduler = container("Deployment", "gpumux-scheduler", "kube-scheduler")
+    if scheduler:
+        config_path = next((str(a).split("=", 1)[1] for a in scheduler.get("command", []) or []
+                            if str(a).startswith("--config=")), None)
+        mounted = None
+        volumes = {v.get("name"): v for v in pod_spec(ext_doc).get("volumes", []) or []}
+        for m in scheduler.get("volumeMounts", []) or []:
+            if config_path and config_path.startswith(m.get("mountPath", "").rstrip("/") + "/"):
+                cm_name = (volumes.get(m.get("name"), {}).get("configMap") or {}).get("name")
+                cm = configmaps.get((cm_name, ns))
+                key = config_path[len(m.get("mountPath", "").rstrip("/")) + 1:]
+                mounted = ((cm or {}).get("data") or {}).get(key)
+        if mounted is None:
+            problem(f"{label}: kube-scheduler's --config {config_path} is not in a mounted ConfigMap")
+        else:
+            if mounted != SCHEDULER_CONFIG.read_text():
+                problem(f"{label}: the scheduler configuration kube-scheduler reads is not "
+                        f"{SCHEDULER_CONFIG.relative_to(DEPLOY)}")
+            check_scheduler_config(yaml.safe_load(mounted), f"{label}: scheduler configuration")
+
+    # Service accounts and bindings.
+    service_accounts = {name_ns(d) for d in objects("ServiceAccount")}
+    bound = {(s.get("name"), s.get("namespace") or name_ns(b)[1])
+             for kind in ("ClusterRoleBinding", "RoleBinding") for b in objects(kind)
+             for s in b.get("subjects", []) or [] if s.get("kind") == "ServiceAccount"}
+    for doc in workloads:
+        account = (pod_spec(doc).get("serviceAccountName"), name_ns(doc)[1])
         if account[0] is None and pod_spec(doc).get("automountServiceAccountToken") is False:
             continue  # a workload that talks to no API server needs no account of its own
         if account[0] is None:
-            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name} names no serviceAccountName")
+            problem(f"{label}: {describe(doc)} names no serviceAccountName")
         elif account not in service_accounts:
-            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name}: no ServiceAccount {account[1]}/{account[0]} in deploy/")
+            problem(f"{label}: {describe(doc)}: no ServiceAccount {account[1]}/{account[0]}")
         elif account not in bound:
-            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name}: ServiceAccount {account[1]}/{account[0]} is bound to no role")
-# Bindings refer to roles defined here, or to built-in ones (system:...).
-roles = {("ClusterRole", name_ns(d)[0]) for _, d in objects("ClusterRole")} | \
-        {("Role", name_ns(d)[0]) for _, d in objects("Role")}
-for kind in ("ClusterRoleBinding", "RoleBinding"):
-    for path, doc in objects(kind):
-        ref = doc.get("roleRef") or {}
-        builtin = str(ref.get("name", "")).startswith("system:") or \
-            ref.get("name") == "extension-apiserver-authentication-reader"
-        if not builtin and (ref.get("kind"), ref.get("name")) not in roles:
-            problems.append(f"{path.relative_to(DEPLOY)}: {kind}/{name_ns(doc)[0]} refers to "
-                            f"{ref.get('kind')}/{ref.get('name')}, which deploy/ does not define")
+            problem(f"{label}: {describe(doc)}: ServiceAccount {account[1]}/{account[0]} is bound to no role")
+    roles = {("ClusterRole", name_ns(d)[0]) for d in objects("ClusterRole")} | \
+            {("Role", name_ns(d)[0]) for d in objects("Role")}
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for doc in objects(kind):
+            ref = doc.get("roleRef") or {}
+            builtin = str(ref.get("name", "")).startswith("system:") or \
+                ref.get("name") == "extension-apiserver-authentication-reader"
+            if not builtin and (ref.get("kind"), ref.get("name")) not in roles:
+                problem(f"{label}: {kind}/{name_ns(doc)[0]} refers to {ref.get('kind')}/"
+                        f"{ref.get('name')}, which the install does not define")
 
-# The device plugin against the extender.
-def container(path, kind, name):
-    for doc in docs.get(path, []):
-        if doc.get("kind") == kind:
-            for c in pod_spec(doc).get("containers", []):
-                if c.get("name") == name:
-                    return doc, c
-    problems.append(f"{path.relative_to(DEPLOY)}: no {kind} with a container {name}")
-    return None, None
+    # What each daemon does with the API server, against what its ClusterRole grants (the
+    # extender's bind patches the node to take the node lock: a role without it made every bind
+    # on a node with the device plugin fail with 403 Forbidden).
+    needs = {
+        "gpumux-extender": {("", "pods"): {"get", "list", "watch", "patch"},
+                            ("", "pods/binding"): {"create"},
+                            ("", "nodes"): {"get", "list", "watch", "patch"}},
+        "gpumux-coordinator": {("", "pods"): {"get", "list", "watch"}},
+        "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
+                                 ("", "nodes"): {"get", "list", "watch", "patch"}},
+    }
+    cluster_roles = {name_ns(d)[0]: d for d in objects("ClusterRole")}
+    for role_name, wanted in needs.items():
+        role = cluster_roles.get(role_name)
+        if role is None:
+            problem(f"{label}: ClusterRole {role_name} is missing")
+            continue
+        granted = {}
+        for rule in role.get("rules", []) or []:
+            for group in rule.get("apiGroups", []) or []:
+                for resource in rule.get("resources", []) or []:
+                    granted.setdefault((group, resource), set()).update(rule.get("verbs", []) or [])
+        for key, verbs in wanted.items():
+            missing = verbs - granted.get(key, set())
+            if missing:
+                problem(f"{label}: ClusterRole {role_name}: {key[1]} lacks {', '.join(sorted(missing))}")
 
-ext_doc, extender = container(DEPLOY / "extender/deployment.yaml", "Deployment", "gpumux-extender")
-dp_doc, plugin = container(DEPLOY / "device-plugin/daemonset.yaml", "DaemonSet", "device-plugin")
-if extender and plugin:
-    where = "device-plugin/daemonset.yaml"
-    if name_ns(dp_doc)[1] != name_ns(ext_doc)[1]:
-        problems.append(f"{where}: namespace {name_ns(dp_doc)[1]} is not the extender's {name_ns(ext_doc)[1]}")
-    if plugin.get("image") != extender.get("image"):
-        problems.append(f"{where}: image {plugin.get('image')} is not the extender's {extender.get('image')}")
-    args = [str(a) for a in plugin.get("args", []) or []]
-    if args[:1] != ["device-plugin"]:
-        problems.append(f"{where}: args do not start with the subcommand device-plugin")
-    unit = (arg(plugin, "--gpu-mem-unit-mib", "1024"), arg(extender, "--gpu-mem-unit-mib", "1024"))
-    if unit[0] != unit[1]:
-        problems.append(f"{where}: --gpu-mem-unit-mib {unit[0]} differs from the extender's {unit[1]}")
-    kubelet_dir = arg(plugin, "--kubelet-dir", "/var/lib/kubelet/device-plugins")
-    spec = pod_spec(dp_doc)
-    host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path") for v in spec.get("volumes", []) or []}
-    if not any(m.get("mountPath") == kubelet_dir and host_paths.get(m.get("name")) == "/var/lib/kubelet/device-plugins"
-               for m in plugin.get("volumeMounts", []) or []):
-        problems.append(f"{where}: --kubelet-dir {kubelet_dir} is not the hostPath /var/lib/kubelet/device-plugins")
-    metrics = arg(plugin, "--metrics-address", "127.0.0.1:9402")
+    # The extender itself.
+    where = f"{label}: Deployment/gpumux-scheduler"
+    listen = arg(extender, "--listen", "127.0.0.1:12345")
+    if not loopback(host_port(listen)[0]):
+        problem(f"{where}: the extender's --listen {listen} is not loopback (it takes bind)")
+    policy = resolved_arg(ext_doc, extender, "--policy", "fgd")
+    if not policy:
+        problem(f"{where}: --policy {arg(extender, '--policy')} has no value")
     for probe in ("livenessProbe", "readinessProbe"):
-        command = " ".join(((plugin.get(probe) or {}).get("exec") or {}).get("command", []) or [])
-        if f"http://{metrics}/" not in command:
-            problems.append(f"{where}: {probe} does not ask --metrics-address {metrics}")
-    env = {e.get("name"): e for e in plugin.get("env", []) or []}
-    if ((env.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName" \
-            and arg(plugin, "--node-name") is None:
-        problems.append(f"{where}: neither --node-name nor NODE_NAME from spec.nodeName")
+        command = " ".join(((extender.get(probe) or {}).get("exec") or {}).get("command", []) or [])
+        if f"http://127.0.0.1:{host_port(listen)[1]}/" not in command:
+            problem(f"{where}: {probe} does not ask --listen {listen}")
 
-# The coordinator against the extender and the device plugin.
-co_doc, coordinator = container(DEPLOY / "coordinator/daemonset.yaml", "DaemonSet", "coordinator")
-if extender and coordinator:
-    where = "coordinator/daemonset.yaml"
-    if name_ns(co_doc)[1] != name_ns(ext_doc)[1]:
-        problems.append(f"{where}: namespace {name_ns(co_doc)[1]} is not the extender's {name_ns(ext_doc)[1]}")
-    if coordinator.get("image") != extender.get("image"):
-        problems.append(f"{where}: image {coordinator.get('image')} is not the extender's {extender.get('image')}")
-    if [str(a) for a in coordinator.get("args", []) or []][:1] != ["coordinator"]:
-        problems.append(f"{where}: args do not start with the subcommand coordinator")
-    listen = arg(coordinator, "--listen", "127.0.0.1:9403")
-    for probe in ("livenessProbe", "readinessProbe"):
-        command = " ".join(((coordinator.get(probe) or {}).get("exec") or {}).get("command", []) or [])
-        if f"http://{listen}/healthz" not in command:
-            problems.append(f"{where}: {probe} does not ask --listen {listen}")
-    socket = arg(coordinator, "--socket", "/run/gpumux/coordinator.sock")
-    spec = pod_spec(co_doc)
-    host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path") for v in spec.get("volumes", []) or []}
-    folder = socket.rsplit("/", 1)[0]
-    if not any(m.get("mountPath") == folder and host_paths.get(m.get("name")) == folder
-               for m in coordinator.get("volumeMounts", []) or []):
-        problems.append(f"{where}: the socket's folder {folder} is not the same hostPath (pods mount it)")
+    # The device plugin and the coordinator against the extender.
+    dp_doc, plugin = container("DaemonSet", "gpumux-device-plugin", "device-plugin")
+    co_doc, coordinator = container("DaemonSet", "gpumux-coordinator", "coordinator")
+    for doc, c, sub in ((dp_doc, plugin, "device-plugin"), (co_doc, coordinator, "coordinator")):
+        if c is None:
+            continue
+        where = f"{label}: {describe(doc)}"
+        if c.get("image") != extender.get("image"):
+            problem(f"{where}: image {c.get('image')} is not the extender's {extender.get('image')}")
+        if [str(a) for a in c.get("args", []) or []][:1] != [sub]:
+            problem(f"{where}: args do not start with the subcommand {sub}")
+        env = {e.get("name"): e for e in c.get("env", []) or []}
+        flag = "--node-name" if sub == "device-plugin" else "--node"
+        if ((env.get("NODE_NAME") or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") \
+                != "spec.nodeName" and arg(c, flag) is None:
+            problem(f"{where}: neither {flag} nor NODE_NAME from spec.nodeName")
 
-# What each daemon does with the API server, against what its ClusterRole grants (the extender's
-# bind patches the node to take the node lock: a role without it made every bind on a node with
-# the device plugin fail with 403 Forbidden).
-NEEDS = {
-    "gpumux-extender": {("", "pods"): {"get", "list", "watch", "patch"},
-                        ("", "pods/binding"): {"create"},
-                        ("", "nodes"): {"get", "list", "watch", "patch"}},
-    "gpumux-coordinator": {("", "pods"): {"get", "list", "watch"}},
-    "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
-                             ("", "nodes"): {"get", "list", "watch", "patch"}},
-}
-cluster_roles = {d.get("metadata", {}).get("name"): d for _, d in objects("ClusterRole")}
-for role_name, needs in NEEDS.items():
-    role = cluster_roles.get(role_name)
-    if role is None:
-        problems.append(f"ClusterRole {role_name} is missing")
-        continue
-    granted = {}
-    for rule in role.get("rules", []) or []:
-        for group in rule.get("apiGroups", []) or []:
-            for resource in rule.get("resources", []) or []:
-                granted.setdefault((group, resource), set()).update(rule.get("verbs", []) or [])
-    for key, verbs in needs.items():
-        missing = verbs - granted.get(key, set())
-        if missing:
-            problems.append(f"ClusterRole {role_name}: {key[1]} lacks {', '.join(sorted(missing))}")
+    def probes_ask(doc, c, address, paths):
+        host, port = host_port(address)
+        probe_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        for probe, path in zip(("livenessProbe", "readinessProbe"), paths):
+            command = " ".join(((c.get(probe) or {}).get("exec") or {}).get("command", []) or [])
+            if f"http://{probe_host}:{port}/{path}" not in command:
+                problem(f"{label}: {describe(doc)}: {probe} does not ask {address} for /{path}")
 
-for p in problems:
-    print(p)
-print(f"{sum(len(d) for d in docs.values())} objects in {len(docs)} files; "
-      f"field-by-field check {'done' if models else 'skipped (no Kubernetes Python client)'}; "
-      f"{len(problems)} problem(s)")
-sys.exit(1 if problems else 0)
+    if plugin:
+        where = f"{label}: {describe(dp_doc)}"
+        unit = (arg(plugin, "--gpu-mem-unit-mib", "1024"), arg(extender, "--gpu-mem-unit-mib", "1024"))
+        if unit[0] != unit[1]:
+            problem(f"{where}: --gpu-mem-unit-mib {unit[0]} differs from the extender's {unit[1]}")
+        kubelet_dir = arg(plugin, "--kubelet-dir", "/var/lib/kubelet/device-plugins")
+        host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path")
+                      for v in pod_spec(dp_doc).get("volumes", []) or []}
+        if not any(m.get("mountPath") == kubelet_dir and
+                   host_paths.get(m.get("name")) == "/var/lib/kubelet/device-plugins"
+                   for m in plugin.get("volumeMounts", []) or []):
+            problem(f"{where}: --kubelet-dir {kubelet_dir} is not the hostPath /var/lib/kubelet/device-plugins")
+        probes_ask(dp_doc, plugin, arg(plugin, "--metrics-address", "127.0.0.1:9402"),
+                   ("healthz", "readyz"))
+    if coordinator:
+        where = f"{label}: {describe(co_doc)}"
+        listen = arg(coordinator, "--listen", "127.0.0.1:9403")
+        if not loopback(host_port(listen)[0]):
+            problem(f"{where}: --listen {listen} is not loopback (it takes the job protocol)")
+        probes_ask(co_doc, coordinator, listen, ("healthz", "healthz"))
+        socket = arg(coordinator, "--socket", "/run/gpumux/coordinator.sock")
+        host_paths = {v.get("name"): (v.get("hostPath") or {}).get("path")
+                      for v in pod_spec(co_doc).get("volumes", []) or []}
+        folder = socket.rsplit("/", 1)[0]
+        if not any(m.get("mountPath") == folder and host_paths.get(m.get("name")) == folder
+                   for m in coordinator.get("volumeMounts", []) or []):
+            problem(f"{where}: the socket's folder {folder} is not the same hostPath (pods mount it)")
+
+    # Listeners: loopback unless Prometheus is told to scrape them.
+    scraped_namespaces = None
+    job = scrape_job() if any(pod_annotations(w).get("prometheus.io/scrape") == "true"
+                              for w in workloads) else None
+    if job is not None:
+        scraped_namespaces = {n for s in job.get("kubernetes_sd_configs") or []
+                              for n in ((s.get("namespaces") or {}).get("names") or [])}
+    for w in workloads:
+        annotations = pod_annotations(w)
+        scraped = annotations.get("prometheus.io/scrape") == "true"
+        where = f"{label}: {describe(w)}"
+        wide = []
+        for c in pod_spec(w).get("containers", []) or []:
+            address = arg(c, "--metrics-address")
+            if address is None or loopback(host_port(address)[0]):
+                continue
+            wide.append((c, host_port(address)[1]))
+        if not scraped:
+            for c, port in wide:
+                problem(f"{where}: container {c.get('name')} serves /metrics beyond loopback "
+                        f"(port {port}) but the pod is not annotated for Prometheus")
+            continue
+        port = str(annotations.get("prometheus.io/port", ""))
+        if annotations.get("prometheus.io/path", "/metrics") != "/metrics":
+            problem(f"{where}: prometheus.io/path is {annotations.get('prometheus.io/path')}, not /metrics")
+        matching = [c for c, p in wide if p == port]
+        if not matching:
+            problem(f"{where}: prometheus.io/port {port} is not a --metrics-address beyond loopback")
+        for c in matching:
+            if not any(str(p.get("containerPort")) == port and p.get("name") == "metrics"
+                       for p in c.get("ports", []) or []):
+                problem(f"{where}: container {c.get('name')} does not declare port {port} named "
+                        f"metrics (the scrape configuration keeps only that port)")
+        if scraped_namespaces is not None and name_ns(w)[1] not in scraped_namespaces:
+            problem(f"{where}: {SCRAPE_CONFIG.relative_to(DEPLOY)} does not discover pods in "
+                    f"namespace {name_ns(w)[1]}")
+    return f"policy {policy}, image {extender.get('image')}"
+
+
+def render(kubectl, overlay):
+    try:
+        p = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True,
+                           timeout=120)
+    except OSError as e:
+        problem(f"{overlay}: cannot run {kubectl}: {e}")
+        return None
+    if p.returncode != 0:
+        problem(f"{overlay}: {kubectl} kustomize failed: {p.stderr.strip()}")
+        return None
+    return p.stdout
+
+
+def kubectl_version(kubectl):
+    try:
+        p = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True,
+                           timeout=60)
+    except OSError:
+        return "?"
+    text = p.stdout.strip().splitlines()
+    return text[0] if text else "?"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overlays", nargs="*", help="kustomize folders (default: deploy/overlays/*)")
+    parser.add_argument("--kubectl", default="kubectl", help="the kubectl that renders them")
+    parser.add_argument("--rendered", help="check this rendered install instead ('-': stdin)")
+    args = parser.parse_args()
+
+    models = client_models()
+    check_files(models)
+    summaries = []
+    if args.rendered:
+        text = sys.stdin.read() if args.rendered == "-" else pathlib.Path(args.rendered).read_text()
+        summaries.append((args.rendered, check_install(load_text(text, args.rendered),
+                                                       args.rendered, models)))
+    else:
+        if shutil.which(args.kubectl) is None:
+            problem(f"no {args.kubectl} to render the overlays: install Debian's kubernetes-client "
+                    f"(scripts/setup.sh) or pass --kubectl")
+        else:
+            print(f"rendering with {args.kubectl}: {kubectl_version(args.kubectl)}")
+            overlays = args.overlays or sorted(p for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
+            for overlay in overlays:
+                text = render(args.kubectl, overlay)
+                if text is not None:
+                    label = str(pathlib.Path(overlay).resolve().relative_to(DEPLOY.parent)) \
+                        if str(pathlib.Path(overlay).resolve()).startswith(str(DEPLOY.parent)) \
+                        else str(overlay)
+                    docs = load_text(text, label)
+                    summaries.append((label, f"{len(docs)} objects, " +
+                                      str(check_install(docs, label, models))))
+    for p in problems:
+        print(p)
+    for label, summary in summaries:
+        print(f"{label}: {summary}")
+    print(f"field-by-field check {'done' if models else 'skipped (no Kubernetes Python client)'}; "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

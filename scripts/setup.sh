@@ -8,8 +8,9 @@ set -eu
 PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
-  runc busybox-static python3 python3-yaml etcd-server python3-torch \
+  runc busybox-static python3 python3-yaml python3-kubernetes etcd-server python3-torch \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
+  libspdlog-dev kubernetes-client \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   clang libclang-rt-14-dev llvm-14"
 
@@ -36,6 +37,19 @@ if [ "$(id -u)" != "0" ]; then
     echo "setup: need root (or sudo) to install:$missing" >&2; exit 1; fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+# Debian's kubernetes-client (kubectl 1.20 with kustomize v2.0.3) renders deploy/'s overlays in
+# the tests. Where another package already owns /usr/bin/kubectl (Google's apt repository ships
+# one as package "kubectl"), Debian's goes to /usr/bin/kubectl.debian instead of failing to
+# install or replacing it; the tests use both (tests/CMakeLists.txt, deploy.kustomize.*).
+case " $missing " in
+  *" kubernetes-client "*)
+    owner=$(dpkg-query -S /usr/bin/kubectl 2>/dev/null | grep -v '^diversion' | cut -d: -f1 || true)
+    if [ -n "$owner" ] && [ -z "$(dpkg-divert --listpackage /usr/bin/kubectl)" ]; then
+      $SUDO dpkg-divert --package "$owner" --no-rename --divert /usr/bin/kubectl.debian \
+        --add /usr/bin/kubectl
+    fi
+    ;;
+esac
 $SUDO apt-get update -q
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -q --no-install-recommends $missing

@@ -166,6 +166,16 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("observations-prefix")) o.observations_prefix = value.as<std::string>();
       } else if (key == "observationsEverySeconds") {
         if (!given("observations-every")) o.observations_every_s = value.as<double>();
+      } else if (key == "metricsAddress") {
+        if (!given("metrics-address")) o.metrics_address = value.as<std::string>();
+      } else if (key == "logFormat") {
+        auto format = ParseLogFormat(value.as<std::string>());
+        if (!format) return UsageError{file + ": key 'logFormat': " + format.error().message};
+        if (!given("log-format")) o.log.format = *format;
+      } else if (key == "logLevel") {
+        auto level = ParseLogLevel(value.as<std::string>());
+        if (!level) return UsageError{file + ": key 'logLevel': " + level.error().message};
+        if (!given("log-level")) o.log.level = *level;
       } else {
         return UsageError{
             file + ": unknown key '" + key +
@@ -173,7 +183,7 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
             "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, maxConnections, "
             "requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
-            "observationsEverySeconds)"};
+            "observationsEverySeconds, metricsAddress, logFormat, logLevel)"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
@@ -395,7 +405,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
                   "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, "
-                  "maxConnections, requestReadTimeoutMs; flags "
+                  "maxConnections, requestReadTimeoutMs, metricsAddress, logFormat, logLevel; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,

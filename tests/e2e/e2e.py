@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """gpumux end-to-end scenarios on a real single-node Kubernetes (started by tests/e2e/run.sh).
 
-Deploys gpumux from deploy/ (kustomize over verbatim copies, with the rig-specific patches listed
-in tests/e2e/README.md), then runs every scenario. After each scenario it checks, from the API
+Deploys gpumux as a user would (label the node, kubectl apply -k deploy/overlays/monitoring), through
+an overlay in OUT/kustomize that adds only the rig-specific patches listed in tests/e2e/README.md,
+then runs every scenario. After each scenario it checks, from the API
 server's copy, that no GPU's grants exceed its capacity and that no exclusive GPU is shared.
 Prints one row per scenario with its timings and writes them to OUT/results.json and
 OUT/results.md. Standard library only.
@@ -45,15 +46,6 @@ class Rig:
         if check and p.returncode != 0:
             raise Failed(f"kubectl {' '.join(args)}: {p.stderr.strip() or p.stdout.strip()}")
         return p.stdout
-
-    def yaml_args(self, path):
-        """The first container's args in deploy/PATH (the rig patches them by position)."""
-        import yaml
-        with open(os.path.join(self.args.root, "deploy", path)) as f:
-            for doc in yaml.safe_load_all(f):
-                if doc and doc.get("kind") in ("DaemonSet", "Deployment"):
-                    return [str(x) for x in doc["spec"]["template"]["spec"]["containers"][0]["args"]]
-        raise Failed(f"deploy/{path}: no workload")
 
     def get(self, *args):
         return json.loads(self.kubectl("get", "-o", "json", *args))
@@ -226,14 +218,24 @@ def check_env_matches_grant(rig, name):
 
 
 # --- setup --------------------------------------------------------------------------------------
-def deploy(rig):
+OVERLAY = "monitoring"  # deploy/overlays/<this>: the default install plus the metrics listeners
+
+
+def workload_args(docs, kind, name):
+    """The first container's args of a workload in a rendered install (patched by position)."""
+    for d in docs:
+        if d.get("kind") == kind and d["metadata"]["name"] == name:
+            return [str(x) for x in d["spec"]["template"]["spec"]["containers"][0]["args"]]
+    raise Failed(f"the rendered install has no {kind}/{name}")
+
+
+def e2e_overlay(rig, docs):
+    """OUT/kustomize: the user's overlay (deploy/overlays/OVERLAY, as shipped) plus what the rig
+    lacks (tests/e2e/README.md): no service network and no token controller, no GPUs, the
+    coordinator's host folders and the OCI runtime path's ledger in the rig's folder."""
     a = rig.args
     k = os.path.join(a.out, "kustomize")
     os.makedirs(k, exist_ok=True)
-    files = ["extender/rbac.yaml", "extender/deployment.yaml", "device-plugin/rbac.yaml",
-             "device-plugin/daemonset.yaml", "coordinator/rbac.yaml", "coordinator/daemonset.yaml"]
-    for f in files:  # verbatim copies of what a user applies
-        shutil.copy(os.path.join(a.root, "deploy", f), os.path.join(k, f.replace("/", "-")))
     shutil.copy(os.path.join(a.out, "gpus.csv"), os.path.join(k, "gpus.csv"))
     sa_mount = {"name": "sa-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
                 "readOnly": True}
@@ -278,38 +280,48 @@ def deploy(rig):
         rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
                   ["coordinator"], coordinator_dirs),
     ]
-    args = rig.yaml_args("coordinator/daemonset.yaml")
-    coordinator_backend = [
-        {"op": "replace", "path": f"/spec/template/spec/containers/0/args/{args.index('--backend') + 1}",
-         "value": "fake"},
-        {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--gpus-file"},
-        {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
-         "value": "/etc/gpumux-e2e/gpus.csv"}]
-    backend = [{"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "fake"},
-               {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
-                "value": "--gpus-file"},
-               {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
-                "value": "/etc/gpumux-e2e/gpus.csv"}]
+
+    def fake_backend(kind, name):
+        # --backend's value, found in the rendered install; the test op fails the build rather
+        # than patch another argument if it moves.
+        args = workload_args(docs, kind, name)
+        at = f"/spec/template/spec/containers/0/args/{args.index('--backend') + 1}"
+        return [{"op": "test", "path": at, "value": args[args.index("--backend") + 1]},
+                {"op": "replace", "path": at, "value": "fake"},
+                {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                 "value": "--gpus-file"},
+                {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                 "value": "/etc/gpumux-e2e/gpus.csv"}]
+
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [f.replace("/", "-") for f in files],
+        "resources": [os.path.relpath(os.path.join(a.root, "deploy", "overlays", OVERLAY), k)],
         "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS, "files": ["gpus.csv"],
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
-            {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
-             "patch": json.dumps(backend)},
-            {"target": {"kind": "DaemonSet", "name": "gpumux-coordinator"},
-             "patch": json.dumps(coordinator_backend)}],
+            {"target": {"kind": "DaemonSet", "name": name}, "patch": json.dumps(fake_backend("DaemonSet", name))}
+            for name in ("gpumux-device-plugin", "gpumux-coordinator")],
     }
     with open(os.path.join(k, "kustomization.yaml"), "w") as f:
         json.dump(kustomization, f, indent=1)
-    # The service accounts exist once rbac.yaml is applied; the rig has no token controller and
-    # no ServiceAccount admission, so each gets a bound token (TokenRequest) in a Secret.
-    rig.kubectl("apply", "-f", os.path.join(k, "extender-rbac.yaml"))
-    rig.kubectl("apply", "-f", os.path.join(k, "device-plugin-rbac.yaml"))
-    rig.kubectl("apply", "-f", os.path.join(k, "coordinator-rbac.yaml"))
+    return k
+
+
+def deploy(rig):
+    """Installs gpumux as deploy/README.md tells a user: label the node, kubectl apply -k."""
+    import yaml
+    a = rig.args
+    overlay = os.path.join(a.root, "deploy", "overlays", OVERLAY)
+    docs = [d for d in yaml.safe_load_all(rig.kubectl("kustomize", overlay)) if d]
+    k = e2e_overlay(rig, docs)
+    # The rig has no token controller and no ServiceAccount admission: each service account gets
+    # a bound token (TokenRequest) in a Secret before its pods start. The namespace and the
+    # accounts come from the rendered install, as the user's apply would create them.
+    first = [d for d in docs if d["kind"] in ("Namespace", "ServiceAccount")]
+    rig.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                       "items": first}))
     ca = os.path.join(a.rig, "pki", "ca.crt")
-    for sa in ("gpumux-scheduler", "gpumux-device-plugin", "gpumux-coordinator"):
+    for sa in sorted(d["metadata"]["name"] for d in first if d["kind"] == "ServiceAccount"):
         token = rig.kubectl("create", "token", sa, "-n", SYS, "--duration=24h").strip()
         tokfile = os.path.join(a.out, f"{sa}.token")
         with open(tokfile, "w") as f:
@@ -326,6 +338,29 @@ def deploy(rig):
     rig.apply({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                "metadata": {"name": "gpumux"}, "handler": "gpumux"})
     wait_gpumux_ready(rig)
+    rig.say("scraped as Prometheus would: " + check_scrape_targets(rig))
+
+
+def check_scrape_targets(rig):
+    """Each gpumux pod annotated for Prometheus answers GET http://<pod IP>:<port><path> with its
+    daemon's metrics, as deploy/monitoring/prometheus-scrape.yaml would scrape it."""
+    import urllib.request
+    want = {"gpumux-scheduler": "gpumux_extender_", "gpumux-device-plugin": "gpumux_device_plugin_",
+            "gpumux-coordinator": "gpumux_coordinator_"}
+    seen = []
+    for p in rig.get("pods", "-n", SYS)["items"]:
+        ann = p["metadata"].get("annotations", {})
+        app = p["metadata"].get("labels", {}).get("app.kubernetes.io/name")
+        if ann.get("prometheus.io/scrape") != "true" or p["status"].get("phase") != "Running":
+            continue
+        url = f"http://{p['status']['podIP']}:{ann['prometheus.io/port']}{ann.get('prometheus.io/path', '/metrics')}"
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        if want.get(app, "gpumux_") not in text:
+            raise Failed(f"{url} ({app}) has no {want.get(app)} metrics")
+        seen.append(app)
+    if sorted(set(seen)) != sorted(want):
+        raise Failed(f"annotated pods answering /metrics: {sorted(seen)}, want {sorted(want)}")
+    return ", ".join(sorted(seen))
 
 
 def allocatable(rig, resource="gpumux.io/gpu"):
@@ -861,7 +896,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-based)")
     a = ap.parse_args()
     rig = Rig(a)
-    rig.say(f"deploying gpumux from {a.root}/deploy onto node {rig.node}")
+    rig.say(f"deploying gpumux with kubectl apply -k (deploy/overlays/{OVERLAY} and the rig's "
+            f"patches) onto node {rig.node}")
     t = time.monotonic()
     try:
         deploy(rig)

@@ -2,9 +2,10 @@
 # gpumux's end-to-end suite on a real single-node Kubernetes v1.32 (../shared/k8s-rig: real
 # kube-apiserver, kube-scheduler, kube-controller-manager, kubelet, containerd, runc).
 #   tests/e2e/run.sh [GPUMUX_BINARY] [-- e2e.py options]
-# Deploys gpumux with the files in deploy/ (see tests/e2e/README.md for the few rig-specific
-# patches: the rig has no service network and no token controller, and no GPUs), runs every
-# scenario, and checks after each that no GPU's grants exceed its capacity.
+# Installs gpumux as a user would, kubectl apply -k on deploy/overlays/monitoring (through an
+# overlay with the few rig-specific patches of tests/e2e/README.md: the rig has no service network,
+# no token controller and no GPUs), runs every scenario, and checks after each that no GPU's
+# grants exceed its capacity.
 # Exit: 0 when every scenario passed or when the rig is not built here (it says so); 1 when a
 # scenario failed; 2 when the rig could not be started.
 set -euo pipefail
@@ -37,7 +38,7 @@ rm -rf "$OUT"; mkdir -p "$OUT/images" "$OUT/gpumux-bin"
 
 # Images, built locally (no registry is reachable): gpumux (the binary, the shared libraries it
 # links, busybox for the exec probes) and kube-scheduler (the rig's v1.32.13 binary, under the
-# name the Deployment asks for).
+# name deploy/overlays/default sets).
 libs=()
 while read -r lib; do libs+=(--file "$lib:${lib#/}"); done < <(
   ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
