@@ -394,7 +394,8 @@ def check_install(docs, label, models):
         "gpumux-extender": {("", "pods"): {"get", "list", "watch", "patch"},
                             ("", "pods/binding"): {"create"},
                             ("", "nodes"): {"get", "list", "watch", "patch"}},
-        "gpumux-coordinator": {("", "pods"): {"get", "list", "watch"}},
+        "gpumux-coordinator": {("", "pods"): {"get", "list", "watch"},
+                               ("", "nodes"): {"patch"}},  # the gpumux.io/coordinator annotation
         "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
                                  ("", "nodes"): {"get", "list", "watch", "patch"}},
     }

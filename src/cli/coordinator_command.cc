@@ -217,6 +217,9 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
       "      one host, no etcd, the shipped examples on a CPU: jobs reach it on 127.0.0.1:9403\n"
       "  gpumux coordinator --store etcd://127.0.0.1:2379 --backend nvml\n"
       "      state in etcd; jobs naming GPUs this node lacks are refused\n"
+      "  gpumux coordinator --in-cluster --members kubernetes --metrics-address 0.0.0.0:9404 \\\n"
+      "      --log-format json\n"
+      "      in the DaemonSet: /metrics also on the pod IP, the job protocol stays on loopback\n"
       "Then run a training example beside it, e.g.\n"
       "  GPUMUX_GPU_UUIDS=GPU-0 /usr/bin/python3 python/examples/resnet.py --device cpu\n");
   return cmd;
