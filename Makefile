@@ -6,8 +6,9 @@
 #   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
 #   make fuzz   build the libFuzzer targets with clang in build-fuzz/ and run each for
 #               FUZZ_SECONDS (60) seconds; fails on any finding (fuzz/README.md)
-#   make e2e    build, then deploy gpumux with deploy/ onto a real single-node Kubernetes
-#               (../shared/k8s-rig, when built on this machine) and run the end-to-end scenarios
+#   make e2e    build, then install gpumux (kubectl apply -k deploy/overlays/monitoring) onto a
+#               real single-node Kubernetes (../shared/k8s-rig, when built on this machine) and
+#               run the end-to-end scenarios
 #   make clean  remove every build folder and everything make demo and the README's try-it
 #               commands write (gpumux-report/, gpumux-report-dl/, gpumux-try/)
 BUILD ?= build

@@ -40,7 +40,7 @@ export DEBIAN_FRONTEND=noninteractive
 # Debian's kubernetes-client (kubectl 1.20 with kustomize v2.0.3) renders deploy/'s overlays in
 # the tests. Where another package already owns /usr/bin/kubectl (Google's apt repository ships
 # one as package "kubectl"), Debian's goes to /usr/bin/kubectl.debian instead of failing to
-# install or replacing it; the tests use both (tests/CMakeLists.txt, deploy.kustomize.*).
+# install or replacing it; the tests use both (tests/CMakeLists.txt, deploy.CheckManifests.*).
 case " $missing " in
   *" kubernetes-client "*)
     owner=$(dpkg-query -S /usr/bin/kubectl 2>/dev/null | grep -v '^diversion' | cut -d: -f1 || true)
