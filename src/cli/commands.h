@@ -121,6 +121,7 @@ struct GpusOptions {
   bool reservations = false;
   bool json = false;
   std::string serve;  // HOST:PORT: serve GET /gpus (gpus_serve.cc) until SIGINT/SIGTERM
+  LogOptions log;     // --serve's log
   std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& options);

@@ -32,6 +32,7 @@
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/inventory.h"
 #include "src/cli/commands.h"
+#include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -187,7 +188,7 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
     err << "gpumux gpus: " << first.error().message << "\n";
     return options.backend == "nvml" ? 1 : 2;
   }
-  LogSink log(err, "gpus");
+  const core::Logger log = MakeDaemonLogger(err, "gpus", options.log);
   httplib::Server http;
   http.Get("/gpus", [&](const httplib::Request& req, httplib::Response& res) {
     std::string from;
@@ -229,7 +230,7 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
   });
   SignalBlock signals;  // before the server's threads start: they inherit the mask
   if (!http.bind_to_port(bind_host, port)) {
-    err << "gpumux gpus: cannot listen on " << options.serve << "\n";
+    log.Error("cannot listen on " + options.serve);
     return 1;
   }
   std::thread server([&http] { http.listen_after_bind(); });

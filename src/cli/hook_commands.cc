@@ -312,6 +312,7 @@ CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& o) {
                   "(NVIDIA_*, HOUDINI_*, GPUMUX_*, CUDA_*) and the 'nvidia-smi -L' lines of the "
                   "GPUs it can see (JSON; ?format=text for text). Give 0.0.0.0:PORT only to "
                   "reach it from outside the pod or host");
+  AddLogOptions(*cmd, o.log);
   RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExamples:\n"
@@ -569,6 +570,14 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
   };
   if (Given(options.given, "gpus") && Given(options.given, "gpus-file")) {
     return usage("--gpus and --gpus-file name the same file: give one");
+  }
+  if (options.serve.empty()) {
+    for (const char* flag : {"log-format", "log-level"}) {
+      if (Given(options.given, flag)) {
+        return usage(std::string("--") + flag +
+                     " applies with --serve only (the log of the server)");
+      }
+    }
   }
   if (options.backend != "nvml" && Given(options.given, "nvml-library")) {
     return usage("--nvml-library does not apply with --backend " + options.backend +
