@@ -117,6 +117,8 @@ void BM_EngineDecide(benchmark::State& state, const std::string& policy_name) {
 
 BENCHMARK_CAPTURE(BM_Experiment, fgd, std::string("fgd"))
     ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Experiment, fgd-sat, std::string("fgd-sat"))
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, best-fit, std::string("best-fit"))
     ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, random, std::string("random"))

@@ -67,9 +67,9 @@ constexpr int kMallocArenas = 4;
 // --grant-ttl-seconds and --node-lock-ttl-seconds: a grant or a node lock that is still not
 // settled after a day is not waiting for anything.
 constexpr std::int64_t kMaxTtlSeconds = 86'400;
-// Only fgd scores fragmentation against typical pods (policy/fgd.h): --typical-pods applies
-// to it alone. A new fragmentation-aware policy adds its name here.
-constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd"};
+// Only fgd and fgd-sat score fragmentation against typical pods (policy/fgd.h, fgd_sat.h):
+// --typical-pods applies to them alone. A new fragmentation-aware policy adds its name here.
+constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd", "fgd-sat"};
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -310,7 +310,7 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
       std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
                 o.policy) == std::end(kPoliciesWithTypicalPods)) {
     return UsageError{"--typical-pods does not apply with --policy " + o.policy +
-                      ": only fgd scores fragmentation against typical pods"};
+                      ": only fgd and fgd-sat score fragmentation against typical pods"};
   }
   return std::nullopt;
 }

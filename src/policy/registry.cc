@@ -5,6 +5,7 @@
 #include "gpumux/policy/dot_product.h"
 #include "gpumux/policy/exclusive.h"
 #include "gpumux/policy/fgd.h"
+#include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/gpu_clustering.h"
 #include "gpumux/policy/first_fit.h"
 #include "gpumux/policy/gpu_packing.h"
@@ -44,6 +45,9 @@ Registry MakeBuiltins() {
         Simple<BinpackPolicy>());
   r.Add("spread", "the least loaded node and GPU first (GPU compute and memory)",
         Simple<SpreadPolicy>());
+  r.Add("fgd-sat",
+        "FGD plus the GPU compute that repeated typical pods would strand (CPU included)",
+        [](const PolicyContext& c) { return std::make_unique<FgdSatPolicy>(c.typical_pods); });
   r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
         WithContext<FirstFitPolicy>());
   r.Add("iadeep", "IADeep (SC'23): idle GPU first, else least predicted interference; "

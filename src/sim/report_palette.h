@@ -7,8 +7,9 @@
 // common colour-vision deficiencies) plus two dark ones from Paul Tol's "muted" scheme; the dash
 // pattern says the family:
 //   solid      the FGD study's six policies, each its own colour;
-//   dashed     the other packing policies (exclusive, binpack, spread), colours of their own, so
-//              that the default `gpumux simulate` (these nine) needs no two lines of one colour;
+//   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat), colours of their
+//              own (fgd-sat's olive is Tol's, outside the hash palette below), so that the
+//              default `gpumux simulate` (these ten) needs no two lines of one colour;
 //   dash-dot   the co-location policies of the DL report (first-fit, iadeep, gpumux); with
 //              exclusive they take four well-separated colours (black, bluish green, blue,
 //              vermillion) that they share with study policies only across families.
@@ -58,7 +59,7 @@ struct NamedLook {
   LineLook look;
 };
 // Every built-in policy (policy::BuiltinPolicies()), by name.
-inline constexpr std::array<NamedLook, 12> kPolicyLooks = {{
+inline constexpr std::array<NamedLook, 13> kPolicyLooks = {{
     {"random", {"#56B4E9", kSolid}},
     {"dotprod", {"#E69F00", kSolid}},
     {"gpu-clustering", {"#CC79A7", kSolid}},
@@ -68,6 +69,7 @@ inline constexpr std::array<NamedLook, 12> kPolicyLooks = {{
     {"exclusive", {"#000000", kDashed}},
     {"binpack", {"#882255", kDashed}},
     {"spread", {"#332288", kDashed}},
+    {"fgd-sat", {"#999933", kDashed}},
     {"first-fit", {"#009E73", kDashDot}},
     {"iadeep", {"#0072B2", kDashDot}},
     {"gpumux", {"#D55E00", kDashDot}},

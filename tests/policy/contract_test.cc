@@ -489,7 +489,7 @@ TEST(ColocationContractSuite, TheJobStateRunsMakeJobsWaitAndFillGpus) {
 TEST(PolicyContractSuite, CoversEveryRegisteredPolicy) {
   // The suite above is instantiated from the registry itself; this guards against an empty
   // registry making it vacuous.
-  EXPECT_EQ(BuiltinPolicies().names().size(), 12U);
+  EXPECT_EQ(BuiltinPolicies().names().size(), 13U);
 }
 
 }  // namespace
