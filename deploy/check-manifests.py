@@ -8,6 +8,9 @@ device-plugin folder, and is probed on its --metrics-address. With the Kubernete
 importable (Debian: python3-kubernetes), every Kubernetes object is also checked field by field
 against the API's types (unknown or misspelt fields, wrong kinds of values). No cluster needed.
   python3 deploy/check-manifests.py            exit 1 and a list of problems if any
+  python3 deploy/check-manifests.py FILE...    the same object checks on the workload manifests
+                                               of FILE (e.g. from `gpumux jobgen --format k8s`;
+                                               - for stdin) instead of deploy/
 """
 import importlib, importlib.util, pathlib, sys, types
 import yaml
@@ -96,6 +99,67 @@ def check_strict(models, obj, type_name, at, where):
                 check_strict(models, v, cls.openapi_types[fields[k]], f"{at}.{k}", where)
 
 models = client_models()
+
+def pod_spec(doc):
+    """The pod spec of a Pod, or of the pods a workload object creates; None for other kinds."""
+    spec = doc.get("spec") or {}
+    if doc.get("kind") == "Pod":
+        return spec
+    if doc.get("kind") == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec") or {})
+    elif doc.get("kind") not in ("Job", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"):
+        return None
+    return (spec.get("template") or {}).get("spec") or {}
+
+GPUMUX_RESOURCES = {"gpumux.io/gpu", "gpumux.io/gpu-mem", "gpumux.io/gpu-milli"}
+
+def check_workload(doc, where):
+    """A Pod or Job of a trace-driven workload: makes pods, names a scheduler, asks only for known
+    gpumux resources with whole-number quantities, and carries string labels and annotations."""
+    spec = pod_spec(doc)
+    if spec is None or doc.get("kind") not in ("Pod", "Job"):
+        return problems.append(f"{where}: {doc.get('kind')} is neither a Pod nor a Job")
+    if not spec.get("schedulerName"):
+        problems.append(f"{where}: no schedulerName")
+    metas = [doc.get("metadata") or {}]
+    if doc.get("kind") == "Job":
+        metas.append(((doc.get("spec") or {}).get("template") or {}).get("metadata") or {})
+    for meta in metas:
+        for field in ("labels", "annotations"):
+            for k, v in (meta.get(field) or {}).items():
+                if not isinstance(v, str):
+                    problems.append(f"{where}: metadata.{field}.{k} is {v!r}, not a string")
+    for c in spec.get("containers", []) or []:
+        for section in ("limits", "requests"):
+            for k, v in ((c.get("resources") or {}).get(section) or {}).items():
+                if k.startswith("gpumux.io/") and k not in GPUMUX_RESOURCES:
+                    problems.append(f"{where}: unknown resource {k}")
+                if k in GPUMUX_RESOURCES and not str(v).isdigit():
+                    problems.append(f"{where}: {k} is {v!r}, not a whole number")
+
+if len(sys.argv) > 1:
+    count = 0
+    for name in sys.argv[1:]:
+        text = sys.stdin.read() if name == "-" else pathlib.Path(name).read_text()
+        try:
+            objects = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as e:
+            problems.append(f"{name}: {e}")
+            continue
+        if len(objects) == 1 and str(objects[0].get("kind", "")).endswith("List"):
+            objects = objects[0].get("items") or []
+        for i, doc in enumerate(objects, 1):
+            where = f"{name} object {i} {doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '')}"
+            if models is not None:
+                check_strict(models, doc, "V1" + str(doc.get("kind", "?")), "", where)
+            check_workload(doc, where)
+            count += 1
+    for p in problems:
+        print(p)
+    print(f"{count} objects in {len(sys.argv) - 1} files; field-by-field check "
+          f"{'done' if models else 'skipped (no Kubernetes Python client)'}; {len(problems)} problem(s)")
+    sys.exit(1 if problems else 0)
+
 docs = {}
 for path in sorted(DEPLOY.rglob("*.yaml")):
     docs[path] = load(path)
@@ -112,17 +176,6 @@ if not configmaps or configmaps[0]["data"].get("scheduler-config.yaml") != confi
     problems.append("extender/deployment.yaml: the ConfigMap differs from extender/scheduler-config.yaml")
 check_scheduler_config(yaml.safe_load(configmaps[0]["data"]["scheduler-config.yaml"]) if configmaps else {},
                        "extender/deployment.yaml ConfigMap")
-
-def pod_spec(doc):
-    """The pod spec of a Pod, or of the pods a workload object creates; None for other kinds."""
-    spec = doc.get("spec") or {}
-    if doc.get("kind") == "Pod":
-        return spec
-    if doc.get("kind") == "CronJob":
-        spec = ((spec.get("jobTemplate") or {}).get("spec") or {})
-    elif doc.get("kind") not in ("Job", "Deployment", "DaemonSet", "StatefulSet", "ReplicaSet"):
-        return None
-    return (spec.get("template") or {}).get("spec") or {}
 
 def arg(container, flag, default=None):
     """The value of `--flag value` or `--flag=value` in a container's args."""

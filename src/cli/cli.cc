@@ -1,7 +1,6 @@
 #include "gpumux/cli/cli.h"
 
 #include <CLI/CLI.hpp>
-
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -42,6 +41,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* coordinator = AddCoordinatorCommand(app, coordinator_options);
   ProfileCliOptions profile_options;
   CLI::App* profile = AddProfileCommand(app, profile_options);
+  SubmitCliOptions submit_options;
+  CLI::App* submit = AddSubmitCommand(app, submit_options);
+  ReportCliOptions report_options;
+  CLI::App* report = AddReportCommand(app, report_options);
   for (int k = 0; k < argc; ++k) {
     profile_options.command_line += (k == 0 ? "" : " ") + std::string(argv[k]);
   }
@@ -111,6 +114,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
   if (profile->parsed()) return RunProfile(profile_options, out, err);
+  if (submit->parsed()) return RunSubmit(submit_options, std::cin, out, err);
+  if (report->parsed()) return RunReport(report_options, out, err);
   return 2;
 }
 

@@ -407,5 +407,19 @@ TEST(FakeApiServerCreate, GenerateNameGivesANewNameEachTime) {
   EXPECT_NE(json::parse(a->body)["metadata"]["name"], json::parse(b->body)["metadata"]["name"]);
 }
 
+TEST(FakeApiServerCreate, FailNextAfterApplyingStoresTheObjectAndAnswersTheFailure) {
+  FakeApiServer server;
+  server.FailNextAfterApplying("POST", "/pods", 504, "Timeout", "lost");
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post("/api/v1/namespaces/ns/pods", NewPod("p1").dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 504);
+  EXPECT_EQ(json::parse(res->body)["message"], "lost");
+  EXPECT_TRUE(server.GetPod("ns", "p1").has_value());
+  auto again = client.Post("/api/v1/namespaces/ns/pods", NewPod("p1").dump(), "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 409);
+}
+
 }  // namespace
 }  // namespace gpumux::test

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gpumux/sim/dl_report.h"
+#include "src/sim/report_format.h"
 
 namespace gpumux::sim {
 namespace {
@@ -131,6 +132,18 @@ TEST(MeasuredReport, JsonAndPageSayMeasuredAndNameTheGpus) {
   EXPECT_NE(page.find("<td>-</td></tr>"), std::string::npos);  // util
   EXPECT_NE(page.find("gpumux report --from-cluster"), std::string::npos);
   EXPECT_EQ(page.find("Profile error"), std::string::npos);
+}
+
+// A cluster run at time scale 0.05 shows as load 20: written as a number, not "2e+01".
+TEST(LoadString, IsTheShortestPlainNumberThatReadsBack) {
+  using report_format::LoadString;
+  EXPECT_EQ(LoadString(1.3), "1.3");
+  EXPECT_EQ(LoadString(4), "4");
+  EXPECT_EQ(LoadString(20), "20");
+  EXPECT_EQ(LoadString(1000), "1000");
+  EXPECT_EQ(LoadString(1.0 / 0.05), "20");
+  EXPECT_EQ(LoadString(0.001), "0.001");
+  EXPECT_EQ(LoadString(1e20), "1e+20");
 }
 
 }  // namespace

@@ -273,6 +273,7 @@ struct FakeApiServer::Failure {
   std::string message;
   int remaining = 1;
   std::optional<std::pair<std::string, std::string>> raw;  // content type, body
+  bool after_applying = false;  // the request is carried out, then its answer replaced
 };
 
 struct FakeApiServer::Route {
@@ -614,6 +615,21 @@ void FakeApiServer::FailNext(std::string method, std::string target_substring, i
                               {}});
 }
 
+void FakeApiServer::FailNextAfterApplying(std::string method, std::string target_substring,
+                                          int status, std::string reason, std::string message,
+                                          int times) {
+  std::lock_guard lock(mu_);
+  Failure failure{std::move(method),
+                  std::move(target_substring),
+                  status,
+                  std::move(reason),
+                  std::move(message),
+                  times,
+                  {}};
+  failure.after_applying = true;
+  failures_.push_back(std::move(failure));
+}
+
 void FakeApiServer::FailNextWithBody(std::string method, std::string target_substring, int status,
                                      std::string content_type, std::string body, int times) {
   std::lock_guard lock(mu_);
@@ -791,6 +807,13 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   if (failure && failure->raw) {
     res.status = failure->status;
     res.set_content(failure->raw->second, failure->raw->first);
+    return;
+  }
+  if (failure && failure->after_applying) {
+    if (kind.rfind("patch ", 0) == 0) HandlePatch(route, req, res);
+    if (kind == "create binding") HandleBinding(route, req, res);
+    if (kind.rfind("create ", 0) == 0 && kind != "create binding") HandleCreate(route, req, res);
+    ReplyStatus(res, failure->status, failure->reason, failure->message);
     return;
   }
   if (failure) {

@@ -153,6 +153,11 @@ class FakeApiServer {
   // target (path + query) contains `target_substring` with a Status of `status`.
   void FailNext(std::string method, std::string target_substring, int status, std::string reason,
                 std::string message, int times = 1);
+  // Like FailNext, but the request (a patch, binding or create) is carried out first: what a
+  // client sees when the answer to a change that was applied is lost (a timeout, a 5xx from a
+  // proxy).
+  void FailNextAfterApplying(std::string method, std::string target_substring, int status,
+                             std::string reason, std::string message, int times = 1);
   // Like FailNext, with a raw body (e.g. HTML from a proxy) instead of a Status.
   void FailNextWithBody(std::string method, std::string target_substring, int status,
                         std::string content_type, std::string body, int times = 1);
