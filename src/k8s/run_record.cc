@@ -25,10 +25,13 @@ const std::set<std::string, std::less<>>& KnownEvents() {
 
 }  // namespace
 
-json RecordLine(std::string_view event, double t) {
+nlohmann::ordered_json RecordLine(std::string_view event, double t) {
   // Microseconds, so that the text does not carry float noise (0.30000000000000004).
   const double rounded = std::round(t * 1e6) / 1e6;
-  return json{{"event", std::string(event)}, {"t", rounded}};
+  nlohmann::ordered_json line;
+  line["event"] = std::string(event);
+  line["t"] = rounded;
+  return line;
 }
 
 // --- writing ---------------------------------------------------------------------------------
@@ -59,7 +62,7 @@ RecordWriter::~RecordWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-core::Result<void> RecordWriter::Write(const json& line) {
+core::Result<void> RecordWriter::Write(const nlohmann::ordered_json& line) {
   std::string text = line.dump();
   text += '\n';
   std::lock_guard lock(mu_);

@@ -274,7 +274,7 @@ double Submitter::Now() const {
   return std::chrono::duration<double>(Clock::now() - start_).count();
 }
 
-core::Result<void> Submitter::Record(json line) {
+core::Result<void> Submitter::Record(nlohmann::ordered_json line) {
   auto ok = record_.Write(line);
   if (!ok && record_error_.empty()) {
     record_error_ = ok.error().message;
@@ -337,7 +337,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   ps.job = object.job;
   const double t = Now();
   auto line = [&](std::string_view event) {
-    json l = RecordLine(event, t);
+    auto l = RecordLine(event, t);
     l["job"] = object.job;
     l["pod"] = name;
     return l;
@@ -366,7 +366,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   }
   if (!node.empty() && !ps.scheduled) {
     ps.scheduled = true;
-    json l = line("scheduled");
+    auto l = line("scheduled");
     l["node"] = node;
     l["gpus"] = gpus;
     (void)Record(std::move(l));
@@ -382,7 +382,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
         const std::string message = JsonString(c, "message");
         if (message == ps.waiting) break;
         ps.waiting = message;
-        json l = line("unschedulable");
+        auto l = line("unschedulable");
         l["reason"] = JsonString(c, "reason");
         l["message"] = message;
         (void)Record(std::move(l));
@@ -430,7 +430,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
       auto f = ParseRfc3339(finished_at);
       if (s && f && *f >= *s) start_t = std::max(0.0, t - static_cast<double>(*f - *s));
     }
-    json l = RecordLine("start", start_t);
+    auto l = RecordLine("start", start_t);
     l["job"] = object.job;
     l["pod"] = name;
     l["node"] = node;
@@ -441,7 +441,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   }
   if (ended && !ps.finished) {
     ps.finished = true;
-    json l = line("finish");
+    auto l = line("finish");
     l["node"] = node;
     l["phase"] = phase;
     l["reason"] = reason;
@@ -524,7 +524,7 @@ bool Submitter::Create(std::size_t index, double due_t, std::stop_token stop) {
   std::lock_guard lock(mu_);
   ++tried_;
   JobState& job = *jobs_[o.job];
-  json line = RecordLine(error ? "error" : "submit", sent);
+  auto line = RecordLine(error ? "error" : "submit", sent);
   line["job"] = o.job;
   line["kind"] = o.kind;
   line["name"] = o.name;
@@ -558,7 +558,7 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
   std::string ns_text;
   for (const auto& ns : namespaces) ns_text += (ns_text.empty() ? "" : ",") + ns;
   {
-    json run = RecordLine("run", 0);
+    auto run = RecordLine("run", 0);
     run["version"] = kRunRecordVersion;
     run["run"] = options_.run;
     run["label"] = options_.label;
@@ -678,7 +678,7 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
                        : timed_out                               ? "timeout"
                        : options_.wait == WaitMode::kWaitForPods ? "finished"
                                                                  : "submitted";
-  json end = RecordLine("end", Now());
+  auto end = RecordLine("end", Now());
   end["reason"] = summary.end_reason;
   end["submitted"] = summary.submitted;
   end["errors"] = summary.errors;

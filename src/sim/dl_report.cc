@@ -152,22 +152,29 @@ void WriteDlTable(std::ostream& out, const std::vector<DlResult>& results,
     out << "\nprofile: " << ctx.profile << "; truth: " << ctx.truth << "\n";
   }
   char line[256];
+  // The policy column fits the longest name (a cluster run's label may be long), at least 10.
+  std::size_t width = 10;
+  for (const auto& policy : ctx.policies) width = std::max(width, policy.size());
+  auto column = [width](const std::string& name) {
+    std::string padded = name;
+    padded.resize(std::max(width, name.size()), ' ');
+    return padded;
+  };
   for (double load : ctx.loads) {
     out << "\nload " << LoadString(load) << "x\n";
-    std::snprintf(line, sizeof line, "  %-10s %-7s %9s %9s %9s %10s %9s %6s %6s\n", "policy",
-                  "tuner", "avg JCT", "median", "p95", "makespan", "queue", "busy", "util");
-    out << line;
+    std::snprintf(line, sizeof line, " %-7s %9s %9s %9s %10s %9s %6s %6s\n", "tuner", "avg JCT",
+                  "median", "p95", "makespan", "queue", "busy", "util");
+    out << "  " << column("policy") << line;
     for (const auto& policy : ctx.policies) {
       const MeanRow row = MeanMetrics(results, load, policy);
       if (row.runs == 0) continue;
       const DlMetrics& m = row.metrics;
       char util[16] = "     -";  // not measured on a cluster
       if (!std::isnan(m.gpu_util)) std::snprintf(util, sizeof util, "%5.1f%%", m.gpu_util * 100);
-      std::snprintf(line, sizeof line,
-                    "  %-10s %-7s %8.0fs %8.0fs %8.0fs %9.0fs %8.0fs %5.1f%% %s\n", policy.c_str(),
+      std::snprintf(line, sizeof line, " %-7s %8.0fs %8.0fs %8.0fs %9.0fs %8.0fs %5.1f%% %s\n",
                     row.tuner.c_str(), m.avg_jct_s, m.median_jct_s, m.p95_jct_s, m.makespan_s,
                     m.avg_queue_s, m.gpu_busy * 100, util);
-      out << line;
+      out << "  " << column(policy) << line;
     }
     for (const auto& other : ctx.policies) {
       if (other == "gpumux") continue;

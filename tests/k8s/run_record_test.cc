@@ -172,17 +172,18 @@ TEST_F(RecordWriterTest, WritesOneLinePerEventAndRefusesAnExistingFile) {
   const std::string path = (dir_ / "run.jsonl").string();
   auto writer = RecordWriter::Create(path);
   ASSERT_TRUE(writer) << writer.error().message;
-  json run = RecordLine("run", 0);
+  auto run = RecordLine("run", 0);
   run["version"] = 1;
   run["time_scale"] = 1;
   ASSERT_TRUE((*writer)->Write(run));
-  json submit = RecordLine("submit", 0.1 + 0.2);
+  auto submit = RecordLine("submit", 0.1 + 0.2);
   submit["job"] = "a";
   ASSERT_TRUE((*writer)->Write(submit));
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_NE(text.str().find("\"t\":0.3}"), std::string::npos) << text.str();  // no float noise
+  EXPECT_NE(text.str().find("{\"event\":\"submit\",\"t\":0.3,"), std::string::npos)
+      << text.str();  // event and t first; no float noise (0.30000000000000004)
   auto parsed = ParseRunRecord(text.str(), path);
   ASSERT_TRUE(parsed) << parsed.error().message;
   ASSERT_EQ(parsed->jobs.size(), 1u);

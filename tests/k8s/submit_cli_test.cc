@@ -54,6 +54,12 @@ class ClusterPlayer {
                 milliseconds run_for = milliseconds(250))
       : api_(api), failing_(std::move(failing)), start_after_(start_after), run_for_(run_for) {}
 
+  // How long a pod of a workload class runs (others: run_for); GPUs spread over `nodes` nodes.
+  void SetRunTimes(std::map<std::string, milliseconds> by_class, int nodes) {
+    run_for_class_ = std::move(by_class);
+    nodes_ = nodes;
+  }
+
   // One pass over the API server's objects.
   void Step() {
     const auto now = SteadyClock::now();
@@ -79,14 +85,17 @@ class ClusterPlayer {
       auto [it, fresh] = pods_.try_emplace(key);
       State& s = it->second;
       if (fresh) {
-        s.gpu = next_gpu_++ % 4;
+        const int slot = next_gpu_++;
+        s.gpu = slot % 4;
+        s.node = "node-" + std::to_string(1 + (slot / 4) % nodes_);
         s.job = pod["metadata"]["annotations"].value("gpumux.io/job", "");
+        s.cls = pod["metadata"]["annotations"].value("gpumux.io/workload-class", "");
         Grant grant;
-        grant.node = "node-1";
+        grant.node = s.node;
         grant.policy = "fgd";
         grant.containers.push_back(
             {"main", {{s.gpu, "GPU-" + std::to_string(s.gpu)}}, 1, 4096, false, false});
-        pod["spec"]["nodeName"] = "node-1";
+        pod["spec"]["nodeName"] = s.node;
         pod["metadata"]["annotations"]["gpumux.io/grant"] = EncodeGrant(grant);
         api_.UpdatePod(pod);
         s.start_at = now + start_after_;
@@ -94,7 +103,8 @@ class ClusterPlayer {
       }
       if (!s.running && now >= s.start_at) {
         s.running = true;
-        s.finish_at = now + run_for_;
+        auto by_class = run_for_class_.find(s.cls);
+        s.finish_at = now + (by_class == run_for_class_.end() ? run_for_ : by_class->second);
         pod["status"] = {
             {"phase", "Running"},
             {"startTime", Rfc3339Now()},
@@ -124,7 +134,9 @@ class ClusterPlayer {
  private:
   struct State {
     int gpu = 0;
+    std::string node;
     std::string job;
+    std::string cls;
     SteadyClock::time_point start_at, finish_at;
     bool running = false;
     bool done = false;
@@ -134,6 +146,8 @@ class ClusterPlayer {
   milliseconds start_after_, run_for_;
   std::map<std::string, State> pods_;
   std::set<std::string> controlled_;
+  std::map<std::string, milliseconds> run_for_class_;
+  int nodes_ = 1;
   int next_gpu_ = 0;
 };
 
@@ -313,6 +327,30 @@ TEST_F(SubmitCliTest, JobgenPipedIntoSubmitRecordsEveryJobAndReportBuildsTheTabl
   EXPECT_NE(page.find(">node-1/0</text>"), std::string::npos);
   const std::string csv = test::ReadFileText(dir_ / "report" / "jobs.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6);  // header + 5 jobs
+}
+
+// Writes examples/cluster-run/record.jsonl, the record the README's try-it reports on; run it on
+// purpose: build/tests/gpumux_k8s_test --gtest_also_run_disabled_tests
+//   --gtest_filter='*WritesTheExampleRecord'
+TEST_F(SubmitCliTest, DISABLED_WritesTheExampleRecord) {
+  ASSERT_GT(Start("gpumux jobgen --format k8s --profile cpu-example --count 12 --arrival poisson "
+                  "--rate 0.5 --seed 11 --work-scale 0.01 --run example | "
+                  "gpumux submit - --kubeconfig kubeconfig --time-scale 0.2 --wait "
+                  "--wait-timeout 120 --record example.jsonl --label stand-in-kubelet",
+                  "example"),
+            0);
+  ClusterPlayer player(api_, {"j0007"}, milliseconds(300));
+  player.SetRunTimes({{"resnet", milliseconds(3000)},
+                      {"lstm", milliseconds(5000)},
+                      {"neumf", milliseconds(1200)}},
+                     2);
+  auto exit = PlayUntilExit(&player, milliseconds(120000));
+  ASSERT_TRUE(exit.has_value()) << Err("example");
+  ASSERT_TRUE(exit->Exited(0)) << Err("example");
+  const fs::path target = fs::path(GPUMUX_SOURCE_DIR) / "examples" / "cluster-run";
+  fs::create_directories(target);
+  fs::copy_file(dir_ / "example.jsonl", target / "record.jsonl",
+                fs::copy_options::overwrite_existing);
 }
 
 TEST_F(SubmitCliTest, BatchJobsAreCreatedAndTheirPodsRecordedUnderTheJob) {
