@@ -340,10 +340,9 @@ TEST_F(SubmitCliTest, DISABLED_WritesTheExampleRecord) {
                   "example"),
             0);
   ClusterPlayer player(api_, {"j0007"}, milliseconds(300));
-  player.SetRunTimes({{"resnet", milliseconds(3000)},
-                      {"lstm", milliseconds(5000)},
-                      {"neumf", milliseconds(1200)}},
-                     2);
+  player.SetRunTimes(
+      {{"resnet", milliseconds(3000)}, {"lstm", milliseconds(5000)}, {"neumf", milliseconds(1200)}},
+      2);
   auto exit = PlayUntilExit(&player, milliseconds(120000));
   ASSERT_TRUE(exit.has_value()) << Err("example");
   ASSERT_TRUE(exit->Exited(0)) << Err("example");
@@ -442,7 +441,8 @@ TEST_F(SubmitCliTest, ATransientFailureIsRetriedAndAnAnswerLostAfterTheCreateIsN
   // AlreadyExists for a pod of this very run, which is no error.
   api_.FailNextAfterApplying("POST", "/pods", 504, "Timeout", "the answer was lost", 1);
   ASSERT_GT(Start("gpumux jobgen --format k8s --count 2 --work-scale 0.001 --name-prefix b- | "
-                  "gpumux submit - --kubeconfig kubeconfig --time-scale 0.001 --record lost.jsonl",
+                  "gpumux submit - --kubeconfig kubeconfig --time-scale 0.001 --record lost.jsonl "
+                  "--progress bar",
                   "lost"),
             0);
   exit = PlayUntilExit(nullptr, milliseconds(30000));
@@ -450,6 +450,9 @@ TEST_F(SubmitCliTest, ATransientFailureIsRetriedAndAnAnswerLostAfterTheCreateIsN
   EXPECT_TRUE(exit->Exited(0)) << Err("lost");
   EXPECT_NE(Err("lost").find("HTTP 504 Timeout: the answer was lost; trying again"),
             std::string::npos)
+      << Err("lost");
+  // --progress bar redraws one line in place (\r, erase to its end).
+  EXPECT_NE(Err("lost").find("\r\033[K[########################] 2/2 submitted"), std::string::npos)
       << Err("lost");
   const RunRecord lost = Record("lost.jsonl");
   ASSERT_EQ(lost.jobs.size(), 2u);

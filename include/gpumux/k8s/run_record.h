@@ -38,8 +38,9 @@ inline constexpr int kRunRecordVersion = 1;
 // The largest record read (a line per event; 10^6 jobs with 6 events of ~300 bytes is 1.8 GB).
 inline constexpr std::size_t kMaxRunRecordBytes = std::size_t{4} << 30;
 
-// One event line, "t" and "event" set; the caller adds the event's fields.
-nlohmann::json RecordLine(std::string_view event, double t);
+// One event line, "event" and "t" set (first, for a reader's eye); the caller adds the
+// event's fields, which keep the order they are added in.
+nlohmann::ordered_json RecordLine(std::string_view event, double t);
 
 // Appends lines to a new record file: each Write is one write() of the line and its newline,
 // then fdatasync. Thread-safe.
@@ -52,7 +53,7 @@ class RecordWriter {
   RecordWriter& operator=(const RecordWriter&) = delete;
 
   // Error (kIo, naming the file) when the write or the sync fails; later writes fail too.
-  core::Result<void> Write(const nlohmann::json& line);
+  core::Result<void> Write(const nlohmann::ordered_json& line);
   const std::string& path() const { return path_; }
 
  private:

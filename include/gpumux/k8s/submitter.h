@@ -124,7 +124,7 @@ class Submitter {
   struct JobState;
   struct PodState;
 
-  core::Result<void> Record(nlohmann::json line);
+  core::Result<void> Record(nlohmann::ordered_json line);
   double Now() const;
   // Creates one object (with retries); records submit or error. False when the record failed.
   bool Create(std::size_t index, double due_t, std::stop_token stop);
