@@ -76,8 +76,9 @@ struct SubmitOptions {
   WaitMode wait = WaitMode::kNoWait;
   std::chrono::milliseconds wait_timeout{0};  // after the last create; 0 = no limit
   FailMode fail = FailMode::kContinue;
-  // A create that gets no answer, 429 or a 5xx is tried again (0.5 s, 1 s, 2 s apart); after
-  // such a retry, AlreadyExists for an object carrying this run's label is its own success.
+  // A create that gets no answer, 429, 500, 502, 503 or 504 is tried again (0.5 s, 1 s, 2 s
+  // apart, create_retries times); after such a retry, AlreadyExists for an object carrying this
+  // run's label is its own success.
   int create_retries = 3;
   // How long Run waits for the first list of the run's pods before it creates anything.
   std::chrono::milliseconds sync_timeout{10000};
