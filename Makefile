@@ -10,7 +10,8 @@
 #               real single-node Kubernetes (../shared/k8s-rig, when built on this machine) and
 #               run the end-to-end scenarios
 #   make clean  remove every build folder and everything make demo and the README's try-it
-#               commands write (gpumux-report/, gpumux-report-dl/, gpumux-try/)
+#               commands write (gpumux-report/, gpumux-report-dl/, gpumux-try/), and
+#               gpumux-report-cluster/ (what `gpumux report --from-cluster` writes by default)
 BUILD ?= build
 BUILD_TYPE ?= Release
 WERROR ?= ON
@@ -78,7 +79,7 @@ e2e: build
 	bash tests/e2e/run.sh ./$(BUILD)/gpumux
 
 clean:
-	rm -rf build build-asan build-fuzz gpumux-report gpumux-report-dl gpumux-try
+	rm -rf build build-asan build-fuzz gpumux-report gpumux-report-dl gpumux-report-cluster gpumux-try
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -3,6 +3,7 @@
 
   python3 deploy/check-manifests.py [--kubectl KUBECTL] [OVERLAY ...]
   python3 deploy/check-manifests.py --rendered FILE        (FILE '-': standard input)
+  python3 deploy/check-manifests.py --workloads FILE ...   (FILE '-': standard input)
 
 The files: every YAML file of deploy/base and deploy/examples parses; the examples' pods ask for
 GPUs through gpumux-scheduler's resources or the OCI runtime path's variables (every example
@@ -27,6 +28,9 @@ work), or a rendered FILE, is checked as one installation:
   - listeners are on loopback, except a --metrics-address that Prometheus is told to scrape
     (pod annotations prometheus.io/scrape, port, path, and a container port named metrics);
     the extender's --listen (it takes bind) is always on loopback.
+The workloads (`--workloads`, e.g. what `gpumux jobgen --format k8s` writes): every object is a
+Pod or a Job that makes pods, names a scheduler, asks only for known gpumux resources with
+whole-number quantities and carries string labels and annotations; field by field as above.
 Exit 1 with a list of problems, 0 when there are none.
 """
 import argparse
@@ -543,15 +547,68 @@ def kubectl_version(kubectl):
     return text[0] if text else "?"
 
 
+GPUMUX_RESOURCES = {"gpumux.io/gpu", "gpumux.io/gpu-mem", "gpumux.io/gpu-milli"}
+
+
+def check_workload(doc, where):
+    """A Pod or Job of a trace-driven workload (see the module's docstring)."""
+    spec = pod_spec(doc)
+    if spec is None or doc.get("kind") not in ("Pod", "Job"):
+        return problem(f"{where}: {doc.get('kind')} is neither a Pod nor a Job")
+    if not spec.get("schedulerName"):
+        problem(f"{where}: no schedulerName")
+    metas = [doc.get("metadata") or {}]
+    if doc.get("kind") == "Job":
+        metas.append(((doc.get("spec") or {}).get("template") or {}).get("metadata") or {})
+    for meta in metas:
+        for field in ("labels", "annotations"):
+            for k, v in (meta.get(field) or {}).items():
+                if not isinstance(v, str):
+                    problem(f"{where}: metadata.{field}.{k} is {v!r}, not a string")
+    for c in spec.get("containers", []) or []:
+        for section in ("limits", "requests"):
+            for k, v in ((c.get("resources") or {}).get(section) or {}).items():
+                if k.startswith("gpumux.io/") and k not in GPUMUX_RESOURCES:
+                    problem(f"{where}: unknown resource {k}")
+                if k in GPUMUX_RESOURCES and not str(v).isdigit():
+                    problem(f"{where}: {k} is {v!r}, not a whole number")
+
+
+def check_workloads(names, models):
+    count = 0
+    for name in names:
+        text = sys.stdin.read() if name == "-" else pathlib.Path(name).read_text()
+        objects = load_text(text, name)
+        if len(objects) == 1 and str(objects[0].get("kind", "")).endswith("List"):
+            objects = objects[0].get("items") or []
+        for i, doc in enumerate(objects, 1):
+            where = f"{name} object {i} {doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '')}"
+            if models is not None:
+                check_strict(models, doc, "V1" + str(doc.get("kind", "?")), "", where)
+            check_workload(doc, where)
+            count += 1
+    return count
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overlays", nargs="*", help="kustomize folders (default: deploy/overlays/*)")
     parser.add_argument("--kubectl", default="kubectl", help="the kubectl that renders them")
     parser.add_argument("--rendered", help="check this rendered install instead ('-': stdin)")
+    parser.add_argument("--workloads", nargs="+", metavar="FILE",
+                        help="check these workload manifests instead ('-': stdin)")
     args = parser.parse_args()
 
     models = client_models()
+    if args.workloads:
+        count = check_workloads(args.workloads, models)
+        for p in problems:
+            print(p)
+        print(f"{count} objects in {len(args.workloads)} files; field-by-field check "
+              f"{'done' if models else 'skipped (no Kubernetes Python client)'}; "
+              f"{len(problems)} problem(s)")
+        return 1 if problems else 0
     check_files(models)
     summaries = []
     if args.rendered:

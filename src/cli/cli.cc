@@ -44,6 +44,10 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* profile = AddProfileCommand(app, profile_options);
   InspectCliOptions inspect_options;
   CLI::App* inspect = AddInspectCommand(app, inspect_options);
+  SubmitCliOptions submit_options;
+  CLI::App* submit = AddSubmitCommand(app, submit_options);
+  ReportCliOptions report_options;
+  CLI::App* report = AddReportCommand(app, report_options);
   for (int k = 0; k < argc; ++k) {
     profile_options.command_line += (k == 0 ? "" : " ") + std::string(argv[k]);
   }
@@ -121,6 +125,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
   if (profile->parsed()) return RunProfile(profile_options, out, err);
   if (inspect->parsed()) return RunInspect(inspect_options, out, err);
+  if (submit->parsed()) return RunSubmit(submit_options, std::cin, out, err);
+  if (report->parsed()) return RunReport(report_options, out, err);
   return 2;
 }
 

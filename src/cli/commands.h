@@ -14,6 +14,7 @@
 #include "gpumux/core/result.h"
 #include "gpumux/policy/fragmentation.h"
 #include "src/cli/daemon_log.h"
+#include "gpumux/sim/dl_workload.h"
 
 namespace CLI {
 class App;
@@ -23,9 +24,9 @@ namespace gpumux::cli {
 
 // `gpumux simulate --workload dl`: the JCT simulation of deep-learning training jobs.
 struct DlOptions {
-  std::string jobs;            // job list CSV; "" = generated (embedded IADeep-like default)
-  std::string profile;         // workload profile JSON; "" = embedded default
-  std::string truth_profile;   // what the simulated GPUs do; "" = the default truth
+  std::string jobs;             // job list CSV; "" = generated (embedded IADeep-like default)
+  std::string profile;          // workload profile JSON; "" = embedded default
+  std::string truth_profile;    // what the simulated GPUs do; "" = the default truth
   std::string mix = "uniform";  // class mix for generated jobs
   int count = 300;
   std::string loads = "1,2,4";
@@ -38,9 +39,9 @@ struct DlOptions {
   double measure_noise = 0.1;
   double work_spread = 0.5;
   double noise_scale_spread = 0.3;
-  std::uint64_t truth_seed = 0;     // the truth's hidden factors; 0 = each run's seed
-  std::string observations;         // JSON array of observations added to the belief
-  std::string observations_out;     // where to write what coordinators would have measured
+  std::uint64_t truth_seed = 0;  // the truth's hidden factors; 0 = each run's seed
+  std::string observations;      // JSON array of observations added to the belief
+  std::string observations_out;  // where to write what coordinators would have measured
 };
 
 // The default report folders: each workload its own, so that one run never overwrites the
@@ -51,8 +52,8 @@ inline constexpr std::string_view kDlReportDir = "gpumux-report-dl";
 struct SimulateOptions {
   std::string workload = "fgd";  // fgd (the FGD study's trace) or dl (JCT of training jobs)
   DlOptions dl;
-  std::string nodes;   // "" = embedded
-  std::string pods;    // "" = embedded
+  std::string nodes;  // "" = embedded
+  std::string pods;   // "" = embedded
   std::vector<std::string> policies{"all"};
   std::string seeds = "42";
   double load = 1.3;
@@ -89,10 +90,74 @@ struct JobGenCliOptions {
   int max_gib = 7;
   std::uint64_t seed = 42;
   std::string out;  // "" = stdout
+  // Kubernetes manifests (workload_commands.cc): --format k8s (YAML) or k8s-json (a List).
+  std::string format = "csv";
+  std::string kind = "pod";  // pod or job
+  std::string jobs;          // an existing job list to write as manifests
+  std::string pods;          // an openb pod list (a file, or "default": the embedded one)
+  double start_s = 0;        // --pods: the first pod created at or after this time
+  std::string image;         // "" = the workload's default image
+  std::string scheduler_name = "gpumux-scheduler";
+  std::string name_prefix;
+  std::string run;                       // the gpumux.io/run label; "" = none (submit adds its own)
+  std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib
+  double work_scale = 1;  // training steps = work_scale x the class's samples / batch
+  std::string examples_dir = "/opt/gpumux/python/examples";
+  std::vector<std::string> examples;            // CLASS=SCRIPT: the example a class runs
+  std::string coordinator_dir = "/run/gpumux";  // mounted into training pods; "none" = not
+  std::string host_resources = "trace";         // --pods: trace (CPU, memory requests) or none
   std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& options);
 int RunJobGen(const JobGenCliOptions& options, std::ostream& out, std::ostream& err);
+
+// `gpumux jobgen --format k8s|k8s-json` (workload_commands.cc): the jobs (generated, or read
+// with --jobs) or the pods of --pods as Kubernetes objects. Exit 0, or 2 naming the bad input.
+void AddJobGenK8sOptions(CLI::App& cmd, JobGenCliOptions& options);
+// The message for an option that does not apply with the others given; nothing when all do.
+std::optional<std::string> CheckJobGenCombination(const JobGenCliOptions& options);
+int RunJobGenPods(const JobGenCliOptions& options, std::ostream& out, std::ostream& err);
+int WriteJobManifests(const JobGenCliOptions& options, const std::vector<sim::JobSpec>& jobs,
+                      const policy::WorkloadProfile& profile, std::ostream& out, std::ostream& err);
+
+// `gpumux submit`: creates a workload's objects on a cluster at their arrival times and
+// records what happens to every job (workload_commands.cc).
+struct SubmitCliOptions {
+  std::string file = "-";  // manifests; "-" = stdin
+  std::string kubeconfig, context, ns;
+  double time_scale = 1;
+  std::string record;  // "" = gpumux-run-<run>.jsonl
+  std::string run;     // "" = the manifests' gpumux.io/run label, else run-<UTC time>
+  std::string label;   // "" = the run
+  bool wait = false;
+  double wait_timeout_s = 0;
+  bool fail_fast = false;
+  bool dry_run = false;
+  std::string progress = "auto";  // auto, bar, lines, none
+  double progress_every_s = 10;
+  std::set<std::string> given;
+};
+CLI::App* AddSubmitCommand(CLI::App& app, SubmitCliOptions& options);
+// 0: every object created (and with --wait every job finished, succeeded or not); 1: a create
+// failed, --fail-fast stopped, the wait timed out or the record could not be written; 130:
+// interrupted (Ctrl-C); 2: bad usage or input.
+int RunSubmit(const SubmitCliOptions& options, std::istream& in, std::ostream& out,
+              std::ostream& err);
+
+// `gpumux report --from-cluster RECORD...`: the JCT tables and HTML report of `simulate
+// --workload dl` for runs recorded by `gpumux submit`.
+struct ReportCliOptions {
+  std::vector<std::string> records;
+  std::string out_dir;  // "" = gpumux-report-cluster
+  bool no_report = false;
+  std::string format = "table";
+  std::string baseline = "iadeep";
+  bool quiet = false;
+  std::set<std::string> given;
+};
+inline constexpr std::string_view kClusterReportDir = "gpumux-report-cluster";
+CLI::App* AddReportCommand(CLI::App& app, ReportCliOptions& options);
+int RunReport(const ReportCliOptions& options, std::ostream& out, std::ostream& err);
 
 // Where the reservation adapters find the host's GPUs and keep their ledger. Defaults come from
 // GPUMUX_STATE_DIR (/var/lib/gpumux), GPUMUX_DEV_DIR (/dev) and GPUMUX_GPUS_FILE.
@@ -218,7 +283,7 @@ struct ExtenderCliOptions {
   std::int64_t node_lock_ttl_seconds = 120;
   std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
-  std::string typical_pods;  // "" = the embedded trace
+  std::string typical_pods;              // "" = the embedded trace
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;

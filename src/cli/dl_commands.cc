@@ -1,4 +1,5 @@
 // `gpumux simulate --workload dl` and `gpumux jobgen`.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -6,8 +7,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "gpumux/core/plural.h"
 #include "gpumux/io/atomic_file.h"
@@ -41,8 +40,8 @@ std::optional<std::string> TooManyJobsOverLoads(const std::string& what, std::si
                                                 std::size_t loads, std::size_t seeds) {
   if (jobs * loads * seeds <= kMaxJobsOverLoads) return std::nullopt;
   return what + " x " + core::Plural(loads, "load factor") + " (--loads)" +
-         (seeds > 1 ? " x " + core::Plural(seeds, "seed") + " (--seeds)" : std::string()) +
-         ": " + core::Plural(jobs * loads * seeds, "job") + " to simulate, more than " +
+         (seeds > 1 ? " x " + core::Plural(seeds, "seed") + " (--seeds)" : std::string()) + ": " +
+         core::Plural(jobs * loads * seeds, "job") + " to simulate, more than " +
          std::to_string(kMaxJobsOverLoads);
 }
 
@@ -92,8 +91,8 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->group(group);
   cmd.add_option("--profile", o.profile,
                  "Workload profile: what the policies believe; a JSON file or an embedded "
-                 "profile, " + EmbeddedNames() + " [default: " +
-                     std::string(sim::kDefaultProfileName) + "]")
+                 "profile, " +
+                     EmbeddedNames() + " [default: " + std::string(sim::kDefaultProfileName) + "]")
       ->group(group);
   cmd.add_option("--truth-profile", o.truth_profile,
                  "Workload profile of what the simulated GPUs really do (its measured sets, else "
@@ -132,9 +131,10 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->capture_default_str()
       ->check(IntegerIn(1, sim::kMaxDlGpus))
       ->group(group);
-  cmd.add_option("--model-error", o.model_error,
-                 "Hidden deviation of the simulated GPUs from the truth profile's predictor, on sets it "
-                 "has not measured")
+  cmd.add_option(
+         "--model-error", o.model_error,
+         "Hidden deviation of the simulated GPUs from the truth profile's predictor, on sets it "
+         "has not measured")
       ->capture_default_str()
       ->check(NumberIn(0.0, 0.9))
       ->group(group);
@@ -228,8 +228,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     observed_note = " + " + core::Plural(summary.observed_sets(), "observed set") + " from " +
                     o.dl.observations;
     if (!o.quiet) {
-      err << "gpumux simulate: --observations " << o.dl.observations << ": "
-          << summary.Describe() << "\n";
+      err << "gpumux simulate: --observations " << o.dl.observations << ": " << summary.Describe()
+          << "\n";
       for (const std::string& why : summary.skipped) err << "  skipped " << why << "\n";
     }
   }
@@ -240,7 +240,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   config.options.tuner = o.dl.tuner;
   config.options.queue = o.dl.queue;
   config.options.gpus_per_node = std::min(4, o.dl.gpus);
-  config.options.nodes = (o.dl.gpus + config.options.gpus_per_node - 1) / config.options.gpus_per_node;
+  config.options.nodes =
+      (o.dl.gpus + config.options.gpus_per_node - 1) / config.options.gpus_per_node;
   if (config.options.nodes * config.options.gpus_per_node != o.dl.gpus) {
     return fail("--gpus must be a multiple of 4 (4 GPUs per node), or less than 4");
   }
@@ -300,13 +301,11 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     ctx.mix = o.dl.mix;
   }
   auto described = [](const policy::WorkloadProfile& p, const std::string& given) {
-    return p.name + (given.empty() || sim::EmbeddedProfile(given) != nullptr
-                         ? " (embedded)"
-                         : " (" + given + ")");
+    return p.name + (given.empty() || sim::EmbeddedProfile(given) != nullptr ? " (embedded)"
+                                                                             : " (" + given + ")");
   };
   ctx.profile = described(*profile, o.dl.profile) + observed_note;
-  ctx.truth = truth_name.empty() ? std::string("the same profile")
-                                 : described(*truth, truth_name);
+  ctx.truth = truth_name.empty() ? std::string("the same profile") : described(*truth, truth_name);
   if (truth_name.empty() && !observed_note.empty()) ctx.truth += " (without the observations)";
   ctx.seeds = *seeds;
   ctx.gpus = o.dl.gpus;
@@ -322,8 +321,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     if (o.quiet || elapsed < 1.0) return;
     char line[256];
     std::snprintf(line, sizeof line, "[%zu/%zu] %s at load %g, seed %llu: average JCT %.0f s\n",
-                  done, total, r.policy.c_str(), r.load,
-                  static_cast<unsigned long long>(r.seed), r.metrics.avg_jct_s);
+                  done, total, r.policy.c_str(), r.load, static_cast<unsigned long long>(r.seed),
+                  r.metrics.avg_jct_s);
     err << line << std::flush;
   };
   auto results = sim::RunDlSweep(*profile, config, progress);
@@ -357,15 +356,15 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
       windows += ob.count;
       list.push_back(std::move(ob));
     }
-    if (auto w = io::WriteFileAtomically(o.dl.observations_out,
-                                          policy::SerializeObservations(list));
+    if (auto w =
+            io::WriteFileAtomically(o.dl.observations_out, policy::SerializeObservations(list));
         !w) {
       return fail("--observations-out: " + w.error().message);
     }
     if (!o.quiet) {
       err << "gpumux simulate: " << core::Plural(list.size(), "observed set") << " ("
-          << core::Plural(windows, "measurement window") << ") written to "
-          << o.dl.observations_out << "\n";
+          << core::Plural(windows, "measurement window") << ") written to " << o.dl.observations_out
+          << "\n";
       if (members > 0) {
         char line[160];
         std::snprintf(line, sizeof line,
@@ -382,7 +381,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     if (!o.quiet) err << "gpumux simulate: report written to " << dir << "/index.html\n";
   }
   if (!o.quiet) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.2f", s);
     err << "gpumux simulate: " << core::Plural(runs, "simulation") << " in " << seconds << " s\n";
@@ -393,10 +393,15 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
 CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "jobgen",
-      "Write a job list of deep-learning training jobs for 'gpumux simulate --workload dl'\n"
+      "Write a job list of deep-learning training jobs, or their Kubernetes manifests\n"
       "Writes a CSV (job,class,submit_s,gpu_mib) for 'gpumux simulate --workload dl --jobs "
       "FILE': classes drawn from --mix, submit times from --arrival, a GPU memory request "
-      "between --min-gib and --max-gib.");
+      "between --min-gib and --max-gib. With --format k8s, the same jobs (or a list given by "
+      "--jobs, or the Alibaba trace pods of --pods) as Pods or batch/v1 Jobs for 'gpumux "
+      "submit': each with its arrival (annotation gpumux.io/submit-at-s), workload class "
+      "(gpumux.io/workload-class), schedulerName gpumux-scheduler, its GPU request as "
+      "gpumux.io/gpu-mem, gpu-milli or gpu, and for training jobs the command of a shipped "
+      "PyTorch example (python/examples) with --steps from the class's work.");
   cmd->add_option("--profile", o.profile,
                   "Workload profile: a JSON file or an embedded profile, " + EmbeddedNames() +
                       " [default: " + std::string(sim::kDefaultProfileName) + "]");
@@ -427,16 +432,28 @@ CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& o) {
       ->capture_default_str()
       ->check(IntegerIn(std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max()));
   cmd->add_option("-o,--out", o.out, "Output file [default: stdout]");
+  AddJobGenK8sOptions(*cmd, o);
   RecordGivenOptions(*cmd, o.given);
   // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).
   cmd->footer(
       "\nExamples:\n"
       "  gpumux jobgen > jobs.csv\n"
       "      300 jobs of IADeep's 8 measured models, bursty arrivals\n"
-      "  gpumux jobgen --mix vgg16=1,alexnet=1 --arrival poisson --rate 0.1 --count 500 -o jobs.csv\n"
+      "  gpumux jobgen --mix vgg16=1,alexnet=1 --arrival poisson --rate 0.1 --count 500 -o "
+      "jobs.csv\n"
       "  gpumux jobgen --profile iadeep5-assumed --mix iadeep -o jobs-iadeep5.csv\n"
       "  gpumux jobgen --arrival submit_times.txt --count 1000 -o jobs.csv\n"
-      "      submit times from a file, one per line\n");
+      "      submit times from a file, one per line\n"
+      "  gpumux jobgen --format k8s --count 20 --work-scale 0.01 -o jobs.yaml\n"
+      "      the same kind of jobs as Pods running the PyTorch examples, for 'gpumux submit'\n"
+      "  gpumux jobgen --format k8s --jobs jobs.csv --kind job --image registry.example/train:1 "
+      "\\\n"
+      "      -o jobs.yaml\n"
+      "      a job list a simulation ran, as batch/v1 Jobs\n"
+      "  gpumux jobgen --format k8s --pods default --start-s 11500000 --count 100 -o pods.yaml\n"
+      "      100 pods of the FGD study's trace (openb_pod_list_default) from day 133 on\n"
+      "  gpumux jobgen --format k8s-json --profile cpu-example --count 5 -o jobs.json\n"
+      "      classes with a shipped example of their own (resnet, lstm, neumf), as a JSON List\n");
   return cmd;
 }
 
@@ -445,6 +462,8 @@ int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
     err << "gpumux jobgen: " << message << "\n";
     return 2;
   };
+  if (auto m = CheckJobGenCombination(o)) return fail(*m);
+  if (!o.pods.empty()) return RunJobGenPods(o, out, err);
   const bool from_file = o.arrival != "bursty" && o.arrival != "poisson";
   if (from_file && Given(o.given, "rate")) {
     return fail("--rate does not apply with --arrival " + o.arrival +
@@ -452,6 +471,11 @@ int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
   }
   auto profile = ProfileFrom(o.profile);
   if (!profile) return fail(profile.error().message);
+  if (!o.jobs.empty()) {
+    auto listed = sim::LoadJobs(o.jobs, *profile);
+    if (!listed) return fail("--jobs: " + listed.error().message);
+    return WriteJobManifests(o, *listed, *profile, out, err);
+  }
   auto mix = sim::ParseMix(o.mix, *profile);
   if (!mix) return fail(mix.error().message);
   if (o.max_gib < o.min_gib) return fail("--max-gib is below --min-gib");
@@ -477,6 +501,7 @@ int RunJobGen(const JobGenCliOptions& o, std::ostream& out, std::ostream& err) {
   }
   auto jobs = sim::GenerateJobs(g, *profile);
   if (!jobs) return fail(jobs.error().message);
+  if (o.format != "csv") return WriteJobManifests(o, *jobs, *profile, out, err);
   if (o.out.empty()) {
     sim::WriteJobs(out, *jobs);
     return 0;

@@ -341,4 +341,42 @@ core::Result<ClientConfig> LoadInClusterConfig(const std::string& sa_dir) {
   return config;
 }
 
+core::Result<KubeconfigChoice> FindKubeconfig(std::string_view flag,
+                                              std::string_view kubeconfig_env,
+                                              std::string_view home,
+                                              std::string_view service_host) {
+  if (!flag.empty()) return KubeconfigChoice{std::string(flag), false, "--kubeconfig"};
+  std::vector<std::string> existing;
+  std::size_t start = 0;
+  while (start <= kubeconfig_env.size() && !kubeconfig_env.empty()) {
+    std::size_t colon = kubeconfig_env.find(':', start);
+    if (colon == std::string_view::npos) colon = kubeconfig_env.size();
+    const std::string path(kubeconfig_env.substr(start, colon - start));
+    std::error_code ec;
+    if (!path.empty() && fs::exists(path, ec)) existing.push_back(path);
+    start = colon + 1;
+  }
+  if (existing.size() > 1) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "$KUBECONFIG names " + std::to_string(existing.size()) + " files (" +
+                         existing[0] + ", " + existing[1] + (existing.size() > 2 ? ", ..." : "") +
+                         "): kubectl merges them, gpumux reads one; give --kubeconfig");
+  }
+  if (existing.size() == 1) return KubeconfigChoice{existing[0], false, "$KUBECONFIG"};
+  if (!kubeconfig_env.empty()) {
+    return MakeError(ErrorCode::kNotFound,
+                     "$KUBECONFIG (" + std::string(kubeconfig_env) + ") names no file that exists");
+  }
+  if (!home.empty()) {
+    const std::string path = (fs::path(home) / ".kube" / "config").string();
+    std::error_code ec;
+    if (fs::exists(path, ec)) return KubeconfigChoice{path, false, "~/.kube/config"};
+  }
+  if (!service_host.empty()) return KubeconfigChoice{"", true, "in-cluster"};
+  return MakeError(ErrorCode::kNotFound,
+                   "no kubeconfig: no --kubeconfig, no $KUBECONFIG, no " +
+                       (home.empty() ? std::string("$HOME") : std::string(home)) +
+                       "/.kube/config, and not in a pod (KUBERNETES_SERVICE_HOST unset)");
+}
+
 }  // namespace gpumux::k8s

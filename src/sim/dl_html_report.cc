@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_report.h"
-#include "gpumux/core/plural.h"
 #include "src/sim/report_format.h"
 #include "src/sim/report_palette.h"
 
@@ -246,7 +246,7 @@ void CdfChart(std::ostream& o, const std::vector<const DlResult*>& runs, const M
 
 // ---------------------------------------------------------------- per-GPU timeline
 
-constexpr double kLineLeft = 66;
+constexpr double kLineLeft = 66;  // the lanes' left edge with labels "GPU 12"
 constexpr double kLineRight = 840;
 constexpr double kLineTop = 8;
 constexpr double kRowHeight = 7;
@@ -309,7 +309,12 @@ void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros a
   const double height = bottom + 44;
   const double x_hi_s = std::max(1.0, Seconds(axis_end));
   const double step = TickStep(x_hi_s, 12);
-  const Scale sx{0, x_hi_s, kLineLeft, kLineRight};
+  // Lanes named "node/index" (a measured run) need room for the longest name (~6.2 px a letter).
+  std::size_t longest = 0;
+  for (const auto& name : r.gpu_names) longest = std::max(longest, name.size());
+  const double line_left =
+      std::min(kLineRight / 2, std::max(kLineLeft, 12 + 6.2 * static_cast<double>(longest)));
+  const Scale sx{0, x_hi_s, line_left, kLineRight};
   const std::string label =
       "Per-GPU timeline of " + r.policy + " at load " + LoadString(r.load) + "x";
 
@@ -320,11 +325,13 @@ void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros a
     << "</title>\n<g class=\"lanes\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
     const double h = static_cast<double>(lane_rows[g]) * kRowHeight;
-    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << SvgCoord(kLineLeft)
+    o << "<rect" << (g % 2 == 0 ? " class=\"even\"" : "") << " x=\"" << SvgCoord(line_left)
       << "\" y=\"" << SvgCoord(lane_top[g] - kLaneGap / 2) << "\" width=\""
-      << SvgCoord(kLineRight - kLineLeft) << "\" height=\"" << SvgCoord(h + kLaneGap)
-      << "\"/><text x=\"" << SvgCoord(kLineLeft - 6) << "\" y=\""
-      << SvgCoord(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">GPU " << g << "</text>\n";
+      << SvgCoord(kLineRight - line_left) << "\" height=\"" << SvgCoord(h + kLaneGap)
+      << "\"/><text x=\"" << SvgCoord(line_left - 6) << "\" y=\""
+      << SvgCoord(lane_top[g] + h / 2 + 3.5) << "\" text-anchor=\"end\">"
+      << (g < r.gpu_names.size() ? HtmlEscape(r.gpu_names[g]) : "GPU " + std::to_string(g))
+      << "</text>\n";
   }
   o << "</g>\n<g class=\"ticks\">\n";
   const int x_ticks = static_cast<int>(std::floor(x_hi_s / step + 1e-9));
@@ -335,7 +342,7 @@ void Timeline(std::ostream& o, const DlResult& r, const Model& m, core::Micros a
       << SvgCoord(px) << "\" y=\"" << SvgCoord(bottom + 17) << "\" text-anchor=\"middle\">"
       << TickLabel(k * step, step) << "</text>\n";
   }
-  o << "</g>\n<text class=\"axis-label\" x=\"" << SvgCoord((kLineLeft + kLineRight) / 2)
+  o << "</g>\n<text class=\"axis-label\" x=\"" << SvgCoord((line_left + kLineRight) / 2)
     << "\" y=\"" << SvgCoord(bottom + 38)
     << "\" text-anchor=\"middle\">time (s)</text>\n<g class=\"segments\">\n";
   for (std::size_t g = 0; g < lanes.size(); ++g) {
@@ -416,16 +423,39 @@ std::string Swatch(std::string_view colour) {
   return s;
 }
 
+// The header of a report of runs measured on a cluster: what was run, and how to read it.
+void MeasuredHeader(std::ostream& o, const DlReportContext& ctx, const Model& m) {
+  o << "<h1>gpumux report — job completion times measured on a cluster</h1>\n"
+    << "<p class=\"config\"><span><b>Workload</b> " << HtmlEscape(ctx.workload)
+    << "</span><span><b>Loads</b> ";
+  for (std::size_t i = 0; i < m.loads.size(); ++i) {
+    o << (i ? ", " : "") << HtmlEscape(LoadString(m.loads[i])) << "×";
+  }
+  o << "</span></p>\n<ul class=\"notes\">\n";
+  for (const auto& note : ctx.notes) o << "<li>" << HtmlEscape(note) << "</li>\n";
+  o << "</ul>\n<p>Each run is a record of <code>gpumux submit</code>: the jobs were created on the "
+       "cluster at their arrival times (times the run's time scale; a load of 100× is a time "
+       "scale of 0.01), and their pods watched. The job completion time (JCT) is the pod's "
+       "finish minus the job's submission, both seen by <code>gpumux submit</code>'s own clock; "
+       "queueing is submission to the pod running. Only jobs that succeeded count; GPU util is "
+       "not measured on a cluster.</p>\n<p>The runs:</p>\n<ul class=\"policies\">\n";
+  for (const auto& p : m.policies) {
+    o << "<li>" << LineKey(LookOf(m.looks, p)) << "<b>" << HtmlEscape(p) << "</b></li>\n";
+  }
+  o << "</ul>\n";
+}
+
 void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
+  if (ctx.measured) return MeasuredHeader(o, ctx, m);
   const DlSimOptions& opt = ctx.options;
   o << "<h1>gpumux simulate — job completion times of deep-learning jobs sharing GPUs</h1>\n"
     << "<p class=\"config\"><span><b>Workload</b> " << HtmlEscape(ctx.workload)
     << "</span><span><b>Mix</b> " << HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
     << HtmlEscape(ctx.profile) << "</span></p>\n"
     << "<p class=\"config\"><span><b>Cluster</b> " << core::Plural(ctx.gpus, "GPU") << " ("
-    << core::Plural(opt.nodes, "node") << " × " << opt.gpus_per_node << ")</span><span><b>Co-location</b> at most "
-    << core::Plural(opt.max_jobs_per_gpu, "job") << " per GPU</span><span><b>Seed</b> " << ctx.seed
-    << "</span><span><b>Loads</b> ";
+    << core::Plural(opt.nodes, "node") << " × " << opt.gpus_per_node
+    << ")</span><span><b>Co-location</b> at most " << core::Plural(opt.max_jobs_per_gpu, "job")
+    << " per GPU</span><span><b>Seed</b> " << ctx.seed << "</span><span><b>Loads</b> ";
   for (std::size_t i = 0; i < m.loads.size(); ++i) {
     o << (i ? ", " : "") << HtmlEscape(LoadString(m.loads[i])) << "×";
   }
@@ -481,8 +511,9 @@ void Table(std::ostream& o, const std::vector<const DlResult*>& runs, const Mode
       << "</td><td" << (is_best ? " class=\"best\"" : "") << ">" << Fixed(x.avg_jct_s, 0)
       << "</td><td>" << Fixed(x.median_jct_s, 0) << "</td><td>" << Fixed(x.p95_jct_s, 0)
       << "</td><td>" << Fixed(x.makespan_s, 0) << "</td><td>" << Fixed(x.avg_queue_s, 0)
-      << "</td><td>" << Fixed(x.gpu_busy * 100, 1) << "%</td><td>" << Fixed(x.gpu_util * 100, 1)
-      << "%</td></tr>\n";
+      << "</td><td>" << Fixed(x.gpu_busy * 100, 1) << "%</td><td>"
+      << (std::isnan(x.gpu_util) ? std::string("-") : Fixed(x.gpu_util * 100, 1) + "%")
+      << "</td></tr>\n";
   }
   o << "</tbody>\n</table></div>\n";
 }
@@ -497,7 +528,8 @@ void ClassLegend(std::ostream& o, const Model& m) {
 
 void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlReportContext& ctx) {
   const Model m = MakeModel(results, ctx);
-  const std::string title = "gpumux simulate — JCT — " + ctx.workload;
+  const std::string title =
+      std::string(ctx.measured ? "gpumux report" : "gpumux simulate") + " — JCT — " + ctx.workload;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kStyle;
@@ -552,15 +584,17 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
       o << "<details class=\"timeline\" open>\n<summary>" << LineKey(LookOf(m.looks, r->policy))
         << HtmlEscape(r->policy) << " at load " << HtmlEscape(LoadString(load))
         << "×: " << core::Plural(r->timeline.size(), "GPU stay") << " of "
-        << core::Plural(r->jobs.size(), "job") << ", last finish at " << Fixed(Seconds(RunEnd(*r)), 0) << " s</summary>\n";
+        << core::Plural(r->jobs.size(), "job") << ", last finish at "
+        << Fixed(Seconds(RunEnd(*r)), 0) << " s</summary>\n";
       Timeline(o, *r, m, axis_end, gpus);
       o << "</details>\n";
     }
   }
 
   o << "<footer>Data: <a href=\"results.json\">results.json</a> (every run's metrics) · "
-       "<a href=\"jobs.csv\">jobs.csv</a> (every job of every run). Generated by "
-       "<code>gpumux simulate --workload dl</code>.</footer>\n</main>\n</body>\n</html>\n";
+       "<a href=\"jobs.csv\">jobs.csv</a> (every job of every run). Generated by <code>"
+    << (ctx.measured ? "gpumux report --from-cluster" : "gpumux simulate --workload dl")
+    << "</code>.</footer>\n</main>\n</body>\n</html>\n";
 }
 
 }  // namespace

@@ -3,13 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
+#include "gpumux/core/plural.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
-#include "gpumux/core/plural.h"
 #include "src/sim/parallel.h"
 #include "src/sim/report_format.h"
 
@@ -137,31 +136,45 @@ std::string MarginWords(double margin) {
 void WriteDlTable(std::ostream& out, const std::vector<DlResult>& results,
                   const DlReportContext& ctx) {
   const std::size_t seeds = std::max<std::size_t>(ctx.seeds.size(), 1);
-  out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", "
-      << core::Plural(ctx.gpus, "GPU") << ", at most "
-      << core::Plural(ctx.options.max_jobs_per_gpu, "job") << " per GPU, ";
-  if (seeds > 1) {
-    out << core::Plural(seeds, "seed") << " (" << ctx.seeds.front() << ".." << ctx.seeds.back()
-        << "; every figure is the mean over the seeds)";
+  if (ctx.measured) {
+    out << "JCT measured on a cluster: " << ctx.workload << "\n";
+    for (const auto& note : ctx.notes) out << note << "\n";
   } else {
-    out << "seed " << ctx.seed;
+    out << "JCT simulation: " << ctx.workload << ", mix " << ctx.mix << ", "
+        << core::Plural(ctx.gpus, "GPU") << ", at most "
+        << core::Plural(ctx.options.max_jobs_per_gpu, "job") << " per GPU, ";
+    if (seeds > 1) {
+      out << core::Plural(seeds, "seed") << " (" << ctx.seeds.front() << ".." << ctx.seeds.back()
+          << "; every figure is the mean over the seeds)";
+    } else {
+      out << "seed " << ctx.seed;
+    }
+    out << "\nprofile: " << ctx.profile << "; truth: " << ctx.truth << "\n";
   }
-  out << "\nprofile: " << ctx.profile << "; truth: " << ctx.truth << "\n";
   char line[256];
+  // The policy column fits the longest name (a cluster run's label may be long), at least 10.
+  std::size_t width = 10;
+  for (const auto& policy : ctx.policies) width = std::max(width, policy.size());
+  auto column = [width](const std::string& name) {
+    std::string padded = name;
+    padded.resize(std::max(width, name.size()), ' ');
+    return padded;
+  };
   for (double load : ctx.loads) {
     out << "\nload " << LoadString(load) << "x\n";
-    std::snprintf(line, sizeof line, "  %-10s %-7s %9s %9s %9s %10s %9s %6s %6s\n", "policy",
-                  "tuner", "avg JCT", "median", "p95", "makespan", "queue", "busy", "util");
-    out << line;
+    std::snprintf(line, sizeof line, " %-7s %9s %9s %9s %10s %9s %6s %6s\n", "tuner", "avg JCT",
+                  "median", "p95", "makespan", "queue", "busy", "util");
+    out << "  " << column("policy") << line;
     for (const auto& policy : ctx.policies) {
       const MeanRow row = MeanMetrics(results, load, policy);
       if (row.runs == 0) continue;
       const DlMetrics& m = row.metrics;
-      std::snprintf(line, sizeof line,
-                    "  %-10s %-7s %8.0fs %8.0fs %8.0fs %9.0fs %8.0fs %5.1f%% %5.1f%%\n",
-                    policy.c_str(), row.tuner.c_str(), m.avg_jct_s, m.median_jct_s, m.p95_jct_s,
-                    m.makespan_s, m.avg_queue_s, m.gpu_busy * 100, m.gpu_util * 100);
-      out << line;
+      char util[16] = "     -";  // not measured on a cluster
+      if (!std::isnan(m.gpu_util)) std::snprintf(util, sizeof util, "%5.1f%%", m.gpu_util * 100);
+      std::snprintf(line, sizeof line, " %-7s %8.0fs %8.0fs %8.0fs %9.0fs %8.0fs %5.1f%% %s\n",
+                    row.tuner.c_str(), m.avg_jct_s, m.median_jct_s, m.p95_jct_s, m.makespan_s,
+                    m.avg_queue_s, m.gpu_busy * 100, util);
+      out << "  " << column(policy) << line;
     }
     for (const auto& other : ctx.policies) {
       if (other == "gpumux") continue;
@@ -222,6 +235,10 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
                  const DlReportContext& ctx) {
   Json j;
   j["workload"] = ctx.workload;
+  if (ctx.measured) {
+    j["measured"] = true;
+    j["notes"] = ctx.notes;
+  }
   j["mix"] = ctx.mix;
   j["profile"] = ctx.profile;
   j["truth"] = ctx.truth;
@@ -289,8 +306,8 @@ core::Result<void> WriteDlReportDir(const std::string& dir, const std::vector<Dl
       !w) {
     return w;
   }
-  if (auto w = report_format::WriteAtomically(
-          base / "jobs.csv", [&](std::ostream& o) { WriteDlJobsCsv(o, results); });
+  if (auto w = report_format::WriteAtomically(base / "jobs.csv",
+                                              [&](std::ostream& o) { WriteDlJobsCsv(o, results); });
       !w) {
     return w;
   }

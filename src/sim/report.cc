@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "gpumux/io/csv.h"
 #include "gpumux/core/plural.h"
+#include "gpumux/io/csv.h"
 #include "src/sim/input_file.h"
 #include "src/sim/report_format.h"
 
@@ -64,12 +64,23 @@ std::string report_format::HtmlEscape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -95,12 +106,17 @@ std::string report_format::Fixed(double v, int decimals) {
 }
 
 std::string report_format::LoadString(double load) {
+  // The shortest that reads back, without an exponent where a plain number reads back too
+  // (%.1g writes 20 as "2e+01").
   char buf[32];
-  for (int p = 1; p < 17; ++p) {
+  std::string shortest;
+  for (int p = 1; p < 18; ++p) {
     std::snprintf(buf, sizeof buf, "%.*g", p, load);
-    if (std::strtod(buf, nullptr) == load) break;
+    if (std::strtod(buf, nullptr) != load) continue;
+    if (shortest.empty()) shortest = buf;
+    if (std::strchr(buf, 'e') == nullptr) return buf;
   }
-  return buf;
+  return shortest.empty() ? std::string(buf) : shortest;
 }
 
 std::string report_format::JoinSeeds(const std::vector<std::uint64_t>& seeds) {
@@ -176,9 +192,12 @@ core::Result<ExpectedTable> LoadExpected(const std::string& path) {
 }
 
 std::string StudyPolicyName(const std::string& policy) {
-  static const std::map<std::string, std::string> names{
-      {"random", "01-Random"},   {"dotprod", "02-DotProd"},   {"gpu-clustering", "03-GpuClustering"},
-      {"gpu-packing", "04-GpuPacking"}, {"best-fit", "05-BestFit"}, {"fgd", "06-FGD"}};
+  static const std::map<std::string, std::string> names{{"random", "01-Random"},
+                                                        {"dotprod", "02-DotProd"},
+                                                        {"gpu-clustering", "03-GpuClustering"},
+                                                        {"gpu-packing", "04-GpuPacking"},
+                                                        {"best-fit", "05-BestFit"},
+                                                        {"fgd", "06-FGD"}};
   auto it = names.find(policy);
   return it == names.end() ? "" : it->second;
 }
@@ -248,8 +267,9 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
   out << "GPU allocation ratio (% of all GPU capacity) when arrived GPU demand reaches 100% and "
          "130% of capacity"
       << (ctx.seeds.size() > 1 && !ctx.replay_dir ? "; mean ± std over seeds" : "") << "\n\n";
-  const bool study = std::any_of(summaries.begin(), summaries.end(),
-                                 [](const PolicySummary& s) { return s.study_130_mean.has_value(); });
+  const bool study = std::any_of(summaries.begin(), summaries.end(), [](const PolicySummary& s) {
+    return s.study_130_mean.has_value();
+  });
   const bool spread = ctx.seeds.size() > 1 && !ctx.replay_dir;
   char line[512];
   std::snprintf(line, sizeof line, "%-15s %14s %14s", "policy", "alloc@100", "alloc@130");
@@ -286,7 +306,8 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
     out << line;
   }
   if (study && !ctx.replay_dir) {
-    out << "\nstudy: the FGD authors' published results for the same seed numbers. gpumux draws its "
+    out << "\nstudy: the FGD authors' published results for the same seed numbers. gpumux draws "
+           "its "
            "own random\nstreams, not Go's math/rand, so single seeds differ by the seed-to-seed "
            "spread; compare means over\nseeds (--seeds 42-51), or replay the study's own arrival "
            "order pod by pod (--replay).\n";

@@ -128,14 +128,27 @@ core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in,
   return nodes;
 }
 
-core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source) {
-  using R = std::vector<core::Request>;
+namespace {
+
+// An optional time column of the current row in whole seconds, 0..kMaxTraceSeconds; -1 when
+// the column is absent or the field empty.
+core::Result<std::int64_t> TimeColumn(const CsvReader& csv, const std::string& owner,
+                                      const char* column) {
+  if (!csv.HasColumn(column) || csv.Field(column).empty()) return -1;
+  return IntIn(csv, owner, column, 0, kMaxTraceSeconds, "seconds from the trace's start");
+}
+
+// The pods of a pod list; with `times`, also their creation, deletion and scheduled times
+// (creation_time required).
+core::Result<std::vector<TracePod>> ParsePods(std::istream& in, const std::string& source,
+                                              bool times) {
+  using R = std::vector<TracePod>;
   CsvReader csv(in, source);
-  if (auto h = csv.ReadHeader({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}); !h) {
-    return tl::unexpected(h.error());
-  }
+  std::vector<std::string> required = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"};
+  if (times) required.push_back("creation_time");
+  if (auto h = csv.ReadHeader(required); !h) return tl::unexpected(h.error());
   const bool has_spec = csv.HasColumn("gpu_spec");
-  std::vector<core::Request> pods;
+  std::vector<TracePod> pods;
   std::unordered_set<std::string> names;
   while (true) {
     auto more = csv.Next();
@@ -145,7 +158,8 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
       return Fail<R>(csv, "more than " + std::to_string(kMaxTracePods) +
                               " pods (the most a pod list may hold)");
     }
-    core::Request r;
+    TracePod pod;
+    core::Request& r = pod.request;
     r.name = std::string(csv.Field("name"));
     if (r.name.empty()) return Fail<R>(csv, "empty pod name");
     if (!names.insert(r.name).second) return Fail<R>(csv, "pod '" + r.name + "' listed twice");
@@ -166,12 +180,52 @@ core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const st
       r.gpu_milli = *milli;
       if (has_spec) r.gpu_models = SplitModels(csv.Field("gpu_spec"));
     }
-    pods.push_back(std::move(r));
+    if (times) {
+      auto creation = TimeColumn(csv, owner, "creation_time");
+      if (!creation) return tl::unexpected(creation.error());
+      if (*creation < 0) return Fail<R>(csv, owner + "column 'creation_time' is empty");
+      auto deletion = TimeColumn(csv, owner, "deletion_time");
+      if (!deletion) return tl::unexpected(deletion.error());
+      auto scheduled = TimeColumn(csv, owner, "scheduled_time");
+      if (!scheduled) return tl::unexpected(scheduled.error());
+      if (*deletion >= 0 && *deletion < *creation) {
+        return Fail<R>(csv, owner + "deleted at " + std::to_string(*deletion) +
+                                " s, before its creation at " + std::to_string(*creation) + " s");
+      }
+      if (*scheduled >= 0 && *scheduled < *creation) {
+        return Fail<R>(csv, owner + "scheduled at " + std::to_string(*scheduled) +
+                                " s, before its creation at " + std::to_string(*creation) + " s");
+      }
+      pod.creation_s = *creation;
+      pod.deletion_s = *deletion;
+      pod.scheduled_s = *scheduled;
+    }
+    pods.push_back(std::move(pod));
   }
   if (pods.empty()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": no pods");
   }
   return pods;
+}
+
+}  // namespace
+
+core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source) {
+  auto pods = ParsePods(in, source, /*times=*/false);
+  if (!pods) return tl::unexpected(pods.error());
+  std::vector<core::Request> out;
+  out.reserve(pods->size());
+  for (TracePod& p : *pods) out.push_back(std::move(p.request));
+  return out;
+}
+
+core::Result<std::vector<TracePod>> ParseTimedPodList(std::istream& in, const std::string& source) {
+  return ParsePods(in, source, /*times=*/true);
+}
+
+std::int64_t TracePod::RunSeconds() const {
+  if (deletion_s < 0) return -1;
+  return deletion_s - (scheduled_s >= 0 ? scheduled_s : creation_s);
 }
 
 core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path) {
@@ -182,6 +236,12 @@ core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path) 
 core::Result<std::vector<core::Request>> LoadPodList(const std::string& path) {
   return LoadFile<std::vector<core::Request>>(
       path, [](std::istream& in, const std::string& source) { return ParsePodList(in, source); });
+}
+
+core::Result<std::vector<TracePod>> LoadTimedPodList(const std::string& path) {
+  return LoadFile<std::vector<TracePod>>(path, [](std::istream& in, const std::string& source) {
+    return ParseTimedPodList(in, source);
+  });
 }
 
 std::string_view EmbeddedNodeList() {

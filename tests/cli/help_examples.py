@@ -7,11 +7,13 @@ The examples are the lines '  gpumux ...' of a help's "Examples" block (a line e
 backslash continues on the next). Each runs with sh in a scratch folder holding the files the
 examples name: stand-ins where a trace of ../shared is missing (jobs.csv, submit_times.txt,
 openb_pod_list_gpushare40.csv, analysis_allo_discrete.csv, replay-fgd-default-seed42/,
-~/.kube/config) and the project's sample inputs (examples/: nodes.json, gpus.csv); PATH leads to
+~/.kube/config), jobs.yaml and records of 'gpumux submit' (run1.jsonl, gpumux.jsonl,
+iadeep.jsonl), and the project's sample inputs (examples/: nodes.json, gpus.csv); PATH leads to
 this gpumux, and the host settings (GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) point into
 the scratch folder. The daemons'
 examples (extender, device-plugin, coordinator) run with --check, which checks the options and the files they
-name and exits without a cluster, a kubelet or a GPU. Each example must exit 0.
+name and exits without a cluster, a kubelet or a GPU; submit's run with --dry-run, which creates
+nothing. Each example must exit 0.
 
 Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
 records its arguments) with the runtime's own arguments, and `--help` does not.
@@ -28,9 +30,13 @@ import threading
 
 WIDTH = 100
 DAEMONS = ('extender', 'device-plugin', 'coordinator')
+# Commands that would reach a cluster: their examples run with this flag added at the end (the
+# last command of a pipeline decides), so that they need no cluster.
+OFFLINE_FLAG = {'extender': '--check', 'device-plugin': '--check', 'coordinator': '--check',
+                'submit': '--dry-run'}
 # Subcommands whose help must show examples (a parsing slip must not make this test vacuous).
 WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus',
-                 'coordinator', 'profile', 'inspect')
+                 'coordinator', 'profile', 'inspect', 'submit', 'report')
 TIMEOUT_S = 300
 
 failures = []
@@ -173,6 +179,25 @@ def fixtures(d, gpumux, source, env, api_url):
     if r.returncode != 0:
         raise RuntimeError('jobgen: ' + r.stderr)
     write(os.path.join(d, 'submit_times.txt'), ''.join(f'{4 * i}\n' for i in range(1000)))
+    # Manifests for 'gpumux submit', and records as 'gpumux submit --record' writes them for
+    # 'gpumux report --from-cluster' (a run of two jobs, one of which failed).
+    r = run([gpumux, 'jobgen', '--format', 'k8s', '--count', '5', '-o', 'jobs.yaml'], d, env)
+    if r.returncode != 0:
+        raise RuntimeError('jobgen --format k8s: ' + r.stderr)
+    for name, label in (('run1.jsonl', 'gpumux'), ('gpumux.jsonl', 'gpumux'),
+                        ('iadeep.jsonl', 'iadeep')):
+        write(os.path.join(d, name), '\n'.join([
+            '{"event":"run","t":0,"version":1,"run":"r","label":"%s","namespace":"default",'
+            '"time_scale":0.01,"started_at":"2026-11-26T10:00:00.000Z","source":"jobs.yaml",'
+            '"objects":2}' % label,
+            '{"event":"submit","t":0.1,"job":"j0001","kind":"Pod","name":"j0001","class":"vgg16"}',
+            '{"event":"submit","t":0.5,"job":"j0002","kind":"Pod","name":"j0002","class":"lstm"}',
+            '{"event":"start","t":1,"job":"j0001","pod":"j0001","node":"n1","gpus":["n1/0"]}',
+            '{"event":"start","t":2,"job":"j0002","pod":"j0002","node":"n1","gpus":["n1/0"]}',
+            '{"event":"finish","t":30,"job":"j0001","pod":"j0001","phase":"Succeeded"}',
+            '{"event":"finish","t":40,"job":"j0002","pod":"j0002","phase":"Failed",'
+            '"reason":"Error"}',
+            '{"event":"end","t":40,"reason":"finished"}']) + '\n')
     # The sample inputs the README's try-its use (examples/), under the names the helps give.
     shutil.copy(os.path.join(source, 'examples', 'gpus.csv'), os.path.join(d, 'gpus.csv'))
     shutil.copy(os.path.join(source, 'examples', 'extender', 'nodes.json'),
@@ -231,8 +256,9 @@ def main():
                 fail(f'gpumux {sub} --help shows no example')
             for example in found:
                 command = example
-                if example.split()[1] in DAEMONS:
-                    command += ' --check'
+                last = example.split('|')[-1].split()
+                if len(last) > 1 and last[0] == 'gpumux' and last[1] in OFFLINE_FLAG:
+                    command += ' ' + OFFLINE_FLAG[last[1]]
                 try:
                     r = run(['sh', '-c', command], d, env)
                 except subprocess.TimeoutExpired:

@@ -3,6 +3,8 @@
 // checked by name (NaN, infinities, negatives, garbage, overflow), every help line fits in 100
 // columns, every subcommand has a gpumux help, and each simulation has its own report folder.
 // The examples of every --help are run by tests/cli/help_examples.py against the binary.
+#include "src/cli/options.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/options.h"
 #include "tests/cli/cli_fixtures.h"
 #include "tests/testing/builders.h"
 
@@ -67,7 +68,8 @@ class InFolder {
 TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(),
             (std::vector<std::string>{"simulate", "policies", "jobgen", "extender", "device-plugin",
-                                      "hook", "oci-runtime", "gpus", "coordinator", "profile", "inspect"}));
+                                      "hook", "oci-runtime", "gpus", "coordinator", "profile",
+                                      "inspect", "submit", "report"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {

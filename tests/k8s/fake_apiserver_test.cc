@@ -271,5 +271,155 @@ TEST(FakeApiServer, RequiredBearerTokenIsCheckedWithAStatus) {
   EXPECT_EQ(allowed->status, 200);
 }
 
+// --- create (POST) ---
+
+json NewPod(const std::string& name) {
+  return json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"labels", {{"app", "x"}}}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "busybox"}}})}}}};
+}
+
+TEST(FakeApiServerCreate, APodIsStoredWithUidTimestampAndPendingPhaseAndWatchersSeeIt) {
+  FakeApiServer server;
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post("/api/v1/namespaces/ns/pods", NewPod("p1").dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 201) << res->body;
+  const json created = json::parse(res->body);
+  EXPECT_EQ(created["metadata"]["namespace"], "ns");
+  EXPECT_FALSE(created["metadata"]["uid"].get<std::string>().empty());
+  EXPECT_FALSE(created["metadata"]["creationTimestamp"].get<std::string>().empty());
+  EXPECT_EQ(created["metadata"]["resourceVersion"], server.resource_version());
+  EXPECT_EQ(created["status"]["phase"], "Pending");
+  auto stored = server.GetPod("ns", "p1");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(*stored, created);
+  EXPECT_EQ(server.creations(), 1);
+  EXPECT_EQ(server.requests("create pod"), 1);
+  // A watch from before the create sees it as ADDED.
+  auto listed = client.Get("/api/v1/namespaces/ns/pods?labelSelector=app%3Dx");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(json::parse(listed->body)["items"].size(), 1u);
+}
+
+struct CreateErrorCase {
+  std::string name;
+  std::string path;
+  std::string body;
+  int status;
+  std::string reason;
+  std::string message_part;
+};
+
+class FakeApiServerCreateErrors : public ::testing::TestWithParam<CreateErrorCase> {};
+
+TEST_P(FakeApiServerCreateErrors, AnswerAStatusAsTheApiServerWordsIt) {
+  const CreateErrorCase& c = GetParam();
+  FakeApiServer server;
+  server.AddPod(NewPod("taken"));
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post(c.path, c.body, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, c.status) << res->body;
+  const json status = json::parse(res->body);
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["status"], "Failure");
+  EXPECT_EQ(status["code"], c.status);
+  EXPECT_EQ(status["reason"], c.reason);
+  EXPECT_NE(status["message"].get<std::string>().find(c.message_part), std::string::npos)
+      << status["message"];
+  EXPECT_EQ(server.creations(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FakeApiServer, FakeApiServerCreateErrors,
+    ::testing::Values(
+        CreateErrorCase{"ANameTakenIsAlreadyExists", "/api/v1/namespaces/default/pods",
+                        NewPod("taken").dump(), 409, "AlreadyExists",
+                        "pods \"taken\" already exists"},
+        CreateErrorCase{
+            "NoNameIsInvalid", "/api/v1/namespaces/default/pods",
+            json{{"kind", "Pod"}, {"spec", {{"containers", json::array({{{"name", "c"}}})}}}}
+                .dump(),
+            422, "Invalid", "metadata.name: Required value"},
+        CreateErrorCase{"AnUppercaseNameIsInvalid", "/api/v1/namespaces/default/pods",
+                        NewPod("Bad_Name").dump(), 422, "Invalid",
+                        "a lowercase RFC 1123 subdomain"},
+        CreateErrorCase{"APodWithoutContainersIsInvalid", "/api/v1/namespaces/default/pods",
+                        json{{"metadata", {{"name", "p"}}}, {"spec", json::object()}}.dump(), 422,
+                        "Invalid", "spec.containers: Required value"},
+        CreateErrorCase{"AnotherNamespaceIsABadRequest", "/api/v1/namespaces/default/pods",
+                        json{{"metadata", {{"name", "p"}, {"namespace", "other"}}},
+                             {"spec", {{"containers", json::array({{{"name", "c"}}})}}}}
+                            .dump(),
+                        400, "BadRequest", "does not match the namespace"},
+        CreateErrorCase{
+            "AJobPostedAsAPodIsABadRequest", "/api/v1/namespaces/default/pods",
+            json{{"apiVersion", "batch/v1"}, {"kind", "Job"}, {"metadata", {{"name", "j"}}}}.dump(),
+            400, "BadRequest", "does not match the resource"},
+        CreateErrorCase{"NotJsonIsABadRequest", "/api/v1/namespaces/default/pods", "{nope", 400,
+                        "BadRequest", "not a JSON object"},
+        CreateErrorCase{"AJobWithoutTemplateIsInvalid", "/apis/batch/v1/namespaces/default/jobs",
+                        json{{"metadata", {{"name", "j"}}}, {"spec", json::object()}}.dump(), 422,
+                        "Invalid", "spec.template: Required value"}),
+    [](const auto& test_case) { return test_case.param.name; });
+
+TEST(FakeApiServerCreate, AJobIsStoredUnderBatchV1AndListedAndWatchedLikePods) {
+  FakeApiServer server;
+  httplib::Client client("127.0.0.1", server.port());
+  const json job = {{"apiVersion", "batch/v1"},
+                    {"kind", "Job"},
+                    {"metadata", {{"name", "j1"}}},
+                    {"spec", {{"template", {{"spec", {{"containers", json::array()}}}}}}}};
+  auto res = client.Post("/apis/batch/v1/namespaces/ns/jobs", job.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 201) << res->body;
+  EXPECT_EQ(json::parse(res->body)["apiVersion"], "batch/v1");
+  auto got = client.Get("/apis/batch/v1/namespaces/ns/jobs/j1");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(json::parse(got->body)["metadata"]["name"], "j1");
+  auto list = client.Get("/apis/batch/v1/jobs");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["kind"], "JobList");
+  EXPECT_EQ(json::parse(list->body)["items"].size(), 1u);
+  ASSERT_TRUE(server.GetJob("ns", "j1").has_value());
+  EXPECT_EQ(server.Objects("jobs").size(), 1u);
+  EXPECT_TRUE(server.Objects("pods").empty());  // no job controller runs in the fake
+  auto again = client.Post("/apis/batch/v1/namespaces/ns/jobs", job.dump(), "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 409);
+  EXPECT_EQ(json::parse(again->body)["details"]["kind"], "jobs");
+}
+
+TEST(FakeApiServerCreate, GenerateNameGivesANewNameEachTime) {
+  FakeApiServer server;
+  httplib::Client client("127.0.0.1", server.port());
+  json pod = NewPod("");
+  pod["metadata"].erase("name");
+  pod["metadata"]["generateName"] = "p-";
+  auto a = client.Post("/api/v1/namespaces/ns/pods", pod.dump(), "application/json");
+  auto b = client.Post("/api/v1/namespaces/ns/pods", pod.dump(), "application/json");
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->status, 201);
+  ASSERT_EQ(b->status, 201);
+  EXPECT_NE(json::parse(a->body)["metadata"]["name"], json::parse(b->body)["metadata"]["name"]);
+}
+
+TEST(FakeApiServerCreate, FailNextAfterApplyingStoresTheObjectAndAnswersTheFailure) {
+  FakeApiServer server;
+  server.FailNextAfterApplying("POST", "/pods", 504, "Timeout", "lost");
+  httplib::Client client("127.0.0.1", server.port());
+  auto res = client.Post("/api/v1/namespaces/ns/pods", NewPod("p1").dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 504);
+  EXPECT_EQ(json::parse(res->body)["message"], "lost");
+  EXPECT_TRUE(server.GetPod("ns", "p1").has_value());
+  auto again = client.Post("/api/v1/namespaces/ns/pods", NewPod("p1").dump(), "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 409);
+}
+
 }  // namespace
 }  // namespace gpumux::test

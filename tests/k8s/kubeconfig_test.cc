@@ -218,8 +218,7 @@ TEST_F(KubeconfigTest, AFolderWhereAFileBelongsIsAnErrorNamingIt) {
   auto config = LoadKubeconfig(folder);
   ASSERT_FALSE(config.has_value());
   EXPECT_EQ(config.error().code, core::ErrorCode::kIo);
-  EXPECT_EQ(config.error().message,
-            "kubeconfig " + folder + ": is a directory (expected a file)");
+  EXPECT_EQ(config.error().message, "kubeconfig " + folder + ": is a directory (expected a file)");
   const std::string path = Write("config", TwoContexts("    tokenFile: folder\n"));
   config = LoadKubeconfig(path);
   ASSERT_FALSE(config.has_value());
@@ -356,6 +355,46 @@ TEST_F(KubeconfigInCluster, AMissingTokenIsAnErrorNamingTheFile) {
   ASSERT_FALSE(config.has_value());
   EXPECT_NE(config.error().message.find((dir_ / "sa" / "token").string()), std::string::npos)
       << config.error().message;
+}
+
+// Where kubectl looks: --kubeconfig, $KUBECONFIG, ~/.kube/config, the pod's service account.
+TEST(FindKubeconfig, LooksWhereKubectlLooksInKubectlsOrder) {
+  const fs::path dir = fs::temp_directory_path() / "gpumux-find-kubeconfig";
+  fs::create_directories(dir / "home" / ".kube");
+  std::ofstream(dir / "home" / ".kube" / "config") << "x";
+  std::ofstream(dir / "a") << "x";
+  std::ofstream(dir / "b") << "x";
+  const std::string home = (dir / "home").string();
+  const std::string a = (dir / "a").string();
+  const std::string b = (dir / "b").string();
+
+  auto flag = FindKubeconfig("given", a, home, "10.0.0.1");
+  ASSERT_TRUE(flag);
+  EXPECT_EQ(flag->path, "given");
+  EXPECT_EQ(flag->how, "--kubeconfig");
+  // $KUBECONFIG: the one of its files that exists.
+  auto env = FindKubeconfig("", (dir / "missing").string() + ":" + a, home, "");
+  ASSERT_TRUE(env);
+  EXPECT_EQ(env->path, a);
+  EXPECT_EQ(env->how, "$KUBECONFIG");
+  auto two = FindKubeconfig("", a + ":" + b, home, "");
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.error().message.find("kubectl merges them, gpumux reads one"), std::string::npos);
+  auto none = FindKubeconfig("", (dir / "missing").string(), home, "");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("names no file that exists"), std::string::npos);
+  // Then ~/.kube/config, then the service account.
+  auto home_config = FindKubeconfig("", "", home, "10.0.0.1");
+  ASSERT_TRUE(home_config);
+  EXPECT_EQ(home_config->how, "~/.kube/config");
+  EXPECT_EQ(home_config->path, (dir / "home" / ".kube" / "config").string());
+  auto in_cluster = FindKubeconfig("", "", (dir / "nohome").string(), "10.0.0.1");
+  ASSERT_TRUE(in_cluster);
+  EXPECT_TRUE(in_cluster->in_cluster);
+  auto nothing = FindKubeconfig("", "", (dir / "nohome").string(), "");
+  ASSERT_FALSE(nothing);
+  EXPECT_NE(nothing.error().message.find("no kubeconfig"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -381,6 +381,79 @@ TEST(EmbeddedTrace, HasThe1213NodesWith6212GpusAndThe8152Pods) {
   EXPECT_EQ(kEmbeddedPodListName, "openb_pod_list_default");
 }
 
+TEST(ParseTimedPodList, ReadsTheTimesAndHowLongEachPodRan) {
+  std::istringstream in(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+      "deletion_time,scheduled_time\n"
+      "a,4000,15258,1,220,,BE,Running,100,400,150\n"
+      "b,0,0,0,0,,LS,Pending,200,500,\n"
+      "c,88000,327680,8,1000,V100M16|V100M32,LS,Running,300,,300\n");
+  auto pods = ParseTimedPodList(in, "pods.csv");
+  ASSERT_TRUE(pods.has_value()) << pods.error().message;
+  ASSERT_EQ(pods->size(), 3U);
+  const TracePod& a = (*pods)[0];
+  EXPECT_EQ(a.request.name, "a");
+  EXPECT_EQ(a.request.gpu_milli, 220);
+  EXPECT_EQ(a.creation_s, 100);
+  EXPECT_EQ(a.RunSeconds(), 250);  // deletion - scheduled
+  const TracePod& b = (*pods)[1];
+  EXPECT_EQ(b.request.cpu_milli, 100);  // the converter's non-zero default, as ParsePodList
+  EXPECT_EQ(b.scheduled_s, -1);
+  EXPECT_EQ(b.RunSeconds(), 300);  // never scheduled: deletion - creation
+  const TracePod& c = (*pods)[2];
+  EXPECT_EQ(c.request.gpu_count, 8);
+  EXPECT_EQ(c.request.gpu_models, (std::vector<std::string>{"V100M16", "V100M32"}));
+  EXPECT_EQ(c.RunSeconds(), -1);  // no deletion time
+}
+
+TEST(ParseTimedPodList, TheEmbeddedListHasTimesForEveryPod) {
+  std::istringstream in{std::string(EmbeddedPodList())};
+  auto pods = ParseTimedPodList(in, "<embedded pods>");
+  ASSERT_TRUE(pods.has_value()) << pods.error().message;
+  EXPECT_EQ(pods->size(), 8152U);
+  EXPECT_EQ(pods->front().creation_s, 0);
+  for (const TracePod& p : *pods) ASSERT_GE(p.RunSeconds(), 0) << p.request.name;
+}
+
+struct TimedPodErrorCase {
+  std::string name;
+  std::string rows;
+  std::string problem;
+};
+
+class ParseTimedPodListRejects : public ::testing::TestWithParam<TimedPodErrorCase> {};
+
+TEST_P(ParseTimedPodListRejects, NamingLinePodAndColumn) {
+  std::istringstream in(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n" +
+      GetParam().rows);
+  auto pods = ParseTimedPodList(in, "pods.csv");
+  ASSERT_FALSE(pods.has_value());
+  EXPECT_NE(pods.error().message.find(GetParam().problem), std::string::npos)
+      << pods.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Trace, ParseTimedPodListRejects,
+    ::testing::Values(
+        TimedPodErrorCase{"NoCreationTime", "a,1,1,1,100,,10,\n",
+                          "pods.csv:2: pod 'a': column 'creation_time' is empty"},
+        TimedPodErrorCase{"DeletedBeforeCreated", "a,1,1,1,100,50,10,\n",
+                          "pods.csv:2: pod 'a': deleted at 10 s, before its creation at 50 s"},
+        TimedPodErrorCase{"ScheduledBeforeCreated", "a,1,1,1,100,50,90,40\n",
+                          "scheduled at 40 s, before its creation at 50 s"},
+        TimedPodErrorCase{"ANegativeTime", "a,1,1,1,100,-5,10,\n",
+                          "column 'creation_time': -5 is outside 0..1000000000000"},
+        TimedPodErrorCase{"NotANumber", "a,1,1,1,100,soon,10,\n", "column 'creation_time'"}),
+    [](const auto& test_case) { return test_case.param.name; });
+
+TEST(ParseTimedPodList, AListWithoutCreationTimesIsRefusedByColumn) {
+  std::istringstream in(std::string(kPodHeader) + "a,1,1,1,100,\n");
+  auto pods = ParseTimedPodList(in, "pods.csv");
+  ASSERT_FALSE(pods.has_value());
+  EXPECT_NE(pods.error().message.find("creation_time"), std::string::npos) << pods.error().message;
+}
+
 TEST(EmbeddedTrace, ExpectedResultsStartWithTheStudyHeader) {
   const std::string_view expected = EmbeddedExpectedAlloc();
   EXPECT_EQ(expected.substr(0, 41), "workload,sc_policy,tune,seed,total_gpus,0");

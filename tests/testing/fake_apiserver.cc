@@ -7,6 +7,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <system_error>
 
@@ -53,8 +54,29 @@ std::string Str(const json& object, std::initializer_list<const char*> path) {
   return node->is_string() ? node->get<std::string>() : std::string();
 }
 
-std::string Singular(const std::string& resource) { return resource == "pods" ? "pod" : "node"; }
-std::string KindOf(const std::string& resource) { return resource == "pods" ? "Pod" : "Node"; }
+std::string Singular(const std::string& resource) {
+  if (resource == "jobs") return "job";
+  return resource == "pods" ? "pod" : "node";
+}
+std::string KindOf(const std::string& resource) {
+  if (resource == "jobs") return "Job";
+  return resource == "pods" ? "Pod" : "Node";
+}
+std::string ApiVersionOf(const std::string& resource) {
+  return resource == "jobs" ? "batch/v1" : "v1";
+}
+// Pods and jobs live in a namespace; nodes do not.
+bool Namespaced(const std::string& resource) { return resource == "pods" || resource == "jobs"; }
+
+// A DNS-1123 subdomain, as Kubernetes requires of pod and job names: at most 253 characters of
+// lowercase letters, digits, '-' and '.', starting and ending with a letter or digit.
+bool IsDns1123Subdomain(const std::string& name) {
+  if (name.empty() || name.size() > 253) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '.'; });
+}
 
 std::optional<std::int64_t> ParseInt(std::string_view text) {
   std::int64_t value = 0;
@@ -251,6 +273,7 @@ struct FakeApiServer::Failure {
   std::string message;
   int remaining = 1;
   std::optional<std::pair<std::string, std::string>> raw;  // content type, body
+  bool after_applying = false;  // the request is carried out, then its answer replaced
 };
 
 struct FakeApiServer::Route {
@@ -398,7 +421,7 @@ bool FakeApiServer::GenerateCertificates() {
 
 std::string FakeApiServer::Key(const std::string& resource, const json& object) const {
   const std::string name = Str(object, {"metadata", "name"});
-  if (resource == "pods") return Str(object, {"metadata", "namespace"}) + "/" + name;
+  if (Namespaced(resource)) return Str(object, {"metadata", "namespace"}) + "/" + name;
   return name;
 }
 
@@ -444,8 +467,8 @@ bool Normalize(json& object, const std::string& resource, std::int64_t& next_uid
     return false;
   }
   object["kind"] = KindOf(resource);
-  object["apiVersion"] = "v1";
-  if (resource == "pods" && Str(object, {"metadata", "namespace"}).empty()) {
+  object["apiVersion"] = ApiVersionOf(resource);
+  if (Namespaced(resource) && Str(object, {"metadata", "namespace"}).empty()) {
     object["metadata"]["namespace"] = "default";
   }
   if (Str(object, {"metadata", "uid"}).empty()) {
@@ -550,6 +573,29 @@ std::optional<json> FakeApiServer::GetPod(const std::string& ns, const std::stri
   return it->second;
 }
 
+std::optional<json> FakeApiServer::GetJob(const std::string& ns, const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto resource = objects_.find("jobs");
+  if (resource == objects_.end()) return std::nullopt;
+  auto it = resource->second.find(ns + "/" + name);
+  if (it == resource->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<json> FakeApiServer::Objects(const std::string& resource) const {
+  std::lock_guard lock(mu_);
+  std::vector<json> out;
+  auto it = objects_.find(resource);
+  if (it == objects_.end()) return out;
+  for (const auto& [key, object] : it->second) out.push_back(object);
+  return out;
+}
+
+std::int64_t FakeApiServer::creations() const {
+  std::lock_guard lock(mu_);
+  return creations_;
+}
+
 std::string FakeApiServer::resource_version() const {
   std::lock_guard lock(mu_);
   return std::to_string(rv_);
@@ -567,6 +613,21 @@ void FakeApiServer::FailNext(std::string method, std::string target_substring, i
                               std::move(message),
                               times,
                               {}});
+}
+
+void FakeApiServer::FailNextAfterApplying(std::string method, std::string target_substring,
+                                          int status, std::string reason, std::string message,
+                                          int times) {
+  std::lock_guard lock(mu_);
+  Failure failure{std::move(method),
+                  std::move(target_substring),
+                  status,
+                  std::move(reason),
+                  std::move(message),
+                  times,
+                  {}};
+  failure.after_applying = true;
+  failures_.push_back(std::move(failure));
 }
 
 void FakeApiServer::FailNextWithBody(std::string method, std::string target_substring, int status,
@@ -689,6 +750,15 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
         if (n >= 7) route.name = parts[6];
         if (n == 8) route.subresource = parts[7];
       }
+    } else if (n >= 5 && parts[0].empty() && parts[1] == "apis" && parts[2] == "batch" &&
+               parts[3] == "v1") {
+      if (parts[4] == "jobs" && n == 5) {
+        route.resource = "jobs";
+      } else if (parts[4] == "namespaces" && n >= 7 && n <= 8 && parts[6] == "jobs") {
+        route.resource = "jobs";
+        route.ns = parts[5];
+        if (n == 8) route.name = parts[7];
+      }
     }
   }
   const bool watch = req.get_param_value("watch") == "1" || req.get_param_value("watch") == "true";
@@ -696,6 +766,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   if (!route.resource.empty()) {
     if (route.name.empty()) {
       if (req.method == "GET") kind = (watch ? "watch " : "list ") + route.resource;
+      if (req.method == "POST" && !route.ns.empty()) kind = "create " + Singular(route.resource);
     } else if (route.subresource.empty()) {
       if (req.method == "GET") kind = "get " + Singular(route.resource);
       if (req.method == "PATCH") kind = "patch " + Singular(route.resource);
@@ -738,6 +809,13 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
     res.set_content(failure->raw->second, failure->raw->first);
     return;
   }
+  if (failure && failure->after_applying) {
+    if (kind.rfind("patch ", 0) == 0) HandlePatch(route, req, res);
+    if (kind == "create binding") HandleBinding(route, req, res);
+    if (kind.rfind("create ", 0) == 0 && kind != "create binding") HandleCreate(route, req, res);
+    ReplyStatus(res, failure->status, failure->reason, failure->message);
+    return;
+  }
   if (failure) {
     ReplyStatus(res, failure->status, failure->reason, failure->message);
     return;
@@ -750,7 +828,8 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   if (kind.rfind("list ", 0) == 0) return HandleList(route, req, res);
   if (kind.rfind("get ", 0) == 0) return HandleGet(route, res);
   if (kind.rfind("patch ", 0) == 0) return HandlePatch(route, req, res);
-  return HandleBinding(route, req, res);
+  if (kind == "create binding") return HandleBinding(route, req, res);
+  return HandleCreate(route, req, res);
 }
 
 namespace {
@@ -926,7 +1005,7 @@ void FakeApiServer::HandleWatch(const Route& route, const httplib::Request& req,
 
 void FakeApiServer::HandleGet(const Route& route, httplib::Response& res) {
   std::lock_guard lock(mu_);
-  const std::string key = route.resource == "pods" ? route.ns + "/" + route.name : route.name;
+  const std::string key = Namespaced(route.resource) ? route.ns + "/" + route.name : route.name;
   const auto& objects = objects_[route.resource];
   auto it = objects.find(key);
   if (it == objects.end()) {
@@ -943,7 +1022,7 @@ void FakeApiServer::HandlePatch(const Route& route, const httplib::Request& req,
     return ReplyStatus(res, 400, "BadRequest", "the body of the patch is not JSON");
   }
   std::lock_guard lock(mu_);
-  const std::string key = route.resource == "pods" ? route.ns + "/" + route.name : route.name;
+  const std::string key = Namespaced(route.resource) ? route.ns + "/" + route.name : route.name;
   auto& objects = objects_[route.resource];
   auto it = objects.find(key);
   if (it == objects.end()) {
@@ -1000,6 +1079,102 @@ void FakeApiServer::HandlePatch(const Route& route, const httplib::Request& req,
   if (patched == current) return Reply(res, 200, current);
   Store(route.resource, patched, "MODIFIED");
   Reply(res, 200, objects_[route.resource][key]);
+}
+
+void FakeApiServer::HandleCreate(const Route& route, const httplib::Request& req,
+                                 httplib::Response& res) {
+  json object = json::parse(req.body, nullptr, false);
+  const std::string kind = KindOf(route.resource);
+  if (object.is_discarded() || !object.is_object()) {
+    return ReplyStatus(res, 400, "BadRequest",
+                       "the body of the request is not a JSON object of kind " + kind);
+  }
+  const std::string body_kind = Str(object, {"kind"});
+  const std::string body_version = Str(object, {"apiVersion"});
+  if ((!body_kind.empty() && body_kind != kind) ||
+      (!body_version.empty() && body_version != ApiVersionOf(route.resource))) {
+    return ReplyStatus(res, 400, "BadRequest",
+                       "the object (" + body_version + ", Kind=" + body_kind +
+                           ") does not match the resource (" + ApiVersionOf(route.resource) +
+                           ", Kind=" + kind + ")");
+  }
+  if (!object.contains("metadata") || !object["metadata"].is_object()) {
+    object["metadata"] = json::object();
+  }
+  json& metadata = object["metadata"];
+  const std::string ns = Str(object, {"metadata", "namespace"});
+  if (!ns.empty() && ns != route.ns) {
+    return ReplyStatus(res, 400, "BadRequest",
+                       "the namespace of the provided object does not match the namespace sent "
+                       "on the request");
+  }
+  if (!Str(object, {"metadata", "resourceVersion"}).empty()) {
+    return ReplyStatus(res, 400, "BadRequest",
+                       "resourceVersion should not be set on objects to be created");
+  }
+  std::lock_guard lock(mu_);
+  std::string name = Str(object, {"metadata", "name"});
+  if (name.empty() && !Str(object, {"metadata", "generateName"}).empty()) {
+    char suffix[8];
+    std::snprintf(suffix, sizeof suffix, "%05lld", static_cast<long long>(next_uid_ % 100000));
+    name = Str(object, {"metadata", "generateName"}) + suffix;
+  }
+  if (name.empty()) {
+    return ReplyStatus(res, 422, "Invalid",
+                       kind +
+                           " \"\" is invalid: metadata.name: Required value: name or "
+                           "generateName is required");
+  }
+  if (!IsDns1123Subdomain(name)) {
+    return ReplyStatus(res, 422, "Invalid",
+                       kind + " \"" + name + "\" is invalid: metadata.name: Invalid value: \"" +
+                           name +
+                           "\": a lowercase RFC 1123 subdomain must consist of lower case "
+                           "alphanumeric characters, '-' or '.', and must start and end with an "
+                           "alphanumeric character");
+  }
+  const json* spec = object.contains("spec") ? &object["spec"] : nullptr;
+  const json* containers = spec == nullptr || !spec->is_object() ? nullptr
+                           : route.resource == "pods"
+                               ? (spec->contains("containers") ? &(*spec)["containers"] : nullptr)
+                               : nullptr;
+  if (route.resource == "pods" &&
+      (containers == nullptr || !containers->is_array() || containers->empty())) {
+    return ReplyStatus(res, 422, "Invalid",
+                       kind + " \"" + name + "\" is invalid: spec.containers: Required value");
+  }
+  if (route.resource == "jobs" &&
+      (spec == nullptr || !spec->is_object() || !spec->contains("template"))) {
+    return ReplyStatus(res, 422, "Invalid",
+                       kind + " \"" + name + "\" is invalid: spec.template: Required value");
+  }
+  metadata["name"] = name;
+  metadata["namespace"] = route.ns;
+  if (objects_[route.resource].count(route.ns + "/" + name) != 0) {
+    json status = Status(409, "AlreadyExists", route.resource + " \"" + name + "\" already exists");
+    status["details"] = {{"name", name}, {"kind", route.resource}};
+    return Reply(res, 409, status);
+  }
+  object["kind"] = kind;
+  object["apiVersion"] = ApiVersionOf(route.resource);
+  char uid[40];
+  std::snprintf(uid, sizeof uid, "00000000-0000-4000-8000-%012lld",
+                static_cast<long long>(next_uid_++));
+  metadata["uid"] = uid;
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  metadata["creationTimestamp"] = stamp;
+  if (route.resource == "pods") {
+    object["status"] = {{"phase", "Pending"}, {"qosClass", "BestEffort"}};
+  } else {
+    object["status"] = json::object();
+  }
+  Store(route.resource, object, "ADDED");
+  ++creations_;
+  Reply(res, 201, objects_[route.resource][route.ns + "/" + name]);
 }
 
 void FakeApiServer::HandleBinding(const Route& route, const httplib::Request& req,

@@ -18,6 +18,15 @@
 //         A patch that changes nothing does not bump the resourceVersion.
 //   POST  /api/v1/namespaces/{ns}/pods/{name}/binding: sets spec.nodeName (409 when already
 //         bound or on a uid mismatch, 404 when the pod is absent), 201 with a Status.
+//   POST  /api/v1/namespaces/{ns}/pods, /apis/batch/v1/namespaces/{ns}/jobs: create. 201 with
+//         the object as stored (uid, creationTimestamp, resourceVersion, namespace; a pod gets
+//         status.phase Pending); metadata.generateName is honoured. Errors as the API server
+//         words them: 409 AlreadyExists (with details), 422 Invalid (no name, a name that is
+//         not a DNS-1123 subdomain, a pod without containers, a job without a template), 400
+//         BadRequest (not a JSON object, another kind or apiVersion, another namespace than
+//         the URL's, a resourceVersion set).
+//   GET   /apis/batch/v1/jobs, /apis/batch/v1/namespaces/{ns}/jobs[/{name}] and their watches,
+//         like pods. No controller runs: a test plays the job controller (AddPod).
 // Every change bumps one global resourceVersion (a decimal string on the wire) and appends
 // to a history that watches replay. Errors are real Status objects:
 //   {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"...",
@@ -103,7 +112,7 @@ struct FakeTlsMaterial {
 struct SeenRequest {
   std::string method;
   std::string target;  // path and query as sent
-  std::string kind;    // "list pods", "watch nodes", "get pod", "patch pod", ...
+  std::string kind;    // "list pods", "watch nodes", "get pod", "patch pod", "create pod", ...
   std::string content_type;
   std::string user_agent;
 };
@@ -134,6 +143,9 @@ class FakeApiServer {
   std::string DeletePod(const std::string& ns, const std::string& name);
   std::optional<nlohmann::json> GetNode(const std::string& name) const;
   std::optional<nlohmann::json> GetPod(const std::string& ns, const std::string& name) const;
+  std::optional<nlohmann::json> GetJob(const std::string& ns, const std::string& name) const;
+  // Every object of "pods", "nodes" or "jobs", in key order (namespace/name).
+  std::vector<nlohmann::json> Objects(const std::string& resource) const;
   std::string resource_version() const;
 
   // --- failures and timing ---
@@ -141,6 +153,11 @@ class FakeApiServer {
   // target (path + query) contains `target_substring` with a Status of `status`.
   void FailNext(std::string method, std::string target_substring, int status, std::string reason,
                 std::string message, int times = 1);
+  // Like FailNext, but the request (a patch, binding or create) is carried out first: what a
+  // client sees when the answer to a change that was applied is lost (a timeout, a 5xx from a
+  // proxy).
+  void FailNextAfterApplying(std::string method, std::string target_substring, int status,
+                             std::string reason, std::string message, int times = 1);
   // Like FailNext, with a raw body (e.g. HTML from a proxy) instead of a Status.
   void FailNextWithBody(std::string method, std::string target_substring, int status,
                         std::string content_type, std::string body, int times = 1);
@@ -160,7 +177,8 @@ class FakeApiServer {
   // --- observations ---
   std::int64_t requests(std::string_view kind) const;  // by SeenRequest::kind
   std::int64_t total_requests() const;
-  std::int64_t bindings() const;  // successful bindings
+  std::int64_t bindings() const;   // successful bindings
+  std::int64_t creations() const;  // successful creates (POST of a pod or job)
   int open_watches() const;
   std::vector<SeenRequest> seen() const;
   // The resourceVersion parameter of the latest watch request ("" if none).
@@ -184,6 +202,7 @@ class FakeApiServer {
   void HandleGet(const Route& route, httplib::Response& res);
   void HandlePatch(const Route& route, const httplib::Request& req, httplib::Response& res);
   void HandleBinding(const Route& route, const httplib::Request& req, httplib::Response& res);
+  void HandleCreate(const Route& route, const httplib::Request& req, httplib::Response& res);
 
   // Callers hold mu_.
   std::string Store(const std::string& resource, nlohmann::json object, std::string_view type);
@@ -211,6 +230,7 @@ class FakeApiServer {
   std::map<std::string, std::int64_t, std::less<>> counts_;
   std::int64_t total_ = 0;
   std::int64_t bindings_ = 0;
+  std::int64_t creations_ = 0;
   std::vector<SeenRequest> seen_;
   std::string last_watch_rv_;
 };

@@ -11,11 +11,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stop_token>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 #include <tl/expected.hpp>
 
 #include "gpumux/core/result.h"
@@ -23,9 +22,9 @@
 namespace gpumux::k8s {
 
 struct ApiError {
-  int http_status = 0;   // 0: no HTTP answer (connect/TLS/timeout); else the status code
-  std::string reason;    // Status.reason ("Conflict", "NotFound", "Gone", ...) or curl's error
-  std::string message;   // Status.message, or a description of the transport failure
+  int http_status = 0;  // 0: no HTTP answer (connect/TLS/timeout); else the status code
+  std::string reason;   // Status.reason ("Conflict", "NotFound", "Gone", ...) or curl's error
+  std::string message;  // Status.message, or a description of the transport failure
   // e.g. "HTTP 409 Conflict: Operation cannot be fulfilled on pods \"p\": ..."
   std::string ToString() const;
 };
@@ -35,11 +34,11 @@ using ApiResult = tl::expected<T, ApiError>;
 
 // Where and how to reach the API server.
 struct ClientConfig {
-  std::string server;               // "https://10.0.0.1:6443" or "http://127.0.0.1:8080"
-  std::string bearer_token;         // literal token, or
-  std::string token_file;           // a file re-read when it changes (service-account tokens rotate)
-  std::string ca_pem;               // PEM of the CA bundle; empty = system CAs
-  std::string client_cert_pem;      // PEM client certificate and key (mutual TLS)
+  std::string server;           // "https://10.0.0.1:6443" or "http://127.0.0.1:8080"
+  std::string bearer_token;     // literal token, or
+  std::string token_file;       // a file re-read when it changes (service-account tokens rotate)
+  std::string ca_pem;           // PEM of the CA bundle; empty = system CAs
+  std::string client_cert_pem;  // PEM client certificate and key (mutual TLS)
   std::string client_key_pem;
   bool insecure_skip_tls_verify = false;
   std::string default_namespace = "default";
@@ -54,6 +53,21 @@ struct ClientConfig {
 // Refused with a clear error: exec and auth-provider credential plugins, basic auth,
 // a cluster's proxy-url and tls-server-name. One file only (no KUBECONFIG merging).
 core::Result<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context = {});
+
+// Where kubectl would find its configuration: `flag` (--kubeconfig) when given; else the one
+// file of $KUBECONFIG that exists (several are refused: kubectl merges them, gpumux reads one
+// file); else $HOME/.kube/config when it exists; else the in-cluster service account when
+// $KUBERNETES_SERVICE_HOST is set. `how` says which ("--kubeconfig", "$KUBECONFIG",
+// "~/.kube/config", "in-cluster"). The environment is passed in (tests), e.g.
+// FindKubeconfig(flag, getenv("KUBECONFIG"), getenv("HOME"), getenv("KUBERNETES_SERVICE_HOST")).
+struct KubeconfigChoice {
+  std::string path;  // "" with in_cluster
+  bool in_cluster = false;
+  std::string how;
+};
+core::Result<KubeconfigChoice> FindKubeconfig(std::string_view flag,
+                                              std::string_view kubeconfig_env,
+                                              std::string_view home, std::string_view service_host);
 
 // In-cluster: KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT and the service account's
 // token, ca.crt and namespace under `sa_dir`.

@@ -22,10 +22,10 @@ struct DlWorkloadInput {
 
 struct DlSweepConfig {
   std::vector<std::string> policies;
-  std::vector<DlWorkloadInput> inputs;  // one per (seed, load)
-  DlSimOptions options;                 // policy and seed are overwritten per run
+  std::vector<DlWorkloadInput> inputs;             // one per (seed, load)
+  DlSimOptions options;                            // policy and seed are overwritten per run
   const policy::WorkloadProfile* truth = nullptr;  // what the GPUs do (nullptr: the profile)
-  int threads = 0;                      // 0 = all cores
+  int threads = 0;                                 // 0 = all cores
 };
 
 // Runs every (input, policy) pair; results in input-major, then policy order, whatever the
@@ -36,9 +36,9 @@ core::Result<std::vector<DlResult>> RunDlSweep(
 
 // What the report says about its inputs.
 struct DlReportContext {
-  std::string workload;     // e.g. "embedded iadeep-like (seed 42)" or the job file
-  std::string mix;          // class mix name or spec
-  std::string profile;      // profile name and source (what the policies believe)
+  std::string workload;                    // e.g. "embedded iadeep-like (seed 42)" or the job file
+  std::string mix;                         // class mix name or spec
+  std::string profile;                     // profile name and source (what the policies believe)
   std::string truth = "the same profile";  // what the simulated GPUs do
   int gpus = 0;
   std::uint64_t seed = 0;            // the first seed (the HTML report's)
@@ -47,6 +47,11 @@ struct DlReportContext {
   std::vector<std::string> policies;
   std::vector<double> loads;
   std::string baseline = "iadeep";  // the margin line compares "gpumux" with this policy
+  // Runs measured on a cluster (gpumux report --from-cluster): the report says so, leaves out
+  // what only a simulation has (tuner, seed, profile error) and shows `notes` instead (the
+  // records, their time scales, jobs that did not finish).
+  bool measured = false;
+  std::vector<std::string> notes;
 };
 
 // Per load: a row per policy (average, median, p95 JCT, makespan, queueing, utilisation; the

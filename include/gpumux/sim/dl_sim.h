@@ -56,21 +56,21 @@ inline constexpr int kMaxDlJobsPerGpu = 16;
 // measure_noise [0, 10], model_error [0, 1), work_spread and noise_scale_spread [0, 2].
 struct DlSimOptions {
   std::string policy = "gpumux";
-  std::string tuner = "auto";     // auto = the policy's own (none for policies without traits)
+  std::string tuner = "auto";  // auto = the policy's own (none for policies without traits)
   // Queue discipline: auto = the policy's own; fifo = arrival order; shortest = least predicted
   // solo time of the job's class prior first (ties: arrival). Applied to every policy alike, so
   // that a comparison can hold the queue fixed and measure placement alone.
   std::string queue = "auto";
   int nodes = 5;
-  int gpus_per_node = 4;          // IADeep: 20 RTX 3090
+  int gpus_per_node = 4;  // IADeep: 20 RTX 3090
   int max_jobs_per_gpu = 3;
-  double reconfigure_s = 3.0;     // pause of a job whose batch size changes (assumed)
-  double measure_noise = 0.1;     // relative sd of one measured step time; a window of n
-                                  // steps reports the mean with sd measure_noise / sqrt(n)
-  double model_error = 0.1;       // hidden deviation of the true slowdowns from the truth's
-                                  // predictor, on sets the truth profile has not measured
-  double work_spread = 0.5;       // sd of log(job work / class work) (assumed; policies know
-                                  // this spread, not any job's draw)
+  double reconfigure_s = 3.0;       // pause of a job whose batch size changes (assumed)
+  double measure_noise = 0.1;       // relative sd of one measured step time; a window of n
+                                    // steps reports the mean with sd measure_noise / sqrt(n)
+  double model_error = 0.1;         // hidden deviation of the true slowdowns from the truth's
+                                    // predictor, on sets the truth profile has not measured
+  double work_spread = 0.5;         // sd of log(job work / class work) (assumed; policies know
+                                    // this spread, not any job's draw)
   double noise_scale_spread = 0.3;  // sd of log(job noise scale / class noise scale) (assumed)
   std::uint64_t seed = 42;
   // The seed of the truth's hidden factors (model_error); 0 = `seed`. Fixing it keeps the same
@@ -88,9 +88,9 @@ struct DlJobResult {
   std::string id;
   std::string cls;
   core::Micros submit_us = 0;
-  core::Micros start_us = 0;   // first placed
+  core::Micros start_us = 0;  // first placed
   core::Micros finish_us = 0;
-  std::string gpu;             // "node/index" of the GPU it ran on
+  std::string gpu;  // "node/index" of the GPU it ran on
   int final_batch = 0;
   int batch_changes = 0;
   core::Micros jct_us() const { return finish_us - submit_us; }
@@ -108,15 +108,15 @@ struct DlSegment {
 
 struct DlMetrics {
   double avg_jct_s = 0, median_jct_s = 0, p95_jct_s = 0;
-  double makespan_s = 0;          // last finish - first submit
-  double avg_queue_s = 0;         // mean queueing delay (submit -> first placement)
-  double gpu_busy = 0;            // time-mean fraction of GPUs with at least one job
-  double gpu_util = 0;            // time-mean of min(1, sum of active jobs' busy fractions)
+  double makespan_s = 0;   // last finish - first submit
+  double avg_queue_s = 0;  // mean queueing delay (submit -> first placement)
+  double gpu_busy = 0;     // time-mean fraction of GPUs with at least one job
+  double gpu_util = 0;     // time-mean of min(1, sum of active jobs' busy fractions)
   int tuning_sessions = 0;
   int measurement_windows = 0;
-  double locked_gpu_s = 0;        // GPU-seconds locked by tuning
-  double paused_job_s = 0;        // job-seconds lost to reconfiguration pauses
-  int declined = 0;               // placements a policy declined (the job waited)
+  double locked_gpu_s = 0;  // GPU-seconds locked by tuning
+  double paused_job_s = 0;  // job-seconds lost to reconfiguration pauses
+  int declined = 0;         // placements a policy declined (the job waited)
 };
 
 struct DlResult {
@@ -142,6 +142,10 @@ struct DlResult {
   // over their members of |predicted slowdown - measured slowdown|, and how many members.
   double belief_abs_error = 0;
   std::int64_t belief_error_members = 0;
+  // A run measured on a cluster (dl_measured.h), not simulated: no tuner or queue of its own,
+  // gpu_util not measured (NaN), and the timeline's lanes named by gpu_names ("node/index").
+  bool measured = false;
+  std::vector<std::string> gpu_names;
 };
 
 // Runs the jobs to completion; `truth` (nullptr = `profile`) is what the GPUs really do.

@@ -6,8 +6,9 @@
 // Pods are converted as the FGD study's converter does: a GPU pod with gpu_milli 0 becomes
 // CPU-only, CPU 0 becomes 100 milli (the Kubernetes non-zero default), gpu_spec is a
 // "|"-separated list of acceptable models. Nodes get `max_pods` 1001
-// and the label gpu-card-model. Creation and deletion times are not used (arrival-only study):
-// those columns, like any other extra column, are neither read nor checked.
+// and the label gpu-card-model. ParsePodList does not use creation and deletion times
+// (arrival-only study): those columns, like any other extra column, are neither read nor
+// checked; ParseTimedPodList reads them.
 //
 // Ranges (a row outside them is an error naming the source, line and column):
 //   node: cpu_milli 0..core::kMaxNodeCpuMilli, memory_mib 0..kMaxTraceMemoryMib,
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <istream>
 #include <span>
 #include <string>
@@ -44,12 +46,34 @@ inline constexpr core::MiB kMaxTraceMemoryMib = core::MiB{1} << 40;
 // GPU memory (MiB) gpumux assumes for a trace model name; 0 when unknown (see data/README.md).
 core::MiB TraceGpuMemory(std::string_view model);
 
-core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in, const std::string& source);
+core::Result<std::vector<core::NodeSpec>> ParseNodeList(std::istream& in,
+                                                        const std::string& source);
 core::Result<std::vector<core::Request>> ParsePodList(std::istream& in, const std::string& source);
+
+// The latest time a pod list's time columns may hold: 10^12 s (the v2023 trace spans 1.3 x 10^7).
+inline constexpr std::int64_t kMaxTraceSeconds = 1'000'000'000'000;
+
+// A pod with its times, for replaying a pod list on a cluster (`gpumux jobgen --format k8s
+// --pods`): creation_time, deletion_time and scheduled_time in whole seconds from the trace's
+// start (the columns of the v2023 pod lists); -1 when a column is absent or its field empty.
+struct TracePod {
+  core::Request request;  // as ParsePodList converts the row
+  std::int64_t creation_s = -1;
+  std::int64_t deletion_s = -1;
+  std::int64_t scheduled_s = -1;
+  // How long it ran: deletion - scheduled (deletion - creation when never scheduled); -1
+  // without a deletion time. Pods still running at the trace's end have that end as deletion.
+  std::int64_t RunSeconds() const;
+};
+// ParsePodList plus the time columns: creation_time is required (an error names the pod when
+// it is empty); each time is in 0..kMaxTraceSeconds, and deletion and scheduled times are not
+// before the creation (errors name the source, line, pod and column).
+core::Result<std::vector<TracePod>> ParseTimedPodList(std::istream& in, const std::string& source);
 
 // From files (read whole through io::ReadInputFile); errors name the path (and line).
 core::Result<std::vector<core::NodeSpec>> LoadNodeList(const std::string& path);
 core::Result<std::vector<core::Request>> LoadPodList(const std::string& path);
+core::Result<std::vector<TracePod>> LoadTimedPodList(const std::string& path);
 
 // The copies compiled into the binary (data/).
 std::string_view EmbeddedNodeList();
