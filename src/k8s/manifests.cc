@@ -69,7 +69,13 @@ core::Result<json> PlainScalar(const std::string& text) {
     }
     return MakeError(ErrorCode::kInvalidArgument, "the number " + text + " is too large");
   }
-  if (std::regex_match(text, kFloat)) return json(std::strtod(text.c_str(), nullptr));
+  if (std::regex_match(text, kFloat)) {
+    const double v = std::strtod(text.c_str(), nullptr);
+    if (!std::isfinite(v)) {
+      return MakeError(ErrorCode::kInvalidArgument, "the number " + text + " is too large");
+    }
+    return json(v);
+  }
   const std::string lower = Lower(text);
   if (lower == ".inf" || lower == "+.inf" || lower == "-.inf" || lower == ".nan") {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -178,6 +184,46 @@ core::Result<void> Collect(json value, const std::string& what, std::vector<json
   return {};
 }
 
+// The 1-based line of the first byte of `text` that is not valid UTF-8; 0 when it all is.
+// (JSON, and so the API server, takes UTF-8 only; a YAML reader passes other bytes through.)
+std::size_t FirstBadUtf8Line(std::string_view text) {
+  std::size_t line = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return line;
+    }
+    if (i + n >= text.size()) return line;  // cut off inside the sequence
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return line;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      return line;
+    }
+    i += n + 1;
+  }
+  return 0;
+}
+
 // --- writing ---------------------------------------------------------------------------------
 
 // Whether `text` can be written as a plain scalar that YAML 1.1 and 1.2 readers (kubectl's
@@ -268,6 +314,10 @@ core::Result<std::vector<json>> ParseManifests(std::string_view text, const std:
       return out;
     }
     // Not one JSON value: maybe YAML in flow style, or several documents. YAML decides.
+  }
+  if (const std::size_t bad = FirstBadUtf8Line(text); bad != 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     source + ":" + std::to_string(bad) + ": not UTF-8 text");
   }
   std::vector<YAML::Node> docs;
   try {

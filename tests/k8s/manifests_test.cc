@@ -96,7 +96,12 @@ INSTANTIATE_TEST_SUITE_P(
                         "\"items\" is not an array"},
         BadManifestCase{"AnInfinityCannotBeJson", "a: .inf\n", "cannot be written in JSON"},
         BadManifestCase{"AJsonListItemThatIsNoObject", R"({"kind":"List","items":[1]})",
-                        "item 1 is a scalar"}),
+                        "item 1 is a scalar"},
+        BadManifestCase{"BytesThatAreNotUtf8", "kind: Pod\nmetadata: {name: \"a\xff\"}\n",
+                        "in.yaml:2: not UTF-8 text"},
+        BadManifestCase{"AnOverlongUtf8Form", "a: \xc0\xaf\n", "in.yaml:1: not UTF-8 text"},
+        BadManifestCase{"ASequenceCutOff", "a: b\n\xe2\x82", "in.yaml:2: not UTF-8 text"},
+        BadManifestCase{"ANumberTooLargeForADouble", "a: 1e400\n", "the number 1e400 is too large"}),
     [](const auto& test_case) { return test_case.param.name; });
 
 TEST(ToYaml, QuotesWhatWouldReadBackAsAnotherTypeAndRoundTrips) {
