@@ -1,13 +1,14 @@
 // Fuzz target: manifests as `gpumux submit` reads them (multi-document YAML, JSON objects and
 // Lists). What parses must write back as YAML that reads back equal, and must go through
 // submit's preparation (kinds, namespaces, arrivals, labels) without a crash.
+#include "gpumux/k8s/manifests.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/manifests.h"
 #include "gpumux/k8s/submitter.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

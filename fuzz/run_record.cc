@@ -1,10 +1,11 @@
 // Fuzz target: a record of `gpumux submit` (JSON lines), as `gpumux report --from-cluster`
 // reads it.
+#include "gpumux/k8s/run_record.h"
+
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/run_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumux;
