@@ -165,6 +165,15 @@ users:
     seed('allocate', 'wrong-resource', b'\0\x00' + container(['GPU-0-m0']))
     seed('allocate', 'repeated', b'\0\x00' + container(['GPU-0', 'GPU-0']))
 
+    # manifests: the deploy examples (YAML, several documents); the seeds made from
+    # `gpumux jobgen --format k8s` output (seed-jobgen-*, seed-openb-*, seed-list.json) were
+    # written by hand with the binary and are kept.
+    for path in sorted(glob.glob(os.path.join(ROOT, 'deploy', 'examples', '*.yaml'))):
+        seed('manifests', 'example-' + os.path.basename(path), read(path))
+    # run_record: the head of the example record of `gpumux submit`.
+    seed('run_record', 'record', head(os.path.join(ROOT, 'examples', 'cluster-run',
+                                                   'record.jsonl'), 12))
+
 
 if __name__ == '__main__':
     main()

@@ -25,10 +25,57 @@ std::string Lower(std::string_view text) {
 
 // --- reading ---------------------------------------------------------------------------------
 
-// "file:12:3" for a node (yaml-cpp counts from 0).
-std::string Where(const std::string& source, const YAML::Mark& mark) {
-  if (mark.is_null()) return source;
-  return source + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+// The 1-based line of the first byte of `text` that is not valid UTF-8; 0 when it all is.
+// (JSON, and so the API server, takes UTF-8 only; a YAML reader passes other bytes through.)
+std::size_t FirstBadUtf8Line(std::string_view text) {
+  std::size_t line = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return line;
+    }
+    if (i + n >= text.size()) return line;  // cut off inside the sequence
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return line;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      return line;
+    }
+    i += n + 1;
+  }
+  return 0;
+}
+
+// Where a document's text came from: its source and the line of the source it starts on.
+struct Origin {
+  const std::string& source;
+  int first_line = 0;  // 0-based line of the source where the document's text begins
+};
+
+// "file:12:3" for a node (yaml-cpp counts from 0, within the document's text).
+std::string Where(const Origin& origin, const YAML::Mark& mark) {
+  if (mark.is_null()) return origin.source;
+  return origin.source + ":" + std::to_string(origin.first_line + mark.line + 1) + ":" +
+         std::to_string(mark.column + 1);
 }
 
 // A plain scalar by the YAML 1.2 core schema: null, bool, int, float, else a string. Error text
@@ -69,7 +116,13 @@ core::Result<json> PlainScalar(const std::string& text) {
     }
     return MakeError(ErrorCode::kInvalidArgument, "the number " + text + " is too large");
   }
-  if (std::regex_match(text, kFloat)) return json(std::strtod(text.c_str(), nullptr));
+  if (std::regex_match(text, kFloat)) {
+    const double v = std::strtod(text.c_str(), nullptr);
+    if (!std::isfinite(v)) {
+      return MakeError(ErrorCode::kInvalidArgument, "the number " + text + " is too large");
+    }
+    return json(v);
+  }
   const std::string lower = Lower(text);
   if (lower == ".inf" || lower == "+.inf" || lower == "-.inf" || lower == ".nan") {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -78,7 +131,7 @@ core::Result<json> PlainScalar(const std::string& text) {
   return json(text);
 }
 
-core::Result<json> ToJson(const YAML::Node& node, const std::string& source, int depth) {
+core::Result<json> ToJson(const YAML::Node& node, const Origin& source, int depth) {
   if (depth > 100) {
     return MakeError(ErrorCode::kInvalidArgument,
                      Where(source, node.Mark()) + ": nested more than 100 levels deep");
@@ -90,6 +143,11 @@ core::Result<json> ToJson(const YAML::Node& node, const std::string& source, int
     case YAML::NodeType::Scalar: {
       const std::string& tag = node.Tag();
       const std::string& text = node.Scalar();
+      // An escape such as "\xA0" can make bytes that are not UTF-8 out of ASCII text.
+      if (FirstBadUtf8Line(text) != 0) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         Where(source, node.Mark()) + ": a string that is not UTF-8");
+      }
       if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(text);
       if (tag == "?" || tag.empty() || tag.rfind("tag:yaml.org,2002:", 0) == 0) {
         auto v = PlainScalar(text);
@@ -123,6 +181,10 @@ core::Result<json> ToJson(const YAML::Node& node, const std::string& source, int
                            Where(source, entry.first.Mark()) + ": a key that is not a string");
         }
         const std::string key = entry.first.Scalar();
+        if (FirstBadUtf8Line(key) != 0) {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           Where(source, entry.first.Mark()) + ": a key that is not UTF-8");
+        }
         if (out.contains(key)) {
           return MakeError(ErrorCode::kInvalidArgument,
                            Where(source, entry.first.Mark()) + ": key \"" + key + "\" repeated");
@@ -144,6 +206,29 @@ bool IsList(const json& object) {
           : std::string();
   return kind.size() >= 4 && kind.compare(kind.size() - 4, 4, "List") == 0 &&
          object.contains("items");
+}
+
+// The longest key a mapping may have, as written quoted: YAML's limit on an implicit key is
+// 1024 characters, far above any Kubernetes field, label or annotation key (at most 253 + 1 + 63).
+constexpr std::size_t kMaxKeyBytes = 1000;
+
+// The first key longer than kMaxKeyBytes (quoted) in `value`, as `a.b."<its start>..."`; "".
+std::string LongKey(const json& value, int depth = 0) {
+  if (depth > 200) return {};
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      // Its length as written: a quoted key with control characters escaped is longer.
+      if (json(key).dump().size() > kMaxKeyBytes) {
+        return json(key.substr(0, 30)).dump() + "...";
+      }
+      if (std::string inner = LongKey(item, depth + 1); !inner.empty()) return key + "." + inner;
+    }
+  } else if (value.is_array()) {
+    for (const json& item : value) {
+      if (std::string inner = LongKey(item, depth + 1); !inner.empty()) return inner;
+    }
+  }
+  return {};
 }
 
 // Appends `value` (an object, or a List of objects) to `out`. `what` names it in errors.
@@ -169,6 +254,11 @@ core::Result<void> Collect(json value, const std::string& what, std::vector<json
       }
     }
     return {};
+  }
+  if (const std::string key = LongKey(value); !key.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     what + ": a key longer than " + std::to_string(kMaxKeyBytes) + " bytes (" +
+                         key + "): no Kubernetes field or annotation has one");
   }
   if (out.size() == kMaxManifestObjects) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -269,21 +359,52 @@ core::Result<std::vector<json>> ParseManifests(std::string_view text, const std:
     }
     // Not one JSON value: maybe YAML in flow style, or several documents. YAML decides.
   }
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return MakeError(ErrorCode::kInvalidArgument, Where(source, e.mark) + ": " + e.msg);
+  if (const std::size_t bad = FirstBadUtf8Line(text); bad != 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     source + ":" + std::to_string(bad) + ": not UTF-8 text");
   }
-  for (std::size_t i = 0; i < docs.size(); ++i) {
-    auto value = ToJson(docs[i], source, 0);
+  // Documents split as kubectl splits them (a line "---" and nothing else), each read with
+  // YAML::Load: yaml-cpp 0.7's LoadAll never returns on some inputs (a document of just ",").
+  std::size_t line_no = 0;
+  std::size_t doc_start = 0, doc_first_line = 0;
+  int doc_index = 0;
+  auto flush = [&](std::size_t end) -> core::Result<void> {
+    const std::string chunk(text.substr(doc_start, end - doc_start));
+    const Origin origin{source, static_cast<int>(doc_first_line)};
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(chunk);
+    } catch (const YAML::Exception& e) {
+      return MakeError(ErrorCode::kInvalidArgument, Where(origin, e.mark) + ": " + e.msg);
+    }
+    if (doc.IsNull() || !doc.IsDefined()) return {};  // empty, or comments only
+    ++doc_index;
+    auto value = ToJson(doc, origin, 0);
     if (!value) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       value.error().message + " (document " + std::to_string(i + 1) + ")");
+                       value.error().message + " (document " + std::to_string(doc_index) + ")");
     }
-    const std::string what = Where(source, docs[i].Mark()) + ": document " + std::to_string(i + 1);
-    if (auto ok = Collect(std::move(*value), what, out); !ok) return tl::unexpected(ok.error());
+    const std::string what = Where(origin, doc.Mark()) + ": document " + std::to_string(doc_index);
+    return Collect(std::move(*value), what, out);
+  };
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t newline = text.find('\n', pos);
+    if (newline == std::string_view::npos) newline = text.size();
+    std::string_view line = text.substr(pos, newline - pos);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (line == "---") {
+      if (auto ok = flush(pos); !ok) return tl::unexpected(ok.error());
+      doc_start = std::min(newline + 1, text.size());
+      doc_first_line = line_no + 1;
+    }
+    ++line_no;
+    if (newline == text.size()) break;
+    pos = newline + 1;
   }
+  if (auto ok = flush(text.size()); !ok) return tl::unexpected(ok.error());
   return out;
 }
 

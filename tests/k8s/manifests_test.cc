@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 
 namespace gpumux::k8s {
@@ -63,6 +64,28 @@ TEST(ParseManifests, ExpandsJsonListsAndArraysAndReadsOneJsonObject) {
   EXPECT_EQ(array->size(), 2u);
 }
 
+// yaml-cpp 0.7's LoadAll loops forever on a document of "," (found by fuzz/manifests).
+TEST(ParseManifests, AStrayCommaDocumentEnds) {
+  auto r = ParseManifests("---\n,,,\nap\n", "in.yaml");
+  EXPECT_TRUE(r.has_value() || !r.error().message.empty());
+  auto r2 = ParseManifests(",", "in.yaml");
+  EXPECT_TRUE(r2.has_value() || !r2.error().message.empty());
+}
+
+// UTF-8 text whose quoted scalar yaml-cpp turns into bytes that are not UTF-8 (found by
+// fuzz/manifests: JSON, and so the API client, would throw on them).
+TEST(ParseManifests, AStringYamlCppMakesNotUtf8IsRefused) {
+  std::ifstream in(std::string(GPUMUX_SOURCE_DIR) + "/fuzz/corpus/manifests/crash-escape-not-utf8",
+                   std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  auto r = ParseManifests(text.str(), "in.yaml");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("in.yaml:3:6: a string that is not UTF-8"), std::string::npos)
+      << r.error().message;
+}
+
 TEST(ParseManifests, AnEmptyTextHasNoObjects) {
   auto none = ParseManifests("  \n\n", "-");
   ASSERT_TRUE(none);
@@ -96,7 +119,23 @@ INSTANTIATE_TEST_SUITE_P(
                         "\"items\" is not an array"},
         BadManifestCase{"AnInfinityCannotBeJson", "a: .inf\n", "cannot be written in JSON"},
         BadManifestCase{"AJsonListItemThatIsNoObject", R"({"kind":"List","items":[1]})",
-                        "item 1 is a scalar"}),
+                        "item 1 is a scalar"},
+        BadManifestCase{"BytesThatAreNotUtf8", "kind: Pod\nmetadata: {name: \"a\xff\"}\n",
+                        "in.yaml:2: not UTF-8 text"},
+        BadManifestCase{"AnOverlongUtf8Form", "a: \xc0\xaf\n", "in.yaml:1: not UTF-8 text"},
+        BadManifestCase{"ASequenceCutOff", "a: b\n\xe2\x82", "in.yaml:2: not UTF-8 text"},
+        BadManifestCase{"ANumberTooLargeForADouble", "a: 1e400\n", "the number 1e400 is too large"},
+        // Counted without the empty document before a leading "---"; lines of the whole text.
+        BadManifestCase{"LinesAndDocumentsCountAcrossSeparators",
+                        "---\nkind: Pod\n---\n\n# c\nkind: Job\nspec: [1,\n",
+                        "in.yaml:8:1: end of sequence flow not found"},
+        BadManifestCase{"AKeyLongerThanYamlCanWrite",
+                        "{\"metadata\":{\"" + std::string(1001, 'k') + "\":1}}",
+                        "a key longer than 1000 bytes (metadata.\"kkkk"},
+        BadManifestCase{"AKeyOfControlCharactersLongerWhenEscaped",
+                        "{\"" + std::string(200, '\x15') + "\":1}", "a key longer than 1000"},
+        BadManifestCase{"ADocumentNumberSkipsEmptyOnes", "---\n---\nkind: Pod\n---\n- x\n",
+                        "in.yaml:5:1: document 2 is a list"}),
     [](const auto& test_case) { return test_case.param.name; });
 
 TEST(ToYaml, QuotesWhatWouldReadBackAsAnotherTypeAndRoundTrips) {

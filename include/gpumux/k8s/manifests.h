@@ -18,11 +18,15 @@ namespace gpumux::k8s {
 inline constexpr std::size_t kMaxManifestObjects = 1'000'000;
 
 // The objects of `text`, in order. JSON when the text is one JSON value (an object, a List or an
-// array of objects), else YAML documents separated by "---" (empty documents are skipped). A
+// array of objects), else YAML documents separated by lines "---" as kubectl splits them (empty
+// documents are skipped; each document is read alone, which also avoids yaml-cpp 0.7's LoadAll
+// looping forever on a document of ","). Text that is not UTF-8 is refused by line. A
 // List (any kind ending in "List" with an "items" array) is replaced by its items. YAML follows
 // the 1.2 core schema (plain true/false/null and numbers are typed, quoted scalars are strings;
 // yes/no stay strings); a key repeated in one mapping is an error, as in Kubernetes' strict
-// decoding. Every object must be a mapping. Errors name `source`, and for YAML the line:
+// decoding, and so is a key over 1000 bytes as written (quoted and escaped: YAML cannot write a
+// longer implicit key; no Kubernetes key comes near). Every object must be a mapping. Errors name
+// `source`, and for YAML the line:
 //   "jobs.yaml:12:3: document 2: ..." or "jobs.yaml: document 3 is a list, not an object".
 core::Result<std::vector<nlohmann::json>> ParseManifests(std::string_view text,
                                                          const std::string& source);
