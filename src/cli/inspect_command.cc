@@ -81,7 +81,7 @@ CLI::App* AddInspectCommand(CLI::App& app, InspectCliOptions& o) {
             "Per GPU and job: step time, samples/s, batch size and slowdown versus solo, "
             "as the node coordinators report them; the grants where none reports"}}) {
     CLI::App* view = cmd->add_subcommand(name, help);
-    view->callback([&o, name] { o.view = name; });
+    view->callback([&o, view_name = name] { o.view = view_name; });
     if (name == "why") {
       view->add_option("pod", o.pod, "The pending pod: NAME (in -n) or NAMESPACE/NAME")->required();
     }
