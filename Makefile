@@ -3,9 +3,10 @@
 #               and the JCT simulation of training jobs sharing GPUs
 #   make test   install build deps if missing, build with warnings as errors, run all tests
 #   make bench  build and run the benchmarks (prints figures)
-#   make asan   build with AddressSanitizer + UBSan in build-asan/ and run the tests there
-#   make fuzz   build the libFuzzer targets with clang in build-fuzz/ and run each for
-#               FUZZ_SECONDS (60) seconds; fails on any finding (fuzz/README.md)
+#   make asan   build with clang, AddressSanitizer + UBSan in build-asan/ and run the tests there
+#   make fuzz   build the libFuzzer targets in the same build-asan/ (one sanitizer build serves
+#               both) and run each for FUZZ_SECONDS (60) seconds; fails on any finding
+#               (fuzz/README.md)
 #   make e2e    build, then install gpumux (kubectl apply -k deploy/overlays/monitoring) onto a
 #               real single-node Kubernetes (../shared/k8s-rig, when built on this machine) and
 #               run the end-to-end scenarios
@@ -28,7 +29,7 @@ endif
 TESTS ?= OFF
 BENCH ?= OFF
 
-.PHONY: all setup configure build demo test bench asan fuzz e2e clean format
+.PHONY: all setup configure build demo test bench san-build asan fuzz e2e clean format
 
 all: build
 
@@ -62,17 +63,26 @@ bench:
 	./$(BUILD)/bench/gpumux_extender_soak --nodes 1000 --cycles 6000 --report-every 500
 	./$(BUILD)/bench/gpumux_extender_flood --duration 6 --report-every 1 --gpumux ./$(BUILD)/gpumux
 
+# One sanitizer build for the tests and the fuzz targets: clang with ASan, UBSan and libFuzzer's
+# coverage instrumentation on every library (CMakeLists.txt, GPUMUX_FUZZ). `make fuzz` alone builds
+# no tests there; after `make asan` it keeps them and rebuilds nothing.
+SAN_BUILD ?= build-asan
+SAN_TESTS ?= $(if $(wildcard $(SAN_BUILD)/CMakeCache.txt),,-DGPUMUX_BUILD_TESTS=OFF)
+san-build: setup
+	@grep -qs 'CMAKE_CXX_COMPILER:.*clang' $(SAN_BUILD)/CMakeCache.txt || rm -rf $(SAN_BUILD)/CMakeCache.txt $(SAN_BUILD)/CMakeFiles
+	@CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only' -DGPUMUX_FUZZ=ON -DGPUMUX_WERROR=OFF -DGPUMUX_BUILD_BENCH=OFF $(SAN_TESTS) \
+	  $(CMAKE_LAUNCHER) >/dev/null
+	@cmake --build $(SAN_BUILD) -j $(JOBS)
+
 asan:
-	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_FLAGS=-DGPUMUX_SANITIZE=ON
+	@$(MAKE) --no-print-directory san-build SAN_TESTS=-DGPUMUX_BUILD_TESTS=ON
+	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
-fuzz: setup
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGPUMUX_FUZZ=ON -DGPUMUX_WERROR=OFF -DGPUMUX_BUILD_TESTS=OFF -DGPUMUX_BUILD_BENCH=OFF \
-	  $(CMAKE_LAUNCHER) >/dev/null
-	@cmake --build build-fuzz -j $(JOBS)
-	sh fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+fuzz: san-build
+	sh fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Skips (exit 0, saying so) when the rig is not built here; tests/e2e/README.md.
 e2e: build

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "fragmentation_gradient.h"
+
 namespace gpumux::policy {
 namespace {
 
@@ -57,48 +59,7 @@ std::vector<TypicalPod> ComputeTypicalPods(std::span<const core::Request> pods,
 
 double NodeFragmentation(core::MilliCpu cpu_free, std::span<const core::MilliGpu> gpu_free,
                          core::ModelId model, std::span<const TypicalPod> typical) {
-  // The study accumulates each typical pod's share into a bucket per class and then adds the
-  // buckets (all but Q3) in class order. The sum is the same as one running total, but the
-  // floating-point rounding is not, and ties between nodes at score 50 (Delta F = +-1e-13)
-  // depend on it: keep the study's order so that placements match pod by pod.
-  enum Bucket { kQ1LackBoth, kQ2LackGpu, kQ3Satisfied, kQ4LackCpu, kXlSatisfied, kXrLackCpu,
-                kNoAccess, kBuckets };
-  core::MilliGpu all_free = 0;
-  for (core::MilliGpu g : gpu_free) all_free += g;
-  double bucket[kBuckets] = {};
-  for (const TypicalPod& p : typical) {
-    const bool cpu_ok = cpu_free >= p.cpu_milli;
-    if (p.gpu_milli == 0) {
-      bucket[cpu_ok ? kXlSatisfied : kXrLackCpu] += p.weight * static_cast<double>(all_free);
-      continue;
-    }
-    if (((p.model_mask >> model) & 1U) == 0) {
-      bucket[kNoAccess] += p.weight * static_cast<double>(all_free);
-      continue;
-    }
-    int fitting = 0;
-    core::MilliGpu remnant = 0;
-    for (core::MilliGpu g : gpu_free) {
-      if (g >= p.gpu_milli) {
-        ++fitting;
-      } else {
-        remnant += g;
-      }
-    }
-    const bool gpu_ok = fitting >= p.gpu_count;
-    if (gpu_ok && cpu_ok) {
-      bucket[kQ2LackGpu] += p.weight * static_cast<double>(remnant);
-      bucket[kQ3Satisfied] += p.weight * static_cast<double>(all_free - remnant);
-    } else {
-      const Bucket b = gpu_ok ? kQ4LackCpu : (cpu_ok ? kQ2LackGpu : kQ1LackBoth);
-      bucket[b] += p.weight * static_cast<double>(all_free);
-    }
-  }
-  double f = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    if (b != kQ3Satisfied) f += bucket[b];
-  }
-  return f;
+  return detail::MeasureFragmentation<false>(cpu_free, gpu_free, model, typical).f;
 }
 
 }  // namespace gpumux::policy

@@ -184,6 +184,15 @@ class HostTest(unittest.TestCase):
             return g
         return check
 
+    def stored_gpu_tuned(self):
+        """True once the file store holds this GPU's record in state tuned."""
+        try:
+            keys = json.loads((self.dir / "store.json").read_text())["keys"]
+            return any(key.endswith(f"/gpus/{GPU}") and json.loads(e["value"])["state"] == "tuned"
+                       for key, e in keys.items())
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
     def steps_of(self, job):
         for j in (self.gpu_state() or {}).get("jobs", []):
             if j["job"] == job:
@@ -215,6 +224,9 @@ class HostTest(unittest.TestCase):
         self.job("resnet", "resnet-a", 32)
         self.job("neumf", "neumf-b", 64)
         wait_for("both jobs tuned", self.tuned_with(2), timeout=90)
+        # The store is written in the background: kill only once it holds the tuned state (under
+        # a sanitizer the write can trail the state the API shows by a second).
+        wait_for("the tuned state in the store", self.stored_gpu_tuned, timeout=10)
         co.kill()  # SIGKILL: nothing flushed at exit
         time.sleep(1.5)
         for p in self.procs[1:]:

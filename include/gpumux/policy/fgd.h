@@ -16,6 +16,7 @@
 // longer fits anywhere, so F_after = R = 800. Delta = -500, sigmoid(-0.5) = 0.3775 -> score 37.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -23,10 +24,14 @@
 #include "gpumux/policy/policy.h"
 
 namespace gpumux::policy {
+namespace detail {
+class FragmentationGradient;
+}
 
 class FgdPolicy final : public Policy {
  public:
-  explicit FgdPolicy(std::vector<TypicalPod> typical) : typical_(std::move(typical)) {}
+  explicit FgdPolicy(std::vector<TypicalPod> typical);
+  ~FgdPolicy() override;
   std::string_view name() const override { return "fgd"; }
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
   std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override;
@@ -35,11 +40,8 @@ class FgdPolicy final : public Policy {
   std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle, const core::NodeView& node);
 
  private:
-  double FragBefore(const core::NodeView& node);
-
   std::vector<TypicalPod> typical_;
-  // F(n) per node, valid while the node's generation is unchanged.
-  std::vector<std::pair<std::uint64_t, double>> before_cache_;
+  std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches F(n) per node
 };
 
 }  // namespace gpumux::policy

@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -53,6 +54,9 @@
 #include "gpumux/policy/policy.h"
 
 namespace gpumux::policy {
+namespace detail {
+class FragmentationGradient;
+}
 
 // S(n) for a (possibly hypothetical) node state, as defined above. O(|typical| * |gpus|).
 double NodeSaturationFragmentation(core::MilliCpu cpu_free,
@@ -64,7 +68,8 @@ class FgdSatPolicy final : public Policy {
   // Weight of S in M (see above).
   static constexpr double kSaturationWeight = 0.1;
 
-  explicit FgdSatPolicy(std::vector<TypicalPod> typical) : typical_(std::move(typical)) {}
+  explicit FgdSatPolicy(std::vector<TypicalPod> typical);
+  ~FgdSatPolicy() override;
   std::string_view name() const override { return "fgd-sat"; }
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
   std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override;
@@ -77,11 +82,8 @@ class FgdSatPolicy final : public Policy {
                core::ModelId model) const;
 
  private:
-  double MixedBefore(const core::NodeView& node);
-
   std::vector<TypicalPod> typical_;
-  // M(n) per node, valid while the node's generation is unchanged.
-  std::vector<std::pair<std::uint64_t, double>> before_cache_;
+  std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches M(n) per node
 };
 
 }  // namespace gpumux::policy
