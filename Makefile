@@ -65,13 +65,15 @@ bench:
 
 # One sanitizer build for the tests and the fuzz targets: clang with ASan, UBSan and libFuzzer's
 # coverage instrumentation on every library (CMakeLists.txt, GPUMUX_FUZZ). `make fuzz` alone builds
-# no tests there; after `make asan` it keeps them and rebuilds nothing.
+# no tests there; after `make asan` it keeps them and rebuilds nothing. Line tables only, with the
+# checkout's path mapped to `.`, so that ccache shares the objects between clones.
 SAN_BUILD ?= build-asan
 SAN_TESTS ?= $(if $(wildcard $(SAN_BUILD)/CMakeCache.txt),,-DGPUMUX_BUILD_TESTS=OFF)
 san-build: setup
 	@grep -qs 'CMAKE_CXX_COMPILER:.*clang' $(SAN_BUILD)/CMakeCache.txt || rm -rf $(SAN_BUILD)/CMakeCache.txt $(SAN_BUILD)/CMakeFiles
 	@CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only' -DGPUMUX_FUZZ=ON -DGPUMUX_WERROR=OFF -DGPUMUX_BUILD_BENCH=OFF $(SAN_TESTS) \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only -fdebug-prefix-map=$(CURDIR)=.' \
+	  -DGPUMUX_FUZZ=ON -DGPUMUX_WERROR=OFF -DGPUMUX_BUILD_BENCH=OFF $(SAN_TESTS) \
 	  $(CMAKE_LAUNCHER) >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 
