@@ -1,31 +1,16 @@
 #include "gpumux/k8s/requeue.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "gpumux/k8s/grant.h"
 #include "gpumux/k8s/objects.h"
 
 namespace gpumux::k8s {
 namespace {
 
 using nlohmann::json;
-
-std::string UtcMillis() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) %
-                  std::chrono::milliseconds(1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms.count()));
-  return buf;
-}
 
 // What of a node can change whether a GPU pod fits there: gpumux's annotations (inventory,
 // device plugin state, unit, handshake), the kubelet's allocatable gpumux resources, and
@@ -66,7 +51,7 @@ std::string NodeFingerprint(const json& node) {
 
 Requeuer::Requeuer(KubeApi& api, RequeuerOptions options)
     : api_(&api), options_(std::move(options)) {
-  if (!options_.now_text) options_.now_text = UtcMillis;
+  if (!options_.now_text) options_.now_text = NowRfc3339Millis;
 }
 
 Requeuer::~Requeuer() { Stop(); }

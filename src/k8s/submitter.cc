@@ -82,20 +82,6 @@ std::string ShortSeconds(double s) {
   return out;
 }
 
-std::string WallClockNow() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[40];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-  char millis[8];
-  std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(ms));
-  return std::string(stamp) + millis;
-}
-
 bool Retryable(const ApiError& e) {
   return e.http_status == 0 || e.http_status == 429 || e.http_status == 500 ||
          e.http_status == 502 || e.http_status == 503 || e.http_status == 504;
@@ -564,7 +550,7 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
     run["label"] = options_.label;
     run["namespace"] = ns_text;
     run["time_scale"] = options_.time_scale;
-    run["started_at"] = WallClockNow();
+    run["started_at"] = NowRfc3339Millis();
     run["source"] = options_.source;
     run["objects"] = objects_.size();
     if (!options_.gpumux_version.empty()) run["gpumux"] = options_.gpumux_version;

@@ -54,5 +54,7 @@ core::Result<Grant> DecodeGrant(std::string_view text);
 // RFC 3339 UTC ("2026-11-21T10:00:00Z") <-> unix seconds.
 std::string FormatRfc3339(std::int64_t unix_seconds);
 core::Result<std::int64_t> ParseRfc3339(std::string_view text);
+// The wall clock now, RFC 3339 UTC with milliseconds ("2026-11-21T10:00:00.123Z").
+std::string NowRfc3339Millis();
 
 }  // namespace gpumux::k8s
