@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
+#include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/fragmentation.h"
 #include "src/cli/daemon_log.h"
 #include "gpumux/sim/dl_workload.h"
@@ -68,6 +69,7 @@ struct SimulateOptions {
   bool check_invariants = false;
   bool quiet = false;
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
+  double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
   std::set<std::string> given;           // long names of the options given on the command line
 };
 
@@ -284,6 +286,7 @@ struct ExtenderCliOptions {
   std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;              // "" = the embedded trace
+  double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;

@@ -67,9 +67,10 @@ constexpr int kMallocArenas = 4;
 // --grant-ttl-seconds and --node-lock-ttl-seconds: a grant or a node lock that is still not
 // settled after a day is not waiting for anything.
 constexpr std::int64_t kMaxTtlSeconds = 86'400;
-// Only fgd and fgd-sat score fragmentation against typical pods (policy/fgd.h, fgd_sat.h):
-// --typical-pods applies to them alone. A new fragmentation-aware policy adds its name here.
-constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd", "fgd-sat"};
+// Only fgd, fgd-sat and fgd-sat-reserve score fragmentation against typical pods (policy/fgd.h,
+// fgd_sat.h): --typical-pods applies to them alone. A new fragmentation-aware policy adds its
+// name here.
+constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd", "fgd-sat", "fgd-sat-reserve"};
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -145,6 +146,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("gpu-mem-unit-mib")) o.gpu_mem_unit_mib = value.as<std::int64_t>();
       } else if (key == "typicalPods") {
         if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
+      } else if (key == "reserveIdleFraction") {
+        if (!given("reserve-idle-fraction")) o.reserve_idle_fraction = value.as<double>();
       } else if (key == "offlineNodes") {
         if (!given("offline-nodes")) {
           o.offline_nodes = ResolveAgainst(value.as<std::string>(), file);
@@ -181,8 +184,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, maxConnections, "
-            "requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
+            "bindWaitMs, gpuMemUnitMiB, typicalPods, reserveIdleFraction, offlineNodes, threads, "
+            "maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
             "observationsEverySeconds, metricsAddress, logFormat, logLevel)"};
       }
     } catch (const YAML::Exception&) {
@@ -191,7 +194,7 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
                           key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
                           key == "requestReadTimeoutMs";
-      const bool is_number = key == "observationsEverySeconds";
+      const bool is_number = key == "observationsEverySeconds" || key == "reserveIdleFraction";
       return where(is_bool ? "true or false"
                            : (is_int ? "an integer" : (is_number ? "a number" : "a string")));
     }
@@ -310,7 +313,15 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
       std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
                 o.policy) == std::end(kPoliciesWithTypicalPods)) {
     return UsageError{"--typical-pods does not apply with --policy " + o.policy +
-                      ": only fgd and fgd-sat score fragmentation against typical pods"};
+                      ": only fgd, fgd-sat and fgd-sat-reserve score fragmentation against "
+                      "typical pods"};
+  }
+  if (!(o.reserve_idle_fraction > 0 && o.reserve_idle_fraction <= 1)) {
+    return UsageError{"--reserve-idle-fraction must be in (0, 1]"};
+  }
+  if (Given(o.given, "reserve-idle-fraction") && o.policy != "fgd-sat-reserve") {
+    return UsageError{"--reserve-idle-fraction does not apply with --policy " + o.policy +
+                      ": it is fgd-sat-reserve's threshold"};
   }
   return std::nullopt;
 }
@@ -453,8 +464,13 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--typical-pods", o.typical_pods,
                   "Pod list (the trace's CSV format) whose request shapes define "
-                  "fragmentation for fgd [default: the embedded Alibaba trace]; --policy fgd "
-                  "only");
+                  "fragmentation for fgd, fgd-sat and fgd-sat-reserve [default: the embedded "
+                  "Alibaba trace]; those policies only");
+  cmd->add_option("--reserve-idle-fraction", o.reserve_idle_fraction,
+                  "--policy fgd-sat-reserve: while fewer than this fraction of the cluster's GPUs "
+                  "are idle, a GPU share that would strand a remainder on an idle GPU waits "
+                  "(stays Pending) rather than take it, keeping it for whole-GPU pods (0..1]")
+      ->capture_default_str();
   cmd->add_option("--threads", o.threads,
                   "Verbs computed at once (and request bodies over 128 KiB read at once); "
                   "/healthz, /readyz and /metrics never wait for them (1..1024)")
@@ -578,6 +594,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   auto typical = TypicalPods(o.typical_pods);
   if (!typical) return usage(typical.error().message);
   state_options.context.typical_pods = std::move(*typical);
+  state_options.context.reserve_idle_fraction = o.reserve_idle_fraction;
   // The co-location policies' profile; the observation feed replaces it while serving.
   std::shared_ptr<const policy::WorkloadProfile> profile;
   {

@@ -175,6 +175,12 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->group(fgd);
   cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)")
       ->group(fgd);
+  cmd->add_option("--reserve-idle-fraction", o.reserve_idle_fraction,
+                  "fgd-sat-reserve: keep idle GPUs for whole-GPU pods while fewer than this "
+                  "fraction of the GPUs are idle")
+      ->capture_default_str()
+      ->check(NumberIn(0.0, 1.0, LowerBound::kOpen))
+      ->group(fgd);
   AddDlOptions(*cmd, o.dl);
   RecordGivenOptions(*cmd, o.given);
   // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).
@@ -221,7 +227,8 @@ constexpr WorkloadOption kFgdOnly[] = {{"nodes", ""},
                                        {"replay", ""},
                                        {"placements", ""},
                                        {"max-arrivals", ""},
-                                       {"no-timing", "; the DL output has no wall times"}};
+                                       {"no-timing", "; the DL output has no wall times"},
+                                       {"reserve-idle-fraction", ""}};
 constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
                                       {"profile", ""},
                                       {"mix", ""},
@@ -296,6 +303,10 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   if (!o.placements.empty() && (policies.size() != 1 || seeds->size() != 1)) {
     return fail("--placements needs exactly one policy and one seed (or --replay)");
   }
+  if (Given(o.given, "reserve-idle-fraction") &&
+      std::find(policies.begin(), policies.end(), "fgd-sat-reserve") == policies.end()) {
+    return fail("--reserve-idle-fraction applies to --policy fgd-sat-reserve only");
+  }
 
   // Inputs.
   core::Result<std::vector<core::NodeSpec>> nodes = [&] {
@@ -360,6 +371,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }
   config.experiment.record_placements = !o.placements.empty();
   config.experiment.check_invariants = o.check_invariants;
+  config.experiment.reserve_idle_fraction = o.reserve_idle_fraction;
   config.limit = sim::ArrivalLimit{o.max_arrivals, "--max-arrivals"};
   std::mutex progress_mu;  // experiments report from their own threads
   if (!o.quiet) {

@@ -1,5 +1,9 @@
 #include "gpumux/policy/fgd_sat.h"
 
+#include <algorithm>
+#include <iterator>
+
+#include "gpumux/core/check.h"
 #include "fragmentation_gradient.h"
 
 namespace gpumux::policy {
@@ -10,8 +14,13 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
   return detail::MeasureFragmentation<true>(cpu_free, gpu_free, model, typical).s;
 }
 
-FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical)
-    : typical_(std::move(typical)), gradient_(std::make_unique<detail::FragmentationGradient>()) {}
+FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction)
+    : typical_(std::move(typical)),
+      reserve_idle_fraction_(reserve_idle_fraction),
+      gradient_(std::make_unique<detail::FragmentationGradient>()) {
+  GPUMUX_CHECK(reserve_idle_fraction >= 0 && reserve_idle_fraction <= 1,
+               "the reserve threshold is a fraction of the GPUs (0..1)");
+}
 
 FgdSatPolicy::~FgdSatPolicy() = default;
 
@@ -34,8 +43,67 @@ std::pair<std::int64_t, std::vector<int>> FgdSatPolicy::Evaluate(const Cycle& cy
       });
 }
 
+bool FgdSatPolicy::IdleGpusScarce(const core::Ledger& ledger) const {
+  if (reserve_idle_fraction_ <= 0) return false;
+  const auto total = static_cast<double>(ledger.cluster().total_gpus());
+  const auto idle = static_cast<double>(ledger.cluster().total_gpus() - ledger.busy_gpus());
+  return idle < reserve_idle_fraction_ * total;
+}
+
+std::uint64_t FgdSatPolicy::ScoreEpoch(const core::Ledger& ledger) const {
+  return IdleGpusScarce(ledger) ? 1 : 0;
+}
+
+const FgdSatPolicy::ModelFacts& FgdSatPolicy::Facts(core::ModelId model) {
+  const auto m = static_cast<std::size_t>(model);
+  if (facts_.size() <= m) facts_.resize(m + 1);
+  ModelFacts& f = facts_[m];
+  if (f.known) return f;
+  f.known = true;
+  for (const TypicalPod& p : typical_) {
+    if (p.gpu_milli == 0 || ((p.model_mask >> model) & 1U) == 0) continue;
+    f.gpu_pod_weight += p.weight;
+    if (p.gpu_count != 1) continue;
+    if (p.gpu_milli >= core::kMilliPerGpu) {
+      f.whole_gpu_cpu = std::max(f.whole_gpu_cpu, p.cpu_milli);
+    } else {
+      f.share_weight_upto.emplace_back(p.gpu_milli, p.weight);
+    }
+  }
+  std::sort(f.share_weight_upto.begin(), f.share_weight_upto.end());
+  double sum = 0;
+  for (auto& [milli, w] : f.share_weight_upto) w = sum += w;
+  return f;
+}
+
+bool FgdSatPolicy::Stranded(core::ModelId model, core::MilliGpu remainder) {
+  const ModelFacts& f = Facts(model);
+  // The cumulative weight of the shares of at most `remainder` milli.
+  const auto it = std::upper_bound(
+      f.share_weight_upto.begin(), f.share_weight_upto.end(), remainder,
+      [](core::MilliGpu r, const std::pair<core::MilliGpu, double>& e) { return r < e.first; });
+  const double fitting = it == f.share_weight_upto.begin() ? 0.0 : std::prev(it)->second;
+  return fitting < kStrandedShare * f.gpu_pod_weight;
+}
+
+core::MilliCpu FgdSatPolicy::WholeGpuPodCpu(core::ModelId model) {
+  return Facts(model).whole_gpu_cpu;
+}
+
 std::int64_t FgdSatPolicy::Score(const Cycle& cycle, const core::NodeView& node) {
-  return Evaluate(cycle, node).first;
+  auto [score, gpus] = Evaluate(cycle, node);
+  const core::Request& r = cycle.request;
+  const bool fractional = r.gpu_count == 1 && r.gpu_milli < core::kMilliPerGpu &&
+                          r.sharing == core::GpuSharing::kShared;
+  if (!fractional || !IdleGpusScarce(cycle.ledger)) return score;
+  const auto g = static_cast<std::size_t>(gpus.front());
+  const core::ModelId model = node.gpu_model[g];
+  const core::MilliCpu whole_cpu = WholeGpuPodCpu(model);
+  if (node.GpuIsIdle(static_cast<int>(g)) && whole_cpu >= 0 && node.cpu_free >= whole_cpu &&
+      Stranded(model, core::kMilliPerGpu - r.gpu_milli)) {
+    return kDecline;  // (1)-(4) of fgd_sat.h: keep this idle GPU for a whole-GPU pod
+  }
+  return score;
 }
 
 std::vector<int> FgdSatPolicy::ChooseGpus(const Cycle& cycle, const core::NodeView& node) {

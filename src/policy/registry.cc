@@ -48,6 +48,12 @@ Registry MakeBuiltins() {
   r.Add("fgd-sat",
         "FGD plus the GPU compute that repeated typical pods would strand (CPU included)",
         [](const PolicyContext& c) { return std::make_unique<FgdSatPolicy>(c.typical_pods); });
+  r.Add("fgd-sat-reserve",
+        "fgd-sat, and while idle GPUs are scarce (under a tenth) they are kept for whole-GPU "
+        "pods: a share that would strand a remainder on one waits (admission control)",
+        [](const PolicyContext& c) {
+          return std::make_unique<FgdSatPolicy>(c.typical_pods, c.reserve_idle_fraction);
+        });
   r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
         WithContext<FirstFitPolicy>());
   r.Add("iadeep", "IADeep (SC'23): idle GPU first, else least predicted interference; "

@@ -364,6 +364,12 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       {"a missing profile",
        {"--offline-nodes", nodes, "--policy", "gpumux", "--profile", "/nonexistent-profile.json"},
        {"--profile: /nonexistent-profile.json"}},
+      {"a reserve threshold for a policy that does not reserve",
+       {"--offline-nodes", nodes, "--policy", "fgd-sat", "--reserve-idle-fraction", "0.2"},
+       {"--reserve-idle-fraction does not apply with --policy fgd-sat"}},
+      {"a reserve threshold above 1",
+       {"--offline-nodes", nodes, "--policy", "fgd-sat-reserve", "--reserve-idle-fraction", "1.5"},
+       {"--reserve-idle-fraction must be in (0, 1]"}},
   };
   int i = 0;
   for (const Case& c : cases) {

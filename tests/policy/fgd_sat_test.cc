@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumux/policy/engine.h"
 #include "gpumux/policy/fgd.h"
 #include "tests/testing/builders.h"
 #include "tests/testing/policy_harness.h"
@@ -147,6 +148,111 @@ TEST(FgdSat, NoTypicalPodsMeansNoFragmentationAndScore50) {
   FgdSatPolicy sat({});
   EXPECT_EQ(h.Score(sat, RequestBuilder().Share(500), 0), 50);
   EXPECT_EQ(h.ChooseGpus(sat, RequestBuilder().Share(500), 0), (std::vector<int>{0}));
+}
+
+// fgd-sat-reserve (fgd_sat.h): the header's worked example, then each condition of the rule.
+// Typical pods: whole GPU (12 cores) 0.5, 810 milli 0.36, 470 milli 0.1, 160 milli 0.04. A
+// remainder of 190 fits only the 160 (0.04 < kStrandedShare of the GPU pods): stranded; 530
+// fits 470 and 160 (0.14): not stranded.
+std::vector<TypicalPod> ReserveTypical() {
+  return {Typical(12000, 1000, 1, 0.5), Typical(3000, 810, 1, 0.36), Typical(3000, 470, 1, 0.1),
+          Typical(4000, 160, 1, 0.04)};
+}
+
+// a: one idle GPU and `a_cpu` free; b: one GPU holding a 160; c: `c_gpus` GPUs of which 9 are
+// busy with whole-GPU pods. With c_gpus = 9, 1 of 11 GPUs is idle: scarce (< 10 %).
+void BuildReserveCluster(PolicyHarness& h) {
+  h.Place("small", RequestBuilder().Cpu(4000).Share(160), 1, {0});
+  for (int i = 0; i < 9; ++i) {
+    h.Place("whole-" + std::to_string(i), RequestBuilder().Cpu(1000).Gpus(1), 2, {i});
+  }
+}
+
+std::vector<core::NodeSpec> ReserveNodes(core::MilliCpu a_cpu, int c_gpus) {
+  return ClusterBuilder()
+      .Node("a", a_cpu, 262144)
+      .Gpus(1)
+      .Node("b", 16000, 262144)
+      .Gpus(1)
+      .Node("c", 128000, 262144)
+      .Gpus(c_gpus)
+      .Specs();
+}
+
+TEST(FgdSatReserve, WorkedExampleSendsThe810ToTheSharedGpuAndKeepsTheIdleOne) {
+  PolicyHarness h(ReserveNodes(40000, 9));
+  BuildReserveCluster(h);
+  FgdSatPolicy reserve(ReserveTypical(), FgdSatPolicy::kDefaultReserveIdleFraction);
+  EXPECT_EQ(reserve.name(), "fgd-sat-reserve");
+  EXPECT_TRUE(reserve.IdleGpusScarce(h.ledger()));
+  const core::Request pod = RequestBuilder().Cpu(3000).Share(810);
+  EXPECT_EQ(h.Score(reserve, pod, 0), Policy::kDecline);
+  EXPECT_NE(h.Score(reserve, pod, 1), Policy::kDecline);
+  Engine engine(h.ledger(), reserve, {0, 1, 2}, h.rng());
+  const Decision d = engine.Decide(pod);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_EQ(d.placement->node, 1);
+  // Once b's GPU is taken too, the 810 fits only the idle GPU and waits.
+  h.Place("other-810", pod, 1, {0});
+  const Decision again = engine.Decide(pod);
+  EXPECT_FALSE(again.placement.has_value());
+  EXPECT_TRUE(again.declined);
+  // A whole-GPU pod still takes the kept GPU.
+  EXPECT_EQ(engine.Decide(RequestBuilder().Cpu(12000).Gpus(1)).placement->node, 0);
+}
+
+TEST(FgdSatReserve, DeclinesOnlyWhenEveryConditionHolds) {
+  const core::Request pod = RequestBuilder().Cpu(3000).Share(810);
+  {  // Plain fgd-sat never declines.
+    PolicyHarness h(ReserveNodes(40000, 9));
+    BuildReserveCluster(h);
+    FgdSatPolicy sat(ReserveTypical());
+    EXPECT_EQ(sat.name(), "fgd-sat");
+    EXPECT_FALSE(sat.IdleGpusScarce(h.ledger()));
+    EXPECT_NE(h.Score(sat, pod, 0), Policy::kDecline);
+  }
+  {  // (4) 3 of 13 GPUs idle (23 %): not scarce.
+    PolicyHarness h(ReserveNodes(40000, 11));
+    BuildReserveCluster(h);
+    FgdSatPolicy reserve(ReserveTypical(), FgdSatPolicy::kDefaultReserveIdleFraction);
+    EXPECT_FALSE(reserve.IdleGpusScarce(h.ledger()));
+    EXPECT_NE(h.Score(reserve, pod, 0), Policy::kDecline);
+    // The threshold is the caller's: at a quarter, 23 % idle is scarce.
+    FgdSatPolicy quarter(ReserveTypical(), 0.25);
+    EXPECT_EQ(h.Score(quarter, pod, 0), Policy::kDecline);
+  }
+  {  // (3) a has 8 cores: the 12-core whole-GPU pod could not use its GPU anyway.
+    PolicyHarness h(ReserveNodes(8000, 9));
+    BuildReserveCluster(h);
+    FgdSatPolicy reserve(ReserveTypical(), FgdSatPolicy::kDefaultReserveIdleFraction);
+    EXPECT_EQ(reserve.WholeGpuPodCpu(0), 12000);
+    EXPECT_NE(h.Score(reserve, pod, 0), Policy::kDecline);
+  }
+  {  // (2) a 470 leaves 530, where 470s and 160s fit; (1) whole-GPU and CPU pods are never held.
+    PolicyHarness h(ReserveNodes(40000, 9));
+    BuildReserveCluster(h);
+    FgdSatPolicy reserve(ReserveTypical(), FgdSatPolicy::kDefaultReserveIdleFraction);
+    EXPECT_TRUE(reserve.Stranded(0, 190));
+    EXPECT_FALSE(reserve.Stranded(0, 530));
+    EXPECT_NE(h.Score(reserve, RequestBuilder().Cpu(3000).Share(470), 0), Policy::kDecline);
+    EXPECT_NE(h.Score(reserve, RequestBuilder().Cpu(3000).Gpus(1), 0), Policy::kDecline);
+    EXPECT_NE(h.Score(reserve, RequestBuilder().Cpu(3000), 0), Policy::kDecline);
+  }
+}
+
+TEST(FgdSatReserve, TheRuleFollowsTheClusterThroughTheEngineMemo) {
+  // Not scarce at first: the 810 takes a's idle GPU's score like fgd-sat. When c's last idle
+  // GPUs are taken (a's node unchanged), the memoised score of a must not be reused.
+  PolicyHarness h(ReserveNodes(40000, 11));
+  BuildReserveCluster(h);
+  FgdSatPolicy reserve(ReserveTypical(), FgdSatPolicy::kDefaultReserveIdleFraction);
+  Engine engine(h.ledger(), reserve, {0, 1, 2}, h.rng());
+  const core::Request pod = RequestBuilder().Cpu(3000).Share(810);
+  const std::vector<core::NodeIndex> all{0, 1, 2};
+  EXPECT_NE(engine.ScoreNodes(pod, all)[0], Policy::kDecline);
+  h.Place("whole-9", RequestBuilder().Cpu(1000).Gpus(1), 2, {9});
+  h.Place("whole-10", RequestBuilder().Cpu(1000).Gpus(1), 2, {10});
+  EXPECT_EQ(engine.ScoreNodes(pod, all)[0], Policy::kDecline);
 }
 
 }  // namespace

@@ -62,6 +62,9 @@ class ScriptedPolicy final : public policy::Policy {
 
   std::string_view name() const override { return "scripted"; }
   policy::ScoreKind score_kind() const override { return kind_; }
+  // The score epoch (policy.h) the engine sees: 0 unless a test sets it.
+  std::uint64_t ScoreEpoch(const core::Ledger&) const override { return epoch; }
+  std::uint64_t epoch = 0;
   void BeginCycle(const policy::Cycle& cycle) override;
   std::int64_t Score(const policy::Cycle& cycle, const core::NodeView& node) override;
   std::vector<int> ChooseGpus(const policy::Cycle& cycle, const core::NodeView& node) override;

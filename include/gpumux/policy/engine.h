@@ -86,6 +86,7 @@ class Engine {
     std::vector<MemoEntry> scores;  // [node]
   };
   // The shape's scores, valid until the next call (it may reuse the least recently used slot).
+  // First drops every memoised score if the policy's ScoreEpoch changed.
   std::vector<MemoEntry>& MemoFor(const core::Request& r, core::ModelMask models);
 
   const core::Ledger* ledger_;
@@ -96,6 +97,7 @@ class Engine {
   std::map<ShapeKey, std::size_t> shapes_;  // shape -> its slot in memo_
   std::vector<MemoShape> memo_;             // at most max_shapes_ slots
   std::uint64_t memo_clock_ = 0;
+  std::uint64_t memo_epoch_ = 0;            // Policy::ScoreEpoch the memo was filled under
   std::vector<core::NodeIndex> feasible_;
 };
 

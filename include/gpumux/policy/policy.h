@@ -53,6 +53,11 @@ class Policy {
   // Non-null for co-location policies: how a driver must queue and tune for them.
   virtual const ColocationTraits* colocation() const { return nullptr; }
   virtual ScoreKind score_kind() const { return ScoreKind::kPure; }
+  // For kPure policies whose scores also depend on a coarse cluster-wide condition (e.g.
+  // fgd-sat-reserve: "idle GPUs are scarce"): a value that changes when that condition does.
+  // The engine drops every memoised score when it changes, so keep it coarse (it is asked once
+  // per decision and should change rarely).
+  virtual std::uint64_t ScoreEpoch(const core::Ledger& /*ledger*/) const { return 0; }
   // Rewrites a request before filtering, e.g. `exclusive` turns shares into whole GPUs.
   virtual core::Request Adapt(const core::Request& request) const { return request; }
   virtual void BeginCycle(const Cycle& /*cycle*/) {}

@@ -10,6 +10,7 @@
 
 #include "gpumux/core/result.h"
 #include "gpumux/policy/colocation.h"
+#include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/policy.h"
 
@@ -19,6 +20,9 @@ namespace gpumux::policy {
 struct PolicyContext {
   // Typical pods of the workload, for fragmentation-aware policies (fgd).
   std::vector<TypicalPod> typical_pods;
+  // fgd-sat-reserve only: reserve idle GPUs for whole-GPU pods while fewer than this fraction
+  // of the cluster's GPUs are idle (fgd_sat.h), in (0, 1].
+  double reserve_idle_fraction = FgdSatPolicy::kDefaultReserveIdleFraction;
   // For co-location policies (first-fit, iadeep, gpumux): the workload profile and the
   // interference model built on it (borrowed; both outlive the policy), the driver's job view
   // (may be null: every tenant is then an unknown, GPU-bound job) and shared settings.
