@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
   std::printf(
       "latencies in ms (client round trip: request written -> reply read); pair = "
       "filter + prioritize; pairs/s back to back\n\n");
-  std::printf("%6s %-6s %-9s %-14s %6s %9s | %-31s | %-31s | %-31s | %8s\n", "nodes", "mode",
+  std::printf("%6s %-6s %-15s %-14s %6s %9s | %-31s | %-31s | %-31s | %8s\n", "nodes", "mode",
               "policy", "pod", "passed", "reply KB", "filter p50/p90/p99/max",
               "prioritize p50/p90/p99/max", "pair p50/p90/p99/max", "pairs/s");
   int failures = 0;
@@ -557,7 +557,7 @@ int main(int argc, char** argv) {
                           mode == Mode::kNodeList ? std::min(o.warmup, 10) : o.warmup);
           const char* mode_name = mode == Mode::kNodeNames ? "names" : "list";
           if (!r.ok) {
-            std::printf("%6d %-6s %-9s %-14s FAILED: %s\n", n, mode_name, policy.c_str(),
+            std::printf("%6d %-6s %-15s %-14s FAILED: %s\n", n, mode_name, policy.c_str(),
                         kind.c_str(), r.error.c_str());
             ++failures;
             continue;
@@ -567,7 +567,7 @@ int main(int argc, char** argv) {
             std::snprintf(buf, sizeof buf, "%6.3f %6.3f %6.3f %7.3f", p.p50, p.p90, p.p99, p.max);
             return std::string(buf);
           };
-          std::printf("%6d %-6s %-9s %-14s %6zu %9.1f | %s | %s | %s | %8.0f\n", n, mode_name,
+          std::printf("%6d %-6s %-15s %-14s %6zu %9.1f | %s | %s | %s | %8.0f\n", n, mode_name,
                       policy.c_str(), kind.c_str(), r.passed,
                       static_cast<double>(r.filter_bytes) / 1024.0, cell(r.filter).c_str(),
                       cell(r.prioritize).c_str(), cell(r.pair).c_str(), r.pairs_per_second);

@@ -119,6 +119,8 @@ BENCHMARK_CAPTURE(BM_Experiment, fgd, std::string("fgd"))
     ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, fgd-sat, std::string("fgd-sat"))
     ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Experiment, fgd-sat-reserve, std::string("fgd-sat-reserve"))
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, best-fit, std::string("best-fit"))
     ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, random, std::string("random"))

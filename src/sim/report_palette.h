@@ -7,9 +7,10 @@
 // common colour-vision deficiencies) plus two dark ones from Paul Tol's "muted" scheme; the dash
 // pattern says the family:
 //   solid      the FGD study's six policies, each its own colour;
-//   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat), colours of their
-//              own (fgd-sat's olive is Tol's, outside the hash palette below), so that the
-//              default `gpumux simulate` (these ten) needs no two lines of one colour;
+//   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat, fgd-sat-reserve),
+//              colours of their own (fgd-sat's olive and fgd-sat-reserve's magenta are Tol's,
+//              outside the hash palette below), so that the default `gpumux simulate` (these
+//              eleven) needs no two lines of one colour;
 //   dash-dot   the co-location policies of the DL report (first-fit, iadeep, gpumux); with
 //              exclusive they take four well-separated colours (black, bluish green, blue,
 //              vermillion) that they share with study policies only across families.
@@ -59,7 +60,7 @@ struct NamedLook {
   LineLook look;
 };
 // Every built-in policy (policy::BuiltinPolicies()), by name.
-inline constexpr std::array<NamedLook, 13> kPolicyLooks = {{
+inline constexpr std::array<NamedLook, 14> kPolicyLooks = {{
     {"random", {"#56B4E9", kSolid}},
     {"dotprod", {"#E69F00", kSolid}},
     {"gpu-clustering", {"#CC79A7", kSolid}},
@@ -70,6 +71,7 @@ inline constexpr std::array<NamedLook, 13> kPolicyLooks = {{
     {"binpack", {"#882255", kDashed}},
     {"spread", {"#332288", kDashed}},
     {"fgd-sat", {"#999933", kDashed}},
+    {"fgd-sat-reserve", {"#EE3377", kDashed}},
     {"first-fit", {"#009E73", kDashDot}},
     {"iadeep", {"#0072B2", kDashDot}},
     {"gpumux", {"#D55E00", kDashDot}},

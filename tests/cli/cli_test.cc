@@ -243,7 +243,7 @@ TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
   const CliRun r = Gpumux({"policies"});
   EXPECT_EQ(r.code, 0);
   const auto names = policy::BuiltinPolicies().names();
-  ASSERT_EQ(names.size(), 13U);
+  ASSERT_EQ(names.size(), 14U);
   std::istringstream lines(r.out);
   std::string line;
   std::size_t i = 0;

@@ -69,6 +69,41 @@ TEST_F(ClusterStateTest, MoreGpusThanTheNodeHasIsUnresolvable) {
   EXPECT_NE(v[1].reason.find("not known"), std::string::npos);
 }
 
+TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
+  // policy/fgd_sat.h through the extender's own state: typical pods whole GPU 0.5, 810 milli
+  // 0.46, 160 milli 0.04 (a 190 remainder fits 4 % of the GPU pods: stranded).
+  ClusterStateOptions options;
+  options.policy = "fgd-sat-reserve";
+  options.log = [this](std::string_view line) { log_.emplace_back(line); };
+  const auto typical = [](core::MilliCpu cpu, core::MilliGpu milli, double weight) {
+    policy::TypicalPod p;
+    p.cpu_milli = cpu;
+    p.gpu_milli = milli;
+    p.gpu_count = 1;
+    p.weight = weight;
+    return p;
+  };
+  options.context.typical_pods = {typical(100, 1000, 0.5), typical(100, 810, 0.46),
+                                  typical(100, 160, 0.04)};
+  auto made = ClusterState::Create(std::move(options), [this] { return now_; });
+  ASSERT_TRUE(made.has_value()) << made.error().message;
+  ClusterState& state = **made;
+  const json nodes[] = {NodeJson("n1", 12), NodeJson("n2", 1)};
+  state.SetNodes(nodes);
+  for (int i = 0; i < 11; ++i) {  // n1: 11 of 12 GPUs whole-GPU pods
+    ASSERT_TRUE(state.Assume(Pod(PodWithOne("w" + std::to_string(i), 1, 0, 0)), "n1"));
+  }
+  ASSERT_TRUE(state.Assume(Pod(PodWithOne("small", 0, 0, 160)), "n2"));
+  // 1 of 13 GPUs idle (< 10 %): the 810 is declined on n1's idle GPU, and fits n2's shared one.
+  const std::vector<std::string> names = {"n1", "n2"};
+  auto v = state.Evaluate(Pod(PodWithOne("p810", 0, 0, 810)), names);
+  EXPECT_EQ(v[0].kind, Kind::kDeclined);
+  EXPECT_EQ(v[0].reason, "policy fgd-sat-reserve would rather wait than use this node");
+  EXPECT_EQ(v[1].kind, Kind::kFits) << v[1].reason;
+  // A whole-GPU pod takes the kept GPU.
+  EXPECT_EQ(state.Evaluate(Pod(PodWithOne("whole", 1, 0, 0)), names)[0].kind, Kind::kFits);
+}
+
 TEST_F(ClusterStateTest, PodsAskingForNothingPassEverywhere) {
   auto state = Make();
   const json nodes[] = {NodeJson("n1", 0)};

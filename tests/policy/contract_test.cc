@@ -490,7 +490,7 @@ TEST(ColocationContractSuite, TheJobStateRunsMakeJobsWaitAndFillGpus) {
 TEST(PolicyContractSuite, CoversEveryRegisteredPolicy) {
   // The suite above is instantiated from the registry itself; this guards against an empty
   // registry making it vacuous.
-  EXPECT_EQ(BuiltinPolicies().names().size(), 13U);
+  EXPECT_EQ(BuiltinPolicies().names().size(), 14U);
 }
 
 }  // namespace

@@ -312,7 +312,7 @@ TEST(PolicyLook, GivesEveryBuiltinPolicyALookNoOtherPolicyHas) {
     const auto [it, fresh] = owner.emplace(Text(PolicyLook(name)), name);
     EXPECT_TRUE(fresh) << name << " looks like " << it->second << ": " << it->first;
   }
-  EXPECT_EQ(owner.size(), 13U);
+  EXPECT_EQ(owner.size(), 14U);
 }
 
 TEST(PolicyLook, GivesEachDefaultRunsPoliciesColoursOfTheirOwn) {
@@ -322,7 +322,7 @@ TEST(PolicyLook, GivesEachDefaultRunsPoliciesColoursOfTheirOwn) {
   for (const auto& e : policy::BuiltinPolicies().entries()) {
     if (e.make({})->colocation() == nullptr) fgd.push_back(e.name);
   }
-  EXPECT_EQ(fgd.size(), 10U);
+  EXPECT_EQ(fgd.size(), 11U);
   const std::vector<std::string> dl = {"exclusive", "first-fit", "iadeep", "gpumux"};
   for (const auto& run : {fgd, dl}) {
     std::set<std::string_view> colours;
