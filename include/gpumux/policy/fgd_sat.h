@@ -63,37 +63,42 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
                                    std::span<const core::MilliGpu> gpu_free, core::ModelId model,
                                    std::span<const TypicalPod> typical);
 
-// `fgd-sat-reserve`: fgd-sat plus a reservation of idle GPUs for whole-GPU pods when they run
-// short. It is admission control, not only placement: it declines nodes that fit.
+// `fgd-sat-reserve`: fgd-sat plus a reservation of idle GPUs for whole-GPU pods while idle GPUs
+// are scarce. This is admission control, not only placement: it declines nodes that fit.
 //
-// Why. At the end of an fgd-sat run on the Alibaba default list about 184 of the ~260 GPUs of
-// compute left free are the 190-milli remainders of 810-milli pods, each alone on a GPU: only the
-// 50/110/160-milli pods (1.3 % of the pods) fit there. No placement can avoid them, since an
-// 810 needs a GPU of its own; what can is not giving an 810 one of the LAST idle GPUs, which a
-// whole-GPU pod would use fully. The reservation: a fractional request is declined on a node when
+// Why. At the end of an fgd-sat run on the Alibaba default list (seed 42) 264 GPUs of compute
+// are left free, and 184 of them are the 190-milli remainders of 970 GPUs that hold one 810-milli
+// pod: only the 50/110/160-milli pods (1.3 % of the pods) fit there. No placement avoids them, as
+// an 810 needs a GPU of its own; what can is not giving an 810 one of the LAST idle GPUs, which a
+// whole-GPU pod would use fully. The rule: a fractional request is declined on a node when
 //   (1) the GPU fgd-sat picks there is idle (nothing on it yet),
-//   (2) the remainder it would leave, 1000 - milli, is stranded: the typical single-GPU pods of
-//       the node's model that fit in it weigh less than kStrandedShare of all typical GPU pods,
-//   (3) every typical whole-GPU pod could use that GPU: the node has the CPU of the most
+//   (2) the remainder it would leave, 1000 - milli, is stranded: the typical single-GPU shares
+//       that fit in it weigh less than kStrandedShare of all typical GPU pods (of that model),
+//   (3) every typical whole-GPU pod could use that GPU: the node has the free CPU of the most
 //       CPU-hungry one (else the kept GPU may end up stranded by CPU instead), and
-//   (4) idle GPUs are scarce: fewer than `reserve_idle_fraction` of the cluster's GPUs are idle.
-// The request still goes to any node where it shares a GPU or where (1)-(3) do not hold; when
-// every feasible node is declined the decision is "declined" (the extender keeps the pod
-// Pending, with the reason; the FGD study's protocol, one attempt per pod, counts it as failed).
-// Everything it reads is the cluster's current state, the pod in hand and the typical pods.
-// What it bets on is that more whole-GPU demand will come while idle GPUs are scarce: true at
-// the study's 130 % load, and in a busy cluster with a queue of pending pods; in a cluster that
-// is not full it never triggers (4).
+//   (4) idle GPUs are scarce: fewer than `reserve_idle_fraction` (default 0.10) of the cluster's
+//       GPUs are idle.
+// The request still goes to any node where it shares a GPU, or where (1)-(3) do not hold; when
+// every feasible node is declined the decision is "declined": the extender keeps the pod Pending
+// with the reason, and the FGD study's protocol (one attempt per pod) counts it as failed. On the
+// default list only 810-milli pods are ever held (190 fits 0.8 % of the typical GPU pods; the next
+// largest share, 650, leaves 350, which 7.8 % fit).
+// It reads only the cluster's current state, the pod in hand and the typical pods. What it bets
+// on is that whole-GPU demand keeps coming while idle GPUs are scarce: true at the study's 130 %
+// load, and in a busy cluster with pending pods. The price is paid before the cluster saturates:
+// a held 810 is a pod not running yet (in the study's protocol, a failed pod), and a kept GPU is
+// idle until a whole-GPU pod comes. A pod held by the rule waits until a GPU with room for it
+// frees up or idle GPUs rise above the threshold; there is no age limit yet.
 //
 // Worked example (default list): 6,212 GPUs, 600 idle (9.7 % < 10 %), an 810-milli pod. Node A
-// has an idle GPU and 40 cores free, node B a GPU holding one 160-milli pod and 8 cores free.
-// Remainder 190: the typical pods fitting 190 milli (160) weigh 0.8 % of the typical GPU pods
-// (< 5 %), so (2) holds; (3) holds on A (the least CPU-hungry whole-GPU typical pod asks 3 cores).
-// A is declined, B scores as in fgd-sat: the 810 goes to B. Had B not existed, the pod is declined
-// and A's GPU stays for the next whole-GPU pod.
+// has an idle GPU and 40 cores free, node B a GPU holding one 160-milli pod. Remainder 190: only
+// the 160-milli typical pods fit, 0.8 % of the typical GPU pods (< 5 %), so (2) holds; the most
+// CPU-hungry typical whole-GPU pod asks 24.2 cores and A has 40, so (3) holds: A is declined and
+// B is scored as fgd-sat scores it. The 810 goes to B; had B not been there, it would wait and
+// A's GPU would stay for the next whole-GPU pod.
 //
-// Cost: fgd-sat's, plus O(1) per node (two cached per-model lookups); the "scarce" flag is the
-// policy's score epoch (policy.h), so memoised scores are dropped once when it flips.
+// Cost: fgd-sat's, plus O(1) per node (two per-model lookups, computed once); the "scarce" flag
+// is the policy's score epoch (policy.h), so the engine drops its memoised scores when it flips.
 class FgdSatPolicy final : public Policy {
  public:
   // Weight of S in M (see above).

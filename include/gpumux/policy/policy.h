@@ -29,8 +29,8 @@ struct Cycle {
 };
 
 enum class ScoreKind {
-  // Score(cycle, node) depends only on the request and that node's state: the engine may
-  // memoise it until the node changes.
+  // Score(cycle, node) depends only on the request and that node's state (and on the policy's
+  // ScoreEpoch, below): the engine may memoise it until the node or the epoch changes.
   kPure,
   // Score depends on the whole feasible set or on randomness: BeginCycle sees the feasible
   // nodes first and nothing is memoised.
@@ -39,7 +39,7 @@ enum class ScoreKind {
 
 // Contract: Score and ChooseGpus are called only for nodes where core::NodeFits holds;
 // Score may return kDecline to refuse a node that fits (e.g. a co-location policy that would
-// rather queue the job than pair it badly): the engine never picks a declined node, and when
+// rather queue the job than pair it badly, or fgd-sat-reserve keeping an idle GPU): the engine never picks a declined node, and when
 // every feasible node is declined the decision is "wait" (Decision::declined).
 // ChooseGpus returns exactly request.gpu_count ascending indices of GPUs that admit the request
 // (core::GpuAdmits). Higher scores are better; the engine breaks ties by node rank.
