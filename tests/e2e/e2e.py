@@ -237,6 +237,12 @@ def e2e_overlay(rig, docs):
     k = os.path.join(a.out, "kustomize")
     os.makedirs(k, exist_ok=True)
     shutil.copy(os.path.join(a.out, "gpus.csv"), os.path.join(k, "gpus.csv"))
+    # Typical pods for the fgd-sat-reserve scenario (--typical-pods): the rig's node has far
+    # less CPU than the Alibaba trace's whole-GPU pods ask, so the scenario names its own.
+    with open(os.path.join(k, "typical.csv"), "w") as f:
+        f.write("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n")
+        for i in range(10):
+            f.write(f"whole-{i},100,1024,1,1000,\nshare-{i},100,1024,1,810,\n")
     sa_mount = {"name": "sa-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
                 "readOnly": True}
     apiserver_env = [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
@@ -261,6 +267,11 @@ def e2e_overlay(rig, docs):
         c["volumeMounts"].append({"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e",
                                   "readOnly": True})
 
+    def typical_pods(spec):
+        spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
+        spec["containers"][0]["volumeMounts"].append(
+            {"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e", "readOnly": True})
+
     def coordinator_dirs(spec):
         # The coordinator's socket folder and state file in the rig's folder, not the host's.
         spec["volumes"] += [
@@ -274,7 +285,7 @@ def e2e_overlay(rig, docs):
 
     patches = [
         rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
-                  ["gpumux-extender", "kube-scheduler"]),
+                  ["gpumux-extender", "kube-scheduler"], typical_pods),
         rig_patch("DaemonSet", "gpumux-device-plugin", "gpumux-device-plugin-token",
                   ["device-plugin"], fake_gpus),
         rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
@@ -296,7 +307,7 @@ def e2e_overlay(rig, docs):
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(os.path.join(a.root, "deploy", "overlays", OVERLAY), k)],
-        "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS, "files": ["gpus.csv"],
+        "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS, "files": ["gpus.csv", "typical.csv"],
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
             {"target": {"kind": "DaemonSet", "name": name}, "patch": json.dumps(fake_backend("DaemonSet", name))}
@@ -867,6 +878,55 @@ def s_houdini_stack(rig):
             f"'{lines['stack-a']}' and '{lines['stack-b']}'; simulators see none")
 
 
+def set_extender_args(rig, change):
+    """Replaces the extender container's args with change(args) and waits for the new pod;
+    returns the args it had."""
+    dep = rig.get("deployment", "gpumux-scheduler", "-n", SYS)
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    i = next(k for k, c in enumerate(containers) if c["name"] == "gpumux-extender")
+    before = containers[i]["args"]
+    rig.kubectl("patch", "deployment", "gpumux-scheduler", "-n", SYS, "--type=json", "-p",
+                json.dumps([{"op": "replace", "path": f"/spec/template/spec/containers/{i}/args",
+                             "value": change(list(before))}]))
+    wait_gpumux_ready(rig)
+    return before
+
+
+def s_fgd_sat_reserve(rig):
+    """fgd-sat-reserve (include/gpumux/policy/fgd_sat.h) as a user turns it on: the extender's
+    --policy, with the threshold at 0.6 so that two busy GPUs of four make idle GPUs scarce.
+    An 810-milli share (its 190 remainder fits no typical pod) waits rather than take an idle
+    GPU, a whole-GPU pod takes one, and the share runs once idle GPUs are no longer scarce."""
+    def reserve(args):
+        args[args.index("--policy") + 1] = "fgd-sat-reserve"
+        return args + ["--reserve-idle-fraction", "0.6", "--typical-pods",
+                       "/etc/gpumux-e2e/typical.csv"]
+    original = set_extender_args(rig, reserve)
+    try:
+        holders = ["r-hold-0", "r-hold-1"]
+        rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                    "items": [gpu_pod(h, [("main", WHOLE)]) for h in holders]}))
+        rig.wait_running(holders)
+        rig.apply(gpu_pod("r-810", [("main", {"gpumux.io/gpu-milli": 810})]))
+        msg = str(rig.wait("r-810 held", lambda: rig.unschedulable("r-810"), 60))
+        if "would rather wait" not in msg:
+            raise Failed(f"r-810 was not held by the reservation: {msg}")
+        rig.apply(gpu_pod("r-whole", [("main", WHOLE)]))
+        rig.wait_running("r-whole")
+        if rig.phase("r-810") != "Pending":
+            raise Failed("r-810 left Pending while idle GPUs were scarce")
+        rig.delete_pods(*holders, "r-whole")
+        freed = time.monotonic()
+        rig.wait_running("r-810", timeout=120)
+        t = time.monotonic() - freed
+        g = check_env_matches_grant(rig, "r-810")
+        return (f"810-milli share held ('{msg[:90]}'), whole-GPU pod Running beside it; share "
+                f"Running {t:.1f} s after 3 of 4 GPUs were freed, on GPU "
+                f"{g['containers'][0]['gpus']}")
+    finally:
+        set_extender_args(rig, lambda _: original)
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -883,6 +943,7 @@ SCENARIOS = [
     ("node coordinator: grant decides, a deleted pod leaves", s_coordinator),
     ("kubectl gpumux nodes, pods, why, top", s_kubectl_gpumux),
     ("Houdini's stack: each service reports its GPUs (device plugin, OCI runtime)", s_houdini_stack),
+    ("fgd-sat-reserve keeps the last idle GPUs for whole-GPU pods", s_fgd_sat_reserve),
 ]
 
 
