@@ -415,8 +415,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--config", o.config,
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, offlineNodes, threads, "
-                  "maxConnections, requestReadTimeoutMs, metricsAddress, logFormat, logLevel; flags "
+                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, "
+                  "reserveIdleFraction, offlineNodes, threads, maxConnections, "
+                  "requestReadTimeoutMs, metricsAddress, logFormat, logLevel; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,

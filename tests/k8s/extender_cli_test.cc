@@ -273,6 +273,7 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
 TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
   WriteFile(scratch_ / "bad-key.yaml", "listen: 127.0.0.1:0\nbogusSetting: 1\n");
   WriteFile(scratch_ / "bad-type.yaml", "threads: many\n");
+  WriteFile(scratch_ / "bad-fraction.yaml", "policy: fgd-sat-reserve\nreserveIdleFraction: lots\n");
   WriteFile(scratch_ / "not-yaml.yaml", "listen: [unclosed\n");
   WriteFile(scratch_ / "not-json.json", "{\"items\": [");
   WriteFile(scratch_ / "no-name.json", R"({"items":[{"metadata":{}}]})");
@@ -367,6 +368,9 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
       {"a reserve threshold for a policy that does not reserve",
        {"--offline-nodes", nodes, "--policy", "fgd-sat", "--reserve-idle-fraction", "0.2"},
        {"--reserve-idle-fraction does not apply with --policy fgd-sat"}},
+      {"a reserve threshold in the settings file that is not a number",
+       {"--offline-nodes", nodes, "--config", (scratch_ / "bad-fraction.yaml").string()},
+       {"key 'reserveIdleFraction' must be a number"}},
       {"a reserve threshold above 1",
        {"--offline-nodes", nodes, "--policy", "fgd-sat-reserve", "--reserve-idle-fraction", "1.5"},
        {"--reserve-idle-fraction must be in (0, 1]"}},

@@ -39,8 +39,9 @@ enum class ScoreKind {
 
 // Contract: Score and ChooseGpus are called only for nodes where core::NodeFits holds;
 // Score may return kDecline to refuse a node that fits (e.g. a co-location policy that would
-// rather queue the job than pair it badly, or fgd-sat-reserve keeping an idle GPU): the engine never picks a declined node, and when
-// every feasible node is declined the decision is "wait" (Decision::declined).
+// rather queue the job than pair it badly, or fgd-sat-reserve keeping an idle GPU): the engine
+// never picks a declined node, and when every feasible node is declined the decision is "wait"
+// (Decision::declined).
 // ChooseGpus returns exactly request.gpu_count ascending indices of GPUs that admit the request
 // (core::GpuAdmits). Higher scores are better; the engine breaks ties by node rank.
 // A policy object serves one engine and is not thread-safe (it may keep caches).
