@@ -287,6 +287,7 @@ struct ExtenderCliOptions {
   std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;              // "" = the embedded trace
   double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
+  std::int64_t reserve_max_wait_seconds = 600;
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;

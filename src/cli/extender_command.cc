@@ -148,6 +148,10 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
       } else if (key == "reserveIdleFraction") {
         if (!given("reserve-idle-fraction")) o.reserve_idle_fraction = value.as<double>();
+      } else if (key == "reserveMaxWaitSeconds") {
+        if (!given("reserve-max-wait-seconds")) {
+          o.reserve_max_wait_seconds = value.as<std::int64_t>();
+        }
       } else if (key == "offlineNodes") {
         if (!given("offline-nodes")) {
           o.offline_nodes = ResolveAgainst(value.as<std::string>(), file);
@@ -184,8 +188,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
             file + ": unknown key '" + key +
             "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
             "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "bindWaitMs, gpuMemUnitMiB, typicalPods, reserveIdleFraction, offlineNodes, threads, "
-            "maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
+            "bindWaitMs, gpuMemUnitMiB, typicalPods, reserveIdleFraction, reserveMaxWaitSeconds, "
+            "offlineNodes, threads, maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
             "observationsEverySeconds, metricsAddress, logFormat, logLevel)"};
       }
     } catch (const YAML::Exception&) {
@@ -193,7 +197,7 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
       const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
                           key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
-                          key == "requestReadTimeoutMs";
+                          key == "requestReadTimeoutMs" || key == "reserveMaxWaitSeconds";
       const bool is_number = key == "observationsEverySeconds" || key == "reserveIdleFraction";
       return where(is_bool ? "true or false"
                            : (is_int ? "an integer" : (is_number ? "a number" : "a string")));
@@ -323,6 +327,13 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     return UsageError{"--reserve-idle-fraction does not apply with --policy " + o.policy +
                       ": it is fgd-sat-reserve's threshold"};
   }
+  if (!(o.reserve_max_wait_seconds >= 0 && o.reserve_max_wait_seconds <= kMaxTtlSeconds)) {
+    return UsageError{"--reserve-max-wait-seconds must be in 0..86400 (0: no limit)"};
+  }
+  if (Given(o.given, "reserve-max-wait-seconds") && o.policy != "fgd-sat-reserve") {
+    return UsageError{"--reserve-max-wait-seconds does not apply with --policy " + o.policy +
+                      ": only fgd-sat-reserve holds pods back"};
+  }
   return std::nullopt;
 }
 
@@ -416,7 +427,8 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
                   "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
                   "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, "
-                  "reserveIdleFraction, offlineNodes, threads, maxConnections, "
+                  "reserveIdleFraction, reserveMaxWaitSeconds, offlineNodes, threads, "
+                  "maxConnections, "
                   "requestReadTimeoutMs, metricsAddress, logFormat, logLevel; flags "
                   "given on the command line win; "
                   "relative paths are relative to the file");
@@ -472,6 +484,12 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "are idle, a GPU share that would strand a remainder on an idle GPU waits "
                   "(stays Pending) rather than take it, keeping it for whole-GPU pods (0..1]")
       ->capture_default_str();
+  cmd->add_option("--reserve-max-wait-seconds", o.reserve_max_wait_seconds,
+                  "--policy fgd-sat-reserve: a pod created longer ago than this is never held "
+                  "back; it is placed at its next scheduling attempt wherever it fits "
+                  "(0..86400, 0: no limit)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--threads", o.threads,
                   "Verbs computed at once (and request bodies over 128 KiB read at once); "
                   "/healthz, /readyz and /metrics never wait for them (1..1024)")
@@ -596,6 +614,9 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   if (!typical) return usage(typical.error().message);
   state_options.context.typical_pods = std::move(*typical);
   state_options.context.reserve_idle_fraction = o.reserve_idle_fraction;
+  // Only fgd-sat-reserve holds pods back (elsewhere the mark would only split the score memo).
+  state_options.reserve_max_wait_seconds =
+      o.policy == "fgd-sat-reserve" ? o.reserve_max_wait_seconds : 0;
   // The co-location policies' profile; the observation feed replaces it while serving.
   std::shared_ptr<const policy::WorkloadProfile> profile;
   {

@@ -1017,9 +1017,11 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
   return Evaluate(pod, views, Reasons::kExplain);
 }
 
-std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& pod,
+std::vector<NodeVerdict> ClusterState::Evaluate(const PodInfo& given,
                                                 std::span<const std::string_view> names,
                                                 Reasons reasons) {
+  PodInfo overdue;
+  const PodInfo& pod = MarkedOverdue(given, overdue);
   std::vector<NodeVerdict> out(names.size());
   if (!pod.request_error.empty()) {
     for (NodeVerdict& v : out) v = {NodeVerdict::Kind::kUnresolvable, 0, pod.request_error};
@@ -1132,7 +1134,19 @@ std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
   return BookingView{r.state, r.booked, r.in_ledger, r.problem};
 }
 
-core::Result<Grant> ClusterState::Assume(const PodInfo& pod, const std::string& node) {
+const PodInfo& ClusterState::MarkedOverdue(const PodInfo& pod, PodInfo& copy) const {
+  const std::int64_t limit = impl_->options.reserve_max_wait_seconds;
+  if (limit <= 0 || pod.created_unix_s <= 0 || impl_->clock() - pod.created_unix_s < limit) {
+    return pod;
+  }
+  copy = pod;
+  for (ContainerRequest& c : copy.containers) c.request.overdue = true;
+  return copy;
+}
+
+core::Result<Grant> ClusterState::Assume(const PodInfo& given, const std::string& node) {
+  PodInfo overdue;
+  const PodInfo& pod = MarkedOverdue(given, overdue);
   if (!pod.request_error.empty()) return MakeError(ErrorCode::kInvalidArgument, pod.request_error);
   if (pod.containers.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,

@@ -231,6 +231,9 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
     return MakeError(ErrorCode::kInvalidArgument, "pod " + p.Key() + " has no metadata.uid");
   }
   p.deleting = JsonChild(*metadata, "deletionTimestamp") != nullptr;
+  if (const std::string created = JsonString(*metadata, "creationTimestamp"); !created.empty()) {
+    if (auto t = ParseRfc3339(created)) p.created_unix_s = *t;
+  }
   std::string models, workload_class;
   if (const json* annotations = JsonChild(*metadata, "annotations"); annotations != nullptr) {
     models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());

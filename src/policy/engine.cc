@@ -32,7 +32,7 @@ std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::Mo
     for (MemoShape& shape : memo_) std::fill(shape.scores.begin(), shape.scores.end(), MemoEntry{});
   }
   const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli,
-                     r.gpu_mib,   r.sharing,    models};
+                     r.gpu_mib,   r.sharing,    models,      r.overdue};
   if (auto it = shapes_.find(key); it != shapes_.end()) {
     MemoShape& hit = memo_[it->second];
     hit.last_use = ++memo_clock_;

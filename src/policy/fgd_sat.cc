@@ -95,7 +95,7 @@ std::int64_t FgdSatPolicy::Score(const Cycle& cycle, const core::NodeView& node)
   const core::Request& r = cycle.request;
   const bool fractional = r.gpu_count == 1 && r.gpu_milli < core::kMilliPerGpu &&
                           r.sharing == core::GpuSharing::kShared;
-  if (!fractional || !IdleGpusScarce(cycle.ledger)) return score;
+  if (!fractional || r.overdue || !IdleGpusScarce(cycle.ledger)) return score;
   const auto g = static_cast<std::size_t>(gpus.front());
   const core::ModelId model = node.gpu_model[g];
   const core::MilliCpu whole_cpu = WholeGpuPodCpu(model);

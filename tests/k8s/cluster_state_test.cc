@@ -74,6 +74,7 @@ TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
   // 0.46, 160 milli 0.04 (a 190 remainder fits 4 % of the GPU pods: stranded).
   ClusterStateOptions options;
   options.policy = "fgd-sat-reserve";
+  options.reserve_max_wait_seconds = 600;
   options.log = [this](std::string_view line) { log_.emplace_back(line); };
   const auto typical = [](core::MilliCpu cpu, core::MilliGpu milli, double weight) {
     policy::TypicalPod p;
@@ -102,6 +103,22 @@ TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
   EXPECT_EQ(v[1].kind, Kind::kFits) << v[1].reason;
   // A whole-GPU pod takes the kept GPU.
   EXPECT_EQ(state.Evaluate(Pod(PodWithOne("whole", 1, 0, 0)), names)[0].kind, Kind::kFits);
+  // A pod created ten minutes ago is overdue: never held back (--reserve-max-wait-seconds).
+  json old = PodWithOne("old810", 0, 0, 810);
+  old["metadata"]["creationTimestamp"] = FormatRfc3339(now_ - 600);
+  const std::vector<std::string> only_n1 = {"n1"};
+  EXPECT_EQ(state.Evaluate(Pod(old), only_n1)[0].kind, Kind::kFits);
+  auto grant = state.Assume(Pod(old), "n1");
+  ASSERT_TRUE(grant.has_value()) << grant.error().message;
+  EXPECT_EQ(grant->containers[0].gpus.size(), 1u);
+  // One second younger, the same pod would have been held.
+  old["metadata"]["creationTimestamp"] = FormatRfc3339(now_ - 599);
+  old["metadata"]["name"] = "young810";
+  old["metadata"]["uid"] = "uid-young810";
+  const json more_nodes[] = {NodeJson("n1", 12), NodeJson("n2", 1), NodeJson("n3", 1)};
+  state.SetNodes(more_nodes);  // n3: an idle GPU again (1 of 14 idle: still scarce)
+  const std::vector<std::string> only_n3 = {"n3"};
+  EXPECT_EQ(state.Evaluate(Pod(old), only_n3)[0].kind, Kind::kDeclined);
 }
 
 TEST_F(ClusterStateTest, PodsAskingForNothingPassEverywhere) {

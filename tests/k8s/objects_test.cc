@@ -100,6 +100,15 @@ TEST(DecodePod, ModelAnnotationAndBadGrantAreRead) {
   EXPECT_NE(p->grant_error.find("node"), std::string::npos) << p->grant_error;
 }
 
+TEST(DecodePod, TheCreationTimeIsReadWhenPresentAndReadable) {
+  json pod = PodWithOne("p", 1, 0, 0);
+  EXPECT_EQ(DecodePod(pod)->created_unix_s, 0) << "absent";
+  pod["metadata"]["creationTimestamp"] = "2026-11-27T06:00:00Z";
+  EXPECT_EQ(DecodePod(pod)->created_unix_s, *ParseRfc3339("2026-11-27T06:00:00Z"));
+  pod["metadata"]["creationTimestamp"] = "yesterday";
+  EXPECT_EQ(DecodePod(pod)->created_unix_s, 0) << "unreadable: as if absent";
+}
+
 TEST(DecodePod, MissingUidIsAnError) {
   json pod = PodWithOne("p", 1, 0, 0);
   pod["metadata"].erase("uid");

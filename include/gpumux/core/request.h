@@ -24,6 +24,10 @@ struct Request {
   GpuSharing sharing = GpuSharing::kShared;
   std::vector<std::string> gpu_models;  // acceptable GPU models; empty = any
   std::string workload_class;           // e.g. "resnet50"; used by interference models
+  // The pod has waited past the limit its adapter sets (the extender's
+  // --reserve-max-wait-seconds): a policy that holds pods back (fgd-sat-reserve) places it
+  // wherever it fits instead.
+  bool overdue = false;
 
   bool wants_gpu() const { return gpu_count > 0; }
   MilliGpu total_gpu_milli() const { return gpu_milli * gpu_count; }

@@ -87,6 +87,9 @@ struct ClusterStateOptions {
   // plugin publishes another unit (gpumux.io/gpu-mem-unit-mib) is unresolvable for pods that
   // ask for gpu-mem.
   std::int64_t gpu_mem_unit_mib = 1;
+  // A pod created longer ago than this is overdue (core::Request::overdue): a policy that holds
+  // pods back (fgd-sat-reserve) places it wherever it fits. 0 = no limit.
+  std::int64_t reserve_max_wait_seconds = 0;
   core::Logger log;  // one line per notable event; may be empty
 };
 
@@ -208,6 +211,9 @@ class ClusterState {
  private:
   struct Impl;
   explicit ClusterState(std::unique_ptr<Impl> impl);
+  // `pod`, or `copy` made of it with every request marked overdue when the pod is older than
+  // options.reserve_max_wait_seconds.
+  const PodInfo& MarkedOverdue(const PodInfo& pod, PodInfo& copy) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -65,6 +65,7 @@ struct PodInfo {
   std::string node_name;                     // spec.nodeName; empty while pending
   std::string phase;                         // status.phase
   bool deleting = false;                     // metadata.deletionTimestamp is set
+  std::int64_t created_unix_s = 0;           // metadata.creationTimestamp; 0 = absent/unreadable
   std::vector<ContainerRequest> containers;  // only containers asking for gpumux resources
   std::optional<Grant> grant;                // decoded gpumux.io/grant
   std::string grant_error;    // the annotation is present but unreadable (named field)

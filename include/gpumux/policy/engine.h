@@ -79,7 +79,7 @@ class Engine {
     std::int64_t score = 0;
   };
   using ShapeKey = std::tuple<core::MilliCpu, core::MiB, int, core::MilliGpu, core::MiB,
-                              core::GpuSharing, core::ModelMask>;
+                              core::GpuSharing, core::ModelMask, bool>;
   struct MemoShape {
     ShapeKey key;
     std::uint64_t last_use = 0;     // memo_clock_ when last asked for

@@ -88,7 +88,9 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // load, and in a busy cluster with pending pods. The price is paid before the cluster saturates:
 // a held 810 is a pod not running yet (in the study's protocol, a failed pod), and a kept GPU is
 // idle until a whole-GPU pod comes. A pod held by the rule waits until a GPU with room for it
-// frees up or idle GPUs rise above the threshold; there is no age limit yet.
+// frees up or idle GPUs rise above the threshold, or until it is overdue (core::Request::overdue:
+// the extender marks a pod older than --reserve-max-wait-seconds, 600 by default), which the rule
+// never holds.
 //
 // Worked example (default list): 6,212 GPUs, 600 idle (9.7 % < 10 %), an 810-milli pod. Node A
 // has an idle GPU and 40 cores free, node B a GPU holding one 160-milli pod. Remainder 190: only
