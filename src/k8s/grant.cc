@@ -34,17 +34,14 @@ core::Result<const json*> Field(const json& object, const char* name, json::valu
 }  // namespace
 
 std::string NowRfc3339Millis() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) %
-                  std::chrono::milliseconds(1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms.count()));
-  return buf;
+  const std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  std::string text = FormatRfc3339(ms / 1000);  // "...:SSZ" (after 1970, so ms >= 0)
+  char fraction[8];
+  std::snprintf(fraction, sizeof fraction, ".%03dZ", static_cast<int>(ms % 1000));
+  text.pop_back();
+  return text + fraction;
 }
 
 std::string FormatRfc3339(std::int64_t unix_seconds) {

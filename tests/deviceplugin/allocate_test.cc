@@ -186,8 +186,8 @@ TEST(AnswerAllocate, TheHandshakesAnswerKeepsItsCode) {
       {HandshakeError::Code::kUnavailable, grpc::StatusCode::UNAVAILABLE}};
   for (const auto& [code, status] : codes) {
     const AllocateClaim refuse =
-        [code = code](Resource,
-               const std::vector<std::int64_t>&) -> HandshakeResult<std::vector<ServedContainer>> {
+        [code = code](Resource, const std::vector<std::int64_t>&)
+        -> HandshakeResult<std::vector<ServedContainer>> {
       return tl::unexpected(HandshakeError{code, "no lock"});
     };
     v1beta1::AllocateResponse resp;

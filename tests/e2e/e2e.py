@@ -258,19 +258,18 @@ def e2e_overlay(rig, docs):
         return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": SYS},
                 "spec": {"template": {"spec": spec}}}
 
-    def fake_gpus(spec):
-        spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
-        # the rig's containerd keeps the OCI runtime path's ledger here (GPUMUX_STATE_DIR)
-        spec["volumes"].append({"name": "hook-state", "hostPath": {
-            "path": os.path.join(a.rig, "gpumux-state"), "type": "DirectoryOrCreate"}})
-        c = spec["containers"][0]
-        c["volumeMounts"].append({"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e",
-                                  "readOnly": True})
-
-    def typical_pods(spec):
+    def e2e_files(spec):
+        # gpus.csv and typical.csv (the ConfigMap gpumux-e2e-gpus) at /etc/gpumux-e2e in the
+        # first container.
         spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
         spec["containers"][0]["volumeMounts"].append(
             {"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e", "readOnly": True})
+
+    def fake_gpus(spec):
+        e2e_files(spec)
+        # the rig's containerd keeps the OCI runtime path's ledger here (GPUMUX_STATE_DIR)
+        spec["volumes"].append({"name": "hook-state", "hostPath": {
+            "path": os.path.join(a.rig, "gpumux-state"), "type": "DirectoryOrCreate"}})
 
     def coordinator_dirs(spec):
         # The coordinator's socket folder and state file in the rig's folder, not the host's.
@@ -278,14 +277,12 @@ def e2e_overlay(rig, docs):
             {"name": "socket-dir", "hostPath": {"path": os.path.join(a.rig, "gpumux-run"),
                                                 "type": "DirectoryOrCreate"}},
             {"name": "state", "hostPath": {"path": os.path.join(a.rig, "gpumux-coordinator"),
-                                           "type": "DirectoryOrCreate"}},
-            {"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}}]
-        spec["containers"][0]["volumeMounts"].append(
-            {"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e", "readOnly": True})
+                                           "type": "DirectoryOrCreate"}}]
+        e2e_files(spec)
 
     patches = [
         rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
-                  ["gpumux-extender", "kube-scheduler"], typical_pods),
+                  ["gpumux-extender", "kube-scheduler"], e2e_files),
         rig_patch("DaemonSet", "gpumux-device-plugin", "gpumux-device-plugin-token",
                   ["device-plugin"], fake_gpus),
         rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
@@ -307,7 +304,8 @@ def e2e_overlay(rig, docs):
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(os.path.join(a.root, "deploy", "overlays", OVERLAY), k)],
-        "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS, "files": ["gpus.csv", "typical.csv"],
+        "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS,
+                                "files": ["gpus.csv", "typical.csv"],
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
             {"target": {"kind": "DaemonSet", "name": name}, "patch": json.dumps(fake_backend("DaemonSet", name))}

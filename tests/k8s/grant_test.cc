@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+
 namespace gpumux::k8s {
 namespace {
 
@@ -10,6 +13,20 @@ TEST(Rfc3339, RoundTripsUnixSeconds) {
   auto parsed = ParseRfc3339("2026-11-21T10:00:00Z");
   ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
   EXPECT_EQ(FormatRfc3339(*parsed), "2026-11-21T10:00:00Z");
+}
+
+TEST(Rfc3339, NowWithMillisecondsIsTheWallClockInUtc) {
+  const auto before = std::chrono::system_clock::now();
+  const std::string now = NowRfc3339Millis();
+  ASSERT_EQ(now.size(), 24u) << now;  // 2026-11-21T10:00:00.123Z
+  EXPECT_EQ(now[19], '.');
+  EXPECT_EQ(now.back(), 'Z');
+  auto parsed = ParseRfc3339(now);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  const auto secs =
+      std::chrono::duration_cast<std::chrono::seconds>(before.time_since_epoch()).count();
+  EXPECT_GE(*parsed, secs);
+  EXPECT_LE(*parsed, secs + 5);
 }
 
 }  // namespace
