@@ -1134,11 +1134,15 @@ std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
   return BookingView{r.state, r.booked, r.in_ledger, r.problem};
 }
 
-const PodInfo& ClusterState::MarkedOverdue(const PodInfo& pod, PodInfo& copy) const {
+std::optional<std::int64_t> ClusterState::OverdueInSeconds(const PodInfo& pod) const {
   const std::int64_t limit = impl_->options.reserve_max_wait_seconds;
-  if (limit <= 0 || pod.created_unix_s <= 0 || impl_->clock() - pod.created_unix_s < limit) {
-    return pod;
-  }
+  if (limit <= 0 || pod.created_unix_s <= 0) return std::nullopt;
+  return limit - (impl_->clock() - pod.created_unix_s);
+}
+
+const PodInfo& ClusterState::MarkedOverdue(const PodInfo& pod, PodInfo& copy) const {
+  const std::optional<std::int64_t> in = OverdueInSeconds(pod);
+  if (!in || *in > 0) return pod;
   copy = pod;
   for (ContainerRequest& c : copy.containers) c.request.overdue = true;
   return copy;

@@ -602,6 +602,15 @@ std::optional<PodInfo> Extender::Recall(const std::string& uid) {
   return it->second;
 }
 
+void Extender::TurnedAway(const PodInfo& pod) {
+  if (options_.requeuer == nullptr) return;
+  const std::optional<std::int64_t> overdue_in = state_->OverdueInSeconds(pod);
+  options_.requeuer->TurnedAway(pod.ns, pod.name, pod.uid,
+                                overdue_in && *overdue_in > 0
+                                    ? std::chrono::seconds(*overdue_in)
+                                    : std::chrono::steady_clock::duration{});
+}
+
 VerbReply Extender::Filter(std::string_view body) {
   std::string error;
   auto args = DecodeArgs(body, state_->gpu_mem_unit_mib(), *parsers_, &error);
@@ -611,9 +620,7 @@ VerbReply Extender::Filter(std::string_view body) {
     // Not "unresolvable" (that would skip preemption for this cycle): an error, which
     // kube-scheduler treats as a scheduling error and retries with backoff; the requeuer also
     // nudges the pod once the state has synced.
-    if (options_.requeuer != nullptr) {
-      options_.requeuer->TurnedAway(args->pod.ns, args->pod.name, args->pod.uid);
-    }
+    TurnedAway(args->pod);
     return VerbReply{200,
                      json{{"Nodes", nullptr},
                           {"NodeNames", nullptr},
@@ -664,9 +671,7 @@ VerbReply Extender::Filter(std::string_view body) {
   VerbReply reply{200, std::move(out), "", 0};
   if (passing == 0 && !verdicts.empty()) {
     reply.failure = "no_fit";
-    if (options_.requeuer != nullptr && args->pod.wants_gpu()) {
-      options_.requeuer->TurnedAway(args->pod.ns, args->pod.name, args->pod.uid);
-    }
+    if (args->pod.wants_gpu()) TurnedAway(args->pod);
   }
   return reply;
 }

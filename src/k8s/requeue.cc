@@ -67,12 +67,19 @@ void Requeuer::Stop() {
   thread_.join();
 }
 
-void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const std::string& uid) {
+void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const std::string& uid,
+                          std::chrono::steady_clock::duration retry_in) {
   if (uid.empty() || name.empty()) return;
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
-  auto [it, inserted] = waiting_.try_emplace(uid, Waiting{ns, name, now, {}});
+  auto [it, inserted] = waiting_.try_emplace(uid, Waiting{ns, name, now, {}, {}});
   it->second.last_turned_away = now;
+  it->second.retry_at = retry_in > retry_in.zero() ? now + retry_in
+                                                   : std::chrono::steady_clock::time_point{};
+  if (retry_in > retry_in.zero()) {
+    retry_asked_ = true;
+    wake_.notify_all();
+  }
   if (!inserted || waiting_.size() <= options_.max_pods) return;
   // Full: drop the pod turned away longest ago.
   auto oldest =
@@ -149,23 +156,45 @@ std::int64_t Requeuer::requeued() const {
   return requeued_;
 }
 
+std::chrono::steady_clock::time_point Requeuer::NextRetryLocked() const {
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (const auto& [uid, w] : waiting_) {
+    if (w.retry_at != std::chrono::steady_clock::time_point{}) next = std::min(next, w.retry_at);
+  }
+  return next;
+}
+
 void Requeuer::Run(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    wake_.wait(lock, stop, [this] { return !pending_why_.empty(); });
+    const auto next_retry = NextRetryLocked();
+    const auto woken = [this] { return !pending_why_.empty() || retry_asked_; };
+    if (next_retry == std::chrono::steady_clock::time_point::max()) {
+      wake_.wait(lock, stop, woken);
+    } else {
+      wake_.wait_until(lock, stop, next_retry, woken);
+    }
     if (stop.stop_requested()) return;
+    retry_asked_ = false;
+    if (pending_why_.empty()) {
+      if (std::chrono::steady_clock::now() < next_retry) continue;  // a new retry_in: look again
+      lock.unlock();
+      Round("a wait limit passed", /*due_only=*/true);
+      lock.lock();
+      continue;
+    }
     // Let a burst of events (a Job's pods ending together) make one round.
     wake_.wait_for(lock, stop, options_.coalesce, [] { return false; });
     if (stop.stop_requested()) return;
     std::string why = std::move(pending_why_);
     pending_why_.clear();
     lock.unlock();
-    Round(why);
+    Round(why, /*due_only=*/false);
     lock.lock();
   }
 }
 
-void Requeuer::Round(const std::string& why) {
+void Requeuer::Round(const std::string& why, bool due_only) {
   struct Target {
     std::string uid, ns, name;
   };
@@ -178,10 +207,15 @@ void Requeuer::Round(const std::string& why) {
         it = waiting_.erase(it);
         continue;
       }
-      if (it->second.last_patched == std::chrono::steady_clock::time_point{} ||
-          now - it->second.last_patched >= options_.min_interval) {
-        it->second.last_patched = now;
-        targets.push_back({it->first, it->second.ns, it->second.name});
+      Waiting& w = it->second;
+      const bool due = w.retry_at != std::chrono::steady_clock::time_point{} && w.retry_at <= now;
+      // A retry that has come is made even right after another round's patch: that one came
+      // before the pod's answer changed.
+      if (due || (!due_only && (w.last_patched == std::chrono::steady_clock::time_point{} ||
+                                now - w.last_patched >= options_.min_interval))) {
+        w.last_patched = now;
+        if (due) w.retry_at = {};
+        targets.push_back({it->first, w.ns, w.name});
       }
       ++it;
     }

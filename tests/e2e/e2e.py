@@ -890,15 +890,21 @@ def set_extender_args(rig, change):
     return before
 
 
+RESERVE_MAX_WAIT_S = 30
+
+
 def s_fgd_sat_reserve(rig):
     """fgd-sat-reserve (include/gpumux/policy/fgd_sat.h) as a user turns it on: the extender's
     --policy, with the threshold at 0.6 so that two busy GPUs of four make idle GPUs scarce.
     An 810-milli share (its 190 remainder fits no typical pod) waits rather than take an idle
-    GPU, a whole-GPU pod takes one, and the share runs once idle GPUs are no longer scarce."""
+    GPU, a whole-GPU pod takes one, and the share runs once idle GPUs are no longer scarce.
+    Then the wait limit (--reserve-max-wait-seconds): with idle GPUs scarce again and nothing
+    else happening in the cluster, a second share is held and runs once it is overdue, on the
+    extender's own retry (kube-scheduler alone would try it again only at its 5-minute flush)."""
     def reserve(args):
         args[args.index("--policy") + 1] = "fgd-sat-reserve"
-        return args + ["--reserve-idle-fraction", "0.6", "--typical-pods",
-                       "/etc/gpumux-e2e/typical.csv"]
+        return args + ["--reserve-idle-fraction", "0.6", "--reserve-max-wait-seconds",
+                       str(RESERVE_MAX_WAIT_S), "--typical-pods", "/etc/gpumux-e2e/typical.csv"]
     original = set_extender_args(rig, reserve)
     try:
         holders = ["r-hold-0", "r-hold-1"]
@@ -918,9 +924,30 @@ def s_fgd_sat_reserve(rig):
         rig.wait_running("r-810", timeout=120)
         t = time.monotonic() - freed
         g = check_env_matches_grant(rig, "r-810")
+        # The wait limit: r-810 and two whole-GPU pods leave 1 of 4 GPUs idle (scarce).
+        holders = ["r-hold-2", "r-hold-3"]
+        rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                    "items": [gpu_pod(h, [("main", WHOLE)]) for h in holders]}))
+        rig.wait_running(holders)
+        rig.apply(gpu_pod("r-810-late", [("main", {"gpumux.io/gpu-milli": 810})]))
+        created = time.monotonic()
+        late = str(rig.wait("r-810-late held", lambda: rig.unschedulable("r-810-late"), 60))
+        if "would rather wait" not in late:
+            raise Failed(f"r-810-late was not held by the reservation: {late}")
+        rig.wait_running("r-810-late", timeout=RESERVE_MAX_WAIT_S + 60)
+        waited = time.monotonic() - created
+        # creationTimestamp has whole seconds: overdue up to 1 s before the limit by our clock.
+        if waited < RESERVE_MAX_WAIT_S - 2:
+            raise Failed(f"r-810-late ran {waited:.1f} s after its creation, before its "
+                         f"{RESERVE_MAX_WAIT_S} s wait limit, with idle GPUs still scarce")
+        retries = extender_log(rig).count("(a wait limit passed)")
+        if retries == 0:
+            raise Failed("the extender's log shows no requeue for a wait limit")
         return (f"810-milli share held ('{msg[:90]}'), whole-GPU pod Running beside it; share "
                 f"Running {t:.1f} s after 3 of 4 GPUs were freed, on GPU "
-                f"{g['containers'][0]['gpus']}")
+                f"{g['containers'][0]['gpus']}; a second share held while scarce Running "
+                f"{waited:.1f} s after its creation (wait limit {RESERVE_MAX_WAIT_S} s; "
+                f"{retries} wait-limit requeue round(s) in the extender's log)")
     finally:
         set_extender_args(rig, lambda _: original)
 

@@ -119,6 +119,10 @@ TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
   state.SetNodes(more_nodes);  // n3: an idle GPU again (1 of 14 idle: still scarce)
   const std::vector<std::string> only_n3 = {"n3"};
   EXPECT_EQ(state.Evaluate(Pod(old), only_n3)[0].kind, Kind::kDeclined);
+  // The extender asks its requeuer to retry the held pod then.
+  EXPECT_EQ(state.OverdueInSeconds(Pod(old)), 1);
+  EXPECT_EQ(state.OverdueInSeconds(Pod(PodWithOne("no-creation-time", 0, 0, 810))), std::nullopt);
+  EXPECT_EQ(Make()->OverdueInSeconds(Pod(old)), std::nullopt) << "no wait limit set";
 }
 
 TEST_F(ClusterStateTest, PodsAskingForNothingPassEverywhere) {

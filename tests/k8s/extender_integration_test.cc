@@ -16,6 +16,7 @@
 #include "gpumux/k8s/cluster_sync.h"
 #include "gpumux/k8s/extender.h"
 #include "gpumux/k8s/node_lock.h"
+#include "gpumux/k8s/requeue.h"
 #include "tests/k8s/k8s_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 
@@ -35,6 +36,7 @@ struct DaemonSetup {
   std::int64_t gpu_mem_unit_mib = 1;
   // Binds wait for a busy node lock only when a test asks (else they are refused at once).
   bool wait_for_locks = false;
+  std::int64_t reserve_max_wait_seconds = 0;
 };
 
 // The real client with a script of what the network does to some calls: a POST forwarded to
@@ -104,6 +106,7 @@ struct Daemon {
     ClusterStateOptions options;
     options.policy = std::move(setup.policy);
     options.gpu_mem_unit_mib = setup.gpu_mem_unit_mib;
+    options.reserve_max_wait_seconds = setup.reserve_max_wait_seconds;
     state = std::move(*ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
@@ -201,6 +204,37 @@ TEST(ExtenderIntegration, AnOversizedPodFailsEveryNodeWithAReadableReason) {
   EXPECT_TRUE(reply["NodeNames"].empty());
   EXPECT_EQ(reply["FailedAndUnresolvableNodes"]["n1"], "gpumux: needs 64 GPUs, node has 8");
   EXPECT_EQ(filter.failure, "no_fit");
+}
+
+TEST(ExtenderIntegration, APodTurnedAwayIsRetriedWhenItBecomesOverdueWithoutAnyEvent) {
+  // --reserve-max-wait-seconds: fgd-sat-reserve never holds an overdue pod, so the filter asks
+  // the requeuer to retry a pod it turned away when the pod becomes overdue; kube-scheduler
+  // would otherwise try it again only at its 5-minute flush. (Here the pod fits nowhere at all:
+  // the retry is one more patch, no placement.)
+  test::FakeApiServer server;
+  server.AddNode(NodeJson("n1", 1));
+  const std::int64_t now = 1'800'000'000;
+  json pod = PodWithOne("waits", 2, 0, 0);
+  pod["metadata"]["creationTimestamp"] = FormatRfc3339(now - 599);  // overdue in 1 s
+  server.AddPod(pod);
+  ClientConfig config;
+  config.server = server.url();
+  auto api = MakeCurlClient(config);
+  Requeuer requeuer(*api);
+  requeuer.Start();
+  DaemonSetup setup;
+  setup.clock = [now] { return now; };
+  setup.reserve_max_wait_seconds = 600;
+  setup.extender.requeuer = &requeuer;
+  Daemon d(server, setup);
+  auto filter = d.extender->Handle(Verb::kFilter, FilterBody(pod, {"n1"}).dump());
+  EXPECT_EQ(filter.failure, "no_fit") << filter.body;
+  EXPECT_EQ(requeuer.waiting(), 1u);
+  EXPECT_TRUE(Eventually([&] { return requeuer.requeued() == 1; }))
+      << "no event comes in this test: only the retry time makes the patch";
+  EXPECT_TRUE(server.GetPod("default", "waits")->at("metadata").at("annotations").contains(
+      std::string(kAnnotationRequeuedAt)));
+  requeuer.Stop();
 }
 
 TEST(ExtenderIntegration, ParallelBindsNeverOverGrantAGpu) {

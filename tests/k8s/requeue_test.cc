@@ -138,6 +138,30 @@ TEST_F(RequeuerTest, APodReplacedUnderTheSameNameIsNotTouched) {
   EXPECT_EQ(StampOf("pending"), "") << "the uid precondition keeps the new pod untouched";
 }
 
+TEST_F(RequeuerTest, APodToRetryLaterIsPatchedWhenItsTimeComesWithoutAnyEvent) {
+  // fgd-sat-reserve's wait limit: the filter's answer changes with time alone.
+  json later = PodWithOne("later", 1, 0, 0);
+  server_.AddPod(later);
+  requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"],
+                        std::chrono::milliseconds(50));
+  requeuer_->TurnedAway("default", "later", later["metadata"]["uid"], std::chrono::hours(1));
+  ASSERT_TRUE(Eventually([&] { return !StampOf("pending").empty(); }));
+  ASSERT_TRUE(Eventually([&] { return !Logged().empty(); }));
+  EXPECT_EQ(Logged().front(), "requeued 1 of 1 pod waiting for GPUs (a wait limit passed)");
+  EXPECT_EQ(StampOf("later"), "") << "its time has not come";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(requeuer_->requeued(), 1) << "a retry is made once";
+  EXPECT_EQ(requeuer_->waiting(), 2u) << "both still followed for events";
+}
+
+TEST_F(RequeuerTest, TurnedAwayAgainWithoutARetryTimeCancelsTheEarlierOne) {
+  requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"],
+                        std::chrono::milliseconds(50));
+  TurnAway();  // e.g. overdue now: nothing more to wait for
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(server_.requests("patch pod"), 0);
+}
+
 TEST_F(RequeuerTest, AtMostMaxPodsAreFollowedTheOldestDroppedFirst) {
   requeuer_->Stop();
   RequeuerOptions options;

@@ -207,6 +207,9 @@ class ClusterState {
   std::int64_t gpu_mem_unit_mib() const;
   // The state's clock (unix seconds): bind stamps grants and node locks with it.
   std::int64_t Now() const;
+  // Seconds until `pod` is overdue (options.reserve_max_wait_seconds after its creation; <= 0:
+  // it is), or nullopt when no wait limit applies to it.
+  std::optional<std::int64_t> OverdueInSeconds(const PodInfo& pod) const;
 
  private:
   struct Impl;

@@ -13,6 +13,11 @@
 // patch with the pod's uid as precondition). kube-scheduler then retries them after their
 // backoff. Pods bound, deleted or not turned away again for `forget_after` are dropped.
 //
+// A pod whose answer changes with time alone (fgd-sat-reserve holds a pod until it is overdue:
+// core::Request::overdue) is turned away with `retry_in`: the requeuer patches it once more
+// when that time has passed, whether or not an event came, so that it does not wait for
+// kube-scheduler's 5-minute flush.
+//
 // Cost: one PATCH per waiting pod per round; events within `coalesce` make one round, a pod is
 // patched at most once per `min_interval`, and at most `max_pods` pods are followed.
 // Thread safety: all methods may be called concurrently; the patches are made on the
@@ -57,8 +62,10 @@ class Requeuer {
   void Start();
   void Stop();  // returns once the thread has ended (an API call in flight is waited for)
 
-  // The filter found no node for this pod.
-  void TurnedAway(const std::string& ns, const std::string& name, const std::string& uid);
+  // The filter found no node for this pod. retry_in > 0: patch it again after that long even
+  // if no event makes room (replaces what an earlier call asked; 0 asks nothing).
+  void TurnedAway(const std::string& ns, const std::string& name, const std::string& uid,
+                  std::chrono::steady_clock::duration retry_in = {});
   // Watch events: decide whether room may have been made, and stop following bound or
   // deleted pods.
   void ObservePod(const WatchEvent& event);
@@ -73,9 +80,12 @@ class Requeuer {
   struct Waiting {
     std::string ns, name;
     std::chrono::steady_clock::time_point last_turned_away, last_patched;
+    std::chrono::steady_clock::time_point retry_at;  // {}: none asked
   };
   void Run(std::stop_token stop);
-  void Round(const std::string& why);
+  // Patches the waiting pods (only those whose retry_at has passed when `due_only`).
+  void Round(const std::string& why, bool due_only);
+  std::chrono::steady_clock::time_point NextRetryLocked() const;  // max(): none
 
   KubeApi* api_;
   RequeuerOptions options_;
@@ -84,6 +94,7 @@ class Requeuer {
   std::unordered_map<std::string, Waiting> waiting_;  // by uid
   std::map<std::string, std::string> node_fingerprints_;
   std::string pending_why_;  // non-empty: a round is due
+  bool retry_asked_ = false;  // a retry_in was given: Run looks at the earliest retry again
   std::int64_t requeued_ = 0;
   std::jthread thread_;
 };
