@@ -486,8 +486,8 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       ->capture_default_str();
   cmd->add_option("--reserve-max-wait-seconds", o.reserve_max_wait_seconds,
                   "--policy fgd-sat-reserve: a pod created longer ago than this is never held "
-                  "back; it is placed at its next scheduling attempt wherever it fits "
-                  "(0..86400, 0: no limit)")
+                  "back: the extender has kube-scheduler retry it then, and places it "
+                  "wherever it fits (0..86400, 0: no limit)")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--threads", o.threads,
