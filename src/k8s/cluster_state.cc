@@ -1137,7 +1137,8 @@ std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
 std::optional<std::int64_t> ClusterState::OverdueInSeconds(const PodInfo& pod) const {
   const std::int64_t limit = impl_->options.reserve_max_wait_seconds;
   if (limit <= 0 || pod.created_unix_s <= 0) return std::nullopt;
-  return limit - (impl_->clock() - pod.created_unix_s);
+  // A creation time in the future (clock skew, or a hand-written object) waits the limit.
+  return std::min(limit, limit - (impl_->clock() - pod.created_unix_s));
 }
 
 const PodInfo& ClusterState::MarkedOverdue(const PodInfo& pod, PodInfo& copy) const {

@@ -602,9 +602,10 @@ std::optional<PodInfo> Extender::Recall(const std::string& uid) {
   return it->second;
 }
 
-void Extender::TurnedAway(const PodInfo& pod) {
+void Extender::TurnedAway(const PodInfo& pod, bool held) {
   if (options_.requeuer == nullptr) return;
-  const std::optional<std::int64_t> overdue_in = state_->OverdueInSeconds(pod);
+  const std::optional<std::int64_t> overdue_in =
+      held ? state_->OverdueInSeconds(pod) : std::nullopt;
   options_.requeuer->TurnedAway(pod.ns, pod.name, pod.uid,
                                 overdue_in && *overdue_in > 0
                                     ? std::chrono::seconds(*overdue_in)
@@ -620,7 +621,7 @@ VerbReply Extender::Filter(std::string_view body) {
     // Not "unresolvable" (that would skip preemption for this cycle): an error, which
     // kube-scheduler treats as a scheduling error and retries with backoff; the requeuer also
     // nudges the pod once the state has synced.
-    TurnedAway(args->pod);
+    TurnedAway(args->pod, /*held=*/false);
     return VerbReply{200,
                      json{{"Nodes", nullptr},
                           {"NodeNames", nullptr},
@@ -638,8 +639,10 @@ VerbReply Extender::Filter(std::string_view body) {
   std::string passed, failed, unresolvable;
   passed.reserve(args->full_nodes ? body.size() : args->names.size() * 24);
   int passing = 0;
+  bool held = false;  // a policy declined a node that fits (fgd-sat-reserve: until overdue)
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     const NodeVerdict& v = verdicts[i];
+    held = held || v.kind == NodeVerdict::Kind::kDeclined;
     if (v.kind == NodeVerdict::Kind::kFits) {
       if (passing++ > 0) passed += ',';
       passed += args->full_nodes ? args->node_raw[i] : args->name_tokens[i];
@@ -671,7 +674,7 @@ VerbReply Extender::Filter(std::string_view body) {
   VerbReply reply{200, std::move(out), "", 0};
   if (passing == 0 && !verdicts.empty()) {
     reply.failure = "no_fit";
-    if (args->pod.wants_gpu()) TurnedAway(args->pod);
+    if (args->pod.wants_gpu()) TurnedAway(args->pod, held);
   }
   return reply;
 }

@@ -197,25 +197,27 @@ void Requeuer::Run(std::stop_token stop) {
 void Requeuer::Round(const std::string& why, bool due_only) {
   struct Target {
     std::string uid, ns, name;
+    bool due;  // its retry time had come
   };
   std::vector<Target> targets;
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (now - it->second.last_turned_away > options_.forget_after) {
+      Waiting& w = it->second;
+      const bool timed = w.retry_at != std::chrono::steady_clock::time_point{};
+      if (!timed && now - w.last_turned_away > options_.forget_after) {  // a timed one waits
         it = waiting_.erase(it);
         continue;
       }
-      Waiting& w = it->second;
-      const bool due = w.retry_at != std::chrono::steady_clock::time_point{} && w.retry_at <= now;
+      const bool due = timed && w.retry_at <= now;
       // A retry that has come is made even right after another round's patch: that one came
       // before the pod's answer changed.
       if (due || (!due_only && (w.last_patched == std::chrono::steady_clock::time_point{} ||
                                 now - w.last_patched >= options_.min_interval))) {
         w.last_patched = now;
         if (due) w.retry_at = {};
-        targets.push_back({it->first, w.ns, w.name});
+        targets.push_back({it->first, w.ns, w.name, due});
       }
       ++it;
     }
@@ -237,8 +239,12 @@ void Requeuer::Round(const std::string& why, bool due_only) {
       ++requeued_;
     } else if (patched.error().http_status == 404 || patched.error().http_status == 409) {
       waiting_.erase(t.uid);  // gone, or replaced by another pod of the same name
-    } else if (failures.empty()) {
-      failures = "; " + t.ns + "/" + t.name + ": " + patched.error().ToString();
+    } else {
+      if (failures.empty()) failures = "; " + t.ns + "/" + t.name + ": " + patched.error().ToString();
+      // A timed retry that failed is tried again (no event may ever come for it).
+      if (auto it = waiting_.find(t.uid); t.due && it != waiting_.end()) {
+        it->second.retry_at = std::chrono::steady_clock::now() + options_.retry_after_error;
+      }
     }
   }
   if (options_.log) {

@@ -37,6 +37,7 @@ struct DaemonSetup {
   // Binds wait for a busy node lock only when a test asks (else they are refused at once).
   bool wait_for_locks = false;
   std::int64_t reserve_max_wait_seconds = 0;
+  policy::PolicyContext context;  // typical pods, fgd-sat-reserve's threshold, ...
 };
 
 // The real client with a script of what the network does to some calls: a POST forwarded to
@@ -95,10 +96,16 @@ class LossyApi : public KubeApi {
   Script lost_posts_, failed_gets_;
 };
 
+DaemonSetup WithPolicy(std::string policy) {
+  DaemonSetup setup;
+  setup.policy = std::move(policy);
+  return setup;
+}
+
 // An extender (state + sync + verbs) talking to `server`; the verbs go through `lossy`.
 struct Daemon {
   explicit Daemon(const test::FakeApiServer& server, std::string policy = "best-fit")
-      : Daemon(server, DaemonSetup{std::move(policy), {}, {}, 1, false}) {}
+      : Daemon(server, WithPolicy(std::move(policy))) {}
   Daemon(const test::FakeApiServer& server, DaemonSetup setup) {
     ClientConfig config;
     config.server = server.url();
@@ -107,6 +114,7 @@ struct Daemon {
     options.policy = std::move(setup.policy);
     options.gpu_mem_unit_mib = setup.gpu_mem_unit_mib;
     options.reserve_max_wait_seconds = setup.reserve_max_wait_seconds;
+    options.context = std::move(setup.context);
     state = std::move(*ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
@@ -206,34 +214,58 @@ TEST(ExtenderIntegration, AnOversizedPodFailsEveryNodeWithAReadableReason) {
   EXPECT_EQ(filter.failure, "no_fit");
 }
 
-TEST(ExtenderIntegration, APodTurnedAwayIsRetriedWhenItBecomesOverdueWithoutAnyEvent) {
-  // --reserve-max-wait-seconds: fgd-sat-reserve never holds an overdue pod, so the filter asks
-  // the requeuer to retry a pod it turned away when the pod becomes overdue; kube-scheduler
-  // would otherwise try it again only at its 5-minute flush. (Here the pod fits nowhere at all:
-  // the retry is one more patch, no placement.)
+TEST(ExtenderIntegration, AHeldPodIsRetriedWhenItBecomesOverdueWithoutAnyEvent) {
+  // fgd-sat-reserve never holds an overdue pod (--reserve-max-wait-seconds), so the filter asks
+  // the requeuer to retry a pod it held when the pod becomes overdue; kube-scheduler would
+  // otherwise try it again only on some later cluster event or at its 5-minute flush.
   test::FakeApiServer server;
-  server.AddNode(NodeJson("n1", 1));
+  server.AddNode(NodeJson("n1", 2));
   const std::int64_t now = 1'800'000'000;
-  json pod = PodWithOne("waits", 2, 0, 0);
-  pod["metadata"]["creationTimestamp"] = FormatRfc3339(now - 599);  // overdue in 1 s
-  server.AddPod(pod);
+  const json whole = PodWithOne("whole", 1, 0, 0);
+  json held = PodWithOne("held", 0, 0, 810);
+  held["metadata"]["creationTimestamp"] = FormatRfc3339(now - 599);  // overdue in 1 s
+  json huge = PodWithOne("huge", 4, 0, 0);
+  huge["metadata"]["creationTimestamp"] = FormatRfc3339(now - 599);
+  for (const json& pod : {whole, held, huge}) server.AddPod(pod);
   ClientConfig config;
   config.server = server.url();
   auto api = MakeCurlClient(config);
   Requeuer requeuer(*api);
   requeuer.Start();
   DaemonSetup setup;
+  setup.policy = "fgd-sat-reserve";
   setup.clock = [now] { return now; };
   setup.reserve_max_wait_seconds = 600;
   setup.extender.requeuer = &requeuer;
+  // A 190-milli remainder fits only the 160s (4 % of GPU pods): stranded. With one GPU of two
+  // busy, idle GPUs are scarce under a threshold of 0.6.
+  const auto typical = [](core::MilliGpu milli, double weight) {
+    policy::TypicalPod p;
+    p.cpu_milli = 100;
+    p.gpu_milli = milli;
+    p.gpu_count = 1;
+    p.weight = weight;
+    return p;
+  };
+  setup.context.typical_pods = {typical(1000, 0.5), typical(810, 0.46), typical(160, 0.04)};
+  setup.context.reserve_idle_fraction = 0.6;
   Daemon d(server, setup);
-  auto filter = d.extender->Handle(Verb::kFilter, FilterBody(pod, {"n1"}).dump());
-  EXPECT_EQ(filter.failure, "no_fit") << filter.body;
-  EXPECT_EQ(requeuer.waiting(), 1u);
+  ASSERT_EQ(d.extender->Handle(Verb::kFilter, FilterBody(whole, {"n1"}).dump()).failure, "");
+  ASSERT_EQ(json::parse(d.extender->Handle(Verb::kBind, BindBody(whole, "n1").dump()).body)["Error"],
+            "");
+
+  auto filter = d.extender->Handle(Verb::kFilter, FilterBody(held, {"n1"}).dump());
+  EXPECT_NE(filter.body.find("would rather wait"), std::string::npos) << filter.body;
+  EXPECT_EQ(d.extender->Handle(Verb::kFilter, FilterBody(huge, {"n1"}).dump()).failure, "no_fit");
+  EXPECT_EQ(requeuer.waiting(), 2u);
   EXPECT_TRUE(Eventually([&] { return requeuer.requeued() == 1; }))
       << "no event comes in this test: only the retry time makes the patch";
-  EXPECT_TRUE(server.GetPod("default", "waits")->at("metadata").at("annotations").contains(
-      std::string(kAnnotationRequeuedAt)));
+  const auto stamped = [&](const char* name) {
+    return server.GetPod("default", name)->at("metadata").value("annotations", json::object())
+        .contains(std::string(kAnnotationRequeuedAt));
+  };
+  EXPECT_TRUE(stamped("held"));
+  EXPECT_FALSE(stamped("huge")) << "a pod no policy held gets no timed retry";
   requeuer.Stop();
 }
 

@@ -154,6 +154,38 @@ TEST_F(RequeuerTest, APodToRetryLaterIsPatchedWhenItsTimeComesWithoutAnyEvent) {
   EXPECT_EQ(requeuer_->waiting(), 2u) << "both still followed for events";
 }
 
+TEST_F(RequeuerTest, ATimedRetryWhosePatchFailedIsMadeAgain) {
+  requeuer_->Stop();
+  RequeuerOptions options;
+  options.retry_after_error = std::chrono::milliseconds(50);
+  Requeuer requeuer(*api_, options);
+  requeuer.Start();
+  server_.FailNext("PATCH", "/pods/pending", 503, "ServiceUnavailable", "the API server is busy");
+  requeuer.TurnedAway("default", "pending", pending_["metadata"]["uid"],
+                      std::chrono::milliseconds(10));
+  ASSERT_TRUE(Eventually([&] { return requeuer.requeued() == 1; }))
+      << "no event comes: only the retry made again after the failure can patch it";
+  EXPECT_EQ(server_.requests("patch pod"), 2);
+  requeuer.Stop();
+}
+
+TEST_F(RequeuerTest, APodWithARetryToComeIsNotForgotten) {
+  requeuer_->Stop();
+  RequeuerOptions options;
+  options.forget_after = std::chrono::seconds(0);  // every other pod is dropped at a round
+  options.min_interval = std::chrono::milliseconds(0);
+  Requeuer requeuer(*api_, options);
+  requeuer.Start();
+  requeuer.TurnedAway("default", "pending", pending_["metadata"]["uid"],
+                      std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  requeuer.RoomMayHaveBeenMade("synced");
+  ASSERT_TRUE(Eventually([&] { return requeuer.requeued() == 2; }))
+      << "patched by the round, and again at its retry time";
+  EXPECT_EQ(requeuer.waiting(), 1u);
+  requeuer.Stop();
+}
+
 TEST_F(RequeuerTest, TurnedAwayAgainWithoutARetryTimeCancelsTheEarlierOne) {
   requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"],
                         std::chrono::milliseconds(50));

@@ -236,24 +236,28 @@ TEST(Engine, ARealPolicysDecisionFollowsTheLedgerBetweenDecisions) {
   EXPECT_EQ(d.placement->gpus, (std::vector<int>{0}));
 }
 
-TEST(Engine, AChangedScoreEpochDropsEveryMemoisedScore) {
+TEST(Engine, MemoisedScoresAreKeptApartByScoreEpoch) {
   // A policy whose scores depend on the whole cluster (fgd-sat-reserve's "idle GPUs are scarce")
-  // says so through its epoch; no node's generation changes, yet nothing memoised may be reused.
+  // says so through its epoch; no node's generation changes, yet nothing memoised under one
+  // epoch may be read under another.
   PolicyHarness h(ThreeNodes());
-  std::int64_t bonus = 0;
-  ScriptedPolicy p([&](const Cycle&, const core::NodeView& n) { return n.index * bonus; });
+  ScriptedPolicy p([&](const Cycle&, const core::NodeView& n) {
+    return n.index * static_cast<std::int64_t>(p.epoch);
+  });
   Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
   const core::Request r = RequestBuilder().Cpu(1000).Share(100);
   EXPECT_EQ(engine.Decide(r).placement->node, 0);
-  bonus = 1;
-  EXPECT_EQ(engine.Decide(r).placement->node, 0) << "same epoch: the memoised scores stand";
-  EXPECT_EQ(p.score_calls(), 3);
+  EXPECT_EQ(engine.Decide(r).placement->node, 0);
+  EXPECT_EQ(p.score_calls(), 3) << "same epoch: the memoised scores stand";
   p.epoch = 1;
   EXPECT_EQ(engine.Decide(r).placement->node, 2) << "new epoch: every node scored again";
   EXPECT_EQ(p.score_calls(), 6);
   EXPECT_EQ(engine.ScoreNodes(r, std::vector<core::NodeIndex>{0, 1, 2}),
             (std::vector<std::int64_t>{0, 1, 2}));
   EXPECT_EQ(p.score_calls(), 6) << "and memoised again under the new epoch";
+  p.epoch = 0;
+  EXPECT_EQ(engine.Decide(r).placement->node, 0);
+  EXPECT_EQ(p.score_calls(), 6) << "the first epoch's scores are kept: no node changed since";
 }
 
 TEST(Engine, MemoisedScoresAreKeptApartByAcceptableModels) {

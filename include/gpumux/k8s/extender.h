@@ -107,9 +107,9 @@ class Extender {
   // The pods seen in the latest filter calls (bind carries only the pod's name and uid).
   void Remember(const PodInfo& pod);
   std::optional<PodInfo> Recall(const std::string& uid);
-  // Hands a pod the filter found no node for to the requeuer (when there is one), with the
-  // time until it is overdue so that it is retried then.
-  void TurnedAway(const PodInfo& pod);
+  // Hands a pod the filter found no node for to the requeuer (when there is one); one a policy
+  // `held` (declined a node it fits) with the time until it is overdue, to be retried then.
+  void TurnedAway(const PodInfo& pod, bool held);
   ClusterState* state_;
   KubeApi* api_;
   ExtenderOptions options_;

@@ -16,10 +16,12 @@
 // A pod whose answer changes with time alone (fgd-sat-reserve holds a pod until it is overdue:
 // core::Request::overdue) is turned away with `retry_in`: the requeuer patches it once more
 // when that time has passed, whether or not an event came, so that it does not wait for
-// kube-scheduler's 5-minute flush.
+// kube-scheduler's 5-minute flush. Such a pod is kept until its retry is made (forget_after
+// does not drop it), and a retry whose patch fails is made again after `retry_after_error`.
 //
-// Cost: one PATCH per waiting pod per round; events within `coalesce` make one round, a pod is
-// patched at most once per `min_interval`, and at most `max_pods` pods are followed.
+// Cost: one PATCH per waiting pod per round, plus one per timed retry; events within
+// `coalesce` make one round, a pod is patched by rounds at most once per `min_interval` (a
+// timed retry is not delayed by it), and at most `max_pods` pods are followed.
 // Thread safety: all methods may be called concurrently; the patches are made on the
 // requeuer's own thread, never inside a verb.
 #pragma once
@@ -46,6 +48,7 @@ struct RequeuerOptions {
   std::chrono::milliseconds coalesce{50};       // events this close together make one round
   std::chrono::milliseconds min_interval{500};  // per pod, between two patches
   std::chrono::seconds forget_after{1800};      // not turned away again for this long: dropped
+  std::chrono::milliseconds retry_after_error{5000};  // a timed retry whose patch failed
   std::size_t max_pods = 4096;                  // the oldest are dropped past this
   std::function<std::string()> now_text;        // the annotation's value; default: UTC, ms
   core::Logger log;                             // one line per round; may be empty

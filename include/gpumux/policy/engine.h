@@ -78,15 +78,17 @@ class Engine {
     std::uint64_t generation_plus_one = 0;  // 0 = empty
     std::int64_t score = 0;
   };
+  // The request's shape, the acceptable models, and the policy's ScoreEpoch: a score memoised
+  // under one epoch is never read under another, and comes back valid if the epoch does.
   using ShapeKey = std::tuple<core::MilliCpu, core::MiB, int, core::MilliGpu, core::MiB,
-                              core::GpuSharing, core::ModelMask, bool>;
+                              core::GpuSharing, core::ModelMask, bool, std::uint64_t>;
   struct MemoShape {
     ShapeKey key;
     std::uint64_t last_use = 0;     // memo_clock_ when last asked for
     std::vector<MemoEntry> scores;  // [node]
   };
-  // The shape's scores, valid until the next call (it may reuse the least recently used slot).
-  // First drops every memoised score if the policy's ScoreEpoch changed.
+  // The shape's scores under the policy's current ScoreEpoch, valid until the next call (it may
+  // reuse the least recently used slot).
   std::vector<MemoEntry>& MemoFor(const core::Request& r, core::ModelMask models);
 
   const core::Ledger* ledger_;
@@ -97,7 +99,6 @@ class Engine {
   std::map<ShapeKey, std::size_t> shapes_;  // shape -> its slot in memo_
   std::vector<MemoShape> memo_;             // at most max_shapes_ slots
   std::uint64_t memo_clock_ = 0;
-  std::uint64_t memo_epoch_ = 0;            // Policy::ScoreEpoch the memo was filled under
   std::vector<core::NodeIndex> feasible_;
 };
 

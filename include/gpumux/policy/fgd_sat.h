@@ -71,16 +71,21 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // pod: only the 50/110/160-milli pods (1.3 % of the pods) fit there. No placement avoids them, as
 // an 810 needs a GPU of its own; what can is not giving an 810 one of the LAST idle GPUs, which a
 // whole-GPU pod would use fully. The rule: a fractional request is declined on a node when
-//   (1) the GPU fgd-sat picks there is idle (nothing on it yet),
+//   (1) the GPU fgd-sat picks there is idle (nothing on it yet; fgd-sat picks a GPU in use
+//       whenever one admits the share and that fragments less, which is how shares go: see
+//       ARCHITECTURE.md, "Ablation record: fgd-sat-reserve"),
 //   (2) the remainder it would leave, 1000 - milli, is stranded: the typical single-GPU shares
 //       that fit in it weigh less than kStrandedShare of all typical GPU pods (of that model),
-//   (3) every typical whole-GPU pod could use that GPU: the node has the free CPU of the most
-//       CPU-hungry one (else the kept GPU may end up stranded by CPU instead), and
+//   (3) every typical single-GPU whole pod could use that GPU: the node has the free CPU of
+//       the most CPU-hungry one (else the kept GPU may end up stranded by CPU instead; without
+//       such typical pods nothing is reserved; multi-GPU pods, which need several idle GPUs
+//       of one node, are not counted), and
 //   (4) idle GPUs are scarce: fewer than `reserve_idle_fraction` (default 0.10) of the cluster's
 //       GPUs are idle.
-// The request still goes to any node where it shares a GPU, or where (1)-(3) do not hold; when
-// every feasible node is declined the decision is "declined": the extender keeps the pod Pending
-// with the reason, and the FGD study's protocol (one attempt per pod) counts it as failed. On the
+// The request still goes to any node where fgd-sat would share a GPU, or where (1)-(3) do not
+// hold; when every feasible node is declined the decision is "declined": the extender keeps the
+// pod Pending with the reason, and the FGD study's protocol (one attempt per pod) counts it as
+// failed. On the
 // default list only 810-milli pods are ever held (190 fits 0.8 % of the typical GPU pods; the next
 // largest share, 650, leaves 350, which 7.8 % fit).
 // It reads only the cluster's current state, the pod in hand and the typical pods. What it bets
@@ -100,7 +105,7 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // A's GPU would stay for the next whole-GPU pod.
 //
 // Cost: fgd-sat's, plus O(1) per node (two per-model lookups, computed once); the "scarce" flag
-// is the policy's score epoch (policy.h), so the engine drops its memoised scores when it flips.
+// is the policy's score epoch (policy.h), part of the engine's memo key.
 class FgdSatPolicy final : public Policy {
  public:
   // Weight of S in M (see above).

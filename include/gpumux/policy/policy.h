@@ -56,8 +56,10 @@ class Policy {
   virtual ScoreKind score_kind() const { return ScoreKind::kPure; }
   // For kPure policies whose scores also depend on a coarse cluster-wide condition (e.g.
   // fgd-sat-reserve: "idle GPUs are scarce"): a value that changes when that condition does.
-  // The engine drops every memoised score when it changes, so keep it coarse (it is asked once
-  // per decision and should change rarely).
+  // The epoch is part of the engine's memo key: scores memoised under one value are never read
+  // under another, and are read again (as valid as the nodes' generations say) when it comes
+  // back. Keep it coarse: it is asked once per decision, and each value fills memo slots of its
+  // own.
   virtual std::uint64_t ScoreEpoch(const core::Ledger& /*ledger*/) const { return 0; }
   // Rewrites a request before filtering, e.g. `exclusive` turns shares into whole GPUs.
   virtual core::Request Adapt(const core::Request& request) const { return request; }
