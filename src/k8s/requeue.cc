@@ -240,7 +240,9 @@ void Requeuer::Round(const std::string& why, bool due_only) {
     } else if (patched.error().http_status == 404 || patched.error().http_status == 409) {
       waiting_.erase(t.uid);  // gone, or replaced by another pod of the same name
     } else {
-      if (failures.empty()) failures = "; " + t.ns + "/" + t.name + ": " + patched.error().ToString();
+      if (failures.empty()) {
+        failures = "; " + t.ns + "/" + t.name + ": " + patched.error().ToString();
+      }
       // A timed retry that failed is tried again (no event may ever come for it).
       if (auto it = waiting_.find(t.uid); t.due && it != waiting_.end()) {
         it->second.retry_at = std::chrono::steady_clock::now() + options_.retry_after_error;

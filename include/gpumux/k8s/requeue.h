@@ -48,10 +48,11 @@ struct RequeuerOptions {
   std::chrono::milliseconds coalesce{50};       // events this close together make one round
   std::chrono::milliseconds min_interval{500};  // per pod, between two patches
   std::chrono::seconds forget_after{1800};      // not turned away again for this long: dropped
-  std::chrono::milliseconds retry_after_error{5000};  // a timed retry whose patch failed
   std::size_t max_pods = 4096;                  // the oldest are dropped past this
   std::function<std::string()> now_text;        // the annotation's value; default: UTC, ms
   core::Logger log;                             // one line per round; may be empty
+  // A timed retry (TurnedAway's retry_in) whose patch failed is made again after this long.
+  std::chrono::milliseconds retry_after_error{5000};
 };
 
 class Requeuer {

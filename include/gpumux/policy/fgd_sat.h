@@ -85,9 +85,8 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // The request still goes to any node where fgd-sat would share a GPU, or where (1)-(3) do not
 // hold; when every feasible node is declined the decision is "declined": the extender keeps the
 // pod Pending with the reason, and the FGD study's protocol (one attempt per pod) counts it as
-// failed. On the
-// default list only 810-milli pods are ever held (190 fits 0.8 % of the typical GPU pods; the next
-// largest share, 650, leaves 350, which 7.8 % fit).
+// failed. On the default list only 810-milli pods are ever held (190 fits 0.8 % of the typical
+// GPU pods; the next largest share, 650, leaves 350, which 7.8 % fit).
 // It reads only the cluster's current state, the pod in hand and the typical pods. What it bets
 // on is that whole-GPU demand keeps coming while idle GPUs are scarce: true at the study's 130 %
 // load, and in a busy cluster with pending pods. The price is paid before the cluster saturates:
