@@ -188,9 +188,9 @@ TEST_F(RequeuerTest, APodWithARetryToComeIsNotForgotten) {
 
 TEST_F(RequeuerTest, TurnedAwayAgainWithoutARetryTimeCancelsTheEarlierOne) {
   requeuer_->TurnedAway("default", "pending", pending_["metadata"]["uid"],
-                        std::chrono::milliseconds(50));
+                        std::chrono::milliseconds(500));
   TurnAway();  // e.g. overdue now: nothing more to wait for
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
   EXPECT_EQ(server_.requests("patch pod"), 0);
 }
 
