@@ -71,6 +71,13 @@ constexpr std::int64_t kMaxTtlSeconds = 86'400;
 // fgd_sat.h): --typical-pods applies to them alone. A new fragmentation-aware policy adds its
 // name here.
 constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd", "fgd-sat", "fgd-sat-reserve"};
+// The keys a --config settings file may hold (its --help and the unknown-key error list them).
+constexpr std::string_view kConfigKeys =
+    "listen, urlPrefix, policy, kubeconfig, inCluster, context, defaultGpuModel, "
+    "defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, "
+    "typicalPods, reserveIdleFraction, reserveMaxWaitSeconds, offlineNodes, threads, "
+    "maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
+    "observationsEverySeconds, metricsAddress, logFormat, logLevel";
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
@@ -184,13 +191,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!level) return UsageError{file + ": key 'logLevel': " + level.error().message};
         if (!given("log-level")) o.log.level = *level;
       } else {
-        return UsageError{
-            file + ": unknown key '" + key +
-            "' (known: listen, urlPrefix, policy, kubeconfig, inCluster, context, "
-            "defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, "
-            "bindWaitMs, gpuMemUnitMiB, typicalPods, reserveIdleFraction, reserveMaxWaitSeconds, "
-            "offlineNodes, threads, maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
-            "observationsEverySeconds, metricsAddress, logFormat, logLevel)"};
+        return UsageError{file + ": unknown key '" + key + "' (known: " +
+                          std::string(kConfigKeys) + ")"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
@@ -424,14 +426,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--policy", o.policy, "Placement policy: one of " + KnownPolicies())
       ->capture_default_str();
   cmd->add_option("--config", o.config,
-                  "YAML file of settings with the keys listen, urlPrefix, policy, kubeconfig, "
-                  "inCluster, context, defaultGpuModel, defaultGpuMemoryMiB, grantTTLSeconds, "
-                  "nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, typicalPods, "
-                  "reserveIdleFraction, reserveMaxWaitSeconds, offlineNodes, threads, "
-                  "maxConnections, "
-                  "requestReadTimeoutMs, metricsAddress, logFormat, logLevel; flags "
-                  "given on the command line win; "
-                  "relative paths are relative to the file");
+                  "YAML file of settings with the keys " + std::string(kConfigKeys) +
+                      "; flags given on the command line win; relative paths are relative to "
+                      "the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
                   "Reach the API server with this kubeconfig (not read from $KUBECONFIG "
                   "implicitly: a daemon should say which cluster it serves)");

@@ -906,34 +906,35 @@ def s_fgd_sat_reserve(rig):
         return args + ["--reserve-idle-fraction", "0.6", "--reserve-max-wait-seconds",
                        str(RESERVE_MAX_WAIT_S), "--typical-pods", "/etc/gpumux-e2e/typical.csv"]
     original = set_extender_args(rig, reserve)
-    try:
-        holders = ["r-hold-0", "r-hold-1"]
+
+    def hold_whole_gpus(*names):
         rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                    "items": [gpu_pod(h, [("main", WHOLE)]) for h in holders]}))
-        rig.wait_running(holders)
-        rig.apply(gpu_pod("r-810", [("main", {"gpumux.io/gpu-milli": 810})]))
-        msg = str(rig.wait("r-810 held", lambda: rig.unschedulable("r-810"), 60))
+                    "items": [gpu_pod(h, [("main", WHOLE)]) for h in names]}))
+        rig.wait_running(list(names))
+
+    def create_held_810(name):
+        rig.apply(gpu_pod(name, [("main", {"gpumux.io/gpu-milli": 810})]))
+        created = time.monotonic()
+        msg = str(rig.wait(f"{name} held", lambda: rig.unschedulable(name), 60))
         if "would rather wait" not in msg:
-            raise Failed(f"r-810 was not held by the reservation: {msg}")
+            raise Failed(f"{name} was not held by the reservation: {msg}")
+        return msg, created
+
+    try:
+        hold_whole_gpus("r-hold-0", "r-hold-1")
+        msg, _ = create_held_810("r-810")
         rig.apply(gpu_pod("r-whole", [("main", WHOLE)]))
         rig.wait_running("r-whole")
         if rig.phase("r-810") != "Pending":
             raise Failed("r-810 left Pending while idle GPUs were scarce")
-        rig.delete_pods(*holders, "r-whole")
+        rig.delete_pods("r-hold-0", "r-hold-1", "r-whole")
         freed = time.monotonic()
         rig.wait_running("r-810", timeout=120)
         t = time.monotonic() - freed
         g = check_env_matches_grant(rig, "r-810")
         # The wait limit: r-810 and two whole-GPU pods leave 1 of 4 GPUs idle (scarce).
-        holders = ["r-hold-2", "r-hold-3"]
-        rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                    "items": [gpu_pod(h, [("main", WHOLE)]) for h in holders]}))
-        rig.wait_running(holders)
-        rig.apply(gpu_pod("r-810-late", [("main", {"gpumux.io/gpu-milli": 810})]))
-        created = time.monotonic()
-        late = str(rig.wait("r-810-late held", lambda: rig.unschedulable("r-810-late"), 60))
-        if "would rather wait" not in late:
-            raise Failed(f"r-810-late was not held by the reservation: {late}")
+        hold_whole_gpus("r-hold-2", "r-hold-3")
+        _, created = create_held_810("r-810-late")
         rig.wait_running("r-810-late", timeout=RESERVE_MAX_WAIT_S + 60)
         waited = time.monotonic() - created
         # creationTimestamp has whole seconds: overdue up to 1 s before the limit by our clock.
