@@ -21,6 +21,10 @@ namespace {
 
 namespace pb = ::v1beta1;
 using Clock = std::chrono::steady_clock;
+// Stop: how long an Allocate answer is given to reach the kubelet before the ListAndWatch
+// streams end, and how long Stop waits for Allocate calls in flight at most.
+constexpr auto kStopAllocateSettle = std::chrono::milliseconds(250);
+constexpr auto kStopAllocateWait = std::chrono::seconds(2);
 
 constexpr std::string_view kVersion = "v1beta1";
 
@@ -57,6 +61,8 @@ struct DevicePlugin::Impl {
   std::vector<bool> healthy;
   std::uint64_t generation = 1;
   bool stopping = false;
+  int allocating = 0;                   // Allocate calls being answered
+  Clock::time_point last_allocate_end;  // when the latest one was answered
   PluginStats stats;
   AllocateObserver observer;
   ino_t kubelet_inode = 0;
@@ -108,6 +114,10 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
   grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
                         pb::AllocateResponse* resp) override {
     const auto start = Clock::now();
+    {
+      std::lock_guard lock(impl_->mu);
+      ++impl_->allocating;
+    }
     grpc::Status status = impl_->Allocate(server_->resource, *req, resp);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     AllocateObserver observer;
@@ -125,6 +135,12 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
                               " refused: " + status.error_message());
     }
     if (observer) observer(server_->resource, seconds, status.ok());
+    {
+      std::lock_guard lock(impl_->mu);
+      --impl_->allocating;
+      impl_->last_allocate_end = Clock::now();
+    }
+    impl_->cv.notify_all();
     return status;
   }
   grpc::Status PreStartContainer(grpc::ServerContext*, const pb::PreStartContainerRequest*,
@@ -448,7 +464,18 @@ void DevicePlugin::Stop() {
   }
   if (impl_->handshake != nullptr) impl_->handshake->StopWatching();
   {
-    std::lock_guard lock(impl_->mu);
+    // The kubelet closes its connection to a plugin as soon as the plugin's ListAndWatch
+    // streams end, cancelling an Allocate answer still on its way (and rejecting that pod
+    // with UnexpectedAdmissionError): let Allocate calls in flight be answered, and their
+    // answers arrive, before the streams end. Bounded by kStopAllocateWait.
+    std::unique_lock lock(impl_->mu);
+    const auto deadline = Clock::now() + kStopAllocateWait;
+    for (;;) {
+      const auto settled = impl_->last_allocate_end + kStopAllocateSettle;
+      const auto now = Clock::now();
+      if (now >= deadline || (impl_->allocating == 0 && now >= settled)) break;
+      impl_->cv.wait_until(lock, impl_->allocating == 0 ? std::min(settled, deadline) : deadline);
+    }
     impl_->stopping = true;
   }
   impl_->cv.notify_all();

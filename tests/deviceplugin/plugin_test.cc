@@ -191,6 +191,40 @@ TEST(DevicePlugin, UnknownDeviceIdsAreInvalidArgument) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST(DevicePlugin, StoppingLetsAnAllocateInFlightBeAnsweredBeforeListAndWatchEnds) {
+  // The kubelet closes its connection when the ListAndWatch streams end, cancelling an answer
+  // still on its way and rejecting that pod (seen on the real cluster, e2e scenario 8).
+  test::FakeKubelet kubelet;
+  std::mutex mu;
+  std::vector<std::string> events;
+  kubelet.SetObserver([&](std::string_view event, const std::string&) {
+    if (event != "end") return;
+    std::lock_guard lock(mu);
+    events.emplace_back("stream ended");
+  });
+  test::FakeApiServer server;
+  server.AddNode(HandshakeNode());
+  Rig rig(kubelet, &server);
+  std::atomic<bool> answering{false};
+  rig.plugin->set_allocate_observer([&](Resource, double, bool) {
+    answering = true;
+    std::this_thread::sleep_for(300ms);  // a slow answer
+  });
+  std::thread call([&] {
+    v1beta1::AllocateResponse response;
+    const grpc::Status s = kubelet.Allocate(kGpu, {{"GPU-nope"}}, &response);
+    std::lock_guard lock(mu);
+    events.push_back("answer " + std::to_string(static_cast<int>(s.error_code())));
+  });
+  ASSERT_TRUE(WaitFor([&] { return answering.load(); }));
+  rig.plugin->Stop();
+  call.join();
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front(), "answer " + std::to_string(grpc::StatusCode::INVALID_ARGUMENT))
+      << "the answer came before any stream ended";
+}
+
 TEST(DevicePlugin, WithoutANodeLockAllocateFailsClosed) {
   test::FakeKubelet kubelet;
   test::FakeApiServer server;
