@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/deviceplugin/plugin.h"
-#include "gpumux/k8s/grant.h"
-#include "gpumux/k8s/node_lock.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/node_lock.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
 
@@ -40,7 +40,7 @@ json Node(int gpus) {
            {{"name", "n1"},
             {"annotations",
              {{"gpumux.io/gpus", list.dump()},
-              {std::string(k8s::kAnnotationHandshake), std::string(k8s::kHandshakeNodeLock)}}}}},
+              {std::string(kube::kAnnotationHandshake), std::string(kube::kHandshakeNodeLock)}}}}},
           {"status", {{"allocatable", {{"gpumux.io/gpu", std::to_string(gpus)}}}}}};
 }
 
@@ -48,19 +48,19 @@ json Node(int gpus) {
 json Pod(const std::string& name, int gpu, bool shared) {
   json limits = shared ? json{{"gpumux.io/gpu-mem", "8"}, {"gpumux.io/gpu-milli", "250"}}
                        : json{{"gpumux.io/gpu", "1"}};
-  k8s::Grant grant;
+  kube::Grant grant;
   grant.node = "n1";
   grant.policy = "fgd";
   grant.assumed_at = 1'700'000'000;
   std::string uuid = "GPU-bench-";
   uuid += std::to_string(gpu);
-  grant.containers.push_back(k8s::ContainerGrant{"main", {{gpu, uuid}}, shared ? 250 : 1000,
+  grant.containers.push_back(kube::ContainerGrant{"main", {{gpu, uuid}}, shared ? 250 : 1000,
                                                  shared ? 8192 : 0, shared, !shared});
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
            {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name},
-            {"annotations", {{std::string(k8s::kAnnotationGrant), k8s::EncodeGrant(grant)}}}}},
+            {"annotations", {{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}}}}},
           {"spec",
            {{"nodeName", "n1"},
             {"containers",
@@ -69,13 +69,13 @@ json Pod(const std::string& name, int gpu, bool shared) {
 }
 
 void TakeLock(test::FakeApiServer& server, const json& pod) {
-  k8s::NodeLock lock;
+  kube::NodeLock lock;
   lock.ns = "default";
   lock.name = pod["metadata"]["name"].get<std::string>();
   lock.uid = pod["metadata"]["uid"].get<std::string>();
   lock.since = 1'700'000'000;
   json node = *server.GetNode("n1");
-  node["metadata"]["annotations"][std::string(k8s::kAnnotationAllocating)] = k8s::EncodeNodeLock(lock);
+  node["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)] = kube::EncodeNodeLock(lock);
   server.UpdateNode(node);
 }
 
@@ -117,9 +117,9 @@ int main(int argc, char** argv) {
   }
   server.AddNode(Node(gpus));
   if (api_latency_ms > 0) server.SetLatency(std::chrono::milliseconds(api_latency_ms));
-  k8s::ClientConfig config;
+  kube::ClientConfig config;
   config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
+  auto api = kube::MakeCurlClient(config);
   test::FakeKubelet kubelet;
   deviceplugin::PluginOptions options;
   options.node_name = "n1";

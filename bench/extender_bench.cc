@@ -27,10 +27,10 @@
 
 #include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/extender_server.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/extender/extender_server.h"
+#include "gpumux/kube/grant.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/trace.h"
@@ -39,7 +39,9 @@ namespace {
 
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
-namespace k8s = gpumux::k8s;
+namespace extender = gpumux::extender;
+namespace kube = gpumux::kube;
+namespace sched = gpumux::sched;
 
 constexpr std::int64_t kNow = 1'800'000'000;
 
@@ -130,11 +132,11 @@ json NodeObject(int i, int gpus) {
 // A bound pod holding GPUs of node `node`, with its grant annotation.
 json BoundPod(const std::string& pod_name, const std::string& node, std::vector<int> gpus,
               bool exclusive) {
-  k8s::Grant grant;
+  kube::Grant grant;
   grant.node = node;
   grant.policy = "fgd";
   grant.assumed_at = kNow - 3600;
-  k8s::ContainerGrant c;
+  kube::ContainerGrant c;
   c.name = "main";
   for (int g : gpus) c.gpus.push_back({g, "GPU-" + node + "-" + std::to_string(g)});
   c.exclusive = exclusive;
@@ -156,7 +158,7 @@ json BoundPod(const std::string& pod_name, const std::string& node, std::vector<
            {{"name", pod_name},
             {"namespace", "bench"},
             {"uid", "uid-" + pod_name},
-            {"annotations", {{std::string(k8s::kAnnotationGrant), k8s::EncodeGrant(grant)}}}}},
+            {"annotations", {{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}}}}},
           {"spec",
            {{"nodeName", node},
             {"containers",
@@ -506,21 +508,21 @@ int main(int argc, char** argv) {
     int full_nodes = 0;
     const std::vector<json> pods = ExistingPods(n, o.gpus_per_node, full_nodes);
     for (const std::string& policy : o.policies) {
-      k8s::ClusterStateOptions options;
+      sched::ClusterStateOptions options;
       options.policy = policy;
       options.context.typical_pods = typical;
-      auto created = k8s::ClusterState::Create(std::move(options), [] { return kNow; });
+      auto created = sched::ClusterState::Create(std::move(options), [] { return kNow; });
       if (!created) {
         std::fprintf(stderr, "%s: %s\n", policy.c_str(), created.error().message.c_str());
         ++failures;
         continue;
       }
-      k8s::ClusterState& state = **created;
+      sched::ClusterState& state = **created;
       const auto build_start = SteadyClock::now();
       state.SetNodes(nodes);
       state.SetPods(pods);
       state.MarkSynced();
-      const k8s::StateCounters c = state.counters();
+      const sched::StateCounters c = state.counters();
       const double build_ms = Millis(SteadyClock::now() - build_start);
       if (c.grants_bound != static_cast<std::int64_t>(pods.size()) || c.grant_conflicts != 0) {
         std::fprintf(stderr, "%d nodes, %s: %lld of %zu grants bound, %lld conflicts\n", n,
@@ -533,11 +535,11 @@ int main(int argc, char** argv) {
         }
         ++failures;
       }
-      k8s::Extender extender(state, nullptr);
-      k8s::ExtenderServerOptions server_options;
+      extender::Extender extender(state, nullptr);
+      extender::ExtenderServerOptions server_options;
       server_options.threads = o.threads;
       server_options.slow_request = std::chrono::milliseconds(1000000);
-      k8s::ExtenderServer server(extender, state, server_options);
+      extender::ExtenderServer server(extender, state, server_options);
       if (auto started = server.Start(); !started) {
         std::fprintf(stderr, "server: %s\n", started.error().message.c_str());
         return 1;

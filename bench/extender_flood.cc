@@ -55,9 +55,9 @@
 #include <vector>
 
 #include "bench/bench_nodes.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/extender_server.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/extender/extender_server.h"
 
 namespace {
 
@@ -65,7 +65,8 @@ using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 namespace fs = std::filesystem;
-namespace k8s = gpumux::k8s;
+namespace extender = gpumux::extender;
+namespace sched = gpumux::sched;
 
 constexpr std::int64_t kNow = 1'800'000'000;
 constexpr milliseconds kProbeTimeout{2000};
@@ -387,9 +388,9 @@ class InProcess final : public Target {
   static std::unique_ptr<InProcess> Start(const Options& o, const std::vector<json>& nodes,
                                           std::string* error) {
     auto t = std::unique_ptr<InProcess>(new InProcess());
-    k8s::ClusterStateOptions state_options;
+    sched::ClusterStateOptions state_options;
     state_options.policy = "best-fit";
-    auto created = k8s::ClusterState::Create(std::move(state_options), [] { return kNow; });
+    auto created = sched::ClusterState::Create(std::move(state_options), [] { return kNow; });
     if (!created) {
       *error = created.error().message;
       return nullptr;
@@ -398,15 +399,15 @@ class InProcess final : public Target {
     t->state_->SetNodes(nodes);
     t->state_->SetPods({});
     t->state_->MarkSynced();
-    t->extender_ = std::make_unique<k8s::Extender>(*t->state_, nullptr);
-    k8s::ExtenderServerOptions so;
+    t->extender_ = std::make_unique<extender::Extender>(*t->state_, nullptr);
+    extender::ExtenderServerOptions so;
     so.threads = o.threads;
     if (o.max_connections > 0) so.max_connections = o.max_connections;
     if (o.request_read_timeout_ms > 0) so.request_read_timeout = milliseconds(o.request_read_timeout_ms);
     so.slow_request = std::chrono::hours(1);
     InProcess* self = t.get();
     so.log = [self](std::string_view) { ++self->log_lines_; };
-    t->server_ = std::make_unique<k8s::ExtenderServer>(*t->extender_, *t->state_, so);
+    t->server_ = std::make_unique<extender::ExtenderServer>(*t->extender_, *t->state_, so);
     if (auto started = t->server_->Start(); !started) {
       *error = started.error().message;
       return nullptr;
@@ -423,9 +424,9 @@ class InProcess final : public Target {
 
  private:
   InProcess() = default;
-  std::unique_ptr<k8s::ClusterState> state_;
-  std::unique_ptr<k8s::Extender> extender_;
-  std::unique_ptr<k8s::ExtenderServer> server_;
+  std::unique_ptr<sched::ClusterState> state_;
+  std::unique_ptr<extender::Extender> extender_;
+  std::unique_ptr<extender::ExtenderServer> server_;
   std::atomic<std::int64_t> log_lines_{0};
   std::string describe_;
 };

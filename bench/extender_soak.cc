@@ -36,10 +36,10 @@
 
 #include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/grant.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/objects.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/trace.h"
@@ -47,7 +47,9 @@
 namespace {
 
 using nlohmann::json;
-namespace k8s = gpumux::k8s;
+namespace extender = gpumux::extender;
+namespace kube = gpumux::kube;
+namespace sched = gpumux::sched;
 
 constexpr std::int64_t kNow = 1'800'000'000;
 
@@ -179,15 +181,15 @@ int main(int argc, char** argv) {
   app.add_option("--policy", o.policy, "Placement policy")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  k8s::ClusterStateOptions options;
+  sched::ClusterStateOptions options;
   options.policy = o.policy;
   options.context.typical_pods = TypicalPods();
-  auto created = k8s::ClusterState::Create(std::move(options), [] { return kNow; });
+  auto created = sched::ClusterState::Create(std::move(options), [] { return kNow; });
   if (!created) {
     std::fprintf(stderr, "%s\n", created.error().message.c_str());
     return 1;
   }
-  k8s::ClusterState& state = **created;
+  sched::ClusterState& state = **created;
   std::vector<std::string> names;
   {
     std::vector<json> nodes;
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
   }
   state.SetPods({});
   state.MarkSynced();
-  k8s::Extender extender(state, nullptr);
+  extender::Extender extender(state, nullptr);
   const std::string filter_tail = NamesTail(names);
 
   std::printf(
@@ -221,8 +223,8 @@ int main(int argc, char** argv) {
   for (int cycle = 0; cycle < o.cycles; ++cycle) {
     const json pod = PendingPod(cycle, o.shapes);
     const std::string pod_text = pod.dump();
-    const k8s::VerbReply filtered =
-        extender.Handle(k8s::Verb::kFilter, "{\"Pod\":" + pod_text + filter_tail);
+    const extender::VerbReply filtered =
+        extender.Handle(extender::Verb::kFilter, "{\"Pod\":" + pod_text + filter_tail);
     const json fr = json::parse(filtered.body, nullptr, false);
     if (filtered.http_status != 200 || !fr.is_object()) {
       std::fprintf(stderr, "cycle %d: filter: HTTP %d %s\n", cycle, filtered.http_status,
@@ -235,8 +237,8 @@ int main(int argc, char** argv) {
     }
     std::string chosen;
     if (!passed.empty()) {
-      const k8s::VerbReply scored =
-          extender.Handle(k8s::Verb::kPrioritize, "{\"Pod\":" + pod_text + NamesTail(passed));
+      const extender::VerbReply scored =
+          extender.Handle(extender::Verb::kPrioritize, "{\"Pod\":" + pod_text + NamesTail(passed));
       const json sr = json::parse(scored.body, nullptr, false);
       if (scored.http_status != 200 || !sr.is_array() || sr.size() != passed.size()) {
         std::fprintf(stderr, "cycle %d: prioritize: HTTP %d %s\n", cycle, scored.http_status,
@@ -256,7 +258,7 @@ int main(int argc, char** argv) {
     if (chosen.empty()) {
       ++unplaced;
     } else {
-      auto info = k8s::DecodePod(pod);
+      auto info = kube::DecodePod(pod);
       if (!info) {
         std::fprintf(stderr, "cycle %d: %s\n", cycle, info.error().message.c_str());
         return 1;
@@ -270,8 +272,8 @@ int main(int argc, char** argv) {
       state.BeginBinding(info->uid, *grant);
       state.ConfirmBound(info->uid, *grant);
       json bound = pod;
-      bound["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)] =
-          k8s::EncodeGrant(*grant);
+      bound["metadata"]["annotations"][std::string(kube::kAnnotationGrant)] =
+          kube::EncodeGrant(*grant);
       bound["spec"]["nodeName"] = chosen;
       bound["status"]["phase"] = "Running";
       state.UpsertPod(bound);
@@ -283,7 +285,7 @@ int main(int argc, char** argv) {
           {"Pod", pod},
           {"NodeNameToMetaVictims",
            {{victim.node, {{"Pods", {{{"UID", victim.uid}}}}, {"NumPDBViolations", 0}}}}}};
-      const k8s::VerbReply preempted = extender.Handle(k8s::Verb::kPreempt, args.dump());
+      const extender::VerbReply preempted = extender.Handle(extender::Verb::kPreempt, args.dump());
       if (preempted.http_status != 200) {
         std::fprintf(stderr, "cycle %d: preempt: HTTP %d %s\n", cycle, preempted.http_status,
                      preempted.body.substr(0, 300).c_str());
@@ -299,7 +301,7 @@ int main(int argc, char** argv) {
     if ((cycle + 1) % o.report_every == 0) report(cycle + 1);
   }
   if (o.cycles % o.report_every != 0) report(o.cycles);
-  const k8s::StateCounters c = state.counters();
+  const sched::StateCounters c = state.counters();
   std::printf(
       "# %d pods fitted nowhere; at the end %lld grants bound, %lld assumed, %lld "
       "conflicts, %lld ledger rebuilds\n",

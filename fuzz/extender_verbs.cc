@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/api_client.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/kube/grant.h"
 
 namespace {
 
@@ -42,9 +42,9 @@ json Node(const std::string& name) {
 }
 
 // Every write succeeds with an empty object; a read finds the three nodes and nothing else.
-class AcceptingApi : public k8s::KubeApi {
+class AcceptingApi : public kube::KubeApi {
  public:
-  k8s::ApiResult<json> Get(const std::string& path) override {
+  kube::ApiResult<json> Get(const std::string& path) override {
     static constexpr std::string_view kNodes = "/api/v1/nodes/";
     if (path.starts_with(kNodes)) {
       const std::string name = path.substr(kNodes.size());
@@ -54,22 +54,22 @@ class AcceptingApi : public k8s::KubeApi {
     }
     return NotFound();
   }
-  k8s::ApiResult<json> List(const std::string&, int) override {
+  kube::ApiResult<json> List(const std::string&, int) override {
     return json{{"items", json::array()}};
   }
-  k8s::ApiResult<json> Patch(const std::string&, const json&, k8s::PatchType) override {
+  kube::ApiResult<json> Patch(const std::string&, const json&, kube::PatchType) override {
     return json::object();
   }
-  k8s::ApiResult<json> Post(const std::string&, const json&) override { return json::object(); }
-  k8s::ApiResult<void> Watch(const std::string&, const std::string&,
-                             const std::function<bool(k8s::WatchEvent&&)>&, std::stop_token,
+  kube::ApiResult<json> Post(const std::string&, const json&) override { return json::object(); }
+  kube::ApiResult<void> Watch(const std::string&, const std::string&,
+                             const std::function<bool(kube::WatchEvent&&)>&, std::stop_token,
                              int) override {
     return {};
   }
 
  private:
-  static tl::unexpected<k8s::ApiError> NotFound() {
-    k8s::ApiError error;
+  static tl::unexpected<kube::ApiError> NotFound() {
+    kube::ApiError error;
     error.http_status = 404;
     error.message = "not found";
     return tl::unexpected(error);
@@ -77,11 +77,11 @@ class AcceptingApi : public k8s::KubeApi {
 };
 
 json BoundPod() {
-  k8s::Grant grant;
+  kube::Grant grant;
   grant.node = "fake-node-1";
   grant.policy = "fgd";
   grant.assumed_at = 1'800'000'000;
-  k8s::ContainerGrant container;
+  kube::ContainerGrant container;
   container.name = "c";
   container.gpus = {{0, "GPU-fake-node-1-0"}};
   container.gpu_milli = 1000;
@@ -91,7 +91,7 @@ json BoundPod() {
     "spec":{"nodeName":"fake-node-1","priority":0,
             "containers":[{"name":"c","resources":{"limits":{"gpumux.io/gpu":"1"}}}]},
     "status":{"phase":"Running"}})");
-  pod["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)] = k8s::EncodeGrant(grant);
+  pod["metadata"]["annotations"][std::string(kube::kAnnotationGrant)] = kube::EncodeGrant(grant);
   return pod;
 }
 
@@ -99,14 +99,14 @@ json BoundPod() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
-  static constexpr k8s::Verb kVerbOf[] = {k8s::Verb::kFilter, k8s::Verb::kPrioritize,
-                                          k8s::Verb::kBind, k8s::Verb::kPreempt};
-  const k8s::Verb verb = kVerbOf[data[0] % 4];
+  static constexpr extender::Verb kVerbOf[] = {extender::Verb::kFilter, extender::Verb::kPrioritize,
+                                          extender::Verb::kBind, extender::Verb::kPreempt};
+  const extender::Verb verb = kVerbOf[data[0] % 4];
   const std::string_view body = fuzz::AsText(data + 1, size - 1);
 
-  k8s::ClusterStateOptions options;
+  sched::ClusterStateOptions options;
   options.gpu_mem_unit_mib = 1024;
-  auto state = k8s::ClusterState::Create(options, [] { return std::int64_t{1'800'000'000}; });
+  auto state = sched::ClusterState::Create(options, [] { return std::int64_t{1'800'000'000}; });
   if (!state) __builtin_trap();
   const std::vector<json> nodes = {Node("fake-node-1"), Node("fake-node-2"), Node("fake-node-3")};
   (*state)->SetNodes(nodes);
@@ -114,10 +114,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (*state)->SetPods(pods);
   (*state)->MarkSynced();
   AcceptingApi api;
-  k8s::ExtenderOptions extender_options;
+  extender::ExtenderOptions extender_options;
   extender_options.bind_wait = std::chrono::milliseconds(0);
-  k8s::Extender extender(**state, &api, extender_options);
-  const k8s::VerbReply reply = extender.Handle(verb, body);
+  extender::Extender extender(**state, &api, extender_options);
+  const extender::VerbReply reply = extender.Handle(verb, body);
   // Every reply is JSON (an error reply too) with an HTTP status the server can send.
   if (reply.http_status < 200 || reply.http_status > 599 || !json::accept(reply.body)) {
     std::fprintf(stderr, "bad reply: HTTP %d: %s\n", reply.http_status, reply.body.c_str());

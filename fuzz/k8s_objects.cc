@@ -16,20 +16,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/time.h"
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/grant.h"
-#include "gpumux/k8s/node_lock.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/node_lock.h"
+#include "gpumux/kube/objects.h"
 
 namespace {
 
 using nlohmann::json;
 using namespace gpumux;
 
-std::unique_ptr<k8s::ClusterState> NewState() {
-  k8s::ClusterStateOptions options;
-  auto state = k8s::ClusterState::Create(options, [] { return std::int64_t{1'800'000'000}; });
+std::unique_ptr<sched::ClusterState> NewState() {
+  sched::ClusterStateOptions options;
+  auto state = sched::ClusterState::Create(options, [] { return std::int64_t{1'800'000'000}; });
   if (!state) __builtin_trap();
   return std::move(*state);
 }
@@ -44,9 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (data[0] % 7) {
     case 0: {
       const json node = ParseJson(text);
-      k8s::NodeDefaults defaults;
+      kube::NodeDefaults defaults;
       defaults.gpu_memory_mib = 16384;
-      if (auto info = k8s::DecodeNode(node, defaults)) {
+      if (auto info = kube::DecodeNode(node, defaults)) {
         // The promise in objects.h: a decoded node always builds a cluster.
         if (!core::Cluster::Build({info->spec})) __builtin_trap();
       }
@@ -55,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     case 1: {
       const json pod = ParseJson(text);
-      (void)k8s::DecodePod(pod, 1 + static_cast<std::int64_t>(size % 4096));
+      (void)kube::DecodePod(pod, 1 + static_cast<std::int64_t>(size % 4096));
       auto state = NewState();
       state->UpsertNode(json::parse(
           R"({"metadata":{"name":"n1"},"status":{"allocatable":{"cpu":"8","memory":"32Gi",
@@ -65,26 +66,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 2:
-      if (auto grant = k8s::DecodeGrant(text)) {
-        auto again = k8s::DecodeGrant(k8s::EncodeGrant(*grant));
+      if (auto grant = kube::DecodeGrant(text)) {
+        auto again = kube::DecodeGrant(kube::EncodeGrant(*grant));
         if (!again || !(*again == *grant)) __builtin_trap();
       }
       break;
     case 3:
-      if (auto lock = k8s::DecodeNodeLock(text)) {
-        auto again = k8s::DecodeNodeLock(k8s::EncodeNodeLock(*lock));
+      if (auto lock = kube::DecodeNodeLock(text)) {
+        auto again = kube::DecodeNodeLock(kube::EncodeNodeLock(*lock));
         if (!again || !(*again == *lock)) __builtin_trap();
       }
       break;
     case 4:
-      (void)k8s::ParseQuantity(text);
-      (void)k8s::ParseQuantity(text, 1000);
+      (void)kube::ParseQuantity(text);
+      (void)kube::ParseQuantity(text, 1000);
       break;
     case 5:
-      (void)k8s::ParseRfc3339(text);
+      (void)core::ParseRfc3339(text);
       break;
     default:
-      (void)k8s::ReadNodeLock(ParseJson(text));
+      (void)kube::ReadNodeLock(ParseJson(text));
       break;
   }
   return 0;

@@ -6,12 +6,12 @@
 #include <cstdint>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumux;
   const std::string path = fuzz::WriteScratch("kubeconfig/config", fuzz::AsText(data, size));
-  (void)k8s::LoadKubeconfig(path);
-  (void)k8s::LoadKubeconfig(path, "ctx");
+  (void)kube::LoadKubeconfig(path);
+  (void)kube::LoadKubeconfig(path, "ctx");
   return 0;
 }

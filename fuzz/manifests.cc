@@ -1,7 +1,7 @@
 // Fuzz target: manifests as `gpumux submit` reads them (multi-document YAML, JSON objects and
 // Lists). What parses must write back as YAML that reads back equal, and must go through
 // submit's preparation (kinds, namespaces, arrivals, labels) without a crash.
-#include "gpumux/k8s/manifests.h"
+#include "gpumux/runs/manifests.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -9,19 +9,19 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/k8s/submitter.h"
+#include "gpumux/runs/submitter.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumux;
-  auto objects = k8s::ParseManifests(fuzz::AsText(data, size), "in.yaml");
+  auto objects = runs::ParseManifests(fuzz::AsText(data, size), "in.yaml");
   if (!objects) return 0;
   for (const nlohmann::json& object : *objects) {
-    auto back = k8s::ParseManifests(k8s::ToYaml(object), "round-trip");
+    auto back = runs::ParseManifests(runs::ToYaml(object), "round-trip");
     if (!back || back->size() != 1 || back->front() != object) std::abort();
   }
-  k8s::PrepareOptions options;
+  runs::PrepareOptions options;
   options.run = "fuzz";
   options.time_scale = 0.5;
-  (void)k8s::PrepareSubmission(std::move(*objects), options, "in.yaml");
+  (void)runs::PrepareSubmission(std::move(*objects), options, "in.yaml");
   return 0;
 }

@@ -1,6 +1,6 @@
 // Fuzz target: a record of `gpumux submit` (JSON lines), as `gpumux report --from-cluster`
 // reads it.
-#include "gpumux/k8s/run_record.h"
+#include "gpumux/runs/run_record.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +9,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumux;
-  (void)k8s::ParseRunRecord(fuzz::AsText(data, size), "run.jsonl");
+  (void)runs::ParseRunRecord(fuzz::AsText(data, size), "run.jsonl");
   return 0;
 }

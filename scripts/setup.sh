@@ -12,7 +12,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
   libspdlog-dev kubernetes-client \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-  clang libclang-rt-14-dev llvm-14"
+  clang clang-format libclang-rt-14-dev llvm-14"
 
 missing=""
 for p in $PACKAGES; do

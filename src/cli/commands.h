@@ -102,7 +102,7 @@ struct JobGenCliOptions {
   std::string scheduler_name = "gpumux-scheduler";
   std::string name_prefix;
   std::string run;                       // the gpumux.io/run label; "" = none (submit adds its own)
-  std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib
+  std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib
   double work_scale = 1;  // training steps = work_scale x the class's samples / batch
   std::string examples_dir = "/opt/gpumux/python/examples";
   std::vector<std::string> examples;            // CLASS=SCRIPT: the example a class runs
@@ -284,7 +284,7 @@ struct ExtenderCliOptions {
   std::int64_t grant_ttl_seconds = 60;
   std::int64_t node_lock_ttl_seconds = 120;
   std::int64_t bind_wait_ms = 3000;
-  std::int64_t gpu_mem_unit_mib = 1024;  // = k8s::kDefaultGpuMemUnitMib (a CLI test checks)
+  std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;              // "" = the embedded trace
   double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
   std::int64_t reserve_max_wait_seconds = 600;

@@ -25,7 +25,7 @@
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/reservations.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/store/store.h"
 #include "src/cli/commands.h"
@@ -265,18 +265,18 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   if (!o.hook_state_dir.empty() && o.members != "ledger") {
     return usage("--hook-state-dir is for --members ledger");
   }
-  std::unique_ptr<k8s::KubeApi> api;
+  std::unique_ptr<kube::KubeApi> api;
   std::string members_note = "jobs name their GPUs";
   if (kube && o.check && o.in_cluster) {
     members_note = "GPUs from the grants of pods on this node (the pod's service account; not read by --check)";
   } else if (kube) {
-    auto config = o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+    auto config = o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
     }
     members_note = "GPUs from the grants of pods on this node (API server " + config->server + ")";
-    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
+    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
   }
 
   auto profile = sim::ProfileByNameOrPath(o.profile);
@@ -395,7 +395,7 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
     s.on_tick = [g = grants.get(), p = publisher.get()](coordinator::Coordinator& co) {
       for (const auto& pod : g->TakeGone()) co.PodGone(pod);
       if (p != nullptr && p->Due()) {
-        p->Offer(coordinator::StateJson(co.options().node, co.options().tuner, co.State()));
+        p->Offer(kube::StateJson(co.options().node, co.options().tuner, co.State()));
       }
     };
   }

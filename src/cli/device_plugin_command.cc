@@ -14,8 +14,8 @@
 #include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
-#include "gpumux/k8s/api_client.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/kube/objects.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
@@ -182,8 +182,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
         "--nvml-library does not apply with --backend fake (the GPUs come from "
         "--gpus-file)");
   }
-  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
-    return usage("--gpu-mem-unit-mib must be 1.." + std::to_string(k8s::kMaxGpuMemUnitMib));
+  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > kube::kMaxGpuMemUnitMib) {
+    return usage("--gpu-mem-unit-mib must be 1.." + std::to_string(kube::kMaxGpuMemUnitMib));
   }
   if (o.health_interval_ms < kMinHealthIntervalMs || o.health_interval_ms > kMaxHealthIntervalMs) {
     return usage("--health-interval-ms must be at least " + std::to_string(kMinHealthIntervalMs) +
@@ -241,19 +241,19 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   const core::Logger log = MakeDaemonLogger(err, "device-plugin", o.log);
   p.log = log;
 
-  std::unique_ptr<k8s::KubeApi> api;
+  std::unique_ptr<kube::KubeApi> api;
   std::string source = "no API server (--offline)";
   if (o.in_cluster && o.check) {
     source = "the API server of the pod's service account (not read by --check)";
   } else if (!o.offline) {
     auto config =
-        o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
     }
     source = "API server " + config->server;
-    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
+    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
   }
   std::string resources;
   for (deviceplugin::Resource r : p.resources) {

@@ -25,14 +25,14 @@
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/io/read_file.h"
-#include "gpumux/k8s/api_client.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/cluster_sync.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/extender_server.h"
-#include "gpumux/k8s/objects.h"
-#include "gpumux/k8s/observation_feed.h"
-#include "gpumux/k8s/reflector.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/extender/cluster_sync.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/extender/extender_server.h"
+#include "gpumux/kube/objects.h"
+#include "gpumux/extender/observation_feed.h"
+#include "gpumux/kube/reflector.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_workload.h"
@@ -253,16 +253,16 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (o.bind_wait_ms < 0 || o.bind_wait_ms > 60000) {
     return UsageError{"--bind-wait-ms must be in 0..60000"};
   }
-  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > k8s::kMaxGpuMemUnitMib) {
+  if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > kube::kMaxGpuMemUnitMib) {
     std::string message = "--gpu-mem-unit-mib must be in 1..";
-    message += std::to_string(k8s::kMaxGpuMemUnitMib);
+    message += std::to_string(kube::kMaxGpuMemUnitMib);
     message += " (MiB per unit of gpumux.io/gpu-mem; the device plugin's --gpu-mem-unit-mib)";
     return UsageError{std::move(message)};
   }
   if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
-  if (o.max_connections < 1 || o.max_connections > k8s::kMaxConnectionsLimit) {
+  if (o.max_connections < 1 || o.max_connections > extender::kMaxConnectionsLimit) {
     return UsageError{"--max-connections must be in 1.." +
-                      std::to_string(k8s::kMaxConnectionsLimit)};
+                      std::to_string(extender::kMaxConnectionsLimit)};
   }
   if (o.request_read_timeout_ms < kMinRequestReadTimeoutMs ||
       o.request_read_timeout_ms > kMaxRequestReadTimeoutMs) {
@@ -270,7 +270,7 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
                       std::to_string(kMinRequestReadTimeoutMs) + ".." +
                       std::to_string(kMaxRequestReadTimeoutMs)};
   }
-  if (auto prefix = k8s::NormalizeUrlPrefix(o.url_prefix); !prefix) {
+  if (auto prefix = extender::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
   }
   // Flags that cannot apply with the others given (a settings file's keys are defaults for
@@ -357,7 +357,7 @@ core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod
 
 // A v1.NodeList ({"items": [...]}) or a JSON array of nodes; every node must decode.
 core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
-                                                 const k8s::NodeDefaults& defaults,
+                                                 const kube::NodeDefaults& defaults,
                                                  const core::Logger& log) {
   auto text = io::ReadInputFile(path);
   if (!text) return tl::unexpected(text.error());
@@ -379,7 +379,7 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
   std::vector<json> nodes;
   nodes.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    auto node = k8s::DecodeNode(items[i], defaults);
+    auto node = kube::DecodeNode(items[i], defaults);
     if (!node) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              path + ": node " + std::to_string(i) + ": " + node.error().message);
@@ -577,7 +577,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     if (auto e = ApplyConfigFile(o)) return usage(e->message);
   }
   if (auto e = Validate(o)) return usage(e->message);
-  k8s::ExtenderServerOptions server_options;
+  extender::ExtenderServerOptions server_options;
   if (auto e = ParseListen(o.listen, server_options.host, server_options.port)) {
     return usage(e->message);
   }
@@ -600,7 +600,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
 
   const core::Logger log = MakeDaemonLogger(err, "extender", o.log);
   const core::Logger& log_fn = log;
-  k8s::ClusterStateOptions state_options;
+  sched::ClusterStateOptions state_options;
   state_options.policy = o.policy;
   state_options.defaults.gpu_model = o.default_gpu_model;
   state_options.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
@@ -625,7 +625,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
       state_options.profile = profile;
     }
   }
-  k8s::ObservationFeedOptions feed_options;
+  extender::ObservationFeedOptions feed_options;
   feed_options.url = o.observations_from;
   feed_options.store.ca_file = o.etcd_ca;
   feed_options.store.cert_file = o.etcd_cert;
@@ -644,7 +644,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
 
   // The cluster source, before anything starts: its errors are the user's to fix.
   std::vector<json> offline_nodes;
-  std::unique_ptr<k8s::KubeApi> api;
+  std::unique_ptr<kube::KubeApi> api;
   std::string source;
   if (!o.offline_nodes.empty()) {
     auto nodes = LoadOfflineNodes(o.offline_nodes, state_options.defaults, log);
@@ -655,13 +655,13 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     source = "the API server of the pod's service account (not read by --check)";
   } else {
     auto config =
-        o.in_cluster ? k8s::LoadInClusterConfig() : k8s::LoadKubeconfig(o.kubeconfig, o.context);
+        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
     }
     source = "API server " + config->server;
-    if (!o.check) api = k8s::MakeCurlClient(std::move(*config));
+    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
   }
   if (o.check) {
     out << "gpumux extender: --check: the options are valid; it would serve policy " << o.policy
@@ -675,30 +675,30 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     return 0;
   }
 
-  const k8s::Clock clock = [] {
+  const sched::Clock clock = [] {
     return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count());
   };
-  auto created = k8s::ClusterState::Create(std::move(state_options), clock);
+  auto created = sched::ClusterState::Create(std::move(state_options), clock);
   if (!created) return usage(created.error().message);
-  k8s::ClusterState& state = **created;
-  k8s::ExtenderOptions extender_options;
+  sched::ClusterState& state = **created;
+  extender::ExtenderOptions extender_options;
   extender_options.node_lock_ttl_seconds = o.node_lock_ttl_seconds;
   extender_options.log = log_fn;
   extender_options.bind_wait = std::chrono::milliseconds(o.bind_wait_ms);
   // Waiting binds each hold a work slot: leave at least half for the other verbs.
   extender_options.max_waiting_binds = std::max(1, o.threads / 2);
-  k8s::NodeLockBoard lock_board;
+  kube::NodeLockBoard lock_board;
   extender_options.lock_board = &lock_board;
-  std::unique_ptr<k8s::Requeuer> requeuer;
+  std::unique_ptr<extender::Requeuer> requeuer;
   if (api != nullptr) {
-    k8s::RequeuerOptions requeue_options;
+    extender::RequeuerOptions requeue_options;
     requeue_options.log = log_fn;
-    requeuer = std::make_unique<k8s::Requeuer>(*api, std::move(requeue_options));
+    requeuer = std::make_unique<extender::Requeuer>(*api, std::move(requeue_options));
     extender_options.requeuer = requeuer.get();
   }
-  k8s::Extender extender(state, api.get(), extender_options);
+  extender::Extender extender(state, api.get(), extender_options);
   server_options.log = log_fn;
 
   if (api == nullptr) {
@@ -706,11 +706,11 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     state.SetNodes(offline_nodes);
     state.SetPods({});
     state.MarkSynced();
-    const k8s::StateCounters c = state.counters();
+    const sched::StateCounters c = state.counters();
     log("synced: " + core::Plural(c.nodes, "node") + ", " + core::Plural(c.gpus, "GPU"));
   }
 
-  k8s::ExtenderServer server(extender, state, server_options);
+  extender::ExtenderServer server(extender, state, server_options);
   if (auto started = server.Start(); !started) {
     log.Error("cannot start: " + started.error().message);
     return kRuntimeError;
@@ -735,32 +735,32 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
       "; gpumux.io/gpu-mem in units of " + std::to_string(state.gpu_mem_unit_mib()) + " MiB" +
       (profile != nullptr ? "; workload profile " + profile->name : std::string()));
   // Learned observations: read now and every --observations-every seconds on a thread.
-  std::unique_ptr<k8s::ObservationFeed> feed;
+  std::unique_ptr<extender::ObservationFeed> feed;
   if (!o.observations_from.empty()) {
-    feed = std::make_unique<k8s::ObservationFeed>(std::move(feed_options), profile, state);
+    feed = std::make_unique<extender::ObservationFeed>(std::move(feed_options), profile, state);
     feed->Start();
   }
 
   // With an API server: reflectors for nodes and pods, synced once both listed, and a ticker
   // that gives back the GPUs of assumed grants whose pod never got bound.
-  std::unique_ptr<k8s::ClusterSync> sync;
+  std::unique_ptr<extender::ClusterSync> sync;
   if (api != nullptr) {
-    k8s::ClusterSyncOptions sync_options;
+    extender::ClusterSyncOptions sync_options;
     sync_options.expire_interval = kExpireInterval;
     sync_options.jitter_seed =
         (static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
          static_cast<std::uint64_t>(getpid())) |
         1U;  // never 0 (no jitter)
     sync_options.log = log_fn;
-    k8s::Requeuer* rq = requeuer.get();
-    sync_options.on_node_event = [rq, &lock_board](const k8s::WatchEvent& e) {
+    extender::Requeuer* rq = requeuer.get();
+    sync_options.on_node_event = [rq, &lock_board](const kube::WatchEvent& e) {
       lock_board.Observe(e);
       rq->ObserveNode(e);
     };
-    sync_options.on_pod_event = [rq](const k8s::WatchEvent& e) { rq->ObservePod(e); };
+    sync_options.on_pod_event = [rq](const kube::WatchEvent& e) { rq->ObservePod(e); };
     sync_options.on_synced = [rq] { rq->RoomMayHaveBeenMade("synced with the API server"); };
     requeuer->Start();
-    sync = std::make_unique<k8s::ClusterSync>(*api, state, std::move(sync_options));
+    sync = std::make_unique<extender::ClusterSync>(*api, state, std::move(sync_options));
     sync->Start();
   }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gpumux/core/time.h"
 #include "gpumux/core/check.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
@@ -40,14 +41,7 @@ std::string SelfExe() {
 }
 
 // UTC now as RFC 3339, e.g. "2024-05-01T10:00:00Z".
-std::string UtcStamp() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return stamp;
-}
+std::string UtcStamp() { return core::FormatRfc3339(std::time(nullptr)); }
 
 // Appends one line to <state-dir>/hook.log (best effort) and echoes it on stderr.
 void Log(const HostOptions& o, const std::string& line, std::ostream& err) {

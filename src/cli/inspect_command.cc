@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpumux/inspect/views.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
@@ -150,9 +150,9 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
   std::string note;
   const std::string path = FindKubeconfig(o.kubeconfig, &note);
   if (!note.empty()) err << "gpumux inspect: " << note << "\n";
-  core::Result<k8s::ClientConfig> config = [&]() -> core::Result<k8s::ClientConfig> {
-    if (!path.empty()) return k8s::LoadKubeconfig(path, o.context);
-    if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return k8s::LoadInClusterConfig();
+  core::Result<kube::ClientConfig> config = [&]() -> core::Result<kube::ClientConfig> {
+    if (!path.empty()) return kube::LoadKubeconfig(path, o.context);
+    if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return kube::LoadInClusterConfig();
     return core::MakeError(core::ErrorCode::kNotFound,
                            "no kubeconfig: give --kubeconfig, set KUBECONFIG, or create "
                            "~/.kube/config");
@@ -182,7 +182,7 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
   }
 
   const std::string server = config->server;
-  auto api = k8s::MakeCurlClient(std::move(*config));
+  auto api = kube::MakeCurlClient(std::move(*config));
   inspect::Snapshot snapshot;
   auto nodes = api->List("/api/v1/nodes");
   if (!nodes)
@@ -190,7 +190,7 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
   // pods and top need the shown namespace only; nodes and why replay every grant.
   const bool all_pods = o.view == "nodes" || o.view == "why" || view.ns.empty();
   const std::string pods_path =
-      all_pods ? "/api/v1/pods" : "/api/v1/namespaces/" + k8s::QueryEscape(view.ns) + "/pods";
+      all_pods ? "/api/v1/pods" : "/api/v1/namespaces/" + kube::QueryEscape(view.ns) + "/pods";
   auto pods = api->List(pods_path);
   if (!pods)
     return fail(kRuntimeError, "listing pods at " + server + ": " + pods.error().ToString());

@@ -18,8 +18,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpumux/core/time.h"
 #include "gpumux/io/atomic_file.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/kube/grant.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
@@ -105,7 +106,7 @@ core::Result<ExampleRun> Finish(const Child& c, const std::string& what) {
   return ParseExampleRun(LastLine(ReadText(c.out)), what);
 }
 
-std::string UtcNow() { return k8s::FormatRfc3339(std::time(nullptr)); }
+std::string UtcNow() { return core::FormatRfc3339(std::time(nullptr)); }
 
 std::string DriverVersion() {
   std::ifstream in("/proc/driver/nvidia/version");

@@ -20,15 +20,16 @@
 #include <sstream>
 #include <thread>
 
+#include "gpumux/core/time.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
-#include "gpumux/k8s/api_client.h"
-#include "gpumux/k8s/manifests.h"
-#include "gpumux/k8s/objects.h"
-#include "gpumux/k8s/run_record.h"
-#include "gpumux/k8s/submitter.h"
-#include "gpumux/k8s/workload.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/runs/manifests.h"
+#include "gpumux/kube/objects.h"
+#include "gpumux/runs/run_record.h"
+#include "gpumux/runs/submitter.h"
+#include "gpumux/runs/workload.h"
 #include "gpumux/sim/dl_measured.h"
 #include "gpumux/sim/dl_report.h"
 #include "gpumux/sim/dl_workload.h"
@@ -87,9 +88,9 @@ core::Result<std::map<std::string, std::string>> ParseExamples(
   return out;
 }
 
-k8s::ManifestOptions ManifestOptionsOf(const JobGenCliOptions& o, std::string_view image) {
-  k8s::ManifestOptions m;
-  m.kind = o.kind == "job" ? k8s::ManifestKind::kJob : k8s::ManifestKind::kPod;
+runs::ManifestOptions ManifestOptionsOf(const JobGenCliOptions& o, std::string_view image) {
+  runs::ManifestOptions m;
+  m.kind = o.kind == "job" ? runs::ManifestKind::kJob : runs::ManifestKind::kPod;
   m.scheduler_name = o.scheduler_name;
   m.image = o.image.empty() ? std::string(image) : o.image;
   m.name_prefix = o.name_prefix;
@@ -102,9 +103,9 @@ int WriteObjects(const JobGenCliOptions& o, const std::vector<json>& objects, st
                  std::ostream& err) {
   std::ostringstream text;
   if (o.format == "k8s-json") {
-    k8s::WriteJsonList(text, objects);
+    runs::WriteJsonList(text, objects);
   } else {
-    k8s::WriteYaml(text, objects);
+    runs::WriteYaml(text, objects);
   }
   if (o.out.empty()) {
     out << text.str();
@@ -180,7 +181,7 @@ void AddJobGenK8sOptions(CLI::App& cmd, JobGenCliOptions& o) {
                  "MiB per unit of gpumux.io/gpu-mem: the extender's and the device plugin's "
                  "--gpu-mem-unit-mib (memory is rounded up to whole units)")
       ->capture_default_str()
-      ->check(IntegerIn(std::int64_t{1}, k8s::kMaxGpuMemUnitMib))
+      ->check(IntegerIn(std::int64_t{1}, kube::kMaxGpuMemUnitMib))
       ->group(group);
   cmd.add_option("--work-scale", o.work_scale,
                  "Training steps = this x the class's samples to the target / its default batch "
@@ -265,7 +266,7 @@ int WriteJobManifests(const JobGenCliOptions& o, const std::vector<sim::JobSpec>
   };
   auto examples = ParseExamples(o.examples);
   if (!examples) return fail(examples.error().message);
-  std::vector<k8s::WorkloadItem> items;
+  std::vector<runs::WorkloadItem> items;
   for (const sim::JobSpec& j : jobs) {
     const policy::ClassProfile* c = profile.Find(j.cls);
     if (c == nullptr) {
@@ -279,7 +280,7 @@ int WriteJobManifests(const JobGenCliOptions& o, const std::vector<sim::JobSpec>
     }
     const double steps =
         std::ceil(o.work_scale * c->WorkSamples() / static_cast<double>(c->default_batch));
-    k8s::WorkloadItem item;
+    runs::WorkloadItem item;
     item.job = j.id;
     item.submit_us = j.submit_us;
     item.request.gpu_count = 1;
@@ -296,7 +297,7 @@ int WriteJobManifests(const JobGenCliOptions& o, const std::vector<sim::JobSpec>
     }
     items.push_back(std::move(item));
   }
-  auto objects = k8s::MakeManifests(items, ManifestOptionsOf(o, kTrainImage));
+  auto objects = runs::MakeManifests(items, ManifestOptionsOf(o, kTrainImage));
   if (!objects) return fail(objects.error().message);
   return WriteObjects(o, *objects, out, err);
 }
@@ -329,24 +330,24 @@ int RunJobGenPods(const JobGenCliOptions& o, std::ostream& out, std::ostream& er
     order.resize(static_cast<std::size_t>(o.count));
   }
   const std::int64_t first = order.front()->creation_s;
-  std::vector<k8s::WorkloadItem> items;
+  std::vector<runs::WorkloadItem> items;
   for (const sim::TracePod* p : order) {
-    k8s::WorkloadItem item;
+    runs::WorkloadItem item;
     item.job = p->request.name;
     item.submit_us = (p->creation_s - first) * 1'000'000;
     item.request = p->request;
     if (o.host_resources == "none") item.request.cpu_milli = item.request.memory_mib = 0;
     const std::int64_t run_s = p->RunSeconds();
     if (run_s >= 0) {
-      item.annotations[std::string(k8s::kAnnotationDuration)] = std::to_string(run_s);
-      item.env_from_annotations = {{"GPUMUX_DURATION_S", std::string(k8s::kAnnotationDuration)}};
+      item.annotations[std::string(runs::kAnnotationDuration)] = std::to_string(run_s);
+      item.env_from_annotations = {{"GPUMUX_DURATION_S", std::string(runs::kAnnotationDuration)}};
       item.command = {"sh", "-c", "exec sleep \"$GPUMUX_DURATION_S\""};
     } else {
       item.command = {"sh", "-c", "exec sleep infinity"};  // still running at the trace's end
     }
     items.push_back(std::move(item));
   }
-  auto objects = k8s::MakeManifests(items, ManifestOptionsOf(o, kSleepImage));
+  auto objects = runs::MakeManifests(items, ManifestOptionsOf(o, kSleepImage));
   if (!objects) return fail(objects.error().message);
   return WriteObjects(o, *objects, out, err);
 }
@@ -357,23 +358,23 @@ namespace {
 
 // A create's resources, for the dry run: "gpumux.io/gpu-mem=5,cpu=4000m".
 std::string Asks(const json& object) {
-  const json* spec = k8s::JsonChild(object, "spec");
-  if (spec != nullptr && k8s::JsonString(object, "kind") == "Job") {
-    const json* tmpl = k8s::JsonChild(*spec, "template");
-    spec = tmpl == nullptr ? nullptr : k8s::JsonChild(*tmpl, "spec");
+  const json* spec = kube::JsonChild(object, "spec");
+  if (spec != nullptr && kube::JsonString(object, "kind") == "Job") {
+    const json* tmpl = kube::JsonChild(*spec, "template");
+    spec = tmpl == nullptr ? nullptr : kube::JsonChild(*tmpl, "spec");
   }
-  const json* containers = spec == nullptr ? nullptr : k8s::JsonChild(*spec, "containers");
+  const json* containers = spec == nullptr ? nullptr : kube::JsonChild(*spec, "containers");
   std::string out;
   if (containers == nullptr || !containers->is_array()) return "-";
   for (const json& c : *containers) {
-    const json* resources = k8s::JsonChild(c, "resources");
-    const json* limits = resources == nullptr ? nullptr : k8s::JsonChild(*resources, "limits");
-    const json* requests = resources == nullptr ? nullptr : k8s::JsonChild(*resources, "requests");
+    const json* resources = kube::JsonChild(c, "resources");
+    const json* limits = resources == nullptr ? nullptr : kube::JsonChild(*resources, "limits");
+    const json* requests = resources == nullptr ? nullptr : kube::JsonChild(*resources, "requests");
     for (const json* list : {limits, requests}) {
       if (list == nullptr || !list->is_object()) continue;
       for (const auto& [name, value] : list->items()) {
         // A request that a limit names too says nothing new.
-        if (list == requests && limits != nullptr && k8s::JsonChild(*limits, name.c_str())) {
+        if (list == requests && limits != nullptr && kube::JsonChild(*limits, name.c_str())) {
           continue;
         }
         if (!out.empty()) out += ',';
@@ -384,14 +385,7 @@ std::string Asks(const json& object) {
   return out.empty() ? "-" : out;
 }
 
-std::string UtcRunName() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "run-%Y%m%d-%H%M%S", &tm);
-  return text;
-}
+std::string UtcRunName() { return core::FormatUtc(std::time(nullptr), "run-%Y%m%d-%H%M%S"); }
 
 // Progress on stderr: a bar redrawn in place on a terminal, else a line every `every` seconds.
 class ProgressPrinter {
@@ -409,7 +403,7 @@ class ProgressPrinter {
     err_ << std::flush;
   }
 
-  void Update(const k8s::SubmitProgress& p, bool final_update) {
+  void Update(const runs::SubmitProgress& p, bool final_update) {
     std::lock_guard lock(mu_);
     last_ = p;
     if (mode_ == Mode::kNone) return;
@@ -427,7 +421,7 @@ class ProgressPrinter {
     err_ << "gpumux submit: " << Summary(p) << "\n" << std::flush;
   }
 
-  static std::string Summary(const k8s::SubmitProgress& p) {
+  static std::string Summary(const runs::SubmitProgress& p) {
     char text[256];
     std::snprintf(text, sizeof text,
                   "%zu/%zu submitted, %zu running, %zu succeeded, %zu failed, %zu %s (%.0f s)",
@@ -442,7 +436,7 @@ class ProgressPrinter {
   }
 
  private:
-  void Draw(const k8s::SubmitProgress& p) {
+  void Draw(const runs::SubmitProgress& p) {
     constexpr int kWidth = 24;
     const double done =
         p.total == 0 ? 1.0
@@ -460,7 +454,7 @@ class ProgressPrinter {
   double every_s_;
   double next_line_s_ = 0;
   bool drawn_ = false;
-  std::optional<k8s::SubmitProgress> last_;
+  std::optional<runs::SubmitProgress> last_;
 };
 
 }  // namespace
@@ -549,7 +543,7 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
     if (!read) return usage(read.error().message);
     text = std::move(*read);
   }
-  auto objects = k8s::ParseManifests(text, source);
+  auto objects = runs::ParseManifests(text, source);
   if (!objects) return usage(objects.error().message);
   if (objects->empty()) return usage(source + ": no objects to submit");
 
@@ -557,12 +551,12 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
   const char* env_kubeconfig = std::getenv("KUBECONFIG");
   const char* env_home = std::getenv("HOME");
   const char* env_service = std::getenv("KUBERNETES_SERVICE_HOST");
-  auto where = k8s::FindKubeconfig(o.kubeconfig, env_kubeconfig ? env_kubeconfig : "",
+  auto where = kube::FindKubeconfig(o.kubeconfig, env_kubeconfig ? env_kubeconfig : "",
                                    env_home ? env_home : "", env_service ? env_service : "");
-  std::optional<k8s::ClientConfig> config;
+  std::optional<kube::ClientConfig> config;
   if (where) {
-    auto loaded = where->in_cluster ? k8s::LoadInClusterConfig()
-                                    : k8s::LoadKubeconfig(where->path, o.context);
+    auto loaded = where->in_cluster ? kube::LoadInClusterConfig()
+                                    : kube::LoadKubeconfig(where->path, o.context);
     if (!loaded && !(o.dry_run && !Given(o.given, "kubeconfig"))) {
       return usage((where->in_cluster ? std::string("in-cluster: ")
                                       : where->how + " " + where->path + ": ") +
@@ -581,18 +575,18 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
   if (run.empty()) {
     std::set<std::string> labels;
     for (const json& object : *objects) {
-      const json* metadata = k8s::JsonChild(object, "metadata");
-      const json* l = metadata == nullptr ? nullptr : k8s::JsonChild(*metadata, "labels");
-      labels.insert(l == nullptr ? std::string() : k8s::JsonString(*l, "gpumux.io/run"));
+      const json* metadata = kube::JsonChild(object, "metadata");
+      const json* l = metadata == nullptr ? nullptr : kube::JsonChild(*metadata, "labels");
+      labels.insert(l == nullptr ? std::string() : kube::JsonString(*l, "gpumux.io/run"));
     }
     run = labels.size() == 1 && !labels.begin()->empty() ? *labels.begin() : UtcRunName();
   }
-  k8s::PrepareOptions prepare;
+  runs::PrepareOptions prepare;
   prepare.run = run;
   prepare.ns = o.ns;
   prepare.default_ns = config ? config->default_namespace : "default";
   prepare.time_scale = o.time_scale;
-  auto prepared = k8s::PrepareSubmission(std::move(*objects), prepare, source);
+  auto prepared = runs::PrepareSubmission(std::move(*objects), prepare, source);
   if (!prepared) return usage(prepared.error().message);
 
   if (o.dry_run) {
@@ -603,7 +597,7 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
     std::snprintf(line, sizeof line, "%12s  %-4s %-36s %-16s %-12s %s\n", "at (s)", "kind",
                   "namespace/name", "job", "class", "asks");
     out << line;
-    for (const k8s::SubmitObject& s : *prepared) {
+    for (const runs::SubmitObject& s : *prepared) {
       const double at = static_cast<double>(s.at_us) / 1e6 * o.time_scale;
       std::snprintf(line, sizeof line, "%12.3f  %-4s %-36s %-16s %-12s %s\n", at, s.kind.c_str(),
                     (s.ns + "/" + s.name).c_str(), s.job.c_str(),
@@ -614,7 +608,7 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
   }
 
   const std::string record_path = o.record.empty() ? "gpumux-run-" + run + ".jsonl" : o.record;
-  auto record = k8s::RecordWriter::Create(record_path);
+  auto record = runs::RecordWriter::Create(record_path);
   if (!record) return usage("--record: " + record.error().message);
 
   ProgressPrinter::Mode mode = ProgressPrinter::Mode::kLines;
@@ -653,18 +647,18 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
     }
   });
 
-  auto api = k8s::MakeCurlClient(*config);
-  k8s::SubmitOptions so;
+  auto api = kube::MakeCurlClient(*config);
+  runs::SubmitOptions so;
   so.run = run;
   so.label = o.label.empty() ? run : o.label;
   so.source = source;
   so.time_scale = o.time_scale;
-  so.wait = o.wait ? k8s::WaitMode::kWaitForPods : k8s::WaitMode::kNoWait;
+  so.wait = o.wait ? runs::WaitMode::kWaitForPods : runs::WaitMode::kNoWait;
   so.wait_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.wait_timeout_s * 1000));
-  so.fail = o.fail_fast ? k8s::FailMode::kFailFast : k8s::FailMode::kContinue;
+  so.fail = o.fail_fast ? runs::FailMode::kFailFast : runs::FailMode::kContinue;
   so.gpumux_version = GPUMUX_VERSION;
   const std::size_t total = prepared->size();
-  k8s::Submitter submitter(*api, std::move(*prepared), so, **record,
+  runs::Submitter submitter(*api, std::move(*prepared), so, **record,
                            [&](std::string_view line) { printer.Log(line); });
   printer.Log("run " + run + ": " + core::Plural(total, "object") + " from " + source +
               ", time scale " + SecondsText(o.time_scale) + ", recording to " + record_path);
@@ -757,9 +751,9 @@ int RunReport(const ReportCliOptions& o, std::ostream& out, std::ostream& err) {
   std::string names;
   std::map<std::pair<std::string, double>, int> seen;  // (label, load) -> runs so far
   for (const std::string& path : o.records) {
-    auto text = io::ReadInputFile(path, k8s::kMaxRunRecordBytes);
+    auto text = io::ReadInputFile(path, runs::kMaxRunRecordBytes);
     if (!text) return fail("--from-cluster: " + text.error().message);
-    auto record = k8s::ParseRunRecord(*text, path);
+    auto record = runs::ParseRunRecord(*text, path);
     if (!record) return fail("--from-cluster: " + record.error().message);
     if (!o.quiet) {
       for (const std::string& w : record->warnings) err << "gpumux report: " << w << "\n";
@@ -774,7 +768,7 @@ int RunReport(const ReportCliOptions& o, std::ostream& out, std::ostream& err) {
     std::vector<sim::MeasuredJob> jobs;
     std::size_t succeeded = 0, failed = 0, unfinished = 0, refused = 0;
     std::vector<std::string> problems;
-    for (const k8s::RecordedJob& j : record->jobs) {
+    for (const runs::RecordedJob& j : record->jobs) {
       if (!j.submitted) {
         ++refused;
         problems.push_back(j.job + ": not created (" + j.error + ")");

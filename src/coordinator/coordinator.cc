@@ -9,7 +9,7 @@
 #include <deque>
 #include <numeric>
 
-#include "gpumux/k8s/grant.h"
+#include "gpumux/core/time.h"
 
 namespace gpumux::coordinator {
 
@@ -24,7 +24,7 @@ core::Error Invalid(std::string message) {
   return core::Error{core::ErrorCode::kInvalidArgument, std::move(message)};
 }
 
-std::string UtcNow() { return k8s::FormatRfc3339(std::time(nullptr)); }
+std::string UtcNow() { return core::FormatRfc3339(std::time(nullptr)); }
 
 std::string JoinInts(const std::vector<int>& v) {
   std::string out;

@@ -1,116 +1,16 @@
+#include "gpumux/core/time.h"
 #include "gpumux/coordinator/node_status.h"
 
 #include <ctime>
 
-#include "gpumux/k8s/grant.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/objects.h"
 
 namespace gpumux::coordinator {
 
-namespace {
-
 using Json = nlohmann::json;
 
-core::Error Bad(const std::string& what) {
-  return core::Error{core::ErrorCode::kInvalidArgument,
-                     std::string(kAnnotationCoordinator) + ": " + what};
-}
-
-// Reads a number member into `out`; error text when present and not a number.
-std::optional<std::string> Number(const Json& object, const char* key, const std::string& where,
-                                  double* out) {
-  const Json* v = k8s::JsonChild(object, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return where + "." + key + " is not a number";
-  *out = v->get<double>();
-  return std::nullopt;
-}
-
-}  // namespace
-
-Json StateJson(std::string_view node, std::string_view tuner, std::span<const GpuView> gpus) {
-  Json list = Json::array();
-  for (const GpuView& g : gpus) {
-    Json jobs = Json::array();
-    for (const JobView& j : g.jobs) {
-      jobs.push_back({{"job", j.job},
-                      {"class", j.cls},
-                      {"batch_size", j.batch_size},
-                      {"target_batch", j.target_batch},
-                      {"step_s", j.step_s},
-                      {"samples_per_s", j.samples_per_s},
-                      {"slowdown", j.slowdown},
-                      {"solo_step_s", j.solo_step_s},
-                      {"steps", j.steps}});
-    }
-    list.push_back({{"uuid", g.uuid},
-                    {"state", g.state},
-                    {"tuning_sessions", g.sessions},
-                    {"measurement_windows", g.windows},
-                    {"jobs", std::move(jobs)}});
-  }
-  return Json{{"node", node}, {"tuner", tuner}, {"gpus", std::move(list)}};
-}
-
-core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
-  const Json v = Json::parse(text, nullptr, false);
-  if (v.is_discarded() || !v.is_object()) return tl::unexpected(Bad("not a JSON object"));
-  NodeStatus status;
-  status.node = k8s::JsonString(v, "node");
-  status.tuner = k8s::JsonString(v, "tuner");
-  if (const std::string updated = k8s::JsonString(v, "updated"); !updated.empty()) {
-    auto t = k8s::ParseRfc3339(updated);
-    if (!t) return tl::unexpected(Bad("updated: " + t.error().message));
-    status.updated = *t;
-  }
-  const Json* gpus = k8s::JsonChild(v, "gpus");
-  if (gpus == nullptr || !gpus->is_array()) return tl::unexpected(Bad("gpus is not a list"));
-  for (std::size_t g = 0; g < gpus->size(); ++g) {
-    const Json& gj = (*gpus)[g];
-    const std::string where = "gpus[" + std::to_string(g) + "]";
-    if (!gj.is_object()) return tl::unexpected(Bad(where + " is not an object"));
-    GpuView view;
-    view.uuid = k8s::JsonString(gj, "uuid");  // "" for the jobs on no single GPU (untuned)
-    view.state = k8s::JsonString(gj, "state");
-    double sessions = 0, windows = 0;
-    if (auto bad = Number(gj, "tuning_sessions", where, &sessions))
-      return tl::unexpected(Bad(*bad));
-    if (auto bad = Number(gj, "measurement_windows", where, &windows)) {
-      return tl::unexpected(Bad(*bad));
-    }
-    view.sessions = static_cast<std::int64_t>(sessions);
-    view.windows = static_cast<std::int64_t>(windows);
-    const Json* jobs = k8s::JsonChild(gj, "jobs");
-    if (jobs != nullptr && !jobs->is_array())
-      return tl::unexpected(Bad(where + ".jobs is not a list"));
-    for (std::size_t k = 0; jobs != nullptr && k < jobs->size(); ++k) {
-      const Json& jj = (*jobs)[k];
-      const std::string at = where + ".jobs[" + std::to_string(k) + "]";
-      if (!jj.is_object()) return tl::unexpected(Bad(at + " is not an object"));
-      JobView job;
-      job.job = k8s::JsonString(jj, "job");
-      if (job.job.empty()) return tl::unexpected(Bad(at + ".job is missing"));
-      job.cls = k8s::JsonString(jj, "class");
-      job.gpu = view.uuid;
-      double batch = 0, target = 0, steps = 0;
-      for (auto [key, out] :
-           {std::pair{"batch_size", &batch}, std::pair{"target_batch", &target},
-            std::pair{"step_s", &job.step_s}, std::pair{"samples_per_s", &job.samples_per_s},
-            std::pair{"slowdown", &job.slowdown}, std::pair{"solo_step_s", &job.solo_step_s},
-            std::pair{"steps", &steps}}) {
-        if (auto bad = Number(jj, key, at, out)) return tl::unexpected(Bad(*bad));
-      }
-      job.batch_size = static_cast<int>(batch);
-      job.target_batch = static_cast<int>(target);
-      job.steps = static_cast<std::int64_t>(steps);
-      view.jobs.push_back(std::move(job));
-    }
-    status.gpus.push_back(std::move(view));
-  }
-  return status;
-}
-
-NodeStatusPublisher::NodeStatusPublisher(k8s::KubeApi& api, std::string node, Options options,
+NodeStatusPublisher::NodeStatusPublisher(kube::KubeApi& api, std::string node, Options options,
                                          core::Logger log)
     : api_(&api), node_(std::move(node)), options_(options), log_(std::move(log)) {
   thread_ = std::jthread([this](std::stop_token stop) { Run(stop); });
@@ -159,24 +59,24 @@ void NodeStatusPublisher::Run(std::stop_token stop) {
     Json state = std::move(*offered_);
     offered_.reset();
     Json body = state;
-    body["updated"] = k8s::FormatRfc3339(static_cast<std::int64_t>(std::time(nullptr)));
+    body["updated"] = core::FormatRfc3339(static_cast<std::int64_t>(std::time(nullptr)));
     const Json patch = {
-        {"metadata", {{"annotations", {{std::string(kAnnotationCoordinator), body.dump()}}}}}};
+        {"metadata", {{"annotations", {{std::string(kube::kAnnotationCoordinator), body.dump()}}}}}};
     lock.unlock();
     auto result =
-        api_->Patch("/api/v1/nodes/" + k8s::QueryEscape(node_), patch, k8s::PatchType::kMerge);
+        api_->Patch("/api/v1/nodes/" + kube::QueryEscape(node_), patch, kube::PatchType::kMerge);
     lock.lock();
     last_patch_ = std::chrono::steady_clock::now();
     if (result) {
       if (failing)
-        log_("node " + node_ + ": " + std::string(kAnnotationCoordinator) + " published again");
+        log_("node " + node_ + ": " + std::string(kube::kAnnotationCoordinator) + " published again");
       failing = false;
       published_ = std::move(state);
       ever_patched_ = true;
       ++patches_;
     } else if (!failing) {
       failing = true;
-      log_.Warn("node " + node_ + ": cannot publish " + std::string(kAnnotationCoordinator) + ": " +
+      log_.Warn("node " + node_ + ": cannot publish " + std::string(kube::kAnnotationCoordinator) + ": " +
                 result.error().ToString() + " (retrying every " +
                 std::to_string(options_.every.count() / 1000) + " s)");
     }

@@ -1,8 +1,8 @@
 #include "gpumux/coordinator/pod_grants.h"
 
-#include "gpumux/k8s/grant.h"
-#include "gpumux/k8s/objects.h"
-#include "gpumux/k8s/reflector.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/objects.h"
+#include "gpumux/kube/reflector.h"
 
 namespace gpumux::coordinator {
 
@@ -11,21 +11,21 @@ namespace {
 using Json = nlohmann::json;
 
 std::string PodKey(const Json& pod) {
-  const Json* metadata = k8s::JsonChild(pod, "metadata");
+  const Json* metadata = kube::JsonChild(pod, "metadata");
   if (metadata == nullptr) return {};
-  return k8s::JsonString(*metadata, "namespace") + "/" + k8s::JsonString(*metadata, "name");
+  return kube::JsonString(*metadata, "namespace") + "/" + kube::JsonString(*metadata, "name");
 }
 
 bool Ended(const Json& pod) {
-  const Json* status = k8s::JsonChild(pod, "status");
+  const Json* status = kube::JsonChild(pod, "status");
   if (status == nullptr) return false;
-  const std::string phase = k8s::JsonString(*status, "phase");
+  const std::string phase = kube::JsonString(*status, "phase");
   return phase == "Succeeded" || phase == "Failed";
 }
 
 }  // namespace
 
-PodGrants::PodGrants(k8s::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
+PodGrants::PodGrants(kube::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
                      core::Logger log)
     : api_(&api),
       node_(std::move(node)),
@@ -39,12 +39,12 @@ PodGrants::~PodGrants() {
 
 void PodGrants::Start() {
   if (reflector_) return;
-  k8s::ReflectorHandler handler;
+  kube::ReflectorHandler handler;
   handler.replace = [this](std::vector<Json> items) { Replace(items); };
-  handler.event = [this](const k8s::WatchEvent& e) { Update(e.object, e.type == "DELETED"); };
+  handler.event = [this](const kube::WatchEvent& e) { Update(e.object, e.type == "DELETED"); };
   handler.log = log_;
-  reflector_ = std::make_unique<k8s::Reflector>(
-      *api_, "/api/v1/pods?fieldSelector=" + k8s::QueryEscape("spec.nodeName=" + node_), handler);
+  reflector_ = std::make_unique<kube::Reflector>(
+      *api_, "/api/v1/pods?fieldSelector=" + kube::QueryEscape("spec.nodeName=" + node_), handler);
   thread_ = std::jthread([r = reflector_.get()](std::stop_token stop) { r->Run(stop); });
 }
 
@@ -75,15 +75,15 @@ void PodGrants::Update(const Json& pod, bool deleted) {
     if (grants_.erase(key) > 0 || deleted) gone_.insert(key);
     return;
   }
-  const Json* metadata = k8s::JsonChild(pod, "metadata");
-  const Json* annotations = metadata != nullptr ? k8s::JsonChild(*metadata, "annotations") : nullptr;
+  const Json* metadata = kube::JsonChild(pod, "metadata");
+  const Json* annotations = metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   const std::string text =
-      annotations != nullptr ? k8s::JsonString(*annotations, std::string(k8s::kAnnotationGrant).c_str())
+      annotations != nullptr ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str())
                              : "";
   if (text.empty()) return;
-  auto grant = k8s::DecodeGrant(text);
+  auto grant = kube::DecodeGrant(text);
   if (!grant) {
-    log_.Warn("pod " + key + ": unreadable " + std::string(k8s::kAnnotationGrant) + ": " +
+    log_.Warn("pod " + key + ": unreadable " + std::string(kube::kAnnotationGrant) + ": " +
               grant.error().message);
     return;
   }

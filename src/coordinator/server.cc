@@ -158,7 +158,7 @@ HttpReply HandleReport(Coordinator& c, const Json& body) {
 
 HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
                  std::string_view body) {
-  if (method == "GET" && path == "/v1/state") return {200, StateJson(c.options().node, c.options().tuner, c.State()).dump()};
+  if (method == "GET" && path == "/v1/state") return {200, kube::StateJson(c.options().node, c.options().tuner, c.State()).dump()};
   const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
   if (!known) return Error(404, "no such endpoint: " + std::string(path));
   if (method != "POST") return Error(405, std::string(path) + " takes POST");

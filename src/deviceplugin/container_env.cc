@@ -19,7 +19,7 @@ std::vector<DeviceNodeSpec> ControlDevices(const std::string& dev_dir) {
   return out;
 }
 
-core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
+core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
                                              const GrantContext& context,
                                              const std::vector<NodeGpu>& gpus,
                                              const InjectOptions& inject) {
@@ -27,7 +27,7 @@ core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
   std::string uuids, indices, mem_limits;
   std::vector<const NodeGpu*> chosen;
   for (std::size_t i = 0; i < grant.gpus.size(); ++i) {
-    const k8s::GrantedGpu& g = grant.gpus[i];
+    const kube::GrantedGpu& g = grant.gpus[i];
     const NodeGpu* found = nullptr;
     for (const NodeGpu& n : gpus) {
       if (n.index == g.index) found = &n;

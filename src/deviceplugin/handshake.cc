@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumux/k8s/node_lock.h"
-#include "gpumux/k8s/objects.h"
-#include "gpumux/k8s/reflector.h"
+#include "gpumux/kube/node_lock.h"
+#include "gpumux/kube/objects.h"
+#include "gpumux/kube/reflector.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -15,10 +15,10 @@ using json = nlohmann::json;
 
 // The device counts of one container, as the kubelet counts them (gpu-mem in units).
 core::Result<ContainerAsk> AskOf(const json& container, const std::string& where) {
-  auto amounts = k8s::ReadContainerAmounts(container, where);
+  auto amounts = kube::ReadContainerAmounts(container, where);
   if (!amounts) return tl::unexpected(amounts.error());
   ContainerAsk ask;
-  ask.name = k8s::JsonString(container, "name");
+  ask.name = kube::JsonString(container, "name");
   ask.count = {amounts->gpu, amounts->mem, amounts->milli};
   return ask;
 }
@@ -35,11 +35,11 @@ HandshakeError Unavailable(std::string message) {
 
 core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod) {
   std::vector<ContainerAsk> out;
-  const json* spec = k8s::JsonChild(pod, "spec");
+  const json* spec = kube::JsonChild(pod, "spec");
   if (spec == nullptr) return out;
-  if (const json* init = k8s::JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
+  if (const json* init = kube::JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
     for (const json& c : *init) {
-      auto ask = AskOf(c, "init container " + k8s::JsonString(c, "name"));
+      auto ask = AskOf(c, "init container " + kube::JsonString(c, "name"));
       if (!ask) return tl::unexpected(ask.error());
       for (std::int64_t n : ask->count) {
         if (n > 0) {
@@ -50,10 +50,10 @@ core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod)
       }
     }
   }
-  const json* containers = k8s::JsonChild(*spec, "containers");
+  const json* containers = kube::JsonChild(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) return out;
   for (const json& c : *containers) {
-    auto ask = AskOf(c, "container " + k8s::JsonString(c, "name"));
+    auto ask = AskOf(c, "container " + kube::JsonString(c, "name"));
     if (!ask) return tl::unexpected(ask.error());
     if (std::any_of(ask->count.begin(), ask->count.end(), [](std::int64_t n) { return n > 0; })) {
       out.push_back(std::move(*ask));
@@ -71,12 +71,12 @@ std::string ServedKey(const std::string& container, Resource resource) {
 
 struct Handshake::Holder {
   std::string resource_version;
-  k8s::NodeLock lock;
+  kube::NodeLock lock;
   std::vector<ContainerAsk> asks;
-  k8s::Grant grant;
+  kube::Grant grant;
 };
 
-Handshake::Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options)
+Handshake::Handshake(kube::KubeApi& api, std::string node, HandshakeOptions options)
     : api_(&api), node_(std::move(node)), options_(options) {}
 
 Handshake::~Handshake() { StopWatching(); }
@@ -85,16 +85,16 @@ namespace {
 
 // resourceVersion as a number (they are decimal on real API servers); 0 when it is not one.
 std::uint64_t VersionOf(const json& object) {
-  const json* metadata = k8s::JsonChild(object, "metadata");
-  const std::string rv = metadata != nullptr ? k8s::JsonString(*metadata, "resourceVersion") : "";
+  const json* metadata = kube::JsonChild(object, "metadata");
+  const std::string rv = metadata != nullptr ? kube::JsonString(*metadata, "resourceVersion") : "";
   if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) return 0;
   return std::stoull(rv);
 }
 
 std::string PodKeyOf(const json& pod) {
-  const json* metadata = k8s::JsonChild(pod, "metadata");
+  const json* metadata = kube::JsonChild(pod, "metadata");
   if (metadata == nullptr) return {};
-  return k8s::JsonString(*metadata, "namespace") + "/" + k8s::JsonString(*metadata, "name");
+  return kube::JsonString(*metadata, "namespace") + "/" + kube::JsonString(*metadata, "name");
 }
 
 }  // namespace
@@ -121,11 +121,11 @@ std::optional<json> Handshake::CachedPod(const std::string& ns, const std::strin
 
 void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
-  k8s::ReflectorHandler nodes;
+  kube::ReflectorHandler nodes;
   nodes.replace = [this](std::vector<json> items) {
     for (const json& n : items) RememberNode(n);
   };
-  nodes.event = [this](const k8s::WatchEvent& e) {
+  nodes.event = [this](const kube::WatchEvent& e) {
     if (e.type == "DELETED") {
       std::lock_guard lock(cache_mu_);
       node_cache_.reset();
@@ -134,13 +134,13 @@ void Handshake::Watch(core::Logger log) {
     }
   };
   nodes.log = log;
-  k8s::ReflectorHandler pods;
+  kube::ReflectorHandler pods;
   pods.replace = [this](std::vector<json> items) {
     std::lock_guard lock(cache_mu_);
     pod_cache_.clear();
     for (json& p : items) pod_cache_[PodKeyOf(p)] = std::move(p);
   };
-  pods.event = [this](const k8s::WatchEvent& e) {
+  pods.event = [this](const kube::WatchEvent& e) {
     std::lock_guard lock(cache_mu_);
     if (e.type == "DELETED") {
       pod_cache_.erase(PodKeyOf(e.object));
@@ -149,13 +149,13 @@ void Handshake::Watch(core::Logger log) {
     }
   };
   pods.log = log;
-  auto run = [](std::shared_ptr<k8s::Reflector> r) {
+  auto run = [](std::shared_ptr<kube::Reflector> r) {
     return std::jthread([r](std::stop_token stop) { r->Run(stop); });
   };
-  watchers_.push_back(run(std::make_shared<k8s::Reflector>(
-      *api_, "/api/v1/nodes?fieldSelector=" + k8s::QueryEscape("metadata.name=" + node_), nodes)));
-  watchers_.push_back(run(std::make_shared<k8s::Reflector>(
-      *api_, "/api/v1/pods?fieldSelector=" + k8s::QueryEscape("spec.nodeName=" + node_), pods)));
+  watchers_.push_back(run(std::make_shared<kube::Reflector>(
+      *api_, "/api/v1/nodes?fieldSelector=" + kube::QueryEscape("metadata.name=" + node_), nodes)));
+  watchers_.push_back(run(std::make_shared<kube::Reflector>(
+      *api_, "/api/v1/pods?fieldSelector=" + kube::QueryEscape("spec.nodeName=" + node_), pods)));
 }
 
 void Handshake::StopWatching() {
@@ -166,12 +166,12 @@ void Handshake::StopWatching() {
 HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   std::optional<json> node = cached ? CachedNode() : std::nullopt;
   if (!node) {
-    auto got = api_->Get("/api/v1/nodes/" + k8s::QueryEscape(node_));
+    auto got = api_->Get("/api/v1/nodes/" + kube::QueryEscape(node_));
     if (!got) return tl::unexpected(Unavailable("reading node " + node_ + ": " + got.error().ToString()));
     RememberNode(*got);
     node = std::move(*got);
   }
-  k8s::NodeLockView view = k8s::ReadNodeLock(*node);
+  kube::NodeLockView view = kube::ReadNodeLock(*node);
   if (!view.lock_error.empty()) {
     return tl::unexpected(Refuse("node " + node_ + ": annotation gpumux.io/allocating is unreadable (" +
                                  view.lock_error + ")"));
@@ -189,8 +189,8 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   const std::string key = h.lock.PodKey();
   std::optional<json> pod = cached ? CachedPod(h.lock.ns, h.lock.name) : std::nullopt;
   if (!pod) {
-    auto got = api_->Get("/api/v1/namespaces/" + k8s::QueryEscape(h.lock.ns) + "/pods/" +
-                         k8s::QueryEscape(h.lock.name));
+    auto got = api_->Get("/api/v1/namespaces/" + kube::QueryEscape(h.lock.ns) + "/pods/" +
+                         kube::QueryEscape(h.lock.name));
     if (!got) {
       if (got.error().http_status == 404) {
         return tl::unexpected(Refuse("pod " + key + ", holder of the node lock on " + node_ +
@@ -200,8 +200,8 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
     }
     pod = std::move(*got);
   }
-  const json* metadata = k8s::JsonChild(*pod, "metadata");
-  const std::string uid = metadata != nullptr ? k8s::JsonString(*metadata, "uid") : "";
+  const json* metadata = kube::JsonChild(*pod, "metadata");
+  const std::string uid = metadata != nullptr ? kube::JsonString(*metadata, "uid") : "";
   if (uid != h.lock.uid) {
     return tl::unexpected(Refuse("pod " + key + " has uid " + uid + ", but the node lock on " +
                                  node_ + " was taken for uid " + h.lock.uid));
@@ -209,14 +209,14 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   auto asks = ContainerAsks(*pod);
   if (!asks) return tl::unexpected(Refuse("pod " + key + ": " + asks.error().message));
   h.asks = std::move(*asks);
-  const json* annotations = metadata != nullptr ? k8s::JsonChild(*metadata, "annotations") : nullptr;
+  const json* annotations = metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   const std::string grant_text =
-      annotations != nullptr ? k8s::JsonString(*annotations, std::string(k8s::kAnnotationGrant).c_str()) : "";
+      annotations != nullptr ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str()) : "";
   if (grant_text.empty()) {
     return tl::unexpected(Refuse("pod " + key + " holds the node lock on " + node_ +
                                  " but has no gpumux.io/grant annotation"));
   }
-  auto grant = k8s::DecodeGrant(grant_text);
+  auto grant = kube::DecodeGrant(grant_text);
   if (!grant) {
     return tl::unexpected(Refuse("pod " + key + ": gpumux.io/grant is unreadable: " +
                                  grant.error().message));
@@ -268,8 +268,8 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
             " devices, but container " + next->name + " of pod " + key +
             " (holder of the node lock on " + node_ + ") asks for " + std::to_string(wanted)));
       }
-      const k8s::ContainerGrant* g = nullptr;
-      for (const k8s::ContainerGrant& c : holder->grant.containers) {
+      const kube::ContainerGrant* g = nullptr;
+      for (const kube::ContainerGrant& c : holder->grant.containers) {
         if (c.name == next->name) g = &c;
       }
       if (g == nullptr) {
@@ -288,12 +288,12 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
         }
       }
     }
-    std::optional<k8s::NodeLock> next_lock;
+    std::optional<kube::NodeLock> next_lock;
     if (!complete) {
       next_lock = holder->lock;
       next_lock->served = std::move(served);
     }
-    auto replaced = k8s::ReplaceNodeLock(*api_, node_, holder->resource_version, next_lock);
+    auto replaced = kube::ReplaceNodeLock(*api_, node_, holder->resource_version, next_lock);
     if (replaced) {
       RememberNode(*replaced);
       return out;
@@ -319,10 +319,10 @@ std::vector<int> Handshake::Peek(Resource resource, std::int64_t count) {
       continue;
     }
     if (n != count) return {};
-    for (const k8s::ContainerGrant& c : holder->grant.containers) {
+    for (const kube::ContainerGrant& c : holder->grant.containers) {
       if (c.name != a.name) continue;
       std::vector<int> out;
-      for (const k8s::GrantedGpu& g : c.gpus) out.push_back(g.index);
+      for (const kube::GrantedGpu& g : c.gpus) out.push_back(g.index);
       return out;
     }
     return {};

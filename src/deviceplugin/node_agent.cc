@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumux/k8s/node_lock.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/kube/node_lock.h"
+#include "gpumux/kube/objects.h"
 #include "gpumux/core/plural.h"
 
 namespace gpumux::deviceplugin {
@@ -115,7 +115,7 @@ std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::ve
 struct NodeAgent::Impl {
   NodeAgentOptions options;
   std::unique_ptr<gpu::Backend> backend;
-  k8s::KubeApi* api = nullptr;
+  kube::KubeApi* api = nullptr;
   std::vector<gpu::Gpu> gpus;
   // The health loop's sleep; before `plugin`, whose callbacks wake it, so that it outlives it.
   std::mutex sleep_mu;
@@ -172,13 +172,13 @@ void NodeAgent::Impl::Publish() {
   const json patch = {
       {"metadata",
        {{"annotations",
-         {{std::string(k8s::kAnnotationGpus), InventoryAnnotation(gpus, snapshot)},
-          {std::string(k8s::kAnnotationGpuMemUnit),
+         {{std::string(kube::kAnnotationGpus), InventoryAnnotation(gpus, snapshot)},
+          {std::string(kube::kAnnotationGpuMemUnit),
            std::to_string(options.plugin.gpu_mem_unit_mib)},
-          {std::string(k8s::kAnnotationHandshake), std::string(k8s::kHandshakeNodeLock)},
+          {std::string(kube::kAnnotationHandshake), std::string(kube::kHandshakeNodeLock)},
           {std::string(kAnnotationDevicePlugin), state_snapshot}}}}}};
-  auto patched = api->Patch("/api/v1/nodes/" + k8s::QueryEscape(options.plugin.node_name), patch,
-                            k8s::PatchType::kMerge);
+  auto patched = api->Patch("/api/v1/nodes/" + kube::QueryEscape(options.plugin.node_name), patch,
+                            kube::PatchType::kMerge);
   std::lock_guard lock(mu);
   const bool was = published;
   published = patched.has_value() && snapshot == healthy;
@@ -326,7 +326,7 @@ NodeAgent::~NodeAgent() { Stop(); }
 
 core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions options,
                                                            std::unique_ptr<gpu::Backend> backend,
-                                                           k8s::KubeApi* api) {
+                                                           kube::KubeApi* api) {
   if (options.health_interval.count() <= 0) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, "the health interval must be positive");
   }
@@ -390,12 +390,12 @@ core::Result<void> NodeAgent::Start() {
 void NodeAgent::Impl::DrainNodeLock() {
   if (api == nullptr || options.stop_drain.count() <= 0) return;
   const auto deadline = std::chrono::steady_clock::now() + options.stop_drain;
-  const std::string path = "/api/v1/nodes/" + k8s::QueryEscape(options.plugin.node_name);
+  const std::string path = "/api/v1/nodes/" + kube::QueryEscape(options.plugin.node_name);
   std::string holder;
   for (;;) {
     auto node = api->Get(path);
     if (!node) return;  // cannot tell: do not hold the stop up
-    const k8s::NodeLockView view = k8s::ReadNodeLock(*node);
+    const kube::NodeLockView view = kube::ReadNodeLock(*node);
     if (!view.lock) {
       if (!holder.empty()) Log("served " + holder + " before stopping");
       return;

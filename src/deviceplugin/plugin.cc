@@ -51,7 +51,7 @@ struct DevicePlugin::Impl {
   };
 
   PluginOptions options;
-  k8s::KubeApi* api = nullptr;
+  kube::KubeApi* api = nullptr;
   std::unique_ptr<Handshake> handshake;
   std::vector<NodeGpu> node_gpus;
 
@@ -389,7 +389,7 @@ DevicePlugin::~DevicePlugin() { Stop(); }
 
 core::Result<std::unique_ptr<DevicePlugin>> DevicePlugin::Create(PluginOptions options,
                                                                  std::vector<GpuSlot> gpus,
-                                                                 k8s::KubeApi* api) {
+                                                                 kube::KubeApi* api) {
   if (options.node_name.empty()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, "the node name is empty");
   }

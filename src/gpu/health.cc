@@ -1,3 +1,4 @@
+#include "gpumux/core/time.h"
 #include "gpumux/gpu/health.h"
 
 #include <algorithm>
@@ -48,22 +49,7 @@ const XidInfo* Find(std::uint64_t xid) {
 }
 
 // 1714557600123 -> "2024-05-01T10:00:00.123Z".
-std::string UtcStamp(std::int64_t ms) {
-  const std::int64_t seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
-  const auto millis = static_cast<int>(ms - seconds * 1000);
-  const auto t = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::string s(buf, n);
-  s += '.';
-  s += static_cast<char>('0' + millis / 100);
-  s += static_cast<char>('0' + millis / 10 % 10);
-  s += static_cast<char>('0' + millis % 10);
-  s += 'Z';
-  return s;
-}
+std::string UtcStamp(std::int64_t ms) { return core::FormatRfc3339Millis(ms); }
 
 // "XID 79 (fatal: GPU has fallen off the bus)"
 std::string XidText(std::uint64_t xid, XidClass c) {

@@ -1,3 +1,4 @@
+#include "gpumux/core/time.h"
 #include "gpumux/hook/grant.h"
 
 #include <algorithm>
@@ -21,13 +22,8 @@ std::string GpuList(const std::vector<int>& gpus) {
 }
 
 std::string UtcNow(std::int64_t* unix_seconds) {
-  const std::time_t t = std::time(nullptr);
-  *unix_seconds = static_cast<std::int64_t>(t);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  *unix_seconds = static_cast<std::int64_t>(std::time(nullptr));
+  return core::FormatRfc3339(*unix_seconds);
 }
 
 // The host as a one-node cluster, so that the core ledger and placement engine decide.

@@ -1,3 +1,4 @@
+#include "gpumux/core/time.h"
 #include "gpumux/inspect/views.h"
 
 #include <algorithm>
@@ -8,9 +9,9 @@
 #include <set>
 #include <utility>
 
-#include "gpumux/coordinator/node_status.h"
+#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/core/plural.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/kube/grant.h"
 
 namespace gpumux::inspect {
 
@@ -49,17 +50,17 @@ bool InNamespace(const ViewOptions& o, std::string_view key) {
 }
 
 const std::string* Annotation(const Json& object, std::string_view key) {
-  const Json* metadata = k8s::JsonChild(object, "metadata");
+  const Json* metadata = kube::JsonChild(object, "metadata");
   const Json* annotations =
-      metadata != nullptr ? k8s::JsonChild(*metadata, "annotations") : nullptr;
+      metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   if (annotations == nullptr || !annotations->is_object()) return nullptr;
   auto it = annotations->find(std::string(key));
   return it != annotations->end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
 }
 
 std::string NodeName(const Json& node) {
-  const Json* metadata = k8s::JsonChild(node, "metadata");
-  return metadata != nullptr ? k8s::JsonString(*metadata, "name") : std::string();
+  const Json* metadata = kube::JsonChild(node, "metadata");
+  return metadata != nullptr ? kube::JsonString(*metadata, "name") : std::string();
 }
 
 // The unit of gpumux.io/gpu-mem: given, else the one every publishing node agrees on.
@@ -67,22 +68,22 @@ std::int64_t MemUnit(const Snapshot& snapshot, const ViewOptions& options) {
   if (options.state.gpu_mem_unit_mib > 0) return options.state.gpu_mem_unit_mib;
   std::set<std::string> published;
   for (const Json& node : snapshot.nodes) {
-    if (const std::string* v = Annotation(node, k8s::kAnnotationGpuMemUnit)) published.insert(*v);
+    if (const std::string* v = Annotation(node, kube::kAnnotationGpuMemUnit)) published.insert(*v);
   }
   if (published.size() == 1) {
-    auto unit = k8s::ParseQuantity(*published.begin());
-    if (unit && *unit > 0 && *unit <= k8s::kMaxGpuMemUnitMib) return *unit;
+    auto unit = kube::ParseQuantity(*published.begin());
+    if (unit && *unit > 0 && *unit <= kube::kMaxGpuMemUnitMib) return *unit;
   }
-  return k8s::kDefaultGpuMemUnitMib;
+  return kube::kDefaultGpuMemUnitMib;
 }
 
-core::Result<std::unique_ptr<k8s::ClusterState>> Replay(const Snapshot& snapshot,
+core::Result<std::unique_ptr<sched::ClusterState>> Replay(const Snapshot& snapshot,
                                                         const ViewOptions& options) {
-  k8s::ClusterStateOptions state = options.state;
+  sched::ClusterStateOptions state = options.state;
   state.gpu_mem_unit_mib = MemUnit(snapshot, options);
   state.log = nullptr;
   const std::int64_t now = snapshot.now;
-  auto created = k8s::ClusterState::Create(std::move(state), [now] { return now; });
+  auto created = sched::ClusterState::Create(std::move(state), [now] { return now; });
   if (!created) return tl::unexpected(created.error());
   (*created)->SetNodes(snapshot.nodes);
   (*created)->SetPods(snapshot.pods);
@@ -90,31 +91,31 @@ core::Result<std::unique_ptr<k8s::ClusterState>> Replay(const Snapshot& snapshot
   return created;
 }
 
-std::vector<k8s::PodInfo> DecodePods(const Snapshot& snapshot, std::int64_t unit,
+std::vector<kube::PodInfo> DecodePods(const Snapshot& snapshot, std::int64_t unit,
                                      std::vector<std::string>* notes) {
-  std::vector<k8s::PodInfo> pods;
+  std::vector<kube::PodInfo> pods;
   for (const Json& p : snapshot.pods) {
-    auto pod = k8s::DecodePod(p, unit);
+    auto pod = kube::DecodePod(p, unit);
     if (!pod || !pod->wants_gpu()) continue;
     if (notes != nullptr && !pod->grant_error.empty()) {
-      notes->push_back("pod " + pod->Key() + ": unreadable " + std::string(k8s::kAnnotationGrant) +
+      notes->push_back("pod " + pod->Key() + ": unreadable " + std::string(kube::kAnnotationGrant) +
                        ": " + pod->grant_error);
     }
     pods.push_back(std::move(*pod));
   }
   std::sort(pods.begin(), pods.end(),
-            [](const k8s::PodInfo& a, const k8s::PodInfo& b) { return a.Key() < b.Key(); });
+            [](const kube::PodInfo& a, const kube::PodInfo& b) { return a.Key() < b.Key(); });
   return pods;
 }
 
-std::string Indices(const std::vector<k8s::GrantedGpu>& gpus) {
+std::string Indices(const std::vector<kube::GrantedGpu>& gpus) {
   std::string out;
   for (const auto& g : gpus) out += (out.empty() ? "" : ",") + std::to_string(g.index);
   return out;
 }
 
 // "1 GPU, 250m, 8 GiB" / "2 whole GPUs" for one container's request.
-std::string DescribeRequest(const k8s::ContainerRequest& c) {
+std::string DescribeRequest(const kube::ContainerRequest& c) {
   const core::Request& r = c.request;
   if (r.sharing == core::GpuSharing::kExclusive) {
     return core::Plural(static_cast<std::size_t>(r.gpu_count), "whole GPU", "whole GPUs");
@@ -155,7 +156,7 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
   for (const Json& node : inspect["nodes"]) {
     const std::string name = node["name"].get<std::string>();
     if (node.contains("gpus_error")) {
-      t.notes.push_back("node " + name + ": " + std::string(k8s::kAnnotationGpus) +
+      t.notes.push_back("node " + name + ": " + std::string(kube::kAnnotationGpus) +
                         " unreadable, no GPUs: " + node["gpus_error"].get<std::string>());
     }
     if (node.value("unschedulable", false)) t.notes.push_back("node " + name + ": cordoned");
@@ -228,13 +229,13 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
                {"SINCE", "since"},
                {"UUIDS", "uuids", Width::kWideOnly},
                {"POLICY", "policy", Width::kWideOnly}};
-  for (const k8s::PodInfo& pod : DecodePods(snapshot, MemUnit(snapshot, options), &t.notes)) {
+  for (const kube::PodInfo& pod : DecodePods(snapshot, MemUnit(snapshot, options), &t.notes)) {
     if (!InNamespace(options, pod.Key()) || pod.finished()) continue;
     if (!pod.request_error.empty()) {
       t.notes.push_back("pod " + pod.Key() + ": cannot be placed: " + pod.request_error);
     }
-    for (const k8s::ContainerRequest& c : pod.containers) {
-      const k8s::ContainerGrant* granted = nullptr;
+    for (const kube::ContainerRequest& c : pod.containers) {
+      const kube::ContainerGrant* granted = nullptr;
       if (pod.grant) {
         for (const auto& cg : pod.grant->containers) {
           if (cg.name == c.container) granted = &cg;
@@ -273,7 +274,7 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
                        : phase == "Pending" ? Style::kWarn
                                             : Style::kPlain),
            pod.grant ? Cell{Age(snapshot.now - pod.grant->assumed_at),
-                            k8s::FormatRfc3339(pod.grant->assumed_at), Style::kPlain}
+                            core::FormatRfc3339(pod.grant->assumed_at), Style::kPlain}
                      : None(),
            uuid_text.empty() ? None() : Cell{uuid_text, uuids, Style::kPlain},
            pod.grant ? Text(pod.grant->policy) : None()});
@@ -297,14 +298,14 @@ core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options
     name = std::string(pod_arg.substr(slash + 1));
   }
   const std::int64_t unit = MemUnit(snapshot, options);
-  std::optional<k8s::PodInfo> pod;
+  std::optional<kube::PodInfo> pod;
   for (const Json& p : snapshot.pods) {
-    const Json* metadata = k8s::JsonChild(p, "metadata");
-    if (metadata == nullptr || k8s::JsonString(*metadata, "name") != name ||
-        k8s::JsonString(*metadata, "namespace") != ns) {
+    const Json* metadata = kube::JsonChild(p, "metadata");
+    if (metadata == nullptr || kube::JsonString(*metadata, "name") != name ||
+        kube::JsonString(*metadata, "namespace") != ns) {
       continue;
     }
-    auto decoded = k8s::DecodePod(p, unit);
+    auto decoded = kube::DecodePod(p, unit);
     if (!decoded) return tl::unexpected(decoded.error());
     pod = std::move(*decoded);
   }
@@ -353,18 +354,18 @@ core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options
     if (std::string n = NodeName(node); !n.empty()) names.push_back(std::move(n));
   }
   std::sort(names.begin(), names.end());
-  const std::vector<k8s::NodeVerdict> verdicts = (*state)->Evaluate(*pod, names);
+  const std::vector<sched::NodeVerdict> verdicts = (*state)->Evaluate(*pod, names);
   struct Row {
     int order;
     std::int64_t score;
     std::string node;
-    k8s::NodeVerdict verdict;
+    sched::NodeVerdict verdict;
   };
   std::vector<Row> rows;
   std::size_t fits = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    const k8s::NodeVerdict& v = verdicts[i];
-    using K = k8s::NodeVerdict::Kind;
+    const sched::NodeVerdict& v = verdicts[i];
+    using K = sched::NodeVerdict::Kind;
     const int order = v.kind == K::kFits           ? 0
                       : v.kind == K::kDeclined     ? 1
                       : v.kind == K::kDoesNotFit   ? 2
@@ -378,7 +379,7 @@ core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options
     return a.order == 0 && a.score > b.score;
   });
   for (const Row& r : rows) {
-    using K = k8s::NodeVerdict::Kind;
+    using K = sched::NodeVerdict::Kind;
     std::string result;
     Style style = Style::kPlain;
     switch (r.verdict.kind) {
@@ -453,7 +454,7 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
                {"STEPS", "steps", Width::kWideOnly},
                {"REPORTED", "updated", Width::kWideOnly}};
   const std::int64_t unit = MemUnit(snapshot, options);
-  const std::vector<k8s::PodInfo> pods = DecodePods(snapshot, unit, nullptr);
+  const std::vector<kube::PodInfo> pods = DecodePods(snapshot, unit, nullptr);
   std::vector<const Json*> nodes;
   for (const Json& n : snapshot.nodes) nodes.push_back(&n);
   std::sort(nodes.begin(), nodes.end(),
@@ -463,7 +464,7 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
     const std::string node = NodeName(*node_json);
     // GPU index by UUID, from the device plugin's inventory.
     std::map<std::string, int> index_of;
-    if (auto info = k8s::DecodeNode(*node_json, options.state.defaults)) {
+    if (auto info = kube::DecodeNode(*node_json, options.state.defaults)) {
       for (const auto& g : info->spec.gpus) index_of[g.uuid] = g.index;
     }
     const auto gpu_cell = [&](const std::string& uuid) {
@@ -471,9 +472,9 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
       auto it = index_of.find(uuid);
       return it != index_of.end() ? Int(it->second) : Text(uuid.substr(0, 12));
     };
-    std::optional<coordinator::NodeStatus> status;
-    if (const std::string* text = Annotation(*node_json, coordinator::kAnnotationCoordinator)) {
-      auto decoded = coordinator::DecodeNodeStatus(*text);
+    std::optional<kube::NodeStatus> status;
+    if (const std::string* text = Annotation(*node_json, kube::kAnnotationCoordinator)) {
+      auto decoded = kube::DecodeNodeStatus(*text);
       if (decoded) {
         status = std::move(*decoded);
       } else {
@@ -488,8 +489,8 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
         t.notes.push_back("node " + node + ": the coordinator's report is " + Age(age) +
                           " old (is it running?)");
       }
-      for (const coordinator::GpuView& g : status->gpus) {
-        for (const coordinator::JobView& j : g.jobs) {
+      for (const kube::GpuView& g : status->gpus) {
+        for (const kube::JobView& j : g.jobs) {
           reported.insert(j.job);
           if (!InNamespace(options, j.job)) continue;
           const bool retuning = j.target_batch > 0 && j.target_batch != j.batch_size;
@@ -513,13 +514,13 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
                                  : None(),
                Int(j.steps),
                status->updated > 0
-                   ? Cell{Age(age) + " ago", k8s::FormatRfc3339(status->updated), Style::kPlain}
+                   ? Cell{Age(age) + " ago", core::FormatRfc3339(status->updated), Style::kPlain}
                    : None()});
         }
       }
     }
     // Granted containers the coordinator does not report (no coordinator, or no SDK in the job).
-    for (const k8s::PodInfo& pod : pods) {
+    for (const kube::PodInfo& pod : pods) {
       if (pod.node_name != node || !pod.grant || pod.finished() ||
           !InNamespace(options, pod.Key())) {
         continue;
@@ -538,7 +539,7 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
     }
   }
   t.notes.push_back(core::Plural(reporting, "node reports", "nodes report") +
-                    " from a coordinator (" + std::string(coordinator::kAnnotationCoordinator) +
+                    " from a coordinator (" + std::string(kube::kAnnotationCoordinator) +
                     ") of " + core::Plural(nodes.size(), "node", "nodes") +
                     "; without a report a job shows its grant only");
   return t;

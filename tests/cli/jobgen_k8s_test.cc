@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumux/k8s/manifests.h"
+#include "gpumux/runs/manifests.h"
 #include "gpumux/sim/dl_workload.h"
 #include "tests/cli/cli_fixtures.h"
 
@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 
 std::vector<json> Objects(const CliRun& r) {
-  auto objects = k8s::ParseManifests(r.out, "stdout");
+  auto objects = runs::ParseManifests(r.out, "stdout");
   EXPECT_TRUE(objects) << (objects ? "" : objects.error().message);
   return objects ? *objects : std::vector<json>{};
 }

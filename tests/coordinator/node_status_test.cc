@@ -1,3 +1,4 @@
+#include "gpumux/core/time.h"
 #include "gpumux/coordinator/node_status.h"
 
 #include <gtest/gtest.h>
@@ -7,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "gpumux/k8s/grant.h"
-#include "tests/k8s/k8s_fixtures.h"
+#include "gpumux/kube/grant.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 
 namespace gpumux::coordinator {
@@ -24,13 +25,13 @@ std::vector<GpuView> OneGpu(int batch) {
 }
 
 TEST(NodeStatusTest, DecodesWhatStateJsonWrites) {
-  json state = StateJson("gpu-1", "joint", OneGpu(64));
+  json state = kube::StateJson("gpu-1", "joint", OneGpu(64));
   state["updated"] = "2026-11-26T10:00:00Z";
-  auto status = DecodeNodeStatus(state.dump());
+  auto status = kube::DecodeNodeStatus(state.dump());
   ASSERT_TRUE(status) << status.error().message;
   EXPECT_EQ(status->node, "gpu-1");
   EXPECT_EQ(status->tuner, "joint");
-  EXPECT_EQ(status->updated, *k8s::ParseRfc3339("2026-11-26T10:00:00Z"));
+  EXPECT_EQ(status->updated, *core::ParseRfc3339("2026-11-26T10:00:00Z"));
   ASSERT_EQ(status->gpus.size(), 1u);
   EXPECT_EQ(status->gpus[0].sessions, 2);
   EXPECT_EQ(status->gpus[0].windows, 5);
@@ -55,19 +56,19 @@ TEST(NodeStatusTest, ABadAnnotationNamesTheField) {
         Case{"{\"gpus\": [{\"uuid\": \"G\", \"jobs\": [{\"job\": \"j\", \"step_s\": \"x\"}]}]}",
              "gpumux.io/coordinator: gpus[0].jobs[0].step_s is not a number"},
         Case{"{\"updated\": \"yesterday\", \"gpus\": []}", "gpumux.io/coordinator: updated: "}}) {
-    auto status = DecodeNodeStatus(c.text);
+    auto status = kube::DecodeNodeStatus(c.text);
     ASSERT_FALSE(status) << c.text;
     EXPECT_EQ(status.error().message.rfind(c.message, 0), 0u) << status.error().message;
   }
 }
 
-std::optional<NodeStatus> Published(const test::FakeApiServer& api) {
+std::optional<kube::NodeStatus> Published(const test::FakeApiServer& api) {
   auto node = api.GetNode("gpu-1");
   if (!node) return std::nullopt;
   const json& annotations = (*node)["metadata"]["annotations"];
-  auto it = annotations.find(std::string(kAnnotationCoordinator));
+  auto it = annotations.find(std::string(kube::kAnnotationCoordinator));
   if (it == annotations.end()) return std::nullopt;
-  auto status = DecodeNodeStatus(it->get<std::string>());
+  auto status = kube::DecodeNodeStatus(it->get<std::string>());
   if (!status) return std::nullopt;
   return *status;
 }
@@ -75,10 +76,10 @@ std::optional<NodeStatus> Published(const test::FakeApiServer& api) {
 TEST(NodeStatusPublisherTest, PatchesTheNodeWhenTheStateChangesAndLogsAFailureStreakOnce) {
   test::FakeApiServer api;
   ASSERT_TRUE(api.ok()) << api.error();
-  api.AddNode(k8s::testing::NodeJson("gpu-1", 1));
-  k8s::ClientConfig config;
+  api.AddNode(kube::testing::NodeJson("gpu-1", 1));
+  kube::ClientConfig config;
   config.server = api.url();
-  auto client = k8s::MakeCurlClient(config);
+  auto client = kube::MakeCurlClient(config);
   std::mutex mu;
   std::vector<std::string> lines;
   NodeStatusPublisher::Options options;
@@ -89,8 +90,8 @@ TEST(NodeStatusPublisherTest, PatchesTheNodeWhenTheStateChangesAndLogsAFailureSt
     lines.emplace_back(line);
   });
   ASSERT_TRUE(publisher.Due());
-  publisher.Offer(StateJson("gpu-1", "joint", OneGpu(64)));
-  ASSERT_TRUE(k8s::testing::Eventually([&] { return publisher.patches() == 1; }));
+  publisher.Offer(kube::StateJson("gpu-1", "joint", OneGpu(64)));
+  ASSERT_TRUE(kube::testing::Eventually([&] { return publisher.patches() == 1; }));
   auto first = Published(api);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->gpus.at(0).jobs.at(0).batch_size, 64);
@@ -98,19 +99,19 @@ TEST(NodeStatusPublisherTest, PatchesTheNodeWhenTheStateChangesAndLogsAFailureSt
 
   // The same state again is not patched (no heartbeat due).
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  publisher.Offer(StateJson("gpu-1", "joint", OneGpu(64)));
+  publisher.Offer(kube::StateJson("gpu-1", "joint", OneGpu(64)));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(publisher.patches(), 1);
 
   // A refused patch is logged once; the next offer succeeds and says so.
   api.FailNext("PATCH", "/api/v1/nodes/gpu-1", 500, "InternalError", "etcd is down");
-  publisher.Offer(StateJson("gpu-1", "joint", OneGpu(32)));
-  ASSERT_TRUE(k8s::testing::Eventually([&] {
+  publisher.Offer(kube::StateJson("gpu-1", "joint", OneGpu(32)));
+  ASSERT_TRUE(kube::testing::Eventually([&] {
     std::lock_guard lock(mu);
     return !lines.empty();
   }));
-  publisher.Offer(StateJson("gpu-1", "joint", OneGpu(32)));
-  ASSERT_TRUE(k8s::testing::Eventually([&] { return publisher.patches() == 2; }));
+  publisher.Offer(kube::StateJson("gpu-1", "joint", OneGpu(32)));
+  ASSERT_TRUE(kube::testing::Eventually([&] { return publisher.patches() == 2; }));
   EXPECT_EQ(Published(api)->gpus.at(0).jobs.at(0).batch_size, 32);
   std::lock_guard lock(mu);
   ASSERT_EQ(lines.size(), 2u);

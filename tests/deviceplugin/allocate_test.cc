@@ -55,7 +55,7 @@ AllocateClaim ServeGpu0(std::vector<std::vector<std::int64_t>>* seen = nullptr) 
       c.pod_uid = "uid-1";
       c.policy = "fgd";
       c.grant.name = test::Numbered("c", static_cast<std::int64_t>(k));
-      c.grant.gpus = {k8s::GrantedGpu{0, "GPU-aaaa"}};
+      c.grant.gpus = {kube::GrantedGpu{0, "GPU-aaaa"}};
       c.grant.exclusive = true;
       out.push_back(c);
     }
@@ -218,7 +218,7 @@ TEST(AnswerAllocate, AGrantNamingAGpuTheNodeLacksIsFailedPreconditionNamingThePo
     c.pod_ns = "default";
     c.pod_name = "p";
     c.grant.name = "main";
-    c.grant.gpus = {k8s::GrantedGpu{7, ""}};
+    c.grant.gpus = {kube::GrantedGpu{7, ""}};
     return std::vector<ServedContainer>{c};
   };
   v1beta1::AllocateResponse resp;

@@ -174,7 +174,7 @@ std::vector<NodeGpu> NodeGpus() { return {{0, "GPU-aaaa", 0}, {1, "GPU-bbbb", 3}
 GrantContext Context() { return {"team", "train", "uid-1", "n1", "fgd"}; }
 
 TEST(ContainerEnv, AWholeGpuGetsItsUuidAndNoMpsLimits) {
-  k8s::ContainerGrant g{"main", {{1, "GPU-bbbb"}}, 1000, 0, false, true};
+  kube::ContainerGrant g{"main", {{1, "GPU-bbbb"}}, 1000, 0, false, true};
   auto env = BuildContainerEnv(g, Context(), NodeGpus(), {});
   ASSERT_TRUE(env.has_value()) << env.error().message;
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-bbbb");
@@ -192,7 +192,7 @@ TEST(ContainerEnv, AWholeGpuGetsItsUuidAndNoMpsLimits) {
 }
 
 TEST(ContainerEnv, ASharedGpuGetsMpsLimitsPerVisibleOrdinal) {
-  k8s::ContainerGrant g{"main", {{0, "GPU-aaaa"}, {1, "GPU-bbbb"}}, 255, 8192, true, false};
+  kube::ContainerGrant g{"main", {{0, "GPU-aaaa"}, {1, "GPU-bbbb"}}, 255, 8192, true, false};
   auto env = BuildContainerEnv(g, Context(), NodeGpus(), {});
   ASSERT_TRUE(env.has_value());
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-aaaa,GPU-bbbb");
@@ -202,7 +202,7 @@ TEST(ContainerEnv, ASharedGpuGetsMpsLimitsPerVisibleOrdinal) {
   EXPECT_EQ(env->envs.at("GPUMUX_GPU_MILLI"), "255");
   EXPECT_EQ(env->envs.at("GPUMUX_EXCLUSIVE"), "false");
   // Memory only: compute is not limited.
-  k8s::ContainerGrant mem_only{"main", {{0, "GPU-aaaa"}}, 1, 4096, false, false};
+  kube::ContainerGrant mem_only{"main", {{0, "GPU-aaaa"}}, 1, 4096, false, false};
   auto m = BuildContainerEnv(mem_only, Context(), NodeGpus(), {});
   EXPECT_FALSE(m->envs.contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
   EXPECT_EQ(m->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=4096M");
@@ -218,7 +218,7 @@ TEST(ContainerEnv, DeviceNodesMountsAndCdiWhenConfigured) {
   inject.dev_dir = dir.string();
   inject.mounts = {MountSpec{"/usr/lib/libnvidia-ml.so.1", "/usr/lib/libnvidia-ml.so.1", true}};
   inject.cdi_kind = "nvidia.com/gpu";
-  k8s::ContainerGrant g{"main", {{1, "GPU-bbbb"}}, 1000, 0, false, true};
+  kube::ContainerGrant g{"main", {{1, "GPU-bbbb"}}, 1000, 0, false, true};
   auto env = BuildContainerEnv(g, Context(), NodeGpus(), inject);
   ASSERT_TRUE(env.has_value());
   ASSERT_EQ(env->devices.size(), 3u);
@@ -235,16 +235,16 @@ TEST(ContainerEnv, DeviceNodesMountsAndCdiWhenConfigured) {
 }
 
 TEST(ContainerEnv, AGrantThatDoesNotMatchTheNodeIsRefused) {
-  k8s::ContainerGrant wrong_uuid{"main", {{1, "GPU-zzzz"}}, 1000, 0, false, true};
+  kube::ContainerGrant wrong_uuid{"main", {{1, "GPU-zzzz"}}, 1000, 0, false, true};
   auto a = BuildContainerEnv(wrong_uuid, Context(), NodeGpus(), {});
   ASSERT_FALSE(a.has_value());
   EXPECT_NE(a.error().message.find("names GPU 1 as GPU-zzzz, but that GPU is GPU-bbbb"),
             std::string::npos);
-  k8s::ContainerGrant missing{"main", {{7, ""}}, 1000, 0, false, true};
+  kube::ContainerGrant missing{"main", {{7, ""}}, 1000, 0, false, true};
   auto b = BuildContainerEnv(missing, Context(), NodeGpus(), {});
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.error().message.find("names GPU 7, but node n1 has 2 GPUs"), std::string::npos);
-  k8s::ContainerGrant none{"main", {}, 1000, 0, false, true};
+  kube::ContainerGrant none{"main", {}, 1000, 0, false, true};
   EXPECT_FALSE(BuildContainerEnv(none, Context(), NodeGpus(), {}).has_value());
 }
 

@@ -16,13 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/deviceplugin/handshake_fixtures.h"
-#include "tests/k8s/k8s_fixtures.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 
 namespace gpumux::deviceplugin {
 namespace {
 
-using k8s::testing::ContainerOf;
+using kube::testing::ContainerOf;
 using nlohmann::json;
 using testing_fixtures::GrantedPod;
 using testing_fixtures::HandshakeNode;
@@ -31,9 +31,9 @@ using testing_fixtures::Locked;
 using namespace std::chrono_literals;
 
 // Forwards to a real client; PATCH requests wait at a gate while it is closed.
-class GatedApi : public k8s::KubeApi {
+class GatedApi : public kube::KubeApi {
  public:
-  explicit GatedApi(k8s::KubeApi& inner) : inner_(&inner) {}
+  explicit GatedApi(kube::KubeApi& inner) : inner_(&inner) {}
 
   void ClosePatches() {
     std::lock_guard lock(mu_);
@@ -52,12 +52,12 @@ class GatedApi : public k8s::KubeApi {
     return cv_.wait_for(lock, timeout, [&] { return held_ >= n; });
   }
 
-  k8s::ApiResult<json> Get(const std::string& path) override { return inner_->Get(path); }
-  k8s::ApiResult<json> List(const std::string& path, int page_size) override {
+  kube::ApiResult<json> Get(const std::string& path) override { return inner_->Get(path); }
+  kube::ApiResult<json> List(const std::string& path, int page_size) override {
     return inner_->List(path, page_size);
   }
-  k8s::ApiResult<json> Patch(const std::string& path, const json& body,
-                             k8s::PatchType type) override {
+  kube::ApiResult<json> Patch(const std::string& path, const json& body,
+                             kube::PatchType type) override {
     {
       std::unique_lock lock(mu_);
       ++held_;
@@ -67,17 +67,17 @@ class GatedApi : public k8s::KubeApi {
     }
     return inner_->Patch(path, body, type);
   }
-  k8s::ApiResult<json> Post(const std::string& path, const json& body) override {
+  kube::ApiResult<json> Post(const std::string& path, const json& body) override {
     return inner_->Post(path, body);
   }
-  k8s::ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
-                             const std::function<bool(k8s::WatchEvent&&)>& on_event,
+  kube::ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
+                             const std::function<bool(kube::WatchEvent&&)>& on_event,
                              std::stop_token stop, int timeout_seconds) override {
     return inner_->Watch(path, resource_version, on_event, stop, timeout_seconds);
   }
 
  private:
-  k8s::KubeApi* inner_;
+  kube::KubeApi* inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;
@@ -89,9 +89,9 @@ class HandshakeConcurrency : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(server_.ok()) << server_.error();
     server_.AddNode(HandshakeNode());
-    k8s::ClientConfig config;
+    kube::ClientConfig config;
     config.server = server_.url();
-    api_ = k8s::MakeCurlClient(config);
+    api_ = kube::MakeCurlClient(config);
     gated_ = std::make_unique<GatedApi>(*api_);
     handshake_ = std::make_unique<Handshake>(*gated_, "n1");
     // Every request takes a while, as over a real network.
@@ -102,7 +102,7 @@ class HandshakeConcurrency : public ::testing::Test {
   }
 
   test::FakeApiServer server_;
-  std::unique_ptr<k8s::KubeApi> api_;
+  std::unique_ptr<kube::KubeApi> api_;
   std::unique_ptr<GatedApi> gated_;
   std::unique_ptr<Handshake> handshake_;
 };

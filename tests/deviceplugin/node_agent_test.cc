@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/deviceplugin/node_agent.h"
-#include "gpumux/k8s/node_lock.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/kube/node_lock.h"
+#include "gpumux/kube/objects.h"
 #include "tests/hook/hook_fixtures.h"
-#include "tests/k8s/k8s_fixtures.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
 #include "tests/testing/process.h"
@@ -79,12 +79,12 @@ bool Eventually(F predicate, std::chrono::milliseconds timeout = 10s) {
 TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
   GpuFile file;
   test::FakeApiServer server;
-  json node = k8s::testing::NodeJson("n1", 0);
+  json node = kube::testing::NodeJson("n1", 0);
   node["metadata"]["annotations"] = json::object();
   server.AddNode(node);
-  k8s::ClientConfig config;
+  kube::ClientConfig config;
   config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
+  auto api = kube::MakeCurlClient(config);
   test::FakeKubelet kubelet;
   NodeAgentOptions options;
   options.plugin.node_name = "n1";
@@ -102,16 +102,16 @@ TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
 
   // The inventory, the unit and the handshake are on the node.
   json a = Annotations(server);
-  EXPECT_EQ(a[std::string(k8s::kAnnotationHandshake)], "node-lock/v1");
-  EXPECT_EQ(a[std::string(k8s::kAnnotationGpuMemUnit)], "1024");
-  json gpus = json::parse(a[std::string(k8s::kAnnotationGpus)].get<std::string>());
+  EXPECT_EQ(a[std::string(kube::kAnnotationHandshake)], "node-lock/v1");
+  EXPECT_EQ(a[std::string(kube::kAnnotationGpuMemUnit)], "1024");
+  json gpus = json::parse(a[std::string(kube::kAnnotationGpus)].get<std::string>());
   ASSERT_EQ(gpus.size(), 2u);
   EXPECT_EQ(gpus[1]["uuid"], "GPU-n1-1");
   EXPECT_EQ(gpus[1]["model"], "NVIDIA A100-SXM4-40GB");
   EXPECT_EQ(gpus[1]["memory_mib"], 40960);
   EXPECT_EQ(gpus[1]["health"], "Healthy");
   // What the extender reads back from it.
-  auto decoded = k8s::DecodeNode(*server.GetNode("n1"), {});
+  auto decoded = kube::DecodeNode(*server.GetNode("n1"), {});
   ASSERT_TRUE(decoded.has_value());
   EXPECT_EQ(decoded->spec.gpus.size(), 2u);
 
@@ -128,7 +128,7 @@ TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
                                   [](const auto& d) { return d.size() == 2 && d[1].health == "Unhealthy"; },
                                   10s));
   EXPECT_TRUE(Eventually([&] {
-    json g = json::parse(Annotations(server)[std::string(k8s::kAnnotationGpus)].get<std::string>());
+    json g = json::parse(Annotations(server)[std::string(kube::kAnnotationGpus)].get<std::string>());
     return g[1]["health"] == "Unhealthy";
   }));
   // An application XID (13) changes nothing; a fatal one (79) takes GPU 0 out for good.
@@ -157,9 +157,9 @@ TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
 TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
   GpuFile file;
   test::FakeApiServer server;  // no node n1: every publish fails with 404
-  k8s::ClientConfig config;
+  kube::ClientConfig config;
   config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
+  auto api = kube::MakeCurlClient(config);
   test::FakeKubelet kubelet;
   NodeAgentOptions options;
   options.plugin.node_name = "n1";
@@ -176,7 +176,7 @@ TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
   EXPECT_NE(why.find("not published"), std::string::npos) << why;
   EXPECT_NE(why.find("404"), std::string::npos) << why;
   // The node appears: the next health round publishes.
-  json node = k8s::testing::NodeJson("n1", 0);
+  json node = kube::testing::NodeJson("n1", 0);
   node["metadata"]["annotations"] = json::object();
   server.AddNode(node);
   EXPECT_TRUE(Eventually([&] { return (*agent)->ready(); }));
@@ -185,12 +185,12 @@ TEST(NodeAgent, ReadyzWaitsForTheInventoryToBePublished) {
 // A node "n1" on an in-test API server, a fake kubelet, and an agent for them (Start()).
 struct AgentOnANode {
   AgentOnANode() {
-    json node = k8s::testing::NodeJson("n1", 0);
+    json node = kube::testing::NodeJson("n1", 0);
     node["metadata"]["annotations"] = json::object();
     server.AddNode(node);
-    k8s::ClientConfig config;
+    kube::ClientConfig config;
     config.server = server.url();
-    api = k8s::MakeCurlClient(config);
+    api = kube::MakeCurlClient(config);
     options.plugin.node_name = "n1";
     options.plugin.kubelet_dir = kubelet.dir().string();
     options.plugin.kubelet_poll = 20ms;
@@ -217,11 +217,11 @@ struct AgentOnANode {
   // Sets (or, with an empty name, removes) the node lock, as the extender and plugin do: a
   // conditional patch, read again when the agent changed the node in between (409).
   void SetLock(const std::string& pod) {
-    std::optional<k8s::NodeLock> lock;
-    if (!pod.empty()) lock = k8s::NodeLock{1, "default", pod, "uid-" + pod, 1'800'000'000, {}};
+    std::optional<kube::NodeLock> lock;
+    if (!pod.empty()) lock = kube::NodeLock{1, "default", pod, "uid-" + pod, 1'800'000'000, {}};
     for (int attempt = 0; attempt < 20; ++attempt) {
-      const k8s::NodeLockView view = k8s::ReadNodeLock(*server.GetNode("n1"));
-      auto replaced = k8s::ReplaceNodeLock(*api, "n1", view.resource_version, lock);
+      const kube::NodeLockView view = kube::ReadNodeLock(*server.GetNode("n1"));
+      auto replaced = kube::ReplaceNodeLock(*api, "n1", view.resource_version, lock);
       if (replaced) return;
       ASSERT_EQ(replaced.error().http_status, 409) << replaced.error().ToString();
     }
@@ -230,7 +230,7 @@ struct AgentOnANode {
 
   GpuFile file;
   test::FakeApiServer server;
-  std::unique_ptr<k8s::KubeApi> api;
+  std::unique_ptr<kube::KubeApi> api;
   test::FakeKubelet kubelet;
   NodeAgentOptions options;
   std::unique_ptr<NodeAgent> agent;  // destroyed first

@@ -9,20 +9,20 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/deviceplugin/plugin.h"
-#include "gpumux/k8s/cluster_sync.h"
-#include "gpumux/k8s/extender.h"
-#include "gpumux/k8s/node_lock.h"
+#include "gpumux/extender/cluster_sync.h"
+#include "gpumux/extender/extender.h"
+#include "gpumux/kube/node_lock.h"
 #include "tests/deviceplugin/handshake_fixtures.h"
-#include "tests/k8s/k8s_fixtures.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
 
 namespace gpumux::deviceplugin {
 namespace {
 
-using k8s::testing::ContainerOf;
-using k8s::testing::NodeJson;
-using k8s::testing::PodJson;
+using kube::testing::ContainerOf;
+using kube::testing::NodeJson;
+using kube::testing::PodJson;
 using nlohmann::json;
 using testing_fixtures::GrantedPod;
 using testing_fixtures::HandshakeNode;
@@ -54,9 +54,9 @@ struct Rig {
   explicit Rig(test::FakeKubelet& kubelet, const test::FakeApiServer* server,
                std::vector<GpuSlot> gpus = Slots()) {
     if (server != nullptr) {
-      k8s::ClientConfig config;
+      kube::ClientConfig config;
       config.server = server->url();
-      api = k8s::MakeCurlClient(config);
+      api = kube::MakeCurlClient(config);
     }
     PluginOptions options;
     options.node_name = "n1";
@@ -73,7 +73,7 @@ struct Rig {
     }
   }
   ~Rig() { plugin->Stop(); }
-  std::unique_ptr<k8s::KubeApi> api;
+  std::unique_ptr<kube::KubeApi> api;
   std::unique_ptr<DevicePlugin> plugin;
 };
 
@@ -333,8 +333,8 @@ TEST(DevicePlugin, CountsThatDoNotMatchTheHolderAreRefusedAndNothingIsRecorded) 
   EXPECT_NE(s.error_message().find("has no container left that asks for gpumux.io/gpu"),
             std::string::npos) << s.error_message();
   const json node = *server.GetNode("n1");
-  auto lock = k8s::DecodeNodeLock(
-      node["metadata"]["annotations"][std::string(k8s::kAnnotationAllocating)].get<std::string>());
+  auto lock = kube::DecodeNodeLock(
+      node["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)].get<std::string>());
   ASSERT_TRUE(lock.has_value());
   EXPECT_TRUE(lock->served.empty());
 }
@@ -395,21 +395,21 @@ TEST(DevicePlugin, TwoSameSizePodsPendingOnOneNodeEachGetTheirOwnGrant) {
   const json b = PodJson("b", {ContainerOf{"main", 0, 8, 250}});
   server.AddPod(a);
   server.AddPod(b);
-  k8s::ClientConfig config;
+  kube::ClientConfig config;
   config.server = server.url();
-  auto api = k8s::MakeCurlClient(config);
-  k8s::ClusterStateOptions state_options;
+  auto api = kube::MakeCurlClient(config);
+  sched::ClusterStateOptions state_options;
   state_options.policy = "spread";  // puts b on the other GPU: the grants differ
   state_options.gpu_mem_unit_mib = 1024;
-  auto state = std::move(*k8s::ClusterState::Create(state_options, {}));
-  k8s::ClusterSync sync(*api, *state, {});
+  auto state = std::move(*sched::ClusterState::Create(state_options, {}));
+  extender::ClusterSync sync(*api, *state, {});
   sync.Start();
   ASSERT_TRUE(sync.WaitSynced(10s));
-  k8s::Extender extender(*state, api.get());
+  extender::Extender extender(*state, api.get());
   auto bind = [&](const json& pod) {
     json body = {{"PodName", pod["metadata"]["name"]}, {"PodNamespace", "default"},
                  {"PodUID", pod["metadata"]["uid"]}, {"Node", "n1"}};
-    return json::parse(extender.Handle(k8s::Verb::kBind, body.dump()).body)["Error"]
+    return json::parse(extender.Handle(extender::Verb::kBind, body.dump()).body)["Error"]
         .get<std::string>();
   };
   test::FakeKubelet kubelet;
@@ -430,10 +430,10 @@ TEST(DevicePlugin, TwoSameSizePodsPendingOnOneNodeEachGetTheirOwnGrant) {
   ASSERT_TRUE(kubelet.Allocate(kMem, {FirstN(mem, 8)}, &b_mem).ok());
   auto grant_of = [&](const std::string& name) {
     const json p = *server.GetPod("default", name);
-    return *k8s::DecodeGrant(
-        p["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)].get<std::string>());
+    return *kube::DecodeGrant(
+        p["metadata"]["annotations"][std::string(kube::kAnnotationGrant)].get<std::string>());
   };
-  const k8s::Grant ga = grant_of("a"), gb = grant_of("b");
+  const kube::Grant ga = grant_of("a"), gb = grant_of("b");
   EXPECT_NE(ga.containers[0].gpus[0].uuid, gb.containers[0].gpus[0].uuid);
   EXPECT_EQ(Env(a_mem, 0, "GPUMUX_POD"), "default/a");
   EXPECT_EQ(Env(a_milli, 0, "NVIDIA_VISIBLE_DEVICES"), ga.containers[0].gpus[0].uuid);

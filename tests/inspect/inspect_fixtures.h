@@ -5,26 +5,26 @@
 #include <string>
 #include <vector>
 
-#include "gpumux/k8s/grant.h"
-#include "tests/k8s/k8s_fixtures.h"
+#include "gpumux/kube/grant.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::inspect::testing {
 
-using k8s::testing::ContainerOf;
-using k8s::testing::GpuOf;
-using k8s::testing::NodeJson;
-using k8s::testing::PodJson;
+using kube::testing::ContainerOf;
+using kube::testing::GpuOf;
+using kube::testing::NodeJson;
+using kube::testing::PodJson;
 
 // `pod` bound to `node` and Running, its container "main" granted `gpus` (indices) with the
 // share, granted at `at` (unix seconds).
 inline nlohmann::json BoundPod(nlohmann::json pod, const std::string& node,
                                const std::vector<int>& gpus, std::int64_t milli,
                                std::int64_t mem_mib, std::int64_t at, bool exclusive = false) {
-  k8s::Grant grant;
+  kube::Grant grant;
   grant.node = node;
   grant.policy = "fgd";
   grant.assumed_at = at;
-  k8s::ContainerGrant c;
+  kube::ContainerGrant c;
   c.name = "main";
   for (int g : gpus) c.gpus.push_back({g, "GPU-" + node + "-" + std::to_string(g)});
   c.gpu_milli = milli;
@@ -32,7 +32,7 @@ inline nlohmann::json BoundPod(nlohmann::json pod, const std::string& node,
   c.milli_requested = milli < 1000;
   c.exclusive = exclusive;
   grant.containers.push_back(c);
-  pod["metadata"]["annotations"][std::string(k8s::kAnnotationGrant)] = k8s::EncodeGrant(grant);
+  pod["metadata"]["annotations"][std::string(kube::kAnnotationGrant)] = kube::EncodeGrant(grant);
   pod["spec"]["nodeName"] = node;
   pod["status"]["phase"] = "Running";
   return pod;

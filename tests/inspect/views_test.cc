@@ -1,3 +1,4 @@
+#include "gpumux/core/time.h"
 #include "gpumux/inspect/views.h"
 
 #include <gtest/gtest.h>
@@ -5,7 +6,7 @@
 #include <regex>
 #include <sstream>
 
-#include "gpumux/coordinator/node_status.h"
+#include "gpumux/kube/coordinator_status.h"
 #include "tests/inspect/inspect_fixtures.h"
 
 namespace gpumux::inspect {
@@ -109,7 +110,7 @@ TEST(PodsViewTest, ShowsWhichContainerHoldsWhichGpusAndSinceWhen) {
   const json j = RenderJson(t);
   EXPECT_EQ(j["items"][0]["gpus"], json::array({0}));
   EXPECT_EQ(j["items"][0]["gpu_mem_mib"], 8192);
-  EXPECT_EQ(j["items"][0]["since"], k8s::FormatRfc3339(kNow - 300));
+  EXPECT_EQ(j["items"][0]["since"], core::FormatRfc3339(kNow - 300));
 }
 
 TEST(PodsViewTest, ShowsOneNamespaceWithoutTheNamespaceColumnAndSkipsFinishedPods) {
@@ -165,13 +166,13 @@ TEST(WhyViewTest, SaysWhenThereIsNothingToExplain) {
 
 json CoordinatorNode(const std::string& name, std::int64_t updated) {
   json node = NodeJson(name, 2, GpuOf{"A100", 40960});
-  coordinator::GpuView g{"GPU-" + name + "-0", "tuned", {}, 1, 3};
+  kube::GpuView g{"GPU-" + name + "-0", "tuned", {}, 1, 3};
   g.jobs.push_back({"default/a/main", "resnet", g.uuid, 64, 64, 0.081, 790.1, 1.31, 0.062, 1200});
   g.jobs.push_back({"team-b/c/main", "lstm", g.uuid, 32, 16, 0.05, 640, 0, 0, 10});
-  std::vector<coordinator::GpuView> gpus{g};
-  json state = coordinator::StateJson(name, "joint", gpus);
-  state["updated"] = k8s::FormatRfc3339(updated);
-  node["metadata"]["annotations"][std::string(coordinator::kAnnotationCoordinator)] = state.dump();
+  std::vector<kube::GpuView> gpus{g};
+  json state = kube::StateJson(name, "joint", gpus);
+  state["updated"] = core::FormatRfc3339(updated);
+  node["metadata"]["annotations"][std::string(kube::kAnnotationCoordinator)] = state.dump();
   return node;
 }
 
@@ -200,11 +201,11 @@ TEST(TopViewTest, ShowsJobsOnNoSingleGpuWithoutAGpu) {
   Snapshot s;
   s.now = kNow;
   json node = NodeJson("gpu-1", 1);
-  coordinator::GpuView loose{"", "untuned", {}, 0, 0};
+  kube::GpuView loose{"", "untuned", {}, 0, 0};
   loose.jobs.push_back({"default/multi/main", "lstm", "", 16, 16, 0.2, 80, 0, 0, 5});
-  std::vector<coordinator::GpuView> gpus{loose};
+  std::vector<kube::GpuView> gpus{loose};
   node["metadata"]["annotations"]["gpumux.io/coordinator"] =
-      coordinator::StateJson("gpu-1", "joint", gpus).dump();
+      kube::StateJson("gpu-1", "joint", gpus).dump();
   s.nodes.push_back(node);
   auto t = TopView(s, Options(""));
   EXPECT_EQ(ColumnText(t, "gpu"), (std::vector<std::string>{"-"}));

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/core/rng.h"
@@ -100,22 +101,8 @@ struct Reply {
 };
 
 // What /v1/state, /metrics and kubectl gpumux top show.
-struct JobView {
-  std::string job, cls, gpu;
-  int batch_size = 0;  // the batch it last reported running
-  int target_batch = 0;
-  double step_s = 0;         // mean over its recent steps (0 = none yet)
-  double samples_per_s = 0;  // batch_size / step_s
-  double slowdown = 0;       // step_s / solo step time at that batch (0 = unknown)
-  double solo_step_s = 0;    // the solo reference used (0 = unknown)
-  std::int64_t steps = 0;    // steps reported since registration
-};
-struct GpuView {
-  std::string uuid, state;
-  std::vector<JobView> jobs;
-  std::int64_t sessions = 0;  // tuning sessions started on this GPU
-  std::int64_t windows = 0;   // measurement windows closed
-};
+using kube::GpuView;
+using kube::JobView;
 
 // Errors for the wire: kInvalidArgument (400: the field is named), kNotFound (404).
 class Coordinator {

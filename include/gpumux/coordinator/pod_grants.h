@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "gpumux/core/log.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 
-namespace gpumux::k8s {
+namespace gpumux::kube {
 class Reflector;
 }
 
@@ -33,7 +33,7 @@ namespace gpumux::coordinator {
 class PodGrants {
  public:
   // `api` must outlive this object. Watching starts with Start().
-  PodGrants(k8s::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
+  PodGrants(kube::KubeApi& api, std::string node, std::vector<std::string> index_to_uuid,
             core::Logger log);
   ~PodGrants();  // stops watching
   void Start();
@@ -49,7 +49,7 @@ class PodGrants {
   void Replace(const std::vector<nlohmann::json>& pods);
   void Update(const nlohmann::json& pod, bool deleted);
 
-  k8s::KubeApi* api_;
+  kube::KubeApi* api_;
   std::string node_;
   std::vector<std::string> index_to_uuid_;
   core::Logger log_;
@@ -57,7 +57,7 @@ class PodGrants {
   // "ns/pod" -> container -> GPU UUIDs
   std::map<std::string, std::map<std::string, std::vector<std::string>>, std::less<>> grants_;
   std::set<std::string> gone_;
-  std::unique_ptr<k8s::Reflector> reflector_;
+  std::unique_ptr<kube::Reflector> reflector_;
   std::jthread thread_;
 };
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/kube/grant.h"
 
 namespace gpumux::deviceplugin {
 
@@ -61,7 +61,7 @@ struct GrantContext {
 
 // Error (the pod is not started) when the grant names a GPU this node does not have, or a
 // UUID that does not match the node's GPU at that index.
-core::Result<ContainerEnv> BuildContainerEnv(const k8s::ContainerGrant& grant,
+core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
                                              const GrantContext& context,
                                              const std::vector<NodeGpu>& gpus,
                                              const InjectOptions& inject);

@@ -1,5 +1,5 @@
 // The device plugin's side of the grant handshake: which pod, and which container of it, a
-// kubelet Allocate call serves — read from the node lock (k8s/node_lock.h), never guessed.
+// kubelet Allocate call serves — read from the node lock (kube/node_lock.h), never guessed.
 //
 // The extender takes the node lock for a pod before binding it, so at most one pod per node
 // waits for its devices. Allocate for resource R with N devices serves the lock holder's next
@@ -43,8 +43,8 @@
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/deviceplugin/devices.h"
-#include "gpumux/k8s/api_client.h"
-#include "gpumux/k8s/grant.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/kube/grant.h"
 
 namespace gpumux::deviceplugin {
 
@@ -65,7 +65,7 @@ std::string ServedKey(const std::string& container, Resource resource);
 struct ServedContainer {
   std::string pod_ns, pod_name, pod_uid;
   std::string policy;
-  k8s::ContainerGrant grant;
+  kube::ContainerGrant grant;
 };
 
 // Why an Allocate was refused; `code` maps to a gRPC status.
@@ -89,7 +89,7 @@ struct HandshakeOptions {
 class Handshake {
  public:
   // `api` must outlive the handshake.
-  Handshake(k8s::KubeApi& api, std::string node, HandshakeOptions options = {});
+  Handshake(kube::KubeApi& api, std::string node, HandshakeOptions options = {});
   ~Handshake();  // StopWatching()
 
   // Starts watching the node and the pods bound to it (two reflectors); optional.
@@ -115,7 +115,7 @@ class Handshake {
   std::optional<nlohmann::json> CachedNode() const;
   std::optional<nlohmann::json> CachedPod(const std::string& ns, const std::string& name) const;
   void RememberNode(const nlohmann::json& node);
-  k8s::KubeApi* api_;
+  kube::KubeApi* api_;
   std::string node_;
   HandshakeOptions options_;
 

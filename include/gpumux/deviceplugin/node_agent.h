@@ -8,7 +8,7 @@
 //   gpumux.io/gpus               [{"index":0,"uuid":"GPU-..","model":"NVIDIA H100 80GB HBM3",
 //                                  "memory_mib":81559,"health":"Healthy"}, ...]
 //   gpumux.io/gpu-mem-unit-mib   "1024" (the extender refuses nodes counting in another unit)
-//   gpumux.io/handshake          "node-lock/v1" (bind takes the node lock; see k8s/node_lock.h)
+//   gpumux.io/handshake          "node-lock/v1" (bind takes the node lock; see kube/node_lock.h)
 //   gpumux.io/device-plugin      "starting", "ready" or "stopping" (node_state.h): "starting"
 //                                before registering with the kubelet, "ready" once the kubelet
 //                                has opened ListAndWatch on every resource, "stopping" in Stop()
@@ -34,7 +34,7 @@
 #include "gpumux/deviceplugin/plugin.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/gpu/health.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 
 namespace gpumux::deviceplugin {
 
@@ -59,7 +59,7 @@ class NodeAgent {
   // `api` may be null (nothing published; Allocate fails closed); it must outlive the agent.
   static core::Result<std::unique_ptr<NodeAgent>> Create(NodeAgentOptions options,
                                                          std::unique_ptr<gpu::Backend> backend,
-                                                         k8s::KubeApi* api);
+                                                         kube::KubeApi* api);
   ~NodeAgent();  // Stop()
 
   // Starts the HTTP endpoint and the plugin's servers, runs options.plugin.before_register

@@ -1,6 +1,6 @@
 // The device plugin's state on its node, for the extender: the node annotation
 // gpumux.io/device-plugin, written by the node agent (node_agent.h) with the same merge patch
-// as the GPU inventory. The names are the extender's (k8s/node_lock.h): the node lock is taken
+// as the GPU inventory. The names are the extender's (kube/node_lock.h): the node lock is taken
 // only while the plugin is ready.
 //
 //   starting  written before the plugin registers with the kubelet (and again when the kubelet
@@ -14,13 +14,13 @@
 // kubelet marks a plugin's devices unhealthy (allocatable 0) once its endpoint has gone.
 #pragma once
 
-#include "gpumux/k8s/node_lock.h"
+#include "gpumux/kube/node_lock.h"
 
 namespace gpumux::deviceplugin {
 
-using k8s::kAnnotationDevicePlugin;
-using k8s::kDevicePluginReady;
-using k8s::kDevicePluginStarting;
-using k8s::kDevicePluginStopping;
+using kube::kAnnotationDevicePlugin;
+using kube::kDevicePluginReady;
+using kube::kDevicePluginStarting;
+using kube::kDevicePluginStopping;
 
 }  // namespace gpumux::deviceplugin

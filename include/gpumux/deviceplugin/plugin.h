@@ -33,7 +33,7 @@
 #include "gpumux/deviceplugin/container_env.h"
 #include "gpumux/deviceplugin/devices.h"
 #include "gpumux/deviceplugin/handshake.h"
-#include "gpumux/k8s/api_client.h"
+#include "gpumux/kube/api_client.h"
 
 namespace gpumux::deviceplugin {
 
@@ -75,7 +75,7 @@ class DevicePlugin {
   // the plugin. Error on a bad option or inventory (e.g. a device ID over 63 characters).
   static core::Result<std::unique_ptr<DevicePlugin>> Create(PluginOptions options,
                                                             std::vector<GpuSlot> gpus,
-                                                            k8s::KubeApi* api);
+                                                            kube::KubeApi* api);
   ~DevicePlugin();  // Stop()
 
   // Starts every resource's server and the kubelet watcher, which registers as soon as the

@@ -2,7 +2,7 @@
 // nodes and pods. Pure functions: no I/O; the command fetches the snapshot and renders.
 //
 // The views judge nothing themselves: `nodes` and `why` replay the snapshot into the extender's
-// own k8s::ClusterState (the ledger rebuilt from the pods' gpumux.io/grant annotations, the
+// own sched::ClusterState (the ledger rebuilt from the pods' gpumux.io/grant annotations, the
 // nodes' gpumux.io/gpus inventories), so "free" and the reasons a pod does not fit are the
 // extender's, word for word, without the extender having to be reachable.
 //
@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
-#include "gpumux/k8s/cluster_state.h"
-#include "gpumux/k8s/objects.h"
+#include "gpumux/sched/cluster_state.h"
+#include "gpumux/kube/objects.h"
 
 namespace gpumux::inspect {
 
@@ -66,8 +66,8 @@ struct ViewOptions {
   // The extender's settings (policy and its context, profile, node defaults), as its flags
   // give them: `why` asks the same policy (a co-location policy may decline a node).
   // state.gpu_mem_unit_mib 0 = what the nodes publish (gpumux.io/gpu-mem-unit-mib, when they
-  // agree), else k8s::kDefaultGpuMemUnitMib.
-  k8s::ClusterStateOptions state;
+  // agree), else kube::kDefaultGpuMemUnitMib.
+  sched::ClusterStateOptions state;
 };
 
 // Error only for options the extender's state refuses (an unknown policy).

@@ -1,0 +1,548 @@
+#include "gpumux/core/time.h"
+#include "gpumux/kube/objects.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpumux::kube {
+namespace {
+
+using core::ErrorCode;
+using core::MakeError;
+using nlohmann::json;
+
+
+// A quantity given as a JSON string ("8192") or number (8192), times `scale`. A JSON integer
+// whose product does not fit int64 is an error, not an overflow.
+core::Result<std::int64_t> QuantityOf(const json& value, std::int64_t scale) {
+  if (value.is_string()) return ParseQuantity(value.get_ref<const std::string&>(), scale);
+  if (value.is_number_integer()) {
+    const auto too_large = [&] {
+      return MakeError(ErrorCode::kInvalidArgument, "bad quantity " + value.dump() + ": too large");
+    };
+    std::int64_t number = 0;
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return too_large();
+      }
+      number = static_cast<std::int64_t>(u);
+    } else {
+      number = value.get<std::int64_t>();
+    }
+    std::int64_t scaled = 0;
+    if (__builtin_mul_overflow(number, scale, &scaled)) return too_large();
+    return scaled;
+  }
+  if (value.is_number()) return ParseQuantity(value.dump(), scale);
+  return MakeError(ErrorCode::kInvalidArgument, "not a quantity: " + value.dump());
+}
+
+std::vector<std::string> SplitModels(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view part = text.substr(start, end - start);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (!part.empty()) out.emplace_back(part);
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+core::Result<ContainerAmounts> ReadContainerAmounts(const nlohmann::json& container,
+                                                    const std::string& where,
+                                                    std::int64_t gpu_mem_unit_mib) {
+  ContainerAmounts a;
+  const json* resources = JsonChild(container, "resources");
+  if (resources == nullptr) return a;
+  for (const char* section : {"limits", "requests"}) {
+    const json* list = JsonChild(*resources, section);
+    if (list == nullptr || !list->is_object()) continue;
+    const std::pair<std::string_view, std::int64_t*> fields[] = {
+        {kResourceGpu, &a.gpu}, {kResourceGpuMem, &a.mem}, {kResourceGpuMilli, &a.milli}};
+    bool found_here = false;
+    for (const auto& [name, target] : fields) {
+      const auto it = list->find(std::string(name));
+      if (it == list->end()) continue;
+      auto q = QuantityOf(*it, 1);
+      if (!q) {
+        return MakeError(
+            ErrorCode::kInvalidArgument,
+            where + " " + section + "[" + std::string(name) + "]: " + q.error().message);
+      }
+      if (*q < 0) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         where + " " + section + "[" + std::string(name) + "] is negative");
+      }
+      if (target == &a.mem && *q > std::numeric_limits<std::int64_t>::max() / gpu_mem_unit_mib) {
+        std::string message = where + " " + section + "[" + std::string(name) + "]: ";
+        message += std::to_string(*q);
+        message += " units of ";
+        message += std::to_string(gpu_mem_unit_mib);
+        message += " MiB is too large";
+        return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+      }
+      *target = target == &a.mem ? *q * gpu_mem_unit_mib : *q;
+      found_here = true;
+    }
+    if (found_here) {
+      a.any = true;
+      break;  // limits win; requests only when no limit names a gpumux resource
+    }
+  }
+  return a;
+}
+
+namespace {
+
+core::Result<core::Request> RequestOf(const ContainerAmounts& a, const std::string& where,
+                                      bool* milli_requested) {
+  core::Request r;
+  r.name = where;
+  if (a.milli > core::kMilliPerGpu) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     where + ": gpumux.io/gpu-milli is " + std::to_string(a.milli) +
+                         ", above one GPU (1000); ask for whole GPUs with gpumux.io/gpu");
+  }
+  // A huge count is still a valid request (it fits nowhere); keep it in int range.
+  r.gpu_count = static_cast<int>(std::min<std::int64_t>(a.gpu, 1 << 20));
+  const bool share = a.mem > 0 || a.milli > 0;
+  *milli_requested = a.milli > 0;
+  if (a.gpu > 0 && !share) {
+    r.sharing = core::GpuSharing::kExclusive;
+    r.gpu_milli = core::kMilliPerGpu;
+    return r;
+  }
+  if (a.gpu == 0) r.gpu_count = 1;
+  r.sharing = core::GpuSharing::kShared;
+  r.gpu_milli = a.milli > 0 ? a.milli : 1;  // memory only: compute is not reserved
+  r.gpu_mib = a.mem;
+  return r;
+}
+
+}  // namespace
+
+core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t scale) {
+  const std::string original(text);
+  auto bad = [&](const char* why) {
+    return MakeError(ErrorCode::kInvalidArgument, "bad quantity \"" + original + "\": " + why);
+  };
+  if (text.empty()) return bad("empty");
+  std::size_t i = 0;
+  bool negative = false;
+  if (text[i] == '+' || text[i] == '-') {
+    negative = text[i] == '-';
+    ++i;
+  }
+  const std::size_t number_start = i;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == number_start) return bad("no number");
+  std::string number(text.substr(number_start, i - number_start));
+  if (std::count(number.begin(), number.end(), '.') > 1) return bad("two decimal points");
+  if (number.find_first_of("0123456789") == std::string::npos) return bad("no digits");
+  long double value = std::strtold(number.c_str(), nullptr);
+  const std::string_view suffix = text.substr(i);
+  long double multiplier = 1;
+  if (suffix.empty()) {
+  } else if (suffix == "m") {
+    multiplier = 1e-3L;
+  } else if (suffix == "k") {
+    multiplier = 1e3L;
+  } else if (suffix == "M") {
+    multiplier = 1e6L;
+  } else if (suffix == "G") {
+    multiplier = 1e9L;
+  } else if (suffix == "T") {
+    multiplier = 1e12L;
+  } else if (suffix == "P") {
+    multiplier = 1e15L;
+  } else if (suffix == "E") {
+    multiplier = 1e18L;
+  } else if (suffix == "Ki") {
+    multiplier = 1024.0L;
+  } else if (suffix == "Mi") {
+    multiplier = 1048576.0L;
+  } else if (suffix == "Gi") {
+    multiplier = 1073741824.0L;
+  } else if (suffix == "Ti") {
+    multiplier = 1099511627776.0L;
+  } else if (suffix == "Pi") {
+    multiplier = 1125899906842624.0L;
+  } else if (suffix == "Ei") {
+    multiplier = 1152921504606846976.0L;
+  } else if (suffix[0] == 'e' || suffix[0] == 'E') {
+    // An optional sign and digits only (std::stoi alone would also skip blanks).
+    const std::string_view digits = suffix.size() > 1 && (suffix[1] == '+' || suffix[1] == '-')
+                                        ? suffix.substr(2)
+                                        : suffix.substr(1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      return bad("bad exponent");
+    }
+    std::size_t consumed = 0;
+    int exponent = 0;
+    try {
+      exponent = std::stoi(std::string(suffix.substr(1)), &consumed);
+    } catch (...) {
+      return bad("bad exponent");
+    }
+    if (consumed != suffix.size() - 1 || exponent > 30 || exponent < -30)
+      return bad("bad exponent");
+    multiplier = std::pow(10.0L, static_cast<long double>(exponent));
+  } else {
+    return bad("unknown suffix");
+  }
+  const long double scaled = value * multiplier * static_cast<long double>(scale);
+  if (!(scaled <= 9.0e18L)) return bad("too large");  // also catches inf and NaN
+  // Round up, as Kubernetes does for milli-units (1.0001 cpu -> 1001m); tolerate float noise.
+  const long double rounded = std::ceil(scaled - 1e-9L);
+  const auto result = static_cast<std::int64_t>(rounded);
+  return negative ? -result : result;
+}
+
+core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_unit_mib) {
+  if (gpu_mem_unit_mib < 1 || gpu_mem_unit_mib > kMaxGpuMemUnitMib) {
+    std::string message = "the gpumux.io/gpu-mem unit must be 1..";
+    message += std::to_string(kMaxGpuMemUnitMib);
+    message += " MiB, not ";
+    message += std::to_string(gpu_mem_unit_mib);
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
+  const json* metadata = JsonChild(pod, "metadata");
+  if (metadata == nullptr || !metadata->is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument, "pod has no metadata");
+  }
+  PodInfo p;
+  p.name = JsonString(*metadata, "name");
+  p.ns = JsonString(*metadata, "namespace");
+  p.uid = JsonString(*metadata, "uid");
+  if (p.name.empty()) return MakeError(ErrorCode::kInvalidArgument, "pod has no metadata.name");
+  if (p.ns.empty()) p.ns = "default";
+  if (p.uid.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "pod " + p.Key() + " has no metadata.uid");
+  }
+  p.deleting = JsonChild(*metadata, "deletionTimestamp") != nullptr;
+  if (const std::string created = JsonString(*metadata, "creationTimestamp"); !created.empty()) {
+    if (auto t = core::ParseRfc3339(created)) p.created_unix_s = *t;
+  }
+  std::string models, workload_class;
+  if (const json* annotations = JsonChild(*metadata, "annotations"); annotations != nullptr) {
+    models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
+    workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
+    if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str()); g != nullptr) {
+      if (!g->is_string()) {
+        p.grant_error = "annotation gpumux.io/grant is not a string";
+      } else if (auto grant = DecodeGrant(g->get_ref<const std::string&>()); grant) {
+        p.grant = std::move(*grant);
+      } else {
+        p.grant_error = grant.error().message;
+      }
+    }
+  }
+  if (const json* status = JsonChild(pod, "status"); status != nullptr)
+    p.phase = JsonString(*status, "phase");
+  const json* spec = JsonChild(pod, "spec");
+  if (spec == nullptr) return p;
+  p.node_name = JsonString(*spec, "nodeName");
+  if (const json* init = JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
+    for (const json& c : *init) {
+      auto a = ReadContainerAmounts(c, "init container " + JsonString(c, "name"), gpu_mem_unit_mib);
+      if (!a || a->any) {
+        p.request_error = "init container \"" + JsonString(c, "name") +
+                          "\" asks for gpumux resources; only regular containers may";
+        return p;
+      }
+    }
+  }
+  const json* containers = JsonChild(*spec, "containers");
+  if (containers == nullptr || !containers->is_array()) return p;
+  for (const json& c : *containers) {
+    const std::string name = JsonString(c, "name");
+    const std::string where = "container \"" + name + "\"";
+    auto amounts = ReadContainerAmounts(c, where, gpu_mem_unit_mib);
+    if (!amounts) {
+      p.request_error = amounts.error().message;
+      p.containers.clear();
+      return p;
+    }
+    if (!amounts->any || (amounts->gpu == 0 && amounts->mem == 0 && amounts->milli == 0)) continue;
+    ContainerRequest cr;
+    cr.container = name;
+    auto request = RequestOf(*amounts, p.Key() + "/" + name, &cr.milli_requested);
+    if (!request) {
+      p.request_error = request.error().message;
+      p.containers.clear();
+      return p;
+    }
+    cr.request = std::move(*request);
+    cr.request.gpu_models = SplitModels(models);
+    cr.request.workload_class = workload_class;
+    p.containers.push_back(std::move(cr));
+  }
+  return p;
+}
+
+namespace {
+
+// The gpumux.io/gpus annotation as a JSON array (not yet checked element by element).
+core::Result<json> GpuListOf(const json& annotation) {
+  const std::string where = "annotation gpumux.io/gpus";
+  if (!annotation.is_string()) {
+    return MakeError(ErrorCode::kInvalidArgument, where + " is not a string");
+  }
+  json doc = json::parse(annotation.get_ref<const std::string&>(), nullptr,
+                         /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_array()) {
+    return MakeError(ErrorCode::kInvalidArgument, where + ": not a JSON array");
+  }
+  return doc;
+}
+
+core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc,
+                                                      const NodeDefaults& defaults) {
+  const std::string where = "annotation gpumux.io/gpus";
+  std::vector<core::GpuSpec> gpus;
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    const json& g = doc[i];
+    const std::string gw = where + "[" + std::to_string(i) + "]";
+    if (!g.is_object()) return MakeError(ErrorCode::kInvalidArgument, gw + ": not an object");
+    core::GpuSpec spec;
+    const json* index = JsonChild(g, "index");
+    if (index == nullptr || !index->is_number_integer() || index->get<std::int64_t>() < 0 ||
+        index->get<std::int64_t>() > 1024) {
+      return MakeError(ErrorCode::kInvalidArgument, gw + ": \"index\" must be an integer 0..1024");
+    }
+    spec.index = index->get<int>();
+    spec.uuid = JsonString(g, "uuid");
+    spec.model = JsonString(g, "model");
+    if (spec.model.empty()) spec.model = defaults.gpu_model;
+    const json* memory = JsonChild(g, "memory_mib");
+    if (memory == nullptr || !memory->is_number_integer() || memory->get<std::int64_t>() < 0 ||
+        memory->get<std::int64_t>() > core::kMaxGpuMemoryMib) {
+      return MakeError(ErrorCode::kInvalidArgument, gw + ": \"memory_mib\" must be an integer 0.." +
+                                                        std::to_string(core::kMaxGpuMemoryMib));
+    }
+    spec.memory_mib = memory->get<core::MiB>();
+    const std::string health = JsonString(g, "health");
+    if (health.empty() || health == "Healthy") {
+      spec.health = core::GpuHealth::kHealthy;
+    } else if (health == "Unhealthy") {
+      spec.health = core::GpuHealth::kUnhealthy;
+    } else {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       gw + ": \"health\" must be Healthy or Unhealthy, not \"" + health + "\"");
+    }
+    gpus.push_back(std::move(spec));
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const core::GpuSpec& a, const core::GpuSpec& b) { return a.index < b.index; });
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].index != static_cast<int>(i)) {
+      return MakeError(ErrorCode::kInvalidArgument, where + ": GPU indices must be 0.." +
+                                                        std::to_string(gpus.size() - 1) +
+                                                        " without gaps or repeats");
+    }
+  }
+  return gpus;
+}
+
+// "1024": a positive decimal integer of at most kMaxGpuMemUnitMib.
+core::Result<std::int64_t> GpuMemUnitFromAnnotation(const json& value) {
+  std::string where = "annotation ";
+  where += kAnnotationGpuMemUnit;
+  if (!value.is_string()) return MakeError(ErrorCode::kInvalidArgument, where + " is not a string");
+  const std::string& text = value.get_ref<const std::string&>();
+  const bool digits = !text.empty() && text.size() <= 8 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  const std::int64_t unit = digits ? std::stoll(text) : 0;
+  if (unit < 1 || unit > kMaxGpuMemUnitMib) {
+    std::string message = where + ": \"" + text + "\" is not a whole number of MiB in 1..";
+    message += std::to_string(kMaxGpuMemUnitMib);
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
+  return unit;
+}
+
+}  // namespace
+
+namespace {
+
+// "status.allocatable.cpu", or status.allocatable["gpumux.io/gpu"] for names with dots.
+std::string NodeFieldName(const char* section, std::string_view field) {
+  std::string out = "status.";
+  out += section;
+  if (field.find_first_of("./") == std::string_view::npos) {
+    out += '.';
+    out += field;
+  } else {
+    out += "[\"";
+    out += field;
+    out += "\"]";
+  }
+  return out;
+}
+
+// A node's resource list entry (status.allocatable or status.capacity): absent, or a
+// non-negative quantity times `scale`, else an error naming the node and the field.
+class NodeQuantities {
+ public:
+  NodeQuantities(const std::string& node, const json* list, const char* section)
+      : node_(node), list_(list), section_(section) {}
+
+  core::Result<std::optional<std::int64_t>> Read(std::string_view field, std::int64_t scale) const {
+    const json* value = list_ != nullptr ? JsonChild(*list_, std::string(field).c_str()) : nullptr;
+    if (value == nullptr) return std::nullopt;
+    auto q = QuantityOf(*value, scale);
+    if (!q) return Error(field, ": " + q.error().message);
+    if (*q < 0) return Error(field, " is " + value->dump() + ", a negative quantity");
+    return *q;
+  }
+  // `field` is above `limit`: "... is <value>, more than the <limit> <unit> a node may have".
+  tl::unexpected<core::Error> TooMuch(std::string_view field, std::int64_t limit,
+                                      const char* unit) const {
+    const json* value = JsonChild(*list_, std::string(field).c_str());
+    return Error(field, " is " + value->dump() + ", more than the " + std::to_string(limit) + " " +
+                            unit + " a node may have");
+  }
+
+ private:
+  tl::unexpected<core::Error> Error(std::string_view field, const std::string& what) const {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + node_ + ": " + NodeFieldName(section_, field) + what);
+  }
+  const std::string& node_;
+  const json* list_;
+  const char* section_;
+};
+
+}  // namespace
+
+core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults) {
+  const json* metadata = JsonChild(node, "metadata");
+  NodeInfo info;
+  if (metadata != nullptr) info.spec.name = JsonString(*metadata, "name");
+  if (info.spec.name.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "node has no metadata.name");
+  }
+  const std::string& name = info.spec.name;
+  if (const json* labels = JsonChild(*metadata, "labels"); labels != nullptr && labels->is_object()) {
+    for (const auto& [k, v] : labels->items()) {
+      if (v.is_string()) info.spec.labels.emplace(k, v.get<std::string>());
+    }
+  }
+  if (const json* spec = JsonChild(node, "spec"); spec != nullptr) {
+    const json* u = JsonChild(*spec, "unschedulable");
+    info.unschedulable = u != nullptr && u->is_boolean() && u->get<bool>();
+  }
+  const json* status = JsonChild(node, "status");
+  const char* section = "allocatable";
+  const json* allocatable = status != nullptr ? JsonChild(*status, "allocatable") : nullptr;
+  if (allocatable == nullptr && status != nullptr) {
+    allocatable = JsonChild(*status, "capacity");
+    section = "capacity";
+  }
+  if (allocatable != nullptr && !allocatable->is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + name + ": status." + section + " is not an object");
+  }
+  const NodeQuantities quantities(name, allocatable, section);
+  auto cpu = quantities.Read("cpu", 1000);
+  if (!cpu) return tl::unexpected(cpu.error());
+  if (cpu->value_or(0) > core::kMaxNodeCpuMilli) {
+    return quantities.TooMuch("cpu", core::kMaxNodeCpuMilli, "milli-CPU");
+  }
+  info.spec.cpu_milli = cpu->value_or(0);
+  auto memory = quantities.Read("memory", 1);
+  if (!memory) return tl::unexpected(memory.error());
+  info.spec.memory_mib = memory->value_or(0) / (1024 * 1024);
+  auto pods = quantities.Read("pods", 1);
+  if (!pods) return tl::unexpected(pods.error());
+  // Kubernetes' default when absent; beyond 2^20 pods, the count means "no limit" to us.
+  info.spec.max_pods = static_cast<int>(std::min<std::int64_t>(pods->value_or(110), 1 << 20));
+  auto gpu_count = quantities.Read(kResourceGpu, 1);
+  if (!gpu_count) return tl::unexpected(gpu_count.error());
+
+  const json* annotations = JsonChild(*metadata, "annotations");
+  if (const json* unit = annotations != nullptr
+                             ? JsonChild(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
+                             : nullptr;
+      unit != nullptr) {
+    auto parsed = GpuMemUnitFromAnnotation(*unit);
+    if (parsed) {
+      info.gpu_mem_unit_mib = *parsed;
+    } else {
+      info.gpu_mem_unit_error = parsed.error().message;
+    }
+  }
+  if (const json* state = annotations != nullptr ? JsonChild(*annotations, "gpumux.io/device-plugin")
+                                                 : nullptr;
+      state != nullptr) {
+    info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
+  }
+  const json* gpus =
+      annotations != nullptr ? JsonChild(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
+  if (gpus != nullptr) {
+    // A malformed list leaves the node without GPUs (gpus_error); a well-formed one naming
+    // more GPUs than a node may have describes a node gpumux cannot model: the node is refused.
+    auto list = GpuListOf(*gpus);
+    if (list && list->size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
+      std::string message = "node " + name + ": gpumux.io/gpus lists ";
+      message += std::to_string(list->size());
+      message += " GPUs, more than the ";
+      message += std::to_string(core::kMaxGpusPerNode);
+      message += " a node may have";
+      return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+    }
+    auto parsed = list ? GpusFromList(*list, defaults)
+                       : core::Result<std::vector<core::GpuSpec>>(tl::unexpected(list.error()));
+    if (parsed) {
+      info.spec.gpus = std::move(*parsed);
+      info.gpus_from_annotation = true;
+    } else {
+      info.gpus_error = parsed.error().message;
+    }
+    return info;
+  }
+  if (gpu_count->value_or(0) > core::kMaxGpusPerNode) {
+    return quantities.TooMuch(kResourceGpu, core::kMaxGpusPerNode, "GPUs");
+  }
+  if (gpu_count->value_or(0) > 0 &&
+      (defaults.gpu_memory_mib < 0 || defaults.gpu_memory_mib > core::kMaxGpuMemoryMib)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + name + ": the default GPU memory for nodes without " +
+                         std::string(kAnnotationGpus) + " is " +
+                         std::to_string(defaults.gpu_memory_mib) + " MiB, not in 0.." +
+                         std::to_string(core::kMaxGpuMemoryMib));
+  }
+  for (std::int64_t i = 0; i < gpu_count->value_or(0); ++i) {
+    core::GpuSpec g;
+    g.index = static_cast<int>(i);
+    g.model = defaults.gpu_model;
+    g.memory_mib = defaults.gpu_memory_mib;
+    info.spec.gpus.push_back(std::move(g));
+  }
+  return info;
+}
+
+const json* JsonChild(const json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return nullptr;
+  const json& value = object.at(key);
+  return value.is_null() ? nullptr : &value;
+}
+
+std::string JsonString(const json& object, const char* key) {
+  const json* v = JsonChild(object, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+}  // namespace gpumux::kube
