@@ -9,7 +9,6 @@
 #include <benchmark/benchmark.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -25,12 +24,15 @@ using Json = nlohmann::json;
 constexpr int kGpus = 8;
 const char* const kClasses[] = {"vgg16", "alexnet", "neumf"};
 
-std::string Job(int gpu, int k) { return "ns/pod-" + std::to_string(gpu) + "-" + std::to_string(k) + "/c"; }
+std::string Job(int gpu, int k) {
+  return "ns/pod-" + std::to_string(gpu) + "-" + std::to_string(k) + "/c";
+}
 std::string Gpu(int gpu) { return "GPU-" + std::to_string(gpu); }
 
 std::string Register(int gpu, int k, int batch) {
-  return Json{{"job", Job(gpu, k)}, {"class", kClasses[k]}, {"batch_size", batch},
-              {"gpus", {Gpu(gpu)}}}.dump();
+  return Json{
+      {"job", Job(gpu, k)}, {"class", kClasses[k]}, {"batch_size", batch}, {"gpus", {Gpu(gpu)}}}
+      .dump();
 }
 
 std::string Report(int gpu, int k, int batch, int steps) {
@@ -39,18 +41,22 @@ std::string Report(int gpu, int k, int batch, int steps) {
   return Json{{"job", Job(gpu, k)}, {"steps", s}}.dump();
 }
 
-int BatchOf(const coordinator::HttpReply& r) { return Json::parse(r.body)["batch_size"].get<int>(); }
+int BatchOf(const coordinator::HttpReply& r) {
+  return Json::parse(r.body)["batch_size"].get<int>();
+}
 
 // Runs the jobs of `gpu` at their targets until the GPU is no longer measuring.
 void Settle(coordinator::Coordinator& c, int gpu, int jobs) {
   std::vector<int> batch(static_cast<std::size_t>(jobs), 0);
   for (int k = 0; k < jobs; ++k) {
-    batch[static_cast<std::size_t>(k)] = BatchOf(coordinator::Handle(c, "POST", "/v1/report", Report(gpu, k, 1, 0)));
+    batch[static_cast<std::size_t>(k)] =
+        BatchOf(coordinator::Handle(c, "POST", "/v1/report", Report(gpu, k, 1, 0)));
   }
   for (int round = 0; round < 20; ++round) {
     bool measuring = false;
     for (int k = 0; k < jobs; ++k) {
-      auto r = coordinator::Handle(c, "POST", "/v1/report", Report(gpu, k, batch[static_cast<std::size_t>(k)], 12));
+      auto r = coordinator::Handle(c, "POST", "/v1/report",
+                                   Report(gpu, k, batch[static_cast<std::size_t>(k)], 12));
       const Json v = Json::parse(r.body);
       batch[static_cast<std::size_t>(k)] = v["batch_size"].get<int>();
       measuring = measuring || v["state"] == "measuring";
@@ -62,7 +68,8 @@ void Settle(coordinator::Coordinator& c, int gpu, int jobs) {
 std::unique_ptr<coordinator::Coordinator> Node(int jobs_per_gpu) {
   coordinator::CoordinatorOptions o;
   o.window_steps = 10;
-  auto c = std::make_unique<coordinator::Coordinator>(o, sim::DefaultProfile(), nullptr, nullptr, nullptr);
+  auto c = std::make_unique<coordinator::Coordinator>(o, sim::DefaultProfile(), nullptr, nullptr,
+                                                      nullptr);
   const auto& profile = sim::DefaultProfile();
   for (int g = 0; g < kGpus; ++g) {
     for (int k = 0; k < jobs_per_gpu; ++k) {

@@ -4,15 +4,14 @@
 // per kind of call; a plain program (not Google Benchmark) so that it reports tails.
 //
 //   gpumux_device_plugin_bench [--iterations 2000] [--gpus 8] [--api-latency-ms 0] [--settle-ms 5]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "gpumux/deviceplugin/plugin.h"
 #include "gpumux/kube/grant.h"
@@ -31,7 +30,10 @@ json Node(int gpus) {
   for (int i = 0; i < gpus; ++i) {
     std::string uuid = "GPU-bench-";
     uuid += std::to_string(i);
-    list.push_back({{"index", i}, {"uuid", uuid}, {"model", "H100"}, {"memory_mib", 81920},
+    list.push_back({{"index", i},
+                    {"uuid", uuid},
+                    {"model", "H100"},
+                    {"memory_mib", 81920},
                     {"health", "Healthy"}});
   }
   return {{"apiVersion", "v1"},
@@ -54,17 +56,20 @@ json Pod(const std::string& name, int gpu, bool shared) {
   grant.assumed_at = 1'700'000'000;
   std::string uuid = "GPU-bench-";
   uuid += std::to_string(gpu);
-  grant.containers.push_back(kube::ContainerGrant{"main", {{gpu, uuid}}, shared ? 250 : 1000,
-                                                 shared ? 8192 : 0, shared, !shared});
+  grant.containers.push_back(kube::ContainerGrant{
+      "main", {{gpu, uuid}}, shared ? 250 : 1000, shared ? 8192 : 0, shared, !shared});
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
-           {{"name", name}, {"namespace", "default"}, {"uid", "uid-" + name},
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", "uid-" + name},
             {"annotations", {{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}}}}},
           {"spec",
            {{"nodeName", "n1"},
             {"containers",
-             json::array({{{"name", "main"}, {"resources", {{"limits", limits}, {"requests", limits}}}}})}}},
+             json::array({{{"name", "main"},
+                           {"resources", {{"limits", limits}, {"requests", limits}}}}})}}},
           {"status", {{"phase", "Pending"}}}};
 }
 
@@ -75,7 +80,8 @@ void TakeLock(test::FakeApiServer& server, const json& pod) {
   lock.uid = pod["metadata"]["uid"].get<std::string>();
   lock.since = 1'700'000'000;
   json node = *server.GetNode("n1");
-  node["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)] = kube::EncodeNodeLock(lock);
+  node["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)] =
+      kube::EncodeNodeLock(lock);
   server.UpdateNode(node);
 }
 
@@ -137,8 +143,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!kubelet.WaitRegistrations(3, std::chrono::seconds(10)) ||
-      !kubelet.WaitDevices("gpumux.io/gpu-milli", [](const auto& d) { return !d.empty(); },
-                           std::chrono::seconds(10))) {
+      !kubelet.WaitDevices(
+          "gpumux.io/gpu-milli", [](const auto& d) { return !d.empty(); },
+          std::chrono::seconds(10))) {
     std::fprintf(stderr, "the plugin did not register with the fake kubelet\n");
     return 1;
   }
@@ -184,9 +191,10 @@ int main(int argc, char** argv) {
     timed("gpumux.io/gpu-milli", milli250, shared_last);
     server.DeletePod("default", name);
   }
-  std::printf("Allocate through gRPC (unix socket) + node lock (in-test API server on loopback, "
-              "+%d ms per answer, %d ms from lock to Allocate); %d GPUs; ms\n", api_latency_ms,
-              settle_ms, gpus);
+  std::printf(
+      "Allocate through gRPC (unix socket) + node lock (in-test API server on loopback, "
+      "+%d ms per answer, %d ms from lock to Allocate); %d GPUs; ms\n",
+      api_latency_ms, settle_ms, gpus);
   std::printf("%-44s %7s %8s %8s %8s %8s\n", "call", "n", "p50", "p90", "p99", "max");
   Report("whole GPU (claim + release lock)", whole);
   Report("shared, 1st resource (claim + record)", shared_first);

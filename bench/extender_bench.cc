@@ -27,12 +27,12 @@
 
 #include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/extender.h"
 #include "gpumux/extender/extender_server.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/sched/cluster_state.h"
 #include "gpumux/sim/trace.h"
 
 namespace {

@@ -55,9 +55,9 @@
 #include <vector>
 
 #include "bench/bench_nodes.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/extender.h"
 #include "gpumux/extender/extender_server.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace {
 
@@ -89,7 +89,9 @@ struct Options {
   std::vector<std::string> only;    // malformed kinds to send (empty: all)
 };
 
-double Millis(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Millis(SteadyClock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // VmRSS of /proc/<pid>/status in MiB ("self" for this process); -1 when unreadable.
 double RssMib(const std::string& pid) {
@@ -115,10 +117,14 @@ struct Reply {
 
 std::string Label(const Reply& r) {
   switch (r.outcome) {
-    case Outcome::kReply: return std::to_string(r.status);
-    case Outcome::kClosed: return "closed";
-    case Outcome::kTimeout: return "timeout";
-    case Outcome::kConnectFailed: return "no-connect";
+    case Outcome::kReply:
+      return std::to_string(r.status);
+    case Outcome::kClosed:
+      return "closed";
+    case Outcome::kTimeout:
+      return "timeout";
+    case Outcome::kConnectFailed:
+      return "no-connect";
   }
   return "?";
 }
@@ -140,7 +146,8 @@ class Conn {
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return true;  // NOLINT
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+      return true;  // NOLINT
     if (errno != EINPROGRESS || Wait(POLLOUT, deadline) <= 0) {
       Close();
       return false;
@@ -203,7 +210,8 @@ class Conn {
       r.close = true;
       return r;
     }
-    const auto length = static_cast<std::size_t>(std::strtoull(lower.c_str() + at + 17, nullptr, 10));
+    const auto length =
+        static_cast<std::size_t>(std::strtoull(lower.c_str() + at + 17, nullptr, 10));
     while (buffer_.size() < length) {
       const int got = Receive(deadline);
       if (got <= 0) {
@@ -304,7 +312,8 @@ std::string Request(const std::string& method, const std::string& path, const st
   std::string r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: flood\r\n";
   if (!content_type.empty()) r += "Content-Type: " + content_type + "\r\n";
   r += extra_headers;
-  if (!body.empty() || method == "POST") r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  if (!body.empty() || method == "POST")
+    r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   r += "\r\n";
   r += body;
   return r;
@@ -330,21 +339,30 @@ std::vector<Malformed> MalformedRequests(const std::string& pod, int nodes) {
   const std::string names = "[" + Names(0, nodes) + "]";
   const std::string valid = R"({"Pod":)" + pod + R"(,"Nodes":null,"NodeNames":)" + names + "}";
   std::vector<Malformed> m;
-  m.push_back({"truncated-json", Request("POST", "/gpumux/filter", valid.substr(0, valid.size() / 2))});
-  m.push_back({"wrong-types", Request("POST", "/gpumux/filter", R"({"Pod":5,"NodeNames":"gpu-node-00001"})")});
+  m.push_back(
+      {"truncated-json", Request("POST", "/gpumux/filter", valid.substr(0, valid.size() / 2))});
+  m.push_back({"wrong-types",
+               Request("POST", "/gpumux/filter", R"({"Pod":5,"NodeNames":"gpu-node-00001"})")});
   m.push_back({"nodes-without-items",
-               Request("POST", "/gpumux/filter", R"({"Pod":)" + pod + R"(,"Nodes":{},"NodeNames":["gpu-node-00000"]})")});
-  m.push_back({"150000-names", Request("POST", "/gpumux/prioritize",
-                                       R"({"Pod":)" + pod + R"(,"NodeNames":[)" + Names(0, 150000) + "]}")});
-  m.push_back({"repeated-node", Request("POST", "/gpumux/filter",
-                                        R"({"Pod":)" + pod + R"(,"NodeNames":["gpu-node-00000","gpu-node-00000"]})")});
-  m.push_back({"bind-path-injection",
-               Request("POST", "/gpumux/bind",
-                       R"({"PodName":"../../nodes/x","PodNamespace":"default","PodUID":"u","Node":"gpu-node-00000"})")});
+               Request("POST", "/gpumux/filter",
+                       R"({"Pod":)" + pod + R"(,"Nodes":{},"NodeNames":["gpu-node-00000"]})")});
+  m.push_back({"150000-names",
+               Request("POST", "/gpumux/prioritize",
+                       R"({"Pod":)" + pod + R"(,"NodeNames":[)" + Names(0, 150000) + "]}")});
+  m.push_back(
+      {"repeated-node",
+       Request("POST", "/gpumux/filter",
+               R"({"Pod":)" + pod + R"(,"NodeNames":["gpu-node-00000","gpu-node-00000"]})")});
+  m.push_back(
+      {"bind-path-injection",
+       Request(
+           "POST", "/gpumux/bind",
+           R"({"PodName":"../../nodes/x","PodNamespace":"default","PodUID":"u","Node":"gpu-node-00000"})")});
   m.push_back({"wrong-content-type", Request("POST", "/gpumux/filter", valid, "text/plain")});
   m.push_back({"content-length-over-limit",
                "POST /gpumux/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                   "Content-Length: 1000000000\r\n\r\n" + std::string(4096, ' ')});
+               "Content-Length: 1000000000\r\n\r\n" +
+                   std::string(4096, ' ')});
   {
     // 65 MiB in 1 MiB chunks: over the default 64 MiB limit (which httplib 0.11 does not apply
     // to chunked bodies).
@@ -403,7 +421,8 @@ class InProcess final : public Target {
     extender::ExtenderServerOptions so;
     so.threads = o.threads;
     if (o.max_connections > 0) so.max_connections = o.max_connections;
-    if (o.request_read_timeout_ms > 0) so.request_read_timeout = milliseconds(o.request_read_timeout_ms);
+    if (o.request_read_timeout_ms > 0)
+      so.request_read_timeout = milliseconds(o.request_read_timeout_ms);
     so.slow_request = std::chrono::hours(1);
     InProcess* self = t.get();
     so.log = [self](std::string_view) { ++self->log_lines_; };
@@ -412,8 +431,10 @@ class InProcess final : public Target {
       *error = started.error().message;
       return nullptr;
     }
-    t->describe_ = "in-process ExtenderServer, " + std::to_string(o.threads) + " threads" +
-                   (o.max_connections > 0 ? ", max " + std::to_string(o.max_connections) + " connections" : "");
+    t->describe_ =
+        "in-process ExtenderServer, " + std::to_string(o.threads) + " threads" +
+        (o.max_connections > 0 ? ", max " + std::to_string(o.max_connections) + " connections"
+                               : "");
     return t;
   }
   int port() const override { return server_->port(); }
@@ -445,14 +466,17 @@ class Child final : public Target {
     const fs::path nodes_file = t->dir_ / "nodes.json";
     std::ofstream(nodes_file) << json{{"items", nodes}}.dump();
     t->log_ = t->dir_ / "extender.log";
-    std::vector<std::string> args = {o.gpumux, "extender", "--offline-nodes", nodes_file.string(),
-                                     "--listen", "127.0.0.1:0", "--policy", "best-fit",
-                                     "--threads", std::to_string(o.threads)};
+    std::vector<std::string> args = {o.gpumux,          "extender",
+                                     "--offline-nodes", nodes_file.string(),
+                                     "--listen",        "127.0.0.1:0",
+                                     "--policy",        "best-fit",
+                                     "--threads",       std::to_string(o.threads)};
     if (o.max_connections > 0) {
       args.insert(args.end(), {"--max-connections", std::to_string(o.max_connections)});
     }
     if (o.request_read_timeout_ms > 0) {
-      args.insert(args.end(), {"--request-read-timeout-ms", std::to_string(o.request_read_timeout_ms)});
+      args.insert(args.end(),
+                  {"--request-read-timeout-ms", std::to_string(o.request_read_timeout_ms)});
     }
     t->pid_ = ::fork();
     if (t->pid_ == 0) {
@@ -567,7 +591,8 @@ struct Load {
         r.outcome = SteadyClock::now() >= deadline ? Outcome::kTimeout : Outcome::kClosed;
       }
       stats.Count("valid", Label(r));
-      if (r.outcome == Outcome::kReply && r.status == 200) stats.Valid(Millis(SteadyClock::now() - start));
+      if (r.outcome == Outcome::kReply && r.status == 200)
+        stats.Valid(Millis(SteadyClock::now() - start));
       if (r.outcome != Outcome::kReply || r.close) c.Close();
     }
   }
@@ -591,7 +616,8 @@ struct Load {
   }
 
   void SlowClients() {
-    const std::string head = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(1 << 20, 'a');
+    const std::string head =
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(1 << 20, 'a');
     std::vector<std::unique_ptr<Conn>> conns;
     std::vector<std::size_t> sent;
     for (int i = 0; i < o.slow; ++i) {
@@ -612,7 +638,8 @@ struct Load {
         }
         const int peek = c.Peek();
         bool closed = peek == 0;
-        if (!closed) closed = !c.Send(head.substr(sent[i]++ % head.size(), 1), tick + milliseconds(50));
+        if (!closed)
+          closed = !c.Send(head.substr(sent[i]++ % head.size(), 1), tick + milliseconds(50));
         if (closed || peek == 1) {
           // The server answered (408) and/or closed it: count what it said, open another.
           const std::string& got = c.buffered();
@@ -706,27 +733,31 @@ int main(int argc, char** argv) {
       json{{"metadata", {{"name", "flood"}, {"namespace", "default"}, {"uid", "uid-flood"}}},
            {"spec",
             {{"containers",
-              {{{"name", "main"},
-                {"resources", {{"limits", {{"gpumux.io/gpu", "1"}}}}}}}}}}}
+              {{{"name", "main"}, {"resources", {{"limits", {{"gpumux.io/gpu", "1"}}}}}}}}}}}
           .dump();
   const std::string names = "[" + Names(0, o.nodes) + "]";
   const std::string args = R"({"Pod":)" + pod + R"(,"Nodes":null,"NodeNames":)" + names + "}";
 
   std::printf("gpumux_extender_flood: %s on 127.0.0.1:%d, %d offline nodes\n",
               target->Describe().c_str(), target->port(), o.nodes);
-  std::printf("load for %.0f s: %d keep-alive clients (valid filter/prioritize), %d malformed, %d "
-              "slow connections (1 byte per %d ms), a /healthz probe every %d ms\n",
-              o.duration_s, o.clients, o.malformed, o.slow, o.trickle_ms, o.probe_ms);
+  std::printf(
+      "load for %.0f s: %d keep-alive clients (valid filter/prioritize), %d malformed, %d "
+      "slow connections (1 byte per %d ms), a /healthz probe every %d ms\n",
+      o.duration_s, o.clients, o.malformed, o.slow, o.trickle_ms, o.probe_ms);
   std::this_thread::sleep_for(milliseconds(300));
   const double rss_before = target->Rss();
   std::printf("RSS before the load: %.1f MiB\n\n", rss_before);
-  std::printf("%7s %9s %10s %8s %9s %10s\n", "t (s)", "RSS MiB", "valid ok", "probes",
-              "failed", "max probe");
+  std::printf("%7s %9s %10s %8s %9s %10s\n", "t (s)", "RSS MiB", "valid ok", "probes", "failed",
+              "max probe");
 
   Stats stats;
   std::atomic<bool> stop{false};
-  Load load{o, target->port(), stats, stop,
-            Request("POST", "/gpumux/filter", args), Request("POST", "/gpumux/prioritize", args),
+  Load load{o,
+            target->port(),
+            stats,
+            stop,
+            Request("POST", "/gpumux/filter", args),
+            Request("POST", "/gpumux/prioritize", args),
             MalformedRequests(pod, std::min(o.nodes, 50))};
   if (!o.only.empty()) {
     std::erase_if(load.malformed, [&](const Malformed& m) {
@@ -778,17 +809,20 @@ int main(int argc, char** argv) {
   const bool alive = !died && target->alive();
   const double rss_after = target->Rss();
 
-  std::printf("\nvalid requests: %lld answered 200 in %.1f s = %.0f/s; latency p50 %.2f ms, p99 %.2f ms\n",
-              static_cast<long long>(stats.valid_ok.load()), seconds,
-              static_cast<double>(stats.valid_ok.load()) / seconds,
-              Percentile(stats.valid_ms, 0.5), Percentile(stats.valid_ms, 0.99));
-  const double probe_max = stats.probe_ms.empty() ? 0 : *std::max_element(stats.probe_ms.begin(), stats.probe_ms.end());
-  std::printf("/healthz: %lld probes, %lld failed (no 200 within %lld ms); latency p50 %.2f ms, "
-              "p99 %.2f ms, max %.2f ms\n",
-              static_cast<long long>(stats.probes.load()),
-              static_cast<long long>(stats.probes_failed.load()),
-              static_cast<long long>(kProbeTimeout.count()), Percentile(stats.probe_ms, 0.5),
-              Percentile(stats.probe_ms, 0.99), probe_max);
+  std::printf(
+      "\nvalid requests: %lld answered 200 in %.1f s = %.0f/s; latency p50 %.2f ms, p99 %.2f ms\n",
+      static_cast<long long>(stats.valid_ok.load()), seconds,
+      static_cast<double>(stats.valid_ok.load()) / seconds, Percentile(stats.valid_ms, 0.5),
+      Percentile(stats.valid_ms, 0.99));
+  const double probe_max =
+      stats.probe_ms.empty() ? 0 : *std::max_element(stats.probe_ms.begin(), stats.probe_ms.end());
+  std::printf(
+      "/healthz: %lld probes, %lld failed (no 200 within %lld ms); latency p50 %.2f ms, "
+      "p99 %.2f ms, max %.2f ms\n",
+      static_cast<long long>(stats.probes.load()),
+      static_cast<long long>(stats.probes_failed.load()),
+      static_cast<long long>(kProbeTimeout.count()), Percentile(stats.probe_ms, 0.5),
+      Percentile(stats.probe_ms, 0.99), probe_max);
   std::printf("replies by kind of client (HTTP status, or closed/timeout without one):\n");
   for (const auto& [kind, labels] : stats.replies) {
     std::string line;
@@ -797,16 +831,19 @@ int main(int argc, char** argv) {
     }
     std::printf("  %-34s %s\n", kind.c_str(), line.c_str());
   }
-  std::printf("RSS: before %.1f MiB, max in the first half %.1f MiB, in the second half %.1f MiB, "
-              "2.5 s after %.1f MiB\n",
-              rss_before, rss_max_first, rss_max_second, rss_after);
-  std::printf("log lines written by the extender: %lld\n", static_cast<long long>(target->log_lines()));
-  std::printf("\ngoals: the extender %s; /healthz max %.1f ms (%s 100 ms), %lld probes failed; "
-              "RSS %s\n",
-              alive ? "is alive" : "DIED", probe_max, probe_max <= 100 ? "within" : "OVER",
-              static_cast<long long>(stats.probes_failed.load()),
-              rss_max_second <= rss_max_first * 1.25 + 32
-                  ? "levels off (the second half's max within 25% + 32 MiB of the first's)"
-                  : "GREW in the second half");
+  std::printf(
+      "RSS: before %.1f MiB, max in the first half %.1f MiB, in the second half %.1f MiB, "
+      "2.5 s after %.1f MiB\n",
+      rss_before, rss_max_first, rss_max_second, rss_after);
+  std::printf("log lines written by the extender: %lld\n",
+              static_cast<long long>(target->log_lines()));
+  std::printf(
+      "\ngoals: the extender %s; /healthz max %.1f ms (%s 100 ms), %lld probes failed; "
+      "RSS %s\n",
+      alive ? "is alive" : "DIED", probe_max, probe_max <= 100 ? "within" : "OVER",
+      static_cast<long long>(stats.probes_failed.load()),
+      rss_max_second <= rss_max_first * 1.25 + 32
+          ? "levels off (the second half's max within 25% + 32 MiB of the first's)"
+          : "GREW in the second half");
   return alive ? 0 : 1;
 }

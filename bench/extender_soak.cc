@@ -5,7 +5,8 @@
 // One cycle is one pending pod, with a new name and uid:
 //   filter (every node offered, NodeNames) -> prioritize (the nodes that passed) -> bind,
 //   emulated as the extender's bind does it once its API calls succeed (ClusterState::Assume,
-//   BeginBinding, ConfirmBound, then the watch's UpsertPod of the bound pod with its grant), and, every
+//   BeginBinding, ConfirmBound, then the watch's UpsertPod of the bound pod with its grant), and,
+//   every
 //   --preempt-every cycles, a preempt call naming the oldest bound pod as the victim.
 // Once more than --live pods are bound, the oldest is deleted (RemovePod), so the cluster's
 // load stays steady and any growth is a leak or an unbounded cache.
@@ -36,12 +37,12 @@
 
 #include "bench/bench_nodes.h"
 #include "gpumux/core/cluster.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/extender.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/sched/cluster_state.h"
 #include "gpumux/sim/trace.h"
 
 namespace {
@@ -65,7 +66,6 @@ struct Options {
 };
 
 using gpumux::bench::NodeName;
-
 
 json Container(const std::string& name, const json& limits) {
   json all = limits;

@@ -96,8 +96,7 @@ void BM_EngineDecide(benchmark::State& state, const std::string& policy_name) {
   policy::Engine engine(ledger, *pol, plan.node_rank, rng);
   // Fill to about half of the cluster's GPU capacity.
   std::size_t i = 0;
-  for (; i < plan.arrivals.size() &&
-         ledger.used_gpu_milli() < w.cluster.total_gpu_milli() / 2;
+  for (; i < plan.arrivals.size() && ledger.used_gpu_milli() < w.cluster.total_gpu_milli() / 2;
        ++i) {
     const auto& a = plan.arrivals[i];
     auto d = engine.Decide(w.pods[a.pod]);
@@ -116,22 +115,37 @@ void BM_EngineDecide(benchmark::State& state, const std::string& policy_name) {
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_Experiment, fgd, std::string("fgd"))
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(BM_Experiment, fgd-sat, std::string("fgd-sat"))
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(BM_Experiment, fgd-sat-reserve, std::string("fgd-sat-reserve"))
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK_CAPTURE(BM_Experiment, best-fit, std::string("best-fit"))
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Experiment, fgd - sat, std::string("fgd-sat"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Experiment, fgd - sat - reserve, std::string("fgd-sat-reserve"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Experiment, best - fit, std::string("best-fit"))
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_Experiment, random, std::string("random"))
-    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true);
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK(BM_Sweep)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->UseRealTime();
 BENCHMARK_CAPTURE(BM_EngineDecide, fgd, std::string("fgd"))->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_EngineDecide, random, std::string("random"))->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_CAPTURE(BM_DlSimulation, exclusive, std::string("exclusive"))
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DlSimulation, first-fit, std::string("first-fit"))
+BENCHMARK_CAPTURE(BM_DlSimulation, first - fit, std::string("first-fit"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DlSimulation, iadeep, std::string("iadeep"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DlSimulation, gpumux, std::string("gpumux"))->Unit(benchmark::kMillisecond);

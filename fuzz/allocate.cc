@@ -3,13 +3,14 @@
 // returns, then the serialized request. The node has four 80 GiB GPUs; the scripted handshake
 // serves every container request with a grant on GPU (byte % 6), so that grants naming GPUs
 // the node lacks are tried too.
+#include "gpumux/deviceplugin/allocate.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "gpumux/deviceplugin/allocate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace gpumux::deviceplugin;
@@ -36,8 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       -> HandshakeResult<std::vector<ServedContainer>> {
     std::vector<ServedContainer> served;
     for (std::size_t i = 0; i < counts.size(); ++i) {
-      ServedContainer c{std::string("default"), std::string("p"), std::string("u"),
-                        std::string("fgd"), {}};
+      ServedContainer c{
+          std::string("default"), std::string("p"), std::string("u"), std::string("fgd"), {}};
       // Appended, not assigned from literals: GCC 12 at -O3 warns falsely (-Wrestrict) there.
       c.grant.name.append("c").append(std::to_string(i));
       c.grant.gpus = {{gpu, std::string("GPU-").append(std::to_string(gpu))}};

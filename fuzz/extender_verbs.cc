@@ -7,16 +7,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "fuzz/fuzz_support.h"
-#include "gpumux/kube/api_client.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/extender.h"
+#include "gpumux/kube/api_client.h"
 #include "gpumux/kube/grant.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace {
 
@@ -62,8 +61,8 @@ class AcceptingApi : public kube::KubeApi {
   }
   kube::ApiResult<json> Post(const std::string&, const json&) override { return json::object(); }
   kube::ApiResult<void> Watch(const std::string&, const std::string&,
-                             const std::function<bool(kube::WatchEvent&&)>&, std::stop_token,
-                             int) override {
+                              const std::function<bool(kube::WatchEvent&&)>&, std::stop_token,
+                              int) override {
     return {};
   }
 
@@ -100,7 +99,7 @@ json BoundPod() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   static constexpr extender::Verb kVerbOf[] = {extender::Verb::kFilter, extender::Verb::kPrioritize,
-                                          extender::Verb::kBind, extender::Verb::kPreempt};
+                                               extender::Verb::kBind, extender::Verb::kPreempt};
   const extender::Verb verb = kVerbOf[data[0] % 4];
   const std::string_view body = fuzz::AsText(data + 1, size - 1);
 

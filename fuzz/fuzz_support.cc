@@ -30,8 +30,8 @@ struct Scratch {
   std::string path;
   Scratch() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/gpumux-fuzz-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/gpumux-fuzz-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) std::abort();
     path = pattern;
   }

@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!gpus) return 0;
   std::vector<deviceplugin::GpuSlot> slots;
   for (const gpu::Gpu& g : *gpus) {
-    slots.push_back({g.index, g.uuid, g.memory_total_mib, g.minor, g.health == gpu::Health::kHealthy});
+    slots.push_back(
+        {g.index, g.uuid, g.memory_total_mib, g.minor, g.health == gpu::Health::kHealthy});
   }
   for (deviceplugin::Resource r : deviceplugin::kAllResources) {
     (void)deviceplugin::DeviceTable::Build(r, slots, 1024);

@@ -11,17 +11,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "gpumux/core/time.h"
 #include "fuzz/fuzz_support.h"
-#include "gpumux/sched/cluster_state.h"
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace {
 

@@ -13,11 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
 #include "gpumux/hook/oci.h"
@@ -40,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return o;
   }();
   static const std::int64_t kNoSuchPid = [] {
-    struct stat st{};
+    struct stat st {};
     return ::stat("/proc/4000000", &st) == 0 ? std::int64_t{0} : std::int64_t{4000000};
   }();
   const std::vector<std::string> parts = fuzz::SplitParts(fuzz::AsText(data + 1, size - 1), 3);

@@ -14,8 +14,8 @@
 #include "gpumux/core/result.h"
 #include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/fragmentation.h"
-#include "src/cli/daemon_log.h"
 #include "gpumux/sim/dl_workload.h"
+#include "src/cli/daemon_log.h"
 
 namespace CLI {
 class App;
@@ -70,7 +70,7 @@ struct SimulateOptions {
   bool quiet = false;
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
   double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
-  std::set<std::string> given;           // long names of the options given on the command line
+  std::set<std::string> given;  // long names of the options given on the command line
 };
 
 CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& options);
@@ -187,8 +187,8 @@ struct GpusOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool reservations = false;
   bool json = false;
-  std::string serve;  // HOST:PORT: serve GET /gpus (gpus_serve.cc) until SIGINT/SIGTERM
-  LogOptions log;     // --serve's log
+  std::string serve;            // HOST:PORT: serve GET /gpus (gpus_serve.cc) until SIGINT/SIGTERM
+  LogOptions log;               // --serve's log
   std::set<std::string> given;  // long names of the options given on the command line
 };
 CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& options);
@@ -204,7 +204,7 @@ struct InspectCliOptions {
   std::string pod;   // why
   std::string kubeconfig, context, ns;
   bool all_namespaces = false;
-  std::string output;          // "", wide, json
+  std::string output;           // "", wide, json
   std::string colour = "auto";  // auto, always, never
   std::string policy = "fgd";
   std::string profile = "iadeep-fitted";

@@ -73,7 +73,9 @@ class LedgerMembership {
   LedgerMembership(const std::string& dir, std::vector<std::string> uuids)
       : store_(dir), uuids_(std::move(uuids)) {}
   const std::string& path() const { return store_.path(); }
-  bool Due() const { return std::chrono::steady_clock::now() - read_at_ >= std::chrono::seconds(1); }
+  bool Due() const {
+    return std::chrono::steady_clock::now() - read_at_ >= std::chrono::seconds(1);
+  }
   core::Result<void> Refresh() {
     read_at_ = std::chrono::steady_clock::now();
     auto file = store_.Read();
@@ -126,16 +128,17 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
       "not answer keeps training with what it has. Protocol and store keys: "
       "docs/COORDINATOR.md.");
   cmd->add_option("--node", o.node, "This node's name (default: $NODE_NAME, else the hostname)");
-  cmd->add_option("--profile", o.profile,
-                  "Workload profile: an embedded name (" +
-                      [] {
-                        std::string names;
-                        for (const auto& n : sim::EmbeddedProfileNames()) {
-                          names += (names.empty() ? "" : ", ") + n;
-                        }
-                        return names;
-                      }() +
-                      ") or a JSON file (e.g. one written by 'gpumux profile')")
+  cmd->add_option(
+         "--profile", o.profile,
+         "Workload profile: an embedded name (" +
+             [] {
+               std::string names;
+               for (const auto& n : sim::EmbeddedProfileNames()) {
+                 names += (names.empty() ? "" : ", ") + n;
+               }
+               return names;
+             }() +
+             ") or a JSON file (e.g. one written by 'gpumux profile')")
       ->capture_default_str();
   cmd->add_option("--tuner", o.tuner, "joint (gpumux), iadeep (IADeep's, newcomer only) or none")
       ->check(CLI::IsMember({"joint", "iadeep", "none"}))
@@ -149,7 +152,8 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
                   "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
                   "file:///PATH (one fsync'd file; default)")
       ->capture_default_str();
-  cmd->add_option("--store-prefix", o.store_prefix, "Key prefix in the store")->capture_default_str();
+  cmd->add_option("--store-prefix", o.store_prefix, "Key prefix in the store")
+      ->capture_default_str();
   cmd->add_option("--etcd-ca", o.etcd_ca, "CA bundle (PEM) for etcds://");
   cmd->add_option("--etcd-cert", o.etcd_cert, "Client certificate (PEM) for etcds://");
   cmd->add_option("--etcd-key", o.etcd_key, "Client key (PEM) for etcds://");
@@ -191,7 +195,8 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
                   "Seconds without a report after which a job has left")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  cmd->add_option("--report-every", o.report_every_s, "Seconds between a job's reports (told to jobs)")
+  cmd->add_option("--report-every", o.report_every_s,
+                  "Seconds between a job's reports (told to jobs)")
       ->check(CLI::Range(0.05, 600.0))
       ->capture_default_str();
   cmd->add_option("--publish-every", o.publish_every_s,
@@ -236,7 +241,8 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   c.prefix = o.store_prefix;
   if (c.prefix.empty() || c.prefix.back() != '/') c.prefix += '/';
   c.window_steps = o.window_steps;
-  c.window_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.window_timeout_s * 1000));
+  c.window_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(o.window_timeout_s * 1000));
   c.job_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.job_timeout_s * 1000));
   c.report_every_s = o.report_every_s;
   coordinator::ServerOptions s;
@@ -253,9 +259,11 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
   if (o.backend != "fake" && !o.gpus_file.empty()) return usage("--gpus-file needs --backend fake");
 
-  if (!o.kubeconfig.empty() && o.in_cluster) return usage("give --kubeconfig or --in-cluster, not both");
+  if (!o.kubeconfig.empty() && o.in_cluster)
+    return usage("give --kubeconfig or --in-cluster, not both");
   if (!o.context.empty() && o.kubeconfig.empty()) return usage("--context needs --kubeconfig");
-  const bool kube = o.members == "kubernetes" || (o.members == "auto" && (!o.kubeconfig.empty() || o.in_cluster));
+  const bool kube =
+      o.members == "kubernetes" || (o.members == "auto" && (!o.kubeconfig.empty() || o.in_cluster));
   if (o.members == "kubernetes" && o.kubeconfig.empty() && !o.in_cluster) {
     return usage("--members kubernetes needs --kubeconfig or --in-cluster");
   }
@@ -268,9 +276,12 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   std::unique_ptr<kube::KubeApi> api;
   std::string members_note = "jobs name their GPUs";
   if (kube && o.check && o.in_cluster) {
-    members_note = "GPUs from the grants of pods on this node (the pod's service account; not read by --check)";
+    members_note =
+        "GPUs from the grants of pods on this node (the pod's service account; not read by "
+        "--check)";
   } else if (kube) {
-    auto config = o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
+    auto config =
+        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
     if (!config) {
       return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
                    config.error().message);
@@ -324,7 +335,7 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
     } else if (o.backend != "auto") {
       log.Error("cannot open the " + o.backend + " backend: " + backend.error().message);
       return backend.error().code == core::ErrorCode::kInvalidArgument ? kUsageError
-                                                                        : kRuntimeError;
+                                                                       : kRuntimeError;
     }
   }
 
@@ -336,8 +347,7 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   so.password_file = o.etcd_password_file;
   std::string store_url = o.store;
   if (store_url.rfind("file://", 0) == 0 || store_url.find("://") == std::string::npos) {
-    const std::string path =
-        store_url.rfind("file://", 0) == 0 ? store_url.substr(7) : store_url;
+    const std::string path = store_url.rfind("file://", 0) == 0 ? store_url.substr(7) : store_url;
     std::string error;
     if (!MakeParent(path, error)) return usage("--store: " + error);
   }
@@ -399,8 +409,8 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
       }
     };
   }
-  auto coordinator = std::make_unique<coordinator::Coordinator>(
-      c, *profile, nullptr, nullptr, log_line);
+  auto coordinator =
+      std::make_unique<coordinator::Coordinator>(c, *profile, nullptr, nullptr, log_line);
   auto server = coordinator::Server::Start(s, std::move(coordinator), store.get(), log_line);
   if (!server) {
     log.Error("cannot start: " + server.error().message);
@@ -422,8 +432,9 @@ int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostre
   }
   log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
       (s.socket_path.empty() ? std::string() : " and " + s.socket_path) + "; tuner " + c.tuner +
-      ", profile " + profile->name + " (" + core::Plural(profile->classes.size(), "class", "classes") +
-      "), store " + store->Describe() + "; " + backend_note + "; " + members_note);
+      ", profile " + profile->name + " (" +
+      core::Plural(profile->classes.size(), "class", "classes") + "), store " + store->Describe() +
+      "; " + backend_note + "; " + members_note);
   const int sig = signals.Wait();
   signals.Restore();
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +

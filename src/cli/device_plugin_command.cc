@@ -172,7 +172,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
     const char* env = std::getenv("NODE_NAME");
     if (env != nullptr) p.node_name = env;
   }
-  if (p.node_name.empty()) return usage("the node name is unknown: give --node-name or set NODE_NAME");
+  if (p.node_name.empty())
+    return usage("the node name is unknown: give --node-name or set NODE_NAME");
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
   if (o.backend == "nvml" && !o.gpus_file.empty()) {
     return usage("--gpus-file is for --backend fake, not --backend nvml");
@@ -227,7 +228,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ost
   options.health_interval = std::chrono::milliseconds(o.health_interval_ms);
   options.health.transient_recovery_ms = o.xid_recovery_seconds * 1000;
   for (const std::string& item : SplitCommas(o.ignore_xids)) {
-    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos) {
+    if (item.empty() || item.size() > 9 ||
+        item.find_first_not_of("0123456789") != std::string::npos) {
       return usage("--ignore-xids: '" + item + "' is not an XID number");
     }
     options.health.ignored_xids.push_back(std::stoull(item));

@@ -24,17 +24,17 @@
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/plural.h"
-#include "gpumux/io/read_file.h"
-#include "gpumux/kube/api_client.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/cluster_sync.h"
 #include "gpumux/extender/extender.h"
 #include "gpumux/extender/extender_server.h"
-#include "gpumux/kube/objects.h"
 #include "gpumux/extender/observation_feed.h"
+#include "gpumux/io/read_file.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/kube/objects.h"
 #include "gpumux/kube/reflector.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/sched/cluster_state.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/sim/trace.h"
 #include "gpumux/store/store.h"
@@ -191,8 +191,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!level) return UsageError{file + ": key 'logLevel': " + level.error().message};
         if (!given("log-level")) o.log.level = *level;
       } else {
-        return UsageError{file + ": unknown key '" + key + "' (known: " +
-                          std::string(kConfigKeys) + ")"};
+        return UsageError{file + ": unknown key '" + key + "' (known: " + std::string(kConfigKeys) +
+                          ")"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
@@ -312,8 +312,9 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     return UsageError{"--observations-every must be in 1..86400 seconds"};
   }
   if (o.observations_prefix.empty() || o.observations_prefix.back() != '/') {
-    return UsageError{"--observations-prefix must end with '/' (the coordinators' --store-prefix, "
-                      "e.g. /gpumux/)"};
+    return UsageError{
+        "--observations-prefix must end with '/' (the coordinators' --store-prefix, "
+        "e.g. /gpumux/)"};
   }
   if (Given(o.given, "typical-pods") &&
       std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
@@ -504,17 +505,18 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
                   "is closed: slow clients cannot hold connections")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--profile", o.profile,
-                  "Workload profile of the co-location policies (first-fit, iadeep, gpumux): an "
-                  "embedded name (" +
-                      [] {
-                        std::string names;
-                        for (const auto& n : sim::EmbeddedProfileNames()) {
-                          names += (names.empty() ? "" : ", ") + n;
-                        }
-                        return names;
-                      }() +
-                      ") or a JSON file; a pod's class is its gpumux.io/workload-class")
+  cmd->add_option(
+         "--profile", o.profile,
+         "Workload profile of the co-location policies (first-fit, iadeep, gpumux): an "
+         "embedded name (" +
+             [] {
+               std::string names;
+               for (const auto& n : sim::EmbeddedProfileNames()) {
+                 names += (names.empty() ? "" : ", ") + n;
+               }
+               return names;
+             }() +
+             ") or a JSON file; a pod's class is its gpumux.io/workload-class")
       ->capture_default_str();
   cmd->add_option("--observations-from", o.observations_from,
                   "Store of the node coordinators (etcd://HOST:PORT, etcds://..., file:///PATH): "
@@ -595,7 +597,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   // Before any thread starts (the API client's, the server's): they all inherit the mask, and
   // SIGINT/SIGTERM reach only the sigwait below.
   SignalBlock signals;
-  signal(SIGPIPE, SIG_IGN);  // a peer that hangs up must not end the daemon
+  signal(SIGPIPE, SIG_IGN);             // a peer that hangs up must not end the daemon
   mallopt(M_ARENA_MAX, kMallocArenas);  // before any thread allocates
 
   const core::Logger log = MakeDaemonLogger(err, "extender", o.log);

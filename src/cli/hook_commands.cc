@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gpumux/core/time.h"
 #include "gpumux/core/check.h"
+#include "gpumux/core/time.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/grant.h"

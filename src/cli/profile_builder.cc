@@ -1,10 +1,9 @@
 #include "src/cli/profile_builder.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 namespace gpumux::cli {
@@ -96,8 +95,9 @@ core::Result<BuiltProfile> BuildProfile(const ProfileInputs& in) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              "class " + cp.name + ": no solo measurement");
     }
-    std::sort(cp.solo.begin(), cp.solo.end(),
-              [](const policy::SoloPoint& a, const policy::SoloPoint& b) { return a.batch < b.batch; });
+    std::sort(
+        cp.solo.begin(), cp.solo.end(),
+        [](const policy::SoloPoint& a, const policy::SoloPoint& b) { return a.batch < b.batch; });
     p.classes.push_back(std::move(cp));
   }
   for (const SetMeasurement& set : in.sets) {
@@ -117,7 +117,8 @@ core::Result<BuiltProfile> BuildProfile(const ProfileInputs& in) {
         const ExampleRun& r = runs[k];
         std::vector<double> kept;
         for (std::size_t i = 0; i < r.step_s.size(); ++i) {
-          const bool inside = r.t_end.empty() || (r.t_end[i] - r.step_s[i] >= from && r.t_end[i] <= to);
+          const bool inside =
+              r.t_end.empty() || (r.t_end[i] - r.step_s[i] >= from && r.t_end[i] <= to);
           if (inside) {
             kept.push_back(r.step_s[i]);
           } else {

@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gpumux/core/time.h"
@@ -72,10 +71,12 @@ Child Spawn(const ProfileCliOptions& o, const std::string& cls, int batch, int s
   Child c;
   c.out = dir / (tag + ".out");
   c.err = dir / (tag + ".err");
-  std::vector<std::string> args{o.python, (fs::path(o.examples) / (cls + ".py")).string(),
-                                "--device", o.device, "--threads", std::to_string(o.threads),
-                                "--steps", std::to_string(steps), "--warmup", std::to_string(warmup),
-                                "--json", "--no-sdk"};
+  std::vector<std::string> args{o.python,    (fs::path(o.examples) / (cls + ".py")).string(),
+                                "--device",  o.device,
+                                "--threads", std::to_string(o.threads),
+                                "--steps",   std::to_string(steps),
+                                "--warmup",  std::to_string(warmup),
+                                "--json",    "--no-sdk"};
   if (batch > 0) {
     args.push_back("--batch-size");
     args.push_back(std::to_string(batch));
@@ -122,17 +123,25 @@ Json ProfileJson(const policy::WorkloadProfile& p, const std::vector<ClassDefaul
     const auto& cp = p.classes[c];
     Json solo = Json::array();
     for (const auto& s : cp.solo) {
-      solo.push_back({{"batch", s.batch}, {"step_s", s.step_s}, {"memory_mib", s.memory_mib},
+      solo.push_back({{"batch", s.batch},
+                      {"step_s", s.step_s},
+                      {"memory_mib", s.memory_mib},
                       {"gpu_busy", s.gpu_busy}});
     }
-    classes.push_back({{"name", cp.name}, {"default_batch", cp.default_batch},
-                       {"noise_scale", cp.noise_scale}, {"dataset_samples", cp.dataset_samples},
-                       {"target_epochs", cp.target_epochs}, {"solo", solo},
-                       {"source", "solo points measured by gpumux profile; " + defaults[c].source}});
+    classes.push_back(
+        {{"name", cp.name},
+         {"default_batch", cp.default_batch},
+         {"noise_scale", cp.noise_scale},
+         {"dataset_samples", cp.dataset_samples},
+         {"target_epochs", cp.target_epochs},
+         {"solo", solo},
+         {"source", "solo points measured by gpumux profile; " + defaults[c].source}});
   }
   Json measured = Json::array();
   for (const auto& m : p.measured) {
-    measured.push_back({{"classes", m.classes}, {"batches", m.batches}, {"slowdown", m.slowdown},
+    measured.push_back({{"classes", m.classes},
+                        {"batches", m.batches},
+                        {"slowdown", m.slowdown},
                         {"source", m.source}});
   }
   return Json{{"name", p.name},
@@ -165,21 +174,29 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileCliOptions& o) {
                   "Co-located sets at the default batches: pairs (every pair, a class with "
                   "itself too), none, or a list such as resnet+lstm,lstm+neumf")
       ->capture_default_str();
-  cmd->add_option("--steps", o.steps, "Measured steps per run")->check(CLI::Range(1, 100000))->capture_default_str();
-  cmd->add_option("--warmup", o.warmup, "Steps before measuring")->check(CLI::Range(0, 100000))->capture_default_str();
+  cmd->add_option("--steps", o.steps, "Measured steps per run")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Steps before measuring")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   cmd->add_option("--repeats", o.repeats, "Runs per measurement (the median is kept)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--device", o.device, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--python", o.python, "Python with PyTorch (Debian: python3-torch)")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "CPU threads per example")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--python", o.python, "Python with PyTorch (Debian: python3-torch)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads per example")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--name", o.name, "The profile's name (default: from the device)");
   cmd->add_option("--out", o.out, "Where to write the profile")->capture_default_str();
   cmd->footer(
       "\nExamples:\n"
-      "  gpumux profile --device cpu --classes neumf --batches 1 --sets none --steps 3 --repeats 1 \\\n"
+      "  gpumux profile --device cpu --classes neumf --batches 1 --sets none --steps 3 --repeats 1 "
+      "\\\n"
       "      --out neumf.json\n"
       "      a few seconds: one example, one batch size, no co-located set\n"
       "  gpumux profile --device cpu --classes neumf,lstm --batches 1 --sets neumf+lstm \\\n"
@@ -192,13 +209,16 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileCliOptions& o) {
 
 // The examples folder when --examples is not given.
 std::string DefaultExamples() {
-  if (const char* env = std::getenv("GPUMUX_EXAMPLES"); env != nullptr && env[0] != '\0') return env;
+  if (const char* env = std::getenv("GPUMUX_EXAMPLES"); env != nullptr && env[0] != '\0')
+    return env;
   if (fs::exists("python/examples/common.py")) return "python/examples";
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path& up : {exe.parent_path().parent_path(), exe.parent_path().parent_path().parent_path()}) {
-      if (fs::exists(up / "python" / "examples" / "common.py")) return (up / "python" / "examples").string();
+    for (const fs::path& up :
+         {exe.parent_path().parent_path(), exe.parent_path().parent_path().parent_path()}) {
+      if (fs::exists(up / "python" / "examples" / "common.py"))
+        return (up / "python" / "examples").string();
     }
   }
   return "python/examples";
@@ -240,7 +260,8 @@ int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& 
       std::stringstream ss(s);
       std::string m;
       while (std::getline(ss, m, '+')) members.push_back(m);
-      if (members.size() < 2) return usage("--sets: '" + s + "' needs at least two classes joined by +");
+      if (members.size() < 2)
+        return usage("--sets: '" + s + "' needs at least two classes joined by +");
       for (const auto& name : members) {
         if (std::find(classes.begin(), classes.end(), name) == classes.end()) {
           return usage("--sets: " + name + " is not in --classes");
@@ -250,13 +271,15 @@ int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& 
     }
   }
   std::error_code ec;
-  const fs::path scratch = fs::temp_directory_path() / ("gpumux-profile-" + std::to_string(::getpid()));
+  const fs::path scratch =
+      fs::temp_directory_path() / ("gpumux-profile-" + std::to_string(::getpid()));
   fs::create_directories(scratch, ec);
   if (ec) return usage("cannot create " + scratch.string() + ": " + ec.message());
   const auto started = std::chrono::steady_clock::now();
   int run_no = 0;
   const auto progress = [&](const std::string& what) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     char buf[32];
     std::snprintf(buf, sizeof buf, "[%6.1f s] ", s);
     err << "gpumux profile: " << buf << what << "\n" << std::flush;
@@ -288,14 +311,16 @@ int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& 
       d.noise_scale = known->noise_scale * r->batch / known->default_batch;
       d.dataset_samples = known->dataset_samples;
       d.target_epochs = known->target_epochs;
-      d.source = "noise_scale (scaled to this example's default batch), dataset_samples and "
-                 "target_epochs from the embedded profile's class of the same name (not measured)";
+      d.source =
+          "noise_scale (scaled to this example's default batch), dataset_samples and "
+          "target_epochs from the embedded profile's class of the same name (not measured)";
     } else {
       d.noise_scale = 2.0 * r->batch;
       d.dataset_samples = 50000;
       d.target_epochs = 10;
-      d.source = "noise_scale = 2 x default batch, dataset_samples 50000, target_epochs 10: "
-                 "ASSUMED (not measured; no class of that name in the embedded profile)";
+      d.source =
+          "noise_scale = 2 x default batch, dataset_samples 50000, target_epochs 10: "
+          "ASSUMED (not measured; no class of that name in the embedded profile)";
     }
     in.defaults.push_back(d);
   }
@@ -303,7 +328,9 @@ int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& 
       static_cast<int>(classes.size() * multiples.size() + sets.size()) * o.repeats;
   for (std::size_t c = 0; c < classes.size(); ++c) {
     std::vector<int> batches;
-    for (double m : multiples) batches.push_back(std::max(1, static_cast<int>(std::lround(m * in.defaults[c].default_batch))));
+    for (double m : multiples)
+      batches.push_back(
+          std::max(1, static_cast<int>(std::lround(m * in.defaults[c].default_batch))));
     if (std::find(batches.begin(), batches.end(), in.defaults[c].default_batch) == batches.end()) {
       batches.push_back(in.defaults[c].default_batch);
     }
@@ -371,10 +398,12 @@ int RunProfile(const ProfileCliOptions& given, std::ostream& out, std::ostream& 
       {"warmup", o.warmup},
       {"repeats", o.repeats},
       {"measured", "solo step time, memory and busy fraction per batch; co-located slowdowns"},
-      {"not_measured", "noise_scale, dataset_samples, target_epochs (see each class's source); "
-                       "companion_overhead 0.05 (the predictor's default, for unmeasured sets)"},
-      {"gpu_memory_mib", device_kind == "cuda" ? "the GPU's total memory (torch)"
-                                               : "the host's memory: on a CPU, memory is host memory"},
+      {"not_measured",
+       "noise_scale, dataset_samples, target_epochs (see each class's source); "
+       "companion_overhead 0.05 (the predictor's default, for unmeasured sets)"},
+      {"gpu_memory_mib", device_kind == "cuda"
+                             ? "the GPU's total memory (torch)"
+                             : "the host's memory: on a CPU, memory is host memory"},
       {"clamped_slowdowns", built->clamped_slowdowns},
       {"discarded_steps_outside_overlap", built->discarded_steps}};
   const std::string text =

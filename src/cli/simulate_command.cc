@@ -1,3 +1,4 @@
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -5,8 +6,6 @@
 #include <mutex>
 #include <span>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "gpumux/core/plural.h"
 #include "gpumux/policy/registry.h"
@@ -132,7 +131,8 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", o.out_dir,
                   "Report folder: index.html, results.json and curves.csv (fgd) or jobs.csv (dl) "
-                  "[default: " + fgd_dir + ", with --workload dl " + dl_dir + "]");
+                  "[default: " +
+                      fgd_dir + ", with --workload dl " + dl_dir + "]");
   cmd->add_flag("--no-report", o.no_report, "Write no report folder (not with --out)");
   cmd->add_option("--threads", o.threads, "Experiments run in parallel [default: all cores]")
       ->check(IntegerIn(0, 1024));
@@ -393,7 +393,8 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     for (const char* f : {"/arrival.csv", "/nodes.csv"}) {
       std::error_code ec;
       if (!std::filesystem::exists(*config.replay_dir + f, ec)) {
-        return fail("--replay: " + *config.replay_dir + f + ": cannot open (a replay folder holds "
+        return fail("--replay: " + *config.replay_dir + f +
+                    ": cannot open (a replay folder holds "
                     "arrival.csv and nodes.csv)");
       }
     }
@@ -404,8 +405,9 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (o.quiet || elapsed < 1.0) return;
     char line[256];
-    std::snprintf(line, sizeof line, "[%zu/%zu] %s seed %llu: %.2f%% allocated at 130%% (%.0f ms)\n",
-                  done, total, r.policy.c_str(), static_cast<unsigned long long>(r.seed),
+    std::snprintf(line, sizeof line,
+                  "[%zu/%zu] %s seed %llu: %.2f%% allocated at 130%% (%.0f ms)\n", done, total,
+                  r.policy.c_str(), static_cast<unsigned long long>(r.seed),
                   r.alloc_pct_at_130.value_or(0), r.wall_ms);
     err << line << std::flush;
   };
@@ -443,11 +445,10 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }
   if (!o.placements.empty()) {
     // The node ranks of the run's plan (the placement file names nodes with them).
-    auto plan = config.replay_dir
-                    ? sim::LoadReplay(*config.replay_dir, workload->pods, workload->cluster,
-                                      config.limit)
-                    : sim::MakeStudyArrivals(workload->pods, workload->cluster, config.seeds[0],
-                                             o.load, config.limit);
+    auto plan = config.replay_dir ? sim::LoadReplay(*config.replay_dir, workload->pods,
+                                                    workload->cluster, config.limit)
+                                  : sim::MakeStudyArrivals(workload->pods, workload->cluster,
+                                                           config.seeds[0], o.load, config.limit);
     if (!plan) return fail(plan.error().message);
     if (auto w = sim::WritePlacements(o.placements, results->front(), *workload, *plan); !w) {
       return fail(w.error().message);
@@ -459,7 +460,8 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     if (!o.quiet) err << "gpumux simulate: report written to " << dir << "/index.html\n";
   }
   if (!o.quiet && std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", s);
     err << "gpumux simulate: " << core::Plural(runs, "experiment") << " in " << seconds << " s\n";

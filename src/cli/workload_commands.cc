@@ -20,13 +20,13 @@
 #include <sstream>
 #include <thread>
 
-#include "gpumux/core/time.h"
 #include "gpumux/core/plural.h"
+#include "gpumux/core/time.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
 #include "gpumux/kube/api_client.h"
-#include "gpumux/runs/manifests.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/runs/manifests.h"
 #include "gpumux/runs/run_record.h"
 #include "gpumux/runs/submitter.h"
 #include "gpumux/runs/workload.h"
@@ -552,7 +552,7 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
   const char* env_home = std::getenv("HOME");
   const char* env_service = std::getenv("KUBERNETES_SERVICE_HOST");
   auto where = kube::FindKubeconfig(o.kubeconfig, env_kubeconfig ? env_kubeconfig : "",
-                                   env_home ? env_home : "", env_service ? env_service : "");
+                                    env_home ? env_home : "", env_service ? env_service : "");
   std::optional<kube::ClientConfig> config;
   if (where) {
     auto loaded = where->in_cluster ? kube::LoadInClusterConfig()
@@ -659,7 +659,7 @@ int RunSubmit(const SubmitCliOptions& o, std::istream& in, std::ostream& out, st
   so.gpumux_version = GPUMUX_VERSION;
   const std::size_t total = prepared->size();
   runs::Submitter submitter(*api, std::move(*prepared), so, **record,
-                           [&](std::string_view line) { printer.Log(line); });
+                            [&](std::string_view line) { printer.Log(line); });
   printer.Log("run " + run + ": " + core::Plural(total, "object") + " from " + source +
               ", time scale " + SecondsText(o.time_scale) + ", recording to " + record_path);
   std::atomic<bool> finished{false};

@@ -1,12 +1,11 @@
 #include "gpumux/coordinator/coordinator.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "gpumux/core/time.h"
@@ -67,9 +66,9 @@ struct Coordinator::Job {
   Clock::time_point last_seen;
   std::int64_t steps_total = 0;
   int since_change = 0;
-  std::deque<double> recent;  // step times at `batch`, after warm-up
+  std::deque<double> recent;                            // step times at `batch`, after warm-up
   std::map<int, std::pair<double, std::int64_t>> solo;  // batch -> (sum, n) while alone
-  bool adopted = false;         // ran a step at its target since the session's step began
+  bool adopted = false;           // ran a step at its target since the session's step began
   bool skip_next_report = false;  // the first report after a window opens may straddle it
   double window_sum = 0;
   int window_n = 0;
@@ -142,8 +141,8 @@ core::Result<Reply> Coordinator::Register(const Registration& given) {
     return tl::unexpected(Invalid("class: must be 1 to 253 bytes"));
   }
   if (r.batch_size < 1 || r.batch_size > policy::kMaxProfileBatch) {
-    return tl::unexpected(Invalid("batch_size: must be 1 to " +
-                                  std::to_string(policy::kMaxProfileBatch)));
+    return tl::unexpected(
+        Invalid("batch_size: must be 1 to " + std::to_string(policy::kMaxProfileBatch)));
   }
   if (r.min_batch < 0 || r.max_batch < 0 || (r.max_batch > 0 && r.min_batch > r.max_batch)) {
     return tl::unexpected(Invalid("min_batch/max_batch: need 0 <= min_batch <= max_batch"));
@@ -207,8 +206,8 @@ core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const Ste
                                         double noise_scale) {
   Job* j = FindJob(id);
   if (j == nullptr) {
-    return tl::unexpected(core::Error{core::ErrorCode::kNotFound,
-                                      "job '" + std::string(id) + "' is not registered"});
+    return tl::unexpected(
+        core::Error{core::ErrorCode::kNotFound, "job '" + std::string(id) + "' is not registered"});
   }
   for (const StepSample& s : steps) {
     if (s.batch < 1 || s.batch > policy::kMaxProfileBatch || !(s.seconds > 0) ||
@@ -264,8 +263,8 @@ core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const Ste
 
 core::Result<void> Coordinator::Leave(std::string_view id) {
   if (FindJob(id) == nullptr) {
-    return tl::unexpected(core::Error{core::ErrorCode::kNotFound,
-                                      "job '" + std::string(id) + "' is not registered"});
+    return tl::unexpected(
+        core::Error{core::ErrorCode::kNotFound, "job '" + std::string(id) + "' is not registered"});
   }
   Remove(std::string(id), "left");
   return {};
@@ -275,7 +274,8 @@ void Coordinator::PodGone(std::string_view ns_pod) {
   std::string prefix(ns_pod);
   prefix += '/';
   std::vector<std::string> ids;
-  for (auto it = jobs_.lower_bound(prefix); it != jobs_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+  for (auto it = jobs_.lower_bound(prefix); it != jobs_.end() && it->first.rfind(prefix, 0) == 0;
+       ++it) {
     ids.push_back(it->first);
   }
   for (const auto& id : ids) Remove(id, "left: its pod is gone");
@@ -296,7 +296,9 @@ void Coordinator::Remove(const std::string& id, std::string_view why) {
   std::string line = "job " + id + " ";
   line += why;
   log_(line);
-  if (sink_ != nullptr) sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(id)), std::nullopt);
+  if (sink_ != nullptr)
+    sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(id)),
+                 std::nullopt);
   if (gpu.empty()) return;
   Group& g = GroupOf(gpu);
   g.members.erase(std::remove(g.members.begin(), g.members.end(), id), g.members.end());
@@ -336,8 +338,7 @@ void Coordinator::Changed(const std::string& gpu) {
   for (const auto& m : g.members) {
     const Job& j = *jobs_.at(m);
     tunable = tunable && j.cls != nullptr;
-    group.push_back({j.cls, j.batch, j.reg.memory_mib,
-                     m == g.members.back(), j.noise_scale});
+    group.push_back({j.cls, j.batch, j.reg.memory_mib, m == g.members.back(), j.noise_scale});
   }
   if (!tunable) {
     g.state = tuner_ == nullptr ? (g.members.size() == 1 ? "solo" : "tuned") : "untuned";
@@ -541,10 +542,16 @@ void Coordinator::Tick() {
 
 void Coordinator::StoreJob(const Job& j) {
   if (sink_ == nullptr) return;
-  Json v{{"job", j.reg.job},        {"class", j.reg.cls},     {"batch_size", j.batch},
-         {"target_batch", j.target}, {"gpus", j.reg.gpus},    {"pid", j.reg.pid},
-         {"min_batch", j.reg.min_batch}, {"max_batch", j.reg.max_batch},
-         {"memory_mib", j.reg.memory_mib}, {"noise_scale", j.noise_scale}};
+  Json v{{"job", j.reg.job},
+         {"class", j.reg.cls},
+         {"batch_size", j.batch},
+         {"target_batch", j.target},
+         {"gpus", j.reg.gpus},
+         {"pid", j.reg.pid},
+         {"min_batch", j.reg.min_batch},
+         {"max_batch", j.reg.max_batch},
+         {"memory_mib", j.reg.memory_mib},
+         {"noise_scale", j.noise_scale}};
   sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(j.reg.job)),
                v.dump());
 }

@@ -1,8 +1,8 @@
-#include "gpumux/core/time.h"
 #include "gpumux/coordinator/node_status.h"
 
 #include <ctime>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/objects.h"
 
@@ -61,7 +61,8 @@ void NodeStatusPublisher::Run(std::stop_token stop) {
     Json body = state;
     body["updated"] = core::FormatRfc3339(static_cast<std::int64_t>(std::time(nullptr)));
     const Json patch = {
-        {"metadata", {{"annotations", {{std::string(kube::kAnnotationCoordinator), body.dump()}}}}}};
+        {"metadata",
+         {{"annotations", {{std::string(kube::kAnnotationCoordinator), body.dump()}}}}}};
     lock.unlock();
     auto result =
         api_->Patch("/api/v1/nodes/" + kube::QueryEscape(node_), patch, kube::PatchType::kMerge);
@@ -69,15 +70,16 @@ void NodeStatusPublisher::Run(std::stop_token stop) {
     last_patch_ = std::chrono::steady_clock::now();
     if (result) {
       if (failing)
-        log_("node " + node_ + ": " + std::string(kube::kAnnotationCoordinator) + " published again");
+        log_("node " + node_ + ": " + std::string(kube::kAnnotationCoordinator) +
+             " published again");
       failing = false;
       published_ = std::move(state);
       ever_patched_ = true;
       ++patches_;
     } else if (!failing) {
       failing = true;
-      log_.Warn("node " + node_ + ": cannot publish " + std::string(kube::kAnnotationCoordinator) + ": " +
-                result.error().ToString() + " (retrying every " +
+      log_.Warn("node " + node_ + ": cannot publish " + std::string(kube::kAnnotationCoordinator) +
+                ": " + result.error().ToString() + " (retrying every " +
                 std::to_string(options_.every.count() / 1000) + " s)");
     }
   }

@@ -76,10 +76,12 @@ void PodGrants::Update(const Json& pod, bool deleted) {
     return;
   }
   const Json* metadata = kube::JsonChild(pod, "metadata");
-  const Json* annotations = metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
+  const Json* annotations =
+      metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   const std::string text =
-      annotations != nullptr ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str())
-                             : "";
+      annotations != nullptr
+          ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str())
+          : "";
   if (text.empty()) return;
   auto grant = kube::DecodeGrant(text);
   if (!grant) {

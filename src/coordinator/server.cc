@@ -1,7 +1,5 @@
 #include "gpumux/coordinator/server.h"
 
-#include "gpumux/coordinator/node_status.h"
-
 #include <httplib.h>
 #include <poll.h>
 #include <prometheus/counter.h>
@@ -14,8 +12,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -23,9 +19,12 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include "gpumux/coordinator/node_status.h"
 
 namespace gpumux::coordinator {
 
@@ -37,8 +36,8 @@ constexpr std::size_t kMaxSteps = 10'000;
 constexpr std::size_t kMaxGpus = 64;
 
 HttpReply Error(int status, std::string message) {
-  return {status, Json{{"error", std::move(message)}}.dump(-1, ' ', false,
-                                                           Json::error_handler_t::replace)};
+  return {status,
+          Json{{"error", std::move(message)}}.dump(-1, ' ', false, Json::error_handler_t::replace)};
 }
 
 HttpReply FromError(const core::Error& e) {
@@ -158,7 +157,8 @@ HttpReply HandleReport(Coordinator& c, const Json& body) {
 
 HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
                  std::string_view body) {
-  if (method == "GET" && path == "/v1/state") return {200, kube::StateJson(c.options().node, c.options().tuner, c.State()).dump()};
+  if (method == "GET" && path == "/v1/state")
+    return {200, kube::StateJson(c.options().node, c.options().tuner, c.State()).dump()};
   const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
   if (!known) return Error(404, "no such endpoint: " + std::string(path));
   if (method != "POST") return Error(405, std::string(path) + " takes POST");
@@ -224,8 +224,8 @@ class StoreWriter final : public StoreSink {
     }
     bool ok = true;
     for (auto it = batch.begin(); it != batch.end(); ++it) {
-      const auto done = it->second ? store_->Put(it->first, *it->second)
-                                   : store_->Delete(it->first);
+      const auto done =
+          it->second ? store_->Put(it->first, *it->second) : store_->Delete(it->first);
       if (!done) {
         ok = false;
         Failed(done.error().message);
@@ -299,7 +299,8 @@ class UnixRelay {
                              "socket path too long (at most 107 bytes): " + path);
     }
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return core::MakeError(core::ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+    if (fd < 0)
+      return core::MakeError(core::ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     ::unlink(path.c_str());  // a stale socket of an earlier run
@@ -333,7 +334,8 @@ class UnixRelay {
   }
 
  private:
-  UnixRelay(std::string path, int fd, int port) : path_(std::move(path)), listen_fd_(fd), port_(port) {}
+  UnixRelay(std::string path, int fd, int port)
+      : path_(std::move(path)), listen_fd_(fd), port_(port) {}
 
   void AcceptLoop() {
     while (!stop_) {
@@ -355,7 +357,8 @@ class UnixRelay {
     addr.sin_port = htons(static_cast<std::uint16_t>(port_));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
-    if (upstream >= 0 && ::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    if (upstream >= 0 &&
+        ::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
       Pump(client, upstream);
     }
     if (upstream >= 0) ::close(upstream);
@@ -418,7 +421,8 @@ class Server::Impl {
       const std::string prefix = coordinator_->options().prefix + "nodes/" +
                                  KeySegment(coordinator_->options().node) + "/";
       Json alive{{"pid", static_cast<std::int64_t>(::getpid())}};
-      writer_ = std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
+      writer_ =
+          std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
       coordinator_->set_sink(writer_.get());
       std::vector<std::pair<std::string, std::string>> kv;
       bool read = true;
@@ -446,8 +450,9 @@ class Server::Impl {
         std::lock_guard lock(mu_);
         reply = Handle(*coordinator_, req.method, req.path, req.body);
       }
-      requests_.Add({{"path", req.path.rfind("/v1/", 0) == 0 ? req.path : "other"},
-                     {"code", std::to_string(reply.status)}})
+      requests_
+          .Add({{"path", req.path.rfind("/v1/", 0) == 0 ? req.path : "other"},
+                {"code", std::to_string(reply.status)}})
           .Increment();
       res.status = reply.status;
       res.set_content(reply.body, "application/json");
@@ -516,33 +521,52 @@ class Server::Impl {
 
   std::string MetricsText() {
     prometheus::Registry now;
-    auto& jobs = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_jobs")
-                     .Help("Jobs registered on each GPU").Register(now);
-    auto& state = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_state")
+    auto& jobs = prometheus::BuildGauge()
+                     .Name("gpumux_coordinator_gpu_jobs")
+                     .Help("Jobs registered on each GPU")
+                     .Register(now);
+    auto& state = prometheus::BuildGauge()
+                      .Name("gpumux_coordinator_gpu_state")
                       .Help("1 for the GPU's tuning state: solo, measuring, tuned or untuned")
                       .Register(now);
-    auto& sessions = prometheus::BuildGauge().Name("gpumux_coordinator_gpu_tuning_sessions")
+    auto& sessions = prometheus::BuildGauge()
+                         .Name("gpumux_coordinator_gpu_tuning_sessions")
                          .Help("Tuning sessions started on the GPU's current group and before")
                          .Register(now);
-    auto& step = prometheus::BuildGauge().Name("gpumux_coordinator_job_step_seconds")
-                     .Help("Mean step time over the job's recent steps").Register(now);
-    auto& rate = prometheus::BuildGauge().Name("gpumux_coordinator_job_samples_per_second")
-                     .Help("Samples per second at the job's current batch size").Register(now);
-    auto& batch = prometheus::BuildGauge().Name("gpumux_coordinator_job_batch_size")
-                      .Help("The batch size the job reports running").Register(now);
-    auto& target = prometheus::BuildGauge().Name("gpumux_coordinator_job_target_batch_size")
-                       .Help("The batch size the coordinator asks the job to use").Register(now);
-    auto& slowdown = prometheus::BuildGauge().Name("gpumux_coordinator_job_slowdown")
+    auto& step = prometheus::BuildGauge()
+                     .Name("gpumux_coordinator_job_step_seconds")
+                     .Help("Mean step time over the job's recent steps")
+                     .Register(now);
+    auto& rate = prometheus::BuildGauge()
+                     .Name("gpumux_coordinator_job_samples_per_second")
+                     .Help("Samples per second at the job's current batch size")
+                     .Register(now);
+    auto& batch = prometheus::BuildGauge()
+                      .Name("gpumux_coordinator_job_batch_size")
+                      .Help("The batch size the job reports running")
+                      .Register(now);
+    auto& target = prometheus::BuildGauge()
+                       .Name("gpumux_coordinator_job_target_batch_size")
+                       .Help("The batch size the coordinator asks the job to use")
+                       .Register(now);
+    auto& slowdown = prometheus::BuildGauge()
+                         .Name("gpumux_coordinator_job_slowdown")
                          .Help("Step time over the job's solo step time at that batch size")
                          .Register(now);
-    auto& steps = prometheus::BuildGauge().Name("gpumux_coordinator_job_steps")
-                      .Help("Steps the job has reported since it registered").Register(now);
-    auto& totals = prometheus::BuildGauge().Name("gpumux_coordinator_totals")
+    auto& steps = prometheus::BuildGauge()
+                      .Name("gpumux_coordinator_job_steps")
+                      .Help("Steps the job has reported since it registered")
+                      .Register(now);
+    auto& totals = prometheus::BuildGauge()
+                       .Name("gpumux_coordinator_totals")
                        .Help("Tuning sessions started and measurement windows closed since start")
                        .Register(now);
-    auto& store_g = prometheus::BuildGauge().Name("gpumux_coordinator_store")
-                        .Help("Store writes queued, store errors since start, and 1 if the last "
-                              "store call succeeded").Register(now);
+    auto& store_g = prometheus::BuildGauge()
+                        .Name("gpumux_coordinator_store")
+                        .Help(
+                            "Store writes queued, store errors since start, and 1 if the last "
+                            "store call succeeded")
+                        .Register(now);
     {
       std::lock_guard lock(mu_);
       for (const GpuView& g : coordinator_->State()) {
@@ -560,8 +584,10 @@ class Server::Impl {
           steps.Add(l).Set(static_cast<double>(j.steps));
         }
       }
-      totals.Add({{"what", "tuning_sessions"}}).Set(static_cast<double>(coordinator_->sessions_started()));
-      totals.Add({{"what", "measurement_windows"}}).Set(static_cast<double>(coordinator_->windows_closed()));
+      totals.Add({{"what", "tuning_sessions"}})
+          .Set(static_cast<double>(coordinator_->sessions_started()));
+      totals.Add({{"what", "measurement_windows"}})
+          .Set(static_cast<double>(coordinator_->windows_closed()));
     }
     if (writer_) {
       store_g.Add({{"what", "pending"}}).Set(static_cast<double>(writer_->pending()));

@@ -1,7 +1,8 @@
 #include "gpumux/deviceplugin/allocate.h"
-#include "gpumux/core/plural.h"
 
 #include <unordered_set>
+
+#include "gpumux/core/plural.h"
 
 namespace gpumux::deviceplugin {
 namespace {

@@ -1,7 +1,8 @@
 #include "gpumux/deviceplugin/container_env.h"
-#include "gpumux/core/plural.h"
 
 #include <filesystem>
+
+#include "gpumux/core/plural.h"
 
 namespace gpumux::deviceplugin {
 

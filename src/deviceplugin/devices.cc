@@ -8,9 +8,12 @@ namespace gpumux::deviceplugin {
 
 std::string_view ResourceName(Resource r) {
   switch (r) {
-    case Resource::kGpu: return "gpumux.io/gpu";
-    case Resource::kGpuMem: return "gpumux.io/gpu-mem";
-    case Resource::kGpuMilli: return "gpumux.io/gpu-milli";
+    case Resource::kGpu:
+      return "gpumux.io/gpu";
+    case Resource::kGpuMem:
+      return "gpumux.io/gpu-mem";
+    case Resource::kGpuMilli:
+      return "gpumux.io/gpu-milli";
   }
   return "?";
 }
@@ -21,9 +24,9 @@ core::Result<Resource> ParseResource(std::string_view text) {
   for (Resource r : kAllResources) {
     if (text == ShortName(r) || text == ResourceName(r)) return r;
   }
-  return core::MakeError(core::ErrorCode::kInvalidArgument,
-                         "unknown resource '" + std::string(text) +
-                             "' (accepted: gpu, gpu-mem, gpu-milli)");
+  return core::MakeError(
+      core::ErrorCode::kInvalidArgument,
+      "unknown resource '" + std::string(text) + "' (accepted: gpu, gpu-mem, gpu-milli)");
 }
 
 namespace {

@@ -1,7 +1,6 @@
 #include "gpumux/deviceplugin/handshake.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "gpumux/kube/node_lock.h"
@@ -37,7 +36,8 @@ core::Result<std::vector<ContainerAsk>> ContainerAsks(const nlohmann::json& pod)
   std::vector<ContainerAsk> out;
   const json* spec = kube::JsonChild(pod, "spec");
   if (spec == nullptr) return out;
-  if (const json* init = kube::JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
+  if (const json* init = kube::JsonChild(*spec, "initContainers");
+      init != nullptr && init->is_array()) {
     for (const json& c : *init) {
       auto ask = AskOf(c, "init container " + kube::JsonString(c, "name"));
       if (!ask) return tl::unexpected(ask.error());
@@ -87,7 +87,8 @@ namespace {
 std::uint64_t VersionOf(const json& object) {
   const json* metadata = kube::JsonChild(object, "metadata");
   const std::string rv = metadata != nullptr ? kube::JsonString(*metadata, "resourceVersion") : "";
-  if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) return 0;
+  if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
   return std::stoull(rv);
 }
 
@@ -167,13 +168,15 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   std::optional<json> node = cached ? CachedNode() : std::nullopt;
   if (!node) {
     auto got = api_->Get("/api/v1/nodes/" + kube::QueryEscape(node_));
-    if (!got) return tl::unexpected(Unavailable("reading node " + node_ + ": " + got.error().ToString()));
+    if (!got)
+      return tl::unexpected(Unavailable("reading node " + node_ + ": " + got.error().ToString()));
     RememberNode(*got);
     node = std::move(*got);
   }
   kube::NodeLockView view = kube::ReadNodeLock(*node);
   if (!view.lock_error.empty()) {
-    return tl::unexpected(Refuse("node " + node_ + ": annotation gpumux.io/allocating is unreadable (" +
+    return tl::unexpected(Refuse("node " + node_ +
+                                 ": annotation gpumux.io/allocating is unreadable (" +
                                  view.lock_error + ")"));
   }
   if (!view.lock) {
@@ -209,21 +212,24 @@ HandshakeResult<Handshake::Holder> Handshake::ReadHolder(bool cached) {
   auto asks = ContainerAsks(*pod);
   if (!asks) return tl::unexpected(Refuse("pod " + key + ": " + asks.error().message));
   h.asks = std::move(*asks);
-  const json* annotations = metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
+  const json* annotations =
+      metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   const std::string grant_text =
-      annotations != nullptr ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str()) : "";
+      annotations != nullptr
+          ? kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str())
+          : "";
   if (grant_text.empty()) {
     return tl::unexpected(Refuse("pod " + key + " holds the node lock on " + node_ +
                                  " but has no gpumux.io/grant annotation"));
   }
   auto grant = kube::DecodeGrant(grant_text);
   if (!grant) {
-    return tl::unexpected(Refuse("pod " + key + ": gpumux.io/grant is unreadable: " +
-                                 grant.error().message));
+    return tl::unexpected(
+        Refuse("pod " + key + ": gpumux.io/grant is unreadable: " + grant.error().message));
   }
   if (grant->node != node_) {
-    return tl::unexpected(Refuse("pod " + key + " was granted GPUs on node " + grant->node +
-                                 ", not on " + node_));
+    return tl::unexpected(
+        Refuse("pod " + key + " was granted GPUs on node " + grant->node + ", not on " + node_));
   }
   h.grant = std::move(*grant);
   return h;
@@ -251,7 +257,8 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
     for (std::int64_t count : counts) {
       const ContainerAsk* next = nullptr;
       for (const ContainerAsk& a : holder->asks) {
-        if (a.count[static_cast<std::size_t>(resource)] > 0 && !is_served(ServedKey(a.name, resource))) {
+        if (a.count[static_cast<std::size_t>(resource)] > 0 &&
+            !is_served(ServedKey(a.name, resource))) {
           next = &a;
           break;
         }
@@ -263,18 +270,18 @@ HandshakeResult<std::vector<ServedContainer>> Handshake::Claim(
       }
       const std::int64_t wanted = next->count[static_cast<std::size_t>(resource)];
       if (wanted != count) {
-        return tl::unexpected(Refuse(
-            "the kubelet asks for " + std::to_string(count) + " " + resource_name +
-            " devices, but container " + next->name + " of pod " + key +
-            " (holder of the node lock on " + node_ + ") asks for " + std::to_string(wanted)));
+        return tl::unexpected(Refuse("the kubelet asks for " + std::to_string(count) + " " +
+                                     resource_name + " devices, but container " + next->name +
+                                     " of pod " + key + " (holder of the node lock on " + node_ +
+                                     ") asks for " + std::to_string(wanted)));
       }
       const kube::ContainerGrant* g = nullptr;
       for (const kube::ContainerGrant& c : holder->grant.containers) {
         if (c.name == next->name) g = &c;
       }
       if (g == nullptr) {
-        return tl::unexpected(Refuse("the grant of pod " + key + " has no entry for container " +
-                                     next->name));
+        return tl::unexpected(
+            Refuse("the grant of pod " + key + " has no entry for container " + next->name));
       }
       served.push_back(ServedKey(next->name, resource));
       out.push_back(ServedContainer{holder->lock.ns, holder->lock.name, holder->lock.uid,

@@ -15,14 +15,13 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "gpumux/core/plural.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
-#include "gpumux/core/plural.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -52,10 +51,11 @@ class Metrics {
                   .Name("gpumux_device_plugin_gpus")
                   .Help("GPUs of this node by health")
                   .Register(*registry_)),
-        xids_(prometheus::BuildCounter()
-                  .Name("gpumux_device_plugin_xid_events_total")
-                  .Help("XID events reported by the driver, by class (application, transient, fatal)")
-                  .Register(*registry_)),
+        xids_(
+            prometheus::BuildCounter()
+                .Name("gpumux_device_plugin_xid_events_total")
+                .Help("XID events reported by the driver, by class (application, transient, fatal)")
+                .Register(*registry_)),
         registrations_(prometheus::BuildGauge()
                            .Name("gpumux_device_plugin_registrations")
                            .Help("Successful registrations with the kubelet since start")
@@ -78,7 +78,9 @@ class Metrics {
     gpus_.Add({{"health", "Healthy"}}).Set(healthy);
     gpus_.Add({{"health", "Unhealthy"}}).Set(unhealthy);
   }
-  void Xid(gpu::XidClass c) { xids_.Add({{"class", std::string(gpu::XidClassName(c))}}).Increment(); }
+  void Xid(gpu::XidClass c) {
+    xids_.Add({{"class", std::string(gpu::XidClassName(c))}}).Increment();
+  }
   void Registrations(std::int64_t n) { registrations_.Set(static_cast<double>(n)); }
   void Published(bool yes) { published_.Set(yes ? 1 : 0); }
   std::string Text() const {
@@ -99,7 +101,8 @@ class Metrics {
 
 }  // namespace
 
-std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::vector<bool>& healthy) {
+std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus,
+                                const std::vector<bool>& healthy) {
   json list = json::array();
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const bool ok = i < healthy.size() ? healthy[i] : true;
@@ -258,8 +261,8 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
 }
 
 void NodeAgent::Impl::XidLoop(std::stop_token stop) {
-  const auto step = std::min<std::chrono::milliseconds>(options.health_interval,
-                                                        std::chrono::milliseconds(500));
+  const auto step =
+      std::min<std::chrono::milliseconds>(options.health_interval, std::chrono::milliseconds(500));
   while (!stop.stop_requested()) {
     auto events = backend->WaitXid(step);
     if (!events || events->empty()) continue;
@@ -328,7 +331,8 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
                                                            std::unique_ptr<gpu::Backend> backend,
                                                            kube::KubeApi* api) {
   if (options.health_interval.count() <= 0) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, "the health interval must be positive");
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the health interval must be positive");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl* raw = impl.get();

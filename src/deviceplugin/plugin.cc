@@ -1,5 +1,6 @@
 #include "gpumux/deviceplugin/plugin.h"
 
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <mutex>
 #include <thread>
 #include <unordered_set>
-
-#include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "gpumux/core/plural.h"
@@ -176,9 +175,8 @@ grpc::Status DevicePlugin::Impl::ListAndWatch(
     {
       std::unique_lock lock(mu);
       // Wake now and then to notice a client that went away.
-      cv.wait_for(lock, std::chrono::milliseconds(200), [&] {
-        return stopping || s.stopping.load() || generation != sent;
-      });
+      cv.wait_for(lock, std::chrono::milliseconds(200),
+                  [&] { return stopping || s.stopping.load() || generation != sent; });
       if (stopping || s.stopping.load()) return grpc::Status::OK;
       if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
       if (generation == sent) continue;
@@ -247,8 +245,7 @@ grpc::Status DevicePlugin::Impl::Preferred(Resource r, const pb::PreferredAlloca
           const Device* d = table.Find(id);
           if (d == nullptr || taken.contains(id)) continue;
           const int index = node_gpus[static_cast<std::size_t>(d->gpu)].index;
-          const bool is_granted =
-              std::find(granted.begin(), granted.end(), index) != granted.end();
+          const bool is_granted = std::find(granted.begin(), granted.end(), index) != granted.end();
           if (granted_only && !is_granted) continue;
           taken.insert(id);
           chosen.push_back(id);
@@ -414,13 +411,15 @@ core::Result<std::unique_ptr<DevicePlugin>> DevicePlugin::Create(PluginOptions o
     impl->healthy.push_back(g.healthy);
   }
   impl->api = api;
-  if (api != nullptr) impl->handshake = std::make_unique<Handshake>(*api, options.node_name, options.handshake);
+  if (api != nullptr)
+    impl->handshake = std::make_unique<Handshake>(*api, options.node_name, options.handshake);
   std::unordered_set<int> seen;
   for (Resource r : options.resources) {
     if (!seen.insert(static_cast<int>(r)).second) continue;
     auto s = std::make_unique<Impl::Server>();
     s->resource = r;
-    s->socket = options.kubelet_dir + "/" + options.socket_prefix + "-" + std::string(ShortName(r)) + ".sock";
+    s->socket = options.kubelet_dir + "/" + options.socket_prefix + "-" +
+                std::string(ShortName(r)) + ".sock";
     if (s->socket.size() >= 108) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              s->socket + ": a unix socket path must be shorter than 108 bytes");
@@ -434,9 +433,9 @@ core::Result<std::unique_ptr<DevicePlugin>> DevicePlugin::Create(PluginOptions o
 core::Result<void> DevicePlugin::Start() {
   std::error_code ec;
   if (!std::filesystem::is_directory(impl_->options.kubelet_dir, ec)) {
-    return core::MakeError(core::ErrorCode::kNotFound,
-                           impl_->options.kubelet_dir +
-                               ": the kubelet's device-plugin folder does not exist");
+    return core::MakeError(
+        core::ErrorCode::kNotFound,
+        impl_->options.kubelet_dir + ": the kubelet's device-plugin folder does not exist");
   }
   for (auto& s : impl_->servers) {
     auto started = impl_->StartServer(*s);

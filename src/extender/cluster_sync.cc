@@ -3,8 +3,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "gpumux/core/rng.h"
 #include "gpumux/core/plural.h"
+#include "gpumux/core/rng.h"
 
 namespace gpumux::extender {
 
@@ -71,9 +71,9 @@ void ClusterSync::Start() {
     return r;
   };
   nodes_ = std::make_unique<kube::Reflector>(*api_, "/api/v1/nodes", std::move(nodes),
-                                       reflector_options("nodes"));
+                                             reflector_options("nodes"));
   pods_ = std::make_unique<kube::Reflector>(*api_, "/api/v1/pods", std::move(pods),
-                                      reflector_options("pods"));
+                                            reflector_options("pods"));
   nodes_thread_ = std::jthread([this](std::stop_token stop) { nodes_->Run(stop); });
   pods_thread_ = std::jthread([this](std::stop_token stop) { pods_->Run(stop); });
   ticker_ = std::jthread([this](std::stop_token stop) {

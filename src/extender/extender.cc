@@ -1,5 +1,7 @@
 #include "gpumux/extender/extender.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,12 +9,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <simdjson.h>
 
 namespace gpumux::extender {
 namespace {
@@ -25,7 +25,8 @@ constexpr std::chrono::milliseconds kMinLockRetry{20};
 
 VerbReply BadRequest(const std::string& message) {
   // `replace`: a message may quote a name cut short in the middle of a UTF-8 sequence.
-  return VerbReply{400, json{{"Error", message}}.dump(-1, ' ', false, json::error_handler_t::replace),
+  return VerbReply{400,
+                   json{{"Error", message}}.dump(-1, ' ', false, json::error_handler_t::replace),
                    "bad_request", 0};
 }
 
@@ -33,8 +34,8 @@ VerbReply BadRequest(const std::string& message) {
 // client and may be anything.
 std::string Quoted(std::string_view text) {
   constexpr std::size_t kMax = 100;
-  std::string out = json(std::string(text.substr(0, kMax)))
-                        .dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out =
+      json(std::string(text.substr(0, kMax))).dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > kMax) out += "...";
   return out;
 }
@@ -62,7 +63,8 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
       std::string key = parsed.get<std::string>();
       if (!open.back().keys.insert(key).second) {
         std::string where;
-        for (std::size_t i = 0; i + 1 < open.size(); ++i) where += (i > 0 ? "." : "") + open[i].last;
+        for (std::size_t i = 0; i + 1 < open.size(); ++i)
+          where += (i > 0 ? "." : "") + open[i].last;
         repeated = "key " + Quoted(key) + " appears twice" +
                    (where.empty() ? std::string() : " in " + Quoted(where));
       }
@@ -144,9 +146,9 @@ struct ExtenderArgs {
   std::vector<std::string_view> name_tokens;
   // Full-NodeList mode (`Nodes` given): each item's JSON text, index for index with `names`.
   std::vector<std::string_view> node_raw;
-  std::deque<std::string> owned;           // names and tokens made here (full-NodeList mode)
+  std::deque<std::string> owned;  // names and tokens made here (full-NodeList mode)
   bool full_nodes = false;
-  simdjson::padded_string padded;          // the body
+  simdjson::padded_string padded;  // the body
 };
 
 // Appends `s` as a JSON string literal.
@@ -162,15 +164,26 @@ void AppendJsonString(std::string& out, std::string_view s) {
   }
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          std::snprintf(buf, sizeof buf, "\\u%04x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
           out += buf;
         } else {
           out += c;
@@ -372,7 +385,7 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
       return nullptr;
     }
     sj::value value = field.value();
-    bool* seen = key == "Pod" ? &have_pod
+    bool* seen = key == "Pod"         ? &have_pod
                  : key == "NodeNames" ? &have_names
                  : key == "Nodes"     ? &have_nodes
                                       : nullptr;
@@ -426,13 +439,15 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
   if (names_given && nodes_given) {
     // kube-scheduler sends exactly one: NodeNames when the extender is nodeCacheCapable, else
     // Nodes. Both could name different nodes: which would the reply be about?
-    *error = "both \"NodeNames\" and \"Nodes\" are given: expected \"NodeNames\" "
-             "(nodeCacheCapable: true) or \"Nodes\" (a v1.NodeList), not both";
+    *error =
+        "both \"NodeNames\" and \"Nodes\" are given: expected \"NodeNames\" "
+        "(nodeCacheCapable: true) or \"Nodes\" (a v1.NodeList), not both";
     return nullptr;
   }
   if (!names_given && !nodes_given) {
-    *error = "no candidate nodes: expected \"NodeNames\" (nodeCacheCapable: true) or \"Nodes\" "
-             "(a v1.NodeList)";
+    *error =
+        "no candidate nodes: expected \"NodeNames\" (nodeCacheCapable: true) or \"Nodes\" "
+        "(a v1.NodeList)";
     return nullptr;
   }
   if (auto repeated = FindRepeated(args->names)) {
@@ -452,9 +467,9 @@ bool IsValidName(std::string_view s, NameKind kind) {
   const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   if (kind == NameKind::kUid) {
     return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
-             return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-           });
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '-' || c == '_' || c == '.' || c == ':';
+    });
   }
   const std::size_t max = kind == NameKind::kLabel ? 63 : 253;
   if (s.empty() || s.size() > max || !alnum(s.front()) || !alnum(s.back())) return false;
@@ -560,10 +575,14 @@ PodReadBack ReadPodBack(kube::KubeApi& api, const std::string& ns, const std::st
 
 std::string_view VerbName(Verb verb) {
   switch (verb) {
-    case Verb::kFilter: return "filter";
-    case Verb::kPrioritize: return "prioritize";
-    case Verb::kBind: return "bind";
-    case Verb::kPreempt: return "preempt";
+    case Verb::kFilter:
+      return "filter";
+    case Verb::kPrioritize:
+      return "prioritize";
+    case Verb::kBind:
+      return "bind";
+    case Verb::kPreempt:
+      return "preempt";
   }
   return "unknown";
 }
@@ -575,10 +594,14 @@ Extender::~Extender() = default;
 
 VerbReply Extender::Handle(Verb verb, std::string_view body) {
   switch (verb) {
-    case Verb::kFilter: return Filter(body);
-    case Verb::kPrioritize: return Prioritize(body);
-    case Verb::kBind: return Bind(body);
-    case Verb::kPreempt: return Preempt(body);
+    case Verb::kFilter:
+      return Filter(body);
+    case Verb::kPrioritize:
+      return Prioritize(body);
+    case Verb::kBind:
+      return Bind(body);
+    case Verb::kPreempt:
+      return Preempt(body);
   }
   return BadRequest("unknown verb");
 }
@@ -718,8 +741,9 @@ VerbReply Extender::Bind(std::string_view body) {
     return VerbReply{200, json{{"Error", message}}.dump(), std::move(label), 0};
   };
   if (api_ == nullptr) {
-    return fail("no_api", "gpumux extender runs without an API server (--offline-nodes) and "
-                          "cannot bind pods");
+    return fail("no_api",
+                "gpumux extender runs without an API server (--offline-nodes) and "
+                "cannot bind pods");
   }
   if (!state_->synced()) {
     // Until both pods and nodes are listed, grants made before a restart are not all known.
@@ -730,7 +754,8 @@ VerbReply Extender::Bind(std::string_view body) {
   if (!pod) {
     // Neither filter nor the watch has shown us this pod yet: ask the API server.
     auto got = api_->Get("/api/v1/namespaces/" + *ns + "/pods/" + *name);
-    if (!got) return fail("api_error", "reading pod " + *ns + "/" + *name + ": " + got.error().ToString());
+    if (!got)
+      return fail("api_error", "reading pod " + *ns + "/" + *name + ": " + got.error().ToString());
     auto decoded = kube::DecodePod(*got, state_->gpu_mem_unit_mib());
     if (!decoded) return fail("api_error", decoded.error().message);
     pod = std::move(*decoded);
@@ -818,8 +843,8 @@ VerbReply Extender::Bind(std::string_view body) {
   }
   if (acquired->outcome == kube::AcquireOutcome::kNotReady) {
     state_->Forget(*uid, *grant);
-    return fail("plugin_not_ready", acquired->message + "; " + *ns + "/" + *name +
-                                        " will be retried once it is ready");
+    return fail("plugin_not_ready",
+                acquired->message + "; " + *ns + "/" + *name + " will be retried once it is ready");
   }
   if (acquired->outcome == kube::AcquireOutcome::kBusy) {
     state_->Forget(*uid, *grant);
@@ -846,8 +871,9 @@ VerbReply Extender::Bind(std::string_view body) {
     }
     state_->Forget(*uid, *grant);
   };
-  auto patched = kube::PatchPodAnnotations(*api_, *ns, *name, *uid,
-                                     json{{std::string(kube::kAnnotationGrant), kube::EncodeGrant(*grant)}});
+  auto patched = kube::PatchPodAnnotations(
+      *api_, *ns, *name, *uid,
+      json{{std::string(kube::kAnnotationGrant), kube::EncodeGrant(*grant)}});
   if (!patched) {
     // Read back rather than guess. No Binding was sent by this bind, so unless the pod shows
     // up bound with this very grant, it does not hold these GPUs: they are given back.
@@ -908,7 +934,8 @@ VerbReply Extender::Preempt(std::string_view body) {
   auto doc = ParseObject(body, &error);
   if (!doc) return BadRequest(error);
   const json* pod_json = kube::JsonChild(*doc, "Pod");
-  if (pod_json == nullptr || !pod_json->is_object()) return BadRequest("\"Pod\" is missing or not an object");
+  if (pod_json == nullptr || !pod_json->is_object())
+    return BadRequest("\"Pod\" is missing or not an object");
   auto pod = kube::DecodePod(*pod_json, state_->gpu_mem_unit_mib());
   if (!pod) return BadRequest("\"Pod\": " + pod.error().message);
   // Victims per node, as UIDs, from either form: NodeNameToMetaVictims (nodeCacheCapable:
@@ -916,12 +943,14 @@ VerbReply Extender::Preempt(std::string_view body) {
   const json* meta = kube::JsonChild(*doc, "NodeNameToMetaVictims");
   const json* full = kube::JsonChild(*doc, "NodeNameToVictims");
   if (meta != nullptr && full != nullptr) {
-    return BadRequest("both \"NodeNameToMetaVictims\" and \"NodeNameToVictims\" are given: "
-                      "expected one of them");
+    return BadRequest(
+        "both \"NodeNameToMetaVictims\" and \"NodeNameToVictims\" are given: "
+        "expected one of them");
   }
   if (meta == nullptr && full == nullptr) {
-    return BadRequest("no victims: expected \"NodeNameToMetaVictims\" (nodeCacheCapable: true) or "
-                      "\"NodeNameToVictims\"");
+    return BadRequest(
+        "no victims: expected \"NodeNameToMetaVictims\" (nodeCacheCapable: true) or "
+        "\"NodeNameToVictims\"");
   }
   const json& source = meta != nullptr ? *meta : *full;
   const std::string field = meta != nullptr ? "\"NodeNameToMetaVictims\"" : "\"NodeNameToVictims\"";

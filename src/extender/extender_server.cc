@@ -202,7 +202,9 @@ class Metrics {
   }
 
   // The counter of connections closed for `reason` (gpumux_extender_connections_dropped_total).
-  prometheus::Counter& Dropped(const std::string& reason) { return dropped_.Add({{"reason", reason}}); }
+  prometheus::Counter& Dropped(const std::string& reason) {
+    return dropped_.Add({{"reason", reason}});
+  }
 
   // A verb request the HTTP layer refused before Extender saw it (413, unreadable request).
   void CountRefused(Verb verb, int status) {
@@ -378,13 +380,20 @@ constexpr std::array<Drop, 6> kDrops{Drop::kRequestTimeout, Drop::kHeadTooLarge,
 
 const char* DropName(Drop d) {
   switch (d) {
-    case Drop::kNone: return "none";
-    case Drop::kRequestTimeout: return "request_timeout";
-    case Drop::kHeadTooLarge: return "head_too_large";
-    case Drop::kBodyTooLarge: return "body_too_large";
-    case Drop::kWriteTimeout: return "write_timeout";
-    case Drop::kEvicted: return "evicted";
-    case Drop::kRefused: return "refused";
+    case Drop::kNone:
+      return "none";
+    case Drop::kRequestTimeout:
+      return "request_timeout";
+    case Drop::kHeadTooLarge:
+      return "head_too_large";
+    case Drop::kBodyTooLarge:
+      return "body_too_large";
+    case Drop::kWriteTimeout:
+      return "write_timeout";
+    case Drop::kEvicted:
+      return "evicted";
+    case Drop::kRefused:
+      return "refused";
   }
   return "unknown";
 }
@@ -573,7 +582,7 @@ class ConnectionTable {
   struct Entry {
     int fd = -1;
     Phase phase = Phase::kWaiting;
-    SocketClock::time_point since;  // when the phase began
+    SocketClock::time_point since;     // when the phase began
     std::atomic<bool> dropped{false};  // shut down by the table: its thread ends it
   };
   using EntryRef = std::list<Entry>::iterator;
@@ -724,9 +733,8 @@ class ConnectionTable {
       if (queue_.empty()) {
         if (shutting_down_) return;
         ++idle_threads_;
-        const bool woken = work_cv_.wait_for(lock, kThreadLinger, [this] {
-          return !queue_.empty() || shutting_down_;
-        });
+        const bool woken = work_cv_.wait_for(lock, kThreadLinger,
+                                             [this] { return !queue_.empty() || shutting_down_; });
         --idle_threads_;
         if (!woken && threads_.size() > keep_threads_) {
           // Retire: the next Enqueue or JoinThreads joins this thread.
@@ -856,8 +864,7 @@ class HttpServer final : public httplib::Server {
         break;
       }
       if (!table_.SetPhase(conn.entry, Phase::kReceiving)) break;
-      stream.BeginRequest(first ? wait_until
-                                : SocketClock::now() + settings_.request_read_timeout);
+      stream.BeginRequest(first ? wait_until : SocketClock::now() + settings_.request_read_timeout);
       bool closed_by_client = false;
       ok = process_request(stream, /*close_connection=*/table_.stopping(), closed_by_client,
                            nullptr);
@@ -887,17 +894,17 @@ class HttpServer final : public httplib::Server {
         detail = "its request did not arrive within " + Seconds(settings_.request_read_timeout) +
                  " (" + std::to_string(stream.received()) + " bytes received)";
         if (stream.written() == 0) {
-          Send(sock, BareReply(408, "Request Timeout",
-                               "request not received within " +
-                                   Seconds(settings_.request_read_timeout)));
+          Send(sock,
+               BareReply(408, "Request Timeout",
+                         "request not received within " + Seconds(settings_.request_read_timeout)));
         }
         break;
       case Drop::kHeadTooLarge:
         detail = "its request head is over " + std::to_string(kMaxRequestHeadBytes) + " bytes";
         if (stream.written() == 0) {
-          Send(sock, BareReply(431, "Request Header Fields Too Large",
-                               "request head over " + std::to_string(kMaxRequestHeadBytes) +
-                                   " bytes"));
+          Send(sock,
+               BareReply(431, "Request Header Fields Too Large",
+                         "request head over " + std::to_string(kMaxRequestHeadBytes) + " bytes"));
         }
         break;
       case Drop::kBodyTooLarge:
@@ -1073,7 +1080,7 @@ struct ExtenderServer::Impl {
   Metrics metrics;
   LogThrottle throttle;
   std::array<prometheus::Counter*, kDrops.size()> dropped{};  // by kDrops' order
-  std::unique_ptr<ConnectionTable> table;  // before `server`, which uses it
+  std::unique_ptr<ConnectionTable> table;                     // before `server`, which uses it
   MemoryTrimmer trimmer;
   std::unique_ptr<HttpServer> server;
   std::thread listener;
@@ -1195,14 +1202,16 @@ struct ExtenderServer::Impl {
     ServedConnection* conn = tls_connection;
     if (conn == nullptr) return std::nullopt;
     if (!conn->AcquireSlot(SteadyClock::now() + options.request_read_timeout)) {
-      if (conn->entry->dropped) return VerbReply{503, ErrorBody("the connection was closed"), "closed", 0};
-      return VerbReply{503,
-                       ErrorBody("busy: no worker free within " +
-                                 Seconds(options.request_read_timeout) + " (" +
-                                 std::to_string(options.threads) + " verbs at once)"),
-                       "busy", 0};
+      if (conn->entry->dropped)
+        return VerbReply{503, ErrorBody("the connection was closed"), "closed", 0};
+      return VerbReply{
+          503,
+          ErrorBody("busy: no worker free within " + Seconds(options.request_read_timeout) + " (" +
+                    std::to_string(options.threads) + " verbs at once)"),
+          "busy", 0};
     }
-    if (!BeginAnswering()) return VerbReply{503, ErrorBody("the connection was closed"), "closed", 0};
+    if (!BeginAnswering())
+      return VerbReply{503, ErrorBody("the connection was closed"), "closed", 0};
     return std::nullopt;
   }
 
@@ -1258,10 +1267,10 @@ struct ExtenderServer::Impl {
   void Reply(const httplib::Request& req, httplib::Response& res, int status, std::string body) {
     res.status = status;
     res.set_content(std::move(body), kJsonType);
-    LogThrottled(std::to_string(status),
-                 req.method + " " + req.path + " " + std::to_string(status) + " from " +
-                     req.remote_addr + ":" + std::to_string(req.remote_port) + ": " +
-                     Excerpt(res.body));
+    LogThrottled(std::to_string(status), req.method + " " + req.path + " " +
+                                             std::to_string(status) + " from " + req.remote_addr +
+                                             ":" + std::to_string(req.remote_port) + ": " +
+                                             Excerpt(res.body));
   }
 
   // Before the body is read: a Content-Length over the limit is refused at once (httplib would
@@ -1270,9 +1279,10 @@ struct ExtenderServer::Impl {
     const std::string length = req.get_header_value("Content-Length");
     std::uint64_t bytes = 0;
     const auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), bytes);
-    const bool too_large = !length.empty() && ((ec == std::errc{} && end == length.data() + length.size() &&
-                                                bytes > options.max_body_bytes) ||
-                                               ec == std::errc::result_out_of_range);
+    const bool too_large =
+        !length.empty() && ((ec == std::errc{} && end == length.data() + length.size() &&
+                             bytes > options.max_body_bytes) ||
+                            ec == std::errc::result_out_of_range);
     if (!too_large) return httplib::Server::HandlerResponse::Unhandled;
     BeginAnswering();
     if (ServedConnection* conn = tls_connection) conn->close_after_reply = true;
@@ -1363,11 +1373,10 @@ core::Result<void> ExtenderServer::Start() {
                      "max_connections " + std::to_string(o.max_connections) + " is not in 1.." +
                          std::to_string(kMaxConnectionsLimit));
   }
-  for (const auto& [name, value] :
-       {std::pair<const char*, std::chrono::milliseconds>{"request_read_timeout",
-                                                          o.request_read_timeout},
-        {"keep_alive_timeout", o.keep_alive_timeout},
-        {"write_timeout", o.write_timeout}}) {
+  for (const auto& [name, value] : {std::pair<const char*, std::chrono::milliseconds>{
+                                        "request_read_timeout", o.request_read_timeout},
+                                    {"keep_alive_timeout", o.keep_alive_timeout},
+                                    {"write_timeout", o.write_timeout}}) {
     if (value <= std::chrono::milliseconds::zero()) {
       return MakeError(ErrorCode::kInvalidArgument, std::string(name) + " must be positive");
     }

@@ -19,7 +19,8 @@ using nlohmann::json;
 std::string NodeFingerprint(const json& node) {
   std::string out;
   const json* metadata = kube::JsonChild(node, "metadata");
-  const json* annotations = metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
+  const json* annotations =
+      metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   if (annotations != nullptr && annotations->is_object()) {
     for (const auto& [key, value] : annotations->items()) {
       if (key.rfind("gpumux.io/", 0) != 0 || key == "gpumux.io/allocating") continue;
@@ -52,7 +53,10 @@ std::string NodeFingerprint(const json& node) {
 
 Requeuer::Requeuer(kube::KubeApi& api, RequeuerOptions options)
     : api_(&api), options_(std::move(options)) {
-  if (!options_.now_text) options_.now_text = [] { return core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now())); };
+  if (!options_.now_text)
+    options_.now_text = [] {
+      return core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now()));
+    };
 }
 
 Requeuer::~Requeuer() { Stop(); }
@@ -75,8 +79,8 @@ void Requeuer::TurnedAway(const std::string& ns, const std::string& name, const 
   std::lock_guard lock(mu_);
   auto [it, inserted] = waiting_.try_emplace(uid, Waiting{ns, name, now, {}, {}});
   it->second.last_turned_away = now;
-  it->second.retry_at = retry_in > retry_in.zero() ? now + retry_in
-                                                   : std::chrono::steady_clock::time_point{};
+  it->second.retry_at =
+      retry_in > retry_in.zero() ? now + retry_in : std::chrono::steady_clock::time_point{};
   if (retry_in > retry_in.zero()) {
     retry_asked_ = true;
     wake_.notify_all();
@@ -106,10 +110,11 @@ void Requeuer::ObservePod(const kube::WatchEvent& event) {
   std::string why;
   if (event.type == "DELETED") {
     if (granted)
-      why = "pod " + kube::JsonString(*metadata, "namespace") + "/" + kube::JsonString(*metadata, "name") +
-            " deleted";
+      why = "pod " + kube::JsonString(*metadata, "namespace") + "/" +
+            kube::JsonString(*metadata, "name") + " deleted";
   } else if (granted && (phase == "Succeeded" || phase == "Failed")) {
-    why = "pod " + kube::JsonString(*metadata, "namespace") + "/" + kube::JsonString(*metadata, "name") + " " +
+    why = "pod " + kube::JsonString(*metadata, "namespace") + "/" +
+          kube::JsonString(*metadata, "name") + " " +
           (phase == "Succeeded" ? "succeeded" : "failed");
   }
   std::lock_guard lock(mu_);
@@ -233,7 +238,7 @@ void Requeuer::Round(const std::string& why, bool due_only) {
   std::string failures;
   for (const Target& t : targets) {
     auto patched = kube::PatchPodAnnotations(*api_, t.ns, t.name, t.uid,
-                                       json{{std::string(kAnnotationRequeuedAt), stamp}});
+                                             json{{std::string(kAnnotationRequeuedAt), stamp}});
     std::lock_guard lock(mu_);
     if (patched) {
       ++done;

@@ -1,9 +1,10 @@
-#include "gpumux/core/time.h"
 #include "gpumux/gpu/health.h"
 
 #include <algorithm>
 #include <ctime>
 #include <utility>
+
+#include "gpumux/core/time.h"
 
 namespace gpumux::gpu {
 namespace {

@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/hook/grant.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/plural.h"
+#include "gpumux/core/time.h"
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
@@ -34,8 +34,8 @@ core::Result<core::Cluster> HostCluster(const Inventory& inventory) {
   host.memory_mib = 1'000'000'000;
   host.max_pods = 1'000'000;
   for (const HostGpu& g : inventory.gpus) {
-    host.gpus.push_back(core::GpuSpec{g.index, g.uuid, g.model, g.memory_mib,
-                                      core::GpuHealth::kHealthy});
+    host.gpus.push_back(
+        core::GpuSpec{g.index, g.uuid, g.model, g.memory_mib, core::GpuHealth::kHealthy});
   }
   return core::Cluster::Build({host});
 }
@@ -79,8 +79,8 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
   }
   if (ask.count > host_gpus) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                           "container '" + container + "' asks for " + GpuCount(ask.count) +
-                               " (" + ask.source + "), but the host has only " +
+                           "container '" + container + "' asks for " + GpuCount(ask.count) + " (" +
+                               ask.source + "), but the host has only " +
                                std::to_string(host_gpus) + " (" + inventory.source + ")");
   }
   auto cluster = HostCluster(inventory);
@@ -144,8 +144,9 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     for (const Reservation& r : file.reservations) {
       std::vector<int> gpus = r.gpus;
       std::sort(gpus.begin(), gpus.end());
-      auto held = ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
-                                core::Placement{0, gpus});
+      auto held =
+          ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
+                        core::Placement{0, gpus});
       if (!held) {
         return core::MakeError(core::ErrorCode::kFailedPrecondition,
                                store.path() + ": inconsistent ledger: " + held.error().message);

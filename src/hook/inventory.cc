@@ -185,10 +185,10 @@ core::Result<std::vector<int>> ResolveListed(const Inventory& inventory,
       }
     }
     if (found < 0) {
-      return core::MakeError(core::ErrorCode::kNotFound,
-                             "NVIDIA_VISIBLE_DEVICES names GPU '" + item + "', but the host has " +
-                                 std::to_string(inventory.gpus.size()) + " GPUs (" +
-                                 inventory.source + ")");
+      return core::MakeError(core::ErrorCode::kNotFound, "NVIDIA_VISIBLE_DEVICES names GPU '" +
+                                                             item + "', but the host has " +
+                                                             std::to_string(inventory.gpus.size()) +
+                                                             " GPUs (" + inventory.source + ")");
     }
     if (std::find(out.begin(), out.end(), found) == out.end()) out.push_back(found);
   }

@@ -223,7 +223,8 @@ core::Result<std::vector<std::string>> ConfigEnv(const Json& config, const std::
   const Json* process = Member(config, "process");
   if (process == nullptr) return env;
   if (!process->is_object()) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": 'process' is not an object");
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           source + ": 'process' is not an object");
   }
   const Json* list = Member(*process, "env");
   if (list == nullptr) return env;

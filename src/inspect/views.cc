@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/inspect/views.h"
 
 #include <algorithm>
@@ -9,8 +8,9 @@
 #include <set>
 #include <utility>
 
-#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/core/plural.h"
+#include "gpumux/core/time.h"
+#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/kube/grant.h"
 
 namespace gpumux::inspect {
@@ -78,7 +78,7 @@ std::int64_t MemUnit(const Snapshot& snapshot, const ViewOptions& options) {
 }
 
 core::Result<std::unique_ptr<sched::ClusterState>> Replay(const Snapshot& snapshot,
-                                                        const ViewOptions& options) {
+                                                          const ViewOptions& options) {
   sched::ClusterStateOptions state = options.state;
   state.gpu_mem_unit_mib = MemUnit(snapshot, options);
   state.log = nullptr;
@@ -92,7 +92,7 @@ core::Result<std::unique_ptr<sched::ClusterState>> Replay(const Snapshot& snapsh
 }
 
 std::vector<kube::PodInfo> DecodePods(const Snapshot& snapshot, std::int64_t unit,
-                                     std::vector<std::string>* notes) {
+                                      std::vector<std::string>* notes) {
   std::vector<kube::PodInfo> pods;
   for (const Json& p : snapshot.pods) {
     auto pod = kube::DecodePod(p, unit);
@@ -539,8 +539,8 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
     }
   }
   t.notes.push_back(core::Plural(reporting, "node reports", "nodes report") +
-                    " from a coordinator (" + std::string(kube::kAnnotationCoordinator) +
-                    ") of " + core::Plural(nodes.size(), "node", "nodes") +
+                    " from a coordinator (" + std::string(kube::kAnnotationCoordinator) + ") of " +
+                    core::Plural(nodes.size(), "node", "nodes") +
                     "; without a report a job shows its grant only");
   return t;
 }

@@ -31,7 +31,7 @@ core::Result<std::string> ReadInputFile(const std::string& path, std::size_t max
     return tl::unexpected(PathError(core::ErrorCode::kIo, path, std::strerror(error)));
   }
   const UniqueFd fd(raw);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return tl::unexpected(PathError(core::ErrorCode::kIo, path, std::strerror(errno)));
   }
@@ -40,8 +40,8 @@ core::Result<std::string> ReadInputFile(const std::string& path, std::size_t max
         PathError(core::ErrorCode::kIo, path, "is a directory (expected a file)"));
   }
   if (!S_ISREG(st.st_mode)) {
-    return tl::unexpected(PathError(core::ErrorCode::kIo, path,
-                                    "not a regular file (a device, FIFO or socket)"));
+    return tl::unexpected(
+        PathError(core::ErrorCode::kIo, path, "not a regular file (a device, FIFO or socket)"));
   }
   if (st.st_size < 0 || static_cast<std::size_t>(st.st_size) > max_bytes) {
     return tl::unexpected(PathError(core::ErrorCode::kIo, path, too_large));

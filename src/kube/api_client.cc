@@ -530,8 +530,8 @@ class CurlClient final : public KubeApi {
     if (!easy) return tl::unexpected(LocalError("OutOfMemory", "curl_easy_init failed"));
     char error_buffer[CURL_ERROR_SIZE] = {};
     HeaderList headers;
-    if (auto setup = Configure(easy.get(), method, url, body, content_type, headers, error_buffer,
-                               kind);
+    if (auto setup =
+            Configure(easy.get(), method, url, body, content_type, headers, error_buffer, kind);
         !setup) {
       return tl::unexpected(setup.error());
     }

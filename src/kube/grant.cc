@@ -1,6 +1,5 @@
 #include "gpumux/kube/grant.h"
 
-
 #include <nlohmann/json.hpp>
 
 #include "gpumux/core/time.h"
@@ -20,12 +19,11 @@ core::Result<const json*> Field(const json& object, const char* name, json::valu
   }
   const bool ok = type == json::value_t::number_integer
                       ? it->is_number_integer()
-                      : (type == json::value_t::boolean ? it->is_boolean()
-                                                        : it->type() == type);
+                      : (type == json::value_t::boolean ? it->is_boolean() : it->type() == type);
   if (!ok) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     where + ": field \"" + name + "\" has the wrong type (" + it->type_name() +
-                         ")");
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        where + ": field \"" + name + "\" has the wrong type (" + it->type_name() + ")");
   }
   return &*it;
 }
@@ -62,8 +60,8 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
   auto version = Field(doc, "version", json::value_t::number_integer, where);
   if (!version) return tl::unexpected(version.error());
   if ((*version)->get<int>() != 1) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     where + ": unsupported version " + (*version)->dump() + " (this build reads 1)");
+    return MakeError(ErrorCode::kInvalidArgument, where + ": unsupported version " +
+                                                      (*version)->dump() + " (this build reads 1)");
   }
   auto node = Field(doc, "node", json::value_t::string, where);
   if (!node) return tl::unexpected(node.error());
@@ -73,7 +71,8 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
   auto at = Field(doc, "assumed_at", json::value_t::string, where);
   if (!at) return tl::unexpected(at.error());
   auto when = core::ParseRfc3339((*at)->get<std::string>());
-  if (!when) return MakeError(ErrorCode::kInvalidArgument, where + ": assumed_at: " + when.error().message);
+  if (!when)
+    return MakeError(ErrorCode::kInvalidArgument, where + ": assumed_at: " + when.error().message);
   g.assumed_at = *when;
   auto containers = Field(doc, "containers", json::value_t::array, where);
   if (!containers) return tl::unexpected(containers.error());
@@ -109,12 +108,15 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
     auto mem = Field(c, "gpu_mem_mib", json::value_t::number_integer, cw);
     if (!mem) return tl::unexpected(mem.error());
     cg.gpu_mem_mib = (*mem)->get<core::MiB>();
-    if (cg.gpu_mem_mib < 0) return MakeError(ErrorCode::kInvalidArgument, cw + ": negative gpu_mem_mib");
-    if (auto it = c.find("milli_requested"); it != c.end() && it->is_boolean()) cg.milli_requested = *it;
+    if (cg.gpu_mem_mib < 0)
+      return MakeError(ErrorCode::kInvalidArgument, cw + ": negative gpu_mem_mib");
+    if (auto it = c.find("milli_requested"); it != c.end() && it->is_boolean())
+      cg.milli_requested = *it;
     if (auto it = c.find("exclusive"); it != c.end() && it->is_boolean()) cg.exclusive = *it;
     g.containers.push_back(std::move(cg));
   }
-  if (g.containers.empty()) return MakeError(ErrorCode::kInvalidArgument, where + ": no containers");
+  if (g.containers.empty())
+    return MakeError(ErrorCode::kInvalidArgument, where + ": no containers");
   return g;
 }
 

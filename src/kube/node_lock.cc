@@ -1,9 +1,9 @@
-#include "gpumux/core/time.h"
 #include "gpumux/kube/node_lock.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/objects.h"
 

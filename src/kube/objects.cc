@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/kube/objects.h"
 
 #include <algorithm>
@@ -9,13 +8,14 @@
 #include <string>
 #include <string_view>
 
+#include "gpumux/core/time.h"
+
 namespace gpumux::kube {
 namespace {
 
 using core::ErrorCode;
 using core::MakeError;
 using nlohmann::json;
-
 
 // A quantity given as a JSON string ("8192") or number (8192), times `scale`. A JSON integer
 // whose product does not fit int64 is an error, not an overflow.
@@ -239,7 +239,8 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
   if (const json* annotations = JsonChild(*metadata, "annotations"); annotations != nullptr) {
     models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
     workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
-    if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str()); g != nullptr) {
+    if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str());
+        g != nullptr) {
       if (!g->is_string()) {
         p.grant_error = "annotation gpumux.io/grant is not a string";
       } else if (auto grant = DecodeGrant(g->get_ref<const std::string&>()); grant) {
@@ -435,7 +436,8 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     return MakeError(ErrorCode::kInvalidArgument, "node has no metadata.name");
   }
   const std::string& name = info.spec.name;
-  if (const json* labels = JsonChild(*metadata, "labels"); labels != nullptr && labels->is_object()) {
+  if (const json* labels = JsonChild(*metadata, "labels");
+      labels != nullptr && labels->is_object()) {
     for (const auto& [k, v] : labels->items()) {
       if (v.is_string()) info.spec.labels.emplace(k, v.get<std::string>());
     }
@@ -484,13 +486,14 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
       info.gpu_mem_unit_error = parsed.error().message;
     }
   }
-  if (const json* state = annotations != nullptr ? JsonChild(*annotations, "gpumux.io/device-plugin")
-                                                 : nullptr;
+  if (const json* state =
+          annotations != nullptr ? JsonChild(*annotations, "gpumux.io/device-plugin") : nullptr;
       state != nullptr) {
     info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
   }
-  const json* gpus =
-      annotations != nullptr ? JsonChild(*annotations, std::string(kAnnotationGpus).c_str()) : nullptr;
+  const json* gpus = annotations != nullptr
+                         ? JsonChild(*annotations, std::string(kAnnotationGpus).c_str())
+                         : nullptr;
   if (gpus != nullptr) {
     // A malformed list leaves the node without GPUs (gpus_error); a well-formed one naming
     // more GPUs than a node may have describes a node gpumux cannot model: the node is refused.

@@ -27,8 +27,7 @@ std::vector<int> ByFreeShare(const Cycle& cycle, const core::NodeView& node, Pre
   const auto k = static_cast<std::size_t>(cycle.request.gpu_count);
   GPUMUX_CHECK(admitting.size() >= k, "node does not fit");
   std::stable_sort(admitting.begin(), admitting.end(), [&](const Candidate& a, const Candidate& b) {
-    return prefer == Prefer::kLeastFree ? a.free_share < b.free_share
-                                        : a.free_share > b.free_share;
+    return prefer == Prefer::kLeastFree ? a.free_share < b.free_share : a.free_share > b.free_share;
   });
   std::vector<int> out;
   for (std::size_t i = 0; i < k; ++i) out.push_back(admitting[i].index);
@@ -51,13 +50,11 @@ std::int64_t GpuLoadAfter(const Cycle& cycle, const core::NodeView& node) {
     free_mib += node.gpu_free_mib[g];
   }
   if (total_milli == 0) return 0;  // CPU-only request on a node without GPUs
-  const double milli_used =
-      static_cast<double>(total_milli - free_milli + r.total_gpu_milli()) /
-      static_cast<double>(total_milli);
+  const double milli_used = static_cast<double>(total_milli - free_milli + r.total_gpu_milli()) /
+                            static_cast<double>(total_milli);
   if (total_mib == 0) return static_cast<std::int64_t>(std::floor(1000.0 * milli_used));
-  const double mib_used =
-      static_cast<double>(total_mib - free_mib + r.gpu_mib * r.gpu_count) /
-      static_cast<double>(total_mib);
+  const double mib_used = static_cast<double>(total_mib - free_mib + r.gpu_mib * r.gpu_count) /
+                          static_cast<double>(total_mib);
   return static_cast<std::int64_t>(std::floor(500.0 * milli_used + 500.0 * mib_used));
 }
 

@@ -27,9 +27,9 @@ Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int6
 }
 
 std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::ModelMask models) {
-  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli,
-                     r.gpu_mib,   r.sharing,    models,      r.overdue,
-                     policy_->ScoreEpoch(*ledger_)};
+  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
+                     r.gpu_milli, r.gpu_mib,    r.sharing,
+                     models,      r.overdue,    policy_->ScoreEpoch(*ledger_)};
   if (auto it = shapes_.find(key); it != shapes_.end()) {
     MemoShape& hit = memo_[it->second];
     hit.last_use = ++memo_clock_;

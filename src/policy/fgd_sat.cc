@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "gpumux/core/check.h"
 #include "fragmentation_gradient.h"
+#include "gpumux/core/check.h"
 
 namespace gpumux::policy {
 
@@ -36,11 +36,9 @@ double FgdSatPolicy::Mixed(core::MilliCpu cpu_free, std::span<const core::MilliG
 
 std::pair<std::int64_t, std::vector<int>> FgdSatPolicy::Evaluate(const Cycle& cycle,
                                                                  const core::NodeView& node) {
-  return gradient_->Evaluate(
-      cycle, node,
-      [this](core::MilliCpu cpu, std::span<const core::MilliGpu> gpus, core::ModelId model) {
-        return Mixed(cpu, gpus, model);
-      });
+  return gradient_->Evaluate(cycle, node,
+                             [this](core::MilliCpu cpu, std::span<const core::MilliGpu> gpus,
+                                    core::ModelId model) { return Mixed(cpu, gpus, model); });
 }
 
 bool FgdSatPolicy::IdleGpusScarce(const core::Ledger& ledger) const {

@@ -99,8 +99,7 @@ FragmentationTerms MeasureFragmentation(core::MilliCpu cpu_free,
 class FragmentationGradient {
  public:
   template <class Measure>
-  std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle,
-                                                     const core::NodeView& node,
+  std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle, const core::NodeView& node,
                                                      const Measure& measure) {
     const core::Request& r = cycle.request;
     const std::size_t gpus = node.gpu_free_milli.size();

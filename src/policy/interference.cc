@@ -140,9 +140,9 @@ void ProfileInterference::Predict(std::span<const Member> members,
   // the same classes).
   const Candidates candidates = SetsOf(members);
   if (candidates.same_classes == nullptr) return;
-  const MeasuredSet* chosen = &profile_->measured[candidates.has_exact
-                                                      ? candidates.exact
-                                                      : candidates.same_classes->front()];
+  const MeasuredSet* chosen =
+      &profile_
+           ->measured[candidates.has_exact ? candidates.exact : candidates.same_classes->front()];
   std::vector<std::size_t> chosen_position;
   bool exact = false;
   const bool matched = MatchClasses(*chosen, members, chosen_position, exact);

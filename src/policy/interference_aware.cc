@@ -20,8 +20,8 @@ const std::vector<int>& InterferenceAwarePolicy::Tuned(const std::vector<Job>& j
     classes.push_back(j.cls);
     candidates.push_back(BatchCandidates(*j.cls, j.memory_limit));
     if (candidates.back().empty()) candidates.back().push_back(j.cls->default_batch);
-    start.push_back(std::clamp(j.cls->default_batch, candidates.back().front(),
-                               candidates.back().back()));
+    start.push_back(
+        std::clamp(j.cls->default_batch, candidates.back().front(), candidates.back().back()));
   }
   return tuned_.emplace(key, OptimiseBatches(model(), classes, candidates, start)).first->second;
 }
@@ -41,7 +41,8 @@ std::optional<double> InterferenceAwarePolicy::CompletionSum(std::vector<Job> jo
   return sum;
 }
 
-double InterferenceAwarePolicy::Evolve(std::vector<Job> jobs) {  double now = 0;
+double InterferenceAwarePolicy::Evolve(std::vector<Job> jobs) {
+  double now = 0;
   double sum = 0;
   std::vector<Member> members;
   std::vector<double> rate;

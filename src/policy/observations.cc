@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/plural.h"
 
@@ -103,7 +102,7 @@ core::Result<Observation> FromJson(const Json& j, const std::string& where) {
   if (count == nullptr) return missing("count", "an integer number of windows");
   if (const auto* u = count->get_ptr<const Json::number_unsigned_t*>(); u != nullptr) {
     o.count = *u > static_cast<std::uint64_t>(kMaxObservationCount) ? kMaxObservationCount + 1
-                                                                     : static_cast<std::int64_t>(*u);
+                                                                    : static_cast<std::int64_t>(*u);
   } else if (const auto* i = count->get_ptr<const Json::number_integer_t*>(); i != nullptr) {
     o.count = *i;
   } else {
@@ -163,13 +162,14 @@ core::Result<void> CheckObservation(const Observation& o) {
                               std::to_string(kMaxMeasuredMembers)));
   }
   if (o.batches.size() != n || o.slowdown.size() != n) {
-    return tl::unexpected(Bad("\"classes\", \"batches\" and \"slowdown\" must have one entry per member"));
+    return tl::unexpected(
+        Bad("\"classes\", \"batches\" and \"slowdown\" must have one entry per member"));
   }
   for (std::size_t k = 0; k < n; ++k) {
     if (o.classes[k].empty()) return tl::unexpected(Bad("\"classes\": an empty class name"));
     if (o.batches[k] < 1 || o.batches[k] > kMaxProfileBatch) {
-      return tl::unexpected(Bad("\"batches\": " + std::to_string(o.batches[k]) +
-                                " is outside 1.." + std::to_string(kMaxProfileBatch)));
+      return tl::unexpected(Bad("\"batches\": " + std::to_string(o.batches[k]) + " is outside 1.." +
+                                std::to_string(kMaxProfileBatch)));
     }
     if (!(o.slowdown[k] >= 1 && o.slowdown[k] <= kMaxMeasuredSlowdown)) {
       return tl::unexpected(Bad("\"slowdown\": " + Num(o.slowdown[k]) + " is outside [1, " +
@@ -241,8 +241,8 @@ std::string SerializeObservations(std::span<const Observation> observations) {
 }
 
 std::string ObservationSummary::Describe() const {
-  std::string s = core::Plural(read, "observation") + ": " +
-                  core::Plural(observed_sets(), "observed set");
+  std::string s =
+      core::Plural(read, "observation") + ": " + core::Plural(observed_sets(), "observed set");
   if (sets_replaced > 0) {
     s += " (";
     s += std::to_string(sets_replaced);
@@ -292,8 +292,9 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
       skip(i, ok.error().message);
       continue;
     }
-    const auto unknown = std::find_if(raw.classes.begin(), raw.classes.end(),
-                                      [&](const std::string& c) { return profile.Find(c) == nullptr; });
+    const auto unknown =
+        std::find_if(raw.classes.begin(), raw.classes.end(),
+                     [&](const std::string& c) { return profile.Find(c) == nullptr; });
     if (unknown != raw.classes.end()) {
       ++sum.unknown_class;
       skip(i, "class '" + *unknown + "' is not in profile '" + profile.name + "'");
@@ -327,8 +328,7 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
     m.batches = key.second;
     for (double w : c.weighted) {
       // A mean of values in [1, max] is in [1, max]; clamp the rounding.
-      m.slowdown.push_back(
-          std::clamp(w / static_cast<double>(c.count), 1.0, kMaxMeasuredSlowdown));
+      m.slowdown.push_back(std::clamp(w / static_cast<double>(c.count), 1.0, kMaxMeasuredSlowdown));
     }
     m.source = "observed: " + core::Plural(c.count, "window") + " on " +
                core::Plural(c.nodes.size(), "node");

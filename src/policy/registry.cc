@@ -6,8 +6,8 @@
 #include "gpumux/policy/exclusive.h"
 #include "gpumux/policy/fgd.h"
 #include "gpumux/policy/fgd_sat.h"
-#include "gpumux/policy/gpu_clustering.h"
 #include "gpumux/policy/first_fit.h"
+#include "gpumux/policy/gpu_clustering.h"
 #include "gpumux/policy/gpu_packing.h"
 #include "gpumux/policy/iadeep.h"
 #include "gpumux/policy/interference_aware.h"
@@ -56,10 +56,12 @@ Registry MakeBuiltins() {
         });
   r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
         WithContext<FirstFitPolicy>());
-  r.Add("iadeep", "IADeep (SC'23): idle GPU first, else least predicted interference; "
+  r.Add("iadeep",
+        "IADeep (SC'23): idle GPU first, else least predicted interference; "
         "tunes the newcomer",
         WithContext<IadeepPolicy>());
-  r.Add("gpumux", "gpumux: least added completion time of all jobs involved, waits rather "
+  r.Add("gpumux",
+        "gpumux: least added completion time of all jobs involved, waits rather "
         "than pair badly, shortest job first, joint tuning",
         WithContext<InterferenceAwarePolicy>());
   return r;

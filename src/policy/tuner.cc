@@ -17,7 +17,8 @@ double GroupProgress(const InterferenceModel& model, std::span<const Member> mem
     if (m.cls == nullptr || m.batch <= 0) continue;
     const double c = correction.empty() ? 1.0 : correction[k];
     const double s = std::max(1.0, slowdown[k] * c);
-    total += m.cls->SoloGoodput(m.batch, m.noise_scale) / s / m.cls->SoloGoodput(m.cls->default_batch);
+    total +=
+        m.cls->SoloGoodput(m.batch, m.noise_scale) / s / m.cls->SoloGoodput(m.cls->default_batch);
   }
   return total;
 }
@@ -136,7 +137,9 @@ class IadeepSession final : public TuningSession {
  public:
   IadeepSession(std::vector<TuneJob> group, std::size_t newcomer, std::vector<int> candidates,
                 IadeepTunerOptions options)
-      : group_(std::move(group)), newcomer_(newcomer), candidates_(std::move(candidates)),
+      : group_(std::move(group)),
+        newcomer_(newcomer),
+        candidates_(std::move(candidates)),
         options_(options) {}
 
   TuneStep Next() override {
@@ -219,8 +222,11 @@ class JointSession final : public TuningSession {
  public:
   JointSession(JointTuner& tuner, std::vector<TuneJob> group, const InterferenceModel& model,
                std::vector<std::vector<int>> candidates, JointTunerOptions options)
-      : tuner_(&tuner), group_(std::move(group)), model_(&model),
-        candidates_(std::move(candidates)), options_(options) {
+      : tuner_(&tuner),
+        group_(std::move(group)),
+        model_(&model),
+        candidates_(std::move(candidates)),
+        options_(options) {
     for (const auto& j : group_) {
       classes_.push_back(j.cls);
       noise_scale_.push_back(j.noise_scale);
@@ -238,7 +244,8 @@ class JointSession final : public TuningSession {
     TuneStep step;
     std::vector<int> start;
     for (const auto& j : group_) start.push_back(j.batch);
-    step.batches = OptimiseBatches(*model_, classes_, candidates_, start, correction_, 4, noise_scale_);
+    step.batches =
+        OptimiseBatches(*model_, classes_, candidates_, start, correction_, 4, noise_scale_);
     if (!learned_ && !measured_) {
       step.measure_minibatches = options_.measure_minibatches;
     } else {

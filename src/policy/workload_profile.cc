@@ -33,9 +33,8 @@ double ClassProfile::StepSeconds(int batch) const {
 }
 
 core::MiB ClassProfile::MemoryMib(int batch) const {
-  const double v = Interpolate(solo, batch, [](const SoloPoint& p) {
-    return static_cast<double>(p.memory_mib);
-  });
+  const double v = Interpolate(
+      solo, batch, [](const SoloPoint& p) { return static_cast<double>(p.memory_mib); });
   // Validated tables extrapolate to at most about 2^53 MiB for any int batch; the bound keeps
   // the conversion defined for any table.
   constexpr double kCeiling = static_cast<double>(core::kMaxGpuMemoryMib) * 1048576.0;
@@ -91,8 +90,8 @@ core::Result<void> IntIn(const std::string& where, const std::string& field, std
 enum class Low : std::uint8_t { kOpen, kClosed };
 
 // (lo, hi] or [lo, hi]; NaN and infinities are outside.
-core::Result<void> RealIn(const std::string& where, const std::string& field, double v,
-                          double lo, Low low, double hi) {
+core::Result<void> RealIn(const std::string& where, const std::string& field, double v, double lo,
+                          Low low, double hi) {
   const bool above_low = low == Low::kOpen ? v > lo : v >= lo;
   if (above_low && v <= hi) return {};
   return Outside(where, field, Num(v),
@@ -123,18 +122,18 @@ core::Result<void> ValidateClass(const ClassProfile& c) {
                              where + "solo points must have ascending batch sizes");
     }
   }
-  for (auto ok : {IntIn(where, "default_batch", c.default_batch, 1, kMaxProfileBatch),
-                  RealIn(where, "noise_scale", c.noise_scale, 0, Low::kOpen, kMaxNoiseScale),
-                  IntIn(where, "dataset_samples", c.dataset_samples, 1, kMaxDatasetSamples),
-                  RealIn(where, "target_epochs", c.target_epochs, 0, Low::kOpen,
-                         kMaxTargetEpochs)}) {
+  for (auto ok :
+       {IntIn(where, "default_batch", c.default_batch, 1, kMaxProfileBatch),
+        RealIn(where, "noise_scale", c.noise_scale, 0, Low::kOpen, kMaxNoiseScale),
+        IntIn(where, "dataset_samples", c.dataset_samples, 1, kMaxDatasetSamples),
+        RealIn(where, "target_epochs", c.target_epochs, 0, Low::kOpen, kMaxTargetEpochs)}) {
     if (!ok) return ok;
   }
   // Negative: the class has none of its own (NaN is neither negative nor in range).
   if (!(c.companion_overhead < 0) && !(c.companion_overhead >= 0 && c.companion_overhead < 1)) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           where + "companion_overhead " + Num(c.companion_overhead) +
-                               " is outside [0, 1)");
+    return core::MakeError(
+        core::ErrorCode::kInvalidArgument,
+        where + "companion_overhead " + Num(c.companion_overhead) + " is outside [0, 1)");
   }
   if (!(c.SoloSeconds() <= kMaxSoloSeconds)) {
     return core::MakeError(

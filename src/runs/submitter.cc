@@ -45,7 +45,8 @@ json* ObjectChild(json& object, const char* key, std::string& error) {
 
 std::string Annotation(const json& object, std::string_view key) {
   const json* metadata = kube::JsonChild(object, "metadata");
-  const json* annotations = metadata == nullptr ? nullptr : kube::JsonChild(*metadata, "annotations");
+  const json* annotations =
+      metadata == nullptr ? nullptr : kube::JsonChild(*metadata, "annotations");
   if (annotations == nullptr) return {};
   return kube::JsonString(*annotations, std::string(key).c_str());
 }
@@ -191,7 +192,8 @@ core::Result<std::vector<SubmitObject>> PrepareSubmission(std::vector<json> obje
       const std::string duration =
           kube::JsonString(*annotations, std::string(kAnnotationDuration).c_str());
       if (duration.empty() || o.time_scale == 1) continue;
-      std::string trace = kube::JsonString(*annotations, std::string(kAnnotationTraceDuration).c_str());
+      std::string trace =
+          kube::JsonString(*annotations, std::string(kAnnotationTraceDuration).c_str());
       if (trace.empty()) trace = duration;
       auto us = ParseSecondsText(trace);
       if (!us) {
@@ -299,7 +301,8 @@ Submitter::JobState* Submitter::JobOfPod(const json& pod) {
   std::string job = Annotation(pod, kAnnotationJob);
   if (job.empty()) {
     const json* metadata = kube::JsonChild(pod, "metadata");
-    const std::string ns = metadata == nullptr ? std::string() : kube::JsonString(*metadata, "namespace");
+    const std::string ns =
+        metadata == nullptr ? std::string() : kube::JsonString(*metadata, "namespace");
     std::string owner = Label(pod, "batch.kubernetes.io/job-name");
     if (owner.empty()) owner = Label(pod, "job-name");
     auto it = owner.empty() ? job_of_name_.end() : job_of_name_.find("Job/" + ns + "/" + owner);
@@ -318,8 +321,10 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   if (job == nullptr) return;
   const SubmitObject& object = objects_[job->index];
   const json* metadata = kube::JsonChild(pod, "metadata");
-  const std::string name = metadata == nullptr ? std::string() : kube::JsonString(*metadata, "name");
-  const std::string ns = metadata == nullptr ? std::string() : kube::JsonString(*metadata, "namespace");
+  const std::string name =
+      metadata == nullptr ? std::string() : kube::JsonString(*metadata, "name");
+  const std::string ns =
+      metadata == nullptr ? std::string() : kube::JsonString(*metadata, "namespace");
   PodState& ps = pods_[ns + "/" + name];
   ps.job = object.job;
   const double t = Now();
@@ -365,7 +370,9 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
     if (const json* conditions = kube::JsonChild(*status, "conditions");
         conditions != nullptr && conditions->is_array()) {
       for (const json& c : *conditions) {
-        if (kube::JsonString(c, "type") != "PodScheduled" || kube::JsonString(c, "status") != "False") continue;
+        if (kube::JsonString(c, "type") != "PodScheduled" ||
+            kube::JsonString(c, "status") != "False")
+          continue;
         const std::string message = kube::JsonString(c, "message");
         if (message == ps.waiting) break;
         ps.waiting = message;
@@ -382,7 +389,8 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   std::optional<std::int64_t> exit_code;
   bool container_running = false;
   if (status != nullptr) {
-    if (const json* cs = kube::JsonChild(*status, "containerStatuses"); cs != nullptr && cs->is_array()) {
+    if (const json* cs = kube::JsonChild(*status, "containerStatuses");
+        cs != nullptr && cs->is_array()) {
       for (const json& c : *cs) {
         const json* state = kube::JsonChild(c, "state");
         if (state == nullptr) continue;
@@ -452,7 +460,8 @@ void Submitter::OnPods(std::vector<json> items, const std::string& ns) {
   for (const json& pod : items) {
     const json* metadata = kube::JsonChild(pod, "metadata");
     if (metadata != nullptr) {
-      present.insert(kube::JsonString(*metadata, "namespace") + "/" + kube::JsonString(*metadata, "name"));
+      present.insert(kube::JsonString(*metadata, "namespace") + "/" +
+                     kube::JsonString(*metadata, "name"));
     }
     ObservePod(pod, false);
   }
@@ -551,7 +560,8 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
     run["label"] = options_.label;
     run["namespace"] = ns_text;
     run["time_scale"] = options_.time_scale;
-    run["started_at"] = core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now()));
+    run["started_at"] =
+        core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now()));
     run["source"] = options_.source;
     run["objects"] = objects_.size();
     if (!options_.gpumux_version.empty()) run["gpumux"] = options_.gpumux_version;

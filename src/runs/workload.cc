@@ -109,9 +109,10 @@ core::Result<std::string> ObjectName(std::string_view prefix, std::string_view j
 core::Result<json> MakeManifest(const WorkloadItem& item, const ManifestOptions& o) {
   const std::string who = "job '" + item.job + "'";
   if (o.gpu_mem_unit_mib < 1 || o.gpu_mem_unit_mib > kube::kMaxGpuMemUnitMib) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "the gpumux.io/gpu-mem unit must be 1.." + std::to_string(kube::kMaxGpuMemUnitMib) +
-                         " MiB, not " + std::to_string(o.gpu_mem_unit_mib));
+    return MakeError(ErrorCode::kInvalidArgument, "the gpumux.io/gpu-mem unit must be 1.." +
+                                                      std::to_string(kube::kMaxGpuMemUnitMib) +
+                                                      " MiB, not " +
+                                                      std::to_string(o.gpu_mem_unit_mib));
   }
   if (o.image.empty()) return MakeError(ErrorCode::kInvalidArgument, who + ": no image");
   if (!o.run.empty() && !IsLabelValue(o.run)) {

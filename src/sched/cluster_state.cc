@@ -204,7 +204,7 @@ struct ClusterState::Impl {
   StateCounters counters;
   // Written by Locked's destructor.
   std::vector<std::pair<core::LogLevel, std::string>> pending_log;
-  std::int64_t in_conflict = 0;          // records in State::kConflict
+  std::int64_t in_conflict = 0;  // records in State::kConflict
 
   // Derived from `nodes` (rebuilt when dirty).
   bool dirty = true;
@@ -980,9 +980,10 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
   std::sort(gone.begin(), gone.end());
   for (const std::string& uid : gone) s.Remove(s.pods.find(uid));
   // Bound grants first so that an older, stale assumption never displaces them.
-  std::stable_sort(decoded.begin(), decoded.end(), [](const kube::PodInfo& a, const kube::PodInfo& b) {
-    return !a.node_name.empty() && b.node_name.empty();
-  });
+  std::stable_sort(decoded.begin(), decoded.end(),
+                   [](const kube::PodInfo& a, const kube::PodInfo& b) {
+                     return !a.node_name.empty() && b.node_name.empty();
+                   });
   for (kube::PodInfo& p : decoded) s.Upsert(std::move(p));
 }
 
@@ -1141,7 +1142,8 @@ std::optional<std::int64_t> ClusterState::OverdueInSeconds(const kube::PodInfo& 
   return std::min(limit, limit - (impl_->clock() - pod.created_unix_s));
 }
 
-const kube::PodInfo& ClusterState::MarkedOverdue(const kube::PodInfo& pod, kube::PodInfo& copy) const {
+const kube::PodInfo& ClusterState::MarkedOverdue(const kube::PodInfo& pod,
+                                                 kube::PodInfo& copy) const {
   const std::optional<std::int64_t> in = OverdueInSeconds(pod);
   if (!in || *in > 0) return pod;
   copy = pod;
@@ -1149,7 +1151,8 @@ const kube::PodInfo& ClusterState::MarkedOverdue(const kube::PodInfo& pod, kube:
   return copy;
 }
 
-core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given, const std::string& node) {
+core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
+                                               const std::string& node) {
   kube::PodInfo overdue;
   const kube::PodInfo& pod = MarkedOverdue(given, overdue);
   if (!pod.request_error.empty()) return MakeError(ErrorCode::kInvalidArgument, pod.request_error);
@@ -1392,24 +1395,24 @@ nlohmann::json ClusterState::Inspect() const {
   }
   const StateCounters c = s.Counters();
   json result = {{"policy", s.options.policy},
-          {"synced", s.synced.load()},
-          {"gpu_mem_unit_mib", s.options.gpu_mem_unit_mib},
-          {"counters",
-           {{"nodes", c.nodes},
-            {"gpus", c.gpus},
-            {"unusable_nodes", c.unusable_nodes},
-            {"unreadable_nodes", c.unreadable_nodes},
-            {"grants_bound", c.grants_bound},
-            {"grants_assumed", c.grants_assumed},
-            {"grants_binding", c.grants_binding},
-            {"grants_in_conflict", c.grants_in_conflict},
-            {"grants_expired", c.grants_expired},
-            {"grant_conflicts", c.grant_conflicts},
-            {"unreadable_grants", c.unreadable_grants},
-            {"rebuilds", c.rebuilds}}},
-          {"nodes", std::move(nodes)},
-          {"unusable_nodes", std::move(unusable_nodes)},
-          {"grants_not_in_ledger", std::move(problems)}};
+                 {"synced", s.synced.load()},
+                 {"gpu_mem_unit_mib", s.options.gpu_mem_unit_mib},
+                 {"counters",
+                  {{"nodes", c.nodes},
+                   {"gpus", c.gpus},
+                   {"unusable_nodes", c.unusable_nodes},
+                   {"unreadable_nodes", c.unreadable_nodes},
+                   {"grants_bound", c.grants_bound},
+                   {"grants_assumed", c.grants_assumed},
+                   {"grants_binding", c.grants_binding},
+                   {"grants_in_conflict", c.grants_in_conflict},
+                   {"grants_expired", c.grants_expired},
+                   {"grant_conflicts", c.grant_conflicts},
+                   {"unreadable_grants", c.unreadable_grants},
+                   {"rebuilds", c.rebuilds}}},
+                 {"nodes", std::move(nodes)},
+                 {"unusable_nodes", std::move(unusable_nodes)},
+                 {"grants_not_in_ledger", std::move(problems)}};
   if (s.profile != nullptr) {
     result["profile"] = {{"name", s.profile->name},
                          {"classes", s.profile->classes.size()},

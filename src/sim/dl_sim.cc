@@ -39,8 +39,7 @@ class TruthModel final : public policy::InterferenceModel {
   TruthModel(const policy::WorkloadProfile& truth, double error, std::uint64_t seed)
       : base_(truth), error_(error), seed_(seed) {}
 
-  void Predict(std::span<const policy::Member> members,
-               std::span<double> slowdown) const override {
+  void Predict(std::span<const policy::Member> members, std::span<double> slowdown) const override {
     base_.Predict(members, slowdown);
     if (members.size() < 2 || error_ == 0 || base_.Measured(members)) return;
     std::vector<const ClassProfile*> classes;
@@ -92,10 +91,10 @@ struct Job {
   double noise_scale = 0;  // the job's true gradient noise scale
   // What a node coordinator observes and policies may see.
   const ClassProfile* cls = nullptr;  // the class in the policies' profile (a prior)
-  double work_done_est = 0;    // samples processed, weighted by the estimated efficiency
-  double noise_scale_est = 0;  // estimated from windows' gradients (0: none yet)
-  int noise_scale_obs = 0;     // windows averaged into the estimate
-  double observed_factor = 1;  // the noise of its last step-time report
+  double work_done_est = 0;           // samples processed, weighted by the estimated efficiency
+  double noise_scale_est = 0;         // estimated from windows' gradients (0: none yet)
+  int noise_scale_obs = 0;            // windows averaged into the estimate
+  double observed_factor = 1;         // the noise of its last step-time report
   core::Request request;
   JobState state = JobState::kNotArrived;
   int gpu = -1;
@@ -148,8 +147,8 @@ struct Gpu {
   Micros locked_since = -1;
   // Accounting.
   Micros last = 0;
-  double util = 0;      // since `last`
-  bool occupied = false;  // since `last`
+  double util = 0;           // since `last`
+  bool occupied = false;     // since `last`
   double util_integral = 0;  // util * seconds
   double busy_integral = 0;  // seconds with a job
 };
@@ -180,11 +179,17 @@ class Simulator {
  public:
   Simulator(const policy::WorkloadProfile& profile, const policy::WorkloadProfile& truth,
             const std::vector<JobSpec>& specs, const DlSimOptions& options)
-      : profile_(profile), truth_profile_(truth), options_(options), belief_(profile),
+      : profile_(profile),
+        truth_profile_(truth),
+        options_(options),
+        belief_(profile),
         truth_(truth, options.model_error,
                options.truth_seed != 0 ? options.truth_seed : options.seed),
-        view_(*this), policy_rng_(options.seed, "policy"), measure_rng_(options.seed, "measure"),
-        tuner_rng_(options.seed, "tuner"), report_rng_(options.seed, "report"),
+        view_(*this),
+        policy_rng_(options.seed, "policy"),
+        measure_rng_(options.seed, "measure"),
+        tuner_rng_(options.seed, "tuner"),
+        report_rng_(options.seed, "report"),
         observe_rng_(options.seed, "observe") {
     for (const JobSpec& s : specs) {
       Job j;
@@ -308,8 +313,8 @@ class Simulator {
     if (!t) return tl::unexpected(t.error());
     tuner_ = std::move(*t);
     if (options_.queue == "auto") {
-      shortest_first_ = traits_ != nullptr &&
-                        traits_->queue_order == policy::QueueOrder::kShortestRemaining;
+      shortest_first_ =
+          traits_ != nullptr && traits_->queue_order == policy::QueueOrder::kShortestRemaining;
     } else if (options_.queue == "fifo" || options_.queue == "shortest") {
       shortest_first_ = options_.queue == "shortest";
     } else {
@@ -434,8 +439,8 @@ class Simulator {
     }
     if (j.pending_batch > 0) {
       const double next = std::floor(EpochPosition(j) + 1e-9) + 1.0;
-      dt = std::min(dt,
-                    (next * static_cast<double>(j.truth->dataset_samples) - j.raw) / j.raw_rate);
+      dt =
+          std::min(dt, (next * static_cast<double>(j.truth->dataset_samples) - j.raw) / j.raw_rate);
     }
     const double us = std::ceil(std::max(dt, 0.0) * kUsPerS);
     if (!(us < static_cast<double>(kDlClockLimitUs - now_))) {  // also NaN
@@ -527,12 +532,11 @@ class Simulator {
     gpu.jobs.erase(std::find(gpu.jobs.begin(), gpu.jobs.end(), ji));
     if (options_.record_timeline) result_.timeline[j.segment].end_us = now_;
     const bool in_session =
-        gpu.session && std::find(gpu.session_jobs.begin(), gpu.session_jobs.end(), ji) !=
-                           gpu.session_jobs.end();
+        gpu.session &&
+        std::find(gpu.session_jobs.begin(), gpu.session_jobs.end(), ji) != gpu.session_jobs.end();
     if (in_session) EndSession(g);
     Reprice(g);
-    if (traits_ != nullptr && traits_->retune_on_departure && !gpu.jobs.empty() &&
-        !gpu.session) {
+    if (traits_ != nullptr && traits_->retune_on_departure && !gpu.jobs.empty() && !gpu.session) {
       StartTuning(g, -1);
     }
   }
@@ -663,8 +667,7 @@ class Simulator {
     }
     measured = best != nullptr;
     if (best == nullptr) return j.cls->StepSeconds(batch);
-    return best->first / best->second * j.cls->StepSeconds(batch) /
-           j.cls->StepSeconds(best_batch);
+    return best->first / best->second * j.cls->StepSeconds(batch) / j.cls->StepSeconds(best_batch);
   }
 
   void RecordObservation(const Gpu& gpu, std::span<const double> step_s) {
@@ -822,7 +825,7 @@ class Simulator {
   core::Rng policy_rng_;
   core::Rng measure_rng_;
   core::Rng tuner_rng_;
-  core::Rng report_rng_;  // the noise of the step times jobs report to policies
+  core::Rng report_rng_;   // the noise of the step times jobs report to policies
   core::Rng observe_rng_;  // the noise of solo measurements (record_observations only)
   std::map<std::pair<std::vector<std::string>, std::vector<int>>, policy::Observation> observed_;
   std::unique_ptr<core::Cluster> cluster_;
@@ -867,7 +870,8 @@ std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
 double Percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
   const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  const auto i = static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size())));
+  const auto i =
+      static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size())));
   return sorted[i - 1];
 }
 

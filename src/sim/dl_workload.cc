@@ -5,12 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
-
-#include <nlohmann/json.hpp>
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/plural.h"
@@ -45,22 +44,24 @@ T Get(const json& j, const char* key, const std::string& where) {
   const json& v = j.at(key);
   if constexpr (std::is_integral_v<T>) {
     if (!v.is_number_integer()) {
-      throw std::runtime_error(where + ": field '" + key + "' has the wrong type (an integer is expected)");
+      throw std::runtime_error(where + ": field '" + key +
+                               "' has the wrong type (an integer is expected)");
     }
     // Out of T's range: an error, not a wrapped value.
     const auto* u = v.template get_ptr<const json::number_unsigned_t*>();
     const auto* i = v.template get_ptr<const json::number_integer_t*>();
-    const bool fits =
-        u != nullptr ? *u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                     : i != nullptr && *i >= std::numeric_limits<T>::min() &&
-                           *i <= std::numeric_limits<T>::max();
+    const bool fits = u != nullptr ? *u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                   : i != nullptr && *i >= std::numeric_limits<T>::min() &&
+                                         *i <= std::numeric_limits<T>::max();
     if (!fits) {
       throw std::runtime_error(where + ": field '" + key + "': " +
                                (u != nullptr ? std::to_string(*u) : std::to_string(i ? *i : 0)) +
                                " is outside the range of the field");
     }
   } else if constexpr (std::is_floating_point_v<T>) {
-    if (!v.is_number()) throw std::runtime_error(where + ": field '" + key + "' has the wrong type (a number is expected)");
+    if (!v.is_number())
+      throw std::runtime_error(where + ": field '" + key +
+                               "' has the wrong type (a number is expected)");
   }
   try {
     return j.at(key).get<T>();
@@ -285,8 +286,8 @@ core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string&
     if (profile.Find(j.cls) == nullptr) {
       std::string known;
       for (const auto& c : profile.classes) known += (known.empty() ? "" : ", ") + c.name;
-      return tl::unexpected(csv.ErrorHere("unknown workload class '" + j.cls +
-                                          "' (the profile has: " + known + ")"));
+      return tl::unexpected(
+          csv.ErrorHere("unknown workload class '" + j.cls + "' (the profile has: " + known + ")"));
     }
     auto submit = ParseSeconds(csv.Field("submit_s"));
     if (!submit) {
@@ -296,17 +297,17 @@ core::Result<std::vector<JobSpec>> ReadJobs(std::istream& in, const std::string&
     auto mib = csv.Int("gpu_mib");
     if (!mib) return tl::unexpected(mib.error());
     if (*mib <= 0 || *mib > profile.gpu_memory_mib) {
-      return tl::unexpected(csv.ErrorHere(
-          "column 'gpu_mib': " + std::to_string(*mib) + " is not in 1.." +
-          std::to_string(profile.gpu_memory_mib) + " (the profile's GPU memory)"));
+      return tl::unexpected(
+          csv.ErrorHere("column 'gpu_mib': " + std::to_string(*mib) + " is not in 1.." +
+                        std::to_string(profile.gpu_memory_mib) + " (the profile's GPU memory)"));
     }
     j.gpu_mib = *mib;
     const policy::ClassProfile& c = *profile.Find(j.cls);
     if (c.MemoryMib(c.default_batch) > j.gpu_mib) {
-      return tl::unexpected(csv.ErrorHere(
-          "job '" + j.id + "' asks " + std::to_string(j.gpu_mib) + " MiB but " + j.cls +
-          " needs " + std::to_string(c.MemoryMib(c.default_batch)) +
-          " MiB at its default batch size " + std::to_string(c.default_batch)));
+      return tl::unexpected(
+          csv.ErrorHere("job '" + j.id + "' asks " + std::to_string(j.gpu_mib) + " MiB but " +
+                        j.cls + " needs " + std::to_string(c.MemoryMib(c.default_batch)) +
+                        " MiB at its default batch size " + std::to_string(c.default_batch)));
     }
     jobs.push_back(std::move(j));
   }
@@ -371,8 +372,11 @@ core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
   if (text == "uniform") {
     mix = Weighted(profile, {});
   } else if (text == "iadeep") {
-    mix = {{"vgg16", 0.212}, {"resnet50", 0.212}, {"squeezenet", 0.212},
-           {"neumf", 0.182}, {"lstm", 0.182}};
+    mix = {{"vgg16", 0.212},
+           {"resnet50", 0.212},
+           {"squeezenet", 0.212},
+           {"neumf", 0.182},
+           {"lstm", 0.182}};
   } else if (text == "conv-heavy") {
     mix = Weighted(profile, {"vgg16", "vgg19", "resnet50", "resnet152", "alexnet"});
   } else if (text == "light") {
@@ -390,8 +394,9 @@ core::Result<std::vector<ClassWeight>> ParseMix(std::string_view text,
       }
       if (eq == std::string::npos || !(w > 0) || !std::isfinite(w)) {
         return core::MakeError(core::ErrorCode::kInvalidArgument,
-                               "mix: '" + item + "' is not class=weight with a positive weight "
-                               "(or use a named mix: uniform, iadeep, conv-heavy, light)");
+                               "mix: '" + item +
+                                   "' is not class=weight with a positive weight "
+                                   "(or use a named mix: uniform, iadeep, conv-heavy, light)");
       }
       mix.push_back({item.substr(0, eq), w});
     }
@@ -454,14 +459,15 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
                std::to_string(kMaxDlJobs));
   }
   if (!(o.load > 0) || !std::isfinite(o.load)) {
-    return bad("the load factor must be positive and finite (" + o.load_name + " " +
-               Num(o.load) + ")");
+    return bad("the load factor must be positive and finite (" + o.load_name + " " + Num(o.load) +
+               ")");
   }
   if (o.arrival != ArrivalKind::kFile && (!(o.rate_per_s > 0) || !std::isfinite(o.rate_per_s))) {
-    return bad("the rate must be positive and finite (" + o.rate_name + " " +
-               Num(o.rate_per_s) + ")");
+    return bad("the rate must be positive and finite (" + o.rate_name + " " + Num(o.rate_per_s) +
+               ")");
   }
-  if (o.arrival == ArrivalKind::kFile && o.submit_times.size() < static_cast<std::size_t>(o.count)) {
+  if (o.arrival == ArrivalKind::kFile &&
+      o.submit_times.size() < static_cast<std::size_t>(o.count)) {
     return bad("the arrival file has " + core::Plural(o.submit_times.size(), "time") + " for " +
                core::Plural(o.count, "job"));
   }
@@ -490,7 +496,8 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
   const core::MiB hi_gib = std::max(lo_gib, o.max_gpu_mib / gib);
   // Bursty gaps: with probability 0.85 a short gap (mean 0.3/rate), else a long one (mean
   // 4.967/rate); mean 1/rate, squared coefficient of variation about 4.7.
-  constexpr double kShortP = 0.85, kShortMean = 0.3, kLongMean = (1.0 - kShortP * kShortMean) / (1.0 - kShortP);
+  constexpr double kShortP = 0.85, kShortMean = 0.3,
+                   kLongMean = (1.0 - kShortP * kShortMean) / (1.0 - kShortP);
   std::vector<JobSpec> jobs;
   double t = 0;
   char id[32];
@@ -522,11 +529,10 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
       }
       // A tiny rate or load makes t huge or infinite: caught here, before the conversion.
       const double t_us = t * 1e6;
-      if (!(t_us <= static_cast<double>(kMaxSubmitUs)) ||
-          std::llround(t_us) > kMaxSubmitUs) {
+      if (!(t_us <= static_cast<double>(kMaxSubmitUs)) || std::llround(t_us) > kMaxSubmitUs) {
         return bad("job " + j.id + " would be submitted at " + Num(t) +
-                   " s, past the largest submit time " + FormatSeconds(kMaxSubmitUs) + " s: " +
-                   o.rate_name + " " + Num(o.rate_per_s) + " at " + o.load_name + " " +
+                   " s, past the largest submit time " + FormatSeconds(kMaxSubmitUs) +
+                   " s: " + o.rate_name + " " + Num(o.rate_per_s) + " at " + o.load_name + " " +
                    Num(o.load) + " spaces jobs about " + Num(1.0 / (o.rate_per_s * o.load)) +
                    " s apart (raise " + o.rate_name + " or " + o.load_name + ")");
       }

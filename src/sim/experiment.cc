@@ -10,10 +10,10 @@
 
 #include "gpumux/core/check.h"
 #include "gpumux/core/ledger.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
-#include "gpumux/core/plural.h"
 
 namespace gpumux::sim {
 namespace {
@@ -259,8 +259,8 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
     }
     if (options.record_placements) res.placements.push_back(std::move(rec));
 
-    arrive_pct.push_back(static_cast<int>(
-        RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0)));
+    arrive_pct.push_back(
+        static_cast<int>(RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0)));
     alloc_pct.push_back(
         RoundHalfEven(static_cast<double>(ledger.used_gpu_milli()) / total_gpus / 10.0, 2));
     double frag = 0;
@@ -290,8 +290,8 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   res.used_gpu_milli = ledger.used_gpu_milli();
   res.busy_gpus = ledger.busy_gpus();
   res.used_cpu_milli = ledger.used_cpu_milli();
-  res.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
+  res.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return res;
 }
 

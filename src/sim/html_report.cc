@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/sim/report.h"
-#include "gpumux/core/plural.h"
 #include "src/sim/report_format.h"
 #include "src/sim/report_palette.h"
 
@@ -413,8 +413,8 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   // 1. Title, configuration, what is plotted.
   o << "<h1>" << HtmlEscape(title) << "</h1>\n<p class=\"config\">";
-  o << "<span><b>Cluster</b> " << core::Plural(ctx.nodes, "node") << " / " << core::Plural(ctx.gpus, "GPU")
-    << "</span>";
+  o << "<span><b>Cluster</b> " << core::Plural(ctx.nodes, "node") << " / "
+    << core::Plural(ctx.gpus, "GPU") << "</span>";
   o << "<span><b>Load</b> " << HtmlEscape(LoadString(ctx.load)) << "</span>";
   if (!ctx.replay_dir) o << "<span><b>Seeds</b> " << HtmlEscape(JoinSeeds(ctx.seeds)) << "</span>";
   o << "<span><b>Policies</b> ";

@@ -10,9 +10,9 @@
 
 #include "gpumux/core/check.h"
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
-#include "gpumux/core/plural.h"
 #include "src/sim/input_file.h"
 
 namespace gpumux::sim {

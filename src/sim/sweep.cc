@@ -73,8 +73,8 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
         {
           std::lock_guard<std::mutex> lock(sp.mu);
           if (!sp.plan) {
-            auto made = MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load,
-                                          config.limit);
+            auto made =
+                MakeStudyArrivals(workload.pods, workload.cluster, seed, config.load, config.limit);
             if (!made) {
               results[slot(job)] = tl::unexpected(made.error());
               --sp.users_left;
@@ -84,8 +84,8 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
           }
           plan = sp.plan;
         }
-        results[slot(job)] = RunExperiment(workload, *plan, config.policies[job % policies],
-                                           seed, config.load, config.experiment);
+        results[slot(job)] = RunExperiment(workload, *plan, config.policies[job % policies], seed,
+                                           config.load, config.experiment);
         std::lock_guard<std::mutex> lock(sp.mu);
         if (--sp.users_left == 0) sp.plan.reset();
       },

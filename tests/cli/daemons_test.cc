@@ -541,14 +541,14 @@ TEST_F(DaemonsTest, TheDefaultIsTheTextLineAndTheLevelLeavesOutLowerLines) {
 
 // The extender's settings file has the same settings (flags given on the command line win).
 TEST_F(DaemonsTest, TheExtenderSettingsFileSetsTheLogFormatLevelAndMetricsAddress) {
-  const fs::path config = Write("extender.yaml",
-                                "logFormat: json\nlogLevel: debug\nmetricsAddress: 127.0.0.1:0\n");
+  const fs::path config =
+      Write("extender.yaml", "logFormat: json\nlogLevel: debug\nmetricsAddress: 127.0.0.1:0\n");
   const Extender e = StartExtender("config", {"--config", config.string(), "--log-level", "info"});
   ASSERT_GT(e.metrics_port, 0) << Err("config");
-  EXPECT_EQ(Post(e.port, "/gpumux/filter",
-                 test::ReadFileText(std::string(GPUMUX_SOURCE_DIR) +
-                                    "/examples/extender/filter.json")),
-            200);
+  EXPECT_EQ(
+      Post(e.port, "/gpumux/filter",
+           test::ReadFileText(std::string(GPUMUX_SOURCE_DIR) + "/examples/extender/filter.json")),
+      200);
   EXPECT_TRUE(Stop(e.pid).Exited(0));
   for (const std::string& line : LinesOf(Err("config"))) {
     const json j = json::parse(line, nullptr, false);
@@ -559,7 +559,8 @@ TEST_F(DaemonsTest, TheExtenderSettingsFileSetsTheLogFormatLevelAndMetricsAddres
   const test::Captured run = test::RunCaptured(
       {.argv = {GPUMUX_BINARY, "extender", "--config", bad.string(), "--check"}}, scratch_, "bad");
   EXPECT_TRUE(run.exit.Exited(2)) << run.err;
-  EXPECT_NE(run.err.find("key 'logLevel': 'loud' is not a log level"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("key 'logLevel': 'loud' is not a log level"), std::string::npos)
+      << run.err;
 }
 
 TEST_F(DaemonsTest, AtLevelErrorOnlyTheFailureIsWritten) {

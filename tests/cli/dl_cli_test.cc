@@ -96,8 +96,8 @@ TEST(DlCli, JsonHasOneRunPerPolicyAndLoad) {
 }
 
 TEST(DlCli, SeveralSeedsRunEachSeedAndTheTableShowsTheMean) {
-  const std::vector<std::string> args{"--seeds", "1-2",     "--count",  "20",
-                                      "--loads", "1",       "--policy", "first-fit,gpumux"};
+  const std::vector<std::string> args{"--seeds", "1-2", "--count",  "20",
+                                      "--loads", "1",   "--policy", "first-fit,gpumux"};
   std::vector<std::string> json_args = args;
   json_args.insert(json_args.end(), {"--format", "json"});
   const CliRun r = SimulateDl(json_args);
@@ -116,9 +116,8 @@ TEST(DlCli, SeveralSeedsRunEachSeedAndTheTableShowsTheMean) {
 }
 
 TEST(DlCli, ProfilesAreFilesOrEmbeddedNames) {
-  const CliRun assumed =
-      SimulateDl({"--profile", "iadeep5-assumed", "--mix", "iadeep", "--count", "10", "--loads",
-                  "1", "--policy", "first-fit"});
+  const CliRun assumed = SimulateDl({"--profile", "iadeep5-assumed", "--mix", "iadeep", "--count",
+                                     "10", "--loads", "1", "--policy", "first-fit"});
   EXPECT_EQ(assumed.code, 0) << assumed.err;
   EXPECT_NE(assumed.out.find("truth: the same profile"), std::string::npos) << assumed.out;
   const CliRun no_mix = SimulateDl({"--mix", "iadeep", "--count", "10", "--loads", "1"});
@@ -182,12 +181,12 @@ TEST(DlCli, TheTableOfSeveralSeedsSaysHowManyAndOnHowManyGpumuxWon) {
   const std::string line = r.out.substr(margin + 1, r.out.find('\n', margin + 1) - margin - 1);
   bool counted = false;
   for (const char* wins : {"0", "1", "2"}) {
-    counted = counted ||
-              line.find(std::string("(average lower on ") + wins + " of 2 seeds)") != std::string::npos;
+    counted = counted || line.find(std::string("(average lower on ") + wins + " of 2 seeds)") !=
+                             std::string::npos;
   }
   EXPECT_TRUE(counted) << line;
-  const CliRun one = SimulateDl(
-      {"--seeds", "1", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
+  const CliRun one =
+      SimulateDl({"--seeds", "1", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
   ASSERT_EQ(one.code, 0) << one.err;
   EXPECT_NE(one.out.find("seed 1\n"), std::string::npos) << one.out;
   EXPECT_EQ(one.out.find("of 1 seeds"), std::string::npos) << "no count for one seed";
@@ -201,9 +200,9 @@ TEST(DlCli, AnEmbeddedProfileRunsByItsName) {
             std::string::npos)
       << "a profile of its own classes: its own truth\n"
       << r.out;
-  const CliRun truth = SimulateDl({"--profile", "iadeep-fitted", "--truth-profile",
-                                   "iadeep-measured", "--count", "10", "--loads", "1", "--policy",
-                                   "exclusive"});
+  const CliRun truth =
+      SimulateDl({"--profile", "iadeep-fitted", "--truth-profile", "iadeep-measured", "--count",
+                  "10", "--loads", "1", "--policy", "exclusive"});
   ASSERT_EQ(truth.code, 0) << truth.err;
   EXPECT_NE(truth.out.find("truth: iadeep-rtx3090-measured-truth (embedded)"), std::string::npos)
       << truth.out;
@@ -526,7 +525,6 @@ TEST(DlCli, AProfileFieldOutOfRangeExitsTwoNamingTheFileAndTheField) {
       << r.err;
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Learned interference observations: --observations (added to the belief) and
 // --observations-out (what coordinators would have measured).
@@ -538,12 +536,13 @@ std::string TerribleLightPairs() {
   nlohmann::json list = nlohmann::json::array();
   for (std::size_t i = 0; i < light.size(); ++i) {
     for (std::size_t k = i + 1; k < light.size(); ++k) {
-      list.push_back({{"classes", {light[i], light[k]}},
-                      {"batches",
-                       {profile.Find(light[i])->default_batch, profile.Find(light[k])->default_batch}},
-                      {"slowdown", {6.0, 7.0}},
-                      {"count", 10},
-                      {"node", "gpu-node-1"}});
+      list.push_back(
+          {{"classes", {light[i], light[k]}},
+           {"batches",
+            {profile.Find(light[i])->default_batch, profile.Find(light[k])->default_batch}},
+           {"slowdown", {6.0, 7.0}},
+           {"count", 10},
+           {"node", "gpu-node-1"}});
     }
   }
   return list.dump();
@@ -565,9 +564,9 @@ TEST(DlCli, ObservationsChangeWhatThePoliciesBelieveNeverWhatTheGpusDo) {
   // with the profile as the truth (only --profile): the observations never reach the truth.
   for (const std::vector<std::string>& truth :
        {std::vector<std::string>{}, std::vector<std::string>{"--profile", "iadeep-fitted"}}) {
-    std::vector<std::string> args{"--count", "60", "--loads", "2", "--gpus", "8",
-                                  "--policy", "first-fit,gpumux", "--queue", "fifo",
-                                  "--tuner", "none", "--format", "json"};
+    std::vector<std::string> args{"--count", "60",       "--loads",          "2",       "--gpus",
+                                  "8",       "--policy", "first-fit,gpumux", "--queue", "fifo",
+                                  "--tuner", "none",     "--format",         "json"};
     args.insert(args.end(), truth.begin(), truth.end());
     SCOPED_TRACE(truth.empty() ? "default truth" : "the profile as the truth");
     const CliRun plain = SimulateDl(args);
@@ -594,9 +593,9 @@ TEST(DlCli, ObservationsChangeWhatThePoliciesBelieveNeverWhatTheGpusDo) {
 TEST(DlCli, ObservationsOutWritesWhatParsesBackAndFeedsAnotherRun) {
   test::ScratchDir dir;
   const std::string out = (dir.path() / "learned.json").string();
-  const CliRun learn = Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60",
-                               "--loads", "2", "--gpus", "8", "--policy", "iadeep,gpumux",
-                               "--observations-out", out});
+  const CliRun learn =
+      Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60", "--loads", "2",
+              "--gpus", "8", "--policy", "iadeep,gpumux", "--observations-out", out});
   ASSERT_EQ(learn.code, 0) << learn.err;
   EXPECT_NE(learn.err.find("observed sets ("), std::string::npos) << learn.err;
   EXPECT_NE(learn.err.find(") written to " + out), std::string::npos) << learn.err;
@@ -609,20 +608,21 @@ TEST(DlCli, ObservationsOutWritesWhatParsesBackAndFeedsAnotherRun) {
   for (const auto& o : *observations) {
     EXPECT_TRUE(policy::CheckObservation(o).has_value()) << policy::SerializeObservation(o);
   }
-  const CliRun use = Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60",
-                             "--loads", "2", "--gpus", "8", "--policy", "gpumux", "--seeds", "43",
-                             "--observations", out});
+  const CliRun use =
+      Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60", "--loads", "2",
+              "--gpus", "8", "--policy", "gpumux", "--seeds", "43", "--observations", out});
   ASSERT_EQ(use.code, 0) << use.err;
-  const std::string said = "--observations " + out + ": " +
-                           std::to_string(observations->size()) + " observations: " +
-                           std::to_string(observations->size()) + " observed sets";
+  const std::string said = "--observations " + out + ": " + std::to_string(observations->size()) +
+                           " observations: " + std::to_string(observations->size()) +
+                           " observed sets";
   EXPECT_NE(use.err.find(said), std::string::npos) << use.err;
 }
 
 TEST(DlCli, BadObservationsExitTwoNamingTheFileAndTheField) {
   test::ScratchDir dir;
   const std::string bad = dir.Write(
-      "bad.json", R"([{"classes": ["vgg16", "vgg19"], "batches": [512, 256], "slowdown": [1.2, 1.3]}])");
+      "bad.json",
+      R"([{"classes": ["vgg16", "vgg19"], "batches": [512, 256], "slowdown": [1.2, 1.3]}])");
   const CliRun r = SimulateDl({"--count", "5", "--observations", bad});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--observations: " + bad + ": observation 0: \"count\""), std::string::npos)

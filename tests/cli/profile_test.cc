@@ -15,8 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ExampleRun MakeRun(std::string cls, int batch, std::vector<double> steps, std::vector<double> data = {},
-               std::vector<double> t_end = {}) {
+ExampleRun MakeRun(std::string cls, int batch, std::vector<double> steps,
+                   std::vector<double> data = {}, std::vector<double> t_end = {}) {
   ExampleRun r;
   r.cls = std::move(cls);
   r.batch = batch;
@@ -35,7 +35,8 @@ ProfileInputs TwoClasses() {
   in.classes = {"resnet", "lstm"};
   in.defaults = {{32, 64, 50000, 10, "assumed"}, {16, 32, 50000, 10, "assumed"}};
   // resnet alone at 32: repeat medians 0.020 and 0.022 -> 0.021; data phase 25 % -> busy 0.75.
-  in.solo.push_back({"resnet", 32,
+  in.solo.push_back({"resnet",
+                     32,
                      {MakeRun("resnet", 32, {0.020, 0.019, 0.021}, {0.005, 0.005, 0.005}),
                       MakeRun("resnet", 32, {0.022, 0.022, 0.023}, {0.0055, 0.0055, 0.00575})}});
   in.solo.push_back({"lstm", 16, {MakeRun("lstm", 16, {0.040, 0.040, 0.040})}});
@@ -60,8 +61,9 @@ TEST(BuildProfileFrom, ACoLocatedSetKeepsOnlyTheStepsWhileEveryMemberRan) {
   // to 0.34. Overlap: [0.11, 0.34], so resnet keeps its 2nd and 3rd steps (0.0315 each: 1.5 x its
   // solo 0.021) and lstm all four (0.06: 1.5 x its solo 0.040).
   SetMeasurement set;
-  set.repeats.push_back({MakeRun("resnet", 32, {0.1, 0.0315, 0.0315, 0.0315}, {}, {0.1, 0.2, 0.25, 0.5}),
-                         MakeRun("lstm", 16, {0.06, 0.06, 0.06, 0.06}, {}, {0.17, 0.22, 0.28, 0.34})});
+  set.repeats.push_back(
+      {MakeRun("resnet", 32, {0.1, 0.0315, 0.0315, 0.0315}, {}, {0.1, 0.2, 0.25, 0.5}),
+       MakeRun("lstm", 16, {0.06, 0.06, 0.06, 0.06}, {}, {0.17, 0.22, 0.28, 0.34})});
   in.sets.push_back(set);
   auto built = BuildProfile(in);
   ASSERT_TRUE(built.has_value()) << built.error().message;
@@ -103,7 +105,8 @@ TEST(ParseExampleRunOf, ALineThatIsNotTheSummaryNamesTheRun) {
 // The whole command with a fake example: numbers that depend on the batch size and on how many
 // fake examples run at once (they count each other through lock files).
 TEST(ProfileCommand, WritesAProfileTheSimulatorLoads) {
-  const fs::path dir = fs::temp_directory_path() / ("gpumux-profile-test-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("gpumux-profile-test-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "examples");
   for (const char* name : {"alpha", "beta"}) {
@@ -112,21 +115,31 @@ TEST(ProfileCommand, WritesAProfileTheSimulatorLoads) {
          "p = argparse.ArgumentParser()\n"
          "for o in ('--device', '--threads', '--steps', '--warmup', '--batch-size'):\n"
          "    p.add_argument(o, default=None)\n"
-         "p.add_argument('--json', action='store_true'); p.add_argument('--no-sdk', action='store_true')\n"
+         "p.add_argument('--json', action='store_true'); p.add_argument('--no-sdk', "
+         "action='store_true')\n"
          "a = p.parse_args()\n"
          "b = int(a.batch_size or 20)\n"
          "steps = int(a.steps)\n"
          "t0 = time.time()\n"
-         "print(json.dumps({'class': '" << name << "', 'batch_size': b, 'device': 'cpu',\n"
+         "print(json.dumps({'class': '"
+      << name
+      << "', 'batch_size': b, 'device': 'cpu',\n"
          "  'device_name': 'fake', 'device_memory_mib': 4096, 'torch': 'none', 'python': '3',\n"
          "  'step_s': [0.001 * b] * steps, 'data_s': [0.0002 * b] * steps,\n"
          "  't_end': [t0 + k for k in range(steps)], 'memory_mib': 10 + b}))\n";
   }
   test::ProcessSpec spec;
-  spec.argv = {GPUMUX_BINARY, "profile", "--examples", (dir / "examples").string(), "--classes",
-               "alpha,beta", "--batches", "0.5,1", "--sets", "alpha+beta", "--steps", "4",
-               "--warmup", "0", "--repeats", "1", "--device", "cpu", "--python", "python3",
-               "--out", (dir / "p.json").string()};
+  spec.argv = {GPUMUX_BINARY, "profile",
+               "--examples",  (dir / "examples").string(),
+               "--classes",   "alpha,beta",
+               "--batches",   "0.5,1",
+               "--sets",      "alpha+beta",
+               "--steps",     "4",
+               "--warmup",    "0",
+               "--repeats",   "1",
+               "--device",    "cpu",
+               "--python",    "python3",
+               "--out",       (dir / "p.json").string()};
   auto run = test::RunCaptured(spec, dir, "profile");
   ASSERT_TRUE(run.exit.Exited(0)) << run.err;
   EXPECT_NE(run.err.find("run 1/5"), std::string::npos) << run.err;

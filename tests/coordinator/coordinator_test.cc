@@ -3,9 +3,9 @@
 #include "gpumux/coordinator/coordinator.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,8 +53,9 @@ class CoordinatorTest : public ::testing::Test {
     o.warmup_steps = 1;
     o.window_timeout = milliseconds(10'000);
     o.job_timeout = milliseconds(30'000);
-    c_ = std::make_unique<Coordinator>(o, profile_, &sink_, [this] { return now_; },
-                                       [this](std::string_view l) { log_.emplace_back(l); });
+    c_ = std::make_unique<Coordinator>(
+        o, profile_, &sink_, [this] { return now_; },
+        [this](std::string_view l) { log_.emplace_back(l); });
   }
 
   Reply Register(const std::string& job, const std::string& cls, int batch,
@@ -315,9 +316,8 @@ TEST_F(CoordinatorTest, EndsWithTheBatchSizesOfThePolicyTunerDrivenDirectly) {
   auto tuner = policy::MakeTuner("joint");
   ASSERT_TRUE(tuner.has_value());
   core::Rng rng(1, "test");
-  auto session = (*tuner)->Start({{profile_.Find("a"), 100, 0, false, 0},
-                                  {profile_.Find("b"), 100, 0, true, 0}},
-                                 model, rng);
+  auto session = (*tuner)->Start(
+      {{profile_.Find("a"), 100, 0, false, 0}, {profile_.Find("b"), 100, 0, true, 0}}, model, rng);
   ASSERT_NE(session, nullptr);
   policy::TuneStep step = session->Next();
   ASSERT_FALSE(step.final);

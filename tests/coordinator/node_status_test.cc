@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/coordinator/node_status.h"
 
 #include <gtest/gtest.h>
@@ -8,9 +7,10 @@
 #include <mutex>
 #include <thread>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::coordinator {
 namespace {

@@ -9,13 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -146,21 +145,24 @@ class ServerTest : public ::testing::Test {
 
 TEST_F(ServerTest, AJobRegistersOverTcpAndTheUnixSocketAndMetricsShowIt) {
   Start();
-  auto r = Post("/v1/register", {{"job", "j1"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
+  auto r = Post("/v1/register",
+                {{"job", "j1"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   const std::string body = R"({"job":"j1","steps":[[100,0.1],[100,0.1]]})";
   const std::string answer = UnixRequest(
       (dir_ / "c.sock").string(),
       "POST /v1/report HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-      "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+      "Connection: close\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
   EXPECT_NE(answer.find("batch_size"), std::string::npos) << answer;
   httplib::Client client("127.0.0.1", server_->port());
   auto metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("gpumux_coordinator_job_batch_size{class=\"a\",gpu=\"GPU-0\",job=\"j1\"}"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics->body.find("gpumux_coordinator_job_batch_size{class=\"a\",gpu=\"GPU-0\",job=\"j1\"}"),
+      std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("gpumux_coordinator_requests_total"), std::string::npos);
   auto state = client.Get("/v1/state");
@@ -171,7 +173,8 @@ TEST_F(ServerTest, AJobRegistersOverTcpAndTheUnixSocketAndMetricsShowIt) {
 TEST_F(ServerTest, JobsAreServedWhileTheStoreIsDownAndTheStateReachesItWhenItIsBack) {
   store_.down = true;
   Start();
-  auto r = Post("/v1/register", {{"job", "j1"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
+  auto r = Post("/v1/register",
+                {{"job", "j1"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   auto report = Post("/v1/report", {{"job", "j1"}, {"steps", Json::array({{100, 0.1}})}});

@@ -60,7 +60,8 @@ TEST(ExplainMisfit, WholeGpusTakenByTenantsCountTheTenants) {
 }
 
 TEST(ExplainMisfit, UnhealthyGpusAreSaidToBeSo) {
-  PolicyHarness h(ClusterBuilder().Node("n", 8000, 16384).Gpus(2).Unhealthy(0).Unhealthy(1).Specs());
+  PolicyHarness h(
+      ClusterBuilder().Node("n", 8000, 16384).Gpus(2).Unhealthy(0).Unhealthy(1).Specs());
   const Misfit m = Explain(h, RequestBuilder().Share(100));
   EXPECT_FALSE(m.resolvable);
   EXPECT_EQ(m.reason, "needs 1 GPU, 0 of 2 are healthy");

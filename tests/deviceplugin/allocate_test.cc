@@ -185,8 +185,7 @@ TEST(AnswerAllocate, TheHandshakesAnswerKeepsItsCode) {
       {HandshakeError::Code::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
       {HandshakeError::Code::kUnavailable, grpc::StatusCode::UNAVAILABLE}};
   for (const auto& [code, status] : codes) {
-    const AllocateClaim refuse =
-        [code = code](Resource, const std::vector<std::int64_t>&)
+    const AllocateClaim refuse = [code = code](Resource, const std::vector<std::int64_t>&)
         -> HandshakeResult<std::vector<ServedContainer>> {
       return tl::unexpected(HandshakeError{code, "no lock"});
     };

@@ -64,8 +64,8 @@ TEST(DeviceTable, HealthFollowsTheGpu) {
 }
 
 TEST(DeviceTable, BadInventoriesAreRefusedWithTheReason) {
-  auto dup = DeviceTable::Build(Resource::kGpu, {GpuSlot{0, "GPU-a", 1, 0, true},
-                                                 GpuSlot{1, "GPU-a", 1, 1, true}}, 1024);
+  auto dup = DeviceTable::Build(
+      Resource::kGpu, {GpuSlot{0, "GPU-a", 1, 0, true}, GpuSlot{1, "GPU-a", 1, 1, true}}, 1024);
   ASSERT_FALSE(dup.has_value());
   EXPECT_NE(dup.error().message.find("GPU UUID GPU-a appears twice"), std::string::npos);
   auto empty = DeviceTable::Build(Resource::kGpu, {GpuSlot{0, "", 1, 0, true}}, 1024);

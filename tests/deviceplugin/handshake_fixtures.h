@@ -9,8 +9,8 @@
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::deviceplugin::testing_fixtures {
 
@@ -46,7 +46,8 @@ inline void Lock(test::FakeApiServer& server, const nlohmann::json& pod,
   lock.uid = pod["metadata"]["uid"].get<std::string>();
   lock.since = 1'700'000'000;
   nlohmann::json n = *server.GetNode(node);
-  n["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)] = kube::EncodeNodeLock(lock);
+  n["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)] =
+      kube::EncodeNodeLock(lock);
   server.UpdateNode(n);
 }
 

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/deviceplugin/handshake_fixtures.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -57,7 +57,7 @@ class GatedApi : public kube::KubeApi {
     return inner_->List(path, page_size);
   }
   kube::ApiResult<json> Patch(const std::string& path, const json& body,
-                             kube::PatchType type) override {
+                              kube::PatchType type) override {
     {
       std::unique_lock lock(mu_);
       ++held_;
@@ -71,8 +71,8 @@ class GatedApi : public kube::KubeApi {
     return inner_->Post(path, body);
   }
   kube::ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
-                             const std::function<bool(kube::WatchEvent&&)>& on_event,
-                             std::stop_token stop, int timeout_seconds) override {
+                              const std::function<bool(kube::WatchEvent&&)>& on_event,
+                              std::stop_token stop, int timeout_seconds) override {
     return inner_->Watch(path, resource_version, on_event, stop, timeout_seconds);
   }
 

@@ -1,6 +1,8 @@
 // The node agent (what `gpumux device-plugin` runs) with the fake GPU backend: the inventory
 // published on the node, health from the backend's file and from XID events reaching the
 // kubelet and the annotation, /readyz and /metrics; and the `gpumux device-plugin` binary.
+#include "gpumux/deviceplugin/node_agent.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -9,17 +11,15 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
-#include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
 #include "tests/hook/hook_fixtures.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/process.h"
 
 namespace gpumux::deviceplugin {
@@ -124,24 +124,25 @@ TEST(NodeAgent, PublishesTheInventoryAndFollowsHealthFromTheBackendAndXids) {
 
   // The backend says GPU 1 is unhealthy: the kubelet and the annotation learn it.
   file.Write({"healthy", "unhealthy"}, {"", ""});
-  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
-                                  [](const auto& d) { return d.size() == 2 && d[1].health == "Unhealthy"; },
-                                  10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      "gpumux.io/gpu", [](const auto& d) { return d.size() == 2 && d[1].health == "Unhealthy"; },
+      10s));
   EXPECT_TRUE(Eventually([&] {
-    json g = json::parse(Annotations(server)[std::string(kube::kAnnotationGpus)].get<std::string>());
+    json g =
+        json::parse(Annotations(server)[std::string(kube::kAnnotationGpus)].get<std::string>());
     return g[1]["health"] == "Unhealthy";
   }));
   // An application XID (13) changes nothing; a fatal one (79) takes GPU 0 out for good.
   file.Write({"healthy", "healthy"}, {"13", ""});
-  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
-                                  [](const auto& d) { return d[1].health == "Healthy"; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      "gpumux.io/gpu", [](const auto& d) { return d[1].health == "Healthy"; }, 10s));
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(kubelet.Devices("gpumux.io/gpu")[0].health, "Healthy");
   file.Write({"healthy", "healthy"}, {"13;79", ""});
-  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu",
-                                  [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
-  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu-mem",
-                                  [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      "gpumux.io/gpu", [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      "gpumux.io/gpu-mem", [](const auto& d) { return d[0].health == "Unhealthy"; }, 10s));
 
   const std::string metrics = http.Get("/metrics")->body;
   EXPECT_NE(metrics.find("gpumux_device_plugin_gpus{health=\"Unhealthy\"} 1"), std::string::npos)
@@ -357,14 +358,20 @@ TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
   test::FakeKubelet kubelet;
   const auto scratch = kubelet.dir();
   test::ProcessSpec spec;
-  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n1", "--backend", "fake",
-               "--gpus-file", file.path(), "--kubelet-dir", kubelet.dir().string(), "--offline",
-               "--metrics-address", "127.0.0.1:0", "--resources", "gpu,gpu-milli"};
+  spec.argv = {GPUMUX_BINARY,   "device-plugin",
+               "--node-name",   "n1",
+               "--backend",     "fake",
+               "--gpus-file",   file.path(),
+               "--kubelet-dir", kubelet.dir().string(),
+               "--offline",     "--metrics-address",
+               "127.0.0.1:0",   "--resources",
+               "gpu,gpu-milli"};
   spec.stderr_path = (scratch / "plugin.err").string();
   const pid_t pid = test::StartProcess(spec);
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(kubelet.WaitRegistrations(2, 20s));
-  EXPECT_TRUE(kubelet.WaitDevices("gpumux.io/gpu-milli", [](const auto& d) { return d.size() == 2000; }, 20s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      "gpumux.io/gpu-milli", [](const auto& d) { return d.size() == 2000; }, 20s));
   EXPECT_TRUE(kubelet.Devices("gpumux.io/gpu-mem").empty());  // not served
   // Offline, Allocate is refused: the pod cannot be identified.
   v1beta1::AllocateResponse response;
@@ -375,7 +382,8 @@ TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
   EXPECT_TRUE(exit.Exited(0)) << test::ReadFileText(scratch / "plugin.err");
   const std::string log = test::ReadFileText(scratch / "plugin.err");
   EXPECT_NE(log.find("serving 2 GPUs of node n1 as gpumux.io/gpu, gpumux.io/gpu-milli"),
-            std::string::npos) << log;
+            std::string::npos)
+      << log;
   EXPECT_NE(log.find("received SIGTERM"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
 }
@@ -494,8 +502,8 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
       {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
         "--ignore-xids", "13,x"},
        "'x' is not an XID number"},
-      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
-        "--mount", "/usr/lib"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline", "--mount",
+        "/usr/lib"},
        "--mount needs --inject-devices"},
   };
   int i = 0;
@@ -524,8 +532,9 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
   };
   for (const auto& [args, message] : inputs) {
     test::ProcessSpec spec;
-    spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
-                 "--offline", "--kubelet-dir", "/tmp", "--metrics-address", "off"};
+    spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name",   "n",    "--backend",
+                 "fake",        "--offline",     "--kubelet-dir", "/tmp", "--metrics-address",
+                 "off"};
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
     const auto run = test::RunCaptured(spec, scratch, "dp-input");
     EXPECT_TRUE(run.exit.Exited(2)) << message << ": " << run.err;
@@ -535,8 +544,12 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
   {
     test::FakeKubelet kubelet;
     test::ProcessSpec spec;
-    spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
-                 "--gpus-file", big, "--gpu-mem-unit-mib", "1", "--resources", "gpu"};
+    spec.argv = {GPUMUX_BINARY,        "device-plugin",
+                 "--node-name",        "n",
+                 "--backend",          "fake",
+                 "--gpus-file",        big,
+                 "--gpu-mem-unit-mib", "1",
+                 "--resources",        "gpu"};
     for (const char* a : {"--offline", "--metrics-address", "off", "--kubelet-dir"}) {
       spec.argv.push_back(a);
     }
@@ -549,8 +562,9 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
   std::filesystem::remove(big);
   // A missing GPU file is a runtime error naming it.
   test::ProcessSpec spec;
-  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n", "--backend", "fake",
-               "--gpus-file", "/nonexistent/gpus.csv", "--offline", "--kubelet-dir", "/tmp"};
+  spec.argv = {GPUMUX_BINARY, "device-plugin", "--node-name", "n",
+               "--backend",   "fake",          "--gpus-file", "/nonexistent/gpus.csv",
+               "--offline",   "--kubelet-dir", "/tmp"};
   const auto run = test::RunCaptured(spec, scratch, "dp-missing");
   EXPECT_TRUE(run.exit.Exited(1)) << run.err;
   EXPECT_NE(run.err.find("/nonexistent/gpus.csv"), std::string::npos) << run.err;

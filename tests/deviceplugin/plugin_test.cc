@@ -2,20 +2,20 @@
 // on unix sockets in a temporary folder) and an in-test API server on loopback: registration,
 // ListAndWatch updates on health changes, Allocate through the node-lock handshake for one and
 // several containers, kubelet restarts, and refusals with clear gRPC errors.
+#include "gpumux/deviceplugin/plugin.h"
+
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
-#include "gpumux/deviceplugin/plugin.h"
 #include "gpumux/extender/cluster_sync.h"
 #include "gpumux/extender/extender.h"
 #include "gpumux/kube/node_lock.h"
 #include "tests/deviceplugin/handshake_fixtures.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
 #include "tests/testing/fake_kubelet.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -69,7 +69,9 @@ struct Rig {
     EXPECT_TRUE(started.has_value()) << started.error().message;
     EXPECT_TRUE(kubelet.WaitRegistrations(3, 10s));
     for (const char* r : {kGpu, kMem, kMilli}) {
-      EXPECT_TRUE(kubelet.WaitDevices(r, [](const auto& d) { return !d.empty(); }, 10s)) << r;
+      EXPECT_TRUE(kubelet.WaitDevices(
+          r, [](const auto& d) { return !d.empty(); }, 10s))
+          << r;
     }
   }
   ~Rig() { plugin->Stop(); }
@@ -146,14 +148,18 @@ TEST(DevicePlugin, AHealthChangeIsPushedToEveryResourceAndRecovers) {
     return std::count_if(list.begin(), list.end(),
                          [](const auto& d) { return d.health == "Unhealthy"; });
   };
-  EXPECT_TRUE(kubelet.WaitDevices(kGpu, [&](const auto& d) { return unhealthy(d) == 1; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      kGpu, [&](const auto& d) { return unhealthy(d) == 1; }, 10s));
   EXPECT_EQ(kubelet.Devices(kGpu)[1].health, "Unhealthy");
-  EXPECT_TRUE(kubelet.WaitDevices(kMem, [&](const auto& d) { return unhealthy(d) == 40; }, 10s));
-  EXPECT_TRUE(kubelet.WaitDevices(kMilli, [&](const auto& d) { return unhealthy(d) == 1000; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      kMem, [&](const auto& d) { return unhealthy(d) == 40; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      kMilli, [&](const auto& d) { return unhealthy(d) == 1000; }, 10s));
   EXPECT_EQ(kubelet.Updates(kMem), before + 1);
   EXPECT_EQ(kubelet.HealthyIds(kMem).front(), "GPU-n1-0-m0");
   EXPECT_TRUE(rig.plugin->SetHealth({true, true}));
-  EXPECT_TRUE(kubelet.WaitDevices(kGpu, [&](const auto& d) { return unhealthy(d) == 0; }, 10s));
+  EXPECT_TRUE(kubelet.WaitDevices(
+      kGpu, [&](const auto& d) { return unhealthy(d) == 0; }, 10s));
 }
 
 TEST(DevicePlugin, UnknownDeviceIdsAreInvalidArgument) {
@@ -165,7 +171,8 @@ TEST(DevicePlugin, UnknownDeviceIdsAreInvalidArgument) {
   grpc::Status s = kubelet.Allocate(kGpu, {{"GPU-nope"}}, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("unknown device ID 'GPU-nope' for gpumux.io/gpu on node n1"),
-            std::string::npos) << s.error_message();
+            std::string::npos)
+      << s.error_message();
   s = kubelet.Allocate(kMem, {{"GPU-n1-0-m0", "GPU-n1-0-m0"}}, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("appears twice"), std::string::npos);
@@ -237,7 +244,8 @@ TEST(DevicePlugin, WithoutANodeLockAllocateFailsClosed) {
   grpc::Status s = kubelet.Allocate(kGpu, {{"GPU-n1-0"}}, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("no pod holds the node lock gpumux.io/allocating on node n1"),
-            std::string::npos) << s.error_message();
+            std::string::npos)
+      << s.error_message();
   // And without an API server at all.
   test::FakeKubelet kubelet2;
   Rig offline(kubelet2, nullptr);
@@ -282,7 +290,8 @@ TEST(DevicePlugin, AMultiContainerPodIsServedContainerByContainerInAnyResourceOr
   // "a" shares GPU 0 (8 GiB, 250 milli), "sidecar" asks for nothing, "b" shares GPU 1 (4 GiB,
   // compute unguarded).
   const json pod = GrantedPod(
-      "two", {ContainerOf{"a", 0, 8, 250}, ContainerOf{"sidecar", 0, 0, 0}, ContainerOf{"b", 0, 4, 0}},
+      "two",
+      {ContainerOf{"a", 0, 8, 250}, ContainerOf{"sidecar", 0, 0, 0}, ContainerOf{"b", 0, 4, 0}},
       {{"a", {{0, "GPU-n1-0"}}, 250, 8192, true, false},
        {"b", {{1, "GPU-n1-1"}}, 1, 4096, false, false}});
   server.AddPod(pod);
@@ -326,12 +335,14 @@ TEST(DevicePlugin, CountsThatDoNotMatchTheHolderAreRefusedAndNothingIsRecorded) 
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("the kubelet asks for 4 gpumux.io/gpu-mem devices, but "
                                    "container main of pod default/p"),
-            std::string::npos) << s.error_message();
+            std::string::npos)
+      << s.error_message();
   EXPECT_NE(s.error_message().find("asks for 8"), std::string::npos);
   s = kubelet.Allocate(kGpu, {{"GPU-n1-0"}}, &response);  // p asks for no whole GPU
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("has no container left that asks for gpumux.io/gpu"),
-            std::string::npos) << s.error_message();
+            std::string::npos)
+      << s.error_message();
   const json node = *server.GetNode("n1");
   auto lock = kube::DecodeNodeLock(
       node["metadata"]["annotations"][std::string(kube::kAnnotationAllocating)].get<std::string>());
@@ -407,8 +418,10 @@ TEST(DevicePlugin, TwoSameSizePodsPendingOnOneNodeEachGetTheirOwnGrant) {
   ASSERT_TRUE(sync.WaitSynced(10s));
   extender::Extender extender(*state, api.get());
   auto bind = [&](const json& pod) {
-    json body = {{"PodName", pod["metadata"]["name"]}, {"PodNamespace", "default"},
-                 {"PodUID", pod["metadata"]["uid"]}, {"Node", "n1"}};
+    json body = {{"PodName", pod["metadata"]["name"]},
+                 {"PodNamespace", "default"},
+                 {"PodUID", pod["metadata"]["uid"]},
+                 {"Node", "n1"}};
     return json::parse(extender.Handle(extender::Verb::kBind, body.dump()).body)["Error"]
         .get<std::string>();
   };

@@ -19,18 +19,18 @@
 
 #include "gpumux/kube/objects.h"
 #include "gpumux/store/store.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/process.h"
 
 namespace gpumux::extender {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using kube::testing::GpuOf;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -353,8 +353,8 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
        {"--offline-nodes", nodes, "--policy", "fgd", "--observations-from", "etcd://127.0.0.1:1"},
        {"--observations-from does not apply with --policy fgd", "co-location policies"}},
       {"an observation period of 0",
-       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from",
-        "etcd://127.0.0.1:1", "--observations-every", "0"},
+       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from", "etcd://127.0.0.1:1",
+        "--observations-every", "0"},
        {"--observations-every must be in 1..86400"}},
       {"an observation prefix without a store",
        {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-prefix", "/x/"},
@@ -405,10 +405,10 @@ TEST_F(ExtenderCliTest, ObservationsFromAStoreReachTheProfileAndAreReadAgain) {
   put("/gpumux/observations/googlenet+vgg16/4096+512/node-1",
       R"({"classes":["googlenet","vgg16"],"batches":[4096,512],"slowdown":[3.5,4.5],"count":4,)"
       R"("node":"node-1"})");
-  const pid_t pid = Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0",
-                           "--policy", "gpumux", "--observations-from", "file://" + store_path,
-                           "--observations-every", "1"},
-                          "observations");
+  const pid_t pid =
+      Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0", "--policy",
+             "gpumux", "--observations-from", "file://" + store_path, "--observations-every", "1"},
+            "observations");
   ASSERT_GT(pid, 0);
   const int port = WaitForPort("observations");
   ASSERT_GT(port, 0) << Err("observations");

@@ -16,18 +16,18 @@
 #include "gpumux/core/time.h"
 #include "gpumux/extender/cluster_sync.h"
 #include "gpumux/extender/extender.h"
-#include "gpumux/kube/node_lock.h"
 #include "gpumux/extender/requeue.h"
-#include "tests/testing/kube_fixtures.h"
+#include "gpumux/kube/node_lock.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::extender {
 namespace {
 
-using nlohmann::json;
 using kube::testing::HandshakeNodeJson;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 
 // How a test's extender is set up beyond the defaults.
 struct DaemonSetup {
@@ -65,7 +65,8 @@ class LossyApi : public kube::KubeApi {
   kube::ApiResult<json> List(const std::string& path, int page_size) override {
     return real_->List(path, page_size);
   }
-  kube::ApiResult<json> Patch(const std::string& path, const json& body, kube::PatchType type) override {
+  kube::ApiResult<json> Patch(const std::string& path, const json& body,
+                              kube::PatchType type) override {
     return real_->Patch(path, body, type);
   }
   kube::ApiResult<json> Post(const std::string& path, const json& body) override {
@@ -75,8 +76,8 @@ class LossyApi : public kube::KubeApi {
     return answer;
   }
   kube::ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
-                        const std::function<bool(kube::WatchEvent&&)>& on_event, std::stop_token stop,
-                        int timeout_seconds) override {
+                              const std::function<bool(kube::WatchEvent&&)>& on_event,
+                              std::stop_token stop, int timeout_seconds) override {
     return real_->Watch(path, resource_version, on_event, stop, timeout_seconds);
   }
 
@@ -191,7 +192,8 @@ TEST(ExtenderIntegration, APodIsFilteredScoredAndBoundWithAGrantNamingRealGpuUui
 
   const json stored = *server.GetPod("default", "train");
   EXPECT_EQ(stored["spec"]["nodeName"], "n2");
-  auto grant = kube::DecodeGrant(stored["metadata"]["annotations"]["gpumux.io/grant"].get<std::string>());
+  auto grant =
+      kube::DecodeGrant(stored["metadata"]["annotations"]["gpumux.io/grant"].get<std::string>());
   ASSERT_TRUE(grant.has_value()) << grant.error().message;
   EXPECT_EQ(grant->node, "n2");
   ASSERT_EQ(grant->containers.size(), 1u);
@@ -252,8 +254,8 @@ TEST(ExtenderIntegration, AHeldPodIsRetriedWhenItBecomesOverdueWithoutAnyEvent) 
   setup.context.reserve_idle_fraction = 0.6;
   Daemon d(server, setup);
   ASSERT_EQ(d.extender->Handle(Verb::kFilter, FilterBody(whole, {"n1"}).dump()).failure, "");
-  ASSERT_EQ(json::parse(d.extender->Handle(Verb::kBind, BindBody(whole, "n1").dump()).body)["Error"],
-            "");
+  ASSERT_EQ(
+      json::parse(d.extender->Handle(Verb::kBind, BindBody(whole, "n1").dump()).body)["Error"], "");
 
   auto filter = d.extender->Handle(Verb::kFilter, FilterBody(held, {"n1"}).dump());
   EXPECT_NE(filter.body.find("would rather wait"), std::string::npos) << filter.body;
@@ -262,7 +264,9 @@ TEST(ExtenderIntegration, AHeldPodIsRetriedWhenItBecomesOverdueWithoutAnyEvent) 
   EXPECT_TRUE(Eventually([&] { return requeuer.requeued() == 1; }))
       << "no event comes in this test: only the retry time makes the patch";
   const auto stamped = [&](const char* name) {
-    return server.GetPod("default", name)->at("metadata").value("annotations", json::object())
+    return server.GetPod("default", name)
+        ->at("metadata")
+        .value("annotations", json::object())
         .contains(std::string(kAnnotationRequeuedAt));
   };
   EXPECT_TRUE(stamped("held"));
@@ -440,7 +444,9 @@ class ExtenderNodeLock : public ::testing::Test {
   VerbReply Bind(const std::string& pod, const std::string& node) {
     return daemon_->extender->Handle(Verb::kBind, BindBody(pods_[pod == "a" ? 0 : 1], node).dump());
   }
-  std::optional<kube::NodeLock> Lock(const std::string& node) const { return LockOn(server_, node); }
+  std::optional<kube::NodeLock> Lock(const std::string& node) const {
+    return LockOn(server_, node);
+  }
   std::size_t Tenants(const std::string& node) const { return TenantsOn(*daemon_->state, node); }
 
   test::FakeApiServer server_;
@@ -765,9 +771,10 @@ TEST_P(ExtenderLostBindingAnswer, IsReadBackSoTheBoundPodKeepsItsGpuAndNoSecondP
 
 INSTANTIATE_TEST_SUITE_P(
     Answers, ExtenderLostBindingAnswer,
-    ::testing::Values(
-        LostAnswer{"a_500_after_the_commit", kube::ApiError{500, "InternalError", "etcd leader changed"}},
-        LostAnswer{"a_client_timeout", kube::ApiError{0, "Timeout was reached",
+    ::testing::Values(LostAnswer{"a_500_after_the_commit",
+                                 kube::ApiError{500, "InternalError", "etcd leader changed"}},
+                      LostAnswer{"a_client_timeout",
+                                 kube::ApiError{0, "Timeout was reached",
                                                 "Operation timed out after 3000 milliseconds"}}),
     [](const ::testing::TestParamInfo<LostAnswer>& param_info) { return param_info.param.name; });
 
@@ -781,7 +788,8 @@ TEST(ExtenderIntegration, ABindingWhoseOutcomeCannotBeReadBackKeepsItsGpusUntilT
   Daemon d(server);
   d.lossy->LoseAnswerOfNextPost("/pods/a/binding",
                                 kube::ApiError{0, "Timeout was reached", "Operation timed out"});
-  d.lossy->FailNextGet("/pods/a", kube::ApiError{0, "Couldn't connect to server", "connection refused"});
+  d.lossy->FailNextGet("/pods/a",
+                       kube::ApiError{0, "Couldn't connect to server", "connection refused"});
   auto first = d.extender->Handle(Verb::kBind, BindBody(a, "n1").dump());
   EXPECT_EQ(first.failure, "api_error");
   EXPECT_NE(ErrorOf(first).find("Operation timed out"), std::string::npos) << first.body;
@@ -863,10 +871,10 @@ TEST(ExtenderGpuMemUnit, PodsAskInUnitsAndNodesCountingInAnotherUnitAreUnresolva
   auto bound = d.extender->Handle(Verb::kBind, BindBody(share, "gib").dump());
   ASSERT_EQ(ErrorOf(bound), "") << bound.body;
   auto grant = kube::DecodeGrant(server.GetPod("default", "share")
-                               ->at("metadata")
-                               .at("annotations")
-                               .at("gpumux.io/grant")
-                               .get<std::string>());
+                                     ->at("metadata")
+                                     .at("annotations")
+                                     .at("gpumux.io/grant")
+                                     .get<std::string>());
   ASSERT_TRUE(grant.has_value());
   EXPECT_EQ(grant->containers[0].gpu_mem_mib, 8192) << "the grant is in MiB";
 }

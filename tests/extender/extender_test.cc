@@ -16,9 +16,9 @@
 namespace gpumux::extender {
 namespace {
 
-using nlohmann::json;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 
 constexpr std::int64_t kNow = 1'800'000'000;
 
@@ -40,7 +40,8 @@ class ExtenderBodies : public ::testing::Test {
   // The body of a filter/prioritize request for a pod asking for one GPU, with `nodes` as the
   // JSON text of the fields that name the nodes (e.g. R"("NodeNames":["n1"])").
   static std::string Args(const std::string& nodes) {
-    return R"({"Pod":)" + PodWithOne("p", 1, 0, 0).dump() + (nodes.empty() ? "" : "," + nodes) + "}";
+    return R"({"Pod":)" + PodWithOne("p", 1, 0, 0).dump() + (nodes.empty() ? "" : "," + nodes) +
+           "}";
   }
 
   std::unique_ptr<sched::ClusterState> state_;
@@ -116,8 +117,8 @@ TEST_F(ExtenderBodies, EveryMalformedFieldIsA400NamingIt) {
       {"both null", Verb::kPrioritize, Args(R"("NodeNames":null,"Nodes":null)"), "Nodes"},
       {"no Pod", Verb::kFilter, R"({"NodeNames":["n1"]})", "Pod"},
       {"Pod is null", Verb::kFilter, R"({"Pod":null,"NodeNames":["n1"]})", "Pod"},
-      {"Pod twice", Verb::kPrioritize, R"({"Pod":)" + pod + R"(,"Pod":)" + pod + R"(,"NodeNames":[]})",
-       "\"Pod\" appears twice"},
+      {"Pod twice", Verb::kPrioritize,
+       R"({"Pod":)" + pod + R"(,"Pod":)" + pod + R"(,"NodeNames":[]})", "\"Pod\" appears twice"},
       {"a truncated body", Verb::kFilter, Args(R"("NodeNames":["n1")").substr(0, 60), "JSON"},
       {"a truncated list of names", Verb::kFilter, R"({"Pod":)" + pod + R"(,"NodeNames":["n1",)",
        "JSON"},
@@ -163,10 +164,12 @@ TEST_F(ExtenderBodies, EveryMalformedFieldIsA400NamingIt) {
        R"({"Pod":)" + pod + R"(,"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"},{}]}}})",
        ".Pods[1]"},
       {"preempt with a victim listed twice", Verb::kPreempt,
-       R"({"Pod":)" + pod + R"(,"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"},{"UID":"a"}]}}})",
+       R"({"Pod":)" + pod +
+           R"(,"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"},{"UID":"a"}]}}})",
        "twice"},
       {"preempt with a textual NumPDBViolations", Verb::kPreempt,
-       R"({"Pod":)" + pod + R"(,"NodeNameToMetaVictims":{"n1":{"Pods":[],"NumPDBViolations":"1"}}})",
+       R"({"Pod":)" + pod +
+           R"(,"NodeNameToMetaVictims":{"n1":{"Pods":[],"NumPDBViolations":"1"}}})",
        "NumPDBViolations"},
       {"preempt with a negative NumPDBViolations", Verb::kPreempt,
        R"({"Pod":)" + pod + R"(,"NodeNameToMetaVictims":{"n1":{"NumPDBViolations":-1}}})",
@@ -215,8 +218,9 @@ TEST_F(ExtenderBodies, EitherModeAloneIsAnsweredAboutTheNodesItNames) {
   ASSERT_EQ(by_names.http_status, 200) << by_names.body;
   EXPECT_EQ(json::parse(by_names.body)["NodeNames"], json::array({"n2"}));
 
-  const std::string list = R"("Nodes":{"apiVersion":"v1","kind":"NodeList","metadata":{},"items":[)" +
-                           NodeJson("n1", 2).dump() + "]},\"NodeNames\":null";
+  const std::string list =
+      R"("Nodes":{"apiVersion":"v1","kind":"NodeList","metadata":{},"items":[)" +
+      NodeJson("n1", 2).dump() + "]},\"NodeNames\":null";
   const VerbReply by_list = extender_->Handle(Verb::kFilter, Args(list));
   ASSERT_EQ(by_list.http_status, 200) << by_list.body;
   const json reply = json::parse(by_list.body);
@@ -224,8 +228,8 @@ TEST_F(ExtenderBodies, EitherModeAloneIsAnsweredAboutTheNodesItNames) {
   EXPECT_EQ(reply["Nodes"]["items"][0]["metadata"]["name"], "n1");
 
   // An empty candidate list (null items, or no names) is an empty answer, not an error.
-  for (const std::string& empty : {std::string(R"("Nodes":{"items":null})"),
-                                   std::string(R"("NodeNames":[],"Nodes":null)")}) {
+  for (const std::string& empty :
+       {std::string(R"("Nodes":{"items":null})"), std::string(R"("NodeNames":[],"Nodes":null)")}) {
     SCOPED_TRACE(empty);
     const VerbReply none = extender_->Handle(Verb::kFilter, Args(empty));
     EXPECT_EQ(none.http_status, 200) << none.body;
@@ -234,12 +238,15 @@ TEST_F(ExtenderBodies, EitherModeAloneIsAnsweredAboutTheNodesItNames) {
 
 TEST_F(ExtenderBodies, PreemptAcceptsEitherVictimMapAndAnEmptyOne) {
   const std::string pod = PodWithOne("p", 1, 0, 0).dump();
-  for (const std::string& victims :
-       {std::string(R"("NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"}],"NumPDBViolations":0}},"NodeNameToVictims":null)"),
-        std::string(R"("NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"uid":"a"}}]}})"),
-        std::string(R"("NodeNameToMetaVictims":{})")}) {
+  for (
+      const std::string& victims :
+      {std::string(
+           R"("NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"}],"NumPDBViolations":0}},"NodeNameToVictims":null)"),
+       std::string(R"("NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"uid":"a"}}]}})"),
+       std::string(R"("NodeNameToMetaVictims":{})")}) {
     SCOPED_TRACE(victims);
-    const VerbReply reply = extender_->Handle(Verb::kPreempt, R"({"Pod":)" + pod + "," + victims + "}");
+    const VerbReply reply =
+        extender_->Handle(Verb::kPreempt, R"({"Pod":)" + pod + "," + victims + "}");
     EXPECT_EQ(reply.http_status, 200) << reply.body;
   }
 }

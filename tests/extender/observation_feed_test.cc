@@ -22,10 +22,10 @@ namespace gpumux::extender {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using kube::testing::GpuOf;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 using Kind = sched::NodeVerdict::Kind;
 
 const policy::WorkloadProfile& Shipped() { return *sim::EmbeddedProfile("iadeep-fitted"); }
@@ -150,8 +150,7 @@ TEST_F(ObservationFeedTest, ASwappedProfileChangesWhereTheInterferenceAwarePolic
   // Learned: sharing with that companion is terrible.
   policy::ObservationSummary summary;
   auto learned = std::make_shared<const policy::WorkloadProfile>(policy::WithObservations(
-      Shipped(), std::vector<policy::Observation>{Obs(companion, "googlenet", 20.0, 5)},
-      &summary));
+      Shipped(), std::vector<policy::Observation>{Obs(companion, "googlenet", 20.0, 5)}, &summary));
   state->SetProfile(learned, summary.observed_sets());
   const std::string after = Best(*state);
   EXPECT_NE(after, before) << "the newcomer no longer goes to " << before;
@@ -188,7 +187,8 @@ TEST_F(ObservationFeedTest, ReadsTheStoreSwapsOnlyOnChangeAndKeepsTheProfileWhen
   EXPECT_EQ(state->counters().observed_sets, 1);
   EXPECT_EQ(state->counters().profile_swaps, 1);
   EXPECT_NE(Best(*state), before);
-  EXPECT_NE(Log().find("observations from " + url_ + ": 1 observation: 1 observed set, 3 windows on 1 node"),
+  EXPECT_NE(Log().find("observations from " + url_ +
+                       ": 1 observation: 1 observed set, 3 windows on 1 node"),
             std::string::npos)
       << Log();
 
@@ -264,7 +264,8 @@ TEST_F(ObservationFeedTest, VerbsRunWhileProfilesAreSwapped) {
     // Swaps only once verbs run: on a loaded machine the 200 swaps could otherwise all happen
     // before the first verb, and the test would check nothing.
     while (!started) std::this_thread::yield();
-    for (int i = 0; i < 200; ++i) state->SetProfile(i % 2 == 0 ? learned : plain, i % 2 == 0 ? 2 : 0);
+    for (int i = 0; i < 200; ++i)
+      state->SetProfile(i % 2 == 0 ? learned : plain, i % 2 == 0 ? 2 : 0);
     done = true;
   });
   int verbs = 0;

@@ -9,15 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::extender {
 namespace {
 
-using nlohmann::json;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 
 using kube::testing::Eventually;
 

@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/inspect/views.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +5,7 @@
 #include <regex>
 #include <sstream>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/coordinator_status.h"
 #include "tests/inspect/inspect_fixtures.h"
 

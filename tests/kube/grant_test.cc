@@ -6,7 +6,5 @@
 #include <string>
 
 namespace gpumux::kube {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 }  // namespace gpumux::kube

@@ -1,7 +1,6 @@
 // The node lock (node_lock.h): its annotation's encoding, and taking, releasing and replacing it
 // through a real client against the in-test API server (resourceVersion preconditions, 409
 // retries, several acquirers at once).
-#include "gpumux/core/time.h"
 #include "gpumux/kube/node_lock.h"
 
 #include <gtest/gtest.h>
@@ -14,16 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
-#include "tests/testing/kube_fixtures.h"
 #include "tests/testing/fake_apiserver.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::kube {
 namespace {
 
-using nlohmann::json;
 using kube::testing::HandshakeNodeJson;
 using kube::testing::NodeJson;
+using nlohmann::json;
 
 constexpr std::int64_t kNow = 1'800'000'000;
 

@@ -1,4 +1,3 @@
-#include "gpumux/core/time.h"
 #include "gpumux/kube/objects.h"
 
 #include <gtest/gtest.h>
@@ -7,16 +6,17 @@
 #include <ostream>
 #include <string>
 
+#include "gpumux/core/time.h"
 #include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::kube {
 namespace {
 
-using nlohmann::json;
 using kube::testing::ContainerOf;
 using kube::testing::NodeJson;
 using kube::testing::PodJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 
 TEST(ParseQuantity, ReadsKubernetesSuffixesAndRoundsUp) {
   struct Case {

@@ -96,7 +96,7 @@ class Bed {
     if (const ClassProfile* c = profile_.Find(cls)) {
       s.cls = c;
       s.batch = c->default_batch;
-      s.work_done = 0;  // all its work left (the class prior)
+      s.work_done = 0;                                       // all its work left (the class prior)
       s.observed_step_s = c->StepSeconds(c->default_batch);  // its solo goodput
     }
     view_.jobs[*t] = s;

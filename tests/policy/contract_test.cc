@@ -203,7 +203,6 @@ class ContractJobs final : public JobView {
   void NextDecision() { ahead_ = static_cast<int>(rng_.Below(3)); }
 
  private:
-
   const WorkloadProfile* profile_;
   core::Rng rng_;
   std::map<core::TenantIndex, JobSnapshot> jobs_;

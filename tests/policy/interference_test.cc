@@ -50,7 +50,7 @@ std::vector<double> PredictFromBusyTime(const ProfileInterference& model,
 struct StretchCase {
   const char* name;
   std::vector<double> busy;
-  double stretch;         // the root, to 1e-3
+  double stretch;  // the root, to 1e-3
 };
 
 void PrintTo(const StretchCase& c, std::ostream* os) { *os << c.name; }
@@ -72,21 +72,18 @@ TEST_P(Stretch, IsTheRootThatExactlySaturatesTheGpu) {
 // sum (Cauchy-Schwarz), so the root is never below the sum and Stretch returns the sum itself
 // whenever the sum exceeds 1. The correct bracket is [1, n]: f(n) <= sum b / (n b) = 1.
 
-
 INSTANTIATE_TEST_SUITE_P(
     Table, Stretch,
     ::testing::Values(
         StretchCase{"an_empty_set_does_not_stretch", {}, 1.0},
         StretchCase{"a_single_gpu_bound_job_does_not_stretch", {1.0}, 1.0},
         StretchCase{"busy_fractions_summing_below_one_do_not_stretch", {0.4, 0.55}, 1.0},
-        StretchCase{
-            "busy_fractions_summing_to_exactly_one_do_not_stretch", {0.5, 0.25, 0.25}, 1.0},
+        StretchCase{"busy_fractions_summing_to_exactly_one_do_not_stretch", {0.5, 0.25, 0.25}, 1.0},
         StretchCase{"two_gpu_bound_jobs_stretch_by_two", {1.0, 1.0}, 2.0},
         StretchCase{"three_gpu_bound_jobs_stretch_by_three", {1.0, 1.0, 1.0}, 3.0},
         StretchCase{"busy_0_9_and_0_6_stretch_by_1_649", {0.9, 0.6}, 1.649},
         StretchCase{"busy_0_9_and_0_4_stretch_by_1_412", {0.9, 0.4}, 1.412},
-        StretchCase{
-            "three_jobs_with_busy_0_9_stretch_by_2_889", {0.9, 0.9, 0.9}, 2.889},
+        StretchCase{"three_jobs_with_busy_0_9_stretch_by_2_889", {0.9, 0.9, 0.9}, 2.889},
         StretchCase{"busy_0_5_and_0_6_stretch_by_1_180", {0.5, 0.6}, 1.180}),
     CaseName());
 

@@ -124,15 +124,19 @@ TEST(ObservationTest, ParseErrorsNameTheSourceTheIndexAndTheField) {
        R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,1],"count":1},
            {"classes":["a","b"],"batches":[1,2],"slowdown":[1,1]}])",
        "obs.json: observation 1: \"count\" must be an integer"},
-      {"a fractional batch", R"([{"classes":["a","b"],"batches":[1,2.5],"slowdown":[1,1],"count":1}])",
+      {"a fractional batch",
+       R"([{"classes":["a","b"],"batches":[1,2.5],"slowdown":[1,1],"count":1}])",
        "observation 0: \"batches\" must be an array of integer"},
-      {"a string slowdown", R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,"x"],"count":1}])",
+      {"a string slowdown",
+       R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,"x"],"count":1}])",
        "observation 0: \"slowdown\" must be an array of numbers"},
       {"a short batch list", R"([{"classes":["a","b"],"batches":[1],"slowdown":[1,1],"count":1}])",
        "\"batches\" (1)"},
-      {"a numeric node", R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,1],"count":1,"node":3}])",
+      {"a numeric node",
+       R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,1],"count":1,"node":3}])",
        "observation 0: \"node\" must be a string"},
-      {"a fractional count", R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,1],"count":1.5}])",
+      {"a fractional count",
+       R"([{"classes":["a","b"],"batches":[1,2],"slowdown":[1,1],"count":1.5}])",
        "\"count\" must be an integer"},
   };
   for (const Case& c : cases) {
@@ -178,7 +182,8 @@ TEST(WithObservationsTest, CombinesNodesReplacesTheMatchingSetAndAddsTheRestMost
   const WorkloadProfile out = WithObservations(profile, observations, &summary);
   ASSERT_TRUE(out.Validate().has_value()) << out.Validate().error().message;
   ASSERT_EQ(out.measured.size(), 3u);
-  // Replaced in place, canonical: a: (1 * 1.3 + 3 * 1.1) / 4 = 1.15, b: (1.6 + 3 * 1.9) / 4 = 1.825.
+  // Replaced in place, canonical: a: (1 * 1.3 + 3 * 1.1) / 4 = 1.15, b: (1.6 + 3 * 1.9) / 4
+  // = 1.825.
   const MeasuredSet& ab = out.measured[0];
   EXPECT_EQ(ab.classes, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(ab.batches, (std::vector<int>{100, 200}));
@@ -213,8 +218,8 @@ TEST(WithObservationsTest, CombinesNodesReplacesTheMatchingSetAndAddsTheRestMost
 
 TEST(WithObservationsTest, AnObservedSetBecomesThePredictionAtItsBatchesAndScalesToOthers) {
   const WorkloadProfile profile = ThreeClasses();
-  const WorkloadProfile out =
-      WithObservations(profile, std::vector<Observation>{Obs({"c", "b"}, {100, 100}, {2.5, 1.4}, 2)});
+  const WorkloadProfile out = WithObservations(
+      profile, std::vector<Observation>{Obs({"c", "b"}, {100, 100}, {2.5, 1.4}, 2)});
   const ProfileInterference before(profile);
   const ProfileInterference after(out);
   const Member members[] = {{out.Find("b"), 100}, {out.Find("c"), 100}};
@@ -239,12 +244,12 @@ TEST(WithObservationsTest, SetsWithFewerWindowsThanTheMinimumAreLeftOut) {
   ObservationSummary summary;
   ObservationOptions options;
   options.min_count = 3;
-  const WorkloadProfile out = WithObservations(
-      ThreeClasses(),
-      std::vector<Observation>{Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 2, "n1"),
-                               Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 1, "n2"),
-                               Obs({"b", "c"}, {100, 50}, {1.4, 1.2}, 2, "n1")},
-      &summary, options);
+  const WorkloadProfile out =
+      WithObservations(ThreeClasses(),
+                       std::vector<Observation>{Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 2, "n1"),
+                                                Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 1, "n2"),
+                                                Obs({"b", "c"}, {100, 50}, {1.4, 1.2}, 2, "n1")},
+                       &summary, options);
   ASSERT_EQ(out.measured.size(), 2u);
   EXPECT_EQ(out.measured[1].source, "observed: 3 windows on 2 nodes");
   EXPECT_EQ(summary.used, 2u);

@@ -12,9 +12,8 @@ namespace {
 
 TEST(Registry, BuiltinsAreTheSixStudyPoliciesThenLoadBasedThenTheCoLocationPolicies) {
   const std::vector<std::string> expected{
-      "random",  "dotprod",   "gpu-clustering",  "gpu-packing", "best-fit",
-      "fgd",     "exclusive", "binpack",         "spread",      "fgd-sat",
-      "fgd-sat-reserve",      "first-fit",       "iadeep",      "gpumux"};
+      "random",  "dotprod", "gpu-clustering", "gpu-packing",     "best-fit",  "fgd",    "exclusive",
+      "binpack", "spread",  "fgd-sat",        "fgd-sat-reserve", "first-fit", "iadeep", "gpumux"};
   EXPECT_EQ(BuiltinPolicies().names(), expected);
   EXPECT_EQ(FgdStudyPolicies(), std::vector<std::string>(expected.begin(), expected.begin() + 6));
 }

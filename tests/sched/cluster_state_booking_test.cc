@@ -14,9 +14,9 @@
 namespace gpumux::sched {
 namespace {
 
-using nlohmann::json;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 using Kind = NodeVerdict::Kind;
 
 class BookingTest : public ::testing::Test {

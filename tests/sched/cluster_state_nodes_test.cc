@@ -18,9 +18,9 @@
 namespace gpumux::sched {
 namespace {
 
-using nlohmann::json;
 using kube::testing::NodeJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 using Kind = NodeVerdict::Kind;
 
 constexpr std::int64_t kNow = 1'800'000'000;

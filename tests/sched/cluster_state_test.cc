@@ -1,20 +1,20 @@
-#include "gpumux/core/time.h"
 #include "gpumux/sched/cluster_state.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/time.h"
 #include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::sched {
 namespace {
 
-using nlohmann::json;
 using kube::testing::ContainerOf;
 using kube::testing::NodeJson;
 using kube::testing::PodJson;
 using kube::testing::PodWithOne;
+using nlohmann::json;
 using Kind = NodeVerdict::Kind;
 
 class ClusterStateTest : public ::testing::Test {
@@ -340,8 +340,8 @@ TEST_F(ClusterStateTest, ANodeCountingGpuMemInAnotherUnitIsUnresolvableForGpuMem
     EXPECT_EQ(w.kind, Kind::kFits) << "whole GPUs have no memory unit: " << w.reason;
   }
   const std::vector<std::string> two = {"mib", "gib"};
-  const auto pair =
-      kube::DecodePod(PodJson("pair", {ContainerOf{"a", 0, 1, 0}, ContainerOf{"b", 0, 1, 0}}), 1024);
+  const auto pair = kube::DecodePod(
+      PodJson("pair", {ContainerOf{"a", 0, 1, 0}, ContainerOf{"b", 0, 1, 0}}), 1024);
   auto multi = state->Evaluate(*pair, two);
   EXPECT_EQ(multi[0].kind, Kind::kUnresolvable) << "multi-container pods too";
   EXPECT_EQ(multi[1].kind, Kind::kFits) << multi[1].reason;

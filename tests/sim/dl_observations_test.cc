@@ -131,10 +131,10 @@ TEST(DlSimObservations, MeasureWhatTheGpusDoNotWhatThePoliciesBelieve) {
   o.measure_noise = 0;
   o.reconfigure_s = 0;
   o.record_observations = true;
-  const DlResult r = RunOk(belief,
-                           {Job("a", "long", 0), Job("b", "short", 10), Job("c", "long", 20),
-                            Job("d", "short", 20)},
-                           o, &truth);
+  const DlResult r = RunOk(
+      belief,
+      {Job("a", "long", 0), Job("b", "short", 10), Job("c", "long", 20), Job("d", "short", 20)}, o,
+      &truth);
   ASSERT_FALSE(r.observations.empty());
   bool pair = false;
   for (const policy::Observation& ob : r.observations) {
@@ -153,10 +153,10 @@ TEST(DlSimObservations, MeasureWhatTheGpusDoNotWhatThePoliciesBelieve) {
   // The truth as the belief: nothing left to learn, and nothing noisy to blur it (first-fit
   // shares the GPU whatever it believes).
   o.policy = "first-fit";
-  const DlResult same = RunOk(truth,
-                              {Job("a", "long", 0), Job("b", "short", 10), Job("c", "long", 20),
-                               Job("d", "short", 20)},
-                              o, &truth);
+  const DlResult same = RunOk(
+      truth,
+      {Job("a", "long", 0), Job("b", "short", 10), Job("c", "long", 20), Job("d", "short", 20)}, o,
+      &truth);
   ASSERT_GT(same.belief_error_members, 0);
   EXPECT_NEAR(same.belief_abs_error, 0, 1e-6);
 }

@@ -714,8 +714,7 @@ TEST(DlSimTruth, AClassMissingFromTheTruthIsAnErrorNamingJobClassAndTruth) {
                        OneGpu("first-fit"), &truth);
   ASSERT_FALSE(r.has_value());
   for (const char* part : {"job 'y'", "'short'", "truth profile 'tiny-truth'"}) {
-    EXPECT_NE(r.error().message.find(part), std::string::npos) << part << ": "
-                                                               << r.error().message;
+    EXPECT_NE(r.error().message.find(part), std::string::npos) << part << ": " << r.error().message;
   }
 }
 

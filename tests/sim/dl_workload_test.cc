@@ -162,7 +162,6 @@ TEST_P(DlProfileError, NamesTheSourceAndTheField) {
   }
 }
 
-
 INSTANTIATE_TEST_SUITE_P(
     Table, DlProfileError,
     ::testing::Values(
@@ -343,11 +342,8 @@ INSTANTIATE_TEST_SUITE_P(
                          "/classes/0/default_batch",
                          "64.5",
                          {"default_batch"}},
-        ProfileErrorCase{"a_fractional_solo_batch",
-                         "replace",
-                         "/classes/0/solo/0/batch",
-                         "32.9",
-                         {"batch"}},
+        ProfileErrorCase{
+            "a_fractional_solo_batch", "replace", "/classes/0/solo/0/batch", "32.9", {"batch"}},
         ProfileErrorCase{"a_boolean_default_batch",
                          "replace",
                          "/classes/0/default_batch",
@@ -438,7 +434,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
   test::ScratchDir dir;
-  const std::string path = dir.Write("p.json", std::string(*EmbeddedProfileJson("iadeep5-assumed")));
+  const std::string path =
+      dir.Write("p.json", std::string(*EmbeddedProfileJson("iadeep5-assumed")));
   auto p = LoadProfile(path);
   ASSERT_TRUE(p.has_value()) << p.error().message;
   EXPECT_EQ(p->classes.size(), 5U);
@@ -457,8 +454,8 @@ TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
 // The embedded default profile.
 
 TEST(DlEmbeddedProfiles, AreTheFittedTheMeasuredAndTheAssumed) {
-  EXPECT_EQ(EmbeddedProfileNames(),
-            (std::vector<std::string>{"iadeep-fitted", "iadeep-measured", "iadeep5-assumed", "cpu-example"}));
+  EXPECT_EQ(EmbeddedProfileNames(), (std::vector<std::string>{"iadeep-fitted", "iadeep-measured",
+                                                              "iadeep5-assumed", "cpu-example"}));
   for (const std::string& name : EmbeddedProfileNames()) {
     SCOPED_TRACE(name);
     const policy::WorkloadProfile* p = EmbeddedProfile(name);
@@ -1062,16 +1059,14 @@ INSTANTIATE_TEST_SUITE_P(
                      "unknown workload class 'bert'"},
         GenErrorCase{"more_jobs_than_the_limit", [](JobGenOptions& g) { g.count = 1'000'001; },
                      "the job count 1000001 is more than 1000000"},
-        GenErrorCase{"an_infinite_rate",
-                     [](JobGenOptions& g) {
-                       g.rate_per_s = std::numeric_limits<double>::infinity();
-                     },
-                     "the rate must be positive and finite (rate_per_s inf)"},
-        GenErrorCase{"a_nan_rate",
-                     [](JobGenOptions& g) {
-                       g.rate_per_s = std::numeric_limits<double>::quiet_NaN();
-                     },
-                     "the rate must be positive and finite (rate_per_s nan)"},
+        GenErrorCase{
+            "an_infinite_rate",
+            [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::infinity(); },
+            "the rate must be positive and finite (rate_per_s inf)"},
+        GenErrorCase{
+            "a_nan_rate",
+            [](JobGenOptions& g) { g.rate_per_s = std::numeric_limits<double>::quiet_NaN(); },
+            "the rate must be positive and finite (rate_per_s nan)"},
         // reliability-repros/jobgen-tiny-rate: "-9223372036854.-775808" was written, exit 0.
         GenErrorCase{"a_rate_so_small_that_times_overflow",
                      [](JobGenOptions& g) {
@@ -1082,8 +1077,7 @@ INSTANTIATE_TEST_SUITE_P(
                      "past the largest submit time 999999999999.999999 s: --rate 1e-300 at --load "
                      "1 spaces jobs about 1e+300 s apart (raise --rate or --load)"},
         GenErrorCase{"a_load_so_small_that_times_overflow",
-                     [](JobGenOptions& g) { g.load = 1e-300; },
-                     "job j0002 would be submitted at"},
+                     [](JobGenOptions& g) { g.load = 1e-300; }, "job j0002 would be submitted at"},
         GenErrorCase{"file_times_that_a_small_load_pushes_past_the_largest",
                      [](JobGenOptions& g) {
                        g.arrival = ArrivalKind::kFile;
@@ -1092,13 +1086,14 @@ INSTANTIATE_TEST_SUITE_P(
                      },
                      "job j0001: the submit time 999999999999.000000 s at load 0.5 passes the "
                      "largest submit time"},
-        GenErrorCase{"a_memory_range_past_a_gpu",
-                     [](JobGenOptions& g) {
-                       g.max_gpu_mib = std::numeric_limits<core::MiB>::max();
-                     },
-                     "the GPU memory range ends past 4294967296 MiB"},
+        GenErrorCase{
+            "a_memory_range_past_a_gpu",
+            [](JobGenOptions& g) { g.max_gpu_mib = std::numeric_limits<core::MiB>::max(); },
+            "the GPU memory range ends past 4294967296 MiB"},
         GenErrorCase{"weights_that_add_up_to_infinity",
-                     [](JobGenOptions& g) { g.mix = {{"vgg16", 1e308}, {"lstm", 1e308}}; },
+                     [](JobGenOptions& g) {
+                       g.mix = {{"vgg16", 1e308}, {"lstm", 1e308}};
+                     },
                      "the weights of the class mix add up to infinity"},
         GenErrorCase{"a_nan_weight",
                      [](JobGenOptions& g) {
@@ -1167,8 +1162,7 @@ TEST(DlProfile, AFolderOrAnOversizeFileIsRefusedByName) {
   EXPECT_EQ(LoadProfile(dir.path().string()).error().message,
             dir.path().string() + ": cannot open: is a directory (expected a file)");
   const std::string big = dir.Write("big.json", std::string(kMaxProfileBytes + 1, ' '));
-  EXPECT_EQ(LoadProfile(big).error().message,
-            big + ": cannot open: larger than 16777216 bytes");
+  EXPECT_EQ(LoadProfile(big).error().message, big + ": cannot open: larger than 16777216 bytes");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -225,18 +225,18 @@ TEST(Experiment, ALongExperimentReportsItsProgressFromItsThread) {
 TEST(MakeWorkload, RefusesAPodNamedLikeAResampledCopyOfAnother) {
   // The copies of pod "a" are named "a-tuned-0", "a-tuned-1", ...: a pod of that name would
   // collide with one of them in the ledger.
-  auto w = MakeWorkload("w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
-                        {RequestBuilder("a").Cpu(1).Share(100),
-                         RequestBuilder("a-tuned-0").Cpu(1).Share(100)});
+  auto w = MakeWorkload(
+      "w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
+      {RequestBuilder("a").Cpu(1).Share(100), RequestBuilder("a-tuned-0").Cpu(1).Share(100)});
   ASSERT_FALSE(w.has_value());
   EXPECT_EQ(w.error().message,
             "pod 'a-tuned-0' is named like a resampled copy of pod 'a' (names "
             "'<pod>-tuned-<number>' are the copies' names)");
   // Names that only look alike are fine.
   for (const char* name : {"b-tuned-0", "a-tuned-", "a-tuned-x", "-tuned-1", "a-tuned"}) {
-    auto ok = MakeWorkload("w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
-                           {RequestBuilder("a").Cpu(1).Share(100),
-                            RequestBuilder(name).Cpu(1).Share(100)});
+    auto ok = MakeWorkload(
+        "w", ClusterBuilder().Node("x", 8000, 8192).Gpus(1).Specs(),
+        {RequestBuilder("a").Cpu(1).Share(100), RequestBuilder(name).Cpu(1).Share(100)});
     EXPECT_TRUE(ok.has_value()) << name << ": " << ok.error().message;
   }
 }
@@ -246,8 +246,8 @@ TEST(MakeWorkload, RefusesInvalidNodesAndPodsAndComputesTypicalPods) {
                                 {RequestBuilder().Cpu(1)});
   ASSERT_FALSE(bad_nodes.has_value());
   EXPECT_NE(bad_nodes.error().message.find("appears twice"), std::string::npos);
-  auto no_gpus = MakeWorkload("w", ClusterBuilder().Node("x", 1, 1).Specs(),
-                              {RequestBuilder().Cpu(1)});
+  auto no_gpus =
+      MakeWorkload("w", ClusterBuilder().Node("x", 1, 1).Specs(), {RequestBuilder().Cpu(1)});
   ASSERT_FALSE(no_gpus.has_value());
   EXPECT_NE(no_gpus.error().message.find("no GPUs"), std::string::npos);
   auto bad_pod = MakeWorkload("w", ClusterBuilder().Node("x", 1, 1).Gpus(1).Specs(),

@@ -15,8 +15,8 @@
 
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/ledger.h"
-#include "gpumux/policy/fragmentation.h"
 #include "gpumux/core/request.h"
+#include "gpumux/policy/fragmentation.h"
 
 namespace gpumux::test {
 

@@ -12,6 +12,8 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -23,8 +25,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 

@@ -3,11 +3,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gpumux::kube::testing {
 
@@ -30,11 +29,14 @@ inline nlohmann::json NodeJson(const std::string& name, int gpus, GpuOf gpu = {}
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata",
-           {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}},
+           {{"name", name},
+            {"labels", {{"kubernetes.io/hostname", name}}},
             {"annotations", {{"gpumux.io/gpus", list.dump()}}}}},
           {"status",
            {{"allocatable",
-             {{"cpu", "64"}, {"memory", "256Gi"}, {"pods", "110"},
+             {{"cpu", "64"},
+              {"memory", "256Gi"},
+              {"pods", "110"},
               {"gpumux.io/gpu", std::to_string(gpus)}}}}}};
 }
 
@@ -65,14 +67,17 @@ inline nlohmann::json PodJson(const std::string& name, std::vector<ContainerOf> 
     if (c.gpu > 0) limits["gpumux.io/gpu"] = std::to_string(c.gpu);
     if (c.gpu_mem > 0) limits["gpumux.io/gpu-mem"] = std::to_string(c.gpu_mem);
     if (c.gpu_milli > 0) limits["gpumux.io/gpu-milli"] = std::to_string(c.gpu_milli);
-    list.push_back({{"name", c.name}, {"image", "busybox"},
+    list.push_back({{"name", c.name},
+                    {"image", "busybox"},
                     {"resources", {{"limits", limits}, {"requests", limits}}}});
   }
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
-           {{"name", name}, {"namespace", "default"},
-            {"uid", uid.empty() ? "uid-" + name : uid}, {"annotations", nlohmann::json::object()}}},
+           {{"name", name},
+            {"namespace", "default"},
+            {"uid", uid.empty() ? "uid-" + name : uid},
+            {"annotations", nlohmann::json::object()}}},
           {"spec", {{"schedulerName", "gpumux-scheduler"}, {"containers", list}}},
           {"status", {{"phase", "Pending"}}}};
 }

@@ -32,10 +32,10 @@
 #include <utility>
 #include <vector>
 
-#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/core/rng.h"
+#include "gpumux/kube/coordinator_status.h"
 #include "gpumux/policy/interference.h"
 #include "gpumux/policy/observations.h"
 #include "gpumux/policy/tuner.h"

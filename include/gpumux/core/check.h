@@ -6,14 +6,15 @@
 #include <cstdlib>
 
 namespace gpumux::core::detail {
-[[noreturn]] inline void CheckFailed(const char* expr, const char* file, int line, const char* msg) {
+[[noreturn]] inline void CheckFailed(const char* expr, const char* file, int line,
+                                     const char* msg) {
   std::fprintf(stderr, "gpumux: internal invariant violated at %s:%d: %s%s%s\n", file, line, expr,
                msg[0] != '\0' ? " — " : "", msg);
   std::abort();
 }
 }  // namespace gpumux::core::detail
 
-#define GPUMUX_CHECK(cond, msg)                                                     \
-  do {                                                                              \
+#define GPUMUX_CHECK(cond, msg)                                                       \
+  do {                                                                                \
     if (!(cond)) ::gpumux::core::detail::CheckFailed(#cond, __FILE__, __LINE__, msg); \
   } while (0)

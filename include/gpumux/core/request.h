@@ -15,12 +15,12 @@ enum class GpuSharing : std::uint8_t {
 };
 
 struct Request {
-  std::string name;         // for messages; the ledger keys tenants separately
+  std::string name;  // for messages; the ledger keys tenants separately
   MilliCpu cpu_milli = 0;
   MiB memory_mib = 0;
-  int gpu_count = 0;        // number of GPUs; 0 = CPU-only
-  MilliGpu gpu_milli = 0;   // compute per GPU, 1..1000 when gpu_count > 0
-  MiB gpu_mib = 0;          // GPU memory per GPU, 0 = no memory request
+  int gpu_count = 0;       // number of GPUs; 0 = CPU-only
+  MilliGpu gpu_milli = 0;  // compute per GPU, 1..1000 when gpu_count > 0
+  MiB gpu_mib = 0;         // GPU memory per GPU, 0 = no memory request
   GpuSharing sharing = GpuSharing::kShared;
   std::vector<std::string> gpu_models;  // acceptable GPU models; empty = any
   std::string workload_class;           // e.g. "resnet50"; used by interference models

@@ -3,18 +3,17 @@
 #pragma once
 
 #include <string>
-#include <utility>
-
 #include <tl/expected.hpp>
+#include <utility>
 
 namespace gpumux::core {
 
 enum class ErrorCode {
-  kInvalidArgument,  // bad input: a malformed row, field or flag
-  kNotFound,         // a named thing (node, tenant, file) does not exist
-  kAlreadyExists,    // e.g. a tenant assigned twice
+  kInvalidArgument,     // bad input: a malformed row, field or flag
+  kNotFound,            // a named thing (node, tenant, file) does not exist
+  kAlreadyExists,       // e.g. a tenant assigned twice
   kFailedPrecondition,  // the request is valid but the state does not allow it
-  kIo,               // reading or writing a file failed
+  kIo,                  // reading or writing a file failed
 };
 
 struct Error {

@@ -63,7 +63,7 @@ class DeviceTable {
   DeviceTable() = default;
   DeviceTable(const DeviceTable&) = delete;  // the ID index points into devices_
   DeviceTable& operator=(const DeviceTable&) = delete;
-  DeviceTable(DeviceTable&&) = default;      // moving keeps the elements where they are
+  DeviceTable(DeviceTable&&) = default;  // moving keeps the elements where they are
   DeviceTable& operator=(DeviceTable&&) = default;
   // Error if a UUID is empty or repeated, an ID would exceed the kubelet's 63 characters,
   // there are more than core::kMaxGpusPerNode GPUs, a GPU's memory is outside

@@ -43,7 +43,7 @@ struct NodeAgentOptions {
   std::chrono::milliseconds health_interval{5000};
   gpu::HealthPolicy health;
   std::string metrics_host = "127.0.0.1";
-  int metrics_port = 9402;  // 0: any free port; -1: no HTTP endpoint
+  int metrics_port = 9402;               // 0: any free port; -1: no HTTP endpoint
   std::function<std::int64_t()> now_ms;  // wall clock in ms; empty = the system clock
   // On Stop, after publishing "stopping": how long the plugin keeps serving while the node lock
   // names a pod (bound before the extender saw "stopping") whose devices the kubelet has yet to

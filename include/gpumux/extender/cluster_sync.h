@@ -16,14 +16,14 @@
 
 #include "gpumux/core/log.h"
 #include "gpumux/kube/api_client.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/kube/reflector.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace gpumux::extender {
 
 struct ClusterSyncOptions {
   std::chrono::milliseconds expire_interval{2000};  // how often assumed grants are checked
-  kube::ReflectorOptions reflector;                       // its random_below is ignored: see jitter_seed
+  kube::ReflectorOptions reflector;                 // its random_below is ignored: see jitter_seed
   // Non-zero: each reflector's backoff gets seeded jitter (a stream per collection), so that
   // replicas do not relist in step after an API server restart. 0: no jitter.
   std::uint64_t jitter_seed = 0;

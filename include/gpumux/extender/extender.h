@@ -39,10 +39,10 @@
 #include <unordered_map>
 
 #include "gpumux/core/log.h"
-#include "gpumux/kube/api_client.h"
-#include "gpumux/sched/cluster_state.h"
-#include "gpumux/kube/node_lock.h"
 #include "gpumux/extender/requeue.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/kube/node_lock.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace gpumux::extender {
 

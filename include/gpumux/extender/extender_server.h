@@ -61,8 +61,8 @@
 
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/extender/extender.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace gpumux::extender {
 

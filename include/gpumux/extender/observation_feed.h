@@ -29,8 +29,8 @@
 
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/policy/observations.h"
+#include "gpumux/sched/cluster_state.h"
 #include "gpumux/store/store.h"
 
 namespace gpumux::extender {

@@ -97,7 +97,7 @@ class Requeuer {
   std::condition_variable_any wake_;
   std::unordered_map<std::string, Waiting> waiting_;  // by uid
   std::map<std::string, std::string> node_fingerprints_;
-  std::string pending_why_;  // non-empty: a round is due
+  std::string pending_why_;   // non-empty: a round is due
   bool retry_asked_ = false;  // a retry_in was given: Run looks at the earliest retry again
   std::int64_t requeued_ = 0;
   std::jthread thread_;

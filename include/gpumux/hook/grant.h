@@ -17,9 +17,9 @@
 namespace gpumux::hook {
 
 struct Grant {
-  std::vector<int> gpus;      // indices into the inventory, ascending
-  bool reserved = false;      // true: exclusive reservation in the ledger
-  bool existing = false;      // true: the container already held this reservation
+  std::vector<int> gpus;  // indices into the inventory, ascending
+  bool reserved = false;  // true: exclusive reservation in the ledger
+  bool existing = false;  // true: the container already held this reservation
   // For the log: "Reserved GPUs 0,2 for 'c1' (HOUDINI_GPU_REQUESTED=2)" for a new reservation,
   // "Found existing reservation for 'c1': GPUs 0,2 (since ...)" for one the container held.
   std::string message;

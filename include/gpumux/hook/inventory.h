@@ -33,9 +33,9 @@ struct HostGpu {
 };
 
 struct Inventory {
-  std::vector<HostGpu> gpus;            // by index, 0..n-1
-  std::vector<DeviceNode> control;      // nvidiactl, nvidia-uvm, ...
-  std::string source;                   // for messages
+  std::vector<HostGpu> gpus;        // by index, 0..n-1
+  std::vector<DeviceNode> control;  // nvidiactl, nvidia-uvm, ...
+  std::string source;               // for messages
 };
 
 // A GPU file has one short line per GPU (at most core::kMaxGpusPerNode of them).

@@ -30,7 +30,7 @@ inline constexpr std::size_t kMaxContainerIdBytes = 1024;
 
 struct ContainerState {
   std::string id;
-  std::int64_t pid = 0;   // 0 when the stage has no process (e.g. poststop)
+  std::int64_t pid = 0;  // 0 when the stage has no process (e.g. poststop)
   std::string bundle;
 };
 

@@ -49,9 +49,9 @@ struct PodContainer {
 struct Reservation {
   std::string container;  // the runtime's container id (64 hex digits under containerd)
   std::vector<int> gpus;
-  std::string since;            // UTC, ISO 8601
+  std::string since;  // UTC, ISO 8601
   std::int64_t since_unix = 0;
-  std::string state;            // "pending" (runtime wrapper) or "running" (container process)
+  std::string state;  // "pending" (runtime wrapper) or "running" (container process)
   ProcessRef holder;
   std::string holder_pid_ns;  // OwnPidNamespace() of the writer; "" in ledgers from before it
   PodContainer pod;           // optional

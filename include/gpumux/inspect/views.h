@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
-#include "gpumux/sched/cluster_state.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/sched/cluster_state.h"
 
 namespace gpumux::inspect {
 

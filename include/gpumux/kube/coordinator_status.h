@@ -1,6 +1,6 @@
-// What the node coordinator measures (wire format), published where a platform engineer can read it without
-// reaching the node: the coordinator's state (the body of GET /v1/state) as the node annotation
-// gpumux.io/coordinator, read by `kubectl gpumux top`.
+// What the node coordinator measures (wire format), published where a platform engineer can read it
+// without reaching the node: the coordinator's state (the body of GET /v1/state) as the node
+// annotation gpumux.io/coordinator, read by `kubectl gpumux top`.
 //
 //   gpumux.io/coordinator: {"node":"gpu-1","tuner":"joint","updated":"2026-11-26T10:00:00Z",
 //     "gpus":[{"uuid":"GPU-8f0c...","state":"tuned","tuning_sessions":1,

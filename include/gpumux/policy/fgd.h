@@ -37,7 +37,8 @@ class FgdPolicy final : public Policy {
   std::vector<int> ChooseGpus(const Cycle& cycle, const core::NodeView& node) override;
 
   // The score and the GPUs it implies, computed together.
-  std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle, const core::NodeView& node);
+  std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle,
+                                                     const core::NodeView& node);
 
  private:
   std::vector<TypicalPod> typical_;

@@ -149,7 +149,7 @@ class FgdSatPolicy final : public Policy {
 
   std::vector<TypicalPod> typical_;
   double reserve_idle_fraction_;
-  std::vector<ModelFacts> facts_;  // [model], filled lazily
+  std::vector<ModelFacts> facts_;                            // [model], filled lazily
   std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches M(n) per node
 };
 

@@ -32,10 +32,10 @@ struct TypicalPod {
   core::MilliCpu cpu_milli = 0;
   core::MilliGpu gpu_milli = 0;  // per GPU; 0 = CPU-only
   int gpu_count = 0;
-  std::string models;            // "|"-joined acceptable models, "" = any
+  std::string models;                            // "|"-joined acceptable models, "" = any
   core::ModelMask model_mask = core::kAnyModel;  // resolved against a cluster
-  std::int64_t count = 0;        // pods of this shape in the workload
-  double weight = 0;             // count / (pods covered by all typical pods), summing to 1
+  std::int64_t count = 0;                        // pods of this shape in the workload
+  double weight = 0;  // count / (pods covered by all typical pods), summing to 1
 };
 
 struct TypicalPodOptions {
@@ -45,8 +45,8 @@ struct TypicalPodOptions {
 
 // Groups `pods` by (cpu, gpu milli, gpu count, model list), sorts the groups by count
 // (descending; ties: larger cpu, larger milli, larger count, larger model string first) and
-// keeps the smallest prefix whose pods reach the threshold percentage of all pods. Memory is not part of the
-// key. O(P log P).
+// keeps the smallest prefix whose pods reach the threshold percentage of all pods. Memory is not
+// part of the key. O(P log P).
 std::vector<TypicalPod> ComputeTypicalPods(std::span<const core::Request> pods,
                                            const core::Cluster& cluster,
                                            TypicalPodOptions options = {});

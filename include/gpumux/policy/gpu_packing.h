@@ -4,7 +4,8 @@
 //   1. f == G (all GPUs free):                  score = max(33 - f, f)
 //   2. walk GPUs by ascending free milli (stable), take the first k admitting ones; if any taken
 //      GPU is fully free:                        score = max(50 - (fully free GPUs taken), 33)
-//   3. otherwise (only partly used GPUs taken):  score = max(100 - floor(sum_taken floor(g*100/1000) / 10), 50)
+//   3. otherwise (only partly used GPUs taken):  score = max(100 - floor(sum_taken
+//   floor(g*100/1000) / 10), 50)
 // GPUs: best fit (BestFitGpus).
 //
 // Worked example: node GPUs free {1000, 500}. Request 300 milli: the walk meets GPU 1 (500)

@@ -78,16 +78,16 @@ std::string SerializeObservation(const Observation& o);
 std::string SerializeObservations(std::span<const Observation> observations);
 
 struct ObservationSummary {
-  std::size_t read = 0;            // observations given
-  std::size_t used = 0;            // observations that went into the profile
-  std::size_t unknown_class = 0;   // skipped: a class the profile does not have
-  std::size_t out_of_range = 0;    // skipped: CheckObservation failed
-  std::size_t over_limit = 0;      // skipped: kMaxMeasuredSets reached (fewest windows first)
-  std::size_t too_few = 0;         // left out: their set has fewer windows than min_count
-  std::size_t sets_replaced = 0;   // profile sets replaced by an observed set
-  std::size_t sets_added = 0;      // observed sets added
-  std::int64_t windows = 0;        // windows behind the observed sets in the result
-  std::size_t nodes = 0;           // distinct nodes behind them
+  std::size_t read = 0;              // observations given
+  std::size_t used = 0;              // observations that went into the profile
+  std::size_t unknown_class = 0;     // skipped: a class the profile does not have
+  std::size_t out_of_range = 0;      // skipped: CheckObservation failed
+  std::size_t over_limit = 0;        // skipped: kMaxMeasuredSets reached (fewest windows first)
+  std::size_t too_few = 0;           // left out: their set has fewer windows than min_count
+  std::size_t sets_replaced = 0;     // profile sets replaced by an observed set
+  std::size_t sets_added = 0;        // observed sets added
+  std::int64_t windows = 0;          // windows behind the observed sets in the result
+  std::size_t nodes = 0;             // distinct nodes behind them
   std::vector<std::string> skipped;  // why, for the first kMaxSkippedReasons skipped ones
   std::size_t observed_sets() const { return sets_replaced + sets_added; }
   // "57 observations: 40 observed sets (3 replace profile sets), 1234 windows on 4 nodes;

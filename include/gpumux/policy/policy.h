@@ -21,10 +21,10 @@ struct ColocationTraits;  // colocation.h
 
 // Everything a policy may look at during one scheduling cycle (one request).
 struct Cycle {
-  const core::Request& request;       // already adapted by Policy::Adapt
-  core::ModelMask models;             // acceptable GPU models of the request
+  const core::Request& request;  // already adapted by Policy::Adapt
+  core::ModelMask models;        // acceptable GPU models of the request
   const core::Ledger& ledger;
-  core::Rng& rng;                     // the policy's own random stream
+  core::Rng& rng;                             // the policy's own random stream
   std::span<const core::NodeIndex> feasible;  // only for policies with kUsesFeasibleSet
 };
 

@@ -46,9 +46,9 @@ struct TuneJob {
 };
 
 struct TuneStep {
-  std::vector<int> batches;      // one per job of the group, in the session's order
-  int measure_minibatches = 0;   // > 0: run and report step times before the next step
-  bool final = false;            // apply and end the session
+  std::vector<int> batches;     // one per job of the group, in the session's order
+  int measure_minibatches = 0;  // > 0: run and report step times before the next step
+  bool final = false;           // apply and end the session
 };
 
 class TuningSession {
@@ -71,8 +71,7 @@ class Tuner {
   virtual ~Tuner() = default;
   virtual std::string_view name() const = 0;
   virtual std::unique_ptr<TuningSession> Start(std::vector<TuneJob> group,
-                                               const InterferenceModel& model,
-                                               core::Rng& rng) = 0;
+                                               const InterferenceModel& model, core::Rng& rng) = 0;
 };
 
 // Normalised group progress: sum over jobs of goodput(b) / solo goodput at b0, with the

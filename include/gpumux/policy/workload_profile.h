@@ -57,16 +57,16 @@ inline constexpr double kMaxMeasuredSlowdown = 1000;
 
 struct SoloPoint {
   int batch = 0;
-  double step_s = 0;          // seconds per minibatch, alone on the GPU
-  core::MiB memory_mib = 0;   // GPU memory the job needs at this batch size
-  double gpu_busy = 1;        // fraction of the step the GPU runs this job's kernels
+  double step_s = 0;         // seconds per minibatch, alone on the GPU
+  core::MiB memory_mib = 0;  // GPU memory the job needs at this batch size
+  double gpu_busy = 1;       // fraction of the step the GPU runs this job's kernels
 };
 
 struct ClassProfile {
   std::string name;
-  std::vector<SoloPoint> solo;  // ascending batch, at least one point
-  int default_batch = 0;        // b0: the best solo batch size
-  double noise_scale = 0;       // phi, the gradient noise scale in samples (> 0)
+  std::vector<SoloPoint> solo;       // ascending batch, at least one point
+  int default_batch = 0;             // b0: the best solo batch size
+  double noise_scale = 0;            // phi, the gradient noise scale in samples (> 0)
   std::int64_t dataset_samples = 0;  // samples per epoch
   double target_epochs = 0;          // epochs at b0 to reach the target accuracy
   // This class's own companion overhead (interference.h: the extra slowdown it suffers per
@@ -102,7 +102,7 @@ struct MeasuredSet {
 
 struct WorkloadProfile {
   std::string name;
-  std::string gpu_model;          // the GPU the numbers describe
+  std::string gpu_model;  // the GPU the numbers describe
   core::MiB gpu_memory_mib = 0;
   // Extra slowdown factor per companion for overheads the busy-time model ignores (context
   // switches, cache and memory-bandwidth contention): see interference.h.

@@ -174,7 +174,8 @@ class ClusterState {
   // nodes are unresolvable with their reason.
   // With Reasons::kSkip, failing nodes get no reason text (prioritize does not need it).
   enum class Reasons : std::uint8_t { kExplain, kSkip };
-  std::vector<NodeVerdict> Evaluate(const kube::PodInfo& pod, std::span<const std::string_view> names,
+  std::vector<NodeVerdict> Evaluate(const kube::PodInfo& pod,
+                                    std::span<const std::string_view> names,
                                     Reasons reasons = Reasons::kExplain);
   std::vector<NodeVerdict> Evaluate(const kube::PodInfo& pod, std::span<const std::string> names);
   // Picks the GPUs on `node` for every container and books them as an assumed grant (replacing

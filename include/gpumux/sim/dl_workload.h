@@ -37,7 +37,8 @@ inline constexpr std::size_t kMaxProfileBytes = std::size_t{16} << 20;
 
 // Parses a profile (JSON; format in docs and data/dl_profile_iadeep_fitted.json). `source`
 // names the input in errors, which also name the offending field.
-core::Result<policy::WorkloadProfile> ParseProfile(std::string_view json, const std::string& source);
+core::Result<policy::WorkloadProfile> ParseProfile(std::string_view json,
+                                                   const std::string& source);
 // Reads `path` (at most kMaxProfileBytes) and parses it; errors name the path.
 core::Result<policy::WorkloadProfile> LoadProfile(const std::string& path);
 // Embedded profiles (data/, compiled in; data/README.md says what is measured, fitted, assumed):
@@ -103,9 +104,9 @@ struct JobGenOptions {
   std::vector<ClassWeight> mix;
   int count = 300;
   ArrivalKind arrival = ArrivalKind::kBursty;
-  double rate_per_s = 300.0 / 4000.0;  // IADeep: 300 jobs in about 4,000 s
+  double rate_per_s = 300.0 / 4000.0;      // IADeep: 300 jobs in about 4,000 s
   std::vector<core::Micros> submit_times;  // for kFile
-  double load = 1.0;         // divides every gap (2 = twice as many jobs per second)
+  double load = 1.0;                       // divides every gap (2 = twice as many jobs per second)
   core::MiB min_gpu_mib = 3 * 1024;
   core::MiB max_gpu_mib = 7 * 1024;
   std::uint64_t seed = 42;

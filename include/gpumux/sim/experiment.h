@@ -23,7 +23,7 @@ namespace gpumux::sim {
 struct Workload {
   std::string name;  // pod list stem, e.g. "openb_pod_list_default"
   core::Cluster cluster;
-  std::vector<core::Request> pods;  // the original, un-tuned pod list
+  std::vector<core::Request> pods;          // the original, un-tuned pod list
   std::vector<policy::TypicalPod> typical;  // from `pods` (fragmentation.h)
 };
 
@@ -59,10 +59,10 @@ struct ExperimentResult {
   std::optional<double> alloc_pct_at_130;
   double unallocated_gpus_at_100 = 0;  // idle GPU capacity (GPUs) when arrived demand reached 100%
   double unallocated_gpus_at_130 = 0;
-  double frag_pct_at_100 = 0;          // fragmentation ratio at the same points
+  double frag_pct_at_100 = 0;  // fragmentation ratio at the same points
   double frag_pct_at_130 = 0;
-  core::MilliGpu used_gpu_milli = 0;   // at the end
-  std::int64_t busy_gpus = 0;          // GPUs with any tenant, at the end
+  core::MilliGpu used_gpu_milli = 0;  // at the end
+  std::int64_t busy_gpus = 0;         // GPUs with any tenant, at the end
   core::MilliCpu used_cpu_milli = 0;
   double wall_ms = 0;
   // Replay only: placements that differ from the study's.

@@ -28,7 +28,8 @@ struct SweepConfig {
 };
 
 // Called after each experiment finishes, from the thread that ran it, serialised by the sweep.
-using ProgressFn = std::function<void(const ExperimentResult&, std::size_t done, std::size_t total)>;
+using ProgressFn =
+    std::function<void(const ExperimentResult&, std::size_t done, std::size_t total)>;
 
 // Checks everything before the first experiment starts: the policies, the seeds (1 to
 // kMaxSweepSeeds), the load, and the size of every seed's arrival plan against `limit`
