@@ -15,7 +15,6 @@
 // The GPUs are read again for every request.
 
 #include <dirent.h>
-#include <httplib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/inventory.h"
+#include "gpumux/net/http_server.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
@@ -189,15 +189,18 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
     return options.backend == "nvml" ? 1 : 2;
   }
   const core::Logger log = MakeDaemonLogger(err, "gpus", options.log);
-  httplib::Server http;
-  http.Get("/gpus", [&](const httplib::Request& req, httplib::Response& res) {
+  net::ServerOptions server_options;
+  server_options.name = "gpus";
+  server_options.listen = {net::Endpoint::Tcp(bind_host, port)};
+  server_options.workers = 1;
+  server_options.max_connections = 64;
+  server_options.max_body_bytes = 4096;  // GETs only
+  server_options.log = log;
+  net::HttpServer http(std::move(server_options));
+  http.Route("/gpus", {"GET"}, net::Lane::kSide, [&](const net::Request& req) {
     std::string from;
     auto gpus = SeenGpus(host, options, env, &from);
-    if (!gpus) {
-      res.status = 500;
-      res.set_content(Json{{"error", gpus.error().message}}.dump() + "\n", "application/json");
-      return;
-    }
+    if (!gpus) return net::Response::Json(500, Json{{"error", gpus.error().message}}.dump() + "\n");
     std::vector<std::string> lines;
     Json list = Json::array();
     for (const SeenGpu& g : *gpus) {
@@ -206,40 +209,35 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
                       " (UUID: " + (g.uuid.empty() ? "unknown" : g.uuid) + ")");
       list.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}});
     }
-    if (req.get_param_value("format") == "text") {
+    if (req.QueryValue("format") == "text") {
       std::string text = "service: " + service + "\n";
       for (const auto& [name, value] : env) text += name + "=" + value + "\n";
       for (const std::string& l : lines) text += l + "\n";
       if (lines.empty()) text += "No devices found (" + from + ").\n";
-      res.set_content(text, "text/plain");
-      return;
+      return net::Response::Text(200, std::move(text));
     }
     Json environment = Json::object();
     for (const auto& [name, value] : env) environment[name] = value;
-    res.set_content(Json{{"service", service},
-                         {"environment", environment},
-                         {"nvidia_smi_L", lines},
-                         {"gpus", list},
-                         {"source", from}}
-                            .dump(2) +
-                        "\n",
-                    "application/json");
+    return net::Response::Json(200, Json{{"service", service},
+                                         {"environment", environment},
+                                         {"nvidia_smi_L", lines},
+                                         {"gpus", list},
+                                         {"source", from}}
+                                            .dump(2) +
+                                        "\n");
   });
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
+  http.Route("/healthz", {"GET"}, net::Lane::kInline,
+             [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
   SignalBlock signals;  // before the server's threads start: they inherit the mask
-  if (!http.bind_to_port(bind_host, port)) {
-    log.Error("cannot listen on " + options.serve);
+  if (auto started = http.Start(); !started) {
+    log.Error(started.error().message);
     return 1;
   }
-  std::thread server([&http] { http.listen_after_bind(); });
   log("serving GET /gpus on " + options.serve + " (" + source + "; " + std::to_string(env.size()) +
       " GPU variables)");
   const int sig = signals.Wait();
   log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping");
-  http.stop();
-  server.join();
+  http.Stop();
   return 0;
 }
 

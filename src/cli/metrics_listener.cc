@@ -1,70 +1,45 @@
 #include "src/cli/metrics_listener.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <thread>
 #include <utility>
+
+#include "gpumux/net/http_server.h"
 
 namespace gpumux::cli {
 
 struct MetricsListener::Impl {
-  httplib::Server http;
-  std::thread thread;
-  int port = 0;
-  bool stopped = false;
+  std::unique_ptr<net::HttpServer> server;
 };
 
 core::Result<std::unique_ptr<MetricsListener>> MetricsListener::Start(
     const std::string& host, int port, std::function<std::string()> render) {
   auto impl = std::make_unique<Impl>();
-  httplib::Server& http = impl->http;
-  http.set_keep_alive_max_count(1);  // scrapes: no idle connections to wait for at Stop
-  http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  http.Get("/metrics",
-           [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
-             res.set_content(render(), "text/plain; version=0.0.4");
-           });
-  errno = 0;
-  bool bound = false;
-  if (port == 0) {
-    impl->port = http.bind_to_any_port(host);
-    bound = impl->port > 0;
-  } else {
-    impl->port = port;
-    bound = http.bind_to_port(host, port);
-  }
-  if (!bound) {
-    const int error = errno;
+  net::ServerOptions o;
+  o.name = "metrics listener";
+  o.listen = {net::Endpoint::Tcp(host, port)};
+  o.workers = 1;
+  o.max_connections = 64;
+  o.max_body_bytes = 4096;  // GETs only
+  impl->server = std::make_unique<net::HttpServer>(std::move(o));
+  impl->server->Route("/healthz", {"GET"}, net::Lane::kInline,
+                      [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
+  impl->server->Route("/metrics", {"GET"}, net::Lane::kSide,
+                      [render = std::move(render)](const net::Request&) {
+                        net::Response r = net::Response::Text(200, render());
+                        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+                        return r;
+                      });
+  if (auto started = impl->server->Start(); !started) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                           "--metrics-address: cannot listen on " + host + ":" +
-                               std::to_string(port) +
-                               (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+                           "--metrics-address: " + started.error().message);
   }
-  impl->thread = std::thread([&http] { http.listen_after_bind(); });
-  while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return std::unique_ptr<MetricsListener>(new MetricsListener(std::move(impl)));
 }
 
 MetricsListener::MetricsListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MetricsListener::~MetricsListener() { Stop(); }
 
-void MetricsListener::Stop() {
-  if (impl_->stopped) return;
-  impl_->stopped = true;
-  impl_->http.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+void MetricsListener::Stop() { impl_->server->Stop(); }
 
-int MetricsListener::port() const { return impl_->port; }
+int MetricsListener::port() const { return impl_->server->port(); }
 
 }  // namespace gpumux::cli

@@ -14,8 +14,9 @@ namespace gpumux::cli {
 class MetricsListener {
  public:
   // Binds host:port (0: any free port) and serves `render()` (Prometheus text format 0.0.4) on
-  // a background thread; returns once it accepts connections. `render` is called from the
-  // listener's threads and must be thread-safe. Error naming the address when it cannot bind.
+  // the one hardened server (net/http_server.h); returns once it accepts connections. `render` is
+  // called from the listener's threads and must be thread-safe. Error naming the address when it
+  // cannot bind.
   static core::Result<std::unique_ptr<MetricsListener>> Start(const std::string& host, int port,
                                                               std::function<std::string()> render);
   ~MetricsListener();  // Stop()

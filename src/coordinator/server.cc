@@ -1,22 +1,14 @@
 #include "gpumux/coordinator/server.h"
 
-#include <httplib.h>
-#include <poll.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
-#include <cstring>
-#include <list>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -25,6 +17,7 @@
 #include <thread>
 
 #include "gpumux/coordinator/node_status.h"
+#include "gpumux/net/http_server.h"
 
 namespace gpumux::coordinator {
 
@@ -286,122 +279,6 @@ class StoreWriter final : public StoreSink {
   std::thread thread_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// The unix socket: cpp-httplib 0.11 serves TCP only, so each unix connection is relayed to the
-// loopback listener byte for byte.
-
-class UnixRelay {
- public:
-  static core::Result<std::unique_ptr<UnixRelay>> Start(const std::string& path, int port) {
-    sockaddr_un addr{};
-    if (path.size() >= sizeof addr.sun_path) {
-      return core::MakeError(core::ErrorCode::kInvalidArgument,
-                             "socket path too long (at most 107 bytes): " + path);
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-      return core::MakeError(core::ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    ::unlink(path.c_str());  // a stale socket of an earlier run
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0) {
-      const int error = errno;
-      ::close(fd);
-      return core::MakeError(core::ErrorCode::kIo,
-                             "cannot listen on " + path + ": " + std::strerror(error));
-    }
-    // Pods run as any user: everyone on the node may talk to the coordinator (it grants nothing).
-    ::chmod(path.c_str(), 0666);
-    auto relay = std::unique_ptr<UnixRelay>(new UnixRelay(path, fd, port));
-    relay->accept_thread_ = std::thread([r = relay.get()] { r->AcceptLoop(); });
-    return relay;
-  }
-
-  ~UnixRelay() {
-    stop_ = true;
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    if (accept_thread_.joinable()) accept_thread_.join();
-    ::close(listen_fd_);
-    ::unlink(path_.c_str());
-    std::list<std::thread> threads;
-    {
-      std::lock_guard lock(mu_);
-      for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
-      threads.swap(threads_);
-    }
-    for (auto& t : threads) t.join();
-  }
-
- private:
-  UnixRelay(std::string path, int fd, int port)
-      : path_(std::move(path)), listen_fd_(fd), port_(port) {}
-
-  void AcceptLoop() {
-    while (!stop_) {
-      const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      std::lock_guard lock(mu_);
-      open_.push_back(client);
-      threads_.emplace_back([this, client] { Relay(client); });
-    }
-  }
-
-  void Relay(int client) {
-    const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
-    if (upstream >= 0 &&
-        ::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      Pump(client, upstream);
-    }
-    if (upstream >= 0) ::close(upstream);
-    std::lock_guard lock(mu_);
-    open_.remove(client);
-    ::close(client);
-  }
-
-  // Copies both ways until either side closes.
-  static void Pump(int a, int b) {
-    char buf[16384];
-    pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
-    while (true) {
-      if (::poll(fds, 2, 60'000) <= 0) return;  // a minute idle: drop it
-      for (int k = 0; k < 2; ++k) {
-        if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        const ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
-        if (n <= 0) return;
-        const int to = k == 0 ? b : a;
-        ssize_t off = 0;
-        while (off < n) {
-          const ssize_t w = ::send(to, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
-          if (w <= 0) return;
-          off += w;
-        }
-      }
-    }
-  }
-
-  std::string path_;
-  int listen_fd_;
-  int port_;
-  std::atomic<bool> stop_{false};
-  std::thread accept_thread_;
-  std::mutex mu_;
-  std::list<int> open_;
-  std::list<std::thread> threads_;
-};
-
-}  // namespace gpumux::coordinator
-
-namespace gpumux::coordinator {
-
 class Server::Impl {
  public:
   Impl(ServerOptions options, std::unique_ptr<Coordinator> coordinator, store::Store* store,
@@ -438,60 +315,40 @@ class Server::Impl {
       }
       if (read) coordinator_->Restore(kv);
     }
-    http_.set_keep_alive_max_count(1);
-    http_.set_payload_max_length(4 << 20);
-    http_.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    auto serve = [this](const httplib::Request& req, httplib::Response& res) {
+    net::ServerOptions o;
+    o.name = "coordinator";
+    o.listen = {net::Endpoint::Tcp(options_.host, options_.port)};
+    // Pods run as any user: everyone on the node may talk to the coordinator (it grants
+    // nothing), so the socket is 0666.
+    if (!options_.socket_path.empty()) {
+      o.listen.push_back(net::Endpoint::Unix(options_.socket_path, 0666));
+    }
+    o.workers = 4;
+    o.max_connections = 1024;
+    o.max_body_bytes = std::size_t{4} << 20;
+    o.log = log_;
+    http_ = std::make_unique<net::HttpServer>(std::move(o));
+    const auto serve = [this](const net::Request& req) {
       HttpReply reply;
       {
         std::lock_guard lock(mu_);
         reply = Handle(*coordinator_, req.method, req.path, req.body);
       }
-      requests_
-          .Add({{"path", req.path.rfind("/v1/", 0) == 0 ? req.path : "other"},
-                {"code", std::to_string(reply.status)}})
-          .Increment();
-      res.status = reply.status;
-      res.set_content(reply.body, "application/json");
+      requests_.Add({{"path", req.path}, {"code", std::to_string(reply.status)}}).Increment();
+      return net::Response::Json(reply.status, std::move(reply.body));
     };
-    http_.Post(R"(/v1/.*)", serve);
-    http_.Get("/v1/state", serve);
-    http_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok\n", "text/plain");
+    for (const char* path : {"/v1/register", "/v1/report", "/v1/leave"}) {
+      http_->Route(path, {"POST"}, net::Lane::kWorker, serve);
+    }
+    http_->Route("/v1/state", {"GET"}, net::Lane::kWorker, serve);
+    http_->Route("/healthz", {"GET"}, net::Lane::kInline,
+                 [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
+    http_->Route("/metrics", {"GET"}, net::Lane::kSide, [this](const net::Request&) {
+      net::Response r = net::Response::Text(200, MetricsText());
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      return r;
     });
-    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(MetricsText(), "text/plain; version=0.0.4");
-    });
-    errno = 0;
-    bool bound = false;
-    if (options_.port == 0) {
-      port_ = http_.bind_to_any_port(options_.host);
-      bound = port_ > 0;
-    } else {
-      port_ = options_.port;
-      bound = http_.bind_to_port(options_.host, options_.port);
-    }
-    if (!bound) {
-      const int error = errno;
-      return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                             "cannot listen on " + options_.host + ":" +
-                                 std::to_string(options_.port) +
-                                 (error != 0 ? std::string(": ") + std::strerror(error) : ""));
-    }
-    http_thread_ = std::thread([this] { http_.listen_after_bind(); });
-    while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!options_.socket_path.empty()) {
-      auto relay = UnixRelay::Start(options_.socket_path, port_);
-      if (!relay) {
-        http_.stop();
-        http_thread_.join();
-        return tl::unexpected(relay.error());
-      }
-      relay_ = std::move(*relay);
-    }
+    if (auto started = http_->Start(); !started) return started;
     ticker_ = std::thread([this] {
       std::unique_lock lock(mu_);
       while (!stop_) {
@@ -513,9 +370,7 @@ class Server::Impl {
       tick_cv_.notify_all();
     }
     if (ticker_.joinable()) ticker_.join();
-    relay_.reset();
-    http_.stop();
-    if (http_thread_.joinable()) http_thread_.join();
+    if (http_) http_->Stop();
     if (writer_) writer_->Stop();
   }
 
@@ -600,7 +455,7 @@ class Server::Impl {
     return out.str();
   }
 
-  int port() const { return port_; }
+  int port() const { return http_ ? http_->port() : options_.port; }
   std::size_t store_pending() const { return writer_ ? writer_->pending() : 0; }
 
  private:
@@ -611,15 +466,12 @@ class Server::Impl {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   std::unique_ptr<StoreWriter> writer_;
-  httplib::Server http_;
-  std::thread http_thread_;
-  std::unique_ptr<UnixRelay> relay_;
+  std::unique_ptr<net::HttpServer> http_;
   std::mutex mu_;
   std::condition_variable tick_cv_;
   std::thread ticker_;
   bool stop_ = false;
   bool stopped_ = false;
-  int port_ = 0;
 };
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -1,13 +1,11 @@
 #include "gpumux/deviceplugin/node_agent.h"
 
-#include <httplib.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -22,6 +20,7 @@
 #include "gpumux/core/plural.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/net/http_server.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -137,9 +136,7 @@ struct NodeAgent::Impl {
 
   std::jthread health_thread, xid_thread;
 
-  httplib::Server http;
-  std::thread http_thread;
-  int http_port = 0;
+  std::unique_ptr<net::HttpServer> http;  // probes and metrics (when metrics_port >= 0)
   bool started = false;
 
   explicit Impl(NodeAgentOptions o) : options(std::move(o)), tracker(options.health) {}
@@ -285,42 +282,27 @@ void NodeAgent::Impl::XidLoop(std::stop_token stop) {
 
 core::Result<void> NodeAgent::Impl::StartHttp() {
   if (options.metrics_port < 0) return {};
-  http.set_keep_alive_max_count(1);  // probes and scrapes: no idle connections to wait for
-  http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+  net::ServerOptions o;
+  o.name = "device plugin listener";
+  o.listen = {net::Endpoint::Tcp(options.metrics_host, options.metrics_port)};
+  o.workers = 1;
+  o.max_connections = 64;
+  o.max_body_bytes = 4096;  // probes and scrapes send no body
+  o.log = options.plugin.log;
+  http = std::make_unique<net::HttpServer>(std::move(o));
+  http->Route("/healthz", {"GET"}, net::Lane::kInline,
+              [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
+  http->Route("/readyz", {"GET"}, net::Lane::kSide, [this](const net::Request&) {
     std::string why;
     const bool ok = Ready(&why);
-    res.status = ok ? 200 : 503;
-    res.set_content(ok ? "ready\n" : why + "\n", "text/plain");
+    return net::Response::Text(ok ? 200 : 503, ok ? "ready\n" : why + "\n");
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.Text(), "text/plain; version=0.0.4");
+  http->Route("/metrics", {"GET"}, net::Lane::kSide, [this](const net::Request&) {
+    net::Response r = net::Response::Text(200, metrics.Text());
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return r;
   });
-  errno = 0;
-  bool bound = false;
-  if (options.metrics_port == 0) {
-    http_port = http.bind_to_any_port(options.metrics_host);
-    bound = http_port > 0;
-  } else {
-    http_port = options.metrics_port;
-    bound = http.bind_to_port(options.metrics_host, options.metrics_port);
-  }
-  if (!bound) {
-    const int error = errno;
-    return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                           "cannot listen on " + options.metrics_host + ":" +
-                               std::to_string(options.metrics_port) +
-                               (error != 0 ? std::string(": ") + std::strerror(error) : ""));
-  }
-  http_thread = std::thread([this] { http.listen_after_bind(); });
-  while (!http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return {};
+  return http->Start();
 }
 
 NodeAgent::NodeAgent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -378,8 +360,7 @@ core::Result<void> NodeAgent::Start() {
   if (m.started) return core::MakeError(core::ErrorCode::kFailedPrecondition, "started before");
   if (auto http = m.StartHttp(); !http) return http;
   if (auto started = m.plugin->Start(); !started) {
-    m.http.stop();
-    if (m.http_thread.joinable()) m.http_thread.join();
+    if (m.http) m.http->Stop();
     return started;
   }
   m.started = true;
@@ -433,10 +414,7 @@ void NodeAgent::Stop() {
   m.Publish();  // before the kubelet loses the plugin, so the extender stops binding here
   m.DrainNodeLock();
   m.plugin->Stop();
-  if (m.http_thread.joinable()) {
-    m.http.stop();
-    m.http_thread.join();
-  }
+  if (m.http) m.http->Stop();
 }
 
 bool NodeAgent::Impl::Ready(std::string* why) const {
@@ -458,7 +436,7 @@ bool NodeAgent::Impl::Ready(std::string* why) const {
 }
 
 bool NodeAgent::ready(std::string* why) const { return impl_->Ready(why); }
-int NodeAgent::metrics_port() const { return impl_->http_port; }
+int NodeAgent::metrics_port() const { return impl_->http ? impl_->http->port() : 0; }
 DevicePlugin& NodeAgent::plugin() { return *impl_->plugin; }
 const std::vector<gpu::Gpu>& NodeAgent::gpus() const { return impl_->gpus; }
 

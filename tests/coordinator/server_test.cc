@@ -189,10 +189,13 @@ TEST_F(ServerTest, JobsAreServedWhileTheStoreIsDownAndTheStateReachesItWhenItIsB
 }
 
 TEST_F(ServerTest, AStaleSocketFromAKilledRunIsReplaced) {
-  {
-    std::FILE* f = std::fopen((dir_ / "c.sock").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fclose(f);
+  {  // what kill -9 leaves: a bound socket file that nobody listens on
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", (dir_ / "c.sock").c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);  // NOLINT
+    ::close(fd);
   }
   Start();
   EXPECT_NE(UnixRequest((dir_ / "c.sock").string(),

@@ -27,15 +27,19 @@
 #include <vector>
 
 #include "tests/testing/kube_fixtures.h"
+#include "tests/testing/raw_http.h"
 
 namespace gpumux::extender {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-using kube::testing::GpuOf;
 using kube::testing::Eventually;
+using kube::testing::GpuOf;
 using kube::testing::NodeJson;
+using nlohmann::json;
+using test::RawConnection;
+using test::RawExchange;
+using test::Tricklers;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr std::int64_t kNow = 1'800'000'000;
@@ -129,27 +133,6 @@ class ExtenderServerTest : public ::testing::Test {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<ExtenderServer> server_;
 };
-
-// Sends `request` as is on a new connection and returns everything the server answers until
-// it closes the connection.
-std::string RawExchange(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "socket() failed";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&  // NOLINT
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    ssize_t n = 0;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) reply.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return reply;
-}
 
 // A reply with "Error" as a non-empty string.
 void ExpectJsonError(const httplib::Result& r, int status, const std::string& what) {
@@ -660,86 +643,9 @@ TEST_F(ExtenderServerTest, ConcurrentClientsAllGetAnswers) {
   EXPECT_EQ(good.load(), kThreads * kEach);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Slow and hostile clients (the slowloris reproducer, tests/repros/extender-slowloris). These
 // assert what happens, not how fast: every wait is generous, for a loaded 2-core machine.
-
-// A raw loopback connection to the server, closed when it goes out of scope.
-class RawConnection {
- public:
-  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 &&
-                 ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;  // NOLINT
-  }
-  ~RawConnection() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-
-  bool connected() const { return connected_; }
-  bool Send(std::string_view bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Reads what has arrived within `wait`; true once the server has closed the connection.
-  bool ClosedWithin(std::chrono::milliseconds wait) {
-    const auto until = SteadyClock::now() + wait;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return true;  // EOF, or reset
-      received_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  const std::string& received() const { return received_; }
-
- private:
-  int fd_;
-  bool connected_ = false;
-  std::string received_;
-};
-
-// Clients that trickle a request head one byte at a time, on a thread of their own, until
-// stopped (the slowloris). A connection the server closes stays closed.
-class Tricklers {
- public:
-  Tricklers(int port, int count, std::chrono::milliseconds every) {
-    for (int i = 0; i < count; ++i) connections_.push_back(std::make_unique<RawConnection>(port));
-    thread_ = std::thread([this, every] {
-      const std::string head = "GET /healthz HTTP/1.1\r\nX-Slow: " + std::string(100000, 'a');
-      for (std::size_t k = 0; !stop_; ++k) {
-        for (auto& c : connections_) c->Send(head.substr(k % head.size(), 1));
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, every, [this] { return stop_.load(); });
-      }
-    });
-  }
-  ~Tricklers() {
-    stop_ = true;
-    cv_.notify_all();
-    thread_.join();
-  }
-  int connected() const {
-    return static_cast<int>(std::count_if(connections_.begin(), connections_.end(),
-                                          [](const auto& c) { return c->connected(); }));
-  }
-
- private:
-  std::vector<std::unique_ptr<RawConnection>> connections_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
-};
 
 // A KubeApi whose GET blocks until released: a bind that reads its pod is in flight for as long
 // as the test wants.
@@ -753,10 +659,13 @@ class BlockingApi final : public kube::KubeApi {
     return tl::unexpected(kube::ApiError{404, "NotFound", "not found"});
   }
   kube::ApiResult<json> List(const std::string&, int) override { return Fail(); }
-  kube::ApiResult<json> Patch(const std::string&, const json&, kube::PatchType) override { return Fail(); }
+  kube::ApiResult<json> Patch(const std::string&, const json&, kube::PatchType) override {
+    return Fail();
+  }
   kube::ApiResult<json> Post(const std::string&, const json&) override { return Fail(); }
   kube::ApiResult<void> Watch(const std::string&, const std::string&,
-                        const std::function<bool(kube::WatchEvent&&)>&, std::stop_token, int) override {
+                              const std::function<bool(kube::WatchEvent&&)>&, std::stop_token,
+                              int) override {
     return tl::unexpected(kube::ApiError{500, "InternalError", "not in this test"});
   }
   // Waits (up to 10 s) until a GET is blocked.
@@ -830,9 +739,10 @@ TEST_F(ExtenderServerTest, AKeepAliveConnectionServesRequestAfterRequest) {
   httplib::Client client = Client();
   client.set_keep_alive(true);
   for (int i = 0; i < 20; ++i) {
-    auto r = client.Post("/gpumux/prioritize",
-                         R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})",
-                         "application/json");
+    auto r = client.Post(
+        "/gpumux/prioritize",
+        R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})",
+        "application/json");
     ASSERT_TRUE(r) << i;
     EXPECT_EQ(r->status, 200) << r->body;
   }
@@ -846,15 +756,15 @@ TEST_F(ExtenderServerTest, ProbesAreAnsweredWhileManyMoreSlowClientsThanThreadsT
   });
   Tricklers slow(server_->port(), 24, std::chrono::milliseconds(100));
   ASSERT_EQ(slow.connected(), 24);
-  ASSERT_TRUE(Eventually([&] {
-    return MetricValue(server_->RenderMetrics(), "gpumux_extender_connections") >= 24;
-  }));
+  ASSERT_TRUE(Eventually(
+      [&] { return MetricValue(server_->RenderMetrics(), "gpumux_extender_connections") >= 24; }));
   for (int i = 0; i < 10; ++i) {
     auto health = Client().Get("/healthz");
     ASSERT_TRUE(health) << "probe " << i << ": " << httplib::to_string(health.error());
     EXPECT_EQ(health->status, 200);
-    auto verb = Post("/gpumux/prioritize",
-                     R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
+    auto verb = Post(
+        "/gpumux/prioritize",
+        R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
     ASSERT_TRUE(verb) << "verb " << i;
     EXPECT_EQ(verb->status, 200) << verb->body;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -926,8 +836,9 @@ TEST_F(ExtenderServerTest, ProbesTakeNoWorkSlotAndAVerbWaitsForOneOnlySoLong) {
   auto metrics = Client().Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
-  auto verb = Post("/gpumux/prioritize",
-                   R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
+  auto verb = Post(
+      "/gpumux/prioritize",
+      R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNames":["fake-node-1"]})");
   ASSERT_TRUE(verb);
   ExpectJsonError(verb, 503, "a verb with no work slot free");
   api.Release();
@@ -953,9 +864,9 @@ TEST_F(ExtenderServerTest, AnOversizedHeadIs431AndAnOversizedChunkedBody413) {
   EXPECT_EQ(reply.rfind("HTTP/1.1 413", 0), 0U) << reply.substr(0, 200);
   // A Content-Length over the limit is refused before the body is sent.
   RawConnection declared(server_->port());
-  ASSERT_TRUE(declared.Send(
-      "POST /gpumux/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Content-Length: 100000000000\r\n\r\n{"));
+  ASSERT_TRUE(
+      declared.Send("POST /gpumux/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 100000000000\r\n\r\n{"));
   EXPECT_TRUE(declared.ClosedWithin(std::chrono::seconds(10)));
   EXPECT_EQ(declared.received().rfind("HTTP/1.1 413", 0), 0U) << declared.received();
   auto health = Client().Get("/healthz");

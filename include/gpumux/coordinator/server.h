@@ -2,9 +2,9 @@
 // socket), Prometheus metrics, the clock that drives timeouts, and the background writer that
 // keeps the store up to date without ever making a job wait (docs/COORDINATOR.md).
 //
-// Threads: the HTTP server's pool, one ticker (Coordinator::Tick every `tick`), one store
-// writer, the unix socket's accept loop and one relay thread per open unix connection. Every
-// call into the Coordinator holds one mutex.
+// Threads: the HTTP server's (net::HttpServer: one I/O thread for every connection on both
+// transports, 4 workers, one side thread), one ticker (Coordinator::Tick every `tick`), one
+// store writer. Every call into the Coordinator holds one mutex.
 // Store writes are coalesced per key (only the newest value of a key is written) and retried
 // every second while the store is unreachable, so a coordinator whose etcd is down keeps
 // serving jobs and catches up when etcd is back. The node's liveness key is a leased key

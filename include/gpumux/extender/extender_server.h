@@ -1,33 +1,24 @@
 // The scheduler extender's HTTP server: kube-scheduler's verbs on top of Extender, plus the
-// endpoints an operator and Kubernetes probe. Built on cpp-httplib (a thread pool of blocking
-// workers) and prometheus-cpp (metrics rendered by this server; no second listener).
+// endpoints an operator and Kubernetes probe. Built on net::HttpServer (the one hardened server:
+// deadlines, limits, bounded work and connections, JSON errors; net/http_server.h) and
+// prometheus-cpp (metrics rendered by this server; no second listener).
 //
 // Routes (P = the URL prefix, "/gpumux" by default):
-//   POST P/filter, P/prioritize, P/bind, P/preempt   Extender::Handle. Content-Type must be
-//        application/json (parameters such as charset allowed) or absent, else 415; an empty
-//        body is 400; a body over `max_body_bytes` is 413 (refused before it is read when its
-//        Content-Length says so). Other methods: 405 with Allow.
-//   GET  /healthz   200 "ok" while the server runs.
+//   POST P/filter, P/prioritize, P/bind, P/preempt   Extender::Handle, on one of `threads` work
+//        slots. Content-Type must be application/json (parameters such as charset allowed) or
+//        absent, else 415; an empty body is 400; a body over `max_body_bytes` is 413 (refused
+//        before it is read when its Content-Length says so). Other methods: 405 with Allow.
+//   GET  /healthz   200 "ok" while the server runs (on the I/O thread).
 //   GET  /readyz    200 "ok" once ClusterState::synced(), else 503 with the reason.
-//   GET  /metrics   Prometheus text format 0.0.4 (see below).
-//   GET  /inspect   ClusterState::Inspect() as indented JSON.
+//   GET  /metrics   Prometheus text format 0.0.4 (see below; on the server's side thread).
+//   GET  /inspect   ClusterState::Inspect() as indented JSON (side thread).
 //   anything else   404 with a JSON body naming the endpoints.
 // Every error reply is JSON: {"Error":"<message for humans>"}. Replies are never compressed
 // (the JSON of a 5,000-node NodeList is tens of MB; compressing it on loopback costs more than
-// it saves).
-//
-// Connections (slow and hostile clients; the .cc explains the design). Each open connection is
-// served by a thread of its own, up to `max_connections`; a verb is computed (and a body over
-// 128 KiB read) only by one of `threads` work slots, so CPU and memory stay bounded by
-// `threads` while any number of slow connections (up to the limit) wait. A request's head and
-// body must arrive within `request_read_timeout` (from its first byte; from the accept for a
-// connection's first request), else 408 and the connection is closed; a head over 64 KiB is
-// 431; an idle keep-alive connection is closed after `keep_alive_timeout`; a reply not taken
-// within `write_timeout` is abandoned. At `max_connections` a new connection evicts the one
-// that has gone longest without a request being answered (idle, or still sending its
-// request); when every connection has a request being answered it gets 503. /healthz, /readyz,
-// /metrics and /inspect take no work slot: they are answered at once (measured with
-// bench/extender_flood.cc) however many slow clients are connected.
+// it saves). The probes, /metrics and /inspect take no work slot: they are answered at once
+// however many verbs are computed and slow clients connected (bench/extender_flood.cc).
+// `request_read_timeout`, `keep_alive_timeout`, `write_timeout` and `max_connections` are the
+// server's (net::ServerOptions: request_timeout, ...), with the meaning given there.
 //
 // Metrics:
 //   gpumux_extender_requests_total{verb,code}          every verb request, by HTTP status
@@ -39,7 +30,7 @@
 //   gpumux_extender_info{policy}                       always 1
 //   gpumux_extender_connections                        open HTTP connections
 //   gpumux_extender_connections_dropped_total{reason}  closed by the server: request_timeout,
-//        head_too_large, body_too_large, write_timeout, evicted, refused
+//        head_too_large, body_too_large, bad_request, write_timeout, evicted, refused
 //
 // Logging: one line per request that is not 2xx (at most 10 per 10 s per status: a flood of
 // bad requests cannot flood the log) or that took longer than `slow_request`, one per
@@ -62,21 +53,22 @@
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/extender/extender.h"
+#include "gpumux/net/http_server.h"
 #include "gpumux/sched/cluster_state.h"
 
 namespace gpumux::extender {
 
 using LogFn = core::Logger;
 
-// The most connections a server may be configured to hold open (each has a thread).
-inline constexpr int kMaxConnectionsLimit = 65536;
+// The most connections a server may be configured to hold open.
+inline constexpr int kMaxConnectionsLimit = net::kMaxConnectionsLimit;
 
 struct ExtenderServerOptions {
   std::string host = "127.0.0.1";      // an address of this host; "0.0.0.0" or "::" for all
   int port = 0;                        // 0: any free port (see ExtenderServer::port())
   std::string url_prefix = "/gpumux";  // normalised by NormalizeUrlPrefix
   int threads = 8;                     // work slots: verbs computed at once (see above)
-  int max_connections = 256;           // open connections (each served by its own thread)
+  int max_connections = 256;           // open connections (net::ServerOptions)
   std::size_t max_body_bytes = std::size_t{64} << 20;     // a 5,000-node NodeList is tens of MB
   std::chrono::milliseconds slow_request{100};            // log requests slower than this
   std::chrono::milliseconds request_read_timeout{10000};  // a whole request must arrive within

@@ -1,0 +1,515 @@
+// The one HTTP server over real loopback TCP and unix sockets: routing and its JSON errors,
+// deadlines, limits, work slots, the connection limit, peers known from the connection, stops,
+// and a soak of many short connections that must leave threads, descriptors and memory flat.
+// These assert what happens, not how fast: every wait is generous, for a loaded 2-core machine.
+#include "gpumux/net/http_server.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/testing/raw_http.h"
+
+namespace gpumux::net {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::RawConnection;
+using test::RawExchange;
+using test::Tricklers;
+
+bool Eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds within = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+struct Logged {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  void Add(std::string_view line) {
+    std::lock_guard lock(mu);
+    lines.emplace_back(line);
+  }
+  bool Contains(std::string_view text) {
+    std::lock_guard lock(mu);
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+};
+
+// A gate a handler waits on until the test opens it: a request in flight for as long as the
+// test wants.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+  }
+  bool WaitForWaiters(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ >= n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("net-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    server_.reset();
+    gate_.Open();
+    fs::remove_all(dir_);
+  }
+
+  // Builds and starts a server on a free loopback port with the test routes; `tweak` edits
+  // the options first.
+  void Start(const std::function<void(ServerOptions&)>& tweak = {}) {
+    ServerOptions o;
+    o.name = "test";
+    o.listen = {Endpoint::Tcp("127.0.0.1", 0)};
+    o.workers = 2;
+    o.log = [this](std::string_view line) { log_.Add(line); };
+    if (tweak) tweak(o);
+    server_ = std::make_unique<HttpServer>(o);
+    server_->Route("/healthz", {"GET"}, Lane::kInline,
+                   [](const Request&) { return Response::Text(200, "ok\n"); });
+    server_->Route("/echo", {"POST"}, Lane::kWorker, [](const Request& r) {
+      return Response::Json(200, json{{"body", r.body}, {"query", r.query}}.dump());
+    });
+    server_->Route("/slow", {"POST"}, Lane::kWorker, [this](const Request&) {
+      gate_.Wait();
+      return Response::Json(200, "{}");
+    });
+    server_->Route("/side", {"GET"}, Lane::kSide,
+                   [](const Request&) { return Response::Text(200, "side\n"); });
+    server_->Route("/throw", {"GET"}, Lane::kInline,
+                   [](const Request&) -> Response { throw std::runtime_error("boom"); });
+    server_->Route("/peer", {"GET"}, Lane::kInline, [](const Request& r) {
+      return Response::Json(
+          200, json{{"transport", r.peer.transport == Peer::Transport::kUnix ? "unix" : "tcp"},
+                    {"pid", r.peer.pid},
+                    {"uid", r.peer.uid},
+                    {"describe", r.peer.Describe()}}
+                   .dump());
+    });
+    auto started = server_->Start();
+    ASSERT_TRUE(started.has_value()) << started.error().message;
+  }
+
+  httplib::Client Client() const {
+    httplib::Client client("127.0.0.1", server_->port());
+    client.set_connection_timeout(std::chrono::seconds(5));
+    client.set_read_timeout(std::chrono::seconds(10));
+    return client;
+  }
+
+  fs::path dir_;
+  Logged log_;
+  Gate gate_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+void ExpectJsonError(const httplib::Result& r, int status, const std::string& key = "error") {
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, status) << r->body;
+  const json body = json::parse(r->body, nullptr, false);
+  ASSERT_TRUE(body.is_object() && body.contains(key) && body[key].is_string()) << r->body;
+  EXPECT_FALSE(body[key].get<std::string>().empty());
+  EXPECT_NE(r->get_header_value("Content-Type").find("application/json"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, RoutesAnswerAndUnknownPathsAre404AndWrongMethods405WithJson) {
+  Start();
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  auto echo = Client().Post("/echo?x=1", "hello", "text/plain");
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(json::parse(echo->body), (json{{"body", "hello"}, {"query", "x=1"}}));
+  auto side = Client().Get("/side");
+  ASSERT_TRUE(side);
+  EXPECT_EQ(side->body, "side\n");
+
+  auto missing = Client().Get("/nope");
+  ExpectJsonError(missing, 404);
+  EXPECT_NE(missing->body.find("/healthz"), std::string::npos) << "names the endpoints";
+  auto wrong = Client().Post("/healthz", "", "text/plain");
+  ExpectJsonError(wrong, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "GET, HEAD");
+  auto get_post = Client().Get("/echo");
+  ExpectJsonError(get_post, 405);
+  EXPECT_EQ(get_post->get_header_value("Allow"), "POST");
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("GET /nope 404"); }));
+}
+
+TEST_F(HttpServerTest, HeadIsAnsweredForGetRoutesWithTheLengthAndNoBody) {
+  Start();
+  const std::string reply = RawExchange(
+      server_->port(), "HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0U) << reply;
+  EXPECT_NE(reply.find("Content-Length: 3"), std::string::npos) << reply;
+  EXPECT_EQ(reply.substr(reply.find("\r\n\r\n") + 4), "") << "no body";
+}
+
+TEST_F(HttpServerTest, AHandlerThatThrowsIsA500NamingTheExceptionAndTheServerGoesOn) {
+  Start([](ServerOptions& o) { o.error_key = "Error"; });
+  auto r = Client().Get("/throw");
+  ExpectJsonError(r, 500, "Error");
+  EXPECT_NE(r->body.find("boom"), std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("500"); }));
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(HttpServerTest, ASlowClientIsClosedWith408OnceItsRequestDeadlinePasses) {
+  Start([](ServerOptions& o) { o.request_timeout = std::chrono::milliseconds(300); });
+  RawConnection slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  const std::string head = "GET /healthz HTTP/1.1\r\nX-Slow: " + std::string(100000, 'a');
+  bool closed = false;
+  for (std::size_t k = 0; k < head.size() && !closed; ++k) {
+    if (!slow.Send(head.substr(k, 1))) break;
+    closed = slow.ClosedWithin(std::chrono::milliseconds(20));
+  }
+  closed = closed || slow.ClosedWithin(std::chrono::seconds(10));
+  EXPECT_TRUE(closed) << "the slow connection was not closed";
+  EXPECT_NE(slow.received().find("408"), std::string::npos) << slow.received();
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("did not arrive within 0.3 s"); }));
+  EXPECT_GE(server_->dropped(Drop::kRequestTimeout), 1);
+  RawConnection silent(server_->port());  // a connection that sends nothing is closed too
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.ClosedWithin(std::chrono::seconds(10)));
+}
+
+TEST_F(HttpServerTest, AKeepAliveConnectionServesRequestAfterRequestAndIsClosedWhenIdle) {
+  Start([](ServerOptions& o) { o.keep_alive_timeout = std::chrono::milliseconds(300); });
+  RawConnection c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(
+      c.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(c.ClosedWithin(std::chrono::seconds(10)));
+  const std::string& got = c.received();
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0U) << got;
+  EXPECT_NE(got.find("HTTP/1.1 200", 10), std::string::npos) << "the pipelined second request";
+  EXPECT_EQ(server_->dropped(Drop::kRequestTimeout), 0) << "idle is not a failure";
+}
+
+TEST_F(HttpServerTest, ProbesAreAnsweredWhileManyMoreSlowClientsThanWorkersTrickle) {
+  Start([](ServerOptions& o) { o.request_timeout = std::chrono::seconds(60); });
+  Tricklers slow(server_->port(), 24, std::chrono::milliseconds(100));
+  ASSERT_EQ(slow.connected(), 24);
+  ASSERT_TRUE(Eventually([&] { return server_->open_connections() >= 24; }));
+  for (int i = 0; i < 5; ++i) {
+    auto health = Client().Get("/healthz");
+    ASSERT_TRUE(health) << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+    auto echo = Client().Post("/echo", "x", "text/plain");
+    ASSERT_TRUE(echo);
+    EXPECT_EQ(echo->status, 200);
+  }
+}
+
+TEST_F(HttpServerTest, AtTheConnectionLimitTheLongestWaitingConnectionMakesRoom) {
+  Start([](ServerOptions& o) {
+    o.max_connections = 4;
+    o.request_timeout = std::chrono::seconds(60);
+  });
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (std::size_t i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected());
+    ASSERT_TRUE(Eventually([&] { return server_->open_connections() == i + 1; }));
+  }
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(idle[0]->ClosedWithin(std::chrono::seconds(10))) << "the oldest was not evicted";
+  EXPECT_FALSE(idle[3]->ClosedWithin(std::chrono::milliseconds(200)));
+  EXPECT_LE(server_->open_connections(), 4U);
+  EXPECT_GE(server_->dropped(Drop::kEvicted), 1);
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("made room for a new connection"); }));
+}
+
+TEST_F(HttpServerTest, AConnectionBeingAnsweredIsNeverEvictedANewcomerGets503) {
+  Start([](ServerOptions& o) { o.max_connections = 1; });
+  std::thread slow([&] {
+    auto r = Client().Post("/slow", "", "text/plain");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << r->body;
+  });
+  ASSERT_TRUE(gate_.WaitForWaiters(1));
+  auto refused = Client().Get("/healthz");
+  if (refused) {  // or the connection was reset before the 503 could be read
+    EXPECT_EQ(refused->status, 503) << refused->body;
+    EXPECT_NE(refused->body.find("too many connections"), std::string::npos) << refused->body;
+  }
+  gate_.Open();
+  slow.join();
+  EXPECT_GE(server_->dropped(Drop::kRefused), 1);
+  EXPECT_TRUE(Eventually([&] {
+    auto health = Client().Get("/healthz");
+    return health && health->status == 200;
+  }));
+}
+
+TEST_F(HttpServerTest, InlineAndSideRoutesTakeNoWorkSlotAndAWorkerRouteWaitsOnlySoLong) {
+  Start([](ServerOptions& o) {
+    o.workers = 1;
+    o.request_timeout = std::chrono::milliseconds(300);
+  });
+  std::thread slow([&] { Client().Post("/slow", "", "text/plain"); });
+  ASSERT_TRUE(gate_.WaitForWaiters(1));  // the only work slot is taken
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto side = Client().Get("/side");
+  ASSERT_TRUE(side);
+  EXPECT_EQ(side->status, 200);
+  auto echo = Client().Post("/echo", "x", "text/plain");
+  ExpectJsonError(echo, 503);
+  EXPECT_NE(echo->body.find("busy"), std::string::npos) << echo->body;
+  gate_.Open();
+  slow.join();
+  auto again = Client().Post("/echo", "x", "text/plain");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200) << "the slot came back";
+}
+
+TEST_F(HttpServerTest, AnOversizedHeadIs431AndOversizedBodies413ChunkedOrDeclared) {
+  Start([](ServerOptions& o) { o.max_body_bytes = 1000; });
+  const std::string big_head =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(200000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(RawExchange(server_->port(), big_head).rfind("HTTP/1.1 431", 0), 0U);
+  std::string many = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 5000; ++i) many += "X-H" + std::to_string(i) + ": 0123456789\r\n";
+  EXPECT_EQ(RawExchange(server_->port(), many + "\r\n").rfind("HTTP/1.1 431", 0), 0U);
+  std::string chunked = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 20; ++i) chunked += "100\r\n" + std::string(256, ' ') + "\r\n";
+  chunked += "0\r\n\r\n";
+  const std::string reply = RawExchange(server_->port(), chunked);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 413", 0), 0U) << reply.substr(0, 200);
+  RawConnection declared(server_->port());
+  ASSERT_TRUE(
+      declared.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000000\r\n\r\n{"));
+  EXPECT_TRUE(declared.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_EQ(declared.received().rfind("HTTP/1.1 413", 0), 0U) << declared.received();
+  EXPECT_NE(declared.received().find("\"error\""), std::string::npos) << "a JSON body";
+  EXPECT_GE(server_->dropped(Drop::kHeadTooLarge), 2);
+  EXPECT_GE(server_->dropped(Drop::kBodyTooLarge), 2);
+}
+
+TEST_F(HttpServerTest, NotHttpIsA400AndTheConnectionClosed) {
+  Start();
+  const std::string reply = RawExchange(server_->port(), "HELLO\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0U) << reply;
+  EXPECT_GE(server_->dropped(Drop::kBadRequest), 1);
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsTheGoAheadBeforeTheBody) {
+  Start();
+  RawConnection c(server_->port());
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+             "Connection: close\r\n\r\n"));
+  c.ClosedWithin(std::chrono::milliseconds(500));
+  EXPECT_EQ(c.received().rfind("HTTP/1.1 100 Continue", 0), 0U) << c.received();
+  ASSERT_TRUE(c.Send("hi"));
+  EXPECT_TRUE(c.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_NE(c.received().find(R"("body":"hi")"), std::string::npos) << c.received();
+}
+
+TEST_F(HttpServerTest, AUnixSocketIsServedNativelyAndKnowsItsPeerFromTheKernel) {
+  const std::string path = (dir_ / "s.sock").string();
+  Start([&](ServerOptions& o) { o.listen.push_back(Endpoint::Unix(path, 0660)); });
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660U);
+  EXPECT_EQ(server_->port(1), 0);
+  RawConnection c(path);
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send("GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(c.ClosedWithin(std::chrono::seconds(10)));
+  const json peer = json::parse(c.received().substr(c.received().find("\r\n\r\n") + 4));
+  EXPECT_EQ(peer["transport"], "unix");
+  EXPECT_EQ(peer["pid"], static_cast<std::int64_t>(::getpid()));
+  EXPECT_EQ(peer["uid"], static_cast<std::int64_t>(::getuid()));
+  // Over TCP there are no credentials to claim.
+  auto tcp = Client().Get("/peer");
+  ASSERT_TRUE(tcp);
+  EXPECT_EQ(json::parse(tcp->body)["pid"], -1);
+  server_.reset();
+  EXPECT_FALSE(fs::exists(path)) << "the socket is removed at stop";
+}
+
+TEST_F(HttpServerTest, AStaleSocketIsReplacedButAFileIsNever) {
+  const std::string path = (dir_ / "s.sock").string();
+  {  // a socket file left by a process killed with -9: bound, never unlinked
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);  // NOLINT
+    ::close(fd);
+  }
+  Start([&](ServerOptions& o) { o.listen = {Endpoint::Unix(path, 0600)}; });
+  RawConnection c(path);
+  EXPECT_TRUE(c.connected());
+  server_.reset();
+  std::ofstream(path) << "not a socket";
+  ServerOptions o;
+  o.listen = {Endpoint::Unix(path, 0600)};
+  HttpServer server(o);
+  auto started = server.Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_NE(started.error().message.find("is not a socket"), std::string::npos)
+      << started.error().message;
+  EXPECT_TRUE(fs::is_regular_file(path)) << "the file was left alone";
+}
+
+TEST_F(HttpServerTest, ASecondServerOnTheSamePortFailsToStartAndSaysWhy) {
+  Start();
+  ServerOptions o;
+  o.listen = {Endpoint::Tcp("127.0.0.1", server_->port())};
+  HttpServer second(o);
+  auto started = second.Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_NE(started.error().message.find("in use"), std::string::npos) << started.error().message;
+  ServerOptions elsewhere;
+  elsewhere.listen = {Endpoint::Tcp("10.255.255.1", 0)};
+  HttpServer third(elsewhere);
+  auto not_here = third.Start();
+  ASSERT_FALSE(not_here.has_value());
+  EXPECT_NE(not_here.error().message.find("not an address of this host"), std::string::npos)
+      << not_here.error().message;
+}
+
+TEST(HttpServerOptionsTest, InvalidOptionsAreErrorsNamingTheOption) {
+  struct Case {
+    const char* name;
+    std::function<void(ServerOptions&)> edit;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"no endpoint", [](ServerOptions& o) { o.listen.clear(); }, "nothing to listen on"},
+      {"a port out of range", [](ServerOptions& o) { o.listen[0].port = 70000; }, "port 70000"},
+      {"no worker", [](ServerOptions& o) { o.workers = 0; }, "worker"},
+      {"no connection", [](ServerOptions& o) { o.max_connections = 0; }, "max_connections"},
+      {"a zero timeout", [](ServerOptions& o) { o.write_timeout = {}; }, "write_timeout"},
+      {"a long socket path",
+       [](ServerOptions& o) { o.listen = {Endpoint::Unix(std::string(200, 'a'), 0600)}; },
+       "1 to 107"},
+  };
+  for (const Case& c : cases) {
+    ServerOptions o;
+    o.listen = {Endpoint::Tcp("127.0.0.1", 0)};
+    c.edit(o);
+    auto valid = ValidateOptions(o);
+    ASSERT_FALSE(valid.has_value()) << c.name;
+    EXPECT_NE(valid.error().message.find(c.says), std::string::npos)
+        << c.name << ": " << valid.error().message;
+  }
+}
+
+TEST_F(HttpServerTest, StopIsPromptWithIdleConnectionsAndLetsARequestInFlightFinish) {
+  Start();
+  RawConnection idle(server_->port());
+  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));  // kept alive after
+  std::atomic<int> status{0};
+  std::thread slow([&] {
+    auto r = Client().Post("/slow", "", "text/plain");
+    if (r) status = r->status;
+  });
+  ASSERT_TRUE(gate_.WaitForWaiters(1));
+  std::thread stopper([&] { server_->Stop(); });
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(10))) << "the idle one is closed at once";
+  gate_.Open();
+  stopper.join();
+  slow.join();
+  EXPECT_EQ(status.load(), 200) << "the request in flight was answered";
+  EXPECT_FALSE(server_->running());
+}
+
+// Thread, descriptor and memory use of this process now.
+struct Usage {
+  long threads = 0, fds = 0, rss_kb = 0;
+  static Usage Now() {
+    Usage u;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Threads:", 0) == 0) u.threads = std::stol(line.substr(8));
+      if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::stol(line.substr(6));
+    }
+    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+      (void)e;
+      ++u.fds;
+    }
+    return u;
+  }
+};
+
+// The coordinator's SDK opens a connection per report: 24 jobs reporting once a second make
+// 86,400 an hour. The server must end every one of them without keeping anything.
+TEST_F(HttpServerTest, ManyShortUnixConnectionsLeaveThreadsDescriptorsAndMemoryFlat) {
+  const std::string path = (dir_ / "soak.sock").string();
+  Start([&](ServerOptions& o) { o.listen.push_back(Endpoint::Unix(path, 0600)); });
+  const auto one = [&] {
+    RawConnection c(path);
+    return c.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") &&
+           c.ClosedWithin(std::chrono::seconds(10)) && c.received().rfind("HTTP/1.1 200", 0) == 0;
+  };
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(one()) << i;  // warm up: allocator, pools
+  ASSERT_TRUE(Eventually([&] { return server_->open_connections() == 0; }));
+  const Usage before = Usage::Now();
+  constexpr int kConnections = 20000;
+  for (int i = 0; i < kConnections; ++i) ASSERT_TRUE(one()) << i;
+  ASSERT_TRUE(Eventually([&] { return server_->open_connections() == 0; }));
+  const Usage after = Usage::Now();
+  EXPECT_EQ(after.threads, before.threads) << kConnections << " connections";
+  EXPECT_EQ(after.fds, before.fds);
+  EXPECT_LT(after.rss_kb - before.rss_kb, 4096) << "RSS grew from " << before.rss_kb << " kB";
+  std::printf("soak: %d unix connections: threads %ld -> %ld, fds %ld -> %ld, RSS %ld -> %ld kB\n",
+              kConnections, before.threads, after.threads, before.fds, after.fds, before.rss_kb,
+              after.rss_kb);
+}
+
+}  // namespace
+}  // namespace gpumux::net
