@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <istream>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "gpumux/core/result.h"
-#include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/daemon_log.h"
@@ -69,7 +69,7 @@ struct SimulateOptions {
   bool check_invariants = false;
   bool quiet = false;
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
-  double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
+  std::map<std::string, double, std::less<>> knobs;  // the policies' knobs given (--<knob>)
   std::set<std::string> given;  // long names of the options given on the command line
 };
 
@@ -286,8 +286,7 @@ struct ExtenderCliOptions {
   std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string typical_pods;              // "" = the embedded trace
-  double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
-  std::int64_t reserve_max_wait_seconds = 600;
+  std::map<std::string, double, std::less<>> knobs;  // the policy's knobs given (--<knob>)
   int threads = 16;
   int max_connections = 256;
   std::int64_t request_read_timeout_ms = 10000;

@@ -26,6 +26,7 @@
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/reservations.h"
 #include "gpumux/kube/api_client.h"
+#include "gpumux/policy/tuner.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/store/store.h"
 #include "src/cli/commands.h"
@@ -140,8 +141,8 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
              }() +
              ") or a JSON file (e.g. one written by 'gpumux profile')")
       ->capture_default_str();
-  cmd->add_option("--tuner", o.tuner, "joint (gpumux), iadeep (IADeep's, newcomer only) or none")
-      ->check(CLI::IsMember({"joint", "iadeep", "none"}))
+  cmd->add_option("--tuner", o.tuner, "The tuner: " + policy::TunersHelp())
+      ->check(CLI::IsMember(policy::TunerNames()))
       ->capture_default_str();
   cmd->add_option("--listen", o.listen, "Loopback HTTP address of the job protocol and /metrics")
       ->capture_default_str();

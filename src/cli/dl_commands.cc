@@ -22,8 +22,10 @@
 namespace gpumux::cli {
 namespace {
 
+// The policies `--workload dl` runs by default: every policy for training jobs.
 const std::vector<std::string>& DlPolicies() {
-  static const std::vector<std::string> names{"exclusive", "first-fit", "iadeep", "gpumux"};
+  static const std::vector<std::string> names =
+      policy::BuiltinPolicies().names(policy::Workload::kTrainingJobs);
   return names;
 }
 
@@ -113,9 +115,11 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
   cmd.add_option("--loads", o.loads, "Load factors (arrival-rate multipliers), comma-separated")
       ->capture_default_str()
       ->group(group);
-  cmd.add_option("--tuner", o.tuner, "auto (each policy's own), none, iadeep or joint")
+  std::vector<std::string> tuners = policy::TunerNames();
+  tuners.insert(tuners.begin(), "auto");
+  cmd.add_option("--tuner", o.tuner, "auto (each policy's own) or a tuner: " + policy::TunersHelp())
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "none", "iadeep", "joint"}))
+      ->check(CLI::IsMember(tuners))
       ->group(group);
   cmd.add_option("--queue", o.queue,
                  "Queue discipline of every policy: auto (each policy's own), fifo, or shortest "

@@ -43,6 +43,7 @@
 #include "src/cli/daemon_support.h"
 #include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
+#include "src/cli/policy_options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -67,27 +68,41 @@ constexpr int kMallocArenas = 4;
 // --grant-ttl-seconds and --node-lock-ttl-seconds: a grant or a node lock that is still not
 // settled after a day is not waiting for anything.
 constexpr std::int64_t kMaxTtlSeconds = 86'400;
-// Only fgd, fgd-sat and fgd-sat-reserve score fragmentation against typical pods (policy/fgd.h,
-// fgd_sat.h): --typical-pods applies to them alone. A new fragmentation-aware policy adds its
-// name here.
-constexpr std::string_view kPoliciesWithTypicalPods[] = {"fgd", "fgd-sat", "fgd-sat-reserve"};
-// The keys a --config settings file may hold (its --help and the unknown-key error list them).
+// The keys a --config settings file may hold besides the policies' knobs (its --help and the
+// unknown-key error list them all).
 constexpr std::string_view kConfigKeys =
     "listen, urlPrefix, policy, kubeconfig, inCluster, context, defaultGpuModel, "
     "defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, "
-    "typicalPods, reserveIdleFraction, reserveMaxWaitSeconds, offlineNodes, threads, "
-    "maxConnections, requestReadTimeoutMs, profile, observationsFrom, observationsPrefix, "
-    "observationsEverySeconds, metricsAddress, logFormat, logLevel";
+    "typicalPods, offlineNodes, threads, maxConnections, requestReadTimeoutMs, profile, "
+    "observationsFrom, observationsPrefix, observationsEverySeconds, metricsAddress, logFormat, "
+    "logLevel";
+
+const policy::Knob* KnobByConfigKey(std::string_view key) {
+  for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) {
+    if (k->config_key == key) return k;
+  }
+  return nullptr;
+}
+
+std::string ConfigKeys() {
+  std::string keys(kConfigKeys);
+  for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) keys += ", " + k->config_key;
+  return keys;
+}
 // A settings file is a few hundred bytes; anything near this is not one.
 constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
 
-std::string KnownPolicies() {
-  std::string names;
-  for (const std::string& n : policy::BuiltinPolicies().names()) {
-    names += (names.empty() ? "" : ", ") + n;
+std::string KnownPolicies() { return policy::BuiltinPolicies().KnownNames(); }
+
+// "fgd, fgd-sat, fgd-sat-reserve": the policies whose entry has `needs` set.
+std::string PoliciesThat(bool policy::PolicyEntry::*needs) {
+  std::string with;
+  for (const auto& e : policy::BuiltinPolicies().entries()) {
+    if (e.*needs) with += (with.empty() ? "" : ", ") + e.name;
   }
-  return names;
+  return with;
 }
+std::string ColocationPolicies() { return PoliciesThat(&policy::PolicyEntry::needs_profile); }
 
 // ---------------------------------------------------------------------------------------------
 // Settings: the YAML file, then the flags given on the command line.
@@ -153,12 +168,8 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!given("gpu-mem-unit-mib")) o.gpu_mem_unit_mib = value.as<std::int64_t>();
       } else if (key == "typicalPods") {
         if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
-      } else if (key == "reserveIdleFraction") {
-        if (!given("reserve-idle-fraction")) o.reserve_idle_fraction = value.as<double>();
-      } else if (key == "reserveMaxWaitSeconds") {
-        if (!given("reserve-max-wait-seconds")) {
-          o.reserve_max_wait_seconds = value.as<std::int64_t>();
-        }
+      } else if (const policy::Knob* knob = KnobByConfigKey(key)) {
+        if (!given(knob->name.c_str())) o.knobs[knob->name] = value.as<double>();
       } else if (key == "offlineNodes") {
         if (!given("offline-nodes")) {
           o.offline_nodes = ResolveAgainst(value.as<std::string>(), file);
@@ -191,16 +202,15 @@ std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
         if (!level) return UsageError{file + ": key 'logLevel': " + level.error().message};
         if (!given("log-level")) o.log.level = *level;
       } else {
-        return UsageError{file + ": unknown key '" + key + "' (known: " + std::string(kConfigKeys) +
-                          ")"};
+        return UsageError{file + ": unknown key '" + key + "' (known: " + ConfigKeys() + ")"};
       }
     } catch (const YAML::Exception&) {
       const bool is_bool = key == "inCluster";
       const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
                           key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
                           key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
-                          key == "requestReadTimeoutMs" || key == "reserveMaxWaitSeconds";
-      const bool is_number = key == "observationsEverySeconds" || key == "reserveIdleFraction";
+                          key == "requestReadTimeoutMs";
+      const bool is_number = key == "observationsEverySeconds" || KnobByConfigKey(key) != nullptr;
       return where(is_bool ? "true or false"
                            : (is_int ? "an integer" : (is_number ? "a number" : "a string")));
     }
@@ -285,15 +295,12 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
       }
     }
   }
-  const bool colocation = [&] {
-    auto probe = policy::BuiltinPolicies().Make(o.policy, {});
-    return probe.has_value() && (*probe)->colocation() != nullptr;
-  }();
+  const bool colocation = policy::BuiltinPolicies().Find(o.policy)->needs_profile;
   for (const char* flag : {"profile", "observations-from"}) {
     if (Given(o.given, flag) && !colocation) {
       return UsageError{"--" + std::string(flag) + " does not apply with --policy " + o.policy +
-                        ": only the co-location policies (first-fit, iadeep, gpumux) use a "
-                        "workload profile"};
+                        ": only the co-location policies (" + ColocationPolicies() +
+                        ") use a workload profile"};
     }
   }
   if (o.observations_from.empty()) {
@@ -305,8 +312,8 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
     }
   } else if (!colocation) {
     return UsageError{"observationsFrom does not apply with --policy " + o.policy +
-                      ": only the co-location policies (first-fit, iadeep, gpumux) use a "
-                      "workload profile"};
+                      ": only the co-location policies (" + ColocationPolicies() +
+                      ") use a workload profile"};
   }
   if (!(o.observations_every_s >= 1 && o.observations_every_s <= 86400)) {
     return UsageError{"--observations-every must be in 1..86400 seconds"};
@@ -317,26 +324,12 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
         "e.g. /gpumux/)"};
   }
   if (Given(o.given, "typical-pods") &&
-      std::find(std::begin(kPoliciesWithTypicalPods), std::end(kPoliciesWithTypicalPods),
-                o.policy) == std::end(kPoliciesWithTypicalPods)) {
-    return UsageError{"--typical-pods does not apply with --policy " + o.policy +
-                      ": only fgd, fgd-sat and fgd-sat-reserve score fragmentation against "
-                      "typical pods"};
+      !policy::BuiltinPolicies().Find(o.policy)->needs_typical_pods) {
+    return UsageError{"--typical-pods does not apply with --policy " + o.policy + ": only " +
+                      PoliciesThat(&policy::PolicyEntry::needs_typical_pods) +
+                      " score fragmentation against typical pods"};
   }
-  if (!(o.reserve_idle_fraction > 0 && o.reserve_idle_fraction <= 1)) {
-    return UsageError{"--reserve-idle-fraction must be in (0, 1]"};
-  }
-  if (Given(o.given, "reserve-idle-fraction") && o.policy != "fgd-sat-reserve") {
-    return UsageError{"--reserve-idle-fraction does not apply with --policy " + o.policy +
-                      ": it is fgd-sat-reserve's threshold"};
-  }
-  if (!(o.reserve_max_wait_seconds >= 0 && o.reserve_max_wait_seconds <= kMaxTtlSeconds)) {
-    return UsageError{"--reserve-max-wait-seconds must be in 0..86400 (0: no limit)"};
-  }
-  if (Given(o.given, "reserve-max-wait-seconds") && o.policy != "fgd-sat-reserve") {
-    return UsageError{"--reserve-max-wait-seconds does not apply with --policy " + o.policy +
-                      ": only fgd-sat-reserve holds pods back"};
-  }
+  if (auto bad = CheckPolicyKnobs(o.knobs, {o.policy})) return UsageError{*bad};
   return std::nullopt;
 }
 
@@ -427,7 +420,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   cmd->add_option("--policy", o.policy, "Placement policy: one of " + KnownPolicies())
       ->capture_default_str();
   cmd->add_option("--config", o.config,
-                  "YAML file of settings with the keys " + std::string(kConfigKeys) +
+                  "YAML file of settings with the keys " + ConfigKeys() +
                       "; flags given on the command line win; relative paths are relative to "
                       "the file");
   cmd->add_option("--kubeconfig", o.kubeconfig,
@@ -475,19 +468,11 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       ->check(AnyInteger<std::int64_t>());
   cmd->add_option("--typical-pods", o.typical_pods,
                   "Pod list (the trace's CSV format) whose request shapes define "
-                  "fragmentation for fgd, fgd-sat and fgd-sat-reserve [default: the embedded "
-                  "Alibaba trace]; those policies only");
-  cmd->add_option("--reserve-idle-fraction", o.reserve_idle_fraction,
-                  "--policy fgd-sat-reserve: while fewer than this fraction of the cluster's GPUs "
-                  "are idle, a GPU share that would strand a remainder on an idle GPU waits "
-                  "(stays Pending) rather than take it, keeping it for whole-GPU pods (0..1]")
-      ->capture_default_str();
-  cmd->add_option("--reserve-max-wait-seconds", o.reserve_max_wait_seconds,
-                  "--policy fgd-sat-reserve: a pod created longer ago than this is never held "
-                  "back: the extender has kube-scheduler retry it then, and places it "
-                  "wherever it fits (0..86400, 0: no limit)")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
+                  "fragmentation for " +
+                      PoliciesThat(&policy::PolicyEntry::needs_typical_pods) +
+                      " [default: the embedded "
+                      "Alibaba trace]; those policies only");
+  AddPolicyKnobs(*cmd, o.knobs, "Options");
   cmd->add_option("--threads", o.threads,
                   "Verbs computed at once (and request bodies over 128 KiB read at once); "
                   "/healthz, /readyz and /metrics never wait for them (1..1024)")
@@ -507,8 +492,9 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       ->check(AnyInteger<std::int64_t>());
   cmd->add_option(
          "--profile", o.profile,
-         "Workload profile of the co-location policies (first-fit, iadeep, gpumux): an "
-         "embedded name (" +
+         "Workload profile of the co-location policies (" + ColocationPolicies() +
+             "): an "
+             "embedded name (" +
              [] {
                std::string names;
                for (const auto& n : sim::EmbeddedProfileNames()) {
@@ -612,15 +598,11 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   auto typical = TypicalPods(o.typical_pods);
   if (!typical) return usage(typical.error().message);
   state_options.context.typical_pods = std::move(*typical);
-  state_options.context.reserve_idle_fraction = o.reserve_idle_fraction;
-  // Only fgd-sat-reserve holds pods back (elsewhere the mark would only split the score memo).
-  state_options.reserve_max_wait_seconds =
-      o.policy == "fgd-sat-reserve" ? o.reserve_max_wait_seconds : 0;
+  state_options.context.knobs = o.knobs;
   // The co-location policies' profile; the observation feed replaces it while serving.
   std::shared_ptr<const policy::WorkloadProfile> profile;
   {
-    auto probe = policy::BuiltinPolicies().Make(o.policy, {});
-    if (probe && (*probe)->colocation() != nullptr) {
+    if (policy::BuiltinPolicies().Find(o.policy)->needs_profile) {
       auto loaded = sim::ProfileByNameOrPath(o.profile);
       if (!loaded) return usage("--profile: " + loaded.error().message);
       profile = std::make_shared<const policy::WorkloadProfile>(std::move(*loaded));

@@ -172,9 +172,12 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
     auto typical = TypicalPodsFor("");
     if (!typical) return fail(kRuntimeError, typical.error().message);
     view.state.context.typical_pods = std::move(*typical);
-    auto probe = policy::BuiltinPolicies().Make(o.policy, {});
-    if (!probe) return fail(kUsageError, "--policy: " + probe.error().message);
-    if ((*probe)->colocation() != nullptr) {
+    const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(o.policy);
+    if (entry == nullptr) {
+      return fail(kUsageError, "--policy: unknown policy '" + o.policy +
+                                   "' (known: " + policy::BuiltinPolicies().KnownNames() + ")");
+    }
+    if (entry->needs_profile) {
       auto loaded = sim::ProfileByNameOrPath(o.profile);
       if (!loaded) return fail(kUsageError, "--profile: " + loaded.error().message);
       view.state.profile = std::make_shared<const policy::WorkloadProfile>(std::move(*loaded));

@@ -15,18 +15,14 @@
 #include "gpumux/sim/trace.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
+#include "src/cli/policy_options.h"
 
 namespace gpumux::cli {
 namespace {
 
-// The policies that place pods without job state: every policy but the co-location ones.
+// The policies that place pods (every policy but the co-location ones).
 std::vector<std::string> PackingPolicies() {
-  std::vector<std::string> out;
-  for (const auto& e : policy::BuiltinPolicies().entries()) {
-    auto p = e.make({});
-    if (p->colocation() == nullptr) out.push_back(e.name);
-  }
-  return out;
+  return policy::BuiltinPolicies().names(policy::Workload::kPods);
 }
 
 }  // namespace
@@ -175,12 +171,7 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->group(fgd);
   cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)")
       ->group(fgd);
-  cmd->add_option("--reserve-idle-fraction", o.reserve_idle_fraction,
-                  "fgd-sat-reserve: keep idle GPUs for whole-GPU pods while fewer than this "
-                  "fraction of the GPUs are idle")
-      ->capture_default_str()
-      ->check(NumberIn(0.0, 1.0, LowerBound::kOpen))
-      ->group(fgd);
+  AddPolicyKnobs(*cmd, o.knobs, fgd);
   AddDlOptions(*cmd, o.dl);
   RecordGivenOptions(*cmd, o.given);
   // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).
@@ -303,10 +294,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   if (!o.placements.empty() && (policies.size() != 1 || seeds->size() != 1)) {
     return fail("--placements needs exactly one policy and one seed (or --replay)");
   }
-  if (Given(o.given, "reserve-idle-fraction") &&
-      std::find(policies.begin(), policies.end(), "fgd-sat-reserve") == policies.end()) {
-    return fail("--reserve-idle-fraction applies to --policy fgd-sat-reserve only");
-  }
+  if (auto bad = CheckPolicyKnobs(o.knobs, policies)) return fail(*bad);
 
   // Inputs.
   core::Result<std::vector<core::NodeSpec>> nodes = [&] {
@@ -371,7 +359,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }
   config.experiment.record_placements = !o.placements.empty();
   config.experiment.check_invariants = o.check_invariants;
-  config.experiment.reserve_idle_fraction = o.reserve_idle_fraction;
+  config.experiment.knobs = o.knobs;
   config.limit = sim::ArrivalLimit{o.max_arrivals, "--max-arrivals"};
   std::mutex progress_mu;  // experiments report from their own threads
   if (!o.quiet) {

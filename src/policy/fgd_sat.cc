@@ -14,12 +14,15 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
   return detail::MeasureFragmentation<true>(cpu_free, gpu_free, model, typical).s;
 }
 
-FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction)
+FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction,
+                           std::int64_t max_wait_seconds)
     : typical_(std::move(typical)),
       reserve_idle_fraction_(reserve_idle_fraction),
+      max_wait_seconds_(max_wait_seconds),
       gradient_(std::make_unique<detail::FragmentationGradient>()) {
   GPUMUX_CHECK(reserve_idle_fraction >= 0 && reserve_idle_fraction <= 1,
                "the reserve threshold is a fraction of the GPUs (0..1)");
+  GPUMUX_CHECK(max_wait_seconds >= 0, "a wait limit is not negative");
 }
 
 FgdSatPolicy::~FgdSatPolicy() = default;

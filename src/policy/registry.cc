@@ -1,5 +1,9 @@
 #include "gpumux/policy/registry.h"
 
+#include <cmath>
+#include <cstdio>
+
+#include "gpumux/core/check.h"
 #include "gpumux/policy/best_fit.h"
 #include "gpumux/policy/binpack_spread.h"
 #include "gpumux/policy/dot_product.h"
@@ -26,52 +30,239 @@ PolicyFactory WithContext() {
   return [](const PolicyContext& c) { return std::make_unique<P>(c); };
 }
 
+Knob ReserveIdleFraction() {
+  return {"reserve-idle-fraction",
+          "reserveIdleFraction",
+          "fgd-sat-reserve: keep idle GPUs for whole-GPU pods while fewer than this fraction of "
+          "all GPUs are idle",
+          0,
+          1,
+          /*min_exclusive=*/true,
+          /*integer=*/false,
+          FgdSatPolicy::kDefaultReserveIdleFraction};
+}
+
+Knob ReserveMaxWaitSeconds() {
+  return {"reserve-max-wait-seconds",
+          "reserveMaxWaitSeconds",
+          "fgd-sat-reserve: a pod waits for a reservation at most this long (0: no limit); "
+          "older pods are placed wherever they fit",
+          0,
+          86'400,
+          /*min_exclusive=*/false,
+          /*integer=*/true,
+          FgdSatPolicy::kDefaultMaxWaitSeconds};
+}
+
 Registry MakeBuiltins() {
   Registry r;
-  r.Add("random", "a uniformly random feasible node, random GPU (FGD study: Random)",
-        Simple<RandomPolicy>());
-  r.Add("dotprod", "smallest dot product of free and requested CPU/GPU (FGD study: DotProd)",
-        Simple<DotProductPolicy>());
-  r.Add("gpu-clustering", "keep same-shaped GPU requests together (FGD study: GpuClustering)",
-        Simple<GpuClusteringPolicy>());
-  r.Add("gpu-packing", "fill partly used GPUs, then used nodes (FGD study: GpuPacking)",
-        Simple<GpuPackingPolicy>());
-  r.Add("best-fit", "least leftover CPU and GPU (FGD study: BestFit)", Simple<BestFitPolicy>());
-  r.Add("fgd", "fragmentation gradient descent (FGD study: FGD)",
-        [](const PolicyContext& c) { return std::make_unique<FgdPolicy>(c.typical_pods); });
-  r.Add("exclusive", "whole GPUs only, never shared (stock Kubernetes nvidia.com/gpu)",
-        Simple<ExclusivePolicy>());
-  r.Add("binpack", "fill the most loaded node and GPU first (GPU compute and memory)",
-        Simple<BinpackPolicy>());
-  r.Add("spread", "the least loaded node and GPU first (GPU compute and memory)",
-        Simple<SpreadPolicy>());
-  r.Add("fgd-sat",
-        "FGD plus the GPU compute that repeated typical pods would strand (CPU included)",
-        [](const PolicyContext& c) { return std::make_unique<FgdSatPolicy>(c.typical_pods); });
-  r.Add("fgd-sat-reserve",
-        "fgd-sat, and while idle GPUs are scarce (under a tenth) they are kept for whole-GPU "
-        "pods: a share that would strand a remainder on one waits (admission control)",
-        [](const PolicyContext& c) {
-          return std::make_unique<FgdSatPolicy>(c.typical_pods, c.reserve_idle_fraction);
-        });
-  r.Add("first-fit", "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
-        WithContext<FirstFitPolicy>());
-  r.Add("iadeep",
-        "IADeep (SC'23): idle GPU first, else least predicted interference; "
-        "tunes the newcomer",
-        WithContext<IadeepPolicy>());
-  r.Add("gpumux",
-        "gpumux: least added completion time of all jobs involved, waits rather "
-        "than pair badly, shortest job first, joint tuning",
-        WithContext<InterferenceAwarePolicy>());
+  // The FGD study's six, in its order (solid lines).
+  r.Add({"random",
+         "a uniformly random feasible node, random GPU (FGD study: Random)",
+         "a feasible node and GPU drawn at random.",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#56B4E9",
+         false,
+         false,
+         {},
+         Simple<RandomPolicy>()});
+  r.Add({"dotprod",
+         "smallest dot product of free and requested CPU/GPU (FGD study: DotProd)",
+         "the node whose free CPU and GPU align least with the request (Tetris' dot product).",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#E69F00",
+         false,
+         false,
+         {},
+         Simple<DotProductPolicy>()});
+  r.Add({"gpu-clustering",
+         "keep same-shaped GPU requests together (FGD study: GpuClustering)",
+         "nodes already holding requests of the same GPU shape first.",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#CC79A7",
+         false,
+         false,
+         {},
+         Simple<GpuClusteringPolicy>()});
+  r.Add({"gpu-packing",
+         "fill partly used GPUs, then used nodes (FGD study: GpuPacking)",
+         "partly used GPUs first, then used nodes, then idle ones.",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#009E73",
+         false,
+         false,
+         {},
+         Simple<GpuPackingPolicy>()});
+  r.Add({"best-fit",
+         "least leftover CPU and GPU (FGD study: BestFit)",
+         "the node left with the least free CPU and GPU after the placement.",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#0072B2",
+         false,
+         false,
+         {},
+         Simple<BestFitPolicy>()});
+  r.Add({"fgd",
+         "fragmentation gradient descent (FGD study: FGD)",
+         "the placement that grows the cluster's expected GPU fragmentation least, measured "
+         "against the workload's typical pods (Weng et al., ATC '23).",
+         Workload::kPods,
+         Family::kFgdStudy,
+         "#D55E00",
+         true,
+         false,
+         {},
+         [](const PolicyContext& c) { return std::make_unique<FgdPolicy>(c.typical_pods); }});
+  // Other packing policies (dashed).
+  r.Add({"exclusive",
+         "whole GPUs only, never shared (stock Kubernetes nvidia.com/gpu)",
+         "one job per GPU, first come first served: what stock Kubernetes does with whole-GPU "
+         "requests (nvidia.com/gpu). The baseline without sharing.",
+         Workload::kBoth,
+         Family::kPacking,
+         "#000000",
+         false,
+         false,
+         {},
+         Simple<ExclusivePolicy>()});
+  r.Add({"binpack",
+         "fill the most loaded node and GPU first (GPU compute and memory)",
+         "the most loaded node and GPU that fit (GPU compute and memory).",
+         Workload::kPods,
+         Family::kPacking,
+         "#882255",
+         false,
+         false,
+         {},
+         Simple<BinpackPolicy>()});
+  r.Add({"spread",
+         "the least loaded node and GPU first (GPU compute and memory)",
+         "the least loaded node and GPU (GPU compute and memory).",
+         Workload::kPods,
+         Family::kPacking,
+         "#332288",
+         false,
+         false,
+         {},
+         Simple<SpreadPolicy>()});
+  r.Add({"fgd-sat",
+         "FGD plus the GPU compute that repeated typical pods would strand (CPU included)",
+         "FGD, plus the GPU compute that repeated typical pods would leave stranded on the node "
+         "once it saturates (its CPU included).",
+         Workload::kPods,
+         Family::kPacking,
+         "#999933",
+         true,
+         false,
+         {},
+         [](const PolicyContext& c) { return std::make_unique<FgdSatPolicy>(c.typical_pods); }});
+  r.Add({"fgd-sat-reserve",
+         "fgd-sat, and while idle GPUs are scarce (under a tenth) they are kept for whole-GPU "
+         "pods: a share that would strand a remainder on one waits (admission control)",
+         "fgd-sat; while idle GPUs are scarce they are kept for whole-GPU pods, and a share that "
+         "would strand a remainder on one waits (at most its wait limit).",
+         Workload::kPods,
+         Family::kPacking,
+         "#EE3377",
+         true,
+         false,
+         {ReserveIdleFraction(), ReserveMaxWaitSeconds()},
+         [](const PolicyContext& c) {
+           return std::make_unique<FgdSatPolicy>(
+               c.typical_pods, c.knob("reserve-idle-fraction"),
+               static_cast<std::int64_t>(c.knob("reserve-max-wait-seconds")));
+         }});
+  // Co-location of training jobs (dash-dot).
+  r.Add({"first-fit",
+         "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
+         "AntMan-like packing: a job goes to the first GPU with enough free memory, up to the "
+         "co-location limit, without looking at interference; no batch-size tuning.",
+         Workload::kTrainingJobs,
+         Family::kColocation,
+         "#009E73",
+         false,
+         true,
+         {},
+         WithContext<FirstFitPolicy>()});
+  r.Add({"iadeep",
+         "IADeep (SC'23): idle GPU first, else least predicted interference; tunes the newcomer",
+         "a re-implementation of IADeep (SC'23): an idle GPU first, else the GPU with the least "
+         "predicted interference; tunes the newcomer's batch size.",
+         Workload::kTrainingJobs,
+         Family::kColocation,
+         "#0072B2",
+         false,
+         true,
+         {},
+         WithContext<IadeepPolicy>()});
+  r.Add({"gpumux",
+         "gpumux: least added completion time of all jobs involved, waits rather than pair "
+         "badly, shortest job first, joint tuning",
+         "gpumux's own policy: the GPU that adds the least completion time over all the jobs "
+         "involved; a job waits rather than pair badly; shortest job first; tunes the batch "
+         "sizes of all the jobs on the GPU together.",
+         Workload::kTrainingJobs,
+         Family::kColocation,
+         "#D55E00",
+         false,
+         true,
+         {},
+         WithContext<InterferenceAwarePolicy>()});
   return r;
+}
+
+std::string FormatBound(double v, bool integer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, integer ? "%.0f" : "%g", v);
+  return buf;
 }
 
 }  // namespace
 
-void Registry::Add(std::string name, std::string summary, PolicyFactory make) {
-  entries_.push_back({std::move(name), std::move(summary), std::move(make)});
+std::string_view WorkloadName(Workload workload) {
+  switch (workload) {
+    case Workload::kPods:
+      return "pods";
+    case Workload::kTrainingJobs:
+      return "training jobs";
+    case Workload::kBoth:
+      return "both";
+  }
+  return "unknown";
 }
+
+std::optional<std::string> Knob::Check(double value) const {
+  const bool in_range =
+      std::isfinite(value) && (min_exclusive ? value > min : value >= min) && value <= max;
+  if (in_range && (!integer || value == std::floor(value))) return std::nullopt;
+  if (in_range) return "--" + name + " must be a whole number";
+  if (min_exclusive) {
+    return "--" + name + " must be in (" + FormatBound(min, integer) + ", " +
+           FormatBound(max, integer) + "]";
+  }
+  return "--" + name + " must be in " + FormatBound(min, integer) + ".." +
+         FormatBound(max, integer);
+}
+
+double PolicyContext::knob(std::string_view name) const {
+  const auto it = knobs.find(name);
+  GPUMUX_CHECK(it != knobs.end(), "a policy asked for a knob it does not declare");
+  return it->second;
+}
+
+const Knob* PolicyEntry::FindKnob(std::string_view knob) const {
+  for (const Knob& k : knobs) {
+    if (k.name == knob) return &k;
+  }
+  return nullptr;
+}
+
+void Registry::Add(PolicyEntry entry) { entries_.push_back(std::move(entry)); }
 
 const PolicyEntry* Registry::Find(std::string_view name) const {
   for (const auto& e : entries_) {
@@ -86,13 +277,63 @@ std::vector<std::string> Registry::names() const {
   return out;
 }
 
-core::Result<std::unique_ptr<Policy>> Registry::Make(std::string_view name,
-                                                     const PolicyContext& context) const {
-  if (const PolicyEntry* e = Find(name)) return e->make(context);
+std::vector<std::string> Registry::names(Workload workload) const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) {
+    if (e.For(workload)) out.push_back(e.name);
+  }
+  return out;
+}
+
+std::vector<std::string> Registry::names(Family family) const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) {
+    if (e.family == family) out.push_back(e.name);
+  }
+  return out;
+}
+
+std::vector<const Knob*> Registry::knobs() const {
+  std::vector<const Knob*> out;
+  for (const auto& e : entries_) {
+    for (const Knob& k : e.knobs) {
+      bool seen = false;
+      for (const Knob* o : out) seen = seen || o->name == k.name;
+      if (!seen) out.push_back(&k);
+    }
+  }
+  return out;
+}
+
+std::string Registry::PoliciesWithKnob(std::string_view name) const {
+  std::vector<std::string> with;
+  for (const auto& e : entries_) {
+    if (e.FindKnob(name) != nullptr) with.push_back(e.name);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < with.size(); ++i) {
+    out += (i == 0 ? "" : (i + 1 == with.size() ? " and " : ", ")) + with[i];
+  }
+  return out;
+}
+
+std::string Registry::KnownNames() const {
   std::string known;
   for (const auto& e : entries_) known += (known.empty() ? "" : ", ") + e.name;
-  return core::MakeError(core::ErrorCode::kNotFound,
-                         "unknown policy '" + std::string(name) + "' (known: " + known + ")");
+  return known;
+}
+
+core::Result<std::unique_ptr<Policy>> Registry::Make(std::string_view name,
+                                                     const PolicyContext& context) const {
+  const PolicyEntry* e = Find(name);
+  if (e == nullptr) {
+    return core::MakeError(core::ErrorCode::kNotFound, "unknown policy '" + std::string(name) +
+                                                           "' (known: " + KnownNames() + ")");
+  }
+  if (e->knobs.empty()) return e->make(context);
+  PolicyContext with_defaults = context;
+  for (const Knob& k : e->knobs) with_defaults.knobs.try_emplace(k.name, k.default_value);
+  return e->make(with_defaults);
 }
 
 const Registry& BuiltinPolicies() {
@@ -100,8 +341,6 @@ const Registry& BuiltinPolicies() {
   return registry;
 }
 
-std::vector<std::string> FgdStudyPolicies() {
-  return {"random", "dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd"};
-}
+std::vector<std::string> FgdStudyPolicies() { return BuiltinPolicies().names(Family::kFgdStudy); }
 
 }  // namespace gpumux::policy

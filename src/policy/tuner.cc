@@ -339,14 +339,39 @@ std::vector<JointTuner::Learned> JointTuner::Corrections() const {
   return out;
 }
 
-core::Result<std::unique_ptr<Tuner>> MakeTuner(std::string_view name) {
-  if (name == "none") return std::unique_ptr<Tuner>();
-  if (name == "iadeep") return std::unique_ptr<Tuner>(std::make_unique<IadeepTuner>());
-  if (name == "joint") return std::unique_ptr<Tuner>(std::make_unique<JointTuner>());
-  return core::MakeError(core::ErrorCode::kNotFound,
-                         "unknown tuner '" + std::string(name) + "' (known: none, iadeep, joint)");
+const std::vector<TunerEntry>& BuiltinTuners() {
+  static const std::vector<TunerEntry> tuners{
+      {"none", "no tuning: every job keeps its batch size", [] { return nullptr; }},
+      {"iadeep", "IADeep's: tunes the newcomer only, against the model's prediction",
+       [] { return std::make_unique<IadeepTuner>(); }},
+      {"joint", "gpumux's: tunes every job on the GPU together over measured windows",
+       [] { return std::make_unique<JointTuner>(); }},
+  };
+  return tuners;
 }
 
-std::vector<std::string> TunerNames() { return {"none", "iadeep", "joint"}; }
+core::Result<std::unique_ptr<Tuner>> MakeTuner(std::string_view name) {
+  for (const TunerEntry& e : BuiltinTuners()) {
+    if (e.name == name) return e.make();
+  }
+  std::string known;
+  for (const TunerEntry& e : BuiltinTuners()) known += (known.empty() ? "" : ", ") + e.name;
+  return core::MakeError(core::ErrorCode::kNotFound,
+                         "unknown tuner '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::vector<std::string> TunerNames() {
+  std::vector<std::string> names;
+  for (const TunerEntry& e : BuiltinTuners()) names.push_back(e.name);
+  return names;
+}
+
+std::string TunersHelp() {
+  std::string help;
+  for (const TunerEntry& e : BuiltinTuners()) {
+    help += (help.empty() ? "" : "; ") + e.name + " (" + e.summary + ")";
+  }
+  return help;
+}
 
 }  // namespace gpumux::policy

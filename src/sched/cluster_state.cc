@@ -828,6 +828,8 @@ struct ClusterState::Impl {
     core::Misfit misfit;
   };
   std::vector<ReasonMemo> reasons;  // per node; cleared on every rebuild
+  // The policy's Policy::HoldLimitSeconds (fixed by its name and knobs; read without the lock).
+  std::int64_t hold_limit_seconds = 0;
 };
 
 core::Result<std::unique_ptr<ClusterState>> ClusterState::Create(ClusterStateOptions options,
@@ -851,8 +853,11 @@ core::Result<std::unique_ptr<ClusterState>> ClusterState::Create(ClusterStateOpt
                                            .count());
     };
   }
-  return std::unique_ptr<ClusterState>(
+  const std::int64_t hold_limit = (*probe)->HoldLimitSeconds();
+  auto state = std::unique_ptr<ClusterState>(
       new ClusterState(std::make_unique<Impl>(std::move(options), std::move(clock))));
+  state->impl_->hold_limit_seconds = hold_limit;
+  return state;
 }
 
 ClusterState::ClusterState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1136,7 +1141,7 @@ std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
 }
 
 std::optional<std::int64_t> ClusterState::OverdueInSeconds(const kube::PodInfo& pod) const {
-  const std::int64_t limit = impl_->options.reserve_max_wait_seconds;
+  const std::int64_t limit = impl_->hold_limit_seconds;
   if (limit <= 0 || pod.created_unix_s <= 0) return std::nullopt;
   // A creation time in the future (clock skew, or a hand-written object) waits the limit.
   return std::min(limit, limit - (impl_->clock() - pod.created_unix_s));

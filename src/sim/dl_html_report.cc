@@ -109,24 +109,8 @@ core::Micros RunEnd(const DlResult& r) {
 }
 
 std::string PolicyExplanation(const std::string& policy) {
-  if (policy == "exclusive") {
-    return "one job per GPU, first come first served: what stock Kubernetes does with "
-           "whole-GPU requests (nvidia.com/gpu). The baseline without sharing.";
-  }
-  if (policy == "first-fit") {
-    return "AntMan-like packing: a job goes to the first GPU with enough free memory, up to the "
-           "co-location limit, without looking at interference; no batch-size tuning.";
-  }
-  if (policy == "iadeep") {
-    return "a re-implementation of IADeep (SC'23): an idle GPU first, else the GPU with the "
-           "least predicted interference; tunes the newcomer's batch size.";
-  }
-  if (policy == "gpumux") {
-    return "gpumux's own policy: the GPU that adds the least completion time over all the jobs "
-           "involved; a job waits rather than pair badly; shortest job first; tunes the batch "
-           "sizes of all the jobs on the GPU together.";
-  }
-  return "";
+  const policy::PolicyEntry* e = policy::BuiltinPolicies().Find(policy);
+  return e != nullptr ? e->explanation : "";
 }
 
 // ---------------------------------------------------------------- JCT CDF

@@ -138,7 +138,7 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   const auto start = std::chrono::steady_clock::now();
   policy::PolicyContext context;
   context.typical_pods = workload.typical;
-  context.reserve_idle_fraction = options.reserve_idle_fraction;
+  context.knobs = options.knobs;
   auto made = policy::BuiltinPolicies().Make(policy_name, context);
   if (!made) return tl::unexpected(made.error());
   std::unique_ptr<policy::Policy> pol = std::move(*made);

@@ -1,6 +1,7 @@
 // The looks of the report pages (internal to sim): one line look (colour plus dash pattern) per
-// policy, fixed by the policy's name so that a policy looks the same in every report whichever
-// policies ran with it, and a fill palette of its own for the DL report's workload classes.
+// policy, fixed by the policy's registry entry (its colour, and its family's dash) so that a
+// policy looks the same in every report whichever policies ran with it, and a fill palette of its
+// own for the DL report's workload classes.
 //
 // Policy lines: colour alone cannot keep 12 policies apart for every reader, so each look is a
 // pair, and the pairs are distinct. The colours are Okabe-Ito's (Okabe & Ito 2008, safe for the
@@ -31,6 +32,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/policy/registry.h"
+
 namespace gpumux::sim::report_palette {
 
 // An SVG stroke-dasharray and its name; an empty pattern is a solid line.
@@ -55,27 +58,32 @@ inline constexpr std::array<std::string_view, 9> kPolicyColours = {"#0072B2", "#
                                                                    "#CC79A7", "#E69F00", "#56B4E9",
                                                                    "#000000", "#882255", "#332288"};
 
+// The dash of a policy family's lines.
+inline Dash FamilyDash(policy::Family family) {
+  switch (family) {
+    case policy::Family::kFgdStudy:
+      return kSolid;
+    case policy::Family::kPacking:
+      return kDashed;
+    case policy::Family::kColocation:
+      return kDashDot;
+  }
+  return kDotted;
+}
+
 struct NamedLook {
   std::string_view policy;
   LineLook look;
 };
-// Every built-in policy (policy::BuiltinPolicies()), by name.
-inline constexpr std::array<NamedLook, 14> kPolicyLooks = {{
-    {"random", {"#56B4E9", kSolid}},
-    {"dotprod", {"#E69F00", kSolid}},
-    {"gpu-clustering", {"#CC79A7", kSolid}},
-    {"gpu-packing", {"#009E73", kSolid}},
-    {"best-fit", {"#0072B2", kSolid}},
-    {"fgd", {"#D55E00", kSolid}},
-    {"exclusive", {"#000000", kDashed}},
-    {"binpack", {"#882255", kDashed}},
-    {"spread", {"#332288", kDashed}},
-    {"fgd-sat", {"#999933", kDashed}},
-    {"fgd-sat-reserve", {"#EE3377", kDashed}},
-    {"first-fit", {"#009E73", kDashDot}},
-    {"iadeep", {"#0072B2", kDashDot}},
-    {"gpumux", {"#D55E00", kDashDot}},
-}};
+// Every built-in policy's look: its registry entry's colour (policy::PolicyEntry::colour) and
+// its family's dash, in registry order.
+inline std::vector<NamedLook> BuiltinLooks() {
+  std::vector<NamedLook> looks;
+  for (const policy::PolicyEntry& e : policy::BuiltinPolicies().entries()) {
+    looks.push_back({e.name, {e.colour, FamilyDash(e.family)}});
+  }
+  return looks;
+}
 
 // FNV-1a: a hash that is the same on every platform and run (std::hash is not).
 inline std::uint64_t NameHash(std::string_view s) {
@@ -87,17 +95,17 @@ inline std::uint64_t NameHash(std::string_view s) {
   return h;
 }
 
-// The look of `policy` in every report: its entry in kPolicyLooks, else dotted in a colour picked
-// by the name's hash.
+// The look of `policy` in every report: its registry entry's, else dotted in a colour picked by
+// the name's hash.
 inline LineLook PolicyLook(std::string_view policy) {
-  for (const NamedLook& e : kPolicyLooks) {
-    if (e.policy == policy) return e.look;
+  if (const policy::PolicyEntry* e = policy::BuiltinPolicies().Find(policy)) {
+    return {e->colour, FamilyDash(e->family)};
   }
   return {kPolicyColours[NameHash(policy) % kPolicyColours.size()], kDotted};
 }
 
 // The looks of one report's policies, in the order given (names given twice share one look).
-// Each is PolicyLook(name), except that a name outside kPolicyLooks whose hashed look an earlier
+// Each is PolicyLook(name), except that a name outside the registry whose hashed look an earlier
 // name of the list already has moves on to the next colour not yet taken: no two policies of one
 // report ever share a look (up to kPolicyColours.size() such names).
 inline std::vector<LineLook> PolicyLooks(const std::vector<std::string>& policies) {

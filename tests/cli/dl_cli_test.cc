@@ -14,6 +14,7 @@
 
 #include "gpumux/cli/cli.h"
 #include "gpumux/policy/observations.h"
+#include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_workload.h"
 #include "tests/cli/cli_fixtures.h"
 #include "tests/testing/builders.h"
@@ -28,7 +29,8 @@ CliRun SimulateDl(std::vector<std::string> extra) {
   return Gpumux(args);
 }
 
-const std::vector<std::string> kPolicies{"exclusive", "first-fit", "iadeep", "gpumux"};
+const std::vector<std::string> kPolicies =
+    policy::BuiltinPolicies().names(policy::Workload::kTrainingJobs);
 
 TEST(DlCli, TheTableShowsEveryDefaultPolicyAtEveryLoadAndTheMargin) {
   const CliRun r = SimulateDl({"--count", "40", "--loads", "1,2"});

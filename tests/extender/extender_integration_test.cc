@@ -115,8 +115,11 @@ struct Daemon {
     sched::ClusterStateOptions options;
     options.policy = std::move(setup.policy);
     options.gpu_mem_unit_mib = setup.gpu_mem_unit_mib;
-    options.reserve_max_wait_seconds = setup.reserve_max_wait_seconds;
     options.context = std::move(setup.context);
+    if (setup.reserve_max_wait_seconds > 0) {
+      options.context.knobs["reserve-max-wait-seconds"] =
+          static_cast<double>(setup.reserve_max_wait_seconds);
+    }
     state = std::move(*sched::ClusterState::Create(options, std::move(setup.clock)));
     ClusterSyncOptions sync_options;
     sync_options.reflector.initial_backoff = std::chrono::milliseconds(20);
@@ -251,7 +254,7 @@ TEST(ExtenderIntegration, AHeldPodIsRetriedWhenItBecomesOverdueWithoutAnyEvent) 
     return p;
   };
   setup.context.typical_pods = {typical(1000, 0.5), typical(810, 0.46), typical(160, 0.04)};
-  setup.context.reserve_idle_fraction = 0.6;
+  setup.context.knobs["reserve-idle-fraction"] = 0.6;
   Daemon d(server, setup);
   ASSERT_EQ(d.extender->Handle(Verb::kFilter, FilterBody(whole, {"n1"}).dump()).failure, "");
   ASSERT_EQ(

@@ -695,11 +695,19 @@ INSTANTIATE_TEST_SUITE_P(
                       TunerNameCase{"an_empty_name_is_an_error", "", false, true}),
     CaseName());
 
-TEST(TunerNamesOf, ListsEveryNameMakeTunerAccepts) {
-  EXPECT_EQ(TunerNames(), (std::vector<std::string>{"none", "iadeep", "joint"}));
-  for (const std::string& name : TunerNames()) {
-    EXPECT_TRUE(MakeTuner(name).has_value()) << name;
+TEST(TunerNamesOf, ListsEveryRegisteredTunerWhichMakesATunerOfItsName) {
+  std::vector<std::string> names;
+  for (const TunerEntry& e : BuiltinTuners()) {
+    names.push_back(e.name);
+    EXPECT_FALSE(e.summary.empty()) << e.name;
+    EXPECT_NE(TunersHelp().find(e.name + " (" + e.summary + ")"), std::string::npos);
+    auto made = MakeTuner(e.name);
+    ASSERT_TRUE(made.has_value()) << e.name;
+    if (*made) {
+      EXPECT_EQ((*made)->name(), e.name);
+    }
   }
+  EXPECT_EQ(TunerNames(), names);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
   // 0.46, 160 milli 0.04 (a 190 remainder fits 4 % of the GPU pods: stranded).
   ClusterStateOptions options;
   options.policy = "fgd-sat-reserve";
-  options.reserve_max_wait_seconds = 600;
+  options.context.knobs["reserve-max-wait-seconds"] = 600;
   options.log = [this](std::string_view line) { log_.emplace_back(line); };
   const auto typical = [](core::MilliCpu cpu, core::MilliGpu milli, double weight) {
     policy::TypicalPod p;

@@ -241,7 +241,7 @@ double DeltaE(std::string_view a, std::string_view b) {
 TEST(DlReportPalette, ClassColoursAreTheirOwnFarFromEveryPolicyColourAndEachOther) {
   EXPECT_NEAR(DeltaE("#000000", "#FFFFFF"), 100, 0.01);
   for (std::string_view c : report_palette::kClassColours) {
-    for (const auto& e : report_palette::kPolicyLooks) {
+    for (const auto& e : report_palette::BuiltinLooks()) {
       EXPECT_GE(DeltaE(c, e.look.colour), 20) << c << " is close to " << e.policy << "'s colour";
     }
     for (std::string_view p : report_palette::kPolicyColours) EXPECT_GE(DeltaE(c, p), 20) << c;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpumux/policy/registry.h"
 #include "gpumux/sim/dl_report.h"
 #include "gpumux/sim/dl_workload.h"
 #include "tests/sim/dl_fixtures.h"
@@ -323,7 +324,8 @@ TEST(DlSimOrder, FirstFitFillsTheLowestGpuFirst) {
 // Generated workloads: determinism and the invariants of every run.
 
 const std::vector<std::string>& DlPolicies() {
-  static const std::vector<std::string> p{"exclusive", "first-fit", "iadeep", "gpumux"};
+  static const std::vector<std::string> p =
+      policy::BuiltinPolicies().names(policy::Workload::kTrainingJobs);
   return p;
 }
 
@@ -616,7 +618,7 @@ TEST(DlSimTuning, JointTunerMeasuresAtMostOncePerSession) {
 
 TEST(DlSimTuning, NoneTunerOnEveryColocationPolicyTunesNothing) {
   const auto jobs = Generated(15, 30);
-  for (const char* policy : {"first-fit", "iadeep", "gpumux"}) {
+  for (const std::string& policy : policy::BuiltinPolicies().names(policy::Family::kColocation)) {
     DlSimOptions o = EightGpus(policy);
     o.tuner = "none";
     const DlResult r = RunOk(Assumed5Profile(), jobs, o);

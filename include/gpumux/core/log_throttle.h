@@ -46,9 +46,9 @@ class LogThrottle {
     if (!log.Enabled(level)) return;
     std::int64_t left_out = 0;
     if (!Allow(kind, &left_out)) return;
-    log.Write(level, left_out == 0 ? line
-                                   : line + " (" + std::to_string(left_out) +
-                                         " more like it not logged)");
+    log.Write(level, left_out == 0
+                         ? line
+                         : line + " (" + std::to_string(left_out) + " more like it not logged)");
   }
 
  private:

@@ -93,8 +93,8 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // a held 810 is a pod not running yet (in the study's protocol, a failed pod), and a kept GPU is
 // idle until a whole-GPU pod comes. A pod held by the rule waits until a GPU with room for it
 // frees up or idle GPUs rise above the threshold, or until it is overdue (core::Request::overdue:
-// the extender marks a pod older than --reserve-max-wait-seconds, 600 by default), which the rule
-// never holds.
+// the extender marks a pod older than HoldLimitSeconds(), --reserve-max-wait-seconds, 600 by
+// default), which the rule never holds.
 //
 // Worked example (default list): 6,212 GPUs, 600 idle (9.7 % < 10 %), an 810-milli pod. Node A
 // has an idle GPU and 40 cores free, node B a GPU holding one 160-milli pod. Remainder 190: only
@@ -114,11 +114,19 @@ class FgdSatPolicy final : public Policy {
   // (2) above: a remainder is stranded when fewer than this share of the typical GPU pods fit it.
   static constexpr double kStrandedShare = 0.05;
 
-  // reserve_idle_fraction 0 = plain fgd-sat; > 0 = fgd-sat-reserve with that threshold.
-  explicit FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction = 0);
+  // fgd-sat-reserve's default wait limit: a pod is held at most 10 minutes.
+  static constexpr std::int64_t kDefaultMaxWaitSeconds = 600;
+
+  // reserve_idle_fraction 0 = plain fgd-sat; > 0 = fgd-sat-reserve with that threshold, holding
+  // a pod at most max_wait_seconds (0: no limit).
+  explicit FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction = 0,
+                        std::int64_t max_wait_seconds = 0);
   ~FgdSatPolicy() override;
   std::string_view name() const override {
     return reserve_idle_fraction_ > 0 ? "fgd-sat-reserve" : "fgd-sat";
+  }
+  std::int64_t HoldLimitSeconds() const override {
+    return reserve_idle_fraction_ > 0 ? max_wait_seconds_ : 0;
   }
   std::uint64_t ScoreEpoch(const core::Ledger& ledger) const override;
   std::int64_t Score(const Cycle& cycle, const core::NodeView& node) override;
@@ -149,6 +157,7 @@ class FgdSatPolicy final : public Policy {
 
   std::vector<TypicalPod> typical_;
   double reserve_idle_fraction_;
+  std::int64_t max_wait_seconds_;
   std::vector<ModelFacts> facts_;                            // [model], filled lazily
   std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches M(n) per node
 };

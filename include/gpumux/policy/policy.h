@@ -61,6 +61,11 @@ class Policy {
   // back. Keep it coarse: it is asked once per decision, and each value fills memo slots of its
   // own.
   virtual std::uint64_t ScoreEpoch(const core::Ledger& /*ledger*/) const { return 0; }
+  // A policy that holds requests back (declines nodes they fit, e.g. fgd-sat-reserve) says how
+  // long a request may be held, in seconds; 0: no limit, or the policy holds nothing back. A
+  // driver that lets requests wait (the extender) marks a request older than this overdue
+  // (core::Request::overdue), and the policy must never hold an overdue request.
+  virtual std::int64_t HoldLimitSeconds() const { return 0; }
   // Rewrites a request before filtering, e.g. `exclusive` turns shares into whole GPUs.
   virtual core::Request Adapt(const core::Request& request) const { return request; }
   virtual void BeginCycle(const Cycle& /*cycle*/) {}

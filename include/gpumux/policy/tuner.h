@@ -23,6 +23,7 @@
 //    set (so one cheap measurement keeps paying).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -132,9 +133,18 @@ class JointTuner final : public Tuner {
   std::map<std::pair<std::string, std::string>, double> correction_;
 };
 
-// The tuner registry: "none" (returns nullptr), "iadeep", "joint".
+// The tuner registry, described once like the policies' (registry.h): the simulator, the
+// coordinator and their flags read it.
+struct TunerEntry {
+  std::string name;                              // "joint"
+  std::string summary;                           // one line for --help
+  std::function<std::unique_ptr<Tuner>()> make;  // "none" makes nullptr: no tuning
+};
+const std::vector<TunerEntry>& BuiltinTuners();  // none, iadeep, joint
 core::Result<std::unique_ptr<Tuner>> MakeTuner(std::string_view name);
 std::vector<std::string> TunerNames();
+// "none (no tuning), iadeep (IADeep's: ...), joint (...)": the names and summaries for --help.
+std::string TunersHelp();
 
 // Sorted class names joined by '+', e.g. "lstm+vgg16": the key of a co-located set.
 std::string SetKey(std::span<const ClassProfile* const> classes);

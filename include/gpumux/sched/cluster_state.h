@@ -87,9 +87,6 @@ struct ClusterStateOptions {
   // plugin publishes another unit (gpumux.io/gpu-mem-unit-mib) is unresolvable for pods that
   // ask for gpu-mem.
   std::int64_t gpu_mem_unit_mib = 1;
-  // A pod created longer ago than this is overdue (core::Request::overdue): a policy that holds
-  // pods back (fgd-sat-reserve) places it wherever it fits. 0 = no limit.
-  std::int64_t reserve_max_wait_seconds = 0;
   core::Logger log;  // one line per notable event; may be empty
 };
 
@@ -208,15 +205,15 @@ class ClusterState {
   std::int64_t gpu_mem_unit_mib() const;
   // The state's clock (unix seconds): bind stamps grants and node locks with it.
   std::int64_t Now() const;
-  // Seconds until `pod` is overdue (options.reserve_max_wait_seconds after its creation; <= 0:
-  // it is), or nullopt when no wait limit applies to it.
+  // Seconds until `pod` is overdue (the policy's HoldLimitSeconds after its creation; <= 0: it
+  // is), or nullopt when no wait limit applies to it.
   std::optional<std::int64_t> OverdueInSeconds(const kube::PodInfo& pod) const;
 
  private:
   struct Impl;
   explicit ClusterState(std::unique_ptr<Impl> impl);
   // `pod`, or `copy` made of it with every request marked overdue when the pod is older than
-  // options.reserve_max_wait_seconds.
+  // the policy's HoldLimitSeconds.
   const kube::PodInfo& MarkedOverdue(const kube::PodInfo& pod, kube::PodInfo& copy) const;
   std::unique_ptr<Impl> impl_;
 };

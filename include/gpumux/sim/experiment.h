@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,7 +14,6 @@
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/request.h"
 #include "gpumux/core/result.h"
-#include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/sim/protocol.h"
 
@@ -83,8 +83,9 @@ struct ExperimentProgress {
 struct ExperimentOptions {
   bool record_placements = false;
   bool check_invariants = false;  // ledger invariants after every arrival (slow; for tests)
-  // fgd-sat-reserve's threshold (policy::PolicyContext::reserve_idle_fraction).
-  double reserve_idle_fraction = policy::FgdSatPolicy::kDefaultReserveIdleFraction;
+  // The policies' knobs by name (policy::PolicyContext::knobs); a policy's own default for
+  // those not given.
+  std::map<std::string, double, std::less<>> knobs;
   // Called (when set) from the experiment's own thread, once `progress_interval` of wall time
   // has passed since the start or the last call, between two arrivals: an experiment shorter
   // than that says nothing. Experiments of a sweep run in parallel: it must be thread-safe.
