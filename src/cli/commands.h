@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <istream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -22,6 +23,9 @@ class App;
 }
 
 namespace gpumux::cli {
+
+template <typename Options>
+class SettingsTable;
 
 // `gpumux simulate --workload dl`: the JCT simulation of deep-learning training jobs.
 struct DlOptions {
@@ -262,9 +266,12 @@ struct CoordinatorCliOptions {
   double report_every_s = 1;
   double publish_every_s = 10;  // node annotation gpumux.io/coordinator; 0 = off
   std::string metrics_address;  // "" = /metrics only on --listen
+  std::string config;           // YAML settings (--config); flags given on the command line win
   LogOptions log;
   bool check = false;
   std::set<std::string> given;
+  // The flags and settings-file keys, described once (settings.h); made by Add...Command.
+  std::shared_ptr<const SettingsTable<CoordinatorCliOptions>> settings;
 };
 CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& options);
 int RunCoordinator(const CoordinatorCliOptions& options, std::ostream& out, std::ostream& err);
@@ -299,6 +306,8 @@ struct ExtenderCliOptions {
   LogOptions log;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the flags given on the command line
+  // The flags and settings-file keys, described once (settings.h); made by AddExtenderCommand.
+  std::shared_ptr<const SettingsTable<ExtenderCliOptions>> settings;
 };
 CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& options);
 // Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
@@ -326,9 +335,12 @@ struct DevicePluginCliOptions {
   std::int64_t xid_recovery_seconds = 300;
   std::string ignore_xids;
   std::string metrics_address = "127.0.0.1:9402";
+  std::string config;  // YAML settings (--config); flags given on the command line win
   LogOptions log;
   bool check = false;           // check the options and files, then exit
   std::set<std::string> given;  // long names of the options given on the command line
+  // The flags and settings-file keys, described once (settings.h); made by Add...Command.
+  std::shared_ptr<const SettingsTable<DevicePluginCliOptions>> settings;
 };
 CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& options);
 // Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.

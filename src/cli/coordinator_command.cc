@@ -34,6 +34,7 @@
 #include "src/cli/daemon_support.h"
 #include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
+#include "src/cli/settings.h"
 
 namespace gpumux::cli {
 namespace {
@@ -128,93 +129,93 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
       "batch sizes -> slowdowns) in the store, where the extender reads them. A job that does "
       "not answer keeps training with what it has. Protocol and store keys: "
       "docs/COORDINATOR.md.");
-  cmd->add_option("--node", o.node, "This node's name (default: $NODE_NAME, else the hostname)");
-  cmd->add_option(
-         "--profile", o.profile,
-         "Workload profile: an embedded name (" +
-             [] {
-               std::string names;
-               for (const auto& n : sim::EmbeddedProfileNames()) {
-                 names += (names.empty() ? "" : ", ") + n;
-               }
-               return names;
-             }() +
-             ") or a JSON file (e.g. one written by 'gpumux profile')")
+  auto settings = std::make_shared<SettingsTable<CoordinatorCliOptions>>(*cmd, o);
+  o.settings = settings;
+  SettingsTable<CoordinatorCliOptions>& s = *settings;
+  using O = CoordinatorCliOptions;
+  s.Add("node", &O::node, "This node's name (default: $NODE_NAME, else the hostname)");
+  s.Add(
+       "profile", &O::profile,
+       "Workload profile: an embedded name (" +
+           [] {
+             std::string names;
+             for (const auto& n : sim::EmbeddedProfileNames()) {
+               names += (names.empty() ? "" : ", ") + n;
+             }
+             return names;
+           }() +
+           ") or a JSON file (e.g. one written by 'gpumux profile')")
       ->capture_default_str();
-  cmd->add_option("--tuner", o.tuner, "The tuner: " + policy::TunersHelp())
+  s.Add("tuner", &O::tuner, "The tuner: " + policy::TunersHelp())
       ->check(CLI::IsMember(policy::TunerNames()))
       ->capture_default_str();
-  cmd->add_option("--listen", o.listen, "Loopback HTTP address of the job protocol and /metrics")
+  s.Add("listen", &O::listen, "Loopback HTTP address of the job protocol and /metrics")
       ->capture_default_str();
-  cmd->add_option("--socket", o.socket,
-                  "Unix socket for jobs in pods (mount its folder); 'off' for none")
+  s.Add("socket", &O::socket, "Unix socket for jobs in pods (mount its folder); 'off' for none")
       ->capture_default_str();
-  cmd->add_option("--store", o.store,
-                  "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
-                  "file:///PATH (one fsync'd file; default)")
+  s.Add("store", &O::store,
+        "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
+        "file:///PATH (one fsync'd file; default)")
       ->capture_default_str();
-  cmd->add_option("--store-prefix", o.store_prefix, "Key prefix in the store")
-      ->capture_default_str();
-  cmd->add_option("--etcd-ca", o.etcd_ca, "CA bundle (PEM) for etcds://");
-  cmd->add_option("--etcd-cert", o.etcd_cert, "Client certificate (PEM) for etcds://");
-  cmd->add_option("--etcd-key", o.etcd_key, "Client key (PEM) for etcds://");
-  cmd->add_option("--etcd-user", o.etcd_user, "etcd user (auth enabled)");
-  cmd->add_option("--etcd-password-file", o.etcd_password_file,
-                  "File holding the etcd user's password");
-  cmd->add_option("--backend", o.backend,
-                  "Where this node's GPUs come from (to refuse jobs naming other GPUs): auto "
-                  "(NVML when it loads, else none), nvml, fake (--gpus-file) or none")
+  s.Add("store-prefix", &O::store_prefix, "Key prefix in the store")->capture_default_str();
+  s.AddPath("etcd-ca", &O::etcd_ca, "CA bundle (PEM) for etcds://");
+  s.AddPath("etcd-cert", &O::etcd_cert, "Client certificate (PEM) for etcds://");
+  s.AddPath("etcd-key", &O::etcd_key, "Client key (PEM) for etcds://");
+  s.Add("etcd-user", &O::etcd_user, "etcd user (auth enabled)");
+  s.AddPath("etcd-password-file", &O::etcd_password_file, "File holding the etcd user's password");
+  s.Add("backend", &O::backend,
+        "Where this node's GPUs come from (to refuse jobs naming other GPUs): auto "
+        "(NVML when it loads, else none), nvml, fake (--gpus-file) or none")
       ->check(CLI::IsMember({"auto", "nvml", "fake", "none"}))
       ->capture_default_str();
-  cmd->add_option("--gpus-file", o.gpus_file, "Fake backend: CSV with index,uuid,model,memory_mib");
-  cmd->add_option("--members", o.members,
-                  "Who decides which GPUs a job shares: kubernetes (the grants of the pods bound "
-                  "to this node, watched; a deleted pod's jobs leave at once), ledger (a host "
-                  "without Kubernetes: the runtime hook's reservation ledger; a job must name "
-                  "GPUs that a live container reserved, and leaves once no live reservation "
-                  "holds its GPU), jobs (the GPUs a job names, from GPUMUX_GPU_UUIDS, which the "
-                  "device plugin and the runtime hook set from their grant), or auto (kubernetes "
-                  "with --kubeconfig or --in-cluster, else jobs)")
+  s.AddPath("gpus-file", &O::gpus_file, "Fake backend: CSV with index,uuid,model,memory_mib");
+  s.Add("members", &O::members,
+        "Who decides which GPUs a job shares: kubernetes (the grants of the pods bound "
+        "to this node, watched; a deleted pod's jobs leave at once), ledger (a host "
+        "without Kubernetes: the runtime hook's reservation ledger; a job must name "
+        "GPUs that a live container reserved, and leaves once no live reservation "
+        "holds its GPU), jobs (the GPUs a job names, from GPUMUX_GPU_UUIDS, which the "
+        "device plugin and the runtime hook set from their grant), or auto (kubernetes "
+        "with --kubeconfig or --in-cluster, else jobs)")
       ->check(CLI::IsMember({"auto", "kubernetes", "ledger", "jobs"}))
       ->capture_default_str();
-  cmd->add_option("--hook-state-dir", o.hook_state_dir,
-                  "--members ledger: the runtime hook's state folder (default: $GPUMUX_STATE_DIR, "
-                  "else /var/lib/gpumux)");
-  cmd->add_option("--kubeconfig", o.kubeconfig, "Kubeconfig for --members kubernetes");
-  cmd->add_option("--context", o.context, "Context of --kubeconfig (default: its current one)");
-  cmd->add_flag("--in-cluster", o.in_cluster,
-                "Use the pod's service account for --members kubernetes");
-  cmd->add_option("--window-steps", o.window_steps,
-                  "At least this many steps per job in a measurement window")
+  s.Add("hook-state-dir", &O::hook_state_dir,
+        "--members ledger: the runtime hook's state folder (default: $GPUMUX_STATE_DIR, "
+        "else /var/lib/gpumux)");
+  s.AddPath("kubeconfig", &O::kubeconfig, "Kubeconfig for --members kubernetes");
+  s.Add("context", &O::context, "Context of --kubeconfig (default: its current one)");
+  s.Add("in-cluster", &O::in_cluster, "Use the pod's service account for --members kubernetes");
+  s.Add("window-steps", &O::window_steps,
+        "At least this many steps per job in a measurement window")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--window-timeout", o.window_timeout_s,
-                  "Seconds a measurement window waits for a silent job")
+  s.Add("window-timeout", &O::window_timeout_s,
+        "Seconds a measurement window waits for a silent job")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
-  cmd->add_option("--job-timeout", o.job_timeout_s,
-                  "Seconds without a report after which a job has left")
+  s.Add("job-timeout", &O::job_timeout_s, "Seconds without a report after which a job has left")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  cmd->add_option("--report-every", o.report_every_s,
-                  "Seconds between a job's reports (told to jobs)")
+  s.Add("report-every", &O::report_every_s, "Seconds between a job's reports (told to jobs)")
       ->check(CLI::Range(0.05, 600.0))
       ->capture_default_str();
-  cmd->add_option("--publish-every", o.publish_every_s,
-                  "With --members kubernetes: seconds between updates of the node annotation "
-                  "gpumux.io/coordinator (what `kubectl gpumux top` shows; written when the state "
-                  "changed, and every 60 s regardless); 0 = never")
+  s.Add("publish-every", &O::publish_every_s,
+        "With --members kubernetes: seconds between updates of the node annotation "
+        "gpumux.io/coordinator (what `kubectl gpumux top` shows; written when the state "
+        "changed, and every 60 s regardless); 0 = never")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
-  cmd->add_option("--metrics-address", o.metrics_address,
-                  "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
-                  "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9404) "
-                  "while --listen, which also takes the job protocol, stays on loopback "
-                  "[default: off]");
-  AddLogOptions(*cmd, o.log);
-  cmd->add_flag("--check", o.check,
-                "Check the options, the profile and the GPU file, print what would be served, and "
-                "exit (connects to nothing)");
+  s.Add("metrics-address", &O::metrics_address,
+        "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
+        "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9404) "
+        "while --listen, which also takes the job protocol, stays on loopback "
+        "[default: off]");
+  AddLogSettings(*cmd, s, o, &O::log);
+  s.AddConfigOption(&O::config);
+  s.Add("check", &O::check,
+        "Check the options, the profile and the GPU file, print what would be served, and "
+        "exit (connects to nothing)",
+        "-");
   RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExamples:\n"
@@ -231,11 +232,15 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   return cmd;
 }
 
-int RunCoordinator(const CoordinatorCliOptions& o, std::ostream& out, std::ostream& err) {
+int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::ostream& err) {
   const auto usage = [&err](const std::string& message) {
     err << "gpumux coordinator: " << message << "\nRun 'gpumux coordinator --help'.\n";
     return kUsageError;
   };
+  CoordinatorCliOptions o = given;
+  if (!o.config.empty()) {
+    if (auto bad = o.settings->ApplyFile(o.config, o.given, o)) return usage(*bad);
+  }
   coordinator::CoordinatorOptions c;
   c.node = o.node.empty() ? DefaultNode() : o.node;
   c.tuner = o.tuner;

@@ -20,6 +20,7 @@
 #include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
 #include "src/cli/options.h"
+#include "src/cli/settings.h"
 
 namespace gpumux::cli {
 namespace {
@@ -74,71 +75,73 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
       "extender, and in Allocate gives each container exactly the GPUs the extender granted it "
       "(found through the node lock, never guessed). Serves /healthz, /readyz and /metrics on "
       "--metrics-address.");
-  cmd->add_option("--node-name", o.node_name, "This node's name [default: $NODE_NAME]");
-  cmd->add_option("--backend", o.backend, "Where GPUs come from: nvml or fake (a --gpus-file)")
+  auto settings = std::make_shared<SettingsTable<DevicePluginCliOptions>>(*cmd, o);
+  o.settings = settings;
+  SettingsTable<DevicePluginCliOptions>& s = *settings;
+  using O = DevicePluginCliOptions;
+  s.Add("node-name", &O::node_name, "This node's name [default: $NODE_NAME]");
+  s.Add("backend", &O::backend, "Where GPUs come from: nvml or fake (a --gpus-file)")
       ->check(CLI::IsMember({"nvml", "fake"}))
       ->capture_default_str();
-  cmd->add_option("--gpus-file", o.gpus_file,
-                  "Fake backend: CSV with index,uuid,model,memory_mib and optional minor, "
-                  "health, memory_used_mib, xids columns (re-read when it changes)");
-  cmd->add_option("--nvml-library", o.nvml_library, "NVML library to dlopen (--backend nvml)")
+  s.AddPath("gpus-file", &O::gpus_file,
+            "Fake backend: CSV with index,uuid,model,memory_mib and optional minor, "
+            "health, memory_used_mib, xids columns (re-read when it changes)");
+  s.Add("nvml-library", &O::nvml_library, "NVML library to dlopen (--backend nvml)")
       ->capture_default_str();
-  cmd->add_option("--kubelet-dir", o.kubelet_dir,
-                  "The kubelet's device-plugin folder (kubelet.sock and the plugins' sockets)")
+  s.Add("kubelet-dir", &O::kubelet_dir,
+        "The kubelet's device-plugin folder (kubelet.sock and the plugins' sockets)")
       ->capture_default_str();
-  cmd->add_option("--hook-state-dir", o.hook_state_dir,
-                  "State folder of the OCI runtime path (gpumux oci-runtime / gpumux hook): the "
-                  "plugin refuses to start while its GPU reservation ledger holds live "
-                  "reservations, since the two would grant GPUs twice [default: "
-                  "$GPUMUX_STATE_DIR, else /var/lib/gpumux]");
-  cmd->add_option("--resources", o.resources,
-                  "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
+  s.Add("hook-state-dir", &O::hook_state_dir,
+        "State folder of the OCI runtime path (gpumux oci-runtime / gpumux hook): the "
+        "plugin refuses to start while its GPU reservation ledger holds live "
+        "reservations, since the two would grant GPUs twice [default: "
+        "$GPUMUX_STATE_DIR, else /var/lib/gpumux]");
+  s.Add("resources", &O::resources, "Resources to serve, comma-separated: gpu, gpu-mem, gpu-milli")
       ->capture_default_str();
-  cmd->add_option(
-         "--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
-         "MiB per gpumux.io/gpu-mem device; must equal the extender's "
-         "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
+  s.Add("gpu-mem-unit-mib", &O::gpu_mem_unit_mib,
+        "MiB per gpumux.io/gpu-mem device; must equal the extender's "
+        "--gpu-mem-unit-mib (published in the node annotation gpumux.io/gpu-mem-unit-mib)")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--kubeconfig", o.kubeconfig, "Reach the API server with this kubeconfig");
-  cmd->add_flag("--in-cluster", o.in_cluster,
-                "Reach the API server with the pod's service account (in a DaemonSet)");
-  cmd->add_option("--context", o.context,
-                  "kubeconfig context [default: current-context]; with --kubeconfig");
-  cmd->add_flag("--offline", o.offline,
-                "No API server: register and report health only; every Allocate is refused "
-                "(the pod cannot be identified). For trying the kubelet side");
-  cmd->add_flag("--inject-devices", o.inject_devices,
-                "Add /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools and the granted "
-                "/dev/nvidia<minor> to containers (for runtimes without the NVIDIA hook)");
-  cmd->add_option("--dev-dir", o.dev_dir,
-                  "Where the NVIDIA device nodes are (with --inject-devices)")
+  s.AddPath("kubeconfig", &O::kubeconfig, "Reach the API server with this kubeconfig");
+  s.Add("in-cluster", &O::in_cluster,
+        "Reach the API server with the pod's service account (in a DaemonSet)");
+  s.Add("context", &O::context, "kubeconfig context [default: current-context]; with --kubeconfig");
+  s.Add("offline", &O::offline,
+        "No API server: register and report health only; every Allocate is refused "
+        "(the pod cannot be identified). For trying the kubelet side");
+  s.Add("inject-devices", &O::inject_devices,
+        "Add /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools and the granted "
+        "/dev/nvidia<minor> to containers (for runtimes without the NVIDIA hook)");
+  s.Add("dev-dir", &O::dev_dir, "Where the NVIDIA device nodes are (with --inject-devices)")
       ->capture_default_str();
-  cmd->add_option("--mount", o.mounts,
-                  "HOST[:CONTAINER] to bind read-only into containers (driver libraries, "
-                  "nvidia-smi); with --inject-devices; repeatable");
-  cmd->add_option("--cdi-kind", o.cdi_kind,
-                  "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
-  cmd->add_option("--health-interval-ms", o.health_interval_ms,
-                  "How often GPU health is read from the backend (10..3600000)")
+  s.Add("mount", &O::mounts,
+        "HOST[:CONTAINER] to bind read-only into containers (driver libraries, "
+        "nvidia-smi); with --inject-devices; repeatable");
+  s.Add("cdi-kind", &O::cdi_kind,
+        "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
+  s.Add("health-interval-ms", &O::health_interval_ms,
+        "How often GPU health is read from the backend (10..3600000)")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--xid-recovery-seconds", o.xid_recovery_seconds,
-                  "A GPU marked unhealthy by a transient XID is healthy again after this long "
-                  "without another one (fatal XIDs keep it unhealthy until restart; 0..604800)")
+  s.Add("xid-recovery-seconds", &O::xid_recovery_seconds,
+        "A GPU marked unhealthy by a transient XID is healthy again after this long "
+        "without another one (fatal XIDs keep it unhealthy until restart; 0..604800)")
       ->capture_default_str()
       ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--ignore-xids", o.ignore_xids,
-                  "Comma-separated XIDs to treat as application errors (no health change)");
-  cmd->add_option("--metrics-address", o.metrics_address,
-                  "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
+  s.Add("ignore-xids", &O::ignore_xids,
+        "Comma-separated XIDs to treat as application errors (no health change)");
+  s.Add("metrics-address", &O::metrics_address,
+        "HOST:PORT for /healthz, /readyz and /metrics (port 0: any free port; 'off')")
       ->capture_default_str();
-  AddLogOptions(*cmd, o.log);
-  cmd->add_flag("--check", o.check,
-                "Check the options and the files they name (the GPU file of --backend fake, "
-                "the kubeconfig), print what would be served and exit 0 (2 when something is "
-                "wrong) without opening NVML, serving sockets or reaching the API server; "
-                "--in-cluster's service account is not read");
+  AddLogSettings(*cmd, s, o, &O::log);
+  s.AddConfigOption(&O::config);
+  s.Add("check", &O::check,
+        "Check the options and the files they name (the GPU file of --backend fake, "
+        "the kubeconfig), print what would be served and exit 0 (2 when something is "
+        "wrong) without opening NVML, serving sockets or reaching the API server; "
+        "--in-cluster's service account is not read",
+        "-");
   RecordGivenOptions(*cmd, o.given);
   cmd->footer(
       "\nExit status: 0 after SIGINT/SIGTERM, 2 for bad usage or input (a malformed GPU file, "
@@ -160,11 +163,15 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
   return cmd;
 }
 
-int RunDevicePlugin(const DevicePluginCliOptions& o, std::ostream& out, std::ostream& err) {
+int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std::ostream& err) {
   const auto usage = [&err](const std::string& message) {
     err << "gpumux device-plugin: " << message << "\nRun 'gpumux device-plugin --help'.\n";
     return kUsageError;
   };
+  DevicePluginCliOptions o = given;
+  if (!o.config.empty()) {
+    if (auto bad = o.settings->ApplyFile(o.config, o.given, o)) return usage(*bad);
+  }
   deviceplugin::NodeAgentOptions options;
   deviceplugin::PluginOptions& p = options.plugin;
   p.node_name = o.node_name;

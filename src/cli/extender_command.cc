@@ -44,6 +44,7 @@
 #include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
 #include "src/cli/policy_options.h"
+#include "src/cli/settings.h"
 
 namespace gpumux::cli {
 namespace {
@@ -68,30 +69,6 @@ constexpr int kMallocArenas = 4;
 // --grant-ttl-seconds and --node-lock-ttl-seconds: a grant or a node lock that is still not
 // settled after a day is not waiting for anything.
 constexpr std::int64_t kMaxTtlSeconds = 86'400;
-// The keys a --config settings file may hold besides the policies' knobs (its --help and the
-// unknown-key error list them all).
-constexpr std::string_view kConfigKeys =
-    "listen, urlPrefix, policy, kubeconfig, inCluster, context, defaultGpuModel, "
-    "defaultGpuMemoryMiB, grantTTLSeconds, nodeLockTTLSeconds, bindWaitMs, gpuMemUnitMiB, "
-    "typicalPods, offlineNodes, threads, maxConnections, requestReadTimeoutMs, profile, "
-    "observationsFrom, observationsPrefix, observationsEverySeconds, metricsAddress, logFormat, "
-    "logLevel";
-
-const policy::Knob* KnobByConfigKey(std::string_view key) {
-  for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) {
-    if (k->config_key == key) return k;
-  }
-  return nullptr;
-}
-
-std::string ConfigKeys() {
-  std::string keys(kConfigKeys);
-  for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) keys += ", " + k->config_key;
-  return keys;
-}
-// A settings file is a few hundred bytes; anything near this is not one.
-constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
-
 std::string KnownPolicies() { return policy::BuiltinPolicies().KnownNames(); }
 
 // "fgd, fgd-sat, fgd-sat-reserve": the policies whose entry has `needs` set.
@@ -104,119 +81,18 @@ std::string PoliciesThat(bool policy::PolicyEntry::*needs) {
 }
 std::string ColocationPolicies() { return PoliciesThat(&policy::PolicyEntry::needs_profile); }
 
+std::string EmbeddedProfiles() {
+  std::string names;
+  for (const auto& n : sim::EmbeddedProfileNames()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Settings: the YAML file, then the flags given on the command line.
 
 struct UsageError {
   std::string message;
 };
-
-// Relative paths in the config file are relative to the file's folder.
-std::string ResolveAgainst(const std::string& path, const std::string& config_file) {
-  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
-  return (std::filesystem::path(config_file).parent_path() / path).lexically_normal().string();
-}
-
-std::optional<UsageError> ApplyConfigFile(ExtenderCliOptions& o) {
-  const std::string& file = o.config;
-  auto text = io::ReadInputFile(file, kMaxConfigFileBytes);
-  if (!text) return UsageError{"--config " + text.error().message};
-  YAML::Node root;
-  try {
-    root = YAML::Load(*text);
-  } catch (const YAML::Exception& e) {
-    return UsageError{"--config " + file + ": not valid YAML: " + e.what()};
-  }
-  if (root.IsNull()) return std::nullopt;  // an empty file
-  if (!root.IsMap()) return UsageError{"--config " + file + ": expected a map of settings"};
-  const auto given = [&](const char* flag) { return o.given.count(flag) > 0; };
-  for (const auto& entry : root) {
-    std::string key;
-    try {
-      key = entry.first.as<std::string>();
-    } catch (const YAML::Exception&) {
-      return UsageError{file + ": a key is not a string"};
-    }
-    const YAML::Node& value = entry.second;
-    const auto where = [&](const char* what) {
-      return UsageError{file + ": key '" + key + "' must be " + what};
-    };
-    try {
-      if (key == "listen") {
-        if (!given("listen")) o.listen = value.as<std::string>();
-      } else if (key == "urlPrefix") {
-        if (!given("url-prefix")) o.url_prefix = value.as<std::string>();
-      } else if (key == "policy") {
-        if (!given("policy")) o.policy = value.as<std::string>();
-      } else if (key == "kubeconfig") {
-        if (!given("kubeconfig")) o.kubeconfig = ResolveAgainst(value.as<std::string>(), file);
-      } else if (key == "inCluster") {
-        if (!given("in-cluster")) o.in_cluster = value.as<bool>();
-      } else if (key == "context") {
-        if (!given("context")) o.context = value.as<std::string>();
-      } else if (key == "defaultGpuModel") {
-        if (!given("default-gpu-model")) o.default_gpu_model = value.as<std::string>();
-      } else if (key == "defaultGpuMemoryMiB") {
-        if (!given("default-gpu-memory-mib")) o.default_gpu_memory_mib = value.as<std::int64_t>();
-      } else if (key == "grantTTLSeconds") {
-        if (!given("grant-ttl-seconds")) o.grant_ttl_seconds = value.as<std::int64_t>();
-      } else if (key == "nodeLockTTLSeconds") {
-        if (!given("node-lock-ttl-seconds")) o.node_lock_ttl_seconds = value.as<std::int64_t>();
-      } else if (key == "bindWaitMs") {
-        if (!given("bind-wait-ms")) o.bind_wait_ms = value.as<std::int64_t>();
-      } else if (key == "gpuMemUnitMiB") {
-        if (!given("gpu-mem-unit-mib")) o.gpu_mem_unit_mib = value.as<std::int64_t>();
-      } else if (key == "typicalPods") {
-        if (!given("typical-pods")) o.typical_pods = ResolveAgainst(value.as<std::string>(), file);
-      } else if (const policy::Knob* knob = KnobByConfigKey(key)) {
-        if (!given(knob->name.c_str())) o.knobs[knob->name] = value.as<double>();
-      } else if (key == "offlineNodes") {
-        if (!given("offline-nodes")) {
-          o.offline_nodes = ResolveAgainst(value.as<std::string>(), file);
-        }
-      } else if (key == "threads") {
-        if (!given("threads")) o.threads = value.as<int>();
-      } else if (key == "maxConnections") {
-        if (!given("max-connections")) o.max_connections = value.as<int>();
-      } else if (key == "requestReadTimeoutMs") {
-        if (!given("request-read-timeout-ms")) o.request_read_timeout_ms = value.as<std::int64_t>();
-      } else if (key == "profile") {
-        if (!given("profile")) {
-          const std::string v = value.as<std::string>();
-          o.profile = sim::EmbeddedProfile(v) != nullptr ? v : ResolveAgainst(v, file);
-        }
-      } else if (key == "observationsFrom") {
-        if (!given("observations-from")) o.observations_from = value.as<std::string>();
-      } else if (key == "observationsPrefix") {
-        if (!given("observations-prefix")) o.observations_prefix = value.as<std::string>();
-      } else if (key == "observationsEverySeconds") {
-        if (!given("observations-every")) o.observations_every_s = value.as<double>();
-      } else if (key == "metricsAddress") {
-        if (!given("metrics-address")) o.metrics_address = value.as<std::string>();
-      } else if (key == "logFormat") {
-        auto format = ParseLogFormat(value.as<std::string>());
-        if (!format) return UsageError{file + ": key 'logFormat': " + format.error().message};
-        if (!given("log-format")) o.log.format = *format;
-      } else if (key == "logLevel") {
-        auto level = ParseLogLevel(value.as<std::string>());
-        if (!level) return UsageError{file + ": key 'logLevel': " + level.error().message};
-        if (!given("log-level")) o.log.level = *level;
-      } else {
-        return UsageError{file + ": unknown key '" + key + "' (known: " + ConfigKeys() + ")"};
-      }
-    } catch (const YAML::Exception&) {
-      const bool is_bool = key == "inCluster";
-      const bool is_int = key == "defaultGpuMemoryMiB" || key == "grantTTLSeconds" ||
-                          key == "nodeLockTTLSeconds" || key == "gpuMemUnitMiB" ||
-                          key == "threads" || key == "bindWaitMs" || key == "maxConnections" ||
-                          key == "requestReadTimeoutMs";
-      const bool is_number = key == "observationsEverySeconds" || KnobByConfigKey(key) != nullptr;
-      return where(is_bool ? "true or false"
-                           : (is_int ? "an integer" : (is_number ? "a number" : "a string")));
-    }
-  }
-  return std::nullopt;
-}
 
 // "127.0.0.1:12345", "[::1]:8080", ":12345" is refused (say 0.0.0.0 to mean every address).
 std::optional<UsageError> ParseListen(const std::string& text, std::string& host, int& port) {
@@ -405,122 +281,122 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       "'gpumux simulate'. Also serves GET /healthz, /readyz (200 once nodes and pods are "
       "listed), /metrics (Prometheus) and /inspect (every node's GPUs and tenants, JSON). "
       "Needs one cluster source: --kubeconfig, --in-cluster or --offline-nodes.");
-  cmd->add_option("--listen", o.listen,
-                  "HOST:PORT to listen on (port 0: any free port, printed at start; "
-                  "0.0.0.0:PORT for every address)")
+  auto settings = std::make_shared<SettingsTable<ExtenderCliOptions>>(*cmd, o);
+  o.settings = settings;
+  SettingsTable<ExtenderCliOptions>& s = *settings;
+  using O = ExtenderCliOptions;
+  s.Add("listen", &O::listen,
+        "HOST:PORT to listen on (port 0: any free port, printed at start; "
+        "0.0.0.0:PORT for every address)")
       ->capture_default_str();
-  cmd->add_option("--metrics-address", o.metrics_address,
-                  "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
-                  "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9401) "
-                  "while --listen, which also takes bind, stays on loopback [default: off]");
-  cmd->add_option("--url-prefix", o.url_prefix,
-                  "Path under which the verbs are served: the path of the scheduler "
-                  "configuration's urlPrefix")
+  s.Add("metrics-address", &O::metrics_address,
+        "Also serve GET /metrics (and /healthz) on this HOST:PORT, a listener of its "
+        "own with nothing else on it: for Prometheus on the pod IP (e.g. 0.0.0.0:9401) "
+        "while --listen, which also takes bind, stays on loopback [default: off]");
+  s.Add("url-prefix", &O::url_prefix,
+        "Path under which the verbs are served: the path of the scheduler "
+        "configuration's urlPrefix")
       ->capture_default_str();
-  cmd->add_option("--policy", o.policy, "Placement policy: one of " + KnownPolicies())
+  s.Add("policy", &O::policy, "Placement policy: one of " + KnownPolicies())->capture_default_str();
+  s.AddPath("kubeconfig", &O::kubeconfig,
+            "Reach the API server with this kubeconfig (not read from $KUBECONFIG "
+            "implicitly: a daemon should say which cluster it serves)");
+  s.Add("in-cluster", &O::in_cluster,
+        "Reach the API server with the pod's service account (in a cluster)");
+  s.Add("context", &O::context, "kubeconfig context [default: current-context]");
+  s.AddPath("offline-nodes", &O::offline_nodes,
+            "No API server: the nodes come from this JSON file (a v1.NodeList or an "
+            "array of nodes) and there are no pods; bind answers an error. For trying "
+            "the protocol and for benchmarks (not with --grant-ttl-seconds, "
+            "--node-lock-ttl-seconds, --bind-wait-ms)");
+  s.Add("default-gpu-model", &O::default_gpu_model,
+        "GPU model of nodes that publish no gpumux.io/gpus annotation (their GPU "
+        "count is status.allocatable[gpumux.io/gpu])")
       ->capture_default_str();
-  cmd->add_option("--config", o.config,
-                  "YAML file of settings with the keys " + ConfigKeys() +
-                      "; flags given on the command line win; relative paths are relative to "
-                      "the file");
-  cmd->add_option("--kubeconfig", o.kubeconfig,
-                  "Reach the API server with this kubeconfig (not read from $KUBECONFIG "
-                  "implicitly: a daemon should say which cluster it serves)");
-  cmd->add_flag("--in-cluster", o.in_cluster,
-                "Reach the API server with the pod's service account (in a cluster)");
-  cmd->add_option("--context", o.context, "kubeconfig context [default: current-context]");
-  cmd->add_option("--offline-nodes", o.offline_nodes,
-                  "No API server: the nodes come from this JSON file (a v1.NodeList or an "
-                  "array of nodes) and there are no pods; bind answers an error. For trying "
-                  "the protocol and for benchmarks (not with --grant-ttl-seconds, "
-                  "--node-lock-ttl-seconds, --bind-wait-ms)");
-  cmd->add_option("--default-gpu-model", o.default_gpu_model,
-                  "GPU model of nodes that publish no gpumux.io/gpus annotation (their GPU "
-                  "count is status.allocatable[gpumux.io/gpu])")
+  s.Add("default-gpu-memory-mib", &O::default_gpu_memory_mib,
+        "GPU memory of such nodes; 0: they take whole-GPU requests only", "defaultGpuMemoryMiB")
       ->capture_default_str();
-  cmd->add_option("--default-gpu-memory-mib", o.default_gpu_memory_mib,
-                  "GPU memory of such nodes; 0: they take whole-GPU requests only")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--grant-ttl-seconds", o.grant_ttl_seconds,
-                  "Release GPUs picked at bind whose pod is not seen bound within this time "
-                  "(1..86400)")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--node-lock-ttl-seconds", o.node_lock_ttl_seconds,
-                  "On nodes whose device plugin announces the node lock (annotation "
-                  "gpumux.io/handshake: node-lock/v1), bind waits while another pod's devices "
-                  "are being allocated; a lock older than this is taken over (1..86400)")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--bind-wait-ms", o.bind_wait_ms,
-                  "How long a bind waits for another pod's node lock (its devices being "
-                  "allocated) before it is refused and kube-scheduler retries the pod later; "
-                  "keep it under the scheduler's extender httpTimeout minus a second (0..60000)")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--gpu-mem-unit-mib", o.gpu_mem_unit_mib,
-                  "MiB per unit of gpumux.io/gpu-mem: a pod's 'gpumux.io/gpu-mem: 8' is 8 GiB "
-                  "with the default. Must match the device plugin's unit (it publishes it in "
-                  "the node annotation gpumux.io/gpu-mem-unit-mib; nodes that differ are "
-                  "refused for gpu-mem pods)")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option("--typical-pods", o.typical_pods,
-                  "Pod list (the trace's CSV format) whose request shapes define "
-                  "fragmentation for " +
-                      PoliciesThat(&policy::PolicyEntry::needs_typical_pods) +
-                      " [default: the embedded "
-                      "Alibaba trace]; those policies only");
+  s.Add("grant-ttl-seconds", &O::grant_ttl_seconds,
+        "Release GPUs picked at bind whose pod is not seen bound within this time "
+        "(1..86400)",
+        "grantTTLSeconds")
+      ->capture_default_str();
+  s.Add("node-lock-ttl-seconds", &O::node_lock_ttl_seconds,
+        "On nodes whose device plugin announces the node lock (annotation "
+        "gpumux.io/handshake: node-lock/v1), bind waits while another pod's devices "
+        "are being allocated; a lock older than this is taken over (1..86400)",
+        "nodeLockTTLSeconds")
+      ->capture_default_str();
+  s.Add("bind-wait-ms", &O::bind_wait_ms,
+        "How long a bind waits for another pod's node lock (its devices being "
+        "allocated) before it is refused and kube-scheduler retries the pod later; "
+        "keep it under the scheduler's extender httpTimeout minus a second (0..60000)")
+      ->capture_default_str();
+  s.Add("gpu-mem-unit-mib", &O::gpu_mem_unit_mib,
+        "MiB per unit of gpumux.io/gpu-mem: a pod's 'gpumux.io/gpu-mem: 8' is 8 GiB "
+        "with the default. Must match the device plugin's unit (it publishes it in "
+        "the node annotation gpumux.io/gpu-mem-unit-mib; nodes that differ are "
+        "refused for gpu-mem pods)",
+        "gpuMemUnitMiB")
+      ->capture_default_str();
+  s.AddPath("typical-pods", &O::typical_pods,
+            "Pod list (the trace's CSV format) whose request shapes define fragmentation for " +
+                PoliciesThat(&policy::PolicyEntry::needs_typical_pods) +
+                " [default: the embedded Alibaba trace]; those policies only");
   AddPolicyKnobs(*cmd, o.knobs, "Options");
-  cmd->add_option("--threads", o.threads,
-                  "Verbs computed at once (and request bodies over 128 KiB read at once); "
-                  "/healthz, /readyz and /metrics never wait for them (1..1024)")
-      ->capture_default_str()
-      ->check(AnyInteger<int>());
-  cmd->add_option("--max-connections", o.max_connections,
-                  "Open HTTP connections served at once, each on a thread of its own; at the "
-                  "limit a new one evicts the connection that has waited longest without a "
-                  "request being answered (idle, or still sending its request), else gets 503")
-      ->capture_default_str()
-      ->check(AnyInteger<int>());
-  cmd->add_option("--request-read-timeout-ms", o.request_read_timeout_ms,
-                  "A request's head and body must arrive within this (from its first byte; "
-                  "from the connection for its first request), else 408 and the connection "
-                  "is closed: slow clients cannot hold connections")
-      ->capture_default_str()
-      ->check(AnyInteger<std::int64_t>());
-  cmd->add_option(
-         "--profile", o.profile,
-         "Workload profile of the co-location policies (" + ColocationPolicies() +
-             "): an "
-             "embedded name (" +
-             [] {
-               std::string names;
-               for (const auto& n : sim::EmbeddedProfileNames()) {
-                 names += (names.empty() ? "" : ", ") + n;
-               }
-               return names;
-             }() +
-             ") or a JSON file; a pod's class is its gpumux.io/workload-class")
+  for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) {
+    s.Key(k->name, k->config_key, SettingsTable<O>::Kind::kNumber,
+          [name = k->name](const YAML::Node& value, const std::string&, O& options) {
+            double v = 0;
+            settings_detail::Read(value, &v);
+            options.knobs[name] = v;
+            return std::optional<std::string>();
+          });
+  }
+  s.Add("threads", &O::threads,
+        "Verbs computed at once (and request bodies over 128 KiB read at once); "
+        "/healthz, /readyz and /metrics never wait for them (1..1024)")
       ->capture_default_str();
-  cmd->add_option("--observations-from", o.observations_from,
-                  "Store of the node coordinators (etcd://HOST:PORT, etcds://..., file:///PATH): "
-                  "their learned interference observations are added to --profile, re-read every "
-                  "--observations-every seconds (co-location policies only)");
-  cmd->add_option("--observations-prefix", o.observations_prefix,
-                  "Key prefix of the coordinators' store (their --store-prefix)")
+  s.Add("max-connections", &O::max_connections,
+        "Open HTTP connections served at once (each costs a socket, not a thread); at the "
+        "limit a new one evicts the connection that has waited longest without a "
+        "request being answered (idle, or still sending its request), else gets 503")
       ->capture_default_str();
-  cmd->add_option("--observations-every", o.observations_every_s,
-                  "Seconds between reads of the observations (1..86400)")
+  s.Add("request-read-timeout-ms", &O::request_read_timeout_ms,
+        "A request's head and body must arrive within this (from its first byte; "
+        "from the connection for its first request), else 408 and the connection "
+        "is closed: slow clients cannot hold connections")
       ->capture_default_str();
-  cmd->add_option("--etcd-ca", o.etcd_ca, "CA bundle (PEM) for an etcds:// --observations-from");
-  cmd->add_option("--etcd-cert", o.etcd_cert, "Client certificate (PEM) for etcds://");
-  cmd->add_option("--etcd-key", o.etcd_key, "Client key (PEM) for etcds://");
-  cmd->add_option("--etcd-user", o.etcd_user, "etcd user (auth enabled)");
-  cmd->add_option("--etcd-password-file", o.etcd_password_file,
-                  "File holding the etcd user's password");
-  AddLogOptions(*cmd, o.log);
+  cmd->add_option("--profile", o.profile,
+                  "Workload profile of the co-location policies (" + ColocationPolicies() +
+                      "): an embedded name (" + EmbeddedProfiles() +
+                      ") or a JSON file; a pod's class is its gpumux.io/workload-class")
+      ->capture_default_str();
+  s.Key("profile", "profile", SettingsTable<O>::Kind::kString,
+        [](const YAML::Node& value, const std::string& file, O& options) {
+          std::string v;
+          settings_detail::Read(value, &v);
+          options.profile =
+              sim::EmbeddedProfile(v) != nullptr ? v : settings_detail::ResolveAgainst(v, file);
+          return std::optional<std::string>();
+        });
+  s.Add("observations-from", &O::observations_from,
+        "Store of the node coordinators (etcd://HOST:PORT, etcds://..., file:///PATH): "
+        "their learned interference observations are added to --profile, re-read every "
+        "--observations-every seconds (co-location policies only)");
+  s.Add("observations-prefix", &O::observations_prefix,
+        "Key prefix of the coordinators' store (their --store-prefix)")
+      ->capture_default_str();
+  s.Add("observations-every", &O::observations_every_s,
+        "Seconds between reads of the observations (1..86400)", "observationsEverySeconds")
+      ->capture_default_str();
+  s.Add("etcd-ca", &O::etcd_ca, "CA bundle (PEM) for an etcds:// --observations-from", "-");
+  s.Add("etcd-cert", &O::etcd_cert, "Client certificate (PEM) for etcds://", "-");
+  s.Add("etcd-key", &O::etcd_key, "Client key (PEM) for etcds://", "-");
+  s.Add("etcd-user", &O::etcd_user, "etcd user (auth enabled)", "-");
+  s.Add("etcd-password-file", &O::etcd_password_file, "File holding the etcd user's password", "-");
+  AddLogSettings(*cmd, s, o, &O::log);
+  s.AddConfigOption(&O::config);
   cmd->add_flag("--check", o.check,
                 "Check the options, the settings file and the files they name (offline nodes, "
                 "typical pods, kubeconfig), print what would be served and exit 0 (2 when "
@@ -562,7 +438,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   };
   ExtenderCliOptions o = given;
   if (!o.config.empty()) {
-    if (auto e = ApplyConfigFile(o)) return usage(e->message);
+    if (auto e = o.settings->ApplyFile(o.config, o.given, o)) return usage(*e);
   }
   if (auto e = Validate(o)) return usage(e->message);
   extender::ExtenderServerOptions server_options;

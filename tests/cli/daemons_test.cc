@@ -563,6 +563,41 @@ TEST_F(DaemonsTest, TheExtenderSettingsFileSetsTheLogFormatLevelAndMetricsAddres
       << run.err;
 }
 
+// The device plugin and the coordinator read a settings file too, from the same table as their
+// flags: a key sets what its flag sets, a relative path is relative to the file, the flag given
+// wins, a value gets the flag's checks, and an unknown key lists every key.
+TEST_F(DaemonsTest, TheDevicePluginAndCoordinatorSettingsFilesSetWhatTheirFlagsSet) {
+  Write("gpus.csv", "index,uuid,model,memory_mib\n0,GPU-a,A100,40960\n1,GPU-b,A100,40960\n");
+  const fs::path plugin = Write("plugin.yaml", "backend: fake\ngpusFile: gpus.csv\n");
+  const auto check = [&](std::vector<std::string> argv, const std::string& name) {
+    argv.insert(argv.begin(), GPUMUX_BINARY);
+    argv.push_back("--check");
+    return test::RunCaptured({.argv = argv}, "/", name);
+  };
+  test::Captured r = check(
+      {"device-plugin", "--config", plugin.string(), "--offline", "--node-name", "n1"}, "plugin");
+  EXPECT_TRUE(r.exit.Exited(0)) << r.err;
+  EXPECT_NE((r.out + r.err).find("it would serve 2 GPUs from " + (scratch_ / "gpus.csv").string()),
+            std::string::npos)
+      << r.err;
+  const fs::path coordinator =
+      Write("coordinator.yaml", "tuner: iadeep\nsocket: \"off\"\nstore: file://" +
+                                    (scratch_ / "state.json").string() + "\nbackend: none\n");
+  r = check({"coordinator", "--config", coordinator.string()}, "coordinator");
+  EXPECT_TRUE(r.exit.Exited(0)) << r.err;
+  EXPECT_NE((r.out + r.err).find("with the iadeep tuner"), std::string::npos) << r.out << r.err;
+  r = check({"coordinator", "--config", coordinator.string(), "--tuner", "joint"}, "wins");
+  EXPECT_NE((r.out + r.err).find("with the joint tuner"), std::string::npos) << "the flag wins";
+  r = check({"coordinator", "--config", Write("steps.yaml", "windowSteps: 0\n").string()}, "range");
+  EXPECT_TRUE(r.exit.Exited(2)) << r.err;
+  EXPECT_NE(r.err.find("key 'windowSteps': Value 0 not in range"), std::string::npos) << r.err;
+  r = check({"device-plugin", "--config", Write("typo.yaml", "gpuFile: x\n").string()}, "typo");
+  EXPECT_TRUE(r.exit.Exited(2)) << r.err;
+  EXPECT_NE(r.err.find("unknown key 'gpuFile' (known: nodeName, backend, gpusFile"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(DaemonsTest, AtLevelErrorOnlyTheFailureIsWritten) {
   httplib::Server blocker;
   const int taken = blocker.bind_to_any_port("127.0.0.1");

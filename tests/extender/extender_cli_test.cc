@@ -293,7 +293,7 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
        {"unknown key 'bogusSetting'", "bad-key.yaml", "urlPrefix"}},
       {"a config value of the wrong type is named",
        {"--offline-nodes", nodes, "--config", (scratch_ / "bad-type.yaml").string()},
-       {"key 'threads' must be an integer"}},
+       {"key 'threads': 'many' is not an integer"}},
       {"a config file that is not YAML",
        {"--offline-nodes", nodes, "--config", (scratch_ / "not-yaml.yaml").string()},
        {"not-yaml.yaml", "not valid YAML"}},
