@@ -593,22 +593,12 @@ std::string ApiError::ToString() const {
 }
 
 std::string QueryEscape(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(value.size());
-  for (const char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    const bool unreserved = (byte >= 'A' && byte <= 'Z') || (byte >= 'a' && byte <= 'z') ||
-                            (byte >= '0' && byte <= '9') || byte == '-' || byte == '.' ||
-                            byte == '_' || byte == '~';
-    if (unreserved) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0x0F];
-    }
-  }
+  // libcurl's escaping: every byte but the unreserved A-Z a-z 0-9 - . _ ~ becomes %XX. Since
+  // curl 7.82 the handle is not used (Debian 12 has 7.88).
+  char* escaped = curl_easy_escape(nullptr, value.data(), static_cast<int>(value.size()));
+  if (escaped == nullptr) return {};
+  std::string out(escaped);
+  curl_free(escaped);
   return out;
 }
 

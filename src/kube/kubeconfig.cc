@@ -1,10 +1,13 @@
 // Kubeconfig (YAML) and in-cluster service-account configuration (see api_client.h).
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,46 +22,32 @@ using core::ErrorCode;
 using core::MakeError;
 namespace fs = std::filesystem;
 
-// Base64 (RFC 4648, standard alphabet), close to Go's StdEncoding that kubectl uses:
-// whitespace is skipped, padding when present must be right (Go also insists on it being
-// present; we accept it left out), and non-zero bits left over from an incomplete group are
-// ignored, as Go does.
+// Base64 (RFC 4648, standard alphabet) by OpenSSL's decoder, which skips whitespace and refuses
+// wrong padding; a group left unpadded (Go's StdEncoding, which kubectl uses, insists on the
+// padding; gpumux has always accepted it left out) is padded first.
 std::optional<std::string> DecodeBase64(std::string_view text) {
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  std::uint32_t buffer = 0;
-  int bits = 0;
-  int symbols = 0;  // data symbols seen
-  int padding = 0;
+  std::string padded;
+  padded.reserve(text.size() + 3);
   for (const char c : text) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    if (padding > 0) return std::nullopt;  // data after padding
-    const int value = value_of(c);
-    if (value < 0) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<std::uint32_t>(value);
-    bits += 6;
-    ++symbols;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buffer >> bits) & 0xFFu);
-    }
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') padded += c;
   }
-  const int remainder = symbols % 4;
-  if (remainder == 1) return std::nullopt;  // 6 bits cannot make a byte
-  if (padding > 0 && (remainder + padding) % 4 != 0) return std::nullopt;  // wrong padding
-  if (padding > 2) return std::nullopt;
+  if (padded.find('=') == std::string::npos) padded.append((4 - padded.size() % 4) % 4, '=');
+  if (padded.size() > static_cast<std::size_t>(INT_MAX / 2)) return std::nullopt;
+  std::unique_ptr<EVP_ENCODE_CTX, void (*)(EVP_ENCODE_CTX*)> ctx(EVP_ENCODE_CTX_new(),
+                                                                 EVP_ENCODE_CTX_free);
+  if (!ctx) return std::nullopt;
+  EVP_DecodeInit(ctx.get());
+  std::string out(padded.size() / 4 * 3 + 3, '\0');
+  auto* to = reinterpret_cast<unsigned char*>(out.data());  // NOLINT: OpenSSL's byte API
+  int n = 0;
+  int last = 0;
+  if (EVP_DecodeUpdate(ctx.get(), to, &n,
+                       reinterpret_cast<const unsigned char*>(padded.data()),  // NOLINT
+                       static_cast<int>(padded.size())) < 0 ||
+      EVP_DecodeFinal(ctx.get(), to + n, &last) < 0) {
+    return std::nullopt;
+  }
+  out.resize(static_cast<std::size_t>(n + last));
   return out;
 }
 

@@ -23,6 +23,7 @@
 #include "gpumux/sim/report.h"
 #include "src/sim/report_format.h"
 #include "src/sim/report_palette.h"
+#include "src/sim/report_style.h"
 
 namespace gpumux::sim {
 namespace {
@@ -337,54 +338,6 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries, con
 
 // ---------------------------------------------------------------- page
 
-constexpr const char* kStyle = R"(
-:root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
-       font-size: 15px; line-height: 1.5; color: #1a1a1a; background: #fff; margin: 0; }
-main { max-width: 1020px; margin: 0 auto; padding: 24px 20px 40px; }
-h1 { font-size: 24px; margin: 0 0 6px; font-weight: 650; }
-h2 { font-size: 18px; margin: 32px 0 8px; font-weight: 650; }
-p { margin: 8px 0; }
-.config { color: #444; font-size: 14px; margin: 0 0 4px; }
-.config span { display: inline-block; margin-right: 14px; }
-.config b { font-weight: 600; color: #222; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px;
-       background: #f3f3f3; padding: 1px 4px; border-radius: 3px; word-break: break-all; }
-figure { margin: 12px 0 0; }
-figcaption { font-size: 14px; color: #444; margin: 4px 0 0; }
-svg.chart { display: block; width: 100%; max-width: 860px; height: auto; }
-svg.chart text { font-family: inherit; font-size: 13px; fill: #222; }
-svg.chart .axis-label { font-size: 14px; font-weight: 600; }
-svg.chart .note { fill: #666; }
-svg.chart .value { fill: #555; }
-svg.chart .grid line { stroke: #e8e8e8; stroke-width: 1; }
-svg.chart .ticks line { stroke: #333; stroke-width: 1; }
-svg.chart .frame { fill: none; stroke: #333; stroke-width: 1; }
-svg.chart .curves path { fill: none; stroke-width: 2.2; stroke-linejoin: round; stroke-linecap: round; }
-svg.chart .curves path[stroke-dasharray] { stroke-linecap: butt; }
-svg.chart path.study, svg.chart line.study { fill: none; stroke-width: 1.3; stroke-opacity: 0.55; }
-svg.chart .diagonal { stroke: #888; stroke-width: 1.3; stroke-dasharray: 2 4; }
-svg.chart .capacity { stroke: #aaa; stroke-width: 1; stroke-dasharray: 4 3; }
-svg.chart .leader { stroke: #999; stroke-width: 1; stroke-dasharray: 2 2; }
-table { border-collapse: collapse; font-size: 14px; margin: 8px 0; font-variant-numeric: tabular-nums; }
-th, td { padding: 5px 8px; border-bottom: 1px solid #e2e2e2; text-align: right; white-space: nowrap; }
-th { font-weight: 600; border-bottom: 2px solid #bbb; background: #fafafa; white-space: normal;
-     vertical-align: bottom; line-height: 1.3; }
-.scroll { overflow-x: auto; }
-th:first-child, td:first-child { text-align: left; }
-td.seed, th.seed { text-align: right; }
-tbody tr:hover { background: #f6f8fa; }
-svg.key { display: inline-block; vertical-align: -1px; margin-right: 6px; }
-.dim { color: #888; }
-.sd { color: #666; font-size: 13px; }
-.small { font-size: 13px; color: #555; margin: 4px 0; }
-details { margin: 8px 0; }
-summary { cursor: pointer; font-weight: 600; }
-ul.replay { padding-left: 20px; margin: 8px 0; }
-footer { margin-top: 36px; padding-top: 10px; border-top: 1px solid #ddd; font-size: 13px; color: #666; }
-a { color: #0063a6; }
-)";
-
 // Every policy on the page (ctx.policies, then any other policy of the results) -> its look.
 LookMap PageLooks(const std::vector<ExperimentResult>& results, const ReportContext& ctx) {
   std::vector<std::string> names = ctx.policies;
@@ -408,7 +361,7 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
 
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kStyle
+    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kReportStyle
     << "</style>\n</head>\n<body>\n<main>\n";
 
   // 1. Title, configuration, what is plotted.
