@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "gpumux/core/check.h"
 
@@ -164,6 +165,64 @@ Decision Engine::DecideOn(const core::Request& original, core::NodeIndex n) {
   }
   d.placement = core::Placement{n, policy_->ChooseGpus(cycle, node)};
   return d;
+}
+
+const core::Misfit& Engine::ExplainMisfit(const core::Request& original, core::NodeIndex n) {
+  const core::Request r = policy_->Adapt(original);
+  const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
+  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
+                     r.gpu_milli, r.gpu_mib,    r.sharing,
+                     models,      r.overdue,    0};
+  if (reasons_.size() != static_cast<std::size_t>(ledger_->cluster().size())) {
+    reasons_.assign(static_cast<std::size_t>(ledger_->cluster().size()), {});
+  }
+  ReasonMemo& memo = reasons_[static_cast<std::size_t>(n)];
+  const std::uint64_t generation = ledger_->Generation(n);
+  if (!memo.valid || memo.key != key || memo.generation != generation) {
+    memo.misfit = core::ExplainMisfit(ledger_->Node(n), r, models);
+    memo.key = key;
+    memo.generation = generation;
+    memo.valid = true;
+  }
+  return memo.misfit;
+}
+
+std::string Engine::DeclineReason() const {
+  return "policy " + std::string(policy_->name()) + " would rather wait than use this node";
+}
+
+NodePlan Engine::PlanOn(std::span<const core::Request> containers, core::NodeIndex n,
+                        core::Ledger& ledger, Explain explain) {
+  GPUMUX_CHECK(&ledger == ledger_, "a plan places into the engine's own ledger");
+  NodePlan plan;
+  std::vector<std::string> placed;
+  for (std::size_t i = 0; i < containers.size(); ++i) {
+    Decision d = DecideOn(containers[i], n);
+    if (!d.placement) {
+      plan.failed = i;
+      if (d.declined) {
+        plan.outcome = NodePlan::Outcome::kDeclined;
+        if (explain == Explain::kReason) plan.reason = DeclineReason();
+      } else {
+        const core::Misfit& misfit = ExplainMisfit(containers[i], n);
+        plan.outcome =
+            misfit.resolvable ? NodePlan::Outcome::kDoesNotFit : NodePlan::Outcome::kUnresolvable;
+        if (explain == Explain::kReason) plan.reason = misfit.reason;
+      }
+      plan.containers.clear();
+      break;
+    }
+    if (i == 0) plan.score = d.score;
+    if (i + 1 < containers.size()) {  // the next container sees this one placed
+      const std::string key = "plan/" + std::to_string(i);
+      auto assigned = ledger.Assign(key, d.request, *d.placement);
+      GPUMUX_CHECK(assigned.has_value(), "the engine's placement is assignable");
+      placed.push_back(key);
+    }
+    plan.containers.push_back(std::move(d));
+  }
+  for (const std::string& key : placed) (void)ledger.Release(key);
+  return plan;
 }
 
 }  // namespace gpumux::policy

@@ -369,7 +369,6 @@ struct ClusterState::Impl {
             " (gpumux.io/device-plugin); the kubelet would reject a pod admitted now";
       }
     }
-    reasons.clear();
     BuildPolicy();
     counters.nodes = cluster->size();
     counters.gpus = cluster->total_gpus();
@@ -758,76 +757,41 @@ struct ClusterState::Impl {
     return c;
   }
 
-  // Whether all containers of `pod` fit on node n (placing them one after another), and the
-  // first container's score. Leaves the ledger as it was.
-  NodeVerdict TrialOnNode(const kube::PodInfo& pod, core::NodeIndex n) {
+  // Whether all containers of `pod` fit on node n (the engine's plan), and the first
+  // container's score. Leaves the ledger as it was.
+  NodeVerdict TrialOnNode(const kube::PodInfo& pod, core::NodeIndex n,
+                          policy::Explain explain = policy::Explain::kReason) {
+    const policy::NodePlan plan = engine->PlanOn(RequestsOf(pod), n, *ledger, explain);
+    return VerdictOf(plan);
+  }
+
+  static NodeVerdict VerdictOf(const policy::NodePlan& plan) {
     NodeVerdict v;
-    std::vector<std::string> placed;
-    for (std::size_t i = 0; i < pod.containers.size(); ++i) {
-      const kube::ContainerRequest& c = pod.containers[i];
-      policy::Decision d = engine->DecideOn(c.request, n);
-      if (!d.placement) {
-        v = Misfit(d, n, c.request);
+    switch (plan.outcome) {
+      case policy::NodePlan::Outcome::kFits:
+        v.score = plan.score;
+        return v;
+      case policy::NodePlan::Outcome::kDoesNotFit:
+        v.kind = NodeVerdict::Kind::kDoesNotFit;
         break;
-      }
-      if (i == 0) v.score = d.score;
-      const std::string key = "trial/" + std::to_string(i);
-      auto assigned = ledger->Assign(key, d.request, *d.placement);
-      GPUMUX_CHECK(assigned.has_value(), "the engine's placement is assignable");
-      placed.push_back(key);
+      case policy::NodePlan::Outcome::kUnresolvable:
+        v.kind = NodeVerdict::Kind::kUnresolvable;
+        break;
+      case policy::NodePlan::Outcome::kDeclined:
+        v.kind = NodeVerdict::Kind::kDeclined;
+        break;
     }
-    for (const std::string& key : placed) (void)ledger->Release(key);
+    v.reason = plan.reason;
     return v;
   }
 
-  NodeVerdict Misfit(const policy::Decision& d, core::NodeIndex n, const core::Request& original) {
-    const core::Request adapted = policy->Adapt(original);
-    return Misfit(d, n, adapted, cluster->MaskOf(adapted.gpu_models));
-  }
-  NodeVerdict Misfit(const policy::Decision& d, core::NodeIndex n, const core::Request& adapted,
-                     core::ModelMask models) {
-    NodeVerdict v;
-    if (d.declined) {
-      v.kind = NodeVerdict::Kind::kDeclined;
-      v.reason = "policy " + options.policy + " would rather wait than use this node";
-      return v;
-    }
-    // The reason is memoised per node like the engine's scores: valid while the node's ledger
-    // generation and the request's shape are unchanged (replicas of a job share a shape, and
-    // most nodes do not change between two scheduling cycles).
-    const ReasonKey key{
-        adapted.gpu_count,    adapted.gpu_milli, adapted.gpu_mib, adapted.sharing, models,
-        ledger->Generation(n)};
-    if (reasons.size() != static_cast<std::size_t>(cluster->size())) {
-      reasons.assign(static_cast<std::size_t>(cluster->size()), {});
-    }
-    ReasonMemo& memo = reasons[static_cast<std::size_t>(n)];
-    if (!memo.valid || !(memo.key == key)) {
-      memo.misfit = core::ExplainMisfit(ledger->Node(n), adapted, models);
-      memo.key = key;
-      memo.valid = true;
-    }
-    v.kind =
-        memo.misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable;
-    v.reason = memo.misfit.reason;
-    return v;
+  static std::vector<core::Request> RequestsOf(const kube::PodInfo& pod) {
+    std::vector<core::Request> requests;
+    requests.reserve(pod.containers.size());
+    for (const kube::ContainerRequest& c : pod.containers) requests.push_back(c.request);
+    return requests;
   }
 
-  struct ReasonKey {
-    int gpu_count;
-    core::MilliGpu milli;
-    core::MiB mib;
-    core::GpuSharing sharing;
-    core::ModelMask models;
-    std::uint64_t generation;
-    bool operator==(const ReasonKey&) const = default;
-  };
-  struct ReasonMemo {
-    bool valid = false;
-    ReasonKey key{};
-    core::Misfit misfit;
-  };
-  std::vector<ReasonMemo> reasons;  // per node; cleared on every rebuild
   // The policy's Policy::HoldLimitSeconds (fixed by its name and knobs; read without the lock).
   std::int64_t hold_limit_seconds = 0;
 };
@@ -1084,8 +1048,6 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
       if (n >= 0) known.push_back(n);
     }
     const std::vector<std::int64_t> scores = s.engine->ScoreNodes(request, known);
-    const core::Request adapted = s.policy->Adapt(request);
-    const core::ModelMask models = s.cluster->MaskOf(adapted.gpu_models);
     std::size_t k = 0;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (nodes[i] < 0) {
@@ -1098,12 +1060,12 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
         out[i].kind = score == policy::Engine::kNoFit ? NodeVerdict::Kind::kDoesNotFit
                                                       : NodeVerdict::Kind::kDeclined;
       } else if (score == policy::Engine::kNoFit) {
-        policy::Decision none;
-        out[i] = s.Misfit(none, nodes[i], adapted, models);
+        const core::Misfit& misfit = s.engine->ExplainMisfit(request, nodes[i]);
+        out[i] = {
+            misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable,
+            0, misfit.reason};
       } else if (score == policy::Policy::kDecline) {
-        policy::Decision declined;
-        declined.declined = true;
-        out[i] = s.Misfit(declined, nodes[i], adapted, models);
+        out[i] = {NodeVerdict::Kind::kDeclined, 0, s.engine->DeclineReason()};
       } else {
         out[i].score = score;
       }
@@ -1115,7 +1077,9 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
     if (nodes[i] < 0) {
       unknown(out[i], names[i]);
     } else {
-      out[i] = s.TrialOnNode(pod, nodes[i]);
+      out[i] = s.TrialOnNode(
+          pod, nodes[i],
+          reasons == Reasons::kSkip ? policy::Explain::kNoReason : policy::Explain::kReason);
     }
   }
   units();
@@ -1201,22 +1165,18 @@ core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
   grant.node = node;
   grant.policy = s.options.policy;
   grant.assumed_at = s.clock();
-  std::vector<std::string> placed;
-  std::string failure;
-  for (const kube::ContainerRequest& c : pod.containers) {
-    policy::Decision d = s.engine->DecideOn(c.request, n);
-    if (!d.placement) {
-      failure = "container " + c.container + " no longer fits on " + node + ": " +
-                s.Misfit(d, n, c.request).reason;
-      break;
+  const policy::NodePlan plan = s.engine->PlanOn(Impl::RequestsOf(pod), n, *s.ledger);
+  if (!plan.fits()) {
+    if (had_previous) {
+      GPUMUX_CHECK(!s.TryPlace(existing->second).has_value(), "a booking goes back in place");
     }
-    const std::string key = TenantKey(pod.uid, c.container);
-    auto assigned = s.ledger->Assign(key, d.request, *d.placement);
-    if (!assigned) {
-      failure = assigned.error().message;
-      break;
-    }
-    placed.push_back(key);
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "container " + pod.containers[plan.failed].container + " no longer fits on " +
+                         node + ": " + plan.reason);
+  }
+  for (std::size_t i = 0; i < pod.containers.size(); ++i) {
+    const kube::ContainerRequest& c = pod.containers[i];
+    const policy::Decision& d = plan.containers[i];
     kube::ContainerGrant cg;
     cg.name = c.container;
     cg.gpu_milli = d.request.gpu_milli;
@@ -1227,13 +1187,6 @@ core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
       cg.gpus.push_back({g, s.cluster->node(n).gpus[static_cast<std::size_t>(g)].uuid});
     }
     grant.containers.push_back(std::move(cg));
-  }
-  for (const std::string& key : placed) (void)s.ledger->Release(key);  // re-placed below
-  if (!failure.empty()) {
-    if (had_previous) {
-      GPUMUX_CHECK(!s.TryPlace(existing->second).has_value(), "a booking goes back in place");
-    }
-    return MakeError(ErrorCode::kFailedPrecondition, failure);
   }
   PodRecord& record = existing != s.pods.end() ? existing->second
                                                : s.pods.emplace(pod.uid, PodRecord{}).first->second;

@@ -148,6 +148,46 @@ TEST(Engine, DecideOnPlacesOnThatNodeOnlyOrSaysWhyNot) {
   EXPECT_EQ(on2.feasible_nodes, 0);
 }
 
+TEST(Engine, APlanPlacesEachContainerWithTheEarlierOnesPlacedAndGivesTheLedgerBack) {
+  PolicyHarness h(ThreeNodes());
+  BestFitPolicy p;
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  // Two containers of 1.5 GPUs of compute: together they need more than node a's two GPUs can
+  // give one at a time only if the second sees the first.
+  const std::vector<core::Request> pod = {RequestBuilder().Cpu(1000).Gpus(1, 600),
+                                          RequestBuilder().Cpu(1000).Gpus(1, 600)};
+  const NodePlan plan = engine.PlanOn(pod, 0, h.ledger());
+  ASSERT_TRUE(plan.fits()) << plan.reason;
+  ASSERT_EQ(plan.containers.size(), 2U);
+  EXPECT_NE(plan.containers[0].placement->gpus, plan.containers[1].placement->gpus)
+      << "the second container saw the first on its GPU";
+  EXPECT_EQ(h.ledger().tenant_count(), 0U) << "the ledger is given back as it was";
+  // A third such container does not fit: the plan names it and why.
+  const std::vector<core::Request> three = {pod[0], pod[0], pod[0]};
+  const NodePlan no = engine.PlanOn(three, 0, h.ledger());
+  EXPECT_EQ(no.outcome, NodePlan::Outcome::kDoesNotFit);
+  EXPECT_EQ(no.failed, 2U);
+  EXPECT_FALSE(no.reason.empty());
+  EXPECT_TRUE(no.containers.empty());
+  EXPECT_EQ(h.ledger().tenant_count(), 0U);
+  // Four GPUs on a two-GPU node can never fit; without a reason when none is asked for.
+  const std::vector<core::Request> big = {RequestBuilder().Cpu(1000).Gpus(4, 1000)};
+  const NodePlan never = engine.PlanOn(big, 0, h.ledger(), Explain::kNoReason);
+  EXPECT_EQ(never.outcome, NodePlan::Outcome::kUnresolvable);
+  EXPECT_EQ(never.reason, "");
+  EXPECT_FALSE(engine.ExplainMisfit(big[0], 0).resolvable);
+}
+
+TEST(Engine, APlanOnANodeThePolicyDeclinesSaysSo) {
+  PolicyHarness h(ThreeNodes());
+  ScriptedPolicy p([](const Cycle&, const core::NodeView&) { return Policy::kDecline; });
+  Engine engine(h.ledger(), p, {0, 1, 2}, h.rng());
+  const std::vector<core::Request> pod = {RequestBuilder().Cpu(1000).Gpus(1, 300)};
+  const NodePlan plan = engine.PlanOn(pod, 1, h.ledger());
+  EXPECT_EQ(plan.outcome, NodePlan::Outcome::kDeclined);
+  EXPECT_NE(plan.reason.find("would rather wait"), std::string::npos) << plan.reason;
+}
+
 TEST(Engine, ARequestThatFitsNowhereGetsNoPlacement) {
   PolicyHarness h(ThreeNodes());
   for (ScoreKind kind : {ScoreKind::kPure, ScoreKind::kUsesFeasibleSet}) {

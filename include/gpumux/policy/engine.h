@@ -18,9 +18,11 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "gpumux/core/explain.h"
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/policy.h"
@@ -34,6 +36,25 @@ struct Decision {
   int feasible_nodes = 0;
   bool declined = false;  // it fits somewhere, but the policy declined every such node
 };
+
+// Where the containers of one pod go on one node, or why not (Engine::PlanOn).
+struct NodePlan {
+  enum class Outcome : std::uint8_t {
+    kFits,
+    kDoesNotFit,    // resources are taken now (core::Misfit::resolvable)
+    kUnresolvable,  // never on this node as it is (too few GPUs, the wrong model, ...)
+    kDeclined,      // it fits, but the policy would rather wait
+  };
+  Outcome outcome = Outcome::kFits;
+  std::int64_t score = 0;            // the first container's score (kFits)
+  std::vector<Decision> containers;  // kFits: each container's decision, in order
+  std::size_t failed = 0;            // the container that does not fit (not kFits)
+  std::string reason;                // why not, for humans (not kFits)
+  bool fits() const { return outcome == Outcome::kFits; }
+};
+
+// Whether a plan explains a failure (a reason costs core::ExplainMisfit on the failing node).
+enum class Explain : std::uint8_t { kReason, kNoReason };
 
 struct EngineOptions {
   // The score memo holds one 16-byte entry per (request shape, node); it keeps at most
@@ -66,6 +87,20 @@ class Engine {
   // The decision restricted to one node: the GPUs the policy picks there, or no placement when
   // the request does not fit or the policy declines the node.
   Decision DecideOn(const core::Request& request, core::NodeIndex node);
+
+  // Where `containers` (one pod's, in order) go on node n: each is decided there (DecideOn) with
+  // the earlier ones placed, then the ledger is given back as it was. `ledger` must be the
+  // engine's own (the temporary placements change it); the caller commits the plan with
+  // Ledger::Assign. The one code path that places several requests on one node.
+  // Cost: DecideOn per container, plus ExplainMisfit (memoised) for the one that fails.
+  NodePlan PlanOn(std::span<const core::Request> containers, core::NodeIndex n,
+                  core::Ledger& ledger, Explain explain = Explain::kReason);
+  // Why `request` does not fit node n: core::ExplainMisfit of the adapted request, memoised
+  // per node next to the scores (valid while the node's generation and the request's shape are
+  // unchanged: replicas share a shape, and most nodes do not change between two cycles).
+  const core::Misfit& ExplainMisfit(const core::Request& request, core::NodeIndex n);
+  // PlanOn's words for a node the policy declines.
+  std::string DeclineReason() const;
 
   const Policy& policy() const { return *policy_; }
   // Request shapes memoised now, and the most the memo keeps.
@@ -100,6 +135,13 @@ class Engine {
   std::vector<MemoShape> memo_;             // at most max_shapes_ slots
   std::uint64_t memo_clock_ = 0;
   std::vector<core::NodeIndex> feasible_;
+  struct ReasonMemo {
+    bool valid = false;
+    ShapeKey key{};
+    std::uint64_t generation = 0;
+    core::Misfit misfit;
+  };
+  std::vector<ReasonMemo> reasons_;  // [node]
 };
 
 }  // namespace gpumux::policy
