@@ -15,76 +15,14 @@
 
 namespace gpumux::sched {
 
-std::string_view BookingStateName(BookingState state) {
-  switch (state) {
-    case BookingState::kNone:
-      return "none";
-    case BookingState::kAssumed:
-      return "assumed";
-    case BookingState::kBinding:
-      return "binding";
-    case BookingState::kBound:
-      return "bound";
-    case BookingState::kConflict:
-      return "conflict";
-  }
-  return "none";
-}
-
 namespace {
 
 using core::ErrorCode;
 using core::MakeError;
 using nlohmann::json;
-using State = BookingState;
-
-// Invariants, whenever the ledger is built (not `dirty`):
-//   state assumed, binding or bound  <=>  booked && in_ledger
-//   state conflict                   =>   booked && !in_ledger
-//   state none                       <=>  !booked
-struct PodRecord {
-  kube::PodInfo info;
-  std::optional<kube::Grant> booked;  // the grant this pod holds (or claims, in conflict)
-  State state = State::kNone;
-  bool in_ledger = false;
-  std::string problem;  // conflict: why not in the ledger; none: why a booking was dropped
-  // The latest grant given back (failed bind, TTL, eviction): its annotation on a pending pod
-  // does not book it again. A bound view of the pod still does.
-  std::optional<kube::Grant> released;
-};
 
 std::string TenantKey(const std::string& uid, const std::string& container) {
   return uid + "/" + container;
-}
-
-// "GPU 0" / "GPUs 0, 2" of a grant, for humans.
-std::string GpusOf(const kube::Grant& grant) {
-  std::vector<int> gpus;
-  for (const kube::ContainerGrant& c : grant.containers) {
-    for (const kube::GrantedGpu& g : c.gpus) gpus.push_back(g.index);
-  }
-  std::sort(gpus.begin(), gpus.end());
-  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
-  std::string out = gpus.size() == 1 ? "GPU " : "GPUs ";
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(gpus[i]);
-  }
-  return out;
-}
-
-bool ShareAGpu(const kube::Grant& a, const kube::Grant& b) {
-  if (a.node != b.node) return false;
-  for (const kube::ContainerGrant& x : a.containers) {
-    for (const kube::GrantedGpu& g : x.gpus) {
-      for (const kube::ContainerGrant& y : b.containers) {
-        for (const kube::GrantedGpu& h : y.gpus) {
-          if (g.index == h.index) return true;
-        }
-      }
-    }
-  }
-  return false;
 }
 
 // metadata.name of a node object, "" when it has none.
@@ -168,9 +106,15 @@ class NameIndex {
 
 }  // namespace
 
-struct ClusterState::Impl {
+struct ClusterState::Impl final : public GrantLedger {
   explicit Impl(ClusterStateOptions o, Clock c)
-      : options(std::move(o)), clock(std::move(c)), rng(1, "extender") {
+      : options(std::move(o)),
+        clock(std::move(c)),
+        rng(1, "extender"),
+        bookings(*this,
+                 {options.grant_ttl_seconds, clock, [this](core::LogLevel level, std::string line) {
+                    Log(level, std::move(line));
+                  }}) {
     UseProfile(options.profile);
   }
 
@@ -200,11 +144,9 @@ struct ClusterState::Impl {
   std::map<std::string, kube::NodeInfo, std::less<>> nodes;  // by name: rebuilds are deterministic
   // Nodes known by name that DecodeNode refused, with its error.
   std::map<std::string, std::string, std::less<>> undecodable;
-  std::unordered_map<std::string, PodRecord> pods;  // by uid
   StateCounters counters;
   // Written by Locked's destructor.
   std::vector<std::pair<core::LogLevel, std::string>> pending_log;
-  std::int64_t in_conflict = 0;  // records in State::kConflict
 
   // Derived from `nodes` (rebuilt when dirty).
   bool dirty = true;
@@ -219,6 +161,7 @@ struct ClusterState::Impl {
   TenantJobs tenant_jobs;
   NameIndex name_index;
   core::Rng rng;
+  Bookings bookings;  // every pod's booking (bookings.h); after clock and options, which it uses
   // Nodes of `nodes` the cluster model left out, with why (rebuilt with it).
   std::map<std::string, std::string, std::less<>> excluded;
   // Per node index: why pods asking for gpu-mem cannot go there (the node's device plugin
@@ -372,43 +315,7 @@ struct ClusterState::Impl {
     BuildPolicy();
     counters.nodes = cluster->size();
     counters.gpus = cluster->total_gpus();
-    // Replay every booking: bound ones first (those in conflict after them, so that a rebuild
-    // does not swap which of two overlapping bound grants is in the ledger), then binding and
-    // assumed ones by age, uid breaking ties. An assumption that no longer fits is dropped.
-    std::vector<PodRecord*> order;
-    for (auto& [uid, record] : pods) {
-      record.in_ledger = false;
-      if (record.booked) order.push_back(&record);
-    }
-    auto rank_of = [](State s) {
-      switch (s) {
-        case State::kBound:
-          return 0;
-        case State::kConflict:
-          return 1;
-        case State::kBinding:
-          return 2;
-        default:
-          return 3;
-      }
-    };
-    std::sort(order.begin(), order.end(), [&](const PodRecord* a, const PodRecord* b) {
-      if (rank_of(a->state) != rank_of(b->state)) return rank_of(a->state) < rank_of(b->state);
-      if (a->booked->assumed_at != b->booked->assumed_at) {
-        return a->booked->assumed_at < b->booked->assumed_at;
-      }
-      return a->info.uid < b->info.uid;
-    });
-    for (PodRecord* record : order) {
-      if (record->state == State::kBound || record->state == State::kConflict) {
-        PlaceBound(*record);
-      } else if (auto failed = TryPlace(*record); failed) {
-        Drop(*record,
-             "its " + std::string(BookingStateName(record->state)) + " grant on " +
-                 record->booked->node + " no longer fits: " + failed->reason,
-             failed->overlap);
-      }
-    }
+    bookings.Replay();
   }
 
   // The policy and the engine over the built cluster and ledger, with the profile in use.
@@ -485,22 +392,11 @@ struct ClusterState::Impl {
                        [](const kube::ContainerRequest& c) { return c.request.gpu_mib > 0; });
   }
 
-  // --- bookings (the table in cluster_state.h); the ledger is built unless noted ---
+  // --- the ledger as the bookings see it (GrantLedger) ---
 
-  void SetState(PodRecord& record, State state) {
-    if (record.state == State::kConflict) --in_conflict;
-    if (state == State::kConflict) ++in_conflict;
-    record.state = state;
-  }
+  bool built() const override { return !dirty; }
 
-  struct PlaceFailure {
-    std::string reason;
-    bool overlap = false;  // the ledger refused it (else its node is unusable or unknown)
-  };
-
-  // Puts record.booked into the ledger (all containers or none).
-  std::optional<PlaceFailure> TryPlace(PodRecord& record) {
-    GPUMUX_CHECK(record.booked.has_value() && !record.in_ledger, "place a booked grant once");
+  std::optional<PlaceFailure> Place(const PodRecord& record) override {
     const kube::Grant& grant = *record.booked;
     const core::NodeIndex n = cluster->FindNode(grant.node);
     if (n < 0) {
@@ -524,231 +420,36 @@ struct ClusterState::Impl {
       }
       placed.push_back(key);
     }
-    record.in_ledger = true;
     return std::nullopt;
   }
 
-  void Unplace(PodRecord& record) {
-    if (!record.in_ledger) return;
+  void Unplace(const PodRecord& record) override {
     for (const kube::ContainerGrant& c : record.booked->containers) {
       auto released = ledger->Release(TenantKey(record.info.uid, c.name));
       GPUMUX_CHECK(released.has_value(), "a placed grant releases");
     }
-    record.in_ledger = false;
-  }
-
-  // Drops an assumed or binding booking that cannot stay (no longer fits, evicted): none.
-  void Drop(PodRecord& record, std::string why, bool conflict) {
-    record.released = std::move(record.booked);
-    record.booked.reset();
-    record.in_ledger = false;
-    SetState(record, State::kNone);
-    record.problem = std::move(why);
-    if (conflict) ++counters.grant_conflicts;
-    Log(conflict ? core::LogLevel::kError : core::LogLevel::kWarn,
-        "pod " + record.info.Key() + ": " + record.problem);
-  }
-
-  // Gives back whatever the record holds: none. Retries conflicts if GPUs were freed.
-  void Release(PodRecord& record) {
-    if (!record.booked) {
-      SetState(record, State::kNone);
-      return;
-    }
-    const bool freed = record.in_ledger;
-    if (!dirty) Unplace(record);
-    record.in_ledger = false;
-    record.released = std::move(record.booked);
-    record.booked.reset();
-    SetState(record, State::kNone);
-    if (freed && !dirty) RetryConflicts();
-  }
-
-  // record.booked is a grant the API server shows bound: into the ledger, evicting assumed
-  // and binding bookings of the same GPUs (youngest first) if that is what it takes; else
-  // conflict (counted and logged on entering it, when the grant overlaps another).
-  void PlaceBound(PodRecord& record) {
-    const State before = record.state;
-    std::optional<PlaceFailure> failed = TryPlace(record);
-    if (failed && failed->overlap) {
-      std::vector<PodRecord*> rivals;
-      for (auto& [uid, other] : pods) {
-        if (&other == &record || !other.in_ledger) continue;
-        if (other.state != State::kAssumed && other.state != State::kBinding) continue;
-        if (ShareAGpu(*other.booked, *record.booked)) rivals.push_back(&other);
-      }
-      std::sort(rivals.begin(), rivals.end(), [](const PodRecord* a, const PodRecord* b) {
-        if (a->booked->assumed_at != b->booked->assumed_at) {
-          return a->booked->assumed_at > b->booked->assumed_at;
-        }
-        return a->info.uid > b->info.uid;
-      });
-      std::vector<PodRecord*> evicted;
-      for (PodRecord* rival : rivals) {
-        Unplace(*rival);
-        evicted.push_back(rival);
-        failed = TryPlace(record);
-        if (!failed) break;
-      }
-      if (failed) {  // evicting did not help: put them back as they were
-        for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) {
-          GPUMUX_CHECK(!TryPlace(**it).has_value(), "an evicted booking goes back in place");
-        }
-      } else {
-        for (PodRecord* rival : evicted) {
-          Drop(*rival,
-               "its " + std::string(BookingStateName(rival->state)) + " grant of " +
-                   GpusOf(*rival->booked) + " on " + rival->booked->node + " gives way to pod " +
-                   record.info.Key() +
-                   ", seen bound there (a bound pod wins over a booking not seen bound)",
-               true);
-        }
-      }
-    }
-    record.problem.clear();
-    if (!failed) {
-      SetState(record, State::kBound);
-      if (before == State::kConflict) {
-        Log(core::LogLevel::kInfo, "pod " + record.info.Key() + ": its bound grant on " +
-                                       record.booked->node + " is in the ledger now");
-      }
-      return;
-    }
-    record.problem = "bound with a grant that is not in the ledger: " + failed->reason;
-    SetState(record, State::kConflict);
-    if (before != State::kConflict && failed->overlap) {
-      ++counters.grant_conflicts;
-      Log(core::LogLevel::kError, "pod " + record.info.Key() + ": " + record.problem);
-    }
-  }
-
-  // Bound bookings in conflict get another try (GPUs were freed), oldest first.
-  void RetryConflicts() {
-    if (in_conflict == 0 || dirty) return;
-    std::vector<PodRecord*> waiting;
-    for (auto& [uid, record] : pods) {
-      if (record.state == State::kConflict) waiting.push_back(&record);
-    }
-    std::sort(waiting.begin(), waiting.end(), [](const PodRecord* a, const PodRecord* b) {
-      if (a->booked->assumed_at != b->booked->assumed_at) {
-        return a->booked->assumed_at < b->booked->assumed_at;
-      }
-      return a->info.uid < b->info.uid;
-    });
-    for (PodRecord* record : waiting) PlaceBound(*record);
-  }
-
-  // The API server shows the pod bound with `grant` on grant.node: it holds that grant.
-  void BookBound(PodRecord& record, const kube::Grant& grant) {
-    if (record.booked == grant) {
-      if (record.state == State::kAssumed || record.state == State::kBinding) {
-        SetState(record, State::kBound);  // our own bind: already in the ledger
-        record.problem.clear();
-      }
-      return;  // bound or conflict already
-    }
-    const bool freed = record.in_ledger;
-    if (!dirty) Unplace(record);
-    record.in_ledger = false;
-    record.booked = grant;
-    record.problem.clear();
-    SetState(record, State::kBound);
-    if (dirty) return;  // EnsureBuilt places it
-    PlaceBound(record);
-    if (freed) RetryConflicts();
-  }
-
-  // What a pod seen from the API server holds (the table in cluster_state.h).
-  void Reconcile(PodRecord& record) {
-    const kube::PodInfo& p = record.info;
-    if (p.finished()) {
-      Release(record);
-      return;
-    }
-    if (!p.node_name.empty()) {
-      if (p.grant && p.grant->node == p.node_name) {
-        BookBound(record, *p.grant);
-        return;
-      }
-      if (p.grant) {
-        std::string why = "bound to " + p.node_name + " but its grant names " + p.grant->node +
-                          "; the grant is void";
-        Release(record);
-        if (record.problem != why) {
-          record.problem = std::move(why);
-          ++counters.grant_conflicts;
-          Log(core::LogLevel::kError, "pod " + p.Key() + " is " + record.problem);
-        }
-        return;
-      }
-      // Bound without a (readable) grant: bound by our bind whose annotation this view lacks,
-      // or by something other than gpumux.
-      if (record.state == State::kBound || record.state == State::kConflict) return;
-      if ((record.state == State::kAssumed || record.state == State::kBinding) &&
-          record.booked->node == p.node_name) {
-        SetState(record, State::kBound);
-        return;
-      }
-      Release(record);
-      return;
-    }
-    // Pending. A nodeName is never unset, so after a bound view this one is stale; and an
-    // assumed or binding booking is this extender's bind in flight (or of unknown outcome).
-    if (record.state != State::kNone) return;
-    if (!p.grant || (record.released && *record.released == *p.grant)) return;
-    if (clock() - p.grant->assumed_at > options.grant_ttl_seconds) return;
-    // A bind wrote this grant (before a restart, or another extender): held until its TTL.
-    record.booked = *p.grant;
-    record.problem.clear();
-    SetState(record, State::kAssumed);
-    if (dirty) return;
-    if (auto failed = TryPlace(record); failed) {
-      Drop(record, "the grant annotation of this pending pod is not booked: " + failed->reason,
-           false);
-    }
-  }
-
-  void Upsert(kube::PodInfo info) {
-    if (!info.grant_error.empty()) {
-      auto seen = pods.find(info.uid);
-      if (seen == pods.end() || seen->second.info.grant_error != info.grant_error) {
-        ++counters.unreadable_grants;
-        Log(core::LogLevel::kWarn,
-            "pod " + info.Key() + ": " + info.grant_error + "; the grant is ignored");
-      }
-    }
-    auto it = pods.find(info.uid);
-    if (!info.wants_gpu() && !info.grant) {
-      if (it != pods.end()) Remove(it);
-      return;
-    }
-    if (it == pods.end()) it = pods.emplace(info.uid, PodRecord{}).first;
-    it->second.info = std::move(info);
-    Reconcile(it->second);
-  }
-
-  void Remove(std::unordered_map<std::string, PodRecord>::iterator it) {
-    Release(it->second);
-    pods.erase(it);
   }
 
   // The counters with the gauges counted now. Built state.
   StateCounters Counters() const {
     StateCounters c = counters;
-    for (const auto& [uid, record] : pods) {
+    const BookingCounters b = bookings.counters();
+    c.grant_conflicts += b.grant_conflicts;
+    c.unreadable_grants += b.unreadable_grants;
+    for (const auto& [uid, record] : bookings.records()) {
       switch (record.state) {
-        case State::kNone:
+        case BookingState::kNone:
           break;
-        case State::kAssumed:
+        case BookingState::kAssumed:
           ++c.grants_assumed;
           break;
-        case State::kBinding:
+        case BookingState::kBinding:
           ++c.grants_binding;
           break;
-        case State::kBound:
+        case BookingState::kBound:
           ++c.grants_bound;
           break;
-        case State::kConflict:
+        case BookingState::kConflict:
           ++c.grants_in_conflict;
           break;
       }
@@ -940,20 +641,20 @@ void ClusterState::SetPods(std::span<const nlohmann::json> pods) {
   // Pods gone from the list are gone, except bookings of a bind in flight (the list may
   // predate the pod) or of unknown outcome: those wait for the watch or their TTL.
   std::vector<std::string> gone;
-  for (const auto& [uid, record] : s.pods) {
-    if (seen.count(uid) == 0 && record.state != State::kAssumed &&
-        record.state != State::kBinding) {
+  for (const auto& [uid, record] : s.bookings.records()) {
+    if (seen.count(uid) == 0 && record.state != BookingState::kAssumed &&
+        record.state != BookingState::kBinding) {
       gone.push_back(uid);
     }
   }
   std::sort(gone.begin(), gone.end());
-  for (const std::string& uid : gone) s.Remove(s.pods.find(uid));
+  for (const std::string& uid : gone) s.bookings.Apply(uid, {BookingEvent::Kind::kRemoved});
   // Bound grants first so that an older, stale assumption never displaces them.
   std::stable_sort(decoded.begin(), decoded.end(),
                    [](const kube::PodInfo& a, const kube::PodInfo& b) {
                      return !a.node_name.empty() && b.node_name.empty();
                    });
-  for (kube::PodInfo& p : decoded) s.Upsert(std::move(p));
+  for (const kube::PodInfo& p : decoded) s.bookings.Apply(p.uid, {BookingEvent::Kind::kSeen, &p});
 }
 
 void ClusterState::UpsertPod(const nlohmann::json& pod) {
@@ -964,7 +665,7 @@ void ClusterState::UpsertPod(const nlohmann::json& pod) {
     s.Log(core::LogLevel::kWarn, "ignoring a pod: " + info.error().message);
     return;
   }
-  s.Upsert(std::move(*info));
+  s.bookings.Apply(info->uid, {BookingEvent::Kind::kSeen, &*info});
 }
 
 void ClusterState::RemovePod(const nlohmann::json& pod) {
@@ -974,8 +675,7 @@ void ClusterState::RemovePod(const nlohmann::json& pod) {
   const std::string uid = metadata->at("uid").get<std::string>();
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  auto it = s.pods.find(uid);
-  if (it != s.pods.end()) s.Remove(it);
+  s.bookings.Apply(uid, {BookingEvent::Kind::kRemoved});
 }
 
 void ClusterState::MarkSynced() { impl_->synced.store(true); }
@@ -1089,19 +789,18 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
 std::optional<kube::PodInfo> ClusterState::FindPod(const std::string& uid) const {
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  auto it = s.pods.find(uid);
-  if (it == s.pods.end()) return std::nullopt;
-  return it->second.info;
+  const PodRecord* record = s.bookings.Find(uid);
+  if (record == nullptr) return std::nullopt;
+  return record->info;
 }
 
 std::optional<BookingView> ClusterState::Booking(const std::string& uid) const {
   Impl& s = *impl_;
   Impl::Locked lock(s);
   s.EnsureBuilt();
-  auto it = s.pods.find(uid);
-  if (it == s.pods.end()) return std::nullopt;
-  const PodRecord& r = it->second;
-  return BookingView{r.state, r.booked, r.in_ledger, r.problem};
+  const PodRecord* r = s.bookings.Find(uid);
+  if (r == nullptr) return std::nullopt;
+  return BookingView{r->state, r->booked, r->in_ledger, r->problem};
 }
 
 std::optional<std::int64_t> ClusterState::OverdueInSeconds(const kube::PodInfo& pod) const {
@@ -1143,37 +842,33 @@ core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
   if (const std::string* problem = s.UnitMismatch(pod, n); problem != nullptr) {
     return MakeError(ErrorCode::kFailedPrecondition, "node " + node + ": " + *problem);
   }
-  auto existing = s.pods.find(pod.uid);
-  if (existing != s.pods.end()) {
-    const PodRecord& r = existing->second;
-    if (r.state == State::kBound || r.state == State::kConflict) {
+  if (const PodRecord* r = s.bookings.Find(pod.uid); r != nullptr) {
+    if (r->state == BookingState::kBound || r->state == BookingState::kConflict) {
       return MakeError(ErrorCode::kFailedPrecondition,
-                       "pod " + pod.Key() + " is already bound to " + r.booked->node);
+                       "pod " + pod.Key() + " is already bound to " + r->booked->node);
     }
-    if (r.state == State::kBinding) {
+    if (r->state == BookingState::kBinding) {
       return MakeError(ErrorCode::kFailedPrecondition,
-                       "an earlier bind of pod " + pod.Key() + " to " + r.booked->node +
+                       "an earlier bind of pod " + pod.Key() + " to " + r->booked->node +
                            " has an unknown outcome; its GPUs stay booked until the API "
                            "server shows the pod bound, or for at most " +
                            std::to_string(s.options.grant_ttl_seconds) + " s");
     }
   }
   // An earlier assumption of this pod (a retried bind) gives its GPUs back first.
-  const bool had_previous = existing != s.pods.end() && existing->second.in_ledger;
-  if (had_previous) s.Unplace(existing->second);
-  kube::Grant grant;
-  grant.node = node;
-  grant.policy = s.options.policy;
-  grant.assumed_at = s.clock();
+  const std::string uids[] = {pod.uid};
+  const std::vector<PodRecord*> previous = s.bookings.Evict(uids, "");
   const policy::NodePlan plan = s.engine->PlanOn(Impl::RequestsOf(pod), n, *s.ledger);
   if (!plan.fits()) {
-    if (had_previous) {
-      GPUMUX_CHECK(!s.TryPlace(existing->second).has_value(), "a booking goes back in place");
-    }
+    s.bookings.Restore(previous);
     return MakeError(ErrorCode::kFailedPrecondition,
                      "container " + pod.containers[plan.failed].container + " no longer fits on " +
                          node + ": " + plan.reason);
   }
+  kube::Grant grant;
+  grant.node = node;
+  grant.policy = s.options.policy;
+  grant.assumed_at = s.clock();
   for (std::size_t i = 0; i < pod.containers.size(); ++i) {
     const kube::ContainerRequest& c = pod.containers[i];
     const policy::Decision& d = plan.containers[i];
@@ -1188,15 +883,7 @@ core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
     }
     grant.containers.push_back(std::move(cg));
   }
-  PodRecord& record = existing != s.pods.end() ? existing->second
-                                               : s.pods.emplace(pod.uid, PodRecord{}).first->second;
-  if (existing == s.pods.end()) record.info = pod;
-  record.booked = grant;
-  record.in_ledger = false;
-  record.problem.clear();
-  GPUMUX_CHECK(!s.TryPlace(record).has_value(), "the grant just computed is placeable");
-  s.SetState(record, State::kAssumed);
-  if (had_previous) s.RetryConflicts();
+  s.bookings.Apply(pod.uid, {BookingEvent::Kind::kAssumed, &pod, &grant});
   return grant;
 }
 
@@ -1204,28 +891,19 @@ bool ClusterState::BeginBinding(const std::string& uid, const kube::Grant& grant
   Impl& s = *impl_;
   Impl::Locked lock(s);
   s.EnsureBuilt();  // a pending rebuild may drop the booking
-  auto it = s.pods.find(uid);
-  if (it == s.pods.end() || it->second.booked != grant || !it->second.in_ledger) return false;
-  PodRecord& record = it->second;
-  if (record.state == State::kAssumed) s.SetState(record, State::kBinding);
-  return true;
+  return !s.bookings.Apply(uid, {BookingEvent::Kind::kBindingBegun, nullptr, &grant}).refused;
 }
 
 void ClusterState::ConfirmBound(const std::string& uid, const kube::Grant& grant) {
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  auto it = s.pods.find(uid);
-  if (it != s.pods.end()) s.BookBound(it->second, grant);
+  s.bookings.Apply(uid, {BookingEvent::Kind::kConfirmedBound, nullptr, &grant});
 }
 
 void ClusterState::Forget(const std::string& uid, const kube::Grant& grant) {
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  auto it = s.pods.find(uid);
-  if (it == s.pods.end() || it->second.booked != grant) return;
-  PodRecord& record = it->second;
-  if (record.state != State::kAssumed && record.state != State::kBinding) return;
-  s.Release(record);
+  s.bookings.Apply(uid, {BookingEvent::Kind::kForgotten, nullptr, &grant});
 }
 
 bool ClusterState::FitsWithout(const kube::PodInfo& pod, const std::string& node,
@@ -1240,43 +918,19 @@ bool ClusterState::FitsWithout(const kube::PodInfo& pod, const std::string& node
   if (!s.plugin_problems.empty() && !s.plugin_problems[static_cast<std::size_t>(n)].empty()) {
     return false;
   }
-  std::vector<PodRecord*> evicted;
-  for (const std::string& uid : victims) {
-    auto it = s.pods.find(uid);
-    if (it == s.pods.end() || !it->second.in_ledger || it->second.booked->node != node) continue;
-    s.Unplace(it->second);
-    evicted.push_back(&it->second);
-  }
-  const bool fits = s.TrialOnNode(pod, n).kind == NodeVerdict::Kind::kFits;
-  for (auto it = evicted.rbegin(); it != evicted.rend(); ++it) {
-    GPUMUX_CHECK(!s.TryPlace(**it).has_value(), "a victim goes back in place");
-  }
+  const std::vector<PodRecord*> evicted = s.bookings.Evict(victims, node);
+  const bool fits =
+      s.engine->PlanOn(Impl::RequestsOf(pod), n, *s.ledger, policy::Explain::kNoReason).fits();
+  s.bookings.Restore(evicted);
   return fits;
 }
 
 int ClusterState::ExpireAssumed() {
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  const std::int64_t now = s.clock();
-  std::vector<PodRecord*> old;
-  for (auto& [uid, record] : s.pods) {
-    if (record.state != State::kAssumed && record.state != State::kBinding) continue;
-    if (now - record.booked->assumed_at <= s.options.grant_ttl_seconds) continue;
-    old.push_back(&record);
-  }
-  std::sort(old.begin(), old.end(),
-            [](const PodRecord* a, const PodRecord* b) { return a->info.uid < b->info.uid; });
   int expired = 0;
-  for (PodRecord* record : old) {
-    // Releasing one may let a bound pod in conflict evict another: skip those.
-    if (record->state != State::kAssumed && record->state != State::kBinding) continue;
-    ++expired;
-    s.Log(core::LogLevel::kWarn, "grant of pod " + record->info.Key() + " on " +
-                                     record->booked->node + " (" +
-                                     std::string(BookingStateName(record->state)) +
-                                     ") expired: the pod was not seen bound within " +
-                                     std::to_string(s.options.grant_ttl_seconds) + " s");
-    s.Release(*record);
+  for (const std::string& uid : s.bookings.Overdue()) {
+    if (!s.bookings.Apply(uid, {BookingEvent::Kind::kExpired}).refused) ++expired;
   }
   s.counters.grants_expired += expired;
   return expired;
@@ -1288,7 +942,7 @@ nlohmann::json ClusterState::Inspect() const {
   s.EnsureBuilt();
   // Which pod each tenant key belongs to.
   std::unordered_map<std::string, const PodRecord*> by_uid;
-  for (const auto& [uid, record] : s.pods) by_uid.emplace(uid, &record);
+  for (const auto& [uid, record] : s.bookings.records()) by_uid.emplace(uid, &record);
   json nodes = json::array();
   for (core::NodeIndex n = 0; n < s.cluster->size(); ++n) {
     const core::NodeView view = s.ledger->Node(n);
@@ -1340,7 +994,7 @@ nlohmann::json ClusterState::Inspect() const {
   }
   json problems = json::array();
   std::vector<const PodRecord*> records;
-  for (const auto& [uid, record] : s.pods) records.push_back(&record);
+  for (const auto& [uid, record] : s.bookings.records()) records.push_back(&record);
   std::sort(records.begin(), records.end(),
             [](const PodRecord* a, const PodRecord* b) { return a->info.uid < b->info.uid; });
   for (const PodRecord* r : records) {
@@ -1413,9 +1067,9 @@ std::int64_t ClusterState::Now() const { return impl_->clock(); }
 bool ClusterState::PodAwaitsDevices(const std::string& uid) const {
   Impl& s = *impl_;
   Impl::Locked lock(s);
-  auto it = s.pods.find(uid);
-  if (it == s.pods.end()) return false;
-  const kube::PodInfo& p = it->second.info;
+  const PodRecord* record = s.bookings.Find(uid);
+  if (record == nullptr) return false;
+  const kube::PodInfo& p = record->info;
   return !p.finished() && !p.deleting && p.phase != "Running";
 }
 

@@ -5,35 +5,13 @@
 // After a restart the ledger is rebuilt from the pods' gpumux.io/grant annotations, so nothing
 // is granted twice.
 //
-// Booking life cycle of one pod (BookingState; table-tested in cluster_state_booking_test.cc).
-// The rule above all others: a pod the API server shows bound (spec.nodeName) with its grant
-// (grant.node == spec.nodeName) holds that grant, whatever this state believed; nothing done
-// locally (Forget, the TTL, another pod's assumption) takes it away.
-//
-//   from              event                                             to
-//   none              Assume (bind picked the GPUs)                     assumed
-//   none              seen pending with a grant within its TTL, not     assumed
-//                     the one released last (see below)
-//   assumed           BeginBinding (grant written, Binding next)        binding
-//   assumed, binding  ConfirmBound, or seen bound with the grant        bound
-//   assumed, binding  Forget (bind failed, pod known not bound)         none (released)
-//   assumed, binding  older than the TTL (ExpireAssumed)                none (released)
-//   assumed, binding  a pod seen bound needs the same GPUs              none (evicted; counted)
-//   assumed, binding  seen pending (the watch is behind the bind)       unchanged
-//   binding           Assume again (a retried bind)                     refused, unchanged
-//   any               seen bound with grant G on G's node               bound with G; conflict
-//                                                                       if G does not fit
-//   conflict          GPUs freed (a release, a rebuild)                 bound, if G fits now
-//   bound, conflict   seen pending (stale: nodeName is never unset),    unchanged
-//                     Forget, the TTL
-//   any               finished (Succeeded/Failed), deleted              none (released)
-//   any               seen bound on a node its grant does not name      none (void grant;
-//                                                                       counted, shown)
-//
-// A released grant is remembered so that its annotation on a *pending* pod does not book it
-// again; a bound view of the pod still does. "conflict": the pod is bound with a grant that is
-// not in the ledger because it overlaps another bound grant (counted in grant_conflicts and
-// logged) or its node is unusable or not known (yet); shown by Inspect either way.
+// Every pod's booking is a state machine of its own (bookings.h: the table of events and
+// transitions, and the rule above all others: a pod the API server shows bound with its grant
+// holds that grant, whatever this state believed). A released grant is remembered so that its
+// annotation on a *pending* pod does not book it again; "conflict": the pod is bound with a
+// grant that is not in the ledger because it overlaps another bound grant (counted in
+// grant_conflicts and logged) or its node is unusable or not known (yet); shown by Inspect
+// either way.
 //
 // Nodes: a node whose object does not decode (DecodeNode) or that the cluster model cannot
 // take (a negative capacity, more than 64 GPUs, a GPU model beyond the 64th) is kept by name
@@ -67,6 +45,7 @@
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/policy/registry.h"
+#include "gpumux/sched/bookings.h"
 
 namespace gpumux::sched {
 
@@ -103,10 +82,6 @@ struct NodeVerdict {
   std::int64_t score = 0;  // the policy's raw score, when kFits
   std::string reason;      // for humans, when not kFits
 };
-
-// Where one pod's booking stands (the table at the top of this file).
-enum class BookingState : std::uint8_t { kNone, kAssumed, kBinding, kBound, kConflict };
-std::string_view BookingStateName(BookingState state);  // "none", "assumed", ...
 
 struct BookingView {
   BookingState state = BookingState::kNone;
