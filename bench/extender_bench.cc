@@ -528,7 +528,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%d nodes, %s: %lld of %zu grants bound, %lld conflicts\n", n,
                      policy.c_str(), static_cast<long long>(c.grants_bound), pods.size(),
                      static_cast<long long>(c.grant_conflicts));
-        const json inspect = state.Inspect();
+        const json inspect = sched::StateJson(state.Snapshot());
         if (inspect.contains("grants_not_in_ledger") && !inspect["grants_not_in_ledger"].empty()) {
           std::fprintf(stderr, "  e.g. %s\n",
                        inspect["grants_not_in_ledger"][0].dump().substr(0, 400).c_str());

@@ -414,7 +414,9 @@ struct ExtenderServer::Impl {
     });
     s.Route("/inspect", {"GET"}, net::Lane::kSide, [this](const net::Request&) {
       return net::Response::Json(
-          200, state->Inspect().dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+          200,
+          sched::StateJson(state->Snapshot()).dump(2, ' ', false, json::error_handler_t::replace) +
+              "\n");
     });
     s.SetEndpointsText("POST " + prefix +
                        "/{filter,prioritize,bind,preempt}; GET /healthz, /readyz, /metrics, "

@@ -145,7 +145,7 @@ std::string Age(std::int64_t s) {
 core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& options) {
   auto state = Replay(snapshot, options);
   if (!state) return tl::unexpected(state.error());
-  const Json inspect = (*state)->Inspect();
+  const Json inspect = sched::StateJson((*state)->Snapshot());
   Table t;
   t.kind = "nodes";
   t.columns = {{"NODE", "node"},       {"GPU", "gpu"},

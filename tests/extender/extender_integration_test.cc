@@ -418,7 +418,7 @@ bool HasGrant(const test::FakeApiServer& server, const std::string& pod) {
 // Tenants the state has booked on a node's GPUs (assumed or bound).
 std::size_t TenantsOn(const sched::ClusterState& state, const std::string& node) {
   std::size_t n = 0;
-  const json inspect = state.Inspect();
+  const json inspect = sched::StateJson(state.Snapshot());
   for (const json& item : inspect["nodes"]) {
     if (item["name"] != node) continue;
     for (const json& gpu : item["gpus"]) n += gpu["tenants"].size();

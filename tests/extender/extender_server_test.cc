@@ -441,7 +441,7 @@ TEST_F(ExtenderServerTest, InspectIsTheClusterStateAsJson) {
   ASSERT_EQ(r->status, 200);
   const json doc = json::parse(r->body, nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << r->body;
-  EXPECT_EQ(doc, state_->Inspect());
+  EXPECT_EQ(doc, sched::StateJson(state_->Snapshot()));
   EXPECT_NE(r->body.find("\n  "), std::string::npos) << "indented for humans";
 }
 

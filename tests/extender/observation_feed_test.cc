@@ -160,7 +160,7 @@ TEST_F(ObservationFeedTest, ASwappedProfileChangesWhereTheInterferenceAwarePolic
   const sched::StateCounters c = state->counters();
   EXPECT_EQ(c.observed_sets, 1);
   EXPECT_EQ(c.profile_swaps, 1);
-  EXPECT_EQ(state->Inspect()["profile"]["observed_sets"], 1);
+  EXPECT_EQ(sched::StateJson(state->Snapshot())["profile"]["observed_sets"], 1);
   // Back to the shipped profile: back to the first choice.
   state->SetProfile(std::make_shared<const policy::WorkloadProfile>(Shipped()), 0);
   EXPECT_EQ(Best(*state), before);
@@ -171,7 +171,7 @@ TEST_F(ObservationFeedTest, WithoutAProfileTheClassesAreUnknownAsBefore) {
   options.policy = "gpumux";
   auto state = sched::ClusterState::Create(std::move(options), {});
   ASSERT_TRUE(state.has_value());
-  EXPECT_FALSE((*state)->Inspect().contains("profile"));
+  EXPECT_FALSE(sched::StateJson((*state)->Snapshot()).contains("profile"));
 }
 
 TEST_F(ObservationFeedTest, ReadsTheStoreSwapsOnlyOnChangeAndKeepsTheProfileWhenAReadFails) {

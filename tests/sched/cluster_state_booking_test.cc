@@ -97,7 +97,7 @@ TEST_F(BookingTest, APodSeenBoundEvictsAnAssumedBookingOfTheSameGpu) {
   EXPECT_EQ(c.grants_bound, 1);
   EXPECT_EQ(c.grants_assumed, 0) << "a's assumption was evicted";
   EXPECT_EQ(c.grant_conflicts, 1) << "and the conflict counted";
-  const json inspect = state->Inspect();
+  const json inspect = sched::StateJson(state->Snapshot());
   const json& tenants = inspect["nodes"][0]["gpus"][0]["tenants"];
   ASSERT_EQ(tenants.size(), 1u) << inspect.dump();
   EXPECT_EQ(tenants[0]["pod"], "default/c");
@@ -117,7 +117,7 @@ TEST_F(BookingTest, ABindIsRefusedWhenABoundPodTookItsGpusBeforeTheBinding) {
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->state, BookingState::kNone);
   EXPECT_NE(a->problem.find("gives way to pod default/c"), std::string::npos) << a->problem;
-  EXPECT_EQ(state->Inspect()["grants_not_in_ledger"][0]["pod"], "default/a");
+  EXPECT_EQ(sched::StateJson(state->Snapshot())["grants_not_in_ledger"][0]["pod"], "default/a");
 }
 
 TEST_F(BookingTest, ARetriedBindOfAPodWhoseBindingHasAnUnknownOutcomeIsRefused) {
@@ -163,7 +163,7 @@ TEST_F(BookingTest, APodBoundElsewhereThanItsGrantNamesIsACountedConflictHolding
   state->UpsertPod(pod);
   EXPECT_EQ(state->counters().grant_conflicts, 1);
   EXPECT_TRUE(GpuFree(*state));
-  const json inspect = state->Inspect();
+  const json inspect = sched::StateJson(state->Snapshot());
   ASSERT_EQ(inspect["grants_not_in_ledger"].size(), 1u) << inspect.dump();
   EXPECT_NE(inspect["grants_not_in_ledger"][0]["problem"].get<std::string>().find(
                 "bound to n2 but its grant names n1"),

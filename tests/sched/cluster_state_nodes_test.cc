@@ -73,7 +73,7 @@ TEST(ClusterStateNodes, ANodeWithANegativeCpuIsUnusableWithItsReasonAndTheOthers
   const StateCounters c = state->counters();
   EXPECT_EQ(c.nodes, 2);
   EXPECT_EQ(c.unusable_nodes, 1);
-  const json inspect = state->Inspect();
+  const json inspect = sched::StateJson(state->Snapshot());
   ASSERT_EQ(inspect["unusable_nodes"].size(), 1u) << inspect.dump();
   EXPECT_EQ(inspect["unusable_nodes"][0]["name"], "bad");
   EXPECT_NE(inspect["unusable_nodes"][0]["reason"].get<std::string>().find("cpu"),
@@ -256,7 +256,7 @@ INSTANTIATE_TEST_SUITE_P(
                   s.SetNodes(nodes);
                   const json pods[] = {BoundPod("a", "n1", "n1"), BoundPod("b", "n1", "n1")};
                   s.SetPods(pods);
-                  (void)s.Inspect();
+                  (void)sched::StateJson(s.Snapshot());
                 }},
         LogCase{"conflicting_bound_grants_seen_by_the_watch",
                 [](ClusterState& s, std::int64_t&) {

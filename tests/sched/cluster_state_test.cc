@@ -223,7 +223,7 @@ TEST_F(ClusterStateTest, ConflictingGrantsAreReportedNotDoubleBooked) {
   EXPECT_EQ(state->counters().grants_bound, 1) << "both pods claim it: one holds it";
   EXPECT_EQ(state->counters().grants_in_conflict, 1) << "the other is in conflict";
   EXPECT_EQ(state->counters().grant_conflicts, 1);
-  const json inspect = state->Inspect();
+  const json inspect = sched::StateJson(state->Snapshot());
   EXPECT_EQ(inspect["nodes"][0]["gpus"][0]["tenants"].size(), 1u);
   ASSERT_EQ(inspect["grants_not_in_ledger"].size(), 1u);
   EXPECT_EQ(inspect["grants_not_in_ledger"][0]["state"], "conflict");
@@ -294,7 +294,7 @@ TEST_F(ClusterStateTest, AnUnreadableGrantIsCountedLoggedAndShownNotSilentlyDrop
   EXPECT_EQ(state->counters().unreadable_grants, 1);
   ASSERT_FALSE(log_.empty());
   EXPECT_NE(log_.back().find("gpumux.io/grant"), std::string::npos) << log_.back();
-  EXPECT_EQ(state->Inspect()["grants_not_in_ledger"].size(), 1u);
+  EXPECT_EQ(sched::StateJson(state->Snapshot())["grants_not_in_ledger"].size(), 1u);
 }
 
 TEST_F(ClusterStateTest, UnknownPolicyIsAnError) {
@@ -356,7 +356,7 @@ TEST_F(ClusterStateTest, ANodeCountingGpuMemInAnotherUnitIsUnresolvableForGpuMem
   // The plugin is reconfigured: the node's new unit is seen at once.
   state->UpsertNode(NodeWithUnit("mib", "1024"));
   EXPECT_EQ(state->Evaluate(*share, names)[1].kind, Kind::kFits);
-  EXPECT_EQ(state->Inspect()["gpu_mem_unit_mib"], 1024);
+  EXPECT_EQ(sched::StateJson(state->Snapshot())["gpu_mem_unit_mib"], 1024);
 }
 
 // A node whose device plugin is starting or stopping takes no pod for now (the kubelet would

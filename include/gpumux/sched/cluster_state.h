@@ -46,6 +46,7 @@
 #include "gpumux/kube/objects.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/sched/bookings.h"
+#include "gpumux/sched/snapshot.h"
 
 namespace gpumux::sched {
 
@@ -88,22 +89,6 @@ struct BookingView {
   std::optional<kube::Grant> grant;  // what the pod holds or claims; empty when kNone
   bool in_ledger = false;
   std::string problem;  // kConflict: why it is not in the ledger; kNone: why it was dropped
-};
-
-struct StateCounters {
-  // Gauges (now): usable nodes and their GPUs, bookings by state, unusable nodes.
-  std::int64_t nodes = 0, gpus = 0, grants_bound = 0, grants_assumed = 0;
-  std::int64_t grants_binding = 0, grants_in_conflict = 0;
-  // Totals since start: assumed grants that expired, conflicts seen (a bound grant overlapping
-  // another, an assumption evicted by a bound pod, a pod bound elsewhere than its grant names),
-  // ledger rebuilds.
-  std::int64_t grants_expired = 0, grant_conflicts = 0, rebuilds = 0;
-  std::int64_t unreadable_grants = 0;  // gpumux.io/grant annotations that did not decode
-  std::int64_t unusable_nodes = 0;     // nodes known by name that gpumux cannot use (now)
-  std::int64_t unreadable_nodes = 0;   // node objects without a name (total seen)
-  // Learned interference (SetProfile): observed sets in the profile in use (now), profiles
-  // swapped in and failed reads of the observations (totals).
-  std::int64_t observed_sets = 0, profile_swaps = 0, observation_read_failures = 0;
 };
 
 class ClusterState {
@@ -172,9 +157,9 @@ class ClusterState {
   // Releases assumed and binding grants older than the TTL; returns how many.
   int ExpireAssumed();
 
-  // JSON of every node's GPUs and their tenants, unusable nodes with their reasons, grants not
-  // in the ledger with theirs, and the counters (GET /inspect).
-  nlohmann::json Inspect() const;
+  // Every node's GPUs and their tenants, unusable nodes with their reasons, grants not in the
+  // ledger with theirs, and the counters, as values (StateJson renders them for GET /inspect).
+  StateSnapshot Snapshot() const;
   StateCounters counters() const;
   const std::string& policy_name() const;
   std::int64_t gpu_mem_unit_mib() const;
