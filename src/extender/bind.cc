@@ -1,0 +1,313 @@
+// The extender's bind verb as named steps (extender.h): which pod to which node, the pod, the
+// booking, the node lock, then the grant annotation and the Binding.
+#include <algorithm>
+#include <thread>
+
+#include "gpumux/extender/extender.h"
+#include "src/extender/verb_args.h"
+
+namespace gpumux::extender {
+namespace {
+
+using detail::BadRequest;
+using detail::BindField;
+using detail::NameKind;
+using detail::ParseObject;
+using nlohmann::json;
+
+// The least time between two reads of a busy node's lock by one bind.
+constexpr std::chrono::milliseconds kMinLockRetry{20};
+
+// Whether a failed call may still have been applied by the API server: no answer (timeout,
+// connection reset), a server-side timeout, or a server error that may come after the commit.
+// Other 4xx answers (400, 403, 404, 409, 422, 429, ...) are refusals.
+bool MayHaveBeenApplied(const kube::ApiError& error) {
+  return error.http_status == 0 || error.http_status == 408 || error.http_status >= 500;
+}
+
+enum class BindOutcome : std::uint8_t { kBound, kNotBound, kUnknown };
+
+struct PodReadBack {
+  BindOutcome outcome = BindOutcome::kUnknown;
+  std::string detail;  // what was seen, for humans
+};
+
+// Reads the pod back after an ambiguous answer: bound to `node` with `grant`, not (pending,
+// bound elsewhere or with another grant, replaced, gone), or unknown (the read failed).
+PodReadBack ReadPodBack(kube::KubeApi& api, const std::string& ns, const std::string& name,
+                        const std::string& uid, const std::string& node, const kube::Grant& grant,
+                        std::int64_t gpu_mem_unit_mib) {
+  auto got = api.Get("/api/v1/namespaces/" + ns + "/pods/" + name);
+  if (!got) {
+    if (got.error().http_status == 404) return {BindOutcome::kNotBound, "the pod is gone"};
+    return {BindOutcome::kUnknown, "reading the pod back failed: " + got.error().ToString()};
+  }
+  auto pod = kube::DecodePod(*got, gpu_mem_unit_mib);
+  if (!pod) {
+    return {BindOutcome::kUnknown, "the pod read back does not decode: " + pod.error().message};
+  }
+  if (pod->uid != uid) {
+    return {BindOutcome::kNotBound, "the pod was replaced (uid " + pod->uid + ")"};
+  }
+  const bool written = pod->grant.has_value() && *pod->grant == grant;
+  if (pod->node_name.empty()) {
+    return {BindOutcome::kNotBound,
+            written ? "the pod carries the grant but is not bound" : "the pod is not bound"};
+  }
+  if (pod->node_name == node && written) {
+    return {BindOutcome::kBound, "the pod is bound to " + node + " with this grant"};
+  }
+  return {BindOutcome::kNotBound, "the pod is bound to " + pod->node_name +
+                                      (written ? "" : " with another grant (or none)")};
+}
+
+}  // namespace
+
+// Which pod bind puts on which node. The names go into API paths
+// (/api/v1/namespaces/NS/pods/NAME, /api/v1/nodes/NODE): each is what Kubernetes allows for it,
+// so that no body can aim a request elsewhere.
+struct Extender::BindTarget {
+  std::string ns, name, uid, node;
+  std::string Key() const { return ns + "/" + name; }
+};
+
+namespace {
+
+VerbReply BindFailed(std::string label, const std::string& message) {
+  return VerbReply{200, json{{"Error", message}}.dump(), std::move(label), 0};
+}
+VerbReply BindDone() { return VerbReply{200, R"({"Error":""})", "", 1}; }
+
+}  // namespace
+
+VerbReply Extender::Bind(std::string_view body) {
+  auto target = BindTargetOf(body);
+  if (!target) return std::move(target.error());
+  auto pod = PodToBind(*target);
+  if (!pod) return std::move(pod.error());
+  if (!pod->wants_gpu()) {
+    // Nothing to grant (kube-scheduler only sends pods with a managed resource, but be exact).
+    auto bound = kube::CreateBinding(*api_, target->ns, target->name, target->uid, target->node);
+    if (!bound) return BindFailed("api_error", "binding: " + bound.error().ToString());
+    return BindDone();
+  }
+  auto grant = state_->Assume(*pod, target->node);
+  if (!grant) return BindFailed("no_fit", grant.error().message);
+  auto lock = TakeNodeLock(*target, *grant);
+  if (!lock) return std::move(lock.error());
+  if (!lock->message.empty()) {
+    options_.log.Info("bind " + target->Key() + " on " + target->node + ": " + lock->message);
+  }
+  // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
+  // same pod that succeeded.
+  return WriteGrantAndBind(*target, *grant,
+                           lock->outcome == kube::AcquireOutcome::kTaken && !lock->reentered);
+}
+
+tl::expected<Extender::BindTarget, VerbReply> Extender::BindTargetOf(std::string_view body) const {
+  std::string error;
+  auto doc = ParseObject(body, &error);
+  if (!doc) return tl::unexpected(BadRequest(error));
+  const auto name = BindField(*doc, "PodName", NameKind::kSubdomain, &error);
+  const auto ns = name ? BindField(*doc, "PodNamespace", NameKind::kLabel, &error) : std::nullopt;
+  const auto uid = ns ? BindField(*doc, "PodUID", NameKind::kUid, &error) : std::nullopt;
+  const auto node = uid ? BindField(*doc, "Node", NameKind::kSubdomain, &error) : std::nullopt;
+  if (!node) return tl::unexpected(BadRequest(error));
+  if (api_ == nullptr) {
+    return tl::unexpected(BindFailed("no_api",
+                                     "gpumux extender runs without an API server "
+                                     "(--offline-nodes) and cannot bind pods"));
+  }
+  if (!state_->synced()) {
+    // Until both pods and nodes are listed, grants made before a restart are not all known.
+    return tl::unexpected(
+        BindFailed("not_synced", "gpumux extender has not synced with the API server yet"));
+  }
+  return BindTarget{*ns, *name, *uid, *node};
+}
+
+tl::expected<kube::PodInfo, VerbReply> Extender::PodToBind(const BindTarget& target) {
+  std::optional<kube::PodInfo> pod = Recall(target.uid);
+  if (!pod) pod = state_->FindPod(target.uid);
+  if (!pod) {
+    // Neither filter nor the watch has shown us this pod yet: ask the API server.
+    auto got = api_->Get("/api/v1/namespaces/" + target.ns + "/pods/" + target.name);
+    if (!got) {
+      return tl::unexpected(
+          BindFailed("api_error", "reading pod " + target.Key() + ": " + got.error().ToString()));
+    }
+    auto decoded = kube::DecodePod(*got, state_->gpu_mem_unit_mib());
+    if (!decoded) return tl::unexpected(BindFailed("api_error", decoded.error().message));
+    pod = std::move(*decoded);
+  }
+  if (pod->uid != target.uid) {
+    return tl::unexpected(BindFailed(
+        "conflict", "pod " + target.Key() + " has uid " + pod->uid + ", not " + target.uid));
+  }
+  return *pod;
+}
+
+// The node lock: on nodes whose device plugin announces the handshake, this pod becomes the one
+// whose devices the kubelet allocates next there (node_lock.h). While another pod holds it, the
+// booking is kept and the bind waits (at most bind_wait) for the watch to show the lock
+// released, then tries again: bouncing the pod would send it into kube-scheduler's 1 -> 10 s
+// backoff. Any failure gives the booking back.
+tl::expected<kube::AcquireResult, VerbReply> Extender::TakeNodeLock(const BindTarget& target,
+                                                                    const kube::Grant& grant) {
+  kube::NodeLock lock;
+  lock.ns = target.ns;
+  lock.name = target.name;
+  lock.uid = target.uid;
+  lock.since = state_->Now();
+  kube::AcquireOptions acquire;
+  acquire.ttl_seconds = options_.node_lock_ttl_seconds;
+  acquire.attempts = options_.node_lock_attempts;
+  sched::ClusterState* state = state_;
+  acquire.holder_state = [state, node = target.node](const kube::NodeLock& held) {
+    // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
+    // so the state follows it until it is deleted: not known means gone.
+    if (!state->PodAwaitsDevices(held.uid)) return kube::HolderState::kDone;
+    const std::optional<kube::PodInfo> holder = state->FindPod(held.uid);
+    if (!holder) return kube::HolderState::kDone;
+    if (holder->node_name.empty()) return kube::HolderState::kUnknown;
+    return holder->node_name == node ? kube::HolderState::kNeedsDevices : kube::HolderState::kDone;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + options_.bind_wait;
+  struct WaitSlot {
+    std::atomic<int>* count = nullptr;
+    ~WaitSlot() {
+      if (count != nullptr) count->fetch_sub(1);
+    }
+  } slot;
+  kube::ApiResult<kube::AcquireResult> acquired = kube::AcquireResult{};
+  for (;;) {
+    acquired = kube::AcquireNodeLock(*api_, target.node, lock, lock.since, acquire);
+    if (!acquired || (acquired->outcome != kube::AcquireOutcome::kBusy &&
+                      acquired->outcome != kube::AcquireOutcome::kNotReady)) {
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (slot.count == nullptr) {  // a waiting bind from now on, within max_waiting_binds
+      if (waiting_binds_.fetch_add(1) >= options_.max_waiting_binds) {
+        waiting_binds_.fetch_sub(1);
+        break;
+      }
+      slot.count = &waiting_binds_;
+    }
+    const auto until = std::min(deadline, now + options_.bind_poll);
+    if (options_.lock_board != nullptr && acquired->outcome == kube::AcquireOutcome::kBusy &&
+        acquired->holder) {
+      options_.lock_board->WaitUntilNotHeldBy(target.node, acquired->holder->uid, until);
+      // The watch may show the lock released a moment before a fresh read does, or not show
+      // it held at all (the watch behind): never re-read the node in a tight loop.
+      std::this_thread::sleep_until(std::min(until, now + kMinLockRetry));
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+    lock.since = state_->Now();
+  }
+  if (acquired && acquired->outcome != kube::AcquireOutcome::kBusy &&
+      acquired->outcome != kube::AcquireOutcome::kNotReady) {
+    return *acquired;
+  }
+  state_->Forget(target.uid, grant);
+  if (!acquired) {
+    std::string message = "taking the node lock (";
+    message += kube::kAnnotationAllocating;
+    message += ") on " + target.node + ": " + acquired.error().ToString();
+    return tl::unexpected(
+        BindFailed(acquired.error().http_status == 409 ? "conflict" : "api_error", message));
+  }
+  if (acquired->outcome == kube::AcquireOutcome::kNotReady) {
+    return tl::unexpected(BindFailed("plugin_not_ready", acquired->message + "; " + target.Key() +
+                                                             " will be retried once it is ready"));
+  }
+  return tl::unexpected(BindFailed(
+      "node_busy", acquired->message +
+                       "; gpumux binds one pod at a time to a node until its device plugin has "
+                       "served it, so " +
+                       target.Key() + " will be retried"));
+}
+
+void Extender::Undo(const BindTarget& target, const kube::Grant& grant, bool release_lock) {
+  if (release_lock) {
+    auto released =
+        kube::ReleaseNodeLock(*api_, target.node, target.uid, options_.node_lock_attempts);
+    if (!released) {
+      options_.log.Warn("bind " + target.Key() + " failed and its node lock on " + target.node +
+                        " could not be released (it goes stale after " +
+                        std::to_string(options_.node_lock_ttl_seconds) +
+                        " s): " + released.error().ToString());
+    }
+  }
+  state_->Forget(target.uid, grant);
+}
+
+// The grant annotation, then the Binding. A failure whose outcome is not known is read back,
+// never guessed: a pod the API server shows bound with this grant holds it.
+VerbReply Extender::WriteGrantAndBind(const BindTarget& target, const kube::Grant& grant,
+                                      bool release_lock_on_failure) {
+  auto read_back = [&] {
+    return ReadPodBack(*api_, target.ns, target.name, target.uid, target.node, grant,
+                       state_->gpu_mem_unit_mib());
+  };
+  auto patched = kube::PatchPodAnnotations(
+      *api_, target.ns, target.name, target.uid,
+      json{{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}});
+  if (!patched) {
+    // No Binding was sent by this bind, so unless the pod shows up bound with this very grant,
+    // it does not hold these GPUs: they are given back.
+    const PodReadBack seen = read_back();
+    if (seen.outcome == BindOutcome::kBound) {
+      state_->ConfirmBound(target.uid, grant);
+      return BindDone();
+    }
+    Undo(target, grant, release_lock_on_failure);
+    return BindFailed(patched.error().http_status == 409 ? "conflict" : "api_error",
+                      "writing the grant annotation: " + patched.error().ToString() +
+                          " (read back: " + seen.detail + ")");
+  }
+  if (!state_->BeginBinding(target.uid, grant)) {
+    Undo(target, grant, release_lock_on_failure);
+    return BindFailed("conflict", "the GPUs booked for pod " + target.Key() + " on " + target.node +
+                                      " were given to a pod seen bound there, or the booking "
+                                      "expired; not binding it, so that nothing is granted twice");
+  }
+  auto bound = kube::CreateBinding(*api_, target.ns, target.name, target.uid, target.node);
+  if (bound) {
+    state_->ConfirmBound(target.uid, grant);
+    return BindDone();
+  }
+  // The Binding may have been applied although its answer says otherwise (a timeout, a 5xx
+  // after the commit).
+  const std::string label = bound.error().http_status == 409 ? "conflict" : "api_error";
+  const PodReadBack seen = read_back();
+  switch (seen.outcome) {
+    case BindOutcome::kBound:
+      state_->ConfirmBound(target.uid, grant);
+      options_.log.Warn("bind " + target.Key() + " on " + target.node + ": the Binding answered " +
+                        bound.error().ToString() + ", but " + seen.detail + ": bound");
+      return BindDone();
+    case BindOutcome::kNotBound:
+      Undo(target, grant, release_lock_on_failure);
+      return BindFailed(
+          label, "binding: " + bound.error().ToString() + " (read back: " + seen.detail + ")");
+    case BindOutcome::kUnknown:
+      break;
+  }
+  if (!MayHaveBeenApplied(bound.error())) {
+    Undo(target, grant, release_lock_on_failure);  // refused by the API server: not applied
+    return BindFailed(label, "binding: " + bound.error().ToString() + " (" + seen.detail + ")");
+  }
+  // The pod may be bound: keep its GPUs booked (binding) and the node lock; the watch settles
+  // it (bound), or the booking expires with its TTL if the pod is never seen bound.
+  return BindFailed("api_error", "binding: " + bound.error().ToString() +
+                                     "; its outcome is unknown (" + seen.detail +
+                                     "), so the GPUs on " + target.node + " stay booked for " +
+                                     target.Key() +
+                                     " until the API server shows it bound or the booking "
+                                     "expires");
+}
+
+}  // namespace gpumux::extender
