@@ -1,0 +1,468 @@
+// One connection of the server, over TCP or a unix socket (internal to net; included by
+// http_server.cc only): its request read under deadlines and limits, its handler called where
+// the route's lane says, its reply written.
+#pragma once
+
+#include "src/net/server_state.h"
+
+namespace gpumux::net::detail {
+
+// A reply as Beast writes it; HEAD replies carry the length without the body.
+using Reply = http::response<http::string_body>;
+
+// One connection over a stream socket (TCP or unix). Every member runs on the I/O thread, but
+// the handler call that Answer posts to a worker or the side thread.
+template <class Socket>
+class Session final : public Connection, public std::enable_shared_from_this<Session<Socket>> {
+ public:
+  Session(HttpServer::Impl& server, Socket socket, std::uint64_t id)
+      : server_(server), socket_(std::move(socket)), timer_(server.io), id_(id) {}
+
+  void Start() {
+    server_.connections[id_] = this;
+    ++server_.open;
+    ArmTimer(server_.options.request_timeout);  // the first request counts from the accept
+    WaitForRequest();
+  }
+
+  void Close(std::optional<Drop> why, const std::string& detail) override {
+    if (closed_) return;
+    closed_ = true;
+    if (why) server_.Dropped(*why, peer, detail);
+    if (slot_wait_) *slot_wait_ = false;
+    timer_.cancel();
+    ErrorCode ignored;
+    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+    socket_.close(ignored);
+    if (phase == Phase::kAnswering) --server_.answering;
+    if (holds_slot_) {
+      holds_slot_ = false;
+      server_.ReleaseSlot();
+    }
+    server_.connections.erase(id_);
+    --server_.open;
+  }
+
+ private:
+  std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+
+  void SetPhase(Phase p) {
+    if (phase == Phase::kAnswering && p != Phase::kAnswering) --server_.answering;
+    if (phase != Phase::kAnswering && p == Phase::kAnswering) ++server_.answering;
+    phase = p;
+    since = Clock::now();
+  }
+
+  void ArmTimer(std::chrono::milliseconds after) {
+    ++timer_generation_;
+    timer_.expires_after(after);
+    timer_.async_wait([self = Self(), generation = timer_generation_](const ErrorCode& ec) {
+      if (!ec && generation == self->timer_generation_) self->OnTimer();
+    });
+  }
+  void DisarmTimer() {
+    ++timer_generation_;
+    timer_.cancel();
+  }
+
+  void OnTimer() {
+    if (closed_) return;
+    const ServerOptions& o = server_.options;
+    switch (phase) {
+      case Phase::kWaiting:
+        if (first_) {
+          Close(Drop::kRequestTimeout, "it sent nothing within " + Seconds(o.request_timeout));
+        } else {
+          Close(std::nullopt, "");  // an idle keep-alive connection: not a failure
+        }
+        return;
+      case Phase::kReceiving:
+        if (slot_wait_ && *slot_wait_) {
+          *slot_wait_ = false;
+          slot_wait_.reset();
+          Send(Refusal(503, "busy: no worker free within " + Seconds(o.request_timeout) + " (" +
+                                std::to_string(o.workers) + " at once)"));
+          return;
+        }
+        timed_out_ = true;
+        socket_.cancel();  // the read in flight ends with operation_aborted: OnReadError
+        return;
+      case Phase::kAnswering:
+        Close(Drop::kWriteTimeout, "it did not take its reply within " + Seconds(o.write_timeout));
+        return;
+    }
+  }
+
+  void WaitForRequest() {
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      BeginRequest();
+      return;
+    }
+    socket_.async_wait(asio::socket_base::wait_read, [self = Self()](const ErrorCode& ec) {
+      if (self->closed_) return;
+      if (ec) {
+        self->Close(std::nullopt, "");
+        return;
+      }
+      self->BeginRequest();
+    });
+  }
+
+  void BeginRequest() {
+    SetPhase(Phase::kReceiving);
+    request_start_ = Clock::now();
+    if (!first_) ArmTimer(server_.options.request_timeout);
+    received_ = 0;
+    timed_out_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_head_bytes));
+    parser_->body_limit(server_.options.max_body_bytes);
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = Self()](const ErrorCode& ec, std::size_t n) {
+                              self->received_ += n;
+                              if (self->closed_) return;
+                              if (ec) {
+                                self->OnReadError(ec);
+                              } else {
+                                self->OnHeader();
+                              }
+                            });
+  }
+
+  void OnReadError(const ErrorCode& ec) {
+    const ServerOptions& o = server_.options;
+    if (timed_out_) {
+      server_.Dropped(Drop::kRequestTimeout, peer,
+                      "its request did not arrive within " + Seconds(o.request_timeout) + " (" +
+                          std::to_string(received_) + " bytes received)");
+      Send(Refusal(408, "request not received within " + Seconds(o.request_timeout)));
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      server_.Dropped(Drop::kHeadTooLarge, peer,
+                      "its request head is over " + std::to_string(o.max_head_bytes) + " bytes");
+      Send(Refusal(431, "request head over " + std::to_string(o.max_head_bytes) + " bytes"));
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      RefuseBody();
+      return;
+    }
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+        ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted || ec == asio::error::broken_pipe) {
+      Close(std::nullopt, "");  // the client went away
+      return;
+    }
+    server_.Dropped(Drop::kBadRequest, peer, "its request is not HTTP/1.1: " + ec.message());
+    Send(Refusal(400, "bad request: " + ec.message()));
+  }
+
+  void OnHeader() {
+    const ServerOptions& o = server_.options;
+    const auto length = parser_->content_length();
+    if (length && *length > o.max_body_bytes) {
+      RefuseBody();  // before the body is read; the connection closes after the reply
+      return;
+    }
+    const bool has_body = parser_->chunked() || length.value_or(0) > 0;
+    if (parser_->chunked() || length.value_or(0) > o.unslotted_body_bytes) {
+      WaitForSlot([self = Self(), has_body] { self->ReadBody(has_body); });
+    } else {
+      ReadBody(has_body);
+    }
+  }
+
+  void ReadBody(bool has_body) {
+    if (!has_body || parser_->is_done()) {
+      OnRequest();
+      return;
+    }
+    auto read = [self = Self()] {
+      http::async_read(self->socket_, self->buffer_, *self->parser_,
+                       [self](const ErrorCode& ec, std::size_t n) {
+                         self->received_ += n;
+                         if (self->closed_) return;
+                         if (ec) {
+                           self->OnReadError(ec);
+                         } else {
+                           self->OnRequest();
+                         }
+                       });
+    };
+    const auto expect = parser_->get().find(http::field::expect);
+    if (expect == parser_->get().end() ||
+        !EqualsIgnoreCase(std::string_view(expect->value().data(), expect->value().size()),
+                          "100-continue")) {
+      read();
+      return;
+    }
+    // The client waits for a go-ahead before it sends the body.
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(socket_, asio::buffer(kContinue),
+                      [self = Self(), read](const ErrorCode& ec, std::size_t) {
+                        if (self->closed_) return;
+                        if (ec) {
+                          self->Close(std::nullopt, "");
+                        } else {
+                          read();
+                        }
+                      });
+  }
+
+  // 413: the body is over max_body_bytes (said by its Content-Length, or found while reading a
+  // chunked one). Observed with the request's head, so that an owner can count it by path.
+  void RefuseBody() {
+    const ServerOptions& o = server_.options;
+    server_.Dropped(Drop::kBodyTooLarge, peer,
+                    "its request body is over " + std::to_string(o.max_body_bytes) + " bytes");
+    Response r = Refusal(
+        413, "request body too large: the limit is " + std::to_string(o.max_body_bytes) + " bytes");
+    if (o.on_reply) {
+      Request head = HeadOf(parser_->get());
+      o.on_reply(head, r, ReplyOrigin::kServer, {});
+    }
+    Send(std::move(r));
+  }
+
+  // The request as read so far: everything but the body.
+  Request HeadOf(const http::request<http::string_body>& message) const {
+    Request request;
+    request.method = std::string(message.method_string());
+    const std::string_view target(message.target().data(), message.target().size());
+    const std::size_t q = target.find('?');
+    request.path = std::string(target.substr(0, q));
+    if (q != std::string_view::npos) request.query = std::string(target.substr(q + 1));
+    for (const auto& field : message) {
+      request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    request.peer = peer;
+    return request;
+  }
+
+  // Runs `then` once this request holds a work slot; 503 when none frees within
+  // request_timeout. The connection stays evictable meanwhile.
+  void WaitForSlot(std::function<void()> then) {
+    if (holds_slot_) {
+      then();
+      return;
+    }
+    slot_wait_ = std::make_shared<bool>(true);
+    ArmTimer(server_.options.request_timeout);
+    server_.AcquireSlot(slot_wait_, [self = Self(), then = std::move(then)] {
+      if (self->closed_ || !self->slot_wait_ || !*self->slot_wait_) {
+        self->server_.ReleaseSlot();
+        return;
+      }
+      self->slot_wait_.reset();
+      self->holds_slot_ = true;
+      // What is left of the request's own deadline, for its body.
+      self->ArmTimer(
+          Millis(self->request_start_ + self->server_.options.request_timeout - Clock::now()));
+      then();
+    });
+  }
+
+  void OnRequest() {
+    auto& message = parser_->get();
+    Request request = HeadOf(message);
+    request.body = std::move(message.body());
+    keep_alive_ = message.keep_alive();
+    head_only_ = message.method() == http::verb::head;
+    version_ = message.version();
+
+    const auto it = server_.routes.find(request.path);
+    if (it == server_.routes.end()) {
+      Refuse(request, 404,
+             "no such endpoint: " + request.method + " " + request.path +
+                 " (endpoints: " + server_.EndpointsText() + ")",
+             {});
+      return;
+    }
+    const RouteEntry& route = it->second;
+    const auto has = [&](std::string_view m) {
+      return std::find(route.methods.begin(), route.methods.end(), m) != route.methods.end();
+    };
+    if (!has(request.method) && !(request.method == "HEAD" && has("GET"))) {
+      std::string allow, use;
+      for (const std::string& m : route.methods) {
+        allow += (allow.empty() ? "" : ", ") + m + (m == "GET" ? ", HEAD" : "");
+        use += (use.empty() ? "" : " or ") + m;
+      }
+      Refuse(request, 405,
+             request.method + " " + request.path + ": method not allowed (use " + use + ")",
+             {{"Allow", allow}});
+      return;
+    }
+    if (route.lane == Lane::kWorker && !holds_slot_) {
+      WaitForSlot([self = Self(), request = std::move(request), route = &route]() mutable {
+        self->Answer(std::move(request), *route);
+      });
+      return;
+    }
+    Answer(std::move(request), route);
+  }
+
+  // A reply the server makes itself to a request it read (404, 405): observed and logged.
+  void Refuse(const Request& request, int status, const std::string& message,
+              std::vector<std::pair<std::string, std::string>> headers) {
+    Response r = Refusal(status, message);
+    r.headers = std::move(headers);
+    server_.LogThrottled(std::to_string(status),
+                         server_.options.name + ": " + request.method + " " + request.path + " " +
+                             std::to_string(status) + " from " + peer.Describe() + ": " + message);
+    if (server_.options.on_reply) server_.options.on_reply(request, r, ReplyOrigin::kServer, {});
+    Send(std::move(r));
+  }
+
+  // Calls the route's handler where its lane says, then replies.
+  void Answer(Request request, const RouteEntry& route) {
+    DisarmTimer();  // a handler's time is its own (the extender's bind waits for the API server)
+    SetPhase(Phase::kAnswering);
+    const Handler* handler = &route.handler;
+    auto run = [this, handler, request = std::move(request)]() {
+      const auto start = Clock::now();
+      Response response = Call(*handler, request);
+      if (server_.options.on_reply) {
+        server_.options.on_reply(request, response, ReplyOrigin::kHandler, Clock::now() - start);
+      }
+      if (response.status >= 500) {
+        server_.LogThrottled(std::to_string(response.status),
+                             server_.options.name + ": " + request.method + " " + request.path +
+                                 " " + std::to_string(response.status) + " from " +
+                                 peer.Describe() + ": " + response.body.substr(0, 300));
+      }
+      return response;
+    };
+    if (route.lane == Lane::kInline) {
+      Send(run());
+      return;
+    }
+    asio::thread_pool& pool = route.lane == Lane::kSide ? *server_.side : *server_.workers;
+    asio::post(pool, [self = Self(), run = std::move(run)]() mutable {
+      auto response = std::make_shared<Response>(run());
+      asio::post(self->server_.io, [self, response] {
+        if (!self->closed_) self->Send(std::move(*response));
+      });
+    });
+  }
+
+  Response Call(const Handler& handler, const Request& request) const {
+    try {
+      return handler(request);
+    } catch (const std::exception& e) {
+      return Refusal(500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      return Refusal(500, "internal error");
+    }
+  }
+
+  Response Refusal(int status, const std::string& message) const {
+    Response r = Response::Json(status, ErrorJson(server_.options.error_key, message));
+    // An error before the request was read whole leaves the stream where it cannot go on.
+    r.close = status == 400 || status == 408 || status == 413 || status == 431;
+    return r;
+  }
+
+  // Writes `response`; then the connection waits for its next request or closes.
+  void Send(Response response) {
+    if (closed_) return;
+    SetPhase(Phase::kAnswering);
+    const bool keep_alive = keep_alive_ && !response.close && !server_.stopping && !timed_out_ &&
+                            parser_ && parser_->is_done();
+    auto reply = std::make_shared<Reply>();
+    reply->version(version_ == 10 ? 10 : 11);
+    reply->result(static_cast<unsigned>(response.status));
+    reply->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) reply->set(name, value);
+    reply->keep_alive(keep_alive);
+    const std::size_t length = response.body.size();
+    if (!head_only_) reply->body() = std::move(response.body);
+    reply->content_length(length);
+    ArmTimer(server_.options.write_timeout);
+    http::async_write(socket_, *reply,
+                      [self = Self(), reply, keep_alive](const ErrorCode& ec, std::size_t) {
+                        self->Written(ec, keep_alive);
+                      });
+  }
+
+  void Written(const ErrorCode& ec, bool keep_alive) {
+    if (closed_) return;
+    if (holds_slot_) {
+      holds_slot_ = false;
+      server_.ReleaseSlot();
+    }
+    server_.trimmer.AfterRequest(received_);
+    if (ec || !keep_alive) {
+      Close(std::nullopt, "");
+      return;
+    }
+    first_ = false;
+    head_only_ = false;
+    parser_.reset();
+    SetPhase(Phase::kWaiting);
+    ArmTimer(server_.options.keep_alive_timeout);
+    WaitForRequest();
+  }
+
+  HttpServer::Impl& server_;
+  Socket socket_;
+  asio::steady_timer timer_;
+  std::uint64_t timer_generation_ = 0;
+  const std::uint64_t id_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Clock::time_point request_start_{};
+  std::size_t received_ = 0;
+  std::shared_ptr<bool> slot_wait_;  // set while waiting for a work slot
+  bool holds_slot_ = false;
+  bool first_ = true;
+  bool timed_out_ = false;
+  bool keep_alive_ = true;
+  bool head_only_ = false;
+  unsigned version_ = 11;
+  bool closed_ = false;
+};
+
+Peer PeerOf(tcp::socket& socket) {
+  Peer peer;
+  ErrorCode ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (!ec) {
+    peer.address = remote.address().to_string();
+    peer.port = remote.port();
+  }
+  return peer;
+}
+
+Peer PeerOf(unix_socket::socket& socket, const std::string& path) {
+  Peer peer;
+  peer.transport = Peer::Transport::kUnix;
+  peer.address = path;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    peer.pid = cred.pid;
+    peer.uid = cred.uid;
+    peer.gid = cred.gid;
+  }
+  return peer;
+}
+
+// The bare reply of a refused connection, sent without waiting (best effort) before closing.
+template <class Socket>
+void RefuseConnection(Socket& socket, const ServerOptions& o) {
+  const std::string body =
+      ErrorJson(o.error_key, "too many connections: " + std::to_string(o.max_connections) +
+                                 " are open and every one has a request being answered");
+  const std::string text =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  (void)::send(socket.native_handle(), text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ErrorCode ignored;
+  socket.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+}  // namespace gpumux::net::detail
