@@ -85,6 +85,7 @@ std::string EmbeddedNames() {
 
 }  // namespace
 
+// long function: the flags of --workload dl, one statement per flag
 void AddDlOptions(CLI::App& cmd, DlOptions& o) {
   const std::string group = "DL workload (--workload dl)";
   cmd.add_option("--jobs", o.jobs,

@@ -105,7 +105,8 @@ std::optional<UsageError> ParseListen(const std::string& text, std::string& host
   return std::nullopt;
 }
 
-std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
+// The policy and the cluster source (one of three).
+std::optional<UsageError> ValidateSource(const ExtenderCliOptions& o) {
   if (policy::BuiltinPolicies().Find(o.policy) == nullptr) {
     return UsageError{"unknown policy '" + o.policy + "' (known: " + KnownPolicies() + ")"};
   }
@@ -122,6 +123,11 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (!o.context.empty() && o.kubeconfig.empty()) {
     return UsageError{"--context needs --kubeconfig"};
   }
+  return std::nullopt;
+}
+
+// Every number and the URL prefix within its range.
+std::optional<UsageError> ValidateRanges(const ExtenderCliOptions& o) {
   if (o.default_gpu_memory_mib < 0) {
     return UsageError{"--default-gpu-memory-mib must not be negative"};
   }
@@ -159,6 +165,11 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   if (auto prefix = extender::NormalizeUrlPrefix(o.url_prefix); !prefix) {
     return UsageError{"--url-prefix: " + prefix.error().message};
   }
+  return std::nullopt;
+}
+
+// Flags given together that cannot apply together (with the policy, or without the store).
+std::optional<UsageError> ValidateCombinations(const ExtenderCliOptions& o) {
   // Flags that cannot apply with the others given (a settings file's keys are defaults for
   // every mode and are not checked here).
   if (!o.offline_nodes.empty()) {
@@ -207,6 +218,12 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
   }
   if (auto bad = CheckPolicyKnobs(o.knobs, {o.policy})) return UsageError{*bad};
   return std::nullopt;
+}
+
+std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
+  if (auto bad = ValidateSource(o)) return bad;
+  if (auto bad = ValidateRanges(o)) return bad;
+  return ValidateCombinations(o);
 }
 
 // Typical pods for fragmentation-aware policies: the request shapes of a pod list (the

@@ -53,6 +53,54 @@ std::vector<int> ExtenderScores(const std::vector<sched::NodeVerdict>& verdicts)
   return out;
 }
 
+// The victims of each node (their UIDs) and its PodDisruptionBudget violations.
+using Victims = std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>>;
+
+// Reads NodeNameToMetaVictims or NodeNameToVictims (`source`, named `field`) into `victims`;
+// the error text when the body is not what kube-scheduler sends.
+std::optional<std::string> ReadVictims(const json& source, const std::string& field,
+                                       Victims& victims) {
+  for (const auto& [node, entry] : source.items()) {
+    const std::string where = field + "[" + Quoted(node) + "]";
+    if (node.empty()) return field + " has an empty node name";
+    if (!entry.is_object()) {
+      return where + " must be an object {\"Pods\":[...],\"NumPDBViolations\":N}";
+    }
+    auto& [uids, pdb] = victims[node];
+    if (const json* v = kube::JsonChild(entry, "NumPDBViolations"); v != nullptr) {
+      if (!v->is_number_integer() || v->get<std::int64_t>() < 0) {
+        return where + ".NumPDBViolations must be a non-negative integer";
+      }
+      pdb = v->get<std::int64_t>();
+    }
+    const json* pods = kube::JsonChild(entry, "Pods");
+    if (pods == nullptr) continue;
+    if (!pods->is_array()) return where + ".Pods must be an array";
+    if (pods->size() > kMaxVictimsPerNode) {
+      return (where + ".Pods lists more than " + std::to_string(kMaxVictimsPerNode) +
+              " pods (the extender's limit per node)");
+    }
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < pods->size(); ++i) {
+      const json& p = (*pods)[i];
+      const json* uid = kube::JsonChild(p, "UID");
+      if (uid == nullptr) {
+        const json* metadata = kube::JsonChild(p, "metadata");
+        uid = metadata != nullptr ? kube::JsonChild(*metadata, "uid") : nullptr;
+      }
+      const std::string at = where + ".Pods[" + std::to_string(i) + "]";
+      if (uid == nullptr || !uid->is_string() || uid->get_ref<const std::string&>().empty()) {
+        return at + " has no UID (a non-empty string in UID or metadata.uid)";
+      }
+      if (!seen.insert(uid->get<std::string>()).second) {
+        return at + ": pod " + Quoted(uid->get<std::string>()) + " is listed twice";
+      }
+      uids.push_back(uid->get<std::string>());
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view VerbName(Verb verb) {
@@ -237,45 +285,8 @@ VerbReply Extender::Preempt(std::string_view body) {
     return BadRequest(field + " must be an object keyed by node name, not " + source.type_name());
   }
   if (source.size() > kMaxNodesPerRequest) return BadRequest(TooManyNodes(field.c_str()));
-  std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>> victims;
-  for (const auto& [node, entry] : source.items()) {
-    const std::string where = field + "[" + Quoted(node) + "]";
-    if (node.empty()) return BadRequest(field + " has an empty node name");
-    if (!entry.is_object()) {
-      return BadRequest(where + " must be an object {\"Pods\":[...],\"NumPDBViolations\":N}");
-    }
-    auto& [uids, pdb] = victims[node];
-    if (const json* v = kube::JsonChild(entry, "NumPDBViolations"); v != nullptr) {
-      if (!v->is_number_integer() || v->get<std::int64_t>() < 0) {
-        return BadRequest(where + ".NumPDBViolations must be a non-negative integer");
-      }
-      pdb = v->get<std::int64_t>();
-    }
-    const json* pods = kube::JsonChild(entry, "Pods");
-    if (pods == nullptr) continue;
-    if (!pods->is_array()) return BadRequest(where + ".Pods must be an array");
-    if (pods->size() > kMaxVictimsPerNode) {
-      return BadRequest(where + ".Pods lists more than " + std::to_string(kMaxVictimsPerNode) +
-                        " pods (the extender's limit per node)");
-    }
-    std::set<std::string> seen;
-    for (std::size_t i = 0; i < pods->size(); ++i) {
-      const json& p = (*pods)[i];
-      const json* uid = kube::JsonChild(p, "UID");
-      if (uid == nullptr) {
-        const json* metadata = kube::JsonChild(p, "metadata");
-        uid = metadata != nullptr ? kube::JsonChild(*metadata, "uid") : nullptr;
-      }
-      const std::string at = where + ".Pods[" + std::to_string(i) + "]";
-      if (uid == nullptr || !uid->is_string() || uid->get_ref<const std::string&>().empty()) {
-        return BadRequest(at + " has no UID (a non-empty string in UID or metadata.uid)");
-      }
-      if (!seen.insert(uid->get<std::string>()).second) {
-        return BadRequest(at + ": pod " + Quoted(uid->get<std::string>()) + " is listed twice");
-      }
-      uids.push_back(uid->get<std::string>());
-    }
-  }
+  Victims victims;
+  if (auto bad = ReadVictims(source, field, victims)) return BadRequest(*bad);
   json out = json::object();
   for (const auto& [node, entry] : victims) {
     const auto& [uids, pdb] = entry;

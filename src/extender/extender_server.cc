@@ -81,6 +81,7 @@ std::string Excerpt(std::string_view body) {
 
 class Metrics {
  public:
+  // long function: one registration per metric family: a table, read top to bottom
   Metrics()
       : registry_(std::make_shared<prometheus::Registry>()),
         requests_(prometheus::BuildCounter()

@@ -278,6 +278,58 @@ bool DecodeNodeList(sj::value& value, ExtenderArgs& args, std::string* error) {
   return true;
 }
 
+// "Pod": the object decoded as the extender reads pods (kube::DecodePod).
+bool DecodePodField(sj::value& value, std::int64_t gpu_mem_unit_mib, ExtenderArgs& args,
+                    std::string* error) {
+  sj::object pod;
+  std::string_view raw;
+  if (value.get_object().get(pod) != simdjson::SUCCESS) {
+    *error = "\"Pod\" must be an object";
+    return false;
+  }
+  if (pod.raw_json().get(raw) != simdjson::SUCCESS) {
+    *error = "\"Pod\" is not valid JSON";
+    return false;
+  }
+  const json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    *error = "\"Pod\" is not valid JSON";
+    return false;
+  }
+  auto decoded = kube::DecodePod(parsed, gpu_mem_unit_mib);
+  if (!decoded) {
+    *error = "\"Pod\": " + decoded.error().message;
+    return false;
+  }
+  args.pod = std::move(*decoded);
+  return true;
+}
+
+// Exactly one of "NodeNames" and "Nodes" was given, and it names no node twice.
+bool CheckCandidates(const ExtenderArgs& args, bool names_given, bool nodes_given,
+                     std::string* error) {
+  if (names_given && nodes_given) {
+    // kube-scheduler sends exactly one: NodeNames when the extender is nodeCacheCapable, else
+    // Nodes. Both could name different nodes: which would the reply be about?
+    *error =
+        "both \"NodeNames\" and \"Nodes\" are given: expected \"NodeNames\" "
+        "(nodeCacheCapable: true) or \"Nodes\" (a v1.NodeList), not both";
+    return false;
+  }
+  if (!names_given && !nodes_given) {
+    *error =
+        "no candidate nodes: expected \"NodeNames\" (nodeCacheCapable: true) or \"Nodes\" "
+        "(a v1.NodeList)";
+    return false;
+  }
+  if (auto repeated = FindRepeated(args.names)) {
+    *error = std::string(names_given ? "\"NodeNames\"" : "\"Nodes\".items") + " names node " +
+             Quoted(*repeated) + " twice";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu_mem_unit_mib,
                                          VerbParserPool& parsers, std::string* error) {
   auto args = std::make_unique<ExtenderArgs>(parsers);
@@ -319,27 +371,7 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
     }
     *seen = true;
     if (key == "Pod") {
-      sj::object pod;
-      std::string_view raw;
-      if (value.get_object().get(pod) != simdjson::SUCCESS) {
-        *error = "\"Pod\" must be an object";
-        return nullptr;
-      }
-      if (pod.raw_json().get(raw) != simdjson::SUCCESS) {
-        *error = "\"Pod\" is not valid JSON";
-        return nullptr;
-      }
-      const json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_discarded()) {
-        *error = "\"Pod\" is not valid JSON";
-        return nullptr;
-      }
-      auto decoded = kube::DecodePod(parsed, gpu_mem_unit_mib);
-      if (!decoded) {
-        *error = "\"Pod\": " + decoded.error().message;
-        return nullptr;
-      }
-      args->pod = std::move(*decoded);
+      if (!DecodePodField(value, gpu_mem_unit_mib, *args, error)) return nullptr;
     } else if (IsNull(value)) {
       continue;
     } else if (key == "NodeNames") {
@@ -359,25 +391,7 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
     *error = "\"Pod\" is missing";
     return nullptr;
   }
-  if (names_given && nodes_given) {
-    // kube-scheduler sends exactly one: NodeNames when the extender is nodeCacheCapable, else
-    // Nodes. Both could name different nodes: which would the reply be about?
-    *error =
-        "both \"NodeNames\" and \"Nodes\" are given: expected \"NodeNames\" "
-        "(nodeCacheCapable: true) or \"Nodes\" (a v1.NodeList), not both";
-    return nullptr;
-  }
-  if (!names_given && !nodes_given) {
-    *error =
-        "no candidate nodes: expected \"NodeNames\" (nodeCacheCapable: true) or \"Nodes\" "
-        "(a v1.NodeList)";
-    return nullptr;
-  }
-  if (auto repeated = FindRepeated(args->names)) {
-    *error = std::string(names_given ? "\"NodeNames\"" : "\"Nodes\".items") + " names node " +
-             Quoted(*repeated) + " twice";
-    return nullptr;
-  }
+  if (!CheckCandidates(*args, names_given, nodes_given, error)) return nullptr;
   return args;
 }
 

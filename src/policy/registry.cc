@@ -54,6 +54,7 @@ Knob ReserveMaxWaitSeconds() {
           FgdSatPolicy::kDefaultMaxWaitSeconds};
 }
 
+// long function: the registry itself: one entry per policy
 Registry MakeBuiltins() {
   Registry r;
   // The FGD study's six, in its order (solid lines).

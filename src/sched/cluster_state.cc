@@ -65,85 +65,19 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
   std::vector<core::NodeIndex> nodes;
   nodes.reserve(names.size());
   for (std::string_view name : names) nodes.push_back(s.name_index.Find(name));
-  // A name the cluster model lacks: unusable (with why), or not known (yet): retriable.
-  auto unknown = [&](NodeVerdict& v, std::string_view name) {
-    if (const std::string* why = s.Unusable(name); why != nullptr) {
-      v.kind = NodeVerdict::Kind::kUnresolvable;
-      v.reason = "node " + std::string(name) + " cannot be used by gpumux: " + *why;
-      return;
-    }
-    v.kind = NodeVerdict::Kind::kUnknownNode;
-    if (reasons == Reasons::kSkip) return;
-    v.reason = s.synced.load()
-                   ? "node " + std::string(name) +
-                         " is not known to gpumux yet (new? its watch may be a moment behind)"
-                   : "node " + std::string(name) +
-                         " is not known yet: gpumux is waiting for its first sync with the API "
-                         "server";
-  };
-  // Nodes whose device plugin counts gpu-mem in another unit: the kubelet would admit the pod
-  // with the wrong amount, so they are out whatever the ledger says.
-  // Nodes whose device plugin is starting or stopping: the pod would be rejected by the kubelet
-  // (a resource not registered). Unresolvable for this cycle, so that no pod is preempted for
-  // it; the requeuer retries the pod when the node's state changes.
-  auto units = [&] {
-    if (!s.plugin_problems.empty()) {
-      for (std::size_t i = 0; i < nodes.size(); ++i) {
-        if (nodes[i] < 0) continue;
-        const std::string& problem = s.plugin_problems[static_cast<std::size_t>(nodes[i])];
-        if (!problem.empty()) out[i] = {NodeVerdict::Kind::kUnresolvable, 0, problem};
-      }
-    }
-    if (!s.any_unit_problem) return;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (const std::string* problem = s.UnitMismatch(pod, nodes[i]); problem != nullptr) {
-        out[i] = {NodeVerdict::Kind::kUnresolvable, 0, *problem};
-      }
-    }
-  };
+  const policy::Explain explain =
+      reasons == Reasons::kSkip ? policy::Explain::kNoReason : policy::Explain::kReason;
   if (pod.containers.size() == 1) {
-    const core::Request& request = pod.containers[0].request;
-    std::vector<core::NodeIndex> known;
-    known.reserve(nodes.size());
-    for (core::NodeIndex n : nodes) {
-      if (n >= 0) known.push_back(n);
-    }
-    const std::vector<std::int64_t> scores = s.engine->ScoreNodes(request, known);
-    std::size_t k = 0;
+    s.ScoreOne(pod.containers[0].request, nodes, explain, out);
+  } else {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (nodes[i] < 0) {
-        unknown(out[i], names[i]);
-        continue;
-      }
-      const std::int64_t score = scores[k++];
-      if (reasons == Reasons::kSkip && score < 0 &&
-          (score == policy::Engine::kNoFit || score == policy::Policy::kDecline)) {
-        out[i].kind = score == policy::Engine::kNoFit ? NodeVerdict::Kind::kDoesNotFit
-                                                      : NodeVerdict::Kind::kDeclined;
-      } else if (score == policy::Engine::kNoFit) {
-        const core::Misfit& misfit = s.engine->ExplainMisfit(request, nodes[i]);
-        out[i] = {
-            misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable,
-            0, misfit.reason};
-      } else if (score == policy::Policy::kDecline) {
-        out[i] = {NodeVerdict::Kind::kDeclined, 0, s.engine->DeclineReason()};
-      } else {
-        out[i].score = score;
-      }
+      if (nodes[i] >= 0) out[i] = s.TrialOnNode(pod, nodes[i], explain);
     }
-    units();
-    return out;
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i] < 0) {
-      unknown(out[i], names[i]);
-    } else {
-      out[i] = s.TrialOnNode(
-          pod, nodes[i],
-          reasons == Reasons::kSkip ? policy::Explain::kNoReason : policy::Explain::kReason);
-    }
+    if (nodes[i] < 0) out[i] = s.UnknownNode(names[i], explain);
   }
-  units();
+  s.MarkNodeProblems(pod, nodes, out);
   return out;
 }
 

@@ -25,9 +25,9 @@ namespace gpumux::sched {
 using detail::BuildClusterModel;
 using detail::GrantedRequest;
 using detail::NameIndex;
-using detail::TenantJobs;
 using detail::NodeNameOf;
 using detail::SameNode;
+using detail::TenantJobs;
 using detail::TenantKey;
 
 struct ClusterState::Impl final : public GrantLedger {
@@ -396,6 +396,78 @@ struct ClusterState::Impl final : public GrantLedger {
     }
     v.reason = plan.reason;
     return v;
+  }
+
+  // Verdicts for a one-container pod on `nodes` (the known ones; -1 is left for UnknownNode)
+  // from the engine's scores, memoised per node; a reason only when `explain` asks for one.
+  void ScoreOne(const core::Request& request, std::span<const core::NodeIndex> targets,
+                policy::Explain explain, std::vector<NodeVerdict>& out) {
+    std::vector<core::NodeIndex> known;
+    known.reserve(targets.size());
+    for (core::NodeIndex n : targets) {
+      if (n >= 0) known.push_back(n);
+    }
+    const std::vector<std::int64_t> scores = engine->ScoreNodes(request, known);
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i] < 0) continue;
+      const std::int64_t score = scores[k++];
+      if (explain == policy::Explain::kNoReason && score < 0 &&
+          (score == policy::Engine::kNoFit || score == policy::Policy::kDecline)) {
+        out[i].kind = score == policy::Engine::kNoFit ? NodeVerdict::Kind::kDoesNotFit
+                                                      : NodeVerdict::Kind::kDeclined;
+      } else if (score == policy::Engine::kNoFit) {
+        const core::Misfit& misfit = engine->ExplainMisfit(request, targets[i]);
+        out[i] = {
+            misfit.resolvable ? NodeVerdict::Kind::kDoesNotFit : NodeVerdict::Kind::kUnresolvable,
+            0, misfit.reason};
+      } else if (score == policy::Policy::kDecline) {
+        out[i] = {NodeVerdict::Kind::kDeclined, 0, engine->DeclineReason()};
+      } else {
+        out[i].score = score;
+      }
+    }
+  }
+
+  // A name the cluster model lacks: unusable (with why), or not known (yet): retriable.
+  NodeVerdict UnknownNode(std::string_view name, policy::Explain explain) const {
+    NodeVerdict v;
+    if (const std::string* why = Unusable(name); why != nullptr) {
+      v.kind = NodeVerdict::Kind::kUnresolvable;
+      v.reason = "node " + std::string(name) + " cannot be used by gpumux: " + *why;
+      return v;
+    }
+    v.kind = NodeVerdict::Kind::kUnknownNode;
+    if (explain == policy::Explain::kNoReason) return v;
+    v.reason = synced.load()
+                   ? "node " + std::string(name) +
+                         " is not known to gpumux yet (new? its watch may be a moment behind)"
+                   : "node " + std::string(name) +
+                         " is not known yet: gpumux is waiting for its first sync with the API "
+                         "server";
+    return v;
+  }
+
+  // Nodes whose device plugin counts gpu-mem in another unit: the kubelet would admit the pod
+  // with the wrong amount, so they are out whatever the ledger says. Nodes whose device plugin
+  // is starting or stopping: the pod would be rejected by the kubelet (a resource not
+  // registered). Unresolvable for this cycle, so that no pod is preempted for it; the requeuer
+  // retries the pod when the node's state changes.
+  void MarkNodeProblems(const kube::PodInfo& pod, std::span<const core::NodeIndex> targets,
+                        std::vector<NodeVerdict>& out) const {
+    if (!plugin_problems.empty()) {
+      for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] < 0) continue;
+        const std::string& problem = plugin_problems[static_cast<std::size_t>(targets[i])];
+        if (!problem.empty()) out[i] = {NodeVerdict::Kind::kUnresolvable, 0, problem};
+      }
+    }
+    if (!any_unit_problem) return;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (const std::string* problem = UnitMismatch(pod, targets[i]); problem != nullptr) {
+        out[i] = {NodeVerdict::Kind::kUnresolvable, 0, *problem};
+      }
+    }
   }
 
   static std::vector<core::Request> RequestsOf(const kube::PodInfo& pod) {

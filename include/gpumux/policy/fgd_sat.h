@@ -73,7 +73,7 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 // whole-GPU pod would use fully. The rule: a fractional request is declined on a node when
 //   (1) the GPU fgd-sat picks there is idle (nothing on it yet; fgd-sat picks a GPU in use
 //       whenever one admits the share and that fragments less, which is how shares go: see
-//       ARCHITECTURE.md, "Ablation record: fgd-sat-reserve"),
+//       docs/ablations.md, "Ablation record: fgd-sat-reserve"),
 //   (2) the remainder it would leave, 1000 - milli, is stranded: the typical single-GPU shares
 //       that fit in it weigh less than kStrandedShare of all typical GPU pods (of that model),
 //   (3) every typical single-GPU whole pod could use that GPU: the node has the free CPU of
