@@ -59,7 +59,7 @@ struct SimulateOptions {
   DlOptions dl;
   std::string nodes;  // "" = embedded
   std::string pods;   // "" = embedded
-  std::vector<std::string> policies{"all"};
+  std::vector<std::string> policies{"default"};
   std::string seeds = "42";
   double load = 1.3;
   std::string format = "table";
@@ -349,6 +349,7 @@ int RunDevicePlugin(const DevicePluginCliOptions& options, std::ostream& out, st
 void AddDlOptions(CLI::App& cmd, DlOptions& options);
 // Splits comma-separated or repeated names; 'all' = `all`, 'study' = the FGD study's six.
 std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
+                                        const std::vector<std::string>& compared,
                                         const std::vector<std::string>& all);
 
 // "42-51" -> 42..51; "42,45" -> {42,45}; error text on bad input (also for more than

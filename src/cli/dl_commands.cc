@@ -22,10 +22,15 @@
 namespace gpumux::cli {
 namespace {
 
-// The policies `--workload dl` runs by default: every policy for training jobs.
+// The policies for training jobs, and those `--workload dl` compares by default.
 const std::vector<std::string>& DlPolicies() {
   static const std::vector<std::string> names =
       policy::BuiltinPolicies().names(policy::Workload::kTrainingJobs);
+  return names;
+}
+const std::vector<std::string>& ComparedDlPolicies() {
+  static const std::vector<std::string> names =
+      policy::BuiltinPolicies().compared(policy::Workload::kTrainingJobs);
   return names;
 }
 
@@ -197,7 +202,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
   const std::uint64_t seed = seeds->front();
-  const std::vector<std::string> policies = ExpandPolicies(o.policies, DlPolicies());
+  const std::vector<std::string> policies =
+      ExpandPolicies(o.policies, ComparedDlPolicies(), DlPolicies());
   if (policies.empty()) return fail("--policy: no policy given");
   for (const auto& p : policies) {
     if (policy::BuiltinPolicies().Find(p) == nullptr) {

@@ -20,14 +20,19 @@
 namespace gpumux::cli {
 namespace {
 
-// The policies that place pods (every policy but the co-location ones).
+// The policies that place pods (every policy but the co-location ones), and those of them in
+// the default comparison.
 std::vector<std::string> PackingPolicies() {
   return policy::BuiltinPolicies().names(policy::Workload::kPods);
+}
+std::vector<std::string> ComparedPackingPolicies() {
+  return policy::BuiltinPolicies().compared(policy::Workload::kPods);
 }
 
 }  // namespace
 
 std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
+                                        const std::vector<std::string>& compared,
                                         const std::vector<std::string>& all) {
   std::vector<std::string> out;
   for (const std::string& item : given) {
@@ -36,6 +41,8 @@ std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
     while (std::getline(ss, name, ',')) {
       if (name == "all") {
         for (const auto& n : all) out.push_back(n);
+      } else if (name == "default") {
+        for (const auto& n : compared) out.push_back(n);
       } else if (name == "study") {
         for (const auto& n : policy::FgdStudyPolicies()) out.push_back(n);
       } else if (!name.empty()) {
@@ -115,8 +122,9 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fgd", "dl"}));
   cmd->add_option("--policy", o.policies,
-                  "Policy name(s), comma-separated or repeated; 'all' = every policy of the "
-                  "workload, 'study' = the six of the FGD study (see 'gpumux policies')")
+                  "Policy name(s), comma-separated or repeated; 'default' = the policies of the "
+                  "workload compared by default, 'all' = every policy of the workload (examples "
+                  "too), 'study' = the six of the FGD study (see 'gpumux policies')")
       ->capture_default_str();
   cmd->add_option("--seeds", o.seeds,
                   "Seeds: 42, 42-51 or 42,45,47 (one seed with --replay; with --workload dl each "
@@ -278,7 +286,8 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   std::string seed_error;
   auto seeds = ParseSeeds(o.seeds, seed_error);
   if (!seeds) return fail(seed_error);
-  const std::vector<std::string> policies = ExpandPolicies(o.policies, PackingPolicies());
+  const std::vector<std::string> policies =
+      ExpandPolicies(o.policies, ComparedPackingPolicies(), PackingPolicies());
   if (policies.empty()) return fail("--policy: no policy given");
   for (const auto& p : policies) {
     if (policy::BuiltinPolicies().Find(p) == nullptr) {

@@ -286,6 +286,14 @@ std::vector<std::string> Registry::names(Workload workload) const {
   return out;
 }
 
+std::vector<std::string> Registry::compared(Workload workload) const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) {
+    if (e.For(workload) && e.compared) out.push_back(e.name);
+  }
+  return out;
+}
+
 std::vector<std::string> Registry::names(Family family) const {
   std::vector<std::string> out;
   for (const auto& e : entries_) {

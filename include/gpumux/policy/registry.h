@@ -83,6 +83,10 @@ struct PolicyEntry {
   bool needs_profile = false;       // places training jobs with a workload profile (--profile)
   std::vector<Knob> knobs;
   PolicyFactory make;
+  // In the default comparison (`gpumux simulate` without --policy, `make demo`, the README's
+  // tables); false for a policy kept as an example or an experiment, which `--policy all` and
+  // its name still run.
+  bool compared = true;
 
   bool For(Workload w) const { return workload == w || workload == Workload::kBoth; }
   const Knob* FindKnob(std::string_view knob) const;
@@ -98,7 +102,8 @@ class Registry {
   const PolicyEntry* Find(std::string_view name) const;
   const std::vector<PolicyEntry>& entries() const { return entries_; }
   std::vector<std::string> names() const;
-  std::vector<std::string> names(Workload workload) const;  // those For(workload), in order
+  std::vector<std::string> names(Workload workload) const;     // those For(workload), in order
+  std::vector<std::string> compared(Workload workload) const;  // of those, the compared ones
   std::vector<std::string> names(Family family) const;
   // Every knob of every policy, once per name, in entry order.
   std::vector<const Knob*> knobs() const;
