@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -95,6 +96,17 @@ inline CLI::Validator NumberIn(double lo, double hi, LowerBound lower = LowerBou
         return {};
       },
       "FLOAT in " + range);
+}
+
+// 1.5 -> "1.5", 2.0 -> "2", 0.0005 -> "0.001": seconds (or any number) with at most three
+// decimals and no trailing zeros, for messages that echo an option's value.
+inline std::string SecondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", s);
+  std::string out = text;
+  while (out.back() == '0') out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -578,6 +578,70 @@ void Coordinator::StoreTuner() {
   sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/tuner"), v.dump());
 }
 
+namespace {
+
+using ObservedMeans = std::map<std::pair<std::string, std::string>, policy::Observation>;
+
+// Whether the store's `key` is an observation of this node: under `prefix` (the store's
+// observations/), ending in `own` ("/<node>").
+bool IsOwnObservation(const std::string& key, const std::string& prefix, const std::string& own) {
+  return key.rfind(prefix, 0) == 0 && key.size() > own.size() &&
+         key.compare(key.size() - own.size(), own.size(), own) == 0;
+}
+
+// Brings back this node's stored observation into `observed` by (set, batches), its running
+// mean that later windows keep adding to. One that does not parse or is out of range is logged
+// and skipped.
+void RestoreObservation(const std::string& key, const std::string& value, ObservedMeans& observed,
+                        const core::Logger& log) {
+  auto o = policy::ParseObservation(value, key);
+  if (!o || !policy::CheckObservation(*o)) {
+    log.Warn("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
+    return;
+  }
+  std::string set;
+  for (const auto& c : o->classes) set += (set.empty() ? "" : "+") + c;
+  observed[{set, JoinInts(o->batches)}] = std::move(*o);
+}
+
+// A stored job's registration (StoreJob). Throws Json::exception when a field is missing or
+// of the wrong type.
+Registration StoredRegistration(const Json& v) {
+  Registration r;
+  r.job = v.at("job").get<std::string>();
+  r.cls = v.at("class").get<std::string>();
+  r.batch_size = v.at("batch_size").get<int>();
+  r.gpus = v.at("gpus").get<std::vector<std::string>>();
+  r.pid = v.value("pid", std::int64_t{0});
+  r.min_batch = v.value("min_batch", 0);
+  r.max_batch = v.value("max_batch", 0);
+  r.memory_mib = v.value("memory_mib", core::MiB{0});
+  r.noise_scale = v.value("noise_scale", 0.0);
+  return r;
+}
+
+// Teaches `joint` the stored corrections (StoreTuner). Throws Json::exception when one is
+// malformed (those before it are learned).
+void LearnStoredCorrections(const Json& v, policy::JointTuner& joint) {
+  for (const auto& c : v) {
+    joint.Learn(c.at("set").get<std::string>(), c.at("member").get<std::string>(),
+                c.at("ratio").get<double>());
+  }
+}
+
+// Adds a stored group's (StoreGroup) tuned assignment, job -> batch, to `restored`; nothing
+// unless the group was tuned.
+void ReadTunedAssignment(const Json& v, std::map<std::string, int>& restored) {
+  if (v.value("state", std::string()) == "tuned" && v.contains("assignment") &&
+      v["assignment"].is_object()) {
+    for (const auto& [job, batch] : v["assignment"].items()) {
+      if (batch.is_number_integer()) restored[job] = batch.get<int>();
+    }
+  }
+}
+
+}  // namespace
+
 void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> stored) {
   const std::string node_prefix = Key("nodes/" + KeySegment(options_.node) + "/");
   const std::string observations = Key("observations/");
@@ -585,17 +649,8 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   std::map<std::string, Json> groups;
   int jobs = 0;
   for (const auto& [key, value] : stored) {
-    if (key.rfind(observations, 0) == 0 && key.size() > own.size() &&
-        key.compare(key.size() - own.size(), own.size(), own) == 0) {
-      // This node's running means: later windows keep adding to them.
-      auto o = policy::ParseObservation(value, key);
-      if (!o || !policy::CheckObservation(*o)) {
-        log_.Warn("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
-        continue;
-      }
-      std::string set;
-      for (const auto& c : o->classes) set += (set.empty() ? "" : "+") + c;
-      observed_[{set, JoinInts(o->batches)}] = std::move(*o);
+    if (IsOwnObservation(key, observations, own)) {
+      RestoreObservation(key, value, observed_, log_);
       continue;
     }
     if (key.rfind(node_prefix, 0) != 0) continue;
@@ -607,16 +662,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     }
     try {
       if (rest.rfind("jobs/", 0) == 0) {
-        Registration r;
-        r.job = v.at("job").get<std::string>();
-        r.cls = v.at("class").get<std::string>();
-        r.batch_size = v.at("batch_size").get<int>();
-        r.gpus = v.at("gpus").get<std::vector<std::string>>();
-        r.pid = v.value("pid", std::int64_t{0});
-        r.min_batch = v.value("min_batch", 0);
-        r.max_batch = v.value("max_batch", 0);
-        r.memory_mib = v.value("memory_mib", core::MiB{0});
-        r.noise_scale = v.value("noise_scale", 0.0);
+        const Registration r = StoredRegistration(v);
         if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) continue;
         auto job = std::make_unique<Job>();
         job->reg = r;
@@ -634,10 +680,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
       } else if (rest == "tuner") {
         auto* joint = dynamic_cast<policy::JointTuner*>(tuner_.get());
         if (joint == nullptr) continue;
-        for (const auto& c : v) {
-          joint->Learn(c.at("set").get<std::string>(), c.at("member").get<std::string>(),
-                       c.at("ratio").get<double>());
-        }
+        LearnStoredCorrections(v, *joint);
       }
     } catch (const Json::exception& e) {
       log_.Warn("store: skipping " + key + ": " + e.what());
@@ -653,13 +696,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     }
     auto it = groups_.find(gpu);
     if (it == groups_.end()) continue;
-    Group& g = *it->second;
-    if (v.value("state", std::string()) == "tuned" && v.contains("assignment") &&
-        v["assignment"].is_object()) {
-      for (const auto& [job, batch] : v["assignment"].items()) {
-        if (batch.is_number_integer()) g.restored[job] = batch.get<int>();
-      }
-    }
+    ReadTunedAssignment(v, it->second->restored);
   }
   std::vector<std::string> gpus;
   for (const auto& [gpu, g] : groups_) gpus.push_back(gpu);

@@ -20,6 +20,65 @@ std::string What(const Request& r) {
   return s;
 }
 
+// The GPU that comes closest to taking `r` among those that could hold it (an acceptable
+// model, healthy, memory_mib >= r.gpu_mib) but do not admit it now; -1 when there is none.
+// Closeness: for an exclusive request, the fewest tenants; for a shared one, the smallest sum
+// of the memory and compute shortfalls, each as a fraction of what is asked (a GPU 2048 MiB
+// short of 8192 MiB with compute to spare is 0.25 away). Ties go to the lowest index.
+int ClosestRefusingGpu(const NodeView& node, const Request& r, ModelMask models) {
+  int closest = -1;
+  double closest_gap = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < node.gpu_count(); ++i) {
+    const auto g = static_cast<std::size_t>(i);
+    if (((models >> node.gpu_model[g]) & 1U) == 0) continue;
+    if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
+    if (node.spec->gpus[g].memory_mib < r.gpu_mib || GpuAdmits(node, i, r, models)) continue;
+    double gap;
+    if (r.sharing == GpuSharing::kExclusive) {
+      gap = static_cast<double>(node.gpu_tenants[g]);
+    } else {
+      const double mib_short =
+          r.gpu_mib > 0 ? static_cast<double>(std::max<MiB>(0, r.gpu_mib - node.gpu_free_mib[g])) /
+                              static_cast<double>(r.gpu_mib)
+                        : 0.0;
+      const double milli_short =
+          static_cast<double>(std::max<MilliGpu>(0, r.gpu_milli - node.gpu_free_milli[g])) /
+          static_cast<double>(r.gpu_milli);
+      gap = mib_short + milli_short;
+    }
+    if (gap < closest_gap) {
+      closest_gap = gap;
+      closest = i;
+    }
+  }
+  return closest;
+}
+
+// How GPU `gpu` stands against `r`: " (2 tenants)" for an exclusive request, else what it has
+// free and what it lacks: " (6144 MiB, 1000 milli free): 2048 MiB short".
+std::string DescribeClosest(const NodeView& node, const Request& r, int gpu) {
+  const auto g = static_cast<std::size_t>(gpu);
+  if (r.sharing == GpuSharing::kExclusive) {
+    return " (" + std::to_string(node.gpu_tenants[g]) + " tenant" +
+           (node.gpu_tenants[g] == 1 ? "" : "s") + ")";
+  }
+  std::string out = " (" + std::to_string(node.gpu_free_mib[g]) + " MiB, " +
+                    std::to_string(node.gpu_free_milli[g]) + " milli free)";
+  std::string shortfall;
+  if (node.gpu_free_mib[g] < r.gpu_mib) {
+    shortfall = std::to_string(r.gpu_mib - node.gpu_free_mib[g]) + " MiB";
+  }
+  if (node.gpu_free_milli[g] < r.gpu_milli) {
+    if (!shortfall.empty()) shortfall += " and ";
+    shortfall += std::to_string(r.gpu_milli - node.gpu_free_milli[g]) + " milli-GPU";
+  }
+  if (node.gpu_free_milli[g] == 0 && node.gpu_tenants[g] > 0 && shortfall.empty()) {
+    shortfall = "held exclusively";
+  }
+  if (!shortfall.empty()) out += ": " + shortfall + " short";
+  return out;
+}
+
 }  // namespace
 
 Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
@@ -66,57 +125,13 @@ Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
                        std::to_string(largest) + " MiB"};
   }
   // Resources are in use: name the closest GPU that does not admit the request.
-  int closest = -1;
-  double closest_gap = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < total; ++i) {
-    const auto g = static_cast<std::size_t>(i);
-    if (((models >> node.gpu_model[g]) & 1U) == 0) continue;
-    if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
-    if (node.spec->gpus[g].memory_mib < r.gpu_mib || GpuAdmits(node, i, r, models)) continue;
-    double gap;
-    if (r.sharing == GpuSharing::kExclusive) {
-      gap = static_cast<double>(node.gpu_tenants[g]);
-    } else {
-      const double mib_short =
-          r.gpu_mib > 0 ? static_cast<double>(std::max<MiB>(0, r.gpu_mib - node.gpu_free_mib[g])) /
-                              static_cast<double>(r.gpu_mib)
-                        : 0.0;
-      const double milli_short =
-          static_cast<double>(std::max<MilliGpu>(0, r.gpu_milli - node.gpu_free_milli[g])) /
-          static_cast<double>(r.gpu_milli);
-      gap = mib_short + milli_short;
-    }
-    if (gap < closest_gap) {
-      closest_gap = gap;
-      closest = i;
-    }
-  }
+  const int closest = ClosestRefusingGpu(node, r, models);
   std::string reason = "needs " + What(r);
   if (r.gpu_count > 1 || admitting > 0) {
     reason += "; " + std::to_string(admitting) + " of " + std::to_string(total) + " can take it";
   }
   if (closest >= 0) {
-    const auto g = static_cast<std::size_t>(closest);
-    reason += "; closest is GPU " + std::to_string(closest);
-    if (r.sharing == GpuSharing::kExclusive) {
-      reason += " (" + std::to_string(node.gpu_tenants[g]) + " tenant" +
-                (node.gpu_tenants[g] == 1 ? "" : "s") + ")";
-    } else {
-      reason += " (" + std::to_string(node.gpu_free_mib[g]) + " MiB, " +
-                std::to_string(node.gpu_free_milli[g]) + " milli free)";
-      std::string shortfall;
-      if (node.gpu_free_mib[g] < r.gpu_mib) {
-        shortfall = std::to_string(r.gpu_mib - node.gpu_free_mib[g]) + " MiB";
-      }
-      if (node.gpu_free_milli[g] < r.gpu_milli) {
-        if (!shortfall.empty()) shortfall += " and ";
-        shortfall += std::to_string(r.gpu_milli - node.gpu_free_milli[g]) + " milli-GPU";
-      }
-      if (node.gpu_free_milli[g] == 0 && node.gpu_tenants[g] > 0 && shortfall.empty()) {
-        shortfall = "held exclusively";
-      }
-      if (!shortfall.empty()) reason += ": " + shortfall + " short";
-    }
+    reason += "; closest is GPU " + std::to_string(closest) + DescribeClosest(node, r, closest);
   }
   return {true, reason};
 }

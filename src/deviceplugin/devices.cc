@@ -48,21 +48,11 @@ core::Error Invalid(std::string message) {
   return core::Error{core::ErrorCode::kInvalidArgument, std::move(message)};
 }
 
-}  // namespace
-
-core::Result<DeviceTable> DeviceTable::Build(Resource resource, const std::vector<GpuSlot>& gpus,
-                                             std::int64_t gpu_mem_unit_mib) {
+// The devices `gpus` contribute to `resource` in all. Error when a GPU's memory is out of
+// range, or when the total would pass kMaxDevicesPerResource (naming the GPU that passes it).
+core::Result<std::int64_t> CountDevices(Resource resource, const std::vector<GpuSlot>& gpus,
+                                        std::int64_t gpu_mem_unit_mib) {
   const std::string name(ResourceName(resource));
-  if (resource == Resource::kGpuMem && gpu_mem_unit_mib <= 0) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           "the gpu-mem unit must be at least 1 MiB");
-  }
-  if (gpus.size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
-    return tl::unexpected(Invalid(std::to_string(gpus.size()) + " GPUs, more than the " +
-                                  std::to_string(core::kMaxGpusPerNode) +
-                                  " a node may have (core::kMaxGpusPerNode)"));
-  }
-  // Count first: a list too long for the kubelet is refused before it is built.
   std::int64_t total = 0;
   for (const GpuSlot& slot : gpus) {
     if (slot.memory_mib < 0 || slot.memory_mib > core::kMaxGpuMemoryMib) {
@@ -87,9 +77,29 @@ core::Result<DeviceTable> DeviceTable::Build(Resource resource, const std::vecto
       return tl::unexpected(Invalid(std::move(message)));
     }
   }
+  return total;
+}
+
+}  // namespace
+
+core::Result<DeviceTable> DeviceTable::Build(Resource resource, const std::vector<GpuSlot>& gpus,
+                                             std::int64_t gpu_mem_unit_mib) {
+  const std::string name(ResourceName(resource));
+  if (resource == Resource::kGpuMem && gpu_mem_unit_mib <= 0) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the gpu-mem unit must be at least 1 MiB");
+  }
+  if (gpus.size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
+    return tl::unexpected(Invalid(std::to_string(gpus.size()) + " GPUs, more than the " +
+                                  std::to_string(core::kMaxGpusPerNode) +
+                                  " a node may have (core::kMaxGpusPerNode)"));
+  }
+  // Count first: a list too long for the kubelet is refused before it is built.
+  auto total = CountDevices(resource, gpus, gpu_mem_unit_mib);
+  if (!total) return tl::unexpected(total.error());
   DeviceTable t;
   t.resource_ = resource;
-  t.devices_.reserve(static_cast<std::size_t>(total));
+  t.devices_.reserve(static_cast<std::size_t>(*total));
   std::unordered_set<std::string> seen;
   for (std::size_t g = 0; g < gpus.size(); ++g) {
     const GpuSlot& slot = gpus[g];

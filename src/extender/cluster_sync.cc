@@ -13,27 +13,28 @@ ClusterSync::ClusterSync(kube::KubeApi& api, sched::ClusterState& state, Cluster
 
 ClusterSync::~ClusterSync() { Stop(); }
 
-void ClusterSync::Start() {
-  sched::ClusterState* state = state_;
-  const core::Logger log = options_.log;
-  const auto prefixed = [log](const std::string& what) { return log.Prefixed(what + ": "); };
-  const auto on_node = options_.on_node_event;
-  const auto on_pod = options_.on_pod_event;
-  // A relist is handed to the observers as ADDED events.
-  const auto relisted = [](const std::function<void(const kube::WatchEvent&)>& observer,
-                           std::vector<nlohmann::json>& items) {
-    if (!observer) return;
-    kube::WatchEvent e{"ADDED", {}};
-    for (nlohmann::json& item : items) {
-      e.object = std::move(item);
-      observer(e);
-      item = std::move(e.object);
-    }
-  };
+namespace {
+
+using Observer = std::function<void(const kube::WatchEvent&)>;
+
+// Hands a relist to `observer` (may be empty) as ADDED events; the items are left as they were.
+void HandOverRelist(const Observer& observer, std::vector<nlohmann::json>& items) {
+  if (!observer) return;
+  kube::WatchEvent e{"ADDED", {}};
+  for (nlohmann::json& item : items) {
+    e.object = std::move(item);
+    observer(e);
+    item = std::move(e.object);
+  }
+}
+
+// The nodes reflector's handler: every list and event goes to `state`, then to `on_node`.
+kube::ReflectorHandler NodeHandler(sched::ClusterState* state, Observer on_node,
+                                   const core::Logger& log) {
   kube::ReflectorHandler nodes;
-  nodes.replace = [state, on_node, relisted](std::vector<nlohmann::json> items) {
+  nodes.replace = [state, on_node](std::vector<nlohmann::json> items) {
     state->SetNodes(items);
-    relisted(on_node, items);
+    HandOverRelist(on_node, items);
   };
   nodes.event = [state, on_node](const kube::WatchEvent& e) {
     if (e.type == "DELETED") {
@@ -46,11 +47,17 @@ void ClusterSync::Start() {
     }
     if (on_node) on_node(e);
   };
-  nodes.log = prefixed("nodes");
+  nodes.log = log.Prefixed("nodes: ");
+  return nodes;
+}
+
+// The pods reflector's handler: every list and event goes to `state`, then to `on_pod`.
+kube::ReflectorHandler PodHandler(sched::ClusterState* state, Observer on_pod,
+                                  const core::Logger& log) {
   kube::ReflectorHandler pods;
-  pods.replace = [state, on_pod, relisted](std::vector<nlohmann::json> items) {
+  pods.replace = [state, on_pod](std::vector<nlohmann::json> items) {
     state->SetPods(items);
-    relisted(on_pod, items);
+    HandOverRelist(on_pod, items);
   };
   pods.event = [state, on_pod](const kube::WatchEvent& e) {
     if (e.type == "DELETED") {
@@ -60,44 +67,63 @@ void ClusterSync::Start() {
     }
     if (on_pod) on_pod(e);
   };
-  pods.log = prefixed("pods");
-  const auto reflector_options = [this](std::string_view stream) {
-    kube::ReflectorOptions r = options_.reflector;
-    r.random_below = nullptr;
-    if (options_.jitter_seed != 0) {
-      r.random_below = [rng = std::make_shared<core::Rng>(options_.jitter_seed, stream)](
-                           std::uint64_t n) { return rng->Below(n); };
+  pods.log = log.Prefixed("pods: ");
+  return pods;
+}
+
+// The reflector options of the collection `stream`: options.reflector, with jitter seeded from
+// (jitter_seed, stream) when a seed is given.
+kube::ReflectorOptions StreamOptions(const ClusterSyncOptions& options, std::string_view stream) {
+  kube::ReflectorOptions r = options.reflector;
+  r.random_below = nullptr;
+  if (options.jitter_seed != 0) {
+    r.random_below = [rng = std::make_shared<core::Rng>(options.jitter_seed, stream)](
+                         std::uint64_t n) { return rng->Below(n); };
+  }
+  return r;
+}
+
+// The ticker's loop until `stop`: marks `state` synced (once) when both reflectors have listed,
+// and expires assumed grants every options.expire_interval. Wakes every 20 ms until synced,
+// every 200 ms after.
+void RunTicker(const std::stop_token& stop, sched::ClusterState& state,
+               const kube::Reflector& nodes, const kube::Reflector& pods,
+               const ClusterSyncOptions& options) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  auto next_expiry = std::chrono::steady_clock::now() + options.expire_interval;
+  std::unique_lock lock(mu);
+  while (!stop.stop_requested()) {
+    if (!state.synced() && nodes.synced() && pods.synced()) {
+      state.MarkSynced();
+      if (options.on_synced) options.on_synced();
+      const sched::StateCounters c = state.counters();
+      options.log.Info("synced: " + core::Plural(c.nodes, "node") + ", " +
+                       core::Plural(c.gpus, "GPU") + ", " +
+                       core::Plural(c.grants_bound, "bound grant"));
     }
-    return r;
-  };
-  nodes_ = std::make_unique<kube::Reflector>(*api_, "/api/v1/nodes", std::move(nodes),
-                                             reflector_options("nodes"));
-  pods_ = std::make_unique<kube::Reflector>(*api_, "/api/v1/pods", std::move(pods),
-                                            reflector_options("pods"));
+    if (std::chrono::steady_clock::now() >= next_expiry) {
+      state.ExpireAssumed();
+      next_expiry = std::chrono::steady_clock::now() + options.expire_interval;
+    }
+    cv.wait_for(lock, stop, std::chrono::milliseconds(state.synced() ? 200 : 20),
+                [] { return false; });
+  }
+}
+
+}  // namespace
+
+void ClusterSync::Start() {
+  nodes_ = std::make_unique<kube::Reflector>(
+      *api_, "/api/v1/nodes", NodeHandler(state_, options_.on_node_event, options_.log),
+      StreamOptions(options_, "nodes"));
+  pods_ = std::make_unique<kube::Reflector>(*api_, "/api/v1/pods",
+                                            PodHandler(state_, options_.on_pod_event, options_.log),
+                                            StreamOptions(options_, "pods"));
   nodes_thread_ = std::jthread([this](std::stop_token stop) { nodes_->Run(stop); });
   pods_thread_ = std::jthread([this](std::stop_token stop) { pods_->Run(stop); });
-  ticker_ = std::jthread([this](std::stop_token stop) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    auto next_expiry = std::chrono::steady_clock::now() + options_.expire_interval;
-    std::unique_lock lock(mu);
-    while (!stop.stop_requested()) {
-      if (!state_->synced() && nodes_->synced() && pods_->synced()) {
-        state_->MarkSynced();
-        if (options_.on_synced) options_.on_synced();
-        const sched::StateCounters c = state_->counters();
-        options_.log.Info("synced: " + core::Plural(c.nodes, "node") + ", " +
-                          core::Plural(c.gpus, "GPU") + ", " +
-                          core::Plural(c.grants_bound, "bound grant"));
-      }
-      if (std::chrono::steady_clock::now() >= next_expiry) {
-        state_->ExpireAssumed();
-        next_expiry = std::chrono::steady_clock::now() + options_.expire_interval;
-      }
-      cv.wait_for(lock, stop, std::chrono::milliseconds(state_->synced() ? 200 : 20),
-                  [] { return false; });
-    }
-  });
+  ticker_ = std::jthread(
+      [this](std::stop_token stop) { RunTicker(stop, *state_, *nodes_, *pods_, options_); });
 }
 
 void ClusterSync::Stop() {

@@ -108,6 +108,82 @@ core::Result<std::vector<std::uint64_t>> ParseXids(const io::CsvReader& csv) {
   return xids;
 }
 
+// The GPU of the CSV reader's current row (of the file `path`). `line_of_uuid` holds the UUIDs
+// of the rows before it, by line: a UUID seen before is an error, a new one is added.
+core::Result<FakeGpu> ReadGpuRow(const io::CsvReader& csv, const std::string& path,
+                                 std::map<std::string, int>& line_of_uuid) {
+  FakeGpu f;
+  f.line = csv.line();
+  Gpu& g = f.gpu;
+  auto index = csv.Int("index");
+  if (!index) return tl::unexpected(index.error());
+  if (*index < 0 || *index >= kMaxGpus) {
+    return tl::unexpected(csv.ErrorHere("column 'index': " + std::to_string(*index) +
+                                        " outside 0.." + std::to_string(kMaxGpus - 1) +
+                                        " (a node has at most " + std::to_string(kMaxGpus) +
+                                        " GPUs, core::kMaxGpusPerNode)"));
+  }
+  g.index = static_cast<int>(*index);
+  g.uuid = std::string(Trim(csv.Field("uuid")));
+  if (g.uuid.empty()) return tl::unexpected(csv.ErrorHere("column 'uuid': empty"));
+  if (const auto [it, fresh] = line_of_uuid.emplace(g.uuid, f.line); !fresh) {
+    return tl::unexpected(csv.ErrorHere("column 'uuid': " + g.uuid + " already on line " +
+                                        std::to_string(it->second)));
+  }
+  g.name = std::string(Trim(csv.Field("model")));
+  auto total = csv.Int("memory_mib");
+  if (!total) return tl::unexpected(total.error());
+  if (*total <= 0) {
+    return tl::unexpected(
+        csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) + " is not > 0"));
+  }
+  if (*total > core::kMaxGpuMemoryMib) {
+    return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) +
+                                        " MiB is more memory than a GPU " + "may have (" +
+                                        std::to_string(core::kMaxGpuMemoryMib) +
+                                        " MiB = 4 PiB, core::kMaxGpuMemoryMib)"));
+  }
+  g.memory_total_mib = *total;
+  auto used = OptionalInt(csv, "memory_used_mib", -1, 0, *total);
+  if (!used) return tl::unexpected(used.error());
+  g.memory_used_mib = *used;
+  auto minor = OptionalInt(csv, "minor", *index, 0, kMaxMinor);
+  if (!minor) return tl::unexpected(minor.error());
+  g.minor = static_cast<int>(*minor);
+  const std::string health =
+      csv.HasColumn("health") ? Lower(Trim(csv.Field("health"))) : std::string();
+  if (health == "unhealthy") {
+    g.health = Health::kUnhealthy;
+    g.health_reason = "marked unhealthy in " + path;
+  } else if (!health.empty() && health != "healthy") {
+    return tl::unexpected(csv.ErrorHere("column 'health': '" + std::string(csv.Field("health")) +
+                                        "' is neither healthy nor unhealthy"));
+  }
+  auto xids = ParseXids(csv);
+  if (!xids) return tl::unexpected(xids.error());
+  f.xids = std::move(*xids);
+  return f;
+}
+
+// Sorts the GPUs of the file `path` by index and checks that the indices are 0..n-1; the
+// error names the line of the first repeated or the first missing index.
+core::Result<void> SortByIndex(std::vector<FakeGpu>& gpus, const std::string& path) {
+  std::sort(gpus.begin(), gpus.end(),
+            [](const FakeGpu& a, const FakeGpu& b) { return a.gpu.index < b.gpu.index; });
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].gpu.index == static_cast<int>(i)) continue;
+    std::string what = path + ":" + std::to_string(gpus[i].line) + ": column 'index': ";
+    if (i > 0 && gpus[i].gpu.index == gpus[i - 1].gpu.index) {
+      what += "GPU " + std::to_string(gpus[i].gpu.index) + " already on line " +
+              std::to_string(gpus[i - 1].line);
+    } else {
+      what += "GPU " + std::to_string(i) + " is missing (indices must be 0..n-1 without gaps)";
+    }
+    return core::MakeError(core::ErrorCode::kInvalidArgument, std::move(what));
+  }
+  return {};
+}
+
 core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
   auto text = io::ReadInputFile(path, kMaxGpuFileBytes);
   if (!text) return tl::unexpected(text.error());
@@ -122,71 +198,11 @@ core::Result<std::vector<FakeGpu>> ReadGpuFile(const std::string& path) {
     auto more = csv.Next();
     if (!more) return tl::unexpected(more.error());
     if (!*more) break;
-    FakeGpu f;
-    f.line = csv.line();
-    Gpu& g = f.gpu;
-    auto index = csv.Int("index");
-    if (!index) return tl::unexpected(index.error());
-    if (*index < 0 || *index >= kMaxGpus) {
-      return tl::unexpected(csv.ErrorHere("column 'index': " + std::to_string(*index) +
-                                          " outside 0.." + std::to_string(kMaxGpus - 1) +
-                                          " (a node has at most " + std::to_string(kMaxGpus) +
-                                          " GPUs, core::kMaxGpusPerNode)"));
-    }
-    g.index = static_cast<int>(*index);
-    g.uuid = std::string(Trim(csv.Field("uuid")));
-    if (g.uuid.empty()) return tl::unexpected(csv.ErrorHere("column 'uuid': empty"));
-    if (const auto [it, fresh] = line_of_uuid.emplace(g.uuid, f.line); !fresh) {
-      return tl::unexpected(csv.ErrorHere("column 'uuid': " + g.uuid + " already on line " +
-                                          std::to_string(it->second)));
-    }
-    g.name = std::string(Trim(csv.Field("model")));
-    auto total = csv.Int("memory_mib");
-    if (!total) return tl::unexpected(total.error());
-    if (*total <= 0) {
-      return tl::unexpected(
-          csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) + " is not > 0"));
-    }
-    if (*total > core::kMaxGpuMemoryMib) {
-      return tl::unexpected(csv.ErrorHere("column 'memory_mib': " + std::to_string(*total) +
-                                          " MiB is more memory than a GPU " + "may have (" +
-                                          std::to_string(core::kMaxGpuMemoryMib) +
-                                          " MiB = 4 PiB, core::kMaxGpuMemoryMib)"));
-    }
-    g.memory_total_mib = *total;
-    auto used = OptionalInt(csv, "memory_used_mib", -1, 0, *total);
-    if (!used) return tl::unexpected(used.error());
-    g.memory_used_mib = *used;
-    auto minor = OptionalInt(csv, "minor", *index, 0, kMaxMinor);
-    if (!minor) return tl::unexpected(minor.error());
-    g.minor = static_cast<int>(*minor);
-    const std::string health =
-        csv.HasColumn("health") ? Lower(Trim(csv.Field("health"))) : std::string();
-    if (health == "unhealthy") {
-      g.health = Health::kUnhealthy;
-      g.health_reason = "marked unhealthy in " + path;
-    } else if (!health.empty() && health != "healthy") {
-      return tl::unexpected(csv.ErrorHere("column 'health': '" + std::string(csv.Field("health")) +
-                                          "' is neither healthy nor unhealthy"));
-    }
-    auto xids = ParseXids(csv);
-    if (!xids) return tl::unexpected(xids.error());
-    f.xids = std::move(*xids);
-    gpus.push_back(std::move(f));
+    auto gpu = ReadGpuRow(csv, path, line_of_uuid);
+    if (!gpu) return tl::unexpected(gpu.error());
+    gpus.push_back(std::move(*gpu));
   }
-  std::sort(gpus.begin(), gpus.end(),
-            [](const FakeGpu& a, const FakeGpu& b) { return a.gpu.index < b.gpu.index; });
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
-    if (gpus[i].gpu.index == static_cast<int>(i)) continue;
-    std::string what = path + ":" + std::to_string(gpus[i].line) + ": column 'index': ";
-    if (i > 0 && gpus[i].gpu.index == gpus[i - 1].gpu.index) {
-      what += "GPU " + std::to_string(gpus[i].gpu.index) + " already on line " +
-              std::to_string(gpus[i - 1].line);
-    } else {
-      what += "GPU " + std::to_string(i) + " is missing (indices must be 0..n-1 without gaps)";
-    }
-    return core::MakeError(core::ErrorCode::kInvalidArgument, std::move(what));
-  }
+  if (auto sorted = SortByIndex(gpus, path); !sorted) return tl::unexpected(sorted.error());
   return gpus;
 }
 

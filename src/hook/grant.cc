@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/plural.h"
@@ -49,12 +50,10 @@ core::Request ExclusiveAsk(const std::string& container, int count) {
   return r;
 }
 
-}  // namespace
-
-core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
-                              const Inventory& inventory, ReservationStore& store,
-                              const ProcessRef& holder, const std::string& state,
-                              const GrantContext& context) {
+// The grant of an ask that reserves nothing: none, all of the host's GPUs or the listed ones,
+// shared with every other container. kReserve is the caller's (GrantGpus) and gets no GPUs here.
+core::Result<Grant> SharedGrant(const std::string& container, const GpuAsk& ask,
+                                const Inventory& inventory) {
   Grant grant;
   const int host_gpus = static_cast<int>(inventory.gpus.size());
   switch (ask.kind) {
@@ -77,6 +76,119 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
     case AskKind::kReserve:
       break;
   }
+  return grant;
+}
+
+// Who keeps a reservation now, written into it when the container is granted GPUs.
+struct Keeper {
+  const ProcessRef& holder;
+  std::string pid_ns;  // OwnPidNamespace()
+  const std::string& state;
+};
+
+void SetKeeper(Reservation& r, const Keeper& keeper) {
+  r.holder = keeper.holder;
+  r.holder_pid_ns = keeper.pid_ns;
+  r.state = keeper.state;
+}
+
+// Drops the reservations, other than the container's own, whose keeper is gone.
+void ReclaimGone(ReservationFile& file, const std::string& container) {
+  const auto dead =
+      std::remove_if(file.reservations.begin(), file.reservations.end(), [&](const Reservation& r) {
+        return r.container != container && HolderLiveness(r) == Liveness::kGone;
+      });
+  file.reservations.erase(dead, file.reservations.end());
+}
+
+// Every reservation still in force must name GPUs this host has: the container's own is
+// handed back by index, the others are counted as taken. One that does not is refused,
+// not skipped: the host lost a GPU or the ledger was edited, and a person must look.
+core::Result<void> CheckReservedGpusExist(const ReservationFile& file, int host_gpus,
+                                          const std::string& store_path,
+                                          const std::string& inventory_source) {
+  for (const Reservation& r : file.reservations) {
+    for (int g : r.gpus) {  // 0 <= g (ReservationStore checks): only the top can be wrong
+      if (g < host_gpus) continue;
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             store_path + ": the reservation of container '" + r.container +
+                                 "' names GPU " + std::to_string(g) + ", but the host has " +
+                                 GpuCount(host_gpus) + " (" + inventory_source +
+                                 "); the ledger is left as it is: remove that reservation " +
+                                 "once its container is gone");
+    }
+  }
+  return {};
+}
+
+// The same container again (the hook after the wrapper, or a retried create): `own` is its
+// reservation, renewed for `keeper` when the ask has the same count; the grant hands its GPUs back.
+core::Result<bool> RenewOwn(Reservation& own, const std::string& container, const GpuAsk& ask,
+                            const Keeper& keeper, const PodContainer& pod, Grant& grant) {
+  if (static_cast<int>(own.gpus.size()) != ask.count) {
+    return core::MakeError(core::ErrorCode::kAlreadyExists,
+                           "container '" + container + "' already holds " + GpuList(own.gpus) +
+                               " but now asks for " + std::to_string(ask.count) + " (" +
+                               ask.source + ")");
+  }
+  SetKeeper(own, keeper);
+  if (!pod.empty()) own.pod = pod;
+  grant.gpus = own.gpus;
+  grant.existing = true;
+  grant.message = "Found existing reservation for '" + container + "': " + GpuList(own.gpus) +
+                  " (since " + own.since + ")";
+  return true;
+}
+
+// Decides `count` exclusive GPUs for `container` with the core ledger, where every live
+// reservation is an exclusive tenant. Empty when they do not fit; error when the reservations
+// themselves do not (an inconsistent ledger at `store_path`).
+core::Result<std::optional<core::Placement>> PlaceExclusive(const core::Cluster& cluster,
+                                                            const ReservationFile& file,
+                                                            const std::string& container, int count,
+                                                            const std::string& store_path) {
+  core::Ledger ledger(cluster);
+  for (const Reservation& r : file.reservations) {
+    std::vector<int> gpus = r.gpus;
+    std::sort(gpus.begin(), gpus.end());
+    auto held = ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
+                              core::Placement{0, gpus});
+    if (!held) {
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             store_path + ": inconsistent ledger: " + held.error().message);
+    }
+  }
+  auto exclusive = policy::BuiltinPolicies().Make("exclusive", {});
+  if (!exclusive) return tl::unexpected(exclusive.error());
+  core::Rng rng(0, "hook");
+  policy::Engine engine(ledger, **exclusive, {0}, rng);
+  return engine.Decide(ExclusiveAsk(container, count)).placement;
+}
+
+// The refusal of an ask that does not fit: how many GPUs are free, and who holds the others.
+tl::unexpected<core::Error> NoRoomError(const std::string& container, const GpuAsk& ask,
+                                        const ReservationFile& file, int host_gpus) {
+  std::string held;
+  std::vector<bool> taken(static_cast<std::size_t>(host_gpus), false);
+  for (const Reservation& r : file.reservations) {
+    for (int g : r.gpus) taken[static_cast<std::size_t>(g)] = true;
+    held += "; " + GpuList(r.gpus) + " reserved by '" + HolderName(r) + "' since " + r.since;
+  }
+  const auto free = std::count(taken.begin(), taken.end(), false);
+  return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                         "container '" + container + "' asks for " + GpuCount(ask.count) + " (" +
+                             ask.source + "); " + std::to_string(free) + " of " +
+                             std::to_string(host_gpus) + " free" + held);
+}
+
+}  // namespace
+
+core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
+                              const Inventory& inventory, ReservationStore& store,
+                              const ProcessRef& holder, const std::string& state,
+                              const GrantContext& context) {
+  if (ask.kind != AskKind::kReserve) return SharedGrant(container, ask, inventory);
+  const int host_gpus = static_cast<int>(inventory.gpus.size());
   if (ask.count > host_gpus) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
                            "container '" + container + "' asks for " + GpuCount(ask.count) + " (" +
@@ -85,50 +197,18 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
   }
   auto cluster = HostCluster(inventory);
   if (!cluster) return tl::unexpected(cluster.error());
+  Grant grant;
   grant.reserved = true;
 
-  const std::string pid_ns = OwnPidNamespace();
+  const Keeper keeper{holder, OwnPidNamespace(), state};
   auto updated = store.Update([&](ReservationFile& file) -> core::Result<bool> {
-    // Reclaim reservations whose keeper is gone.
-    const auto dead = std::remove_if(
-        file.reservations.begin(), file.reservations.end(), [&](const Reservation& r) {
-          return r.container != container && HolderLiveness(r) == Liveness::kGone;
-        });
-    file.reservations.erase(dead, file.reservations.end());
-
-    // Every reservation still in force must name GPUs this host has: the container's own is
-    // handed back by index, the others are counted as taken. One that does not is refused,
-    // not skipped: the host lost a GPU or the ledger was edited, and a person must look.
-    for (const Reservation& r : file.reservations) {
-      for (int g : r.gpus) {  // 0 <= g (ReservationStore checks): only the top can be wrong
-        if (g < host_gpus) continue;
-        return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                               store.path() + ": the reservation of container '" + r.container +
-                                   "' names GPU " + std::to_string(g) + ", but the host has " +
-                                   GpuCount(host_gpus) + " (" + inventory.source +
-                                   "); the ledger is left as it is: remove that reservation " +
-                                   "once its container is gone");
-      }
+    ReclaimGone(file, container);
+    if (auto exist = CheckReservedGpusExist(file, host_gpus, store.path(), inventory.source);
+        !exist) {
+      return tl::unexpected(exist.error());
     }
-
-    // The same container again (the hook after the wrapper, or a retried create).
     for (Reservation& r : file.reservations) {
-      if (r.container != container) continue;
-      if (static_cast<int>(r.gpus.size()) != ask.count) {
-        return core::MakeError(core::ErrorCode::kAlreadyExists,
-                               "container '" + container + "' already holds " + GpuList(r.gpus) +
-                                   " but now asks for " + std::to_string(ask.count) + " (" +
-                                   ask.source + ")");
-      }
-      r.holder = holder;
-      r.holder_pid_ns = pid_ns;
-      r.state = state;
-      if (!context.pod.empty()) r.pod = context.pod;
-      grant.gpus = r.gpus;
-      grant.existing = true;
-      grant.message = "Found existing reservation for '" + container + "': " + GpuList(r.gpus) +
-                      " (since " + r.since + ")";
-      return true;
+      if (r.container == container) return RenewOwn(r, container, ask, keeper, context.pod, grant);
     }
 
     // A new reservation. The device plugin checks this ledger after serving its sockets, so
@@ -138,45 +218,14 @@ core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
         return tl::unexpected(alone.error());
       }
     }
-
-    // Decide with the core ledger: every live reservation is an exclusive tenant.
-    core::Ledger ledger(*cluster);
-    for (const Reservation& r : file.reservations) {
-      std::vector<int> gpus = r.gpus;
-      std::sort(gpus.begin(), gpus.end());
-      auto held =
-          ledger.Assign(r.container, ExclusiveAsk(r.container, static_cast<int>(gpus.size())),
-                        core::Placement{0, gpus});
-      if (!held) {
-        return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                               store.path() + ": inconsistent ledger: " + held.error().message);
-      }
-    }
-    auto exclusive = policy::BuiltinPolicies().Make("exclusive", {});
-    if (!exclusive) return tl::unexpected(exclusive.error());
-    core::Rng rng(0, "hook");
-    policy::Engine engine(ledger, **exclusive, {0}, rng);
-    const policy::Decision d = engine.Decide(ExclusiveAsk(container, ask.count));
-    if (!d.placement) {
-      std::string held;
-      std::vector<bool> taken(static_cast<std::size_t>(host_gpus), false);
-      for (const Reservation& r : file.reservations) {
-        for (int g : r.gpus) taken[static_cast<std::size_t>(g)] = true;
-        held += "; " + GpuList(r.gpus) + " reserved by '" + HolderName(r) + "' since " + r.since;
-      }
-      const auto free = std::count(taken.begin(), taken.end(), false);
-      return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                             "container '" + container + "' asks for " + GpuCount(ask.count) +
-                                 " (" + ask.source + "); " + std::to_string(free) + " of " +
-                                 std::to_string(host_gpus) + " free" + held);
-    }
+    auto placement = PlaceExclusive(*cluster, file, container, ask.count, store.path());
+    if (!placement) return tl::unexpected(placement.error());
+    if (!*placement) return NoRoomError(container, ask, file, host_gpus);
     Reservation r;
     r.container = container;
-    r.gpus = d.placement->gpus;
+    r.gpus = (*placement)->gpus;
     r.since = UtcNow(&r.since_unix);
-    r.state = state;
-    r.holder = holder;
-    r.holder_pid_ns = pid_ns;
+    SetKeeper(r, keeper);
     r.pod = context.pod;
     grant.gpus = r.gpus;
     grant.message = "Reserved " + GpuList(r.gpus) + " for '" + container + "' (" + ask.source + ")";

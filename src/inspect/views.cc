@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -289,20 +290,30 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
 
 // ---------------------------------------------------------------------------------------------
 
-core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options,
-                            std::string_view pod_arg) {
-  std::string ns = options.ns.empty() ? "default" : options.ns;
-  std::string name(pod_arg);
+namespace {
+
+// The pod `why` is asked about: "NAME" (in options.ns, else "default") or "NAMESPACE/NAME".
+struct PodRef {
+  std::string ns, name;
+};
+PodRef ParsePodArg(const ViewOptions& options, std::string_view pod_arg) {
+  PodRef ref{options.ns.empty() ? "default" : options.ns, std::string(pod_arg)};
   if (const auto slash = pod_arg.find('/'); slash != std::string_view::npos) {
-    ns = std::string(pod_arg.substr(0, slash));
-    name = std::string(pod_arg.substr(slash + 1));
+    ref.ns = std::string(pod_arg.substr(0, slash));
+    ref.name = std::string(pod_arg.substr(slash + 1));
   }
-  const std::int64_t unit = MemUnit(snapshot, options);
+  return ref;
+}
+
+// The pod of the snapshot named by `ref`, decoded (the last one, should the list repeat it).
+// Error (kNotFound) when there is none, or the decoder's error.
+core::Result<kube::PodInfo> FindPod(const Snapshot& snapshot, const PodRef& ref,
+                                    std::int64_t unit) {
   std::optional<kube::PodInfo> pod;
   for (const Json& p : snapshot.pods) {
     const Json* metadata = kube::JsonChild(p, "metadata");
-    if (metadata == nullptr || kube::JsonString(*metadata, "name") != name ||
-        kube::JsonString(*metadata, "namespace") != ns) {
+    if (metadata == nullptr || kube::JsonString(*metadata, "name") != ref.name ||
+        kube::JsonString(*metadata, "namespace") != ref.ns) {
       continue;
     }
     auto decoded = kube::DecodePod(p, unit);
@@ -310,59 +321,69 @@ core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options
     pod = std::move(*decoded);
   }
   if (!pod) {
-    return core::MakeError(core::ErrorCode::kNotFound, "pod " + ns + "/" + name + " not found");
+    return core::MakeError(core::ErrorCode::kNotFound,
+                           "pod " + ref.ns + "/" + ref.name + " not found");
   }
-  Table t;
-  t.kind = "why";
-  t.columns = {{"NODE", "node"},
-               {"RESULT", "result"},
-               {"REASON", "reason"},
-               {"SCORE", "score", Width::kWideOnly}};
-  if (!pod->request_error.empty()) {
-    t.notes.push_back("pod " + pod->Key() +
-                      " cannot be placed by gpumux on any node: " + pod->request_error);
-    return t;
-  }
-  if (!pod->wants_gpu()) {
-    t.notes.push_back("pod " + pod->Key() +
-                      " asks for no gpumux resources (gpumux.io/gpu, gpu-mem, gpu-milli): "
-                      "gpumux does not place it");
-    return t;
-  }
+  return std::move(*pod);
+}
+
+// "main: 1 GPU, 250m; side: 2 whole GPUs": what each container asks for.
+std::string DescribeAsks(const kube::PodInfo& pod) {
   std::string asks;
-  for (const auto& c : pod->containers) {
+  for (const auto& c : pod.containers) {
     asks += (asks.empty() ? "" : "; ") + c.container + ": " + DescribeRequest(c);
   }
-  if (pod->finished()) {
-    t.notes.push_back("pod " + pod->Key() + " has finished (" + pod->phase + ")");
-    return t;
+  return asks;
+}
+
+// The note that says why no node is judged for the pod (gpumux cannot place it, it asks
+// gpumux for nothing, it has finished or it is bound already); "" when the nodes are judged.
+std::string NothingToJudge(const kube::PodInfo& pod) {
+  if (!pod.request_error.empty()) {
+    return "pod " + pod.Key() + " cannot be placed by gpumux on any node: " + pod.request_error;
   }
-  if (!pod->node_name.empty()) {
-    std::string where = "pod " + pod->Key() + " (" + asks + ") is bound to node " + pod->node_name;
-    if (pod->grant) {
-      for (const auto& c : pod->grant->containers) {
+  if (!pod.wants_gpu()) {
+    return "pod " + pod.Key() +
+           " asks for no gpumux resources (gpumux.io/gpu, gpu-mem, gpu-milli): "
+           "gpumux does not place it";
+  }
+  if (pod.finished()) return "pod " + pod.Key() + " has finished (" + pod.phase + ")";
+  if (!pod.node_name.empty()) {
+    std::string where =
+        "pod " + pod.Key() + " (" + DescribeAsks(pod) + ") is bound to node " + pod.node_name;
+    if (pod.grant) {
+      for (const auto& c : pod.grant->containers) {
         where += "; " + c.name + " holds GPU " + Indices(c.gpus);
       }
     }
-    t.notes.push_back(where + ": nothing to explain");
-    return t;
+    return where + ": nothing to explain";
   }
-  auto state = Replay(snapshot, options);
-  if (!state) return tl::unexpected(state.error());
+  return "";
+}
+
+// The names of the snapshot's nodes (those that have one), sorted.
+std::vector<std::string> SortedNodeNames(const Snapshot& snapshot) {
   std::vector<std::string> names;
   for (const Json& node : snapshot.nodes) {
     if (std::string n = NodeName(node); !n.empty()) names.push_back(std::move(n));
   }
   std::sort(names.begin(), names.end());
-  const std::vector<sched::NodeVerdict> verdicts = (*state)->Evaluate(*pod, names);
-  struct Row {
-    int order;
-    std::int64_t score;
-    std::string node;
-    sched::NodeVerdict verdict;
-  };
-  std::vector<Row> rows;
-  std::size_t fits = 0;
+  return names;
+}
+
+struct VerdictRow {
+  int order;  // fits, declined, does not fit, never fits, unknown
+  std::int64_t score;
+  std::string node;
+  sched::NodeVerdict verdict;
+};
+
+// The verdicts (verdicts[i] is names[i]'s) in the order `why` shows them: the nodes that fit
+// first, best score first, then declined, does not fit, never fits and unknown, each in name
+// order.
+std::vector<VerdictRow> RankVerdicts(const std::vector<std::string>& names,
+                                     const std::vector<sched::NodeVerdict>& verdicts) {
+  std::vector<VerdictRow> rows;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const sched::NodeVerdict& v = verdicts[i];
     using K = sched::NodeVerdict::Kind;
@@ -371,45 +392,63 @@ core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options
                       : v.kind == K::kDoesNotFit   ? 2
                       : v.kind == K::kUnresolvable ? 3
                                                    : 4;
-    fits += v.kind == K::kFits ? 1 : 0;
     rows.push_back({order, v.score, names[i], v});
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+  std::stable_sort(rows.begin(), rows.end(), [](const VerdictRow& a, const VerdictRow& b) {
     if (a.order != b.order) return a.order < b.order;
     return a.order == 0 && a.score > b.score;
   });
-  for (const Row& r : rows) {
+  return rows;
+}
+
+// The RESULT cell of a verdict: "fits", "declined", "does not fit", "never fits" or "unknown".
+Cell ResultCell(sched::NodeVerdict::Kind kind) {
+  using K = sched::NodeVerdict::Kind;
+  switch (kind) {
+    case K::kFits:
+      return Text("fits", Style::kGood);
+    case K::kDeclined:
+      return Text("declined", Style::kWarn);
+    case K::kDoesNotFit:
+      return Text("does not fit", Style::kWarn);
+    case K::kUnresolvable:
+      return Text("never fits", Style::kBad);
+    case K::kUnknownNode:
+      return Text("unknown", Style::kDim);
+  }
+  return Text("", Style::kPlain);
+}
+
+}  // namespace
+
+core::Result<Table> WhyView(const Snapshot& snapshot, const ViewOptions& options,
+                            std::string_view pod_arg) {
+  auto pod = FindPod(snapshot, ParsePodArg(options, pod_arg), MemUnit(snapshot, options));
+  if (!pod) return tl::unexpected(pod.error());
+  Table t;
+  t.kind = "why";
+  t.columns = {{"NODE", "node"},
+               {"RESULT", "result"},
+               {"REASON", "reason"},
+               {"SCORE", "score", Width::kWideOnly}};
+  if (std::string note = NothingToJudge(*pod); !note.empty()) {
+    t.notes.push_back(std::move(note));
+    return t;
+  }
+  auto state = Replay(snapshot, options);
+  if (!state) return tl::unexpected(state.error());
+  const std::vector<std::string> names = SortedNodeNames(snapshot);
+  const std::vector<sched::NodeVerdict> verdicts = (*state)->Evaluate(*pod, names);
+  std::size_t fits = 0;
+  for (const VerdictRow& r : RankVerdicts(names, verdicts)) {
     using K = sched::NodeVerdict::Kind;
-    std::string result;
-    Style style = Style::kPlain;
-    switch (r.verdict.kind) {
-      case K::kFits:
-        result = "fits";
-        style = Style::kGood;
-        break;
-      case K::kDeclined:
-        result = "declined";
-        style = Style::kWarn;
-        break;
-      case K::kDoesNotFit:
-        result = "does not fit";
-        style = Style::kWarn;
-        break;
-      case K::kUnresolvable:
-        result = "never fits";
-        style = Style::kBad;
-        break;
-      case K::kUnknownNode:
-        result = "unknown";
-        style = Style::kDim;
-        break;
-    }
-    t.rows.push_back({Text(r.node), Text(result, style),
+    fits += r.verdict.kind == K::kFits ? 1 : 0;
+    t.rows.push_back({Text(r.node), ResultCell(r.verdict.kind),
                       r.verdict.reason.empty() ? None() : Text(r.verdict.reason),
                       r.verdict.kind == K::kFits ? Int(r.verdict.score) : None()});
   }
-  t.notes.push_back("pod " + pod->Key() + " (" + asks + "), policy " + options.state.policy +
-                    ": fits on " + std::to_string(fits) + " of " +
+  t.notes.push_back("pod " + pod->Key() + " (" + DescribeAsks(*pod) + "), policy " +
+                    options.state.policy + ": fits on " + std::to_string(fits) + " of " +
                     core::Plural(names.size(), "node", "nodes"));
   if (pod->grant) {
     t.notes.push_back("it holds an assumed grant on node " + pod->grant->node +
@@ -432,6 +471,111 @@ constexpr std::int64_t kStaleAfterSeconds = 180;
 std::string Seconds(double s) {
   if (s <= 0) return "-";
   return s < 1 ? Fixed(s * 1000, 0) + "ms" : Fixed(s, 2) + "s";
+}
+
+// The GPU cell of a top row: its index on the node (by UUID, from the device plugin's
+// inventory `index_of`), else the UUID's start; none for jobs on no single GPU.
+Cell GpuCell(const std::map<std::string, int>& index_of, const std::string& uuid) {
+  if (uuid.empty()) return None();
+  auto it = index_of.find(uuid);
+  return it != index_of.end() ? Int(it->second) : Text(uuid.substr(0, 12));
+}
+
+// GPU index by UUID, from the device plugin's inventory of the node.
+std::map<std::string, int> GpuIndexByUuid(const Json& node, const ViewOptions& options) {
+  std::map<std::string, int> index_of;
+  if (auto info = kube::DecodeNode(node, options.state.defaults)) {
+    for (const auto& g : info->spec.gpus) index_of[g.uuid] = g.index;
+  }
+  return index_of;
+}
+
+// The coordinator's report on the node, if it publishes one; an unreadable one is a note.
+std::optional<kube::NodeStatus> CoordinatorReport(const Json& node_json, const std::string& node,
+                                                  std::vector<std::string>& notes) {
+  const std::string* text = Annotation(node_json, kube::kAnnotationCoordinator);
+  if (text == nullptr) return std::nullopt;
+  auto decoded = kube::DecodeNodeStatus(*text);
+  if (!decoded) {
+    notes.push_back("node " + node + ": " + decoded.error().message);
+    return std::nullopt;
+  }
+  return std::move(*decoded);
+}
+
+// The top row of job `j` on GPU `g` as the coordinator reported it (`age` seconds ago).
+std::vector<Cell> ReportedRow(const std::string& node, Cell gpu, const kube::GpuView& g,
+                              const kube::JobView& j, const kube::NodeStatus& status,
+                              std::int64_t age) {
+  const bool retuning = j.target_batch > 0 && j.target_batch != j.batch_size;
+  return {
+      Text(node),
+      std::move(gpu),
+      Text(g.state, g.state == "tuned"       ? Style::kGood
+                    : g.state == "measuring" ? Style::kWarn
+                                             : Style::kPlain),
+      Text(j.job),
+      j.cls.empty() ? None() : Text(j.cls),
+      Cell{std::to_string(j.batch_size) + (retuning ? "->" + std::to_string(j.target_batch) : ""),
+           j.batch_size, retuning ? Style::kWarn : Style::kPlain},
+      j.step_s > 0 ? Cell{Seconds(j.step_s), j.step_s, Style::kPlain} : None(),
+      j.samples_per_s > 0 ? Cell{Fixed(j.samples_per_s, 1), j.samples_per_s, Style::kPlain}
+                          : None(),
+      j.slowdown > 0 ? Cell{Fixed(j.slowdown, 2) + "x", j.slowdown,
+                            j.slowdown >= 1.5 ? Style::kWarn : Style::kPlain}
+                     : None(),
+      g.uuid.empty() ? None() : Text(g.uuid),
+      Int(j.target_batch),
+      j.solo_step_s > 0 ? Cell{Seconds(j.solo_step_s), j.solo_step_s, Style::kPlain} : None(),
+      Int(j.steps),
+      status.updated > 0
+          ? Cell{Age(age) + " ago", core::FormatRfc3339(status.updated), Style::kPlain}
+          : None()};
+}
+
+// Adds a row per job of the coordinator's report (those in the namespace), and a note when the
+// report is stale. Returns the jobs reported (ns/pod/container), in the namespace or not.
+std::set<std::string> AddReportedRows(const std::string& node, const kube::NodeStatus& status,
+                                      const std::map<std::string, int>& index_of,
+                                      const Snapshot& snapshot, const ViewOptions& options,
+                                      Table& t) {
+  std::set<std::string> reported;
+  const std::int64_t age = snapshot.now - status.updated;
+  if (status.updated > 0 && age > kStaleAfterSeconds) {
+    t.notes.push_back("node " + node + ": the coordinator's report is " + Age(age) +
+                      " old (is it running?)");
+  }
+  for (const kube::GpuView& g : status.gpus) {
+    for (const kube::JobView& j : g.jobs) {
+      reported.insert(j.job);
+      if (!InNamespace(options, j.job)) continue;
+      t.rows.push_back(ReportedRow(node, GpuCell(index_of, g.uuid), g, j, status, age));
+    }
+  }
+  return reported;
+}
+
+// Adds a row per GPU of the granted containers on the node that the coordinator does not
+// report (no coordinator, or no SDK in the job): their grant only, in STATE `state`.
+void AddUnreportedRows(const std::string& node, const std::vector<kube::PodInfo>& pods,
+                       const std::set<std::string>& reported, const std::string& state,
+                       const std::map<std::string, int>& index_of, const ViewOptions& options,
+                       Table& t) {
+  for (const kube::PodInfo& pod : pods) {
+    if (pod.node_name != node || !pod.grant || pod.finished() || !InNamespace(options, pod.Key())) {
+      continue;
+    }
+    for (const auto& c : pod.grant->containers) {
+      const std::string job = pod.Key() + "/" + c.name;
+      if (reported.count(job) != 0) continue;
+      for (const auto& g : c.gpus) {
+        t.rows.push_back({Text(node), g.uuid.empty() ? Int(g.index) : GpuCell(index_of, g.uuid),
+                          Text(state, Style::kDim), Text(job), None(), None(), None(), None(),
+                          None(), g.uuid.empty() ? None() : Text(g.uuid), None(), None(), None(),
+                          None()});
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -462,81 +606,15 @@ Table TopView(const Snapshot& snapshot, const ViewOptions& options) {
   std::size_t reporting = 0;
   for (const Json* node_json : nodes) {
     const std::string node = NodeName(*node_json);
-    // GPU index by UUID, from the device plugin's inventory.
-    std::map<std::string, int> index_of;
-    if (auto info = kube::DecodeNode(*node_json, options.state.defaults)) {
-      for (const auto& g : info->spec.gpus) index_of[g.uuid] = g.index;
-    }
-    const auto gpu_cell = [&](const std::string& uuid) {
-      if (uuid.empty()) return None();  // jobs on no single GPU
-      auto it = index_of.find(uuid);
-      return it != index_of.end() ? Int(it->second) : Text(uuid.substr(0, 12));
-    };
-    std::optional<kube::NodeStatus> status;
-    if (const std::string* text = Annotation(*node_json, kube::kAnnotationCoordinator)) {
-      auto decoded = kube::DecodeNodeStatus(*text);
-      if (decoded) {
-        status = std::move(*decoded);
-      } else {
-        t.notes.push_back("node " + node + ": " + decoded.error().message);
-      }
-    }
+    const std::map<std::string, int> index_of = GpuIndexByUuid(*node_json, options);
+    const std::optional<kube::NodeStatus> status = CoordinatorReport(*node_json, node, t.notes);
     std::set<std::string> reported;  // ns/pod/container of the jobs the coordinator reports
     if (status) {
       ++reporting;
-      const std::int64_t age = snapshot.now - status->updated;
-      if (status->updated > 0 && age > kStaleAfterSeconds) {
-        t.notes.push_back("node " + node + ": the coordinator's report is " + Age(age) +
-                          " old (is it running?)");
-      }
-      for (const kube::GpuView& g : status->gpus) {
-        for (const kube::JobView& j : g.jobs) {
-          reported.insert(j.job);
-          if (!InNamespace(options, j.job)) continue;
-          const bool retuning = j.target_batch > 0 && j.target_batch != j.batch_size;
-          t.rows.push_back(
-              {Text(node), gpu_cell(g.uuid),
-               Text(g.state, g.state == "tuned"       ? Style::kGood
-                             : g.state == "measuring" ? Style::kWarn
-                                                      : Style::kPlain),
-               Text(j.job), j.cls.empty() ? None() : Text(j.cls),
-               Cell{std::to_string(j.batch_size) +
-                        (retuning ? "->" + std::to_string(j.target_batch) : ""),
-                    j.batch_size, retuning ? Style::kWarn : Style::kPlain},
-               j.step_s > 0 ? Cell{Seconds(j.step_s), j.step_s, Style::kPlain} : None(),
-               j.samples_per_s > 0 ? Cell{Fixed(j.samples_per_s, 1), j.samples_per_s, Style::kPlain}
-                                   : None(),
-               j.slowdown > 0 ? Cell{Fixed(j.slowdown, 2) + "x", j.slowdown,
-                                     j.slowdown >= 1.5 ? Style::kWarn : Style::kPlain}
-                              : None(),
-               g.uuid.empty() ? None() : Text(g.uuid), Int(j.target_batch),
-               j.solo_step_s > 0 ? Cell{Seconds(j.solo_step_s), j.solo_step_s, Style::kPlain}
-                                 : None(),
-               Int(j.steps),
-               status->updated > 0
-                   ? Cell{Age(age) + " ago", core::FormatRfc3339(status->updated), Style::kPlain}
-                   : None()});
-        }
-      }
+      reported = AddReportedRows(node, *status, index_of, snapshot, options, t);
     }
-    // Granted containers the coordinator does not report (no coordinator, or no SDK in the job).
-    for (const kube::PodInfo& pod : pods) {
-      if (pod.node_name != node || !pod.grant || pod.finished() ||
-          !InNamespace(options, pod.Key())) {
-        continue;
-      }
-      for (const auto& c : pod.grant->containers) {
-        const std::string job = pod.Key() + "/" + c.name;
-        if (reported.count(job) != 0) continue;
-        for (const auto& g : c.gpus) {
-          t.rows.push_back({Text(node), g.uuid.empty() ? Int(g.index) : gpu_cell(g.uuid),
-                            Text(status ? "unreported" : "no coordinator", Style::kDim), Text(job),
-                            None(), None(), None(), None(), None(),
-                            g.uuid.empty() ? None() : Text(g.uuid), None(), None(), None(),
-                            None()});
-        }
-      }
-    }
+    AddUnreportedRows(node, pods, reported, status ? "unreported" : "no coordinator", index_of,
+                      options, t);
   }
   t.notes.push_back(core::Plural(reporting, "node reports", "nodes report") +
                     " from a coordinator (" + std::string(kube::kAnnotationCoordinator) + ") of " +

@@ -214,6 +214,49 @@ size_t WatchWrite(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// How a watch's transfer ended.
+struct TransferEnd {
+  bool finished = false;       // curl completed it (else stopped, or past the deadline)
+  CURLcode result = CURLE_OK;  // curl's result, when finished
+};
+
+// Drives the transfer of `easy` (already added to `multi`) until curl completes it, `stop` is
+// requested or, with a timeout, timeoutSeconds and a grace period have passed; `stop` wakes the
+// poll at once. `easy` is removed from `multi` on every return. Error when curl's multi
+// interface fails, named by `what`.
+ApiResult<TransferEnd> RunTransfer(CURLM* multi, CURL* easy, const std::stop_token& stop,
+                                   int timeout_seconds, const std::string& what) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds + kWatchGraceSeconds);
+  TransferEnd end;
+  std::stop_callback wake(stop, [multi] { curl_multi_wakeup(multi); });
+  for (;;) {
+    if (stop.stop_requested()) break;
+    if (timeout_seconds > 0 && std::chrono::steady_clock::now() >= deadline) break;
+    int running = 0;
+    CURLMcode code = curl_multi_perform(multi, &running);
+    if (code != CURLM_OK) {
+      curl_multi_remove_handle(multi, easy);
+      return tl::unexpected(LocalError("CurlMultiError", what + ": " + curl_multi_strerror(code)));
+    }
+    if (running == 0) {
+      int left = 0;
+      while (CURLMsg* message = curl_multi_info_read(multi, &left)) {
+        if (message->msg == CURLMSG_DONE) end.result = message->data.result;
+      }
+      end.finished = true;
+      break;
+    }
+    code = curl_multi_poll(multi, nullptr, 0, kWatchPollMs, nullptr);
+    if (code != CURLM_OK) {
+      curl_multi_remove_handle(multi, easy);
+      return tl::unexpected(LocalError("CurlMultiError", what + ": " + curl_multi_strerror(code)));
+    }
+  }
+  curl_multi_remove_handle(multi, easy);
+  return end;
+}
+
 class CurlClient final : public KubeApi {
  public:
   explicit CurlClient(ClientConfig config) : config_(std::move(config)) {
@@ -320,40 +363,10 @@ class CurlClient final : public KubeApi {
     if (curl_multi_add_handle(multi.get(), easy.get()) != CURLM_OK) {
       return tl::unexpected(LocalError("OutOfMemory", "curl_multi_add_handle failed"));
     }
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::seconds(timeout_seconds + kWatchGraceSeconds);
-    bool finished = false;
-    CURLcode result = CURLE_OK;
-    {
-      CURLM* raw_multi = multi.get();
-      std::stop_callback wake(stop, [raw_multi] { curl_multi_wakeup(raw_multi); });
-      for (;;) {
-        if (stop.stop_requested()) break;
-        if (timeout_seconds > 0 && std::chrono::steady_clock::now() >= deadline) break;
-        int running = 0;
-        CURLMcode code = curl_multi_perform(raw_multi, &running);
-        if (code != CURLM_OK) {
-          curl_multi_remove_handle(raw_multi, easy.get());
-          return tl::unexpected(
-              LocalError("CurlMultiError", sink.what + ": " + curl_multi_strerror(code)));
-        }
-        if (running == 0) {
-          int left = 0;
-          while (CURLMsg* message = curl_multi_info_read(raw_multi, &left)) {
-            if (message->msg == CURLMSG_DONE) result = message->data.result;
-          }
-          finished = true;
-          break;
-        }
-        code = curl_multi_poll(raw_multi, nullptr, 0, kWatchPollMs, nullptr);
-        if (code != CURLM_OK) {
-          curl_multi_remove_handle(raw_multi, easy.get());
-          return tl::unexpected(
-              LocalError("CurlMultiError", sink.what + ": " + curl_multi_strerror(code)));
-        }
-      }
-      curl_multi_remove_handle(raw_multi, easy.get());
-    }  // the stop callback is gone before the multi handle
+    // RunTransfer's stop callback is gone before the multi handle.
+    auto transfer = RunTransfer(multi.get(), easy.get(), stop, timeout_seconds, sink.what);
+    if (!transfer) return tl::unexpected(transfer.error());
+    const auto [finished, result] = *transfer;
 
     if (sink.exception) std::rethrow_exception(sink.exception);
     if (sink.handler_stopped) return {};

@@ -177,6 +177,29 @@ class KubeconfigReader {
     if (!root.IsMap())
       return Fail(ErrorCode::kInvalidArgument, "not a YAML map (is it a kubeconfig?)");
     ClientConfig config;
+    auto context = ReadContext(root, wanted_context, config);
+    if (!context) return tl::unexpected(context.error());
+    if (auto cluster = ReadCluster(root, context->cluster, config); !cluster) {
+      return tl::unexpected(cluster.error());
+    }
+    // A context without a user talks to the server anonymously.
+    if (context->user.empty()) return config;
+    if (auto user = ReadUser(root, context->user, config); !user) {
+      return tl::unexpected(user.error());
+    }
+    return config;
+  }
+
+  // The names a context refers to.
+  struct ContextRefs {
+    std::string cluster;  // never ""
+    std::string user;     // "" = anonymous
+  };
+
+  // Reads the context `wanted_context` (else the current-context): its namespace into `config`,
+  // the names of its cluster and user returned.
+  core::Result<ContextRefs> ReadContext(const YAML::Node& root, std::string_view wanted_context,
+                                        ClientConfig& config) const {
     std::string context_name(wanted_context);
     if (context_name.empty()) {
       auto current = Scalar(root, "current-context", "");
@@ -199,11 +222,15 @@ class KubeconfigReader {
     auto ns = Scalar(*context, "namespace", context_where);
     if (!ns) return tl::unexpected(ns.error());
     if (!ns->empty()) config.default_namespace = *ns;
+    return ContextRefs{*cluster_name, *user_name};
+  }
 
-    // Cluster.
-    auto cluster = Named(root, "clusters", "cluster", *cluster_name);
+  // Reads the cluster `cluster_name` into `config`: the server's URL and how to trust it.
+  core::Result<void> ReadCluster(const YAML::Node& root, const std::string& cluster_name,
+                                 ClientConfig& config) const {
+    auto cluster = Named(root, "clusters", "cluster", cluster_name);
     if (!cluster) return tl::unexpected(cluster.error());
-    const std::string cluster_where = "clusters[\"" + *cluster_name + "\"].cluster";
+    const std::string cluster_where = "clusters[\"" + cluster_name + "\"].cluster";
     auto server = Scalar(*cluster, "server", cluster_where);
     if (!server) return tl::unexpected(server.error());
     if (server->empty())
@@ -232,12 +259,16 @@ class KubeconfigReader {
       }
       config.insecure_skip_tls_verify = value;
     }
+    return {};
+  }
 
-    // User (a context without one talks to the server anonymously).
-    if (user_name->empty()) return config;
-    auto user = Named(root, "users", "user", *user_name);
+  // Reads the user `user_name`'s credentials into `config`: a token (or token file) and a
+  // client certificate with its key. Plugins and basic authentication are refused.
+  core::Result<void> ReadUser(const YAML::Node& root, const std::string& user_name,
+                              ClientConfig& config) const {
+    auto user = Named(root, "users", "user", user_name);
     if (!user) return tl::unexpected(user.error());
-    const std::string user_where = "users[\"" + *user_name + "\"].user";
+    const std::string user_where = "users[\"" + user_name + "\"].user";
     for (const char* plugin : {"exec", "auth-provider"}) {
       if (const YAML::Node node = (*user)[plugin]; node.IsDefined() && !node.IsNull()) {
         return Fail(ErrorCode::kInvalidArgument,
@@ -274,7 +305,7 @@ class KubeconfigReader {
     }
     config.client_cert_pem = *cert;
     config.client_key_pem = *key;
-    return config;
+    return {};
   }
 
   std::string path_;

@@ -210,6 +210,52 @@ core::Result<std::int64_t> ParseQuantity(std::string_view text, std::int64_t sca
   return negative ? -result : result;
 }
 
+namespace {
+
+// What a pod's annotations add to each of its container requests.
+struct RequestHints {
+  std::string models;          // gpumux.io/gpu-model: the models allowed, comma separated
+  std::string workload_class;  // gpumux.io/workload-class
+};
+
+// Reads the pod's annotations: its grant into `p` (or p.grant_error when unreadable), and the
+// hints for its requests.
+RequestHints ReadPodAnnotations(const json& metadata, PodInfo& p) {
+  RequestHints hints;
+  const json* annotations = JsonChild(metadata, "annotations");
+  if (annotations == nullptr) return hints;
+  hints.models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
+  hints.workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
+  if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str());
+      g != nullptr) {
+    if (!g->is_string()) {
+      p.grant_error = "annotation gpumux.io/grant is not a string";
+    } else if (auto grant = DecodeGrant(g->get_ref<const std::string&>()); grant) {
+      p.grant = std::move(*grant);
+    } else {
+      p.grant_error = grant.error().message;
+    }
+  }
+  return hints;
+}
+
+// The request error of a pod whose init containers ask for gpumux resources (or have amounts
+// that do not read), naming the first; "" when none does.
+std::string InitContainersError(const json& spec, std::int64_t gpu_mem_unit_mib) {
+  const json* init = JsonChild(spec, "initContainers");
+  if (init == nullptr || !init->is_array()) return "";
+  for (const json& c : *init) {
+    auto a = ReadContainerAmounts(c, "init container " + JsonString(c, "name"), gpu_mem_unit_mib);
+    if (!a || a->any) {
+      return "init container \"" + JsonString(c, "name") +
+             "\" asks for gpumux resources; only regular containers may";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_unit_mib) {
   if (gpu_mem_unit_mib < 1 || gpu_mem_unit_mib > kMaxGpuMemUnitMib) {
     std::string message = "the gpumux.io/gpu-mem unit must be 1..";
@@ -235,36 +281,14 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
   if (const std::string created = JsonString(*metadata, "creationTimestamp"); !created.empty()) {
     if (auto t = core::ParseRfc3339(created)) p.created_unix_s = *t;
   }
-  std::string models, workload_class;
-  if (const json* annotations = JsonChild(*metadata, "annotations"); annotations != nullptr) {
-    models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
-    workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
-    if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str());
-        g != nullptr) {
-      if (!g->is_string()) {
-        p.grant_error = "annotation gpumux.io/grant is not a string";
-      } else if (auto grant = DecodeGrant(g->get_ref<const std::string&>()); grant) {
-        p.grant = std::move(*grant);
-      } else {
-        p.grant_error = grant.error().message;
-      }
-    }
-  }
+  const RequestHints hints = ReadPodAnnotations(*metadata, p);
   if (const json* status = JsonChild(pod, "status"); status != nullptr)
     p.phase = JsonString(*status, "phase");
   const json* spec = JsonChild(pod, "spec");
   if (spec == nullptr) return p;
   p.node_name = JsonString(*spec, "nodeName");
-  if (const json* init = JsonChild(*spec, "initContainers"); init != nullptr && init->is_array()) {
-    for (const json& c : *init) {
-      auto a = ReadContainerAmounts(c, "init container " + JsonString(c, "name"), gpu_mem_unit_mib);
-      if (!a || a->any) {
-        p.request_error = "init container \"" + JsonString(c, "name") +
-                          "\" asks for gpumux resources; only regular containers may";
-        return p;
-      }
-    }
-  }
+  p.request_error = InitContainersError(*spec, gpu_mem_unit_mib);
+  if (!p.request_error.empty()) return p;
   const json* containers = JsonChild(*spec, "containers");
   if (containers == nullptr || !containers->is_array()) return p;
   for (const json& c : *containers) {
@@ -286,8 +310,8 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
       return p;
     }
     cr.request = std::move(*request);
-    cr.request.gpu_models = SplitModels(models);
-    cr.request.workload_class = workload_class;
+    cr.request.gpu_models = SplitModels(hints.models);
+    cr.request.workload_class = hints.workload_class;
     p.containers.push_back(std::move(cr));
   }
   return p;
@@ -426,6 +450,116 @@ class NodeQuantities {
   const char* section_;
 };
 
+// A node's resource list: status.allocatable, else status.capacity; list is null when the
+// node has neither. Error when the list is not an object.
+struct ResourceList {
+  const json* list;
+  const char* section;  // "allocatable" or "capacity"
+};
+core::Result<ResourceList> NodeResources(const json& node, const std::string& name) {
+  const json* status = JsonChild(node, "status");
+  ResourceList resources{status != nullptr ? JsonChild(*status, "allocatable") : nullptr,
+                         "allocatable"};
+  if (resources.list == nullptr && status != nullptr) {
+    resources.list = JsonChild(*status, "capacity");
+    resources.section = "capacity";
+  }
+  if (resources.list != nullptr && !resources.list->is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + name + ": status." + resources.section + " is not an object");
+  }
+  return resources;
+}
+
+// Reads the node's CPU, memory and pod count into `spec`; returns its gpumux.io/gpu count
+// (empty when absent), read but not yet checked against the most a node may have.
+core::Result<std::optional<std::int64_t>> ReadNodeCapacity(const NodeQuantities& quantities,
+                                                           core::NodeSpec& spec) {
+  auto cpu = quantities.Read("cpu", 1000);
+  if (!cpu) return tl::unexpected(cpu.error());
+  if (cpu->value_or(0) > core::kMaxNodeCpuMilli) {
+    return quantities.TooMuch("cpu", core::kMaxNodeCpuMilli, "milli-CPU");
+  }
+  spec.cpu_milli = cpu->value_or(0);
+  auto memory = quantities.Read("memory", 1);
+  if (!memory) return tl::unexpected(memory.error());
+  spec.memory_mib = memory->value_or(0) / (1024 * 1024);
+  auto pods = quantities.Read("pods", 1);
+  if (!pods) return tl::unexpected(pods.error());
+  // Kubernetes' default when absent; beyond 2^20 pods, the count means "no limit" to us.
+  spec.max_pods = static_cast<int>(std::min<std::int64_t>(pods->value_or(110), 1 << 20));
+  return quantities.Read(kResourceGpu, 1);
+}
+
+// Reads the device plugin's annotations other than the GPU list (`annotations` may be null):
+// the gpu-mem unit (or gpu_mem_unit_error) and the plugin's state.
+void ReadDevicePluginAnnotations(const json* annotations, NodeInfo& info) {
+  if (annotations == nullptr) return;
+  if (const json* unit = JsonChild(*annotations, std::string(kAnnotationGpuMemUnit).c_str());
+      unit != nullptr) {
+    auto parsed = GpuMemUnitFromAnnotation(*unit);
+    if (parsed) {
+      info.gpu_mem_unit_mib = *parsed;
+    } else {
+      info.gpu_mem_unit_error = parsed.error().message;
+    }
+  }
+  if (const json* state = JsonChild(*annotations, "gpumux.io/device-plugin"); state != nullptr) {
+    info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
+  }
+}
+
+// The node's GPUs from its gpumux.io/gpus annotation `gpus`. A malformed list leaves the node
+// without GPUs (gpus_error); a well-formed one naming more GPUs than a node may have describes
+// a node gpumux cannot model: the node is refused.
+core::Result<void> GpusFromAnnotation(const json& gpus, const NodeDefaults& defaults,
+                                      NodeInfo& info) {
+  auto list = GpuListOf(gpus);
+  if (list && list->size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
+    std::string message = "node " + info.spec.name + ": gpumux.io/gpus lists ";
+    message += std::to_string(list->size());
+    message += " GPUs, more than the ";
+    message += std::to_string(core::kMaxGpusPerNode);
+    message += " a node may have";
+    return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+  }
+  auto parsed = list ? GpusFromList(*list, defaults)
+                     : core::Result<std::vector<core::GpuSpec>>(tl::unexpected(list.error()));
+  if (parsed) {
+    info.spec.gpus = std::move(*parsed);
+    info.gpus_from_annotation = true;
+  } else {
+    info.gpus_error = parsed.error().message;
+  }
+  return {};
+}
+
+// The node's `count` GPUs of its gpumux.io/gpu resource (no annotation lists them), each with
+// the model and memory of `defaults`. Error when they are more than a node may have, or the
+// default memory is out of range.
+core::Result<void> GpusFromResource(std::int64_t count, const NodeQuantities& quantities,
+                                    const NodeDefaults& defaults, NodeInfo& info) {
+  if (count > core::kMaxGpusPerNode) {
+    return quantities.TooMuch(kResourceGpu, core::kMaxGpusPerNode, "GPUs");
+  }
+  if (count > 0 &&
+      (defaults.gpu_memory_mib < 0 || defaults.gpu_memory_mib > core::kMaxGpuMemoryMib)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "node " + info.spec.name + ": the default GPU memory for nodes without " +
+                         std::string(kAnnotationGpus) + " is " +
+                         std::to_string(defaults.gpu_memory_mib) + " MiB, not in 0.." +
+                         std::to_string(core::kMaxGpuMemoryMib));
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    core::GpuSpec g;
+    g.index = static_cast<int>(i);
+    g.model = defaults.gpu_model;
+    g.memory_mib = defaults.gpu_memory_mib;
+    info.spec.gpus.push_back(std::move(g));
+  }
+  return {};
+}
+
 }  // namespace
 
 core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults& defaults) {
@@ -446,94 +580,21 @@ core::Result<NodeInfo> DecodeNode(const nlohmann::json& node, const NodeDefaults
     const json* u = JsonChild(*spec, "unschedulable");
     info.unschedulable = u != nullptr && u->is_boolean() && u->get<bool>();
   }
-  const json* status = JsonChild(node, "status");
-  const char* section = "allocatable";
-  const json* allocatable = status != nullptr ? JsonChild(*status, "allocatable") : nullptr;
-  if (allocatable == nullptr && status != nullptr) {
-    allocatable = JsonChild(*status, "capacity");
-    section = "capacity";
-  }
-  if (allocatable != nullptr && !allocatable->is_object()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "node " + name + ": status." + section + " is not an object");
-  }
-  const NodeQuantities quantities(name, allocatable, section);
-  auto cpu = quantities.Read("cpu", 1000);
-  if (!cpu) return tl::unexpected(cpu.error());
-  if (cpu->value_or(0) > core::kMaxNodeCpuMilli) {
-    return quantities.TooMuch("cpu", core::kMaxNodeCpuMilli, "milli-CPU");
-  }
-  info.spec.cpu_milli = cpu->value_or(0);
-  auto memory = quantities.Read("memory", 1);
-  if (!memory) return tl::unexpected(memory.error());
-  info.spec.memory_mib = memory->value_or(0) / (1024 * 1024);
-  auto pods = quantities.Read("pods", 1);
-  if (!pods) return tl::unexpected(pods.error());
-  // Kubernetes' default when absent; beyond 2^20 pods, the count means "no limit" to us.
-  info.spec.max_pods = static_cast<int>(std::min<std::int64_t>(pods->value_or(110), 1 << 20));
-  auto gpu_count = quantities.Read(kResourceGpu, 1);
+  auto resources = NodeResources(node, name);
+  if (!resources) return tl::unexpected(resources.error());
+  const NodeQuantities quantities(name, resources->list, resources->section);
+  auto gpu_count = ReadNodeCapacity(quantities, info.spec);
   if (!gpu_count) return tl::unexpected(gpu_count.error());
 
   const json* annotations = JsonChild(*metadata, "annotations");
-  if (const json* unit = annotations != nullptr
-                             ? JsonChild(*annotations, std::string(kAnnotationGpuMemUnit).c_str())
-                             : nullptr;
-      unit != nullptr) {
-    auto parsed = GpuMemUnitFromAnnotation(*unit);
-    if (parsed) {
-      info.gpu_mem_unit_mib = *parsed;
-    } else {
-      info.gpu_mem_unit_error = parsed.error().message;
-    }
-  }
-  if (const json* state =
-          annotations != nullptr ? JsonChild(*annotations, "gpumux.io/device-plugin") : nullptr;
-      state != nullptr) {
-    info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
-  }
+  ReadDevicePluginAnnotations(annotations, info);
   const json* gpus = annotations != nullptr
                          ? JsonChild(*annotations, std::string(kAnnotationGpus).c_str())
                          : nullptr;
-  if (gpus != nullptr) {
-    // A malformed list leaves the node without GPUs (gpus_error); a well-formed one naming
-    // more GPUs than a node may have describes a node gpumux cannot model: the node is refused.
-    auto list = GpuListOf(*gpus);
-    if (list && list->size() > static_cast<std::size_t>(core::kMaxGpusPerNode)) {
-      std::string message = "node " + name + ": gpumux.io/gpus lists ";
-      message += std::to_string(list->size());
-      message += " GPUs, more than the ";
-      message += std::to_string(core::kMaxGpusPerNode);
-      message += " a node may have";
-      return MakeError(ErrorCode::kInvalidArgument, std::move(message));
-    }
-    auto parsed = list ? GpusFromList(*list, defaults)
-                       : core::Result<std::vector<core::GpuSpec>>(tl::unexpected(list.error()));
-    if (parsed) {
-      info.spec.gpus = std::move(*parsed);
-      info.gpus_from_annotation = true;
-    } else {
-      info.gpus_error = parsed.error().message;
-    }
-    return info;
-  }
-  if (gpu_count->value_or(0) > core::kMaxGpusPerNode) {
-    return quantities.TooMuch(kResourceGpu, core::kMaxGpusPerNode, "GPUs");
-  }
-  if (gpu_count->value_or(0) > 0 &&
-      (defaults.gpu_memory_mib < 0 || defaults.gpu_memory_mib > core::kMaxGpuMemoryMib)) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "node " + name + ": the default GPU memory for nodes without " +
-                         std::string(kAnnotationGpus) + " is " +
-                         std::to_string(defaults.gpu_memory_mib) + " MiB, not in 0.." +
-                         std::to_string(core::kMaxGpuMemoryMib));
-  }
-  for (std::int64_t i = 0; i < gpu_count->value_or(0); ++i) {
-    core::GpuSpec g;
-    g.index = static_cast<int>(i);
-    g.model = defaults.gpu_model;
-    g.memory_mib = defaults.gpu_memory_mib;
-    info.spec.gpus.push_back(std::move(g));
-  }
+  auto added = gpus != nullptr
+                   ? GpusFromAnnotation(*gpus, defaults, info)
+                   : GpusFromResource(gpu_count->value_or(0), quantities, defaults, info);
+  if (!added) return tl::unexpected(added.error());
   return info;
 }
 

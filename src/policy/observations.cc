@@ -272,13 +272,14 @@ std::string ObservationSummary::Describe() const {
   return s;
 }
 
-WorkloadProfile WithObservations(const WorkloadProfile& profile,
-                                 std::span<const Observation> observations,
-                                 ObservationSummary* summary, const ObservationOptions& options) {
-  ObservationSummary local;
-  ObservationSummary& sum = summary != nullptr ? *summary : local;
-  sum = ObservationSummary{};
-  sum.read = observations.size();
+namespace {
+
+// The observations that apply to `profile` combined per set (canonical classes and batches):
+// their counts summed and their slowdowns weighted by count. Counts into `sum` the ones skipped
+// (out of range, or naming a class the profile lacks), with the first reasons.
+std::map<SetKey, Combined> CombineObservations(const WorkloadProfile& profile,
+                                               std::span<const Observation> observations,
+                                               ObservationSummary& sum) {
   const auto skip = [&](std::size_t i, const std::string& why) {
     if (sum.skipped.size() < kMaxSkippedReasons) {
       sum.skipped.push_back("observation " + std::to_string(i) + ": " + why);
@@ -310,6 +311,42 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
     c.nodes.insert(o.node);
     ++c.observations;
   }
+  return combined;
+}
+
+// The measured set of a combined one: its mean slowdowns, with a source naming the windows and
+// nodes it comes from ("observed: 12 windows on 2 nodes").
+MeasuredSet MakeSet(const SetKey& key, const Combined& c) {
+  MeasuredSet m;
+  m.classes = key.first;
+  m.batches = key.second;
+  for (double w : c.weighted) {
+    // A mean of values in [1, max] is in [1, max]; clamp the rounding.
+    m.slowdown.push_back(std::clamp(w / static_cast<double>(c.count), 1.0, kMaxMeasuredSlowdown));
+  }
+  m.source = "observed: " + core::Plural(c.count, "window") + " on " +
+             core::Plural(c.nodes.size(), "node");
+  return m;
+}
+
+// Counts the combined set `c` as used: its observations and windows into `sum`, its nodes
+// into `nodes`.
+void CountUsed(const Combined& c, ObservationSummary& sum, std::set<std::string>& nodes) {
+  sum.used += c.observations;
+  sum.windows += c.count;
+  nodes.insert(c.nodes.begin(), c.nodes.end());
+}
+
+}  // namespace
+
+WorkloadProfile WithObservations(const WorkloadProfile& profile,
+                                 std::span<const Observation> observations,
+                                 ObservationSummary* summary, const ObservationOptions& options) {
+  ObservationSummary local;
+  ObservationSummary& sum = summary != nullptr ? *summary : local;
+  sum = ObservationSummary{};
+  sum.read = observations.size();
+  const std::map<SetKey, Combined> combined = CombineObservations(profile, observations, sum);
 
   WorkloadProfile out = profile;
   std::map<SetKey, std::size_t> profile_index;  // the first profile set of each key
@@ -322,29 +359,15 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
   };
   std::vector<Added> added;
   std::set<std::string> nodes;
-  const auto make_set = [](const SetKey& key, const Combined& c) {
-    MeasuredSet m;
-    m.classes = key.first;
-    m.batches = key.second;
-    for (double w : c.weighted) {
-      // A mean of values in [1, max] is in [1, max]; clamp the rounding.
-      m.slowdown.push_back(std::clamp(w / static_cast<double>(c.count), 1.0, kMaxMeasuredSlowdown));
-    }
-    m.source = "observed: " + core::Plural(c.count, "window") + " on " +
-               core::Plural(c.nodes.size(), "node");
-    return m;
-  };
   for (const auto& [key, c] : combined) {
     if (c.count < options.min_count) {
       sum.too_few += c.observations;
       continue;
     }
     if (auto it = profile_index.find(key); it != profile_index.end()) {
-      out.measured[it->second] = make_set(key, c);
+      out.measured[it->second] = MakeSet(key, c);
       ++sum.sets_replaced;
-      sum.used += c.observations;
-      sum.windows += c.count;
-      nodes.insert(c.nodes.begin(), c.nodes.end());
+      CountUsed(c, sum, nodes);
     } else {
       added.push_back({&key, &c});
     }
@@ -360,11 +383,9 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
       sum.over_limit += c.observations;
       continue;
     }
-    out.measured.push_back(make_set(*added[i].key, c));
+    out.measured.push_back(MakeSet(*added[i].key, c));
     ++sum.sets_added;
-    sum.used += c.observations;
-    sum.windows += c.count;
-    nodes.insert(c.nodes.begin(), c.nodes.end());
+    CountUsed(c, sum, nodes);
   }
   sum.nodes = nodes.size();
   return out;
