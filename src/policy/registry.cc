@@ -11,6 +11,7 @@
 #include "gpumux/policy/fgd.h"
 #include "gpumux/policy/fgd_sat.h"
 #include "gpumux/policy/first_fit.h"
+#include "gpumux/policy/first_node.h"
 #include "gpumux/policy/gpu_clustering.h"
 #include "gpumux/policy/gpu_packing.h"
 #include "gpumux/policy/iadeep.h"
@@ -178,6 +179,17 @@ Registry MakeBuiltins() {
                c.typical_pods, c.knob("reserve-idle-fraction"),
                static_cast<std::int64_t>(c.knob("reserve-max-wait-seconds")));
          }});
+  r.Add({"first-node",
+         "First-Fit: the first node in rank order that fits, lowest-indexed GPUs",
+         "the first node that fits, in rank order (First-Fit): the floor of packing policies.",
+         Workload::kPods,
+         Family::kPacking,
+         "#44AA99",
+         false,
+         false,
+         {},
+         Simple<FirstNodePolicy>(),
+         /*compared=*/false});
   // Co-location of training jobs (dash-dot).
   r.Add({"first-fit",
          "AntMan-like packing: the first GPU with the memory, FIFO, no tuning",
