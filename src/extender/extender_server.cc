@@ -400,7 +400,8 @@ struct ExtenderServer::Impl {
     for (Verb verb : kVerbs) {
       const std::string path = prefix + "/" + std::string(VerbName(verb));
       verb_paths[path] = verb;
-      s.Route(path, {"POST"}, net::Lane::kWorker,
+      // Bind waits for the API server (a worker); the others compute on the I/O thread.
+      s.Route(path, {"POST"}, verb == Verb::kBind ? net::Lane::kWorker : net::Lane::kCompute,
               [this, verb](const net::Request& req) { return HandleVerb(verb, req); });
     }
     s.Route("/healthz", {"GET"}, net::Lane::kInline,

@@ -45,6 +45,11 @@ constexpr const char* kTextType = "text/plain; charset=utf-8";
 // bodies (after a flood of 64 MiB bodies the extender's RSS stayed at ~600 MiB before this).
 constexpr std::size_t kTrimAfterBytes = std::size_t{4} << 20;
 constexpr std::chrono::seconds kTrimInterval{1};
+// The read buffer of a connection is grown to its body's size (at most kMaxBufferReserve) before
+// the body is read, and given back after the request; a chunked body reads kBodyReadChunk at a
+// time.
+constexpr std::size_t kBodyReadChunk = std::size_t{64} << 10;
+constexpr std::size_t kMaxBufferReserve = std::size_t{1} << 20;
 
 std::string Seconds(Clock::duration d) {
   char buf[32];

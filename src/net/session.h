@@ -178,6 +178,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       OnRequest();
       return;
     }
+    // Room for the body in few reads: Beast reads at most the buffer's free capacity at a time
+    // (512 bytes when it is empty), and a 60 KB body read 512 bytes at a time cost ~120 reads
+    // and as many waits (the extender's filter at 5,000 nodes took 0.63 ms instead of 0.41).
+    const std::size_t expected = parser_->content_length().value_or(kBodyReadChunk);
+    buffer_.reserve(std::min(expected + 1024, kMaxBufferReserve));
     auto read = [self = Self()] {
       http::async_read(self->socket_, self->buffer_, *self->parser_,
                        [self](const ErrorCode& ec, std::size_t n) {
@@ -294,7 +299,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
              {{"Allow", allow}});
       return;
     }
-    if (route.lane == Lane::kWorker && !holds_slot_) {
+    if ((route.lane == Lane::kWorker || route.lane == Lane::kCompute) && !holds_slot_) {
       WaitForSlot([self = Self(), request = std::move(request), route = &route]() mutable {
         self->Answer(std::move(request), *route);
       });
@@ -334,7 +339,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       }
       return response;
     };
-    if (route.lane == Lane::kInline) {
+    if (route.lane == Lane::kInline || route.lane == Lane::kCompute) {
       Send(run());
       return;
     }
@@ -393,13 +398,17 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       server_.ReleaseSlot();
     }
     server_.trimmer.AfterRequest(received_);
-    if (ec || !keep_alive) {
+    // A stop that began while the reply was being written closes the connection too (the reply
+    // said keep-alive, but an idle connection may always be closed).
+    if (ec || !keep_alive || server_.stopping) {
       Close(std::nullopt, "");
       return;
     }
     first_ = false;
     head_only_ = false;
     parser_.reset();
+    // An idle keep-alive connection does not keep the room of a large body.
+    if (buffer_.size() == 0 && buffer_.capacity() > kBodyReadChunk) buffer_.shrink_to_fit();
     SetPhase(Phase::kWaiting);
     ArmTimer(server_.options.keep_alive_timeout);
     WaitForRequest();

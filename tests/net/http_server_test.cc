@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,13 @@ bool Eventually(const std::function<bool()>& done,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return done();
+}
+
+// This thread, as text (to tell which thread ran a handler).
+std::string ThreadName() {
+  std::ostringstream out;
+  out << std::this_thread::get_id();
+  return out.str();
 }
 
 struct Logged {
@@ -115,6 +123,12 @@ class HttpServerTest : public ::testing::Test {
     server_->Route("/slow", {"POST"}, Lane::kWorker, [this](const Request&) {
       gate_.Wait();
       return Response::Json(200, "{}");
+    });
+    server_->Route("/compute", {"POST"}, Lane::kCompute, [](const Request& r) {
+      return Response::Json(200, json{{"body", r.body}, {"thread", ThreadName()}}.dump());
+    });
+    server_->Route("/thread", {"GET"}, Lane::kInline, [](const Request&) {
+      return Response::Json(200, json{{"thread", ThreadName()}}.dump());
     });
     server_->Route("/side", {"GET"}, Lane::kSide,
                    [](const Request&) { return Response::Text(200, "side\n"); });
@@ -309,6 +323,29 @@ TEST_F(HttpServerTest, InlineAndSideRoutesTakeNoWorkSlotAndAWorkerRouteWaitsOnly
   gate_.Open();
   slow.join();
   auto again = Client().Post("/echo", "x", "text/plain");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200) << "the slot came back";
+}
+
+TEST_F(HttpServerTest, AComputeRouteRunsOnTheIoThreadButOnlyWithAWorkSlot) {
+  Start([](ServerOptions& o) {
+    o.workers = 1;
+    o.request_timeout = std::chrono::milliseconds(300);
+  });
+  auto io = Client().Get("/thread");
+  ASSERT_TRUE(io);
+  auto compute = Client().Post("/compute", "x", "text/plain");
+  ASSERT_TRUE(compute);
+  ASSERT_EQ(compute->status, 200) << compute->body;
+  EXPECT_EQ(json::parse(compute->body)["body"], "x");
+  EXPECT_EQ(json::parse(compute->body)["thread"], json::parse(io->body)["thread"])
+      << "no hop to a worker";
+  std::thread slow([&] { Client().Post("/slow", "", "text/plain"); });
+  ASSERT_TRUE(gate_.WaitForWaiters(1));  // the only work slot is taken
+  ExpectJsonError(Client().Post("/compute", "x", "text/plain"), 503);
+  gate_.Open();
+  slow.join();
+  auto again = Client().Post("/compute", "y", "text/plain");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200) << "the slot came back";
 }

@@ -6,8 +6,16 @@
 //
 // Built on Boost.Beast and Boost.Asio (Debian's libboost-dev): one I/O thread runs every
 // connection as asynchronous reads and writes, so a slow or idle client costs a socket and a
-// few KiB, never a thread. Handlers run where their route says (Lane): on the I/O thread when
-// they are cheap and never block (probes), on one of `workers` worker threads otherwise.
+// few KiB, never a thread. Handlers run where their route says (Lane):
+//   kInline   on the I/O thread, no work slot: cheap and never blocking (probes);
+//   kSide     on one side thread, no work slot: too slow for the I/O thread, and must not queue
+//             behind busy workers (/metrics, /inspect);
+//   kCompute  on the I/O thread while holding a work slot: CPU-bound and short, never blocking
+//             on I/O (the extender's filter, prioritize, preempt: they serialise on the cluster
+//             state's lock anyway). No thread hop: at 5,000 nodes a hop to a worker and back
+//             cost ~80 us of a 0.4 ms filter;
+//   kWorker   on one of `workers` worker threads, holding a work slot: may block (bind waits
+//             for the API server; the coordinator's protocol may tune).
 // cpp-httplib 0.11 (which gpumux used before) gives each connection a thread for its whole life
 // and bounds reads only per recv(), so 8 trickling clients stopped a server; making it safe
 // meant overriding a private virtual of httplib::Server (docs/decisions.md).
@@ -27,10 +35,9 @@
 //    or one still sending its request); one whose request is being answered is never evicted;
 //    when every connection is being answered the newcomer gets 503. A probe opens a connection of
 //    its own, so it is served at once however many slow clients are connected.
-//  - Work. A kWorker route runs only while its request holds one of `workers` slots; a request
-//    that gets none within `request_timeout` is answered 503 ("busy"). kInline and kSide routes
-//    take no slot (kSide runs on one thread of its own, for handlers too slow for the I/O thread
-//    and which must not queue behind busy workers: /metrics, /inspect).
+//  - Work. A kCompute or kWorker route runs only while its request holds one of `workers` slots;
+//    a request that gets none within `request_timeout` is answered 503 ("busy"). kInline and
+//    kSide routes take no slot.
 //  - Replies. Every error the server itself produces (400, 404, 405, 408, 413, 431, 500, 503)
 //    has a JSON body {"<error_key>": "<message for humans>"}; a handler that throws is a 500
 //    naming the exception. HEAD is answered for every GET route. Replies are never compressed.
@@ -103,7 +110,7 @@ using Handler = std::function<Response(const Request&)>;
 enum class ReplyOrigin : std::uint8_t { kHandler, kServer };
 
 // Where a route's handler runs (see the top of this file).
-enum class Lane : std::uint8_t { kInline, kSide, kWorker };
+enum class Lane : std::uint8_t { kInline, kSide, kCompute, kWorker };
 
 // Where to listen.
 struct Endpoint {
