@@ -9,6 +9,8 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 namespace gpumux::runs {
 namespace {
@@ -128,211 +130,261 @@ class LineReader {
 
 }  // namespace
 
-core::Result<RunRecord> ParseRunRecord(std::string_view text, const std::string& source) {
-  RunRecord record;
-  std::map<std::string, std::size_t> index;  // job -> position in record.jobs
-  bool have_run = false;
-  bool have_end = false;
-  std::size_t line_no = 0;
-  std::size_t pos = 0;
-  auto job_of = [&](const std::string& id) -> RecordedJob& {
-    auto [it, fresh] = index.emplace(id, record.jobs.size());
-    if (fresh) {
-      record.jobs.emplace_back();
-      record.jobs.back().job = id;
+namespace {
+
+using StrTarget = std::pair<const char*, std::string*>;
+
+// Reads the optional string members `targets` name into their places.
+core::Result<void> ReadStrings(const LineReader& r, std::initializer_list<StrTarget> targets) {
+  for (auto [key, target] : targets) {
+    auto v = r.Str(key, false);
+    if (!v) return tl::unexpected(v.error());
+    *target = *v;
+  }
+  return {};
+}
+
+// "reason: message", or an error naming the member that is not a string.
+core::Result<std::pair<std::string, std::string>> ReasonAndMessage(const LineReader& r) {
+  std::pair<std::string, std::string> out;
+  if (auto ok = ReadStrings(r, {{"reason", &out.first}, {"message", &out.second}}); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return out;
+}
+
+// The parser's own message for a line that is not JSON.
+std::string WhyNotJson(std::string_view raw) {
+  try {
+    return json::parse(raw).dump();  // not reached: the caller's parse failed
+  } catch (const json::exception& e) {
+    return e.what();
+  }
+}
+
+// Reads a record line by line: the run line first, then job events, at most one end line.
+class RecordParser {
+ public:
+  explicit RecordParser(std::string source) : source_(std::move(source)) {}
+
+  core::Result<RunRecord> Parse(std::string_view text) {
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      ++line_no_;
+      std::size_t newline = text.find('\n', pos);
+      const bool last_unterminated = newline == std::string_view::npos;
+      if (last_unterminated) newline = text.size();
+      const std::string_view raw = text.substr(pos, newline - pos);
+      pos = newline + 1;
+      if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      auto done = Line(raw, last_unterminated);
+      if (!done) return tl::unexpected(done.error());
+      if (*done) break;
     }
-    return record.jobs[it->second];
-  };
-  while (pos < text.size()) {
-    ++line_no;
-    std::size_t newline = text.find('\n', pos);
-    const bool last_unterminated = newline == std::string_view::npos;
-    if (last_unterminated) newline = text.size();
-    const std::string_view raw = text.substr(pos, newline - pos);
-    pos = newline + 1;
-    if (raw.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const std::string where = source + ":" + std::to_string(line_no) + ": ";
+    return Finish();
+  }
+
+ private:
+  std::string Where() const { return source_ + ":" + std::to_string(line_no_) + ": "; }
+  core::Error Bad(const std::string& what) const {
+    return core::Error{ErrorCode::kInvalidArgument, Where() + what};
+  }
+
+  // One non-blank line; true when reading stops here (a cut-off last line).
+  core::Result<bool> Line(std::string_view raw, bool last_unterminated) {
     json object = json::parse(raw, nullptr, /*allow_exceptions=*/false);
     if (object.is_discarded()) {
-      if (last_unterminated) {
-        record.warnings.push_back(where +
-                                  "an incomplete last line (the run was cut off while writing "
-                                  "it): ignored");
-        break;
-      }
-      // Find the parser's own message for the error text.
-      std::string why;
-      try {
-        const json again = json::parse(raw);
-        why = again.dump();  // not reached: the first parse failed
-      } catch (const json::exception& e) {
-        why = e.what();
-      }
-      return MakeError(ErrorCode::kInvalidArgument, where + "not JSON (" + why + ")");
+      if (!last_unterminated) return tl::unexpected(Bad("not JSON (" + WhyNotJson(raw) + ")"));
+      record_.warnings.push_back(Where() +
+                                 "an incomplete last line (the run was cut off while writing "
+                                 "it): ignored");
+      return true;
     }
-    if (!object.is_object()) {
-      return MakeError(ErrorCode::kInvalidArgument, where + "not a JSON object");
-    }
-    LineReader r(source, line_no, object);
+    if (!object.is_object()) return tl::unexpected(Bad("not a JSON object"));
+    LineReader r(source_, line_no_, object);
     auto event = r.Str("event", true);
     if (!event) return tl::unexpected(event.error());
-    if (KnownEvents().count(*event) == 0) {
-      return MakeError(ErrorCode::kInvalidArgument, where + "unknown event '" + *event + "'");
-    }
+    if (KnownEvents().count(*event) == 0)
+      return tl::unexpected(Bad("unknown event '" + *event + "'"));
     auto t = r.Num("t", true);
     if (!t) return tl::unexpected(t.error());
-    if (!have_run && *event != "run") {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       where + "the first line must be the run line, not '" + *event + "'");
+    if (!have_run_ && *event != "run") {
+      return tl::unexpected(Bad("the first line must be the run line, not '" + *event + "'"));
     }
-    if (have_end) {
-      return MakeError(ErrorCode::kInvalidArgument, where + "'" + *event + "' after the end line");
-    }
+    if (have_end_) return tl::unexpected(Bad("'" + *event + "' after the end line"));
+    core::Result<void> ok;
     if (*event == "run") {
-      if (have_run) {
-        return MakeError(ErrorCode::kInvalidArgument,
-                         where + "a second run line (a record holds one run)");
-      }
-      have_run = true;
-      auto version = object.find("version");
-      if (version == object.end() || !version->is_number_integer() ||
-          version->get<std::int64_t>() != kRunRecordVersion) {
-        return MakeError(ErrorCode::kInvalidArgument, where + "\"version\" must be " +
-                                                          std::to_string(kRunRecordVersion) +
-                                                          " (a record of another gpumux version?)");
-      }
-      RecordedRun& run = record.run;
-      for (auto [key, target] :
-           {std::pair{"run", &run.run}, std::pair{"label", &run.label},
-            std::pair{"namespace", &run.ns}, std::pair{"started_at", &run.started_at},
-            std::pair{"source", &run.source}}) {
-        auto v = r.Str(key, false);
-        if (!v) return tl::unexpected(v.error());
-        *target = *v;
-      }
-      auto scale = r.Num("time_scale", true);
-      if (!scale) return tl::unexpected(scale.error());
-      if (!(**scale > 0)) {
-        return MakeError(ErrorCode::kInvalidArgument, where + "\"time_scale\" must be > 0");
-      }
-      run.time_scale = **scale;
-      auto objects = r.Num("objects", false);
-      if (!objects) return tl::unexpected(objects.error());
-      run.objects = static_cast<std::int64_t>(objects->value_or(0));
-      continue;
-    }
-    if (*event == "end") {
+      ok = RunLine(object, r);
+    } else if (*event == "end") {
       auto reason = r.Str("reason", true);
       if (!reason) return tl::unexpected(reason.error());
-      record.end_reason = *reason;
-      have_end = true;
-      continue;
+      record_.end_reason = *reason;
+      have_end_ = true;
+    } else {
+      ok = JobLine(*event, **t, object, r);
     }
+    if (!ok) return tl::unexpected(ok.error());
+    return false;
+  }
+
+  core::Result<void> RunLine(const json& object, const LineReader& r) {
+    if (have_run_) return tl::unexpected(Bad("a second run line (a record holds one run)"));
+    have_run_ = true;
+    auto version = object.find("version");
+    if (version == object.end() || !version->is_number_integer() ||
+        version->get<std::int64_t>() != kRunRecordVersion) {
+      return tl::unexpected(Bad("\"version\" must be " + std::to_string(kRunRecordVersion) +
+                                " (a record of another gpumux version?)"));
+    }
+    RecordedRun& run = record_.run;
+    if (auto ok = ReadStrings(r, {{"run", &run.run},
+                                  {"label", &run.label},
+                                  {"namespace", &run.ns},
+                                  {"started_at", &run.started_at},
+                                  {"source", &run.source}});
+        !ok) {
+      return ok;
+    }
+    auto scale = r.Num("time_scale", true);
+    if (!scale) return tl::unexpected(scale.error());
+    if (!(**scale > 0)) return tl::unexpected(Bad("\"time_scale\" must be > 0"));
+    run.time_scale = **scale;
+    auto objects = r.Num("objects", false);
+    if (!objects) return tl::unexpected(objects.error());
+    run.objects = static_cast<std::int64_t>(objects->value_or(0));
+    return {};
+  }
+
+  RecordedJob& JobOf(const std::string& id) {
+    auto [it, fresh] = index_.emplace(id, record_.jobs.size());
+    if (fresh) {
+      record_.jobs.emplace_back();
+      record_.jobs.back().job = id;
+    }
+    return record_.jobs[it->second];
+  }
+
+  core::Result<void> JobLine(const std::string& event, double t, const json& object,
+                             const LineReader& r) {
     auto id = r.Str("job", true);
     if (!id) return tl::unexpected(id.error());
-    if (id->empty()) return MakeError(ErrorCode::kInvalidArgument, where + "\"job\" is empty");
-    RecordedJob& job = job_of(*id);
-    auto pod = r.Str("pod", false);
-    if (!pod) return tl::unexpected(pod.error());
-    auto node = r.Str("node", false);
-    if (!node) return tl::unexpected(node.error());
-    auto gpus = [&]() -> core::Result<void> {
-      auto it = object.find("gpus");
-      if (it == object.end() || it->is_null()) return {};
-      if (!it->is_array()) return tl::unexpected(r.Bad("\"gpus\" is not an array"));
-      std::vector<std::string> list;
-      for (const json& g : *it) {
-        if (!g.is_string()) return tl::unexpected(r.Bad("\"gpus\" holds a non-string"));
-        list.push_back(g.get<std::string>());
-      }
-      if (!list.empty()) job.gpus = std::move(list);
-      return {};
-    };
-    if (*event == "submit" || *event == "error") {
-      if (job.submitted.has_value() || !job.error.empty()) {
-        return MakeError(ErrorCode::kInvalidArgument, where + "job '" + *id + "' submitted twice");
-      }
-      for (auto [key, target] : {std::pair{"kind", &job.kind}, std::pair{"name", &job.name},
-                                 std::pair{"namespace", &job.ns}}) {
-        auto v = r.Str(key, false);
-        if (!v) return tl::unexpected(v.error());
-        *target = *v;
-      }
-      if (*event == "submit") {
-        auto cls = r.Str("class", false);
-        if (!cls) return tl::unexpected(cls.error());
-        job.cls = *cls;
-        auto at = r.Num("submit_at_s", false);
-        if (!at) return tl::unexpected(at.error());
-        job.submit_at_s = at->value_or(0);
-        job.submitted = **t;
-      } else {
-        auto reason = r.Str("reason", false);
-        auto message = r.Str("message", false);
-        if (!reason) return tl::unexpected(reason.error());
-        if (!message) return tl::unexpected(message.error());
-        auto status = object.find("http_status");
-        const std::string code =
-            status != object.end() && status->is_number_integer() && status->get<std::int64_t>() > 0
-                ? "HTTP " + std::to_string(status->get<std::int64_t>()) + " "
-                : std::string();
-        job.error = code + *reason + (message->empty() ? "" : ": " + *message);
-        if (job.error.empty()) job.error = "the create failed";
-      }
-      continue;
+    if (id->empty()) return tl::unexpected(Bad("\"job\" is empty"));
+    RecordedJob& job = JobOf(*id);
+    std::string pod;
+    std::string node;
+    if (auto ok = ReadStrings(r, {{"pod", &pod}, {"node", &node}}); !ok) return ok;
+    if (event == "submit" || event == "error") return Submission(event, t, object, r, job);
+    if (!pod.empty()) job.pod = pod;
+    if (!node.empty()) job.node = node;
+    if (auto ok = Gpus(object, r, job); !ok) return ok;
+    return PodEvent(event, t, r, job);
+  }
+
+  static core::Result<void> Gpus(const json& object, const LineReader& r, RecordedJob& job) {
+    auto it = object.find("gpus");
+    if (it == object.end() || it->is_null()) return {};
+    if (!it->is_array()) return tl::unexpected(r.Bad("\"gpus\" is not an array"));
+    std::vector<std::string> list;
+    for (const json& g : *it) {
+      if (!g.is_string()) return tl::unexpected(r.Bad("\"gpus\" holds a non-string"));
+      list.push_back(g.get<std::string>());
     }
-    if (!pod->empty()) job.pod = *pod;
-    if (!node->empty()) job.node = *node;
-    if (auto ok = gpus(); !ok) return tl::unexpected(ok.error());
-    if (*event == "scheduled") {
-      if (!job.scheduled) job.scheduled = **t;
-    } else if (*event == "unschedulable") {
-      auto reason = r.Str("reason", false);
-      auto message = r.Str("message", false);
-      if (!reason) return tl::unexpected(reason.error());
-      if (!message) return tl::unexpected(message.error());
-      if (!job.finished) {
-        job.reason = *reason;
-        job.message = *message;
-      }
-    } else if (*event == "start") {
-      if (!job.started) job.started = **t;
-    } else if (*event == "finish") {
+    if (!list.empty()) job.gpus = std::move(list);
+    return {};
+  }
+
+  // A submit line, or the error of a create that failed.
+  core::Result<void> Submission(const std::string& event, double t, const json& object,
+                                const LineReader& r, RecordedJob& job) {
+    if (job.submitted.has_value() || !job.error.empty()) {
+      return tl::unexpected(Bad("job '" + job.job + "' submitted twice"));
+    }
+    if (auto ok =
+            ReadStrings(r, {{"kind", &job.kind}, {"name", &job.name}, {"namespace", &job.ns}});
+        !ok) {
+      return ok;
+    }
+    if (event == "submit") {
+      if (auto ok = ReadStrings(r, {{"class", &job.cls}}); !ok) return ok;
+      auto at = r.Num("submit_at_s", false);
+      if (!at) return tl::unexpected(at.error());
+      job.submit_at_s = at->value_or(0);
+      job.submitted = t;
+      return {};
+    }
+    auto why = ReasonAndMessage(r);
+    if (!why) return tl::unexpected(why.error());
+    auto status = object.find("http_status");
+    const std::string code =
+        status != object.end() && status->is_number_integer() && status->get<std::int64_t>() > 0
+            ? "HTTP " + std::to_string(status->get<std::int64_t>()) + " "
+            : std::string();
+    job.error = code + why->first + (why->second.empty() ? "" : ": " + why->second);
+    if (job.error.empty()) job.error = "the create failed";
+    return {};
+  }
+
+  core::Result<void> PodEvent(const std::string& event, double t, const LineReader& r,
+                              RecordedJob& job) {
+    if (event == "scheduled") {
+      if (!job.scheduled) job.scheduled = t;
+    } else if (event == "unschedulable") {
+      auto why = ReasonAndMessage(r);
+      if (!why) return tl::unexpected(why.error());
+      if (!job.finished) std::tie(job.reason, job.message) = *why;
+    } else if (event == "start") {
+      if (!job.started) job.started = t;
+    } else if (event == "finish") {
       auto phase = r.Str("phase", true);
       if (!phase) return tl::unexpected(phase.error());
       if (*phase != "Succeeded" && *phase != "Failed") {
-        return MakeError(ErrorCode::kInvalidArgument,
-                         where + "\"phase\" must be Succeeded or Failed, not '" + *phase + "'");
+        return tl::unexpected(Bad("\"phase\" must be Succeeded or Failed, not '" + *phase + "'"));
       }
-      auto reason = r.Str("reason", false);
-      auto message = r.Str("message", false);
-      if (!reason) return tl::unexpected(reason.error());
-      if (!message) return tl::unexpected(message.error());
+      auto why = ReasonAndMessage(r);
+      if (!why) return tl::unexpected(why.error());
       // The first success stands; a failure stands until a success (a Job's retry) replaces it.
       if (!job.succeeded()) {
-        job.finished = **t;
+        job.finished = t;
         job.phase = *phase;
-        job.reason = *reason;
-        job.message = *message;
+        std::tie(job.reason, job.message) = *why;
         job.deleted = false;
       }
-    } else if (*event == "deleted") {
+    } else if (event == "deleted") {
       if (!job.finished) job.deleted = true;
     }
+    return {};
   }
-  if (!have_run) return MakeError(ErrorCode::kInvalidArgument, source + ": no run line (empty?)");
-  // Jobs with pod events but no submit line: pods of this run label created by someone else.
-  std::vector<RecordedJob> jobs;
-  for (RecordedJob& job : record.jobs) {
-    if (!job.submitted && job.error.empty()) {
-      record.warnings.push_back(source + ": job '" + job.job +
-                                "' has pod events but no submit line: ignored");
-      continue;
+
+  core::Result<RunRecord> Finish() {
+    if (!have_run_) {
+      return MakeError(ErrorCode::kInvalidArgument, source_ + ": no run line (empty?)");
     }
-    jobs.push_back(std::move(job));
+    // Jobs with pod events but no submit line: pods of this run label created by someone else.
+    std::vector<RecordedJob> jobs;
+    for (RecordedJob& job : record_.jobs) {
+      if (!job.submitted && job.error.empty()) {
+        record_.warnings.push_back(source_ + ": job '" + job.job +
+                                   "' has pod events but no submit line: ignored");
+        continue;
+      }
+      jobs.push_back(std::move(job));
+    }
+    record_.jobs = std::move(jobs);
+    return std::move(record_);
   }
-  record.jobs = std::move(jobs);
-  return record;
+
+  std::string source_;
+  RunRecord record_;
+  std::map<std::string, std::size_t> index_;  // job -> position in record_.jobs
+  bool have_run_ = false;
+  bool have_end_ = false;
+  std::size_t line_no_ = 0;
+};
+
+}  // namespace
+
+core::Result<RunRecord> ParseRunRecord(std::string_view text, const std::string& source) {
+  return RecordParser(source).Parse(text);
 }
 
 }  // namespace gpumux::runs

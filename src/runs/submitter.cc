@@ -98,120 +98,172 @@ std::string CollectionPath(const SubmitObject& o) {
 
 // --- preparing -------------------------------------------------------------------------------
 
+namespace {
+
+// One object of a submission being prepared; errors name it (`where`).
+class ObjectPrep {
+ public:
+  ObjectPrep(json& object, std::size_t i, const PrepareOptions& o, const std::string& source)
+      : object_(object), o_(o) {
+    s_.kind = kube::JsonString(object, "kind");
+    if (const json* m = kube::JsonChild(object, "metadata"); m != nullptr) {
+      s_.name = kube::JsonString(*m, "name");
+    }
+    where_ = source + ": object " + std::to_string(i + 1) + " (" +
+             (s_.kind.empty() ? std::string("no kind") : s_.kind) +
+             (s_.name.empty() ? std::string() : " " + s_.name) + ")";
+  }
+
+  const std::string& where() const { return where_; }
+
+  core::Result<SubmitObject> Prepare() && {
+    const std::string api_version = kube::JsonString(object_, "apiVersion");
+    if (!((s_.kind == "Pod" && api_version == "v1") ||
+          (s_.kind == "Job" && api_version == "batch/v1"))) {
+      return Bad("only Pods (apiVersion v1) and Jobs (batch/v1) can be submitted, not " +
+                 (s_.kind.empty() ? std::string("an object without kind") : s_.kind) + " (" +
+                 (api_version.empty() ? std::string("no apiVersion") : api_version) + ")");
+    }
+    std::string error;
+    json* metadata = ObjectChild(object_, "metadata", error);
+    if (metadata == nullptr) return Bad(error);
+    if (s_.name.empty()) {
+      return Bad("no metadata.name (generateName is not enough: the record names jobs)");
+    }
+    if (auto ok = Namespace(*metadata); !ok) return tl::unexpected(ok.error());
+    // The pod's metadata: the object's own, or the Job's pod template's.
+    auto pod_metadata = s_.kind == "Job" ? JobTemplate() : core::Result<json*>(metadata);
+    if (!pod_metadata) return tl::unexpected(pod_metadata.error());
+    if (auto ok = ReadAnnotations(); !ok) return tl::unexpected(ok.error());
+    for (json* m : {metadata, *pod_metadata}) {
+      if (auto ok = Mark(*m); !ok) return tl::unexpected(ok.error());
+    }
+    s_.object = std::move(object_);
+    return std::move(s_);
+  }
+
+ private:
+  tl::unexpected<core::Error> Bad(const std::string& what) const {
+    return tl::unexpected(core::Error{ErrorCode::kInvalidArgument, where_ + ": " + what});
+  }
+
+  core::Result<void> Namespace(json& metadata) {
+    const std::string own_ns = kube::JsonString(metadata, "namespace");
+    if (!o_.ns.empty() && !own_ns.empty() && own_ns != o_.ns) {
+      return tl::unexpected(
+          Bad("its namespace " + own_ns + " is not the one given (-n " + o_.ns + ")"));
+    }
+    s_.ns = !own_ns.empty() ? own_ns : !o_.ns.empty() ? o_.ns : o_.default_ns;
+    metadata["namespace"] = s_.ns;
+    return {};
+  }
+
+  // A Job's pod template's metadata; reads its backoff limit.
+  core::Result<json*> JobTemplate() {
+    std::string error;
+    json* spec = ObjectChild(object_, "spec", error);
+    if (spec == nullptr) return Bad(error);
+    json* tmpl = ObjectChild(*spec, "template", error);
+    if (tmpl == nullptr) return Bad("spec." + error);
+    json* pod_metadata = ObjectChild(*tmpl, "metadata", error);
+    if (pod_metadata == nullptr) return Bad("spec.template." + error);
+    s_.backoff_limit = kDefaultBackoffLimit;
+    if (const json* limit = kube::JsonChild(*spec, "backoffLimit"); limit != nullptr) {
+      if (!limit->is_number_integer() || limit->get<std::int64_t>() < 0 ||
+          limit->get<std::int64_t>() > 1'000'000) {
+        return Bad("spec.backoffLimit is not an integer 0..1000000");
+      }
+      s_.backoff_limit = limit->get<int>();
+    }
+    return pod_metadata;
+  }
+
+  // An annotation of the object, else of its pod template.
+  std::string AnnotationOf(std::string_view key) const {
+    std::string v = Annotation(object_, key);
+    if (v.empty() && s_.kind == "Job") v = Annotation(object_["spec"]["template"], key);
+    return v;
+  }
+
+  // The submit time, the job's id and its workload class.
+  core::Result<void> ReadAnnotations() {
+    const std::string at = AnnotationOf(kAnnotationSubmitAt);
+    if (!at.empty()) {
+      auto us = ParseSecondsText(at);
+      if (!us) {
+        return Bad("annotation " + std::string(kAnnotationSubmitAt) + " '" + at +
+                   "' is not seconds >= 0 (at most 12 digits and 6 decimals)");
+      }
+      s_.at_us = *us;
+    }
+    s_.job = AnnotationOf(kAnnotationJob);
+    if (s_.job.empty()) s_.job = s_.name;
+    s_.cls = AnnotationOf(kube::kAnnotationWorkloadClass);
+    return {};
+  }
+
+  // The run's label and the job's annotation on `m` (the object's or its pods' metadata), and
+  // the duration scaled by the run's time scale (the trace's kept beside it).
+  core::Result<void> Mark(json& m) {
+    std::string error;
+    json* labels = ObjectChild(m, "labels", error);
+    if (labels == nullptr) return Bad("metadata." + error);
+    (*labels)[std::string(kLabelRun)] = o_.run;
+    json* annotations = ObjectChild(m, "annotations", error);
+    if (annotations == nullptr) return Bad("metadata." + error);
+    (*annotations)[std::string(kAnnotationJob)] = s_.job;
+    const std::string duration =
+        kube::JsonString(*annotations, std::string(kAnnotationDuration).c_str());
+    if (duration.empty() || o_.time_scale == 1) return {};
+    std::string trace =
+        kube::JsonString(*annotations, std::string(kAnnotationTraceDuration).c_str());
+    if (trace.empty()) trace = duration;
+    auto us = ParseSecondsText(trace);
+    if (!us) {
+      return Bad("annotation " + std::string(kAnnotationDuration) + " '" + trace +
+                 "' is not seconds >= 0");
+    }
+    (*annotations)[std::string(kAnnotationTraceDuration)] = trace;
+    (*annotations)[std::string(kAnnotationDuration)] =
+        ShortSeconds(static_cast<double>(*us) / 1e6 * o_.time_scale);
+    return {};
+  }
+
+  json& object_;
+  const PrepareOptions& o_;
+  SubmitObject s_;
+  std::string where_;
+};
+
+}  // namespace
+
 core::Result<std::vector<SubmitObject>> PrepareSubmission(std::vector<json> objects,
                                                           const PrepareOptions& o,
                                                           const std::string& source) {
-  std::vector<SubmitObject> out;
-  std::set<std::string> names;
-  std::map<std::string, std::string> job_ids;  // job -> where
   if (!IsLabelValue(o.run)) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "the run name '" + o.run +
                          "' is not a label value (1..63 letters, digits, '-', '_' or '.', "
                          "starting and ending with a letter or digit)");
   }
+  std::vector<SubmitObject> out;
+  std::set<std::string> names;
+  std::map<std::string, std::string> job_ids;  // job -> where
   for (std::size_t i = 0; i < objects.size(); ++i) {
-    json& object = objects[i];
-    SubmitObject s;
-    s.kind = kube::JsonString(object, "kind");
-    const std::string api_version = kube::JsonString(object, "apiVersion");
-    const std::string name = [&] {
-      const json* m = kube::JsonChild(object, "metadata");
-      return m == nullptr ? std::string() : kube::JsonString(*m, "name");
-    }();
-    const std::string where = source + ": object " + std::to_string(i + 1) + " (" +
-                              (s.kind.empty() ? std::string("no kind") : s.kind) +
-                              (name.empty() ? std::string() : " " + name) + ")";
+    ObjectPrep prep(objects[i], i, o, source);
+    const std::string where = prep.where();
+    auto s = std::move(prep).Prepare();
+    if (!s) return tl::unexpected(s.error());
     auto bad = [&](const std::string& what) {
       return MakeError(ErrorCode::kInvalidArgument, where + ": " + what);
     };
-    if (!((s.kind == "Pod" && api_version == "v1") ||
-          (s.kind == "Job" && api_version == "batch/v1"))) {
-      return bad("only Pods (apiVersion v1) and Jobs (batch/v1) can be submitted, not " +
-                 (s.kind.empty() ? std::string("an object without kind") : s.kind) + " (" +
-                 (api_version.empty() ? std::string("no apiVersion") : api_version) + ")");
+    if (!names.insert(s->kind + "/" + s->ns + "/" + s->name).second) {
+      return bad("a second " + s->kind + " named " + s->ns + "/" + s->name);
     }
-    std::string error;
-    json* metadata = ObjectChild(object, "metadata", error);
-    if (metadata == nullptr) return bad(error);
-    if (name.empty())
-      return bad("no metadata.name (generateName is not enough: the record names jobs)");
-    s.name = name;
-    const std::string own_ns = kube::JsonString(*metadata, "namespace");
-    if (!o.ns.empty() && !own_ns.empty() && own_ns != o.ns) {
-      return bad("its namespace " + own_ns + " is not the one given (-n " + o.ns + ")");
+    if (auto [it, fresh] = job_ids.emplace(s->job, where); !fresh) {
+      return bad("job '" + s->job + "' is also " + it->second.substr(source.size() + 2));
     }
-    s.ns = !own_ns.empty() ? own_ns : !o.ns.empty() ? o.ns : o.default_ns;
-    (*metadata)["namespace"] = s.ns;
-
-    // The pod's metadata: the object's own, or the Job's pod template's.
-    json* pod_metadata = metadata;
-    if (s.kind == "Job") {
-      json* spec = ObjectChild(object, "spec", error);
-      if (spec == nullptr) return bad(error);
-      json* tmpl = ObjectChild(*spec, "template", error);
-      if (tmpl == nullptr) return bad("spec." + error);
-      pod_metadata = ObjectChild(*tmpl, "metadata", error);
-      if (pod_metadata == nullptr) return bad("spec.template." + error);
-      s.backoff_limit = kDefaultBackoffLimit;
-      if (const json* limit = kube::JsonChild(*spec, "backoffLimit"); limit != nullptr) {
-        if (!limit->is_number_integer() || limit->get<std::int64_t>() < 0 ||
-            limit->get<std::int64_t>() > 1'000'000) {
-          return bad("spec.backoffLimit is not an integer 0..1000000");
-        }
-        s.backoff_limit = limit->get<int>();
-      }
-    }
-    // An annotation of the object, else of its pod template.
-    auto annotation = [&](std::string_view key) {
-      std::string v = Annotation(object, key);
-      if (v.empty() && s.kind == "Job") v = Annotation(object["spec"]["template"], key);
-      return v;
-    };
-    const std::string at = annotation(kAnnotationSubmitAt);
-    if (!at.empty()) {
-      auto us = ParseSecondsText(at);
-      if (!us) {
-        return bad("annotation " + std::string(kAnnotationSubmitAt) + " '" + at +
-                   "' is not seconds >= 0 (at most 12 digits and 6 decimals)");
-      }
-      s.at_us = *us;
-    }
-    s.job = annotation(kAnnotationJob);
-    if (s.job.empty()) s.job = s.name;
-    s.cls = annotation(kube::kAnnotationWorkloadClass);
-
-    // Labels and annotations on the object and on the pods it makes.
-    for (json* m : {metadata, pod_metadata}) {
-      json* labels = ObjectChild(*m, "labels", error);
-      if (labels == nullptr) return bad("metadata." + error);
-      (*labels)[std::string(kLabelRun)] = o.run;
-      json* annotations = ObjectChild(*m, "annotations", error);
-      if (annotations == nullptr) return bad("metadata." + error);
-      (*annotations)[std::string(kAnnotationJob)] = s.job;
-      const std::string duration =
-          kube::JsonString(*annotations, std::string(kAnnotationDuration).c_str());
-      if (duration.empty() || o.time_scale == 1) continue;
-      std::string trace =
-          kube::JsonString(*annotations, std::string(kAnnotationTraceDuration).c_str());
-      if (trace.empty()) trace = duration;
-      auto us = ParseSecondsText(trace);
-      if (!us) {
-        return bad("annotation " + std::string(kAnnotationDuration) + " '" + trace +
-                   "' is not seconds >= 0");
-      }
-      (*annotations)[std::string(kAnnotationTraceDuration)] = trace;
-      (*annotations)[std::string(kAnnotationDuration)] =
-          ShortSeconds(static_cast<double>(*us) / 1e6 * o.time_scale);
-    }
-    if (!names.insert(s.kind + "/" + s.ns + "/" + s.name).second) {
-      return bad("a second " + s.kind + " named " + s.ns + "/" + s.name);
-    }
-    if (auto [it, fresh] = job_ids.emplace(s.job, where); !fresh) {
-      return bad("job '" + s.job + "' is also " + it->second.substr(source.size() + 2));
-    }
-    s.object = std::move(object);
-    out.push_back(std::move(s));
+    out.push_back(std::move(*s));
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const SubmitObject& a, const SubmitObject& b) { return a.at_us < b.at_us; });
@@ -316,6 +368,94 @@ Submitter::JobState* Submitter::JobOfPod(const json& pod) {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
+namespace {
+
+// The GPUs of the pod's grant annotation, as "node/index".
+json GrantedGpus(const json& pod) {
+  json gpus = json::array();
+  const std::string text = Annotation(pod, kube::kAnnotationGrant);
+  if (text.empty()) return gpus;
+  auto grant = kube::DecodeGrant(text);
+  if (!grant) return gpus;
+  std::set<std::string> seen;
+  for (const kube::ContainerGrant& c : grant->containers) {
+    for (const kube::GrantedGpu& g : c.gpus) {
+      std::string id = grant->node + "/" + std::to_string(g.index);
+      if (seen.insert(id).second) gpus.push_back(id);
+    }
+  }
+  return gpus;
+}
+
+// The pod's PodScheduled condition when it is False (why it waits), else null.
+const json* WaitCondition(const json* status) {
+  if (status == nullptr) return nullptr;
+  const json* conditions = kube::JsonChild(*status, "conditions");
+  if (conditions == nullptr || !conditions->is_array()) return nullptr;
+  for (const json& c : *conditions) {
+    if (kube::JsonString(c, "type") == "PodScheduled" && kube::JsonString(c, "status") == "False") {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+// What the pod's containers say: the first running or terminated state's start, the last
+// finish, the first reason and message (the pod's own, when it has one, say more), and the
+// first non-zero exit code.
+struct ContainersSeen {
+  std::string started_at, finished_at, reason, message;
+  std::optional<std::int64_t> exit_code;
+  bool running = false;
+};
+
+void SeeTerminated(const json& done, ContainersSeen& seen) {
+  if (seen.started_at.empty()) seen.started_at = kube::JsonString(done, "startedAt");
+  seen.finished_at = std::max(seen.finished_at, kube::JsonString(done, "finishedAt"));
+  if (seen.reason.empty()) seen.reason = kube::JsonString(done, "reason");
+  if (seen.message.empty()) seen.message = kube::JsonString(done, "message");
+  if (const json* code = kube::JsonChild(done, "exitCode");
+      code != nullptr && code->is_number_integer() &&
+      (!seen.exit_code || code->get<std::int64_t>() != 0)) {
+    seen.exit_code = code->get<std::int64_t>();
+  }
+}
+
+ContainersSeen SeeContainers(const json* status) {
+  ContainersSeen seen;
+  if (status == nullptr) return seen;
+  if (const json* cs = kube::JsonChild(*status, "containerStatuses");
+      cs != nullptr && cs->is_array()) {
+    for (const json& c : *cs) {
+      const json* state = kube::JsonChild(c, "state");
+      if (state == nullptr) continue;
+      if (const json* running = kube::JsonChild(*state, "running"); running != nullptr) {
+        seen.running = true;
+        if (seen.started_at.empty()) seen.started_at = kube::JsonString(*running, "startedAt");
+      }
+      if (const json* done = kube::JsonChild(*state, "terminated"); done != nullptr) {
+        SeeTerminated(*done, seen);
+      }
+    }
+  }
+  // The pod's own reason (Evicted, UnexpectedAdmissionError, ...) says more.
+  if (const std::string r = kube::JsonString(*status, "reason"); !r.empty()) seen.reason = r;
+  if (const std::string m = kube::JsonString(*status, "message"); !m.empty()) seen.message = m;
+  return seen;
+}
+
+// When a pod first seen at `t` started: `t`, unless it was seen only once it had ended (a short
+// container), then from its own duration.
+double StartTime(double t, bool ended, const ContainersSeen& seen) {
+  if (!ended || seen.started_at.empty() || seen.finished_at.empty()) return t;
+  auto s = core::ParseRfc3339(seen.started_at);
+  auto f = core::ParseRfc3339(seen.finished_at);
+  if (s && f && *f >= *s) return std::max(0.0, t - static_cast<double>(*f - *s));
+  return t;
+}
+
+}  // namespace
+
 void Submitter::ObservePod(const json& pod, bool deleted) {
   JobState* job = JobOfPod(pod);
   if (job == nullptr) return;
@@ -344,18 +484,7 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   }
   const json* spec = kube::JsonChild(pod, "spec");
   const std::string node = spec == nullptr ? std::string() : kube::JsonString(*spec, "nodeName");
-  json gpus = json::array();
-  if (const std::string text = Annotation(pod, kube::kAnnotationGrant); !text.empty()) {
-    if (auto grant = kube::DecodeGrant(text); grant) {
-      std::set<std::string> seen;
-      for (const kube::ContainerGrant& c : grant->containers) {
-        for (const kube::GrantedGpu& g : c.gpus) {
-          std::string id = grant->node + "/" + std::to_string(g.index);
-          if (seen.insert(id).second) gpus.push_back(id);
-        }
-      }
-    }
-  }
+  const json gpus = GrantedGpus(pod);
   if (!node.empty() && !ps.scheduled) {
     ps.scheduled = true;
     auto l = line("scheduled");
@@ -366,71 +495,25 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
   const json* status = kube::JsonChild(pod, "status");
   const std::string phase = status == nullptr ? std::string() : kube::JsonString(*status, "phase");
   // Why it waits: PodScheduled False (once per new message).
-  if (!ps.scheduled && status != nullptr) {
-    if (const json* conditions = kube::JsonChild(*status, "conditions");
-        conditions != nullptr && conditions->is_array()) {
-      for (const json& c : *conditions) {
-        if (kube::JsonString(c, "type") != "PodScheduled" ||
-            kube::JsonString(c, "status") != "False")
-          continue;
-        const std::string message = kube::JsonString(c, "message");
-        if (message == ps.waiting) break;
-        ps.waiting = message;
-        auto l = line("unschedulable");
-        l["reason"] = kube::JsonString(c, "reason");
-        l["message"] = message;
-        (void)Record(std::move(l));
-        break;
-      }
+  if (const json* c = ps.scheduled ? nullptr : WaitCondition(status); c != nullptr) {
+    if (const std::string message = kube::JsonString(*c, "message"); message != ps.waiting) {
+      ps.waiting = message;
+      auto l = line("unschedulable");
+      l["reason"] = kube::JsonString(*c, "reason");
+      l["message"] = message;
+      (void)Record(std::move(l));
     }
   }
-  // The first container's running or terminated state.
-  std::string started_at, finished_at, reason, message;
-  std::optional<std::int64_t> exit_code;
-  bool container_running = false;
-  if (status != nullptr) {
-    if (const json* cs = kube::JsonChild(*status, "containerStatuses");
-        cs != nullptr && cs->is_array()) {
-      for (const json& c : *cs) {
-        const json* state = kube::JsonChild(c, "state");
-        if (state == nullptr) continue;
-        if (const json* running = kube::JsonChild(*state, "running"); running != nullptr) {
-          container_running = true;
-          if (started_at.empty()) started_at = kube::JsonString(*running, "startedAt");
-        }
-        if (const json* done = kube::JsonChild(*state, "terminated"); done != nullptr) {
-          if (started_at.empty()) started_at = kube::JsonString(*done, "startedAt");
-          finished_at = std::max(finished_at, kube::JsonString(*done, "finishedAt"));
-          if (reason.empty()) reason = kube::JsonString(*done, "reason");
-          if (message.empty()) message = kube::JsonString(*done, "message");
-          if (const json* code = kube::JsonChild(*done, "exitCode");
-              code != nullptr && code->is_number_integer() &&
-              (!exit_code || code->get<std::int64_t>() != 0)) {
-            exit_code = code->get<std::int64_t>();
-          }
-        }
-      }
-    }
-    // The pod's own reason (Evicted, UnexpectedAdmissionError, ...) says more.
-    if (const std::string r = kube::JsonString(*status, "reason"); !r.empty()) reason = r;
-    if (const std::string m = kube::JsonString(*status, "message"); !m.empty()) message = m;
-  }
+  const ContainersSeen seen = SeeContainers(status);
   const bool ended = phase == "Succeeded" || phase == "Failed";
-  if ((phase == "Running" || container_running || ended) && !ps.started) {
+  if ((phase == "Running" || seen.running || ended) && !ps.started) {
     ps.started = true;
-    double start_t = t;
-    // Seen only once it had ended (a short container): its start from its own duration.
-    if (ended && !started_at.empty() && !finished_at.empty()) {
-      auto s = core::ParseRfc3339(started_at);
-      auto f = core::ParseRfc3339(finished_at);
-      if (s && f && *f >= *s) start_t = std::max(0.0, t - static_cast<double>(*f - *s));
-    }
-    auto l = RecordLine("start", start_t);
+    auto l = RecordLine("start", StartTime(t, ended, seen));
     l["job"] = object.job;
     l["pod"] = name;
     l["node"] = node;
     l["gpus"] = gpus;
-    if (!started_at.empty()) l["started_at"] = started_at;
+    if (!seen.started_at.empty()) l["started_at"] = seen.started_at;
     (void)Record(std::move(l));
     job->started = true;
   }
@@ -439,10 +522,10 @@ void Submitter::ObservePod(const json& pod, bool deleted) {
     auto l = line("finish");
     l["node"] = node;
     l["phase"] = phase;
-    l["reason"] = reason;
-    l["message"] = message;
-    if (exit_code) l["exit_code"] = *exit_code;
-    if (!finished_at.empty()) l["finished_at"] = finished_at;
+    l["reason"] = seen.reason;
+    l["message"] = seen.message;
+    if (seen.exit_code) l["exit_code"] = *seen.exit_code;
+    if (!seen.finished_at.empty()) l["finished_at"] = seen.finished_at;
     (void)Record(std::move(l));
     if (phase == "Succeeded") {
       job->succeeded = job->finished = true;
@@ -546,41 +629,41 @@ bool Submitter::Create(std::size_t index, double due_t, std::stop_token stop) {
   return ok;
 }
 
-core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
-                                           std::stop_token stop_all) {
-  start_ = Clock::now();
-  std::set<std::string> namespaces;
-  for (const SubmitObject& o : objects_) namespaces.insert(o.ns);
+core::Result<void> Submitter::RecordRunLine(const std::set<std::string>& namespaces) {
   std::string ns_text;
   for (const auto& ns : namespaces) ns_text += (ns_text.empty() ? "" : ",") + ns;
-  {
-    auto run = RecordLine("run", 0);
-    run["version"] = kRunRecordVersion;
-    run["run"] = options_.run;
-    run["label"] = options_.label;
-    run["namespace"] = ns_text;
-    run["time_scale"] = options_.time_scale;
-    run["started_at"] =
-        core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now()));
-    run["source"] = options_.source;
-    run["objects"] = objects_.size();
-    if (!options_.gpumux_version.empty()) run["gpumux"] = options_.gpumux_version;
-    std::lock_guard lock(mu_);
-    if (auto ok = Record(std::move(run)); !ok) return tl::unexpected(ok.error());
-  }
-  // Wake the waits below when either token is stopped.
-  std::stop_callback on_submit_stop(stop_submitting, [this] {
-    std::lock_guard lock(mu_);
-    cv_.notify_all();
-  });
-  std::stop_callback on_all_stop(stop_all, [this] {
-    std::lock_guard lock(mu_);
-    cv_.notify_all();
-  });
+  auto run = RecordLine("run", 0);
+  run["version"] = kRunRecordVersion;
+  run["run"] = options_.run;
+  run["label"] = options_.label;
+  run["namespace"] = ns_text;
+  run["time_scale"] = options_.time_scale;
+  run["started_at"] = core::FormatRfc3339Millis(core::UnixMillis(std::chrono::system_clock::now()));
+  run["source"] = options_.source;
+  run["objects"] = objects_.size();
+  if (!options_.gpumux_version.empty()) run["gpumux"] = options_.gpumux_version;
+  std::lock_guard lock(mu_);
+  return Record(std::move(run));
+}
 
-  // Watch the run's pods from before the first create, so that no change is missed.
+// The watches of the run's pods, one per namespace, each on a thread of its own.
+struct Submitter::Watches {
   std::vector<std::unique_ptr<kube::Reflector>> reflectors;
-  std::vector<std::jthread> watchers;
+  std::vector<std::jthread> threads;
+
+  bool Synced() const {
+    return std::all_of(reflectors.begin(), reflectors.end(),
+                       [](const auto& r) { return r->synced(); });
+  }
+  void Stop() {
+    for (auto& t : threads) t.request_stop();
+    threads.clear();  // joins
+  }
+};
+
+std::unique_ptr<Submitter::Watches> Submitter::Watch(const std::set<std::string>& namespaces,
+                                                     std::stop_token stop_all) {
+  auto watches = std::make_unique<Watches>();
   const std::string selector = kube::QueryEscape(std::string(kLabelRun) + "=" + options_.run);
   for (const std::string& ns : namespaces) {
     kube::ReflectorHandler handler;
@@ -589,29 +672,23 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
     handler.log = [this](std::string_view line) {
       if (log_) log_("watch: " + std::string(line));
     };
-    reflectors.push_back(std::make_unique<kube::Reflector>(
+    watches->reflectors.push_back(std::make_unique<kube::Reflector>(
         api_, "/api/v1/namespaces/" + ns + "/pods?labelSelector=" + selector, std::move(handler)));
-    kube::Reflector* r = reflectors.back().get();
-    watchers.emplace_back([r](std::stop_token stop) { r->Run(stop); });
+    kube::Reflector* r = watches->reflectors.back().get();
+    watches->threads.emplace_back([r](std::stop_token stop) { r->Run(stop); });
   }
-  auto synced = [&] {
-    return std::all_of(reflectors.begin(), reflectors.end(),
-                       [](const auto& r) { return r->synced(); });
-  };
   const auto sync_deadline = Clock::now() + options_.sync_timeout;
-  while (!synced() && Clock::now() < sync_deadline && !stop_all.stop_requested()) {
+  while (!watches->Synced() && Clock::now() < sync_deadline && !stop_all.stop_requested()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (!synced() && log_) {
+  if (!watches->Synced() && log_) {
     log_("the pods of run " + options_.run +
-         " are not listed yet; creating anyway (the watch "
-         "keeps trying)");
+         " are not listed yet; creating anyway (the watch keeps trying)");
   }
+  return watches;
+}
 
-  SubmitSummary summary;
-  bool fail_fast = false;
-  bool interrupted = false;
-  bool timed_out = false;
+Submitter::Ending Submitter::SubmitAll(std::stop_token stop_submitting, std::stop_token stop_all) {
   for (std::size_t i = 0; i < objects_.size(); ++i) {
     const double due_t = static_cast<double>(objects_[i].at_us) / 1e6 * options_.time_scale;
     {
@@ -623,40 +700,43 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
         return stop_submitting.stop_requested() || stop_all.stop_requested() ||
                !record_error_.empty();
       });
-      if (!record_error_.empty()) break;
+      if (!record_error_.empty()) return Ending::kRecordFailed;
     }
-    if (stop_submitting.stop_requested() || stop_all.stop_requested()) {
-      interrupted = true;
-      break;
-    }
-    if (!Create(i, due_t, stop_all)) break;
+    if (stop_submitting.stop_requested() || stop_all.stop_requested()) return Ending::kInterrupted;
+    if (!Create(i, due_t, stop_all)) return Ending::kRecordFailed;
     if (options_.fail == FailMode::kFailFast) {
       std::lock_guard lock(mu_);
-      if (errors_ > 0) {
-        fail_fast = true;
-        break;
-      }
+      if (errors_ > 0) return Ending::kFailFast;
     }
   }
-  {
-    std::unique_lock lock(mu_);
-    submitting_ = false;
-    if (options_.wait == WaitMode::kWaitForPods && !fail_fast && record_error_.empty()) {
-      auto done = [&] { return AllDone() || stop_all.stop_requested() || !record_error_.empty(); };
-      if (options_.wait_timeout.count() > 0) {
-        timed_out = !cv_.wait_for(lock, options_.wait_timeout, done);
-      } else {
-        cv_.wait(lock, done);
-      }
-      if (stop_all.stop_requested()) interrupted = true;
-    }
+  return Ending::kSubmitted;
+}
+
+Submitter::Ending Submitter::WaitForPods(Ending submitting, std::stop_token stop_all) {
+  std::unique_lock lock(mu_);
+  submitting_ = false;
+  if (options_.wait != WaitMode::kWaitForPods || submitting == Ending::kFailFast ||
+      !record_error_.empty()) {
+    return submitting;
   }
-  for (auto& w : watchers) w.request_stop();
-  watchers.clear();  // joins
+  auto done = [&] { return AllDone() || stop_all.stop_requested() || !record_error_.empty(); };
+  bool timed_out = false;
+  if (options_.wait_timeout.count() > 0) {
+    timed_out = !cv_.wait_for(lock, options_.wait_timeout, done);
+  } else {
+    cv_.wait(lock, done);
+  }
+  if (stop_all.stop_requested()) return Ending::kInterrupted;
+  if (submitting == Ending::kInterrupted) return submitting;
+  return timed_out ? Ending::kTimedOut : Ending::kFinished;
+}
+
+core::Result<SubmitSummary> Submitter::Summarise(Ending ending) {
   std::lock_guard lock(mu_);
   if (!record_error_.empty()) {
     return MakeError(ErrorCode::kIo, "the record could not be written: " + record_error_);
   }
+  SubmitSummary summary;
   summary.submitted = submitted_;
   summary.errors = errors_;
   for (const auto& [id, job] : jobs_) {
@@ -670,11 +750,11 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
       summary.unfinished_jobs.push_back(id);
     }
   }
-  summary.end_reason = fail_fast                                 ? "fail-fast"
-                       : interrupted                             ? "interrupted"
-                       : timed_out                               ? "timeout"
-                       : options_.wait == WaitMode::kWaitForPods ? "finished"
-                                                                 : "submitted";
+  summary.end_reason = ending == Ending::kFailFast      ? "fail-fast"
+                       : ending == Ending::kInterrupted ? "interrupted"
+                       : ending == Ending::kTimedOut    ? "timeout"
+                       : ending == Ending::kFinished    ? "finished"
+                                                        : "submitted";
   auto end = RecordLine("end", Now());
   end["reason"] = summary.end_reason;
   end["submitted"] = summary.submitted;
@@ -684,6 +764,29 @@ core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
   end["unfinished"] = summary.unfinished;
   if (auto ok = Record(std::move(end)); !ok) return tl::unexpected(ok.error());
   return summary;
+}
+
+core::Result<SubmitSummary> Submitter::Run(std::stop_token stop_submitting,
+                                           std::stop_token stop_all) {
+  start_ = Clock::now();
+  std::set<std::string> namespaces;
+  for (const SubmitObject& o : objects_) namespaces.insert(o.ns);
+  if (auto ok = RecordRunLine(namespaces); !ok) return tl::unexpected(ok.error());
+  // Wake the waits below when either token is stopped.
+  std::stop_callback on_submit_stop(stop_submitting, [this] {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  });
+  std::stop_callback on_all_stop(stop_all, [this] {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  });
+  // Watch the run's pods from before the first create, so that no change is missed.
+  auto watches = Watch(namespaces, stop_all);
+  const Ending submitted = SubmitAll(stop_submitting, stop_all);
+  const Ending ending = WaitForPods(submitted, stop_all);
+  watches->Stop();
+  return Summarise(ending);
 }
 
 }  // namespace gpumux::runs

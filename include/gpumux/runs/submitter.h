@@ -124,6 +124,23 @@ class Submitter {
  private:
   struct JobState;
   struct PodState;
+  struct Watches;
+  // How a run ended; kRecordFailed ends it with the record's error.
+  enum class Ending : std::uint8_t {
+    kSubmitted,
+    kFinished,
+    kFailFast,
+    kInterrupted,
+    kTimedOut,
+    kRecordFailed
+  };
+
+  // The steps of Run.
+  core::Result<void> RecordRunLine(const std::set<std::string>& namespaces);
+  std::unique_ptr<Watches> Watch(const std::set<std::string>& namespaces, std::stop_token stop_all);
+  Ending SubmitAll(std::stop_token stop_submitting, std::stop_token stop_all);
+  Ending WaitForPods(Ending submitting, std::stop_token stop_all);
+  core::Result<SubmitSummary> Summarise(Ending ending);
 
   core::Result<void> Record(nlohmann::ordered_json line);
   double Now() const;
