@@ -42,19 +42,9 @@ Micros Covered(std::vector<std::pair<Micros, Micros>> intervals, Micros lo, Micr
   return total;
 }
 
-}  // namespace
-
-DlResult MeasuredRun(const std::string& label, double load, const std::vector<MeasuredJob>& jobs,
-                     const std::vector<std::string>& gpu_names) {
-  DlResult r;
-  r.policy = label;
-  r.tuner.assign(1, '-');  // (assigning "-" trips a GCC 12 -Wrestrict false positive)
-  r.queue.assign(1, '-');
-  r.load = load;
-  r.seed = 0;
-  r.measured = true;
-
-  // GPU lanes: every GPU named, sorted by node and index.
+// The GPU lanes: every GPU named (given, or used by a job that ran), sorted by node and index.
+std::vector<std::string> GpuLanes(const std::vector<MeasuredJob>& jobs,
+                                  const std::vector<std::string>& gpu_names) {
   std::set<std::string> names(gpu_names.begin(), gpu_names.end());
   for (const MeasuredJob& j : jobs) {
     if (j.start_us || j.finish_us) names.insert(j.gpus.begin(), j.gpus.end());
@@ -63,35 +53,33 @@ DlResult MeasuredRun(const std::string& label, double load, const std::vector<Me
   std::stable_sort(lanes.begin(), lanes.end(), [](const std::string& a, const std::string& b) {
     return GpuKey(a) < GpuKey(b);
   });
+  return lanes;
+}
+
+// A job that succeeded, as the simulator's results write one.
+DlJobResult FinishedJob(const MeasuredJob& j) {
+  DlJobResult out;
+  out.id = j.id;
+  out.cls = j.cls;
+  out.submit_us = j.submit_us;
+  out.finish_us = std::max(*j.finish_us, j.submit_us);
+  out.start_us = std::clamp(j.start_us.value_or(out.finish_us), j.submit_us, out.finish_us);
+  std::string gpu;
+  for (const std::string& g : j.gpus) {
+    if (!gpu.empty()) gpu += '+';
+    gpu += g;
+  }
+  out.gpu = gpu;
+  return out;
+}
+
+// The timeline: every job that started, on each of its GPUs, to its finish (or the run's end:
+// open). Returns each lane's busy intervals.
+std::vector<std::vector<std::pair<Micros, Micros>>> Timeline(const std::vector<MeasuredJob>& jobs,
+                                                             const std::vector<std::string>& lanes,
+                                                             Micros last, DlResult& r) {
   std::map<std::string, int> lane_of;
   for (std::size_t i = 0; i < lanes.size(); ++i) lane_of[lanes[i]] = static_cast<int>(i);
-  r.gpu_names = lanes;
-
-  Micros first = std::numeric_limits<Micros>::max();
-  Micros last = 0;
-  std::vector<double> jct;
-  double queue_sum = 0;
-  for (const MeasuredJob& j : jobs) {
-    if (!j.succeeded || !j.finish_us) continue;
-    DlJobResult out;
-    out.id = j.id;
-    out.cls = j.cls;
-    out.submit_us = j.submit_us;
-    out.finish_us = std::max(*j.finish_us, j.submit_us);
-    out.start_us = std::clamp(j.start_us.value_or(out.finish_us), j.submit_us, out.finish_us);
-    std::string gpu;
-    for (const std::string& g : j.gpus) {
-      if (!gpu.empty()) gpu += '+';
-      gpu += g;
-    }
-    out.gpu = gpu;
-    first = std::min(first, out.submit_us);
-    last = std::max(last, out.finish_us);
-    jct.push_back(static_cast<double>(out.jct_us()) / 1e6);
-    queue_sum += static_cast<double>(out.queue_us()) / 1e6;
-    r.jobs.push_back(std::move(out));
-  }
-  // The timeline: every job that started, to its finish (or the run's end: open).
   std::vector<std::vector<std::pair<Micros, Micros>>> busy(lanes.size());
   Micros run_end = last;
   for (const MeasuredJob& j : jobs) {
@@ -108,6 +96,38 @@ DlResult MeasuredRun(const std::string& label, double load, const std::vector<Me
       busy[static_cast<std::size_t>(lane)].emplace_back(start, end < 0 ? run_end : end);
     }
   }
+  return busy;
+}
+
+}  // namespace
+
+DlResult MeasuredRun(const std::string& label, double load, const std::vector<MeasuredJob>& jobs,
+                     const std::vector<std::string>& gpu_names) {
+  DlResult r;
+  r.policy = label;
+  r.tuner.assign(1, '-');  // (assigning "-" trips a GCC 12 -Wrestrict false positive)
+  r.queue.assign(1, '-');
+  r.load = load;
+  r.seed = 0;
+  r.measured = true;
+
+  const std::vector<std::string> lanes = GpuLanes(jobs, gpu_names);
+  r.gpu_names = lanes;
+
+  Micros first = std::numeric_limits<Micros>::max();
+  Micros last = 0;
+  std::vector<double> jct;
+  double queue_sum = 0;
+  for (const MeasuredJob& j : jobs) {
+    if (!j.succeeded || !j.finish_us) continue;
+    DlJobResult out = FinishedJob(j);
+    first = std::min(first, out.submit_us);
+    last = std::max(last, out.finish_us);
+    jct.push_back(static_cast<double>(out.jct_us()) / 1e6);
+    queue_sum += static_cast<double>(out.queue_us()) / 1e6;
+    r.jobs.push_back(std::move(out));
+  }
+  auto busy = Timeline(jobs, lanes, last, r);
   DlMetrics& m = r.metrics;
   m.gpu_util = std::numeric_limits<double>::quiet_NaN();
   if (jct.empty()) return r;

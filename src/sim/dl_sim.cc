@@ -16,6 +16,7 @@
 #include "gpumux/policy/engine.h"
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
+#include "src/sim/dl_sim_state.h"
 
 namespace gpumux::sim {
 namespace {
@@ -28,138 +29,12 @@ constexpr double kUsPerS = 1e6;
 // measure_noise / sqrt(kReportSteps).
 constexpr double kReportSteps = 20;
 
-// The GPUs as they really behave: the truth profile's answer (its measured sets, else its
-// predictor); on sets it has not measured, times a hidden factor per (set of classes, member
-// class) that also tilts with the member's batch size:
-//   f = 1 + error * u + (error / 2) * v * log2(batch / b0),  u, v uniform in [-1, 1],
-// drawn once from the seed, f at least 0.05. So the error of any predictor depends on the set
-// and on the batch size, and one measurement does not teach it everything.
-class TruthModel final : public policy::InterferenceModel {
- public:
-  TruthModel(const policy::WorkloadProfile& truth, double error, std::uint64_t seed)
-      : base_(truth), error_(error), seed_(seed) {}
-
-  void Predict(std::span<const policy::Member> members, std::span<double> slowdown) const override {
-    base_.Predict(members, slowdown);
-    if (members.size() < 2 || error_ == 0 || base_.Measured(members)) return;
-    std::vector<const ClassProfile*> classes;
-    for (const auto& m : members) classes.push_back(m.cls);
-    const std::string key = policy::SetKey(classes);
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      const ClassProfile* c = members[k].cls;
-      if (c == nullptr) continue;
-      const auto [u, v] = Factor(key, c->name);
-      const double tilt = std::log2(static_cast<double>(std::max(members[k].batch, 1)) /
-                                    static_cast<double>(c->default_batch));
-      const double f = std::max(0.05, 1.0 + error_ * u + 0.5 * error_ * v * tilt);
-      slowdown[k] = std::max(1.0, slowdown[k] * f);
-    }
-  }
-
- private:
-  std::pair<double, double> Factor(const std::string& key, const std::string& member) const {
-    auto [it, inserted] = cache_.emplace(std::make_pair(key, member), std::make_pair(0.0, 0.0));
-    if (inserted) {
-      core::Rng rng(seed_, "truth:" + key + ":" + member);
-      const double u = 2.0 * rng.Unit() - 1.0;
-      it->second = {u, 2.0 * rng.Unit() - 1.0};
-    }
-    return it->second;
-  }
-
-  policy::ProfileInterference base_;
-  double error_;
-  std::uint64_t seed_;
-  mutable std::map<std::pair<std::string, std::string>, std::pair<double, double>> cache_;
-};
-
-// A standard normal draw (Box-Muller), written here for identical results everywhere.
-double Normal(core::Rng& rng) {
-  const double u1 = 1.0 - rng.Unit();  // (0, 1]
-  const double u2 = rng.Unit();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
-enum class JobState : std::uint8_t { kNotArrived, kQueued, kRunning, kDone };
-
-// One job. The first block is the simulator's hidden truth: no policy or tuner reads it (they
-// see JobSnapshot and the measurements a window reports, built from the second block).
-struct Job {
-  const JobSpec* spec = nullptr;
-  const ClassProfile* truth = nullptr;  // the class as the simulated GPUs run it
-  double work = 0;         // useful samples to the target: the class's, times the job's spread
-  double noise_scale = 0;  // the job's true gradient noise scale
-  // What a node coordinator observes and policies may see.
-  const ClassProfile* cls = nullptr;  // the class in the policies' profile (a prior)
-  double work_done_est = 0;           // samples processed, weighted by the estimated efficiency
-  double noise_scale_est = 0;         // estimated from windows' gradients (0: none yet)
-  int noise_scale_obs = 0;            // windows averaged into the estimate
-  double observed_factor = 1;         // the noise of its last step-time report
-  core::Request request;
-  JobState state = JobState::kNotArrived;
-  int gpu = -1;
-  int batch = 0;
-  int pending_batch = 0;  // 0: none; else applied at the next epoch boundary
-  int batch_changes = 0;
-  double done = 0;  // useful samples, as of `updated`
-  double raw = 0;   // samples processed, as of `updated`
-  double rate = 0;
-  double raw_rate = 0;
-  Micros updated = 0;
-  Micros paused_until = 0;  // > now: in a reconfiguration pause
-  std::uint64_t version = 0;
-  Micros start = -1;
-  Micros finish = -1;
-  double solo_s = 0;  // the class prior's solo time: the shortest-first queue key
-  std::size_t segment = 0;
-  // With record_observations: its measured step times while alone on its GPU, per batch size:
-  // (sum of measured step seconds x steps, steps).
-  std::map<int, std::pair<double, double>> solo_measured;
-
-  int effective_batch() const { return pending_batch > 0 ? pending_batch : batch; }
-};
-
-struct Gpu {
-  core::NodeIndex node = 0;
-  int index = 0;
-  std::vector<int> jobs;  // in placement order
-  std::unique_ptr<policy::TuningSession> session;
-  std::vector<int> session_jobs;
-  int newcomer = -1;
-  // Measurement window of the session's current step.
-  bool window_pending = false;
-  bool window_open = false;
-  int window_job = -1;
-  int window_steps = 0;
-  double window_target_raw = 0;
-  Micros window_start = 0;
-  std::vector<double> window_raw_start;
-  std::vector<int> window_batches;
-  // With record_observations: whether no job was paused when the window opened, and each
-  // job's batch_changes then (a change inside the window disturbs it).
-  bool window_clean = false;
-  std::vector<int> window_changes;
-  // With record_observations: the job running alone here since the last Reprice (-1: none),
-  // its samples processed then and its batch size.
-  int solo_job = -1;
-  double solo_raw = 0;
-  int solo_batch = 0;
-  Micros locked_since = -1;
-  // Accounting.
-  Micros last = 0;
-  double util = 0;           // since `last`
-  bool occupied = false;     // since `last`
-  double util_integral = 0;  // util * seconds
-  double busy_integral = 0;  // seconds with a job
-};
-
-struct Event {
-  Micros t = 0;
-  std::uint64_t seq = 0;
-  int job = 0;
-  std::uint64_t version = 0;  // 0: arrival
-  bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
-};
+using dl_state::Event;
+using dl_state::Gpu;
+using dl_state::Job;
+using dl_state::JobState;
+using dl_state::Normal;
+using dl_state::TruthModel;
 
 class Simulator;
 
@@ -848,7 +723,7 @@ class Simulator {
 };
 
 std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
-  const sim::Job* j = sim_->JobOfTenant(t);
+  const dl_state::Job* j = sim_->JobOfTenant(t);
   if (j == nullptr || j->state != JobState::kRunning) return std::nullopt;
   policy::JobSnapshot s;
   // Only observations: the class prior, the progress counter, a noisy step-time report and
@@ -878,49 +753,9 @@ double Percentile(const std::vector<double>& sorted, double p) {
 core::Result<DlResult> RunDl(const policy::WorkloadProfile& profile,
                              const std::vector<JobSpec>& jobs, const DlSimOptions& options,
                              const policy::WorkloadProfile* truth) {
-  auto bad = [](const std::string& m) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, m);
-  };
-  if (auto ok = profile.Validate(); !ok) return tl::unexpected(ok.error());
   if (truth == nullptr) truth = &profile;
-  if (auto ok = truth->Validate(); !ok) {
-    return bad("the truth profile: " + ok.error().message);
-  }
-  const DlSimOptions& o = options;
-  if (o.nodes < 1 || o.gpus_per_node < 1 || o.gpus_per_node > core::kMaxGpusPerNode ||
-      o.nodes > kMaxDlGpus / o.gpus_per_node) {
-    return bad("the cluster must have 1.." + std::to_string(kMaxDlGpus) + " GPUs, 1.." +
-               std::to_string(core::kMaxGpusPerNode) + " per node");
-  }
-  if (o.max_jobs_per_gpu < 1 || o.max_jobs_per_gpu > kMaxDlJobsPerGpu) {
-    return bad("jobs per GPU must be 1.." + std::to_string(kMaxDlJobsPerGpu));
-  }
-  if (!(o.reconfigure_s >= 0 && o.reconfigure_s <= 86400)) {
-    return bad("the reconfiguration pause must be 0..86400 s");
-  }
-  if (!(o.measure_noise >= 0 && o.measure_noise <= 10)) return bad("measure noise must be 0..10");
-  if (!(o.model_error >= 0 && o.model_error < 1)) return bad("model error must be in [0, 1)");
-  if (!(o.work_spread >= 0 && o.work_spread <= 2)) return bad("work spread must be 0..2");
-  if (!(o.noise_scale_spread >= 0 && o.noise_scale_spread <= 2)) {
-    return bad("noise-scale spread must be 0..2");
-  }
-  if (jobs.empty()) return bad("no jobs");
-  if (jobs.size() > kMaxDlJobs) {
-    return bad(std::to_string(jobs.size()) + " jobs, more than " + std::to_string(kMaxDlJobs));
-  }
-  for (const JobSpec& j : jobs) {
-    if (profile.Find(j.cls) == nullptr) {
-      return bad("job '" + j.id + "': unknown workload class '" + j.cls + "'");
-    }
-    if (truth->Find(j.cls) == nullptr) {
-      return bad("job '" + j.id + "': workload class '" + j.cls +
-                 "' is not in the truth profile '" + truth->name + "'");
-    }
-    if (j.submit_us < 0 || j.submit_us > kMaxSubmitUs) {
-      return bad("job '" + j.id + "': submit time " + std::to_string(j.submit_us) +
-                 " us is outside 0.." + std::to_string(kMaxSubmitUs));
-    }
-    if (j.gpu_mib <= 0) return bad("job '" + j.id + "': no GPU memory asked");
+  if (auto ok = dl_state::CheckDlRun(profile, jobs, options, *truth); !ok) {
+    return tl::unexpected(ok.error());
   }
   Simulator sim(profile, *truth, jobs, options);
   return sim.Run();

@@ -15,6 +15,7 @@
 #include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
+#include "src/sim/dl_sim_state.h"
 #include "src/sim/input_file.h"
 
 extern "C" {
@@ -448,11 +449,15 @@ core::Result<std::vector<core::Micros>> LoadSubmitTimes(const std::string& path)
   return ParseSubmitTimes(in, path);
 }
 
-core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
-                                                const policy::WorkloadProfile& profile) {
-  auto bad = [](const std::string& m) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, "jobgen: " + m);
-  };
+namespace {
+
+core::Error JobGenError(const std::string& m) {
+  return core::Error{core::ErrorCode::kInvalidArgument, "jobgen: " + m};
+}
+
+// The options make sense for the profile; the mix's total weight.
+core::Result<double> CheckJobGen(const JobGenOptions& o, const policy::WorkloadProfile& profile) {
+  auto bad = [](const std::string& m) { return tl::unexpected(JobGenError(m)); };
   if (o.count <= 0) return bad("the job count must be positive");
   if (static_cast<std::size_t>(o.count) > kMaxDlJobs) {
     return bad("the job count " + std::to_string(o.count) + " is more than " +
@@ -488,21 +493,72 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
     total += m.weight;
   }
   if (!std::isfinite(total)) return bad("the weights of the class mix add up to infinity");
+  return total;
+}
+
+// Submit times: the arrival file's (scaled by the load), or drawn gaps (Poisson or bursty).
+class SubmitClock {
+ public:
+  explicit SubmitClock(const JobGenOptions& o) : o_(o), gap_rng_(o.seed, "jobgen-gap") {}
+
+  core::Result<core::Micros> Next(int i, const std::string& job) {
+    if (o_.arrival == ArrivalKind::kFile) {
+      const core::Micros given = o_.submit_times[static_cast<std::size_t>(i)];
+      const auto us = Scaled(given, o_.load);
+      if (!us) {
+        return tl::unexpected(JobGenError("job " + job + ": the submit time " +
+                                          FormatSeconds(given) + " s at " + o_.load_name + " " +
+                                          Num(o_.load) + " passes the largest submit time " +
+                                          FormatSeconds(kMaxSubmitUs) + " s"));
+      }
+      return *us;
+    }
+    // Bursty gaps: with probability 0.85 a short gap (mean 0.3/rate), else a long one (mean
+    // 4.967/rate); mean 1/rate, squared coefficient of variation about 4.7.
+    constexpr double kShortP = 0.85, kShortMean = 0.3,
+                     kLongMean = (1.0 - kShortP * kShortMean) / (1.0 - kShortP);
+    if (i > 0) {
+      double mean = 1.0 / o_.rate_per_s;
+      if (o_.arrival == ArrivalKind::kBursty) {
+        mean *= gap_rng_.Unit() < kShortP ? kShortMean : kLongMean;
+      }
+      t_ += -std::log(1.0 - gap_rng_.Unit()) * mean / o_.load;
+    }
+    // A tiny rate or load makes t huge or infinite: caught here, before the conversion.
+    const double t_us = t_ * 1e6;
+    if (!(t_us <= static_cast<double>(kMaxSubmitUs)) || std::llround(t_us) > kMaxSubmitUs) {
+      return tl::unexpected(JobGenError(
+          "job " + job + " would be submitted at " + Num(t_) + " s, past the largest submit time " +
+          FormatSeconds(kMaxSubmitUs) + " s: " + o_.rate_name + " " + Num(o_.rate_per_s) + " at " +
+          o_.load_name + " " + Num(o_.load) + " spaces jobs about " +
+          Num(1.0 / (o_.rate_per_s * o_.load)) + " s apart (raise " + o_.rate_name + " or " +
+          o_.load_name + ")"));
+    }
+    return static_cast<core::Micros>(std::llround(t_us));
+  }
+
+ private:
+  const JobGenOptions& o_;
+  core::Rng gap_rng_;
+  double t_ = 0;
+};
+
+}  // namespace
+
+core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
+                                                const policy::WorkloadProfile& profile) {
+  auto total = CheckJobGen(o, profile);
+  if (!total) return tl::unexpected(total.error());
   core::Rng class_rng(o.seed, "jobgen-class");
-  core::Rng gap_rng(o.seed, "jobgen-gap");
   core::Rng mem_rng(o.seed, "jobgen-memory");
+  SubmitClock clock(o);
   const core::MiB gib = 1024;
   const core::MiB lo_gib = (o.min_gpu_mib + gib - 1) / gib;
   const core::MiB hi_gib = std::max(lo_gib, o.max_gpu_mib / gib);
-  // Bursty gaps: with probability 0.85 a short gap (mean 0.3/rate), else a long one (mean
-  // 4.967/rate); mean 1/rate, squared coefficient of variation about 4.7.
-  constexpr double kShortP = 0.85, kShortMean = 0.3,
-                   kLongMean = (1.0 - kShortP * kShortMean) / (1.0 - kShortP);
   std::vector<JobSpec> jobs;
-  double t = 0;
   char id[32];
   for (int i = 0; i < o.count; ++i) {
-    double u = class_rng.Unit() * total;
+    double u = class_rng.Unit() * *total;
     std::size_t pick = 0;
     while (pick + 1 < o.mix.size() && u >= o.mix[pick].weight) u -= o.mix[pick++].weight;
     const policy::ClassProfile& c = *profile.Find(o.mix[pick].cls);
@@ -510,34 +566,9 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
     std::snprintf(id, sizeof id, "j%04d", i + 1);
     j.id = id;
     j.cls = c.name;
-    if (o.arrival == ArrivalKind::kFile) {
-      const core::Micros given = o.submit_times[static_cast<std::size_t>(i)];
-      const auto us = Scaled(given, o.load);
-      if (!us) {
-        return bad("job " + j.id + ": the submit time " + FormatSeconds(given) + " s at " +
-                   o.load_name + " " + Num(o.load) + " passes the largest submit time " +
-                   FormatSeconds(kMaxSubmitUs) + " s");
-      }
-      j.submit_us = *us;
-    } else {
-      if (i > 0) {
-        double mean = 1.0 / o.rate_per_s;
-        if (o.arrival == ArrivalKind::kBursty) {
-          mean *= gap_rng.Unit() < kShortP ? kShortMean : kLongMean;
-        }
-        t += -std::log(1.0 - gap_rng.Unit()) * mean / o.load;
-      }
-      // A tiny rate or load makes t huge or infinite: caught here, before the conversion.
-      const double t_us = t * 1e6;
-      if (!(t_us <= static_cast<double>(kMaxSubmitUs)) || std::llround(t_us) > kMaxSubmitUs) {
-        return bad("job " + j.id + " would be submitted at " + Num(t) +
-                   " s, past the largest submit time " + FormatSeconds(kMaxSubmitUs) +
-                   " s: " + o.rate_name + " " + Num(o.rate_per_s) + " at " + o.load_name + " " +
-                   Num(o.load) + " spaces jobs about " + Num(1.0 / (o.rate_per_s * o.load)) +
-                   " s apart (raise " + o.rate_name + " or " + o.load_name + ")");
-      }
-      j.submit_us = static_cast<core::Micros>(std::llround(t_us));
-    }
+    auto at = clock.Next(i, j.id);
+    if (!at) return tl::unexpected(at.error());
+    j.submit_us = *at;
     const core::MiB need = c.MemoryMib(c.default_batch);
     const auto span = static_cast<std::uint64_t>(hi_gib - lo_gib + 1);
     const core::MiB drawn = (lo_gib + static_cast<core::MiB>(mem_rng.Below(span))) * gib;
@@ -546,5 +577,58 @@ core::Result<std::vector<JobSpec>> GenerateJobs(const JobGenOptions& o,
   }
   return jobs;
 }
+
+namespace dl_state {
+
+core::Result<void> CheckDlRun(const policy::WorkloadProfile& profile,
+                              const std::vector<JobSpec>& jobs, const DlSimOptions& options,
+                              const policy::WorkloadProfile& truth) {
+  auto bad = [](const std::string& m) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, m);
+  };
+  if (auto ok = profile.Validate(); !ok) return tl::unexpected(ok.error());
+  if (auto ok = truth.Validate(); !ok) {
+    return bad("the truth profile: " + ok.error().message);
+  }
+  const DlSimOptions& o = options;
+  if (o.nodes < 1 || o.gpus_per_node < 1 || o.gpus_per_node > core::kMaxGpusPerNode ||
+      o.nodes > kMaxDlGpus / o.gpus_per_node) {
+    return bad("the cluster must have 1.." + std::to_string(kMaxDlGpus) + " GPUs, 1.." +
+               std::to_string(core::kMaxGpusPerNode) + " per node");
+  }
+  if (o.max_jobs_per_gpu < 1 || o.max_jobs_per_gpu > kMaxDlJobsPerGpu) {
+    return bad("jobs per GPU must be 1.." + std::to_string(kMaxDlJobsPerGpu));
+  }
+  if (!(o.reconfigure_s >= 0 && o.reconfigure_s <= 86400)) {
+    return bad("the reconfiguration pause must be 0..86400 s");
+  }
+  if (!(o.measure_noise >= 0 && o.measure_noise <= 10)) return bad("measure noise must be 0..10");
+  if (!(o.model_error >= 0 && o.model_error < 1)) return bad("model error must be in [0, 1)");
+  if (!(o.work_spread >= 0 && o.work_spread <= 2)) return bad("work spread must be 0..2");
+  if (!(o.noise_scale_spread >= 0 && o.noise_scale_spread <= 2)) {
+    return bad("noise-scale spread must be 0..2");
+  }
+  if (jobs.empty()) return bad("no jobs");
+  if (jobs.size() > kMaxDlJobs) {
+    return bad(std::to_string(jobs.size()) + " jobs, more than " + std::to_string(kMaxDlJobs));
+  }
+  for (const JobSpec& j : jobs) {
+    if (profile.Find(j.cls) == nullptr) {
+      return bad("job '" + j.id + "': unknown workload class '" + j.cls + "'");
+    }
+    if (truth.Find(j.cls) == nullptr) {
+      return bad("job '" + j.id + "': workload class '" + j.cls +
+                 "' is not in the truth profile '" + truth.name + "'");
+    }
+    if (j.submit_us < 0 || j.submit_us > kMaxSubmitUs) {
+      return bad("job '" + j.id + "': submit time " + std::to_string(j.submit_us) +
+                 " us is outside 0.." + std::to_string(kMaxSubmitUs));
+    }
+    if (j.gpu_mib <= 0) return bad("job '" + j.id + "': no GPU memory asked");
+  }
+  return {};
+}
+
+}  // namespace dl_state
 
 }  // namespace gpumux::sim

@@ -132,26 +132,15 @@ core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec
   return w;
 }
 
-core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
-                                             const std::string& policy_name, std::uint64_t seed,
-                                             double load, const ExperimentOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  policy::PolicyContext context;
-  context.typical_pods = workload.typical;
-  context.knobs = options.knobs;
-  auto made = policy::BuiltinPolicies().Make(policy_name, context);
-  if (!made) return tl::unexpected(made.error());
-  std::unique_ptr<policy::Policy> pol = std::move(*made);
+namespace {
 
-  if (!(load > 0 && load <= kMaxLoad)) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           "load " + std::to_string(load) + " is outside (0, " +
-                               std::to_string(static_cast<int>(kMaxLoad)) + "]");
-  }
-  const core::Cluster& cluster = workload.cluster;
+// A plan the simulator can run on the workload: a rank per node, all distinct, and arrivals
+// of the workload's pods.
+core::Result<void> CheckPlan(const Workload& workload, const ArrivalPlan& plan) {
   auto bad_plan = [&](const std::string& what) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, plan.origin + ": " + what);
   };
+  const core::Cluster& cluster = workload.cluster;
   if (plan.node_rank.size() != static_cast<std::size_t>(cluster.size())) {
     return bad_plan(std::to_string(plan.node_rank.size()) + " node ranks for " +
                     core::Plural(cluster.size(), "node"));
@@ -167,9 +156,199 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
                       std::to_string(workload.pods.size()));
     }
   }
-  core::Ledger ledger(cluster);
-  core::Rng rng(seed, "policy");
-  policy::Engine engine(ledger, *pol, plan.node_rank, rng);
+  return {};
+}
+
+std::string GpuList(const std::vector<int>& g) {
+  std::string s;
+  for (int i : g) {
+    if (!s.empty()) s += '-';
+    s += std::to_string(i);
+  }
+  return s;
+}
+
+// Fragmentation and idle capacity per node, refreshed when a node changes, and the idle total.
+class NodeStats {
+ public:
+  NodeStats(const core::Ledger& ledger, const std::vector<policy::TypicalPod>& typical)
+      : ledger_(ledger), typical_(typical) {
+    const auto nodes = static_cast<std::size_t>(ledger.cluster().size());
+    frag_.resize(nodes);
+    idle_.resize(nodes);
+    for (core::NodeIndex n = 0; n < ledger.cluster().size(); ++n) Refresh(n);
+    for (auto m : idle_) idle_total_ += m;
+  }
+
+  void Changed(core::NodeIndex n) {
+    idle_total_ -= idle_[static_cast<std::size_t>(n)];
+    Refresh(n);
+    idle_total_ += idle_[static_cast<std::size_t>(n)];
+  }
+  core::MilliGpu idle() const { return idle_total_; }
+  // Fragmented share of the idle GPU capacity, in percent.
+  double FragPct() const {
+    double frag = 0;
+    for (double f : frag_) frag += f;
+    return idle_total_ > 0 ? frag / static_cast<double>(idle_total_) * 100.0 : 0.0;
+  }
+
+ private:
+  void Refresh(core::NodeIndex n) {
+    const core::NodeView v = ledger_.Node(n);
+    const core::ModelId model = v.gpu_count() > 0 ? v.gpu_model[0] : 0;
+    frag_[static_cast<std::size_t>(n)] =
+        policy::NodeFragmentation(v.cpu_free, v.gpu_free_milli, model, typical_);
+    idle_[static_cast<std::size_t>(n)] = v.gpu_free_milli_total();
+  }
+
+  const core::Ledger& ledger_;
+  const std::vector<policy::TypicalPod>& typical_;
+  std::vector<double> frag_;
+  std::vector<core::MilliGpu> idle_;
+  core::MilliGpu idle_total_ = 0;
+};
+
+// One experiment: the arrivals in order, each decided by the engine and assigned in the
+// ledger, with the study's measures taken after each.
+class Experiment {
+ public:
+  Experiment(const Workload& workload, const ArrivalPlan& plan, policy::Policy& pol,
+             std::uint64_t seed, const ExperimentOptions& options)
+      : workload_(workload),
+        plan_(plan),
+        options_(options),
+        ledger_(workload.cluster),
+        rng_(seed, "policy"),
+        engine_(ledger_, pol, plan.node_rank, rng_),
+        stats_(ledger_, workload.typical) {
+    const std::size_t n = plan.arrivals.size();
+    arrive_pct_.reserve(n);
+    alloc_pct_.reserve(n);
+    frag_pct_.reserve(n);
+    idle_after_.reserve(n);
+  }
+
+  core::Result<void> Run(ExperimentResult& res, std::chrono::steady_clock::time_point start) {
+    auto last_report = start;
+    for (std::size_t seq = 0; seq < plan_.arrivals.size(); ++seq) {
+      if (options_.progress && seq % 64 == 0 && seq > 0) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_report >= options_.progress_interval) {
+          last_report = now;
+          options_.progress(ExperimentProgress{res.policy, res.seed, seq, plan_.arrivals.size(),
+                                               std::chrono::duration<double>(now - start).count()});
+        }
+      }
+      if (auto ok = Arrive(seq, res); !ok) return ok;
+    }
+    return {};
+  }
+
+  // The curves and the measures at 100% and 130% arrived.
+  void Finish(ExperimentResult& res, double load) const {
+    const int max_column = std::max(130, static_cast<int>(std::ceil(load * 100.0 - 1e-9)));
+    res.pods = static_cast<std::int64_t>(plan_.arrivals.size());
+    res.alloc_curve = Discretize(arrive_pct_, alloc_pct_, max_column);
+    res.frag_ratio_curve = Discretize(arrive_pct_, frag_pct_, max_column);
+    res.alloc_pct_at_100 = Column(res.alloc_curve, 100);
+    res.alloc_pct_at_130 = Column(res.alloc_curve, 130);
+    At(100, res.unallocated_gpus_at_100, res.frag_pct_at_100);
+    At(130, res.unallocated_gpus_at_130, res.frag_pct_at_130);
+    res.used_gpu_milli = ledger_.used_gpu_milli();
+    res.busy_gpus = ledger_.busy_gpus();
+    res.used_cpu_milli = ledger_.used_cpu_milli();
+  }
+
+ private:
+  core::Result<void> Arrive(std::size_t seq, ExperimentResult& res) {
+    const Arrival& a = plan_.arrivals[seq];
+    const core::Request& pod = workload_.pods[a.pod];
+    arrived_ += pod.total_gpu_milli();
+    policy::Decision d = engine_.Decide(pod);
+    PlacementRecord rec{seq, a.name, pod.name, -1, {}};
+    if (d.placement) {
+      auto assigned = ledger_.Assign(a.name, d.request, *d.placement);
+      if (!assigned && assigned.error().code == core::ErrorCode::kAlreadyExists) {
+        return core::MakeError(core::ErrorCode::kInvalidArgument,
+                               plan_.origin + ": arrival " + std::to_string(seq) + ": pod '" +
+                                   a.name + "' arrives twice (arrival names must be distinct)");
+      }
+      GPUMUX_CHECK(assigned.has_value(), "engine chose a placement the ledger refuses");
+      ++res.placed;
+      stats_.Changed(d.placement->node);
+      rec.node = d.placement->node;
+      rec.gpus = d.placement->gpus;
+    } else {
+      ++res.failed_pods;
+    }
+    if (options_.check_invariants) ledger_.CheckInvariants();
+    if (plan_.has_expected) Compare(a, rec, res);
+    if (options_.record_placements) res.placements.push_back(std::move(rec));
+    const auto total_gpus = static_cast<double>(workload_.cluster.total_gpus());
+    arrive_pct_.push_back(
+        static_cast<int>(RoundHalfEven(static_cast<double>(arrived_) / total_gpus / 10.0, 0)));
+    alloc_pct_.push_back(
+        RoundHalfEven(static_cast<double>(ledger_.used_gpu_milli()) / total_gpus / 10.0, 2));
+    frag_pct_.push_back(stats_.FragPct());
+    idle_after_.push_back(stats_.idle());
+    return {};
+  }
+
+  // A replay: counts the placements that differ from the study's, describing the first.
+  void Compare(const Arrival& a, const PlacementRecord& rec, ExperimentResult& res) const {
+    const std::string got = rec.node >= 0 ? workload_.cluster.node(rec.node).name : "";
+    if (got == a.expected_node && rec.gpus == a.expected_gpus) return;
+    if (res.replay_mismatches++ != 0) return;
+    res.first_mismatch = "seq " + std::to_string(rec.seq) + " " + a.name + ": study " +
+                         (a.expected_node.empty() ? "failed" : a.expected_node) + " [" +
+                         GpuList(a.expected_gpus) + "], gpumux " + (got.empty() ? "failed" : got) +
+                         " [" + GpuList(rec.gpus) + "]";
+  }
+
+  // State at the last arrival whose rounded arrived% is <= x.
+  void At(int x, double& unallocated, double& frag) const {
+    for (std::size_t i = arrive_pct_.size(); i-- > 0;) {
+      if (arrive_pct_[i] <= x) {
+        unallocated = static_cast<double>(idle_after_[i]) / core::kMilliPerGpu;
+        frag = frag_pct_[i];
+        return;
+      }
+    }
+  }
+
+  const Workload& workload_;
+  const ArrivalPlan& plan_;
+  const ExperimentOptions& options_;
+  core::Ledger ledger_;
+  core::Rng rng_;
+  policy::Engine engine_;
+  NodeStats stats_;
+  core::MilliGpu arrived_ = 0;
+  std::vector<int> arrive_pct_;
+  std::vector<double> alloc_pct_;
+  std::vector<double> frag_pct_;
+  std::vector<core::MilliGpu> idle_after_;
+};
+
+}  // namespace
+
+core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
+                                             const std::string& policy_name, std::uint64_t seed,
+                                             double load, const ExperimentOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  policy::PolicyContext context;
+  context.typical_pods = workload.typical;
+  context.knobs = options.knobs;
+  auto made = policy::BuiltinPolicies().Make(policy_name, context);
+  if (!made) return tl::unexpected(made.error());
+  std::unique_ptr<policy::Policy> pol = std::move(*made);
+  if (!(load > 0 && load <= kMaxLoad)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "load " + std::to_string(load) + " is outside (0, " +
+                               std::to_string(static_cast<int>(kMaxLoad)) + "]");
+  }
+  if (auto ok = CheckPlan(workload, plan); !ok) return tl::unexpected(ok.error());
 
   ExperimentResult res;
   res.workload = workload.name;
@@ -178,118 +357,9 @@ core::Result<ExperimentResult> RunExperiment(const Workload& workload, const Arr
   res.load = load;
   res.origin = plan.origin;
   if (plan.has_expected) res.replay_mismatches = 0;
-
-  // Fragmentation and idle capacity per node, refreshed when a node changes.
-  const auto nodes = static_cast<std::size_t>(cluster.size());
-  std::vector<double> node_frag(nodes);
-  std::vector<core::MilliGpu> node_idle(nodes);
-  auto refresh = [&](core::NodeIndex n) {
-    const core::NodeView v = ledger.Node(n);
-    const core::ModelId model = v.gpu_count() > 0 ? v.gpu_model[0] : 0;
-    node_frag[static_cast<std::size_t>(n)] =
-        policy::NodeFragmentation(v.cpu_free, v.gpu_free_milli, model, workload.typical);
-    node_idle[static_cast<std::size_t>(n)] = v.gpu_free_milli_total();
-  };
-  for (core::NodeIndex n = 0; n < cluster.size(); ++n) refresh(n);
-  core::MilliGpu idle = 0;
-  for (auto m : node_idle) idle += m;
-
-  const auto total_gpus = static_cast<double>(cluster.total_gpus());
-  std::vector<int> arrive_pct;
-  std::vector<double> alloc_pct;
-  std::vector<double> frag_pct;
-  arrive_pct.reserve(plan.arrivals.size());
-  alloc_pct.reserve(plan.arrivals.size());
-  frag_pct.reserve(plan.arrivals.size());
-  std::vector<core::MilliGpu> idle_after;
-  idle_after.reserve(plan.arrivals.size());
-  core::MilliGpu arrived = 0;
-  auto last_report = start;
-
-  for (std::size_t seq = 0; seq < plan.arrivals.size(); ++seq) {
-    if (options.progress && seq % 64 == 0 && seq > 0) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_report >= options.progress_interval) {
-        last_report = now;
-        options.progress(ExperimentProgress{policy_name, seed, seq, plan.arrivals.size(),
-                                            std::chrono::duration<double>(now - start).count()});
-      }
-    }
-    const Arrival& a = plan.arrivals[seq];
-    const core::Request& pod = workload.pods[a.pod];
-    arrived += pod.total_gpu_milli();
-    policy::Decision d = engine.Decide(pod);
-    PlacementRecord rec{seq, a.name, pod.name, -1, {}};
-    if (d.placement) {
-      auto assigned = ledger.Assign(a.name, d.request, *d.placement);
-      if (!assigned && assigned.error().code == core::ErrorCode::kAlreadyExists) {
-        return bad_plan("arrival " + std::to_string(seq) + ": pod '" + a.name +
-                        "' arrives twice (arrival names must be distinct)");
-      }
-      GPUMUX_CHECK(assigned.has_value(), "engine chose a placement the ledger refuses");
-      ++res.placed;
-      const core::NodeIndex n = d.placement->node;
-      idle -= node_idle[static_cast<std::size_t>(n)];
-      refresh(n);
-      idle += node_idle[static_cast<std::size_t>(n)];
-      rec.node = n;
-      rec.gpus = d.placement->gpus;
-    } else {
-      ++res.failed_pods;
-    }
-    if (options.check_invariants) ledger.CheckInvariants();
-    if (plan.has_expected) {
-      const std::string got = rec.node >= 0 ? cluster.node(rec.node).name : "";
-      if (got != a.expected_node || rec.gpus != a.expected_gpus) {
-        if (res.replay_mismatches++ == 0) {
-          auto gpus = [](const std::vector<int>& g) {
-            std::string s;
-            for (int i : g) {
-              if (!s.empty()) s += '-';
-              s += std::to_string(i);
-            }
-            return s;
-          };
-          res.first_mismatch = "seq " + std::to_string(seq) + " " + a.name + ": study " +
-                               (a.expected_node.empty() ? "failed" : a.expected_node) + " [" +
-                               gpus(a.expected_gpus) + "], gpumux " +
-                               (got.empty() ? "failed" : got) + " [" + gpus(rec.gpus) + "]";
-        }
-      }
-    }
-    if (options.record_placements) res.placements.push_back(std::move(rec));
-
-    arrive_pct.push_back(
-        static_cast<int>(RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0)));
-    alloc_pct.push_back(
-        RoundHalfEven(static_cast<double>(ledger.used_gpu_milli()) / total_gpus / 10.0, 2));
-    double frag = 0;
-    for (double f : node_frag) frag += f;
-    frag_pct.push_back(idle > 0 ? frag / static_cast<double>(idle) * 100.0 : 0.0);
-    idle_after.push_back(idle);
-  }
-
-  const int max_column = std::max(130, static_cast<int>(std::ceil(load * 100.0 - 1e-9)));
-  res.pods = static_cast<std::int64_t>(plan.arrivals.size());
-  res.alloc_curve = Discretize(arrive_pct, alloc_pct, max_column);
-  res.frag_ratio_curve = Discretize(arrive_pct, frag_pct, max_column);
-  res.alloc_pct_at_100 = Column(res.alloc_curve, 100);
-  res.alloc_pct_at_130 = Column(res.alloc_curve, 130);
-  // State at the last arrival whose rounded arrived% is <= X.
-  auto at = [&](int x, double& unallocated, double& frag) {
-    for (std::size_t i = arrive_pct.size(); i-- > 0;) {
-      if (arrive_pct[i] <= x) {
-        unallocated = static_cast<double>(idle_after[i]) / core::kMilliPerGpu;
-        frag = frag_pct[i];
-        return;
-      }
-    }
-  };
-  at(100, res.unallocated_gpus_at_100, res.frag_pct_at_100);
-  at(130, res.unallocated_gpus_at_130, res.frag_pct_at_130);
-  res.used_gpu_milli = ledger.used_gpu_milli();
-  res.busy_gpus = ledger.busy_gpus();
-  res.used_cpu_milli = ledger.used_cpu_milli();
+  Experiment experiment(workload, plan, *pol, seed, options);
+  if (auto ok = experiment.Run(res, start); !ok) return tl::unexpected(ok.error());
+  experiment.Finish(res, load);
   res.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return res;

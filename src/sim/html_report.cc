@@ -237,6 +237,52 @@ void FullChart(std::ostream& o, const std::vector<PolicySummary>& summaries, con
   o << "</g>\n</svg>\n";
 }
 
+// The zoom chart's end labels, pushed apart so that they never overlap, joined to their
+// curves by a leader; opens the legend group.
+void ZoomEndLabels(std::ostream& o, const ChartFrame& f,
+                   const std::vector<PolicySummary>& summaries, const LookMap& looks) {
+  struct Label {
+    std::size_t index;
+    double value, curve_x, curve_y, y;
+  };
+  std::vector<Label> labels;
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    auto last = LastPoint(summaries[i].mean_curve, f.x_lo, f.x_hi);
+    if (!last) continue;
+    const double y = f.sy(last->second);
+    labels.push_back({i, last->second, f.sx(last->first), y, y});
+  }
+  std::stable_sort(labels.begin(), labels.end(),
+                   [](const Label& a, const Label& b) { return a.curve_y < b.curve_y; });
+  constexpr double kGap = 18;
+  for (std::size_t k = 1; k < labels.size(); ++k) {
+    labels[k].y = std::max(labels[k].y, labels[k - 1].y + kGap);
+  }
+  const double bottom = kPlotBottom + 20;
+  if (!labels.empty() && labels.back().y > bottom) {
+    labels.back().y = bottom;
+    for (std::size_t k = labels.size() - 1; k-- > 0;) {
+      labels[k].y = std::min(labels[k].y, labels[k + 1].y - kGap);
+    }
+  }
+  o << "<g class=\"legend\">\n";
+  const double lx = kPlotRight + 6;
+  for (const auto& l : labels) {
+    const std::size_t i = l.index;
+    // A thin grey leader from just right of the curve's end, then a sample of the line.
+    if (std::fabs(l.y - l.curve_y) > 0.5 || l.curve_x < kPlotRight - 0.5) {
+      o << "<line class=\"leader\" x1=\"" << SvgCoord(l.curve_x + 3) << "\" y1=\""
+        << SvgCoord(l.curve_y) << "\" x2=\"" << SvgCoord(lx + 10) << "\" y2=\"" << SvgCoord(l.y)
+        << "\"/>\n";
+    }
+    LegendSample(o, lx + 10, l.y,
+                 " stroke-width=\"2.5\"" + StrokeAttributes(LookOf(looks, summaries[i].policy)));
+    o << "<text x=\"" << SvgCoord(lx + 10 + kSampleLength + 6) << "\" y=\"" << SvgCoord(l.y + 4.5)
+      << "\">" << HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
+      << "</tspan></text>\n";
+  }
+}
+
 // Chart 2: the tail, 80..max column, y from just under the lowest plotted value to 100. Each
 // curve is labelled at its right end with its last value; the study's published mean is dashed.
 void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries, const LookMap& looks,
@@ -279,47 +325,7 @@ void ZoomChart(std::ostream& o, const std::vector<PolicySummary>& summaries, con
   DrawPolicyCurves(o, f, summaries, looks);
   o << "</g>\n";
 
-  // End labels, pushed apart so that they never overlap, joined to their curves by a leader.
-  struct Label {
-    std::size_t index;
-    double value, curve_x, curve_y, y;
-  };
-  std::vector<Label> labels;
-  for (std::size_t i = 0; i < summaries.size(); ++i) {
-    auto last = LastPoint(summaries[i].mean_curve, f.x_lo, f.x_hi);
-    if (!last) continue;
-    const double y = f.sy(last->second);
-    labels.push_back({i, last->second, f.sx(last->first), y, y});
-  }
-  std::stable_sort(labels.begin(), labels.end(),
-                   [](const Label& a, const Label& b) { return a.curve_y < b.curve_y; });
-  constexpr double kGap = 18;
-  for (std::size_t k = 1; k < labels.size(); ++k) {
-    labels[k].y = std::max(labels[k].y, labels[k - 1].y + kGap);
-  }
-  const double bottom = kPlotBottom + 20;
-  if (!labels.empty() && labels.back().y > bottom) {
-    labels.back().y = bottom;
-    for (std::size_t k = labels.size() - 1; k-- > 0;) {
-      labels[k].y = std::min(labels[k].y, labels[k + 1].y - kGap);
-    }
-  }
-  o << "<g class=\"legend\">\n";
-  const double lx = kPlotRight + 6;
-  for (const auto& l : labels) {
-    const std::size_t i = l.index;
-    // A thin grey leader from just right of the curve's end, then a sample of the line.
-    if (std::fabs(l.y - l.curve_y) > 0.5 || l.curve_x < kPlotRight - 0.5) {
-      o << "<line class=\"leader\" x1=\"" << SvgCoord(l.curve_x + 3) << "\" y1=\""
-        << SvgCoord(l.curve_y) << "\" x2=\"" << SvgCoord(lx + 10) << "\" y2=\"" << SvgCoord(l.y)
-        << "\"/>\n";
-    }
-    LegendSample(o, lx + 10, l.y,
-                 " stroke-width=\"2.5\"" + StrokeAttributes(LookOf(looks, summaries[i].policy)));
-    o << "<text x=\"" << SvgCoord(lx + 10 + kSampleLength + 6) << "\" y=\"" << SvgCoord(l.y + 4.5)
-      << "\">" << HtmlEscape(summaries[i].policy) << " <tspan class=\"value\">" << Fixed(l.value, 2)
-      << "</tspan></text>\n";
-  }
+  ZoomEndLabels(o, f, summaries, looks);
   // What thick and thin lines are, below the axis label (in grey: the colours are the policies').
   const double ry = f.height - 18;
   double rx = kPlotLeft;
@@ -349,22 +355,8 @@ LookMap PageLooks(const std::vector<ExperimentResult>& results, const ReportCont
 
 std::string OptCell(const std::optional<double>& v) { return v ? Fixed(*v, 2) : "–"; }
 
-void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
-               const ReportContext& ctx) {
-  const auto summaries = Summarise(results, ctx);
-  const LookMap looks = PageLooks(results, ctx);
-  const bool spread = ctx.seeds.size() > 1 && !ctx.replay_dir;
-  const bool study = std::any_of(summaries.begin(), summaries.end(), [](const PolicySummary& s) {
-    return s.study_130_mean.has_value();
-  });
-  const std::string title = "gpumux simulate — " + ctx.workload;
-
-  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kReportStyle
-    << "</style>\n</head>\n<body>\n<main>\n";
-
-  // 1. Title, configuration, what is plotted.
+// 1. Title, configuration, what is plotted.
+void PageConfig(std::ostream& o, const std::string& title, const ReportContext& ctx) {
   o << "<h1>" << HtmlEscape(title) << "</h1>\n<p class=\"config\">";
   o << "<span><b>Cluster</b> " << core::Plural(ctx.nodes, "node") << " / "
     << core::Plural(ctx.gpus, "GPU") << "</span>";
@@ -392,8 +384,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
        "and never leave; a pod that no node can take is counted as failed and its demand still "
        "counts as arrived. Past 100% the cluster is oversubscribed, and a policy that fragments "
        "GPUs less keeps more of the demand placed.</p>\n";
+}
 
-  // 2. and 3. Charts.
+// 2. and 3. Charts.
+void PageCharts(std::ostream& o, const std::vector<PolicySummary>& summaries, const LookMap& looks,
+                const ReportContext& ctx, bool study) {
   o << "<h2>Allocation ratio</h2>\n<figure>\n";
   FullChart(o, summaries, looks, ctx);
   o << "<figcaption>Each line is one policy (" << HtmlEscape(SeedsPhrase(summaries, ctx))
@@ -407,8 +402,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
                 "the same seeds (hidden under the thick line where the two agree)"
               : "")
     << ".</figcaption>\n</figure>\n";
+}
 
-  // 4. Summary table.
+// 4. Summary table.
+void PageSummary(std::ostream& o, const std::vector<PolicySummary>& summaries, const LookMap& looks,
+                 const ReportContext& ctx, bool spread, bool study) {
   o << "<h2>Summary</h2>\n<div class=\"scroll\"><table "
        "class=\"summary\">\n<thead><tr><th>policy</th>"
     << "<th title=\"allocation ratio (%) when arrived demand reached 100% of "
@@ -467,8 +465,11 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
          "asked for.";
   }
   o << "</p>\n";
+}
 
-  // 5. Per-run table, and replay agreement.
+// 5. Per-run table, and replay agreement.
+void PageRuns(std::ostream& o, const std::vector<ExperimentResult>& results, const LookMap& looks,
+              const ReportContext& ctx) {
   const bool collapse = results.size() > 12;
   o << "<h2>Runs</h2>\n";
   if (collapse) {
@@ -502,7 +503,26 @@ void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
     o << "</li>\n";
   }
   if (replay_header) o << "</ul>\n";
+}
 
+void WritePage(std::ostream& o, const std::vector<ExperimentResult>& results,
+               const ReportContext& ctx) {
+  const auto summaries = Summarise(results, ctx);
+  const LookMap looks = PageLooks(results, ctx);
+  const bool spread = ctx.seeds.size() > 1 && !ctx.replay_dir;
+  const bool study = std::any_of(summaries.begin(), summaries.end(), [](const PolicySummary& s) {
+    return s.study_130_mean.has_value();
+  });
+  const std::string title = "gpumux simulate — " + ctx.workload;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>" << HtmlEscape(title) << "</title>\n<style>" << kReportStyle
+    << "</style>\n</head>\n<body>\n<main>\n";
+
+  PageConfig(o, title, ctx);
+  PageCharts(o, summaries, looks, ctx, study);
+  PageSummary(o, summaries, looks, ctx, spread, study);
+  PageRuns(o, results, looks, ctx);
   // 6. Footer.
   o << "<footer>Data: <a href=\"results.json\">results.json</a> · "
        "<a href=\"curves.csv\">curves.csv</a> (the study's analysis_allo_discrete.csv layout). "

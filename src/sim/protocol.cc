@@ -231,26 +231,22 @@ core::Result<std::vector<int>> ParseGpuIndex(const CsvReader& csv) {
   return out;
 }
 
-}  // namespace
+tl::unexpected<core::Error> BadRow(const CsvReader& csv, const std::string& what) {
+  return tl::unexpected(csv.ErrorHere(what));
+}
 
-core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string& nodes_source,
-                                      std::istream& arrival_csv, const std::string& arrival_source,
-                                      std::span<const core::Request> pods,
-                                      const core::Cluster& cluster, const ArrivalLimit& limit) {
-  ArrivalPlan plan;
-  plan.origin = "replay " + arrival_source;
-  plan.has_expected = true;
-  auto bad = [](const CsvReader& csv, const std::string& what) {
-    return tl::unexpected(csv.ErrorHere(what));
-  };
+using Unprefixed = std::unordered_map<std::string, core::NodeIndex>;
 
-  // nodes.csv: ranks, and the prefixed names used in arrival.csv.
+// nodes.csv: a distinct rank per node of the cluster (into plan.node_rank), and the prefixed
+// names that arrival.csv uses.
+core::Result<Unprefixed> ReadNodeRanks(std::istream& nodes_csv, const std::string& nodes_source,
+                                       const core::Cluster& cluster, ArrivalPlan& plan) {
   CsvReader ncsv(nodes_csv, nodes_source);
   if (auto h = ncsv.ReadHeader({"node_prefixed", "node", "prefix"}); !h) {
     return tl::unexpected(h.error());
   }
   plan.node_rank.assign(static_cast<std::size_t>(cluster.size()), -1);
-  std::unordered_map<std::string, core::NodeIndex> unprefixed;
+  Unprefixed unprefixed;
   std::vector<bool> rank_taken(static_cast<std::size_t>(cluster.size()), false);
   while (true) {
     auto more = ncsv.Next();
@@ -258,26 +254,26 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
     if (!*more) break;
     const std::string node(ncsv.Field("node"));
     const core::NodeIndex n = cluster.FindNode(node);
-    if (n < 0) return bad(ncsv, "node '" + node + "' is not in the cluster");
+    if (n < 0) return BadRow(ncsv, "node '" + node + "' is not in the cluster");
     auto rank = ncsv.Int("prefix");
     if (!rank) return tl::unexpected(rank.error());
     if (*rank < 0 || *rank >= cluster.size()) {
-      return bad(ncsv, "prefix " + std::to_string(*rank) + " is outside 0.." +
-                           std::to_string(cluster.size() - 1) + " (a rank among the cluster's " +
-                           core::Plural(cluster.size(), "node") + ")");
+      return BadRow(ncsv, "prefix " + std::to_string(*rank) + " is outside 0.." +
+                              std::to_string(cluster.size() - 1) + " (a rank among the cluster's " +
+                              core::Plural(cluster.size(), "node") + ")");
     }
     if (rank_taken[static_cast<std::size_t>(*rank)]) {
-      return bad(ncsv, "prefix " + std::to_string(*rank) +
-                           " is given to two nodes (ranks must "
-                           "be distinct: they break score ties)");
+      return BadRow(ncsv, "prefix " + std::to_string(*rank) +
+                              " is given to two nodes (ranks must "
+                              "be distinct: they break score ties)");
     }
     if (plan.node_rank[static_cast<std::size_t>(n)] >= 0) {
-      return bad(ncsv, "node '" + node + "' is listed twice");
+      return BadRow(ncsv, "node '" + node + "' is listed twice");
     }
     const std::string prefixed(ncsv.Field("node_prefixed"));
-    if (prefixed.empty()) return bad(ncsv, "empty node_prefixed");
+    if (prefixed.empty()) return BadRow(ncsv, "empty node_prefixed");
     if (!unprefixed.emplace(prefixed, n).second) {
-      return bad(ncsv, "node_prefixed '" + prefixed + "' is listed twice");
+      return BadRow(ncsv, "node_prefixed '" + prefixed + "' is listed twice");
     }
     rank_taken[static_cast<std::size_t>(*rank)] = true;
     plan.node_rank[static_cast<std::size_t>(n)] = *rank;
@@ -288,6 +284,54 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
                              nodes_source + ": no rank for node " + cluster.node(n).name);
     }
   }
+  return unprefixed;
+}
+
+// The study's placement of an arrival of `pod` (the row's node and gpu_index columns).
+core::Result<void> ReadExpected(const CsvReader& acsv, const core::Request& pod,
+                                const std::string& source, const Unprefixed& unprefixed,
+                                const core::Cluster& cluster, Arrival& a) {
+  auto gpus = ParseGpuIndex(acsv);
+  if (!gpus) return tl::unexpected(gpus.error());
+  a.expected_gpus = std::move(*gpus);
+  const std::string node(acsv.Field("node"));
+  if (node.empty()) {
+    if (!a.expected_gpus.empty()) {
+      return BadRow(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) +
+                              "' for an arrival the study failed (no node)");
+    }
+    return {};
+  }
+  auto u = unprefixed.find(node);
+  if (u == unprefixed.end()) return BadRow(acsv, "node '" + node + "' is not in nodes.csv");
+  const core::NodeSpec& spec = cluster.node(u->second);
+  a.expected_node = spec.name;
+  const std::size_t want = pod.wants_gpu() ? static_cast<std::size_t>(pod.gpu_count) : 0;
+  if (a.expected_gpus.size() != want) {
+    return BadRow(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "' names " +
+                            core::Plural(a.expected_gpus.size(), "GPU") + " but pod '" + source +
+                            "' asks " + std::to_string(want));
+  }
+  for (int g : a.expected_gpus) {
+    if (static_cast<std::size_t>(g) >= spec.gpus.size()) {
+      return BadRow(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "': node " +
+                              spec.name + " has " + core::Plural(spec.gpus.size(), "GPU"));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string& nodes_source,
+                                      std::istream& arrival_csv, const std::string& arrival_source,
+                                      std::span<const core::Request> pods,
+                                      const core::Cluster& cluster, const ArrivalLimit& limit) {
+  ArrivalPlan plan;
+  plan.origin = "replay " + arrival_source;
+  plan.has_expected = true;
+  auto unprefixed = ReadNodeRanks(nodes_csv, nodes_source, cluster, plan);
+  if (!unprefixed) return tl::unexpected(unprefixed.error());
 
   std::unordered_map<std::string, std::size_t> pod_index;
   for (std::size_t i = 0; i < pods.size(); ++i) pod_index[pods[i].name] = i;
@@ -301,52 +345,27 @@ core::Result<ArrivalPlan> ParseReplay(std::istream& nodes_csv, const std::string
     if (!more) return tl::unexpected(more.error());
     if (!*more) break;
     const std::size_t expected_seq = plan.arrivals.size();
-    if (expected_seq == limit.max) return bad(acsv, limit.TooMany());
+    if (expected_seq == limit.max) return BadRow(acsv, limit.TooMany());
     auto seq = acsv.Int("seq");
     if (!seq) return tl::unexpected(seq.error());
     if (*seq < 0 || static_cast<std::uint64_t>(*seq) != expected_seq) {
-      return bad(acsv, "seq " + std::to_string(*seq) + " where " + std::to_string(expected_seq) +
-                           " is expected (arrivals are numbered 0, 1, 2, ... in row order)");
+      return BadRow(acsv, "seq " + std::to_string(*seq) + " where " + std::to_string(expected_seq) +
+                              " is expected (arrivals are numbered 0, 1, 2, ... in row order)");
     }
     const std::string name(acsv.Field("pod"));
-    if (name.empty()) return bad(acsv, "empty pod name (column 'pod')");
+    if (name.empty()) return BadRow(acsv, "empty pod name (column 'pod')");
     if (auto [it, fresh] = first_line.emplace(name, acsv.line()); !fresh) {
-      return bad(acsv, "pod '" + name + "' arrives twice (first on line " +
-                           std::to_string(it->second) + ")");
+      return BadRow(acsv, "pod '" + name + "' arrives twice (first on line " +
+                              std::to_string(it->second) + ")");
     }
     const std::string source(acsv.Field("source_pod"));
     auto it = pod_index.find(source);
     if (it == pod_index.end()) {
-      return bad(acsv, "source_pod '" + source + "' is not in the pod list");
+      return BadRow(acsv, "source_pod '" + source + "' is not in the pod list");
     }
-    const core::Request& pod = pods[it->second];
     Arrival a{it->second, name, {}, {}};
-    auto gpus = ParseGpuIndex(acsv);
-    if (!gpus) return tl::unexpected(gpus.error());
-    a.expected_gpus = std::move(*gpus);
-    const std::string node(acsv.Field("node"));
-    if (node.empty()) {
-      if (!a.expected_gpus.empty()) {
-        return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) +
-                             "' for an arrival the study failed (no node)");
-      }
-    } else {
-      auto u = unprefixed.find(node);
-      if (u == unprefixed.end()) return bad(acsv, "node '" + node + "' is not in nodes.csv");
-      const core::NodeSpec& spec = cluster.node(u->second);
-      a.expected_node = spec.name;
-      const std::size_t want = pod.wants_gpu() ? static_cast<std::size_t>(pod.gpu_count) : 0;
-      if (a.expected_gpus.size() != want) {
-        return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "' names " +
-                             core::Plural(a.expected_gpus.size(), "GPU") + " but pod '" + source +
-                             "' asks " + std::to_string(want));
-      }
-      for (int g : a.expected_gpus) {
-        if (static_cast<std::size_t>(g) >= spec.gpus.size()) {
-          return bad(acsv, "gpu_index '" + std::string(acsv.Field("gpu_index")) + "': node " +
-                               spec.name + " has " + core::Plural(spec.gpus.size(), "GPU"));
-        }
-      }
+    if (auto ok = ReadExpected(acsv, pods[it->second], source, *unprefixed, cluster, a); !ok) {
+      return tl::unexpected(ok.error());
     }
     plan.arrivals.push_back(std::move(a));
   }

@@ -17,11 +17,8 @@ struct SharedPlan {
   std::size_t users_left = 0;
 };
 
-}  // namespace
-
-core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
-                                                     const SweepConfig& config,
-                                                     const ProgressFn& progress) {
+// The sweep's own arguments (a workload's are checked where they are loaded).
+core::Result<void> CheckSweepConfig(const SweepConfig& config) {
   for (const auto& p : config.policies) {
     if (policy::BuiltinPolicies().Find(p) == nullptr) {
       auto err = policy::BuiltinPolicies().Make(p, {});
@@ -42,6 +39,15 @@ core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
                                std::to_string(static_cast<int>(kMaxLoad)) + " (load " +
                                std::to_string(config.load) + ")");
   }
+  return {};
+}
+
+}  // namespace
+
+core::Result<std::vector<ExperimentResult>> RunSweep(const Workload& workload,
+                                                     const SweepConfig& config,
+                                                     const ProgressFn& progress) {
+  if (auto ok = CheckSweepConfig(config); !ok) return tl::unexpected(ok.error());
 
   // A replay's plan is loaded (and checked) here and shared by every policy; generated plans
   // are only counted here, so that one too large is refused before anything runs.
