@@ -21,6 +21,11 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 80
 DIRS = ('src', 'include', 'apps')
 ROOT_FUNCTION = re.compile(r'^(Main|Run[A-Z]\w*|Add\w*Command)$')
+# A name, its parameter list, then qualifiers and at most one trailing return type or initializer
+# list. Each part starts with its own character, so a long head is matched without backtracking.
+# A head holds braces only inside parentheses (a braced argument or default), so they may appear.
+SIGNATURE = re.compile(r'([~\w:]+)\s*\([^;]*\)(?:\s|const\b|override\b|final\b|noexcept\b|mutable\b)*'
+                       r'(?:(?:->|:)[^;]*)?$')
 CONTROL = {'if', 'for', 'while', 'switch', 'catch', 'return', 'else', 'do', 'sizeof', 'decltype'}
 
 
@@ -94,7 +99,7 @@ def functions(path):
                 head = ''.join(signature).strip()
                 kind = 'block'
                 if in_function == 0:
-                    m = re.search(r'([~\w:]+)\s*\([^;{}]*\)\s*(const|override|final|noexcept|mutable|\s|->[^{;]*|:[^;{]*)*$', head)
+                    m = SIGNATURE.search(head)
                     first = re.search(r'([~\w:]+)\s*\(', head)
                     word = first.group(1).split('::')[-1] if (m and first) else ''
                     if m and word not in CONTROL and not re.search(r'\b(namespace|class|struct|enum|union)\b[^(]*$', head) \

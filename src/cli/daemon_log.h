@@ -39,8 +39,4 @@ void AddLogOptions(CLI::App& cmd, LogOptions& options);
 // written whole and flushed; safe from any thread. No global spdlog registry is involved.
 core::Logger MakeDaemonLogger(std::ostream& err, std::string_view daemon, LogOptions options);
 
-// Text lines (and a JSON string's content): `text` with `"`, `\` and control characters escaped
-// as JSON requires, and invalid UTF-8 replaced by U+FFFD, so that every JSON line parses.
-std::string JsonEscape(std::string_view text);
-
 }  // namespace gpumux::cli

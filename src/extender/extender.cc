@@ -14,12 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "gpumux/core/json_text.h"
 #include "src/extender/verb_args.h"
 
 namespace gpumux::extender {
 namespace {
 
-using detail::AppendJsonString;
+using core::AppendJsonString;
 using detail::BadRequest;
 using detail::DecodeArgs;
 using detail::ExtenderArgs;

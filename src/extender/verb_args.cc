@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "gpumux/core/json_text.h"
+
 namespace gpumux::extender::detail {
 
 using nlohmann::json;
@@ -72,48 +74,6 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
     return std::nullopt;
   }
   return doc;
-}
-
-// Appends `s` as a JSON string literal.
-void AppendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  const bool plain = std::none_of(s.begin(), s.end(), [](char c) {
-    return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
-  });
-  if (plain) {  // node names (DNS labels) always are
-    out += s;
-    out += '"';
-    return;
-  }
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
 }
 
 namespace sj = simdjson::ondemand;
@@ -264,7 +224,7 @@ bool DecodeNodeList(sj::value& value, ExtenderArgs& args, std::string* error) {
       }
       const std::string& owned_name = args.owned.emplace_back(std::move(*name));
       std::string& token = args.owned.emplace_back();
-      AppendJsonString(token, owned_name);
+      core::AppendJsonString(token, owned_name);
       args.names.push_back(owned_name);
       args.name_tokens.push_back(token);
       args.node_raw.push_back(raw);

@@ -90,8 +90,6 @@ struct ExtenderArgs {
   simdjson::padded_string padded;  // the body
 };
 
-// Appends `s` as a JSON string literal.
-void AppendJsonString(std::string& out, std::string_view s);
 // "more than N nodes in <field>" (kMaxNodesPerRequest).
 std::string TooManyNodes(const char* field);
 

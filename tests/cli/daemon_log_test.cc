@@ -119,16 +119,6 @@ TEST(DaemonLog, InvalidUtf8BecomesTheReplacementCharacterAndValidUtf8Stays) {
             "GPU \"Tesla T4\" \xE2\x9C\x93 bad: \xEF\xBF\xBD\xEF\xBF\xBD end \xF0\x9F\x98\x80");
 }
 
-TEST(DaemonLog, JsonEscapeEscapesWhatJsonRequires) {
-  EXPECT_EQ(JsonEscape("plain"), "plain");
-  EXPECT_EQ(JsonEscape("a\"b\\c"), "a\\\"b\\\\c");
-  EXPECT_EQ(JsonEscape("\n\r\t\x1f\x7f"), "\\n\\r\\t\\u001f\\u007f");
-  EXPECT_EQ(JsonEscape(std::string("nul\0x", 5)), "nul\\u0000x");
-  EXPECT_EQ(JsonEscape("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD")
-      << "a UTF-16 surrogate is not UTF-8";
-  EXPECT_EQ(JsonEscape("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD") << "an overlong form";
-}
-
 TEST(DaemonLog, LinesFromManyThreadsStayWhole) {
   std::ostringstream err;
   const core::Logger log = MakeDaemonLogger(err, "extender", {LogFormat::kJson, LogLevel::kInfo});

@@ -17,14 +17,18 @@ def function(name, lines, above=''):
 
 
 class CheckSizesTest(unittest.TestCase):
-    def run_on(self, files):
+    def planted(self, files):
         root = tempfile.mkdtemp()
         self.addCleanup(subprocess.run, ['rm', '-rf', root])
         for path, text in files.items():
             os.makedirs(os.path.join(root, os.path.dirname(path)), exist_ok=True)
             with open(os.path.join(root, path), 'w') as f:
                 f.write(text)
-        return subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True)
+        return root
+
+    def run_on(self, files):
+        return subprocess.run([sys.executable, CHECK, self.planted(files)], capture_output=True,
+                              text=True)
 
     def test_short_functions_pass(self):
         r = self.run_on({'src/a/a.cc': function('Short', 10)})
@@ -51,6 +55,19 @@ class CheckSizesTest(unittest.TestCase):
         r = self.run_on({'src/a/a.cc': text})
         self.assertEqual(r.returncode, 1)
         self.assertIn('function F has', r.stderr)
+
+    def test_a_long_initializer_list_is_read_in_linear_time(self):
+        # A constructor initialising members with namespace-qualified builder calls and a braced
+        # argument once made the signature pattern backtrack exponentially in the number of '::'
+        # (repo.Sizes took 163 s on the device plugin's metrics; this tree takes hours).
+        members = ',\n'.join(f'        m{i}_(lib::Build()\n{" " * 24}.Name("n{i}")\n'
+                              f'{" " * 24}.Register(*r_))' for i in range(12))
+        members += ',\n        x_(lib::F({}))'
+        text = 'Metrics::Metrics()\n    : r_(Make()),\n' + members + ' {\n' + '  x += 1;\n' * 85 + '}\n'
+        r = subprocess.run([sys.executable, CHECK, self.planted({'src/a/a.cc': text})],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('function Metrics has', r.stderr)
 
     def test_a_long_file_fails_unless_it_says_why(self):
         short = function('F', 5)  # 8 lines

@@ -20,6 +20,8 @@
 
 namespace gpumux::test {
 
+bool AddressSanitized() { return GPUMUX_TESTING_ASAN != 0; }
+
 bool FinishesInChild(const std::function<void()>& fn, unsigned seconds, long max_mib) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();

@@ -12,4 +12,8 @@ namespace gpumux::test {
 // Call only from a single-threaded test.
 bool FinishesInChild(const std::function<void()>& fn, unsigned seconds, long max_mib = 1024);
 
+// True in a build with AddressSanitizer: it keeps freed memory in quarantine (up to 256 MB) and
+// reserves terabytes of address space, so a test of memory use measures ASan, not the code.
+bool AddressSanitized();
+
 }  // namespace gpumux::test

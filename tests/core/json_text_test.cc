@@ -1,0 +1,38 @@
+// Hand-written JSON strings: escaped as JSON requires, and always valid UTF-8.
+#include "gpumux/core/json_text.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace gpumux::core {
+namespace {
+
+TEST(JsonText, JsonEscapeEscapesWhatJsonRequires) {
+  EXPECT_EQ(JsonEscape("plain"), "plain");
+  EXPECT_EQ(JsonEscape("a\"b\\c"), "a\\\"b\\\\c");
+  EXPECT_EQ(JsonEscape("\n\r\t\x1f\x7f"), "\\n\\r\\t\\u001f\\u007f");
+  EXPECT_EQ(JsonEscape(std::string("nul\0x", 5)), "nul\\u0000x");
+  EXPECT_EQ(JsonEscape("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD")
+      << "a UTF-16 surrogate is not UTF-8";
+  EXPECT_EQ(JsonEscape("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD") << "an overlong form";
+}
+
+TEST(JsonText, AppendJsonStringQuotesAndParsesBackToTheText) {
+  for (const std::string& text : {std::string("node-1"), std::string("gpumux: \"a\" \\ b\n"),
+                                  std::string("ctl\x01\x7f"), std::string("\xE2\x9C\x93 ok")}) {
+    std::string out = "x";
+    AppendJsonString(out, text);
+    ASSERT_EQ(out[0], 'x');
+    const nlohmann::json parsed = nlohmann::json::parse(out.substr(1), nullptr, false);
+    ASSERT_TRUE(parsed.is_string()) << out;
+    EXPECT_EQ(parsed.get<std::string>(), text);
+  }
+  std::string out;
+  AppendJsonString(out, "bad \xFF");
+  EXPECT_EQ(out, "\"bad \xEF\xBF\xBD\"") << "invalid UTF-8 becomes U+FFFD";
+}
+
+}  // namespace
+}  // namespace gpumux::core
