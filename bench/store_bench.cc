@@ -1,8 +1,9 @@
 // Store round trips: Put, Get and List of one small value, one call at a time, against a real
 // etcd (Debian's etcd-server, started here on free loopback ports with its data in a temporary
 // folder: every Put is one fsync'd raft entry) and against the file store (every Put rewrites
-// and fsyncs the file). Prints percentiles in milliseconds; a plain program, like the other
-// latency benches, so that it reports tails.
+// and fsyncs the file), and a batch of every key in one Apply (the coordinator's store writer:
+// the file store fsyncs once for the batch). Prints percentiles in milliseconds; a plain program,
+// like the other latency benches, so that it reports tails.
 //
 //   gpumux_store_bench [--iterations 1000] [--keys 100]
 #include <stdlib.h>
@@ -73,9 +74,21 @@ bool Run(const std::string& name, store::Store& s, int iterations, int keys) {
       return false;
     }
   }
+  // A batch as the coordinator's store writer sends it: every key once, one Apply.
+  std::vector<double> batch;
+  for (int i = 0; i < std::max(1, iterations / 10); ++i) {
+    std::vector<store::Change> changes;
+    for (int k = 0; k < keys; ++k) changes.push_back({key(k), value + std::to_string(i)});
+    core::Result<void> done;
+    if (!time([&] { return (done = s.Apply(changes)).has_value(); }, batch)) {
+      std::fprintf(stderr, "%s: Apply: %s\n", name.c_str(), done.error().message.c_str());
+      return false;
+    }
+  }
   Report(name + " Put", put);
   Report(name + " Get", get);
   Report(name + " List (" + std::to_string(keys) + " keys)", list);
+  Report(name + " Apply (" + std::to_string(keys) + " keys)", batch);
   return true;
 }
 

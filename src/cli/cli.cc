@@ -48,6 +48,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* submit = AddSubmitCommand(app, submit_options);
   ReportCliOptions report_options;
   CLI::App* report = AddReportCommand(app, report_options);
+  CallCliOptions call_options;
+  CLI::App* call = AddCallCommand(app, call_options);
   for (int k = 0; k < argc; ++k) {
     profile_options.command_line += (k == 0 ? "" : " ") + std::string(argv[k]);
   }
@@ -127,6 +129,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (inspect->parsed()) return RunInspect(inspect_options, out, err);
   if (submit->parsed()) return RunSubmit(submit_options, std::cin, out, err);
   if (report->parsed()) return RunReport(report_options, out, err);
+  if (call->parsed()) return RunCall(call_options, out, err);
   return 2;
 }
 

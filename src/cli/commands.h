@@ -251,6 +251,11 @@ struct CoordinatorCliOptions {
   std::string tuner = "joint";
   std::string listen = "127.0.0.1:9403";
   std::string socket = "/run/gpumux/coordinator.sock";
+  std::string socket_mode = "0666";     // octal; callers are identified by the kernel either way
+  bool listen_beyond_loopback = false;  // --listen on a non-loopback address is refused without it
+  int max_jobs_per_gpu = 16;
+  int max_jobs = 512;
+  std::string proc_root = "/proc";  // where callers' cgroups are read
   std::string store = "file:///var/lib/gpumux/coordinator.json";
   std::string store_prefix = "/gpumux/";
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
@@ -275,6 +280,17 @@ struct CoordinatorCliOptions {
 };
 CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& options);
 int RunCoordinator(const CoordinatorCliOptions& options, std::ostream& out, std::ostream& err);
+
+// gpumux call: one request to a gpumux listener (call_command.cc).
+struct CallCliOptions {
+  std::string socket;   // a unix socket path
+  std::string address;  // HOST:PORT (default 127.0.0.1:9403 without --socket)
+  std::string data;     // the request body; "@FILE" reads it from FILE
+  double timeout_s = 10;
+  std::string method, path;
+};
+CLI::App* AddCallCommand(CLI::App& app, CallCliOptions& options);
+int RunCall(const CallCliOptions& options, std::ostream& out, std::ostream& err);
 
 struct ExtenderCliOptions {
   std::string listen = "127.0.0.1:12345";

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -68,6 +70,22 @@ bool MakeParent(const std::string& path, std::string& error) {
   return true;
 }
 
+// Octal permissions "0666", "660": at most 0777.
+std::optional<mode_t> ParseMode(const std::string& text) {
+  if (text.empty() || text.size() > 4) return std::nullopt;
+  mode_t mode = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '7') return std::nullopt;
+    mode = static_cast<mode_t>(mode * 8 + static_cast<mode_t>(ch - '0'));
+  }
+  if (mode > 0777) return std::nullopt;
+  return mode;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
 // --members ledger: which of the node's GPUs live containers reserve (the runtime hook's ledger,
 // hook/reservations.h), read at most once a second.
 class LedgerMembership {
@@ -83,25 +101,42 @@ class LedgerMembership {
     auto file = store_.Read();
     if (!file) return tl::unexpected(file.error());
     std::set<std::string> live;
+    std::map<std::string, std::set<std::string>> by_container;
     for (const auto& r : file->reservations) {
       if (hook::HolderLiveness(r) == hook::Liveness::kGone) continue;
       for (int g : r.gpus) {
         if (g >= 0 && static_cast<std::size_t>(g) < uuids_.size()) {
           live.insert(uuids_[static_cast<std::size_t>(g)]);
+          by_container[r.container].insert(uuids_[static_cast<std::size_t>(g)]);
         }
       }
     }
+    by_container_ = std::move(by_container);
     for (const auto& g : live_) {
       if (live.count(g) == 0) vacated_.push_back(g);
     }
     live_ = std::move(live);
     return {};
   }
-  std::optional<std::string> Admit(const std::vector<std::string>& gpus) const {
+  // The node's administrator may name any GPU a live container reserves; any other caller
+  // only the GPUs its own container reserves (its id is a segment of the caller's cgroup).
+  std::optional<std::string> Admit(const std::vector<std::string>& gpus,
+                                   const coordinator::Caller& caller) const {
+    const std::set<std::string>* own = &live_;
+    static const std::set<std::string> kNone;
+    if (!caller.trusted()) {
+      own = &kNone;
+      for (const auto& segment : caller.cgroup.segments) {
+        for (const auto& [container, reserved] : by_container_) {
+          if (!container.empty() && segment.find(container) != std::string::npos) own = &reserved;
+        }
+      }
+    }
     for (const auto& g : gpus) {
-      if (live_.count(g) == 0) {
-        return "gpus: " + g + " is not reserved by a live container in " + store_.path() +
-               " (--members ledger: start the job through gpumux oci-runtime)";
+      if (own->count(g) == 0) {
+        return "gpus: " + g + " is not reserved by " +
+               (caller.trusted() ? std::string("a live container") : caller.Describe()) + " in " +
+               store_.path() + " (--members ledger: start the job through gpumux oci-runtime)";
       }
     }
     return std::nullopt;
@@ -112,6 +147,7 @@ class LedgerMembership {
   hook::ReservationStore store_;
   std::vector<std::string> uuids_;
   std::set<std::string> live_;
+  std::map<std::string, std::set<std::string>> by_container_;  // container id -> its GPUs
   std::vector<std::string> vacated_;
   std::chrono::steady_clock::time_point read_at_{};
 };
@@ -152,6 +188,25 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   s.Add("listen", &O::listen, "Loopback HTTP address of the job protocol and /metrics")
       ->capture_default_str();
   s.Add("socket", &O::socket, "Unix socket for jobs in pods (mount its folder); 'off' for none")
+      ->capture_default_str();
+  s.Add("socket-mode", &O::socket_mode,
+        "Permissions of --socket (octal). Whoever connects is identified by the kernel (its "
+        "pod or container, else its uid) and acts only for its own jobs, so the default lets "
+        "pods of any user connect")
+      ->capture_default_str();
+  s.Add("listen-beyond-loopback", &O::listen_beyond_loopback,
+        "Allow --listen on an address other than loopback (TCP callers cannot be identified: "
+        "with --members kubernetes or ledger they may only read the state)");
+  s.Add("max-jobs-per-gpu", &O::max_jobs_per_gpu,
+        "Registrations beyond this many jobs on one GPU are refused (503)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  s.Add("proc-root", &O::proc_root,
+        "Where the callers' processes are read (/proc/<pid>/cgroup names a caller's pod or "
+        "container); a folder of that shape for tests")
+      ->capture_default_str();
+  s.Add("max-jobs", &O::max_jobs, "Registrations beyond this many jobs on the node are refused")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   s.Add("store", &O::store,
         "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
@@ -262,6 +317,21 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
                  o.metrics_address + "'");
   }
   s.socket_path = o.socket == "off" ? "" : o.socket;
+  if (auto mode = ParseMode(o.socket_mode)) {
+    s.socket_mode = *mode;
+  } else {
+    return usage("--socket-mode must be octal permissions such as 0666 or 0660, not '" +
+                 o.socket_mode + "'");
+  }
+  if (!IsLoopbackHost(s.host) && !o.listen_beyond_loopback) {
+    return usage("--listen " + o.listen +
+                 " is not a loopback address: the job protocol "
+                 "would be reachable from the network, where callers cannot be identified; "
+                 "give --listen-beyond-loopback to mean it");
+  }
+  s.proc = o.proc_root;
+  c.max_jobs_per_gpu = o.max_jobs_per_gpu;
+  c.max_jobs = o.max_jobs;
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
   if (o.backend != "fake" && !o.gpus_file.empty()) return usage("--gpus-file needs --backend fake");
 
@@ -322,6 +392,11 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
   signal(SIGPIPE, SIG_IGN);
   const core::Logger log = MakeDaemonLogger(err, "coordinator", o.log);
   const core::Logger& log_line = log;
+  if (!IsLoopbackHost(s.host)) {
+    log.Warn("--listen " + o.listen +
+             " is reachable beyond this host (--listen-beyond-loopback)"
+             "; TCP callers are not identified");
+  }
 
   std::string backend_note = "any GPU a job names is accepted (no GPU backend)";
   if (o.backend != "none") {
@@ -384,7 +459,11 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
       return kRuntimeError;
     }
     members_note = "GPUs reserved in the runtime hook's ledger " + ledger->path();
-    c.admit = [l = ledger.get()](const coordinator::Registration& r) { return l->Admit(r.gpus); };
+    c.identity = coordinator::CoordinatorOptions::Identity::kContainers;
+    c.admit = [l = ledger.get()](const coordinator::Registration& r,
+                                 const coordinator::Caller& caller) {
+      return l->Admit(r.gpus, caller);
+    };
     s.on_tick = [l = ledger.get(), log_line = log](coordinator::Coordinator& co) {
       if (!l->Due()) return;
       if (auto ok = l->Refresh(); !ok) {
@@ -402,6 +481,8 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
     grants = std::make_unique<coordinator::PodGrants>(*api, c.node, c.node_gpus, log_line);
     grants->Start();
     c.resolve_gpus = [g = grants.get()](std::string_view job) { return g->GpusOf(job); };
+    c.identity = coordinator::CoordinatorOptions::Identity::kPods;
+    c.pod_of_uid = [g = grants.get()](std::string_view uid) { return g->PodOfUid(uid); };
     if (o.publish_every_s > 0) {
       coordinator::NodeStatusPublisher::Options po;
       po.every = std::chrono::milliseconds(static_cast<std::int64_t>(o.publish_every_s * 1000));

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "gpumux/core/time.h"
+#include "src/coordinator/coordinator_state.h"
 
 namespace gpumux::coordinator {
 
@@ -16,7 +17,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::size_t kMaxIdBytes = 253;
 constexpr std::size_t kRecentSteps = 50;
 
 core::Error Invalid(std::string message) {
@@ -57,38 +57,6 @@ std::string KeySegment(std::string_view name) {
   return out;
 }
 
-struct Coordinator::Job {
-  Registration reg;
-  const policy::ClassProfile* cls = nullptr;
-  std::string gpu;  // the group it belongs to; "" = none (no GPU or several)
-  int batch = 0;    // the batch it last ran
-  int target = 0;
-  Clock::time_point last_seen;
-  std::int64_t steps_total = 0;
-  int since_change = 0;
-  std::deque<double> recent;                            // step times at `batch`, after warm-up
-  std::map<int, std::pair<double, std::int64_t>> solo;  // batch -> (sum, n) while alone
-  bool adopted = false;           // ran a step at its target since the session's step began
-  bool skip_next_report = false;  // the first report after a window opens may straddle it
-  double window_sum = 0;
-  int window_n = 0;
-  double noise_scale = 0;
-};
-
-struct Coordinator::Group {
-  std::string gpu;
-  std::vector<std::string> members;  // registration order
-  std::string state = "solo";
-  std::unique_ptr<policy::TuningSession> session;
-  std::vector<std::string> session_jobs;
-  int window_steps = 0;
-  bool window_open = false;
-  Clock::time_point step_started;
-  std::int64_t sessions = 0, windows = 0;
-  // From the store, until the group changes: the tuned assignment of these jobs.
-  std::map<std::string, int> restored;
-};
-
 Coordinator::Coordinator(CoordinatorOptions options, const policy::WorkloadProfile& profile,
                          StoreSink* sink, std::function<Clock::time_point()> now, core::Logger log)
     : options_(std::move(options)),
@@ -125,49 +93,32 @@ Coordinator::Group& Coordinator::GroupOf(const std::string& gpu) {
   return *g;
 }
 
-core::Result<Reply> Coordinator::Register(const Registration& given) {
+core::Result<Reply> Coordinator::Register(const Registration& given, const Caller& caller) {
   Registration r = given;
-  if (options_.resolve_gpus && !r.job.empty()) {
+  if (auto bad = CheckIds(r)) return tl::unexpected(*bad);
+  if (auto refused = CheckCaller(r, caller)) return tl::unexpected(*refused);
+  if (options_.resolve_gpus) {
     if (auto granted = options_.resolve_gpus(r.job); granted && *granted != r.gpus) {
       std::string line = "job " + r.job + ": its grant's GPUs are used, not the ones it named";
       log_.Warn(line);
       r.gpus = std::move(*granted);
     }
   }
-  if (r.job.empty() || r.job.size() > kMaxIdBytes) {
-    return tl::unexpected(Invalid("job: must be 1 to 253 bytes"));
-  }
-  if (r.cls.empty() || r.cls.size() > kMaxIdBytes) {
-    return tl::unexpected(Invalid("class: must be 1 to 253 bytes"));
-  }
-  if (r.batch_size < 1 || r.batch_size > policy::kMaxProfileBatch) {
-    return tl::unexpected(
-        Invalid("batch_size: must be 1 to " + std::to_string(policy::kMaxProfileBatch)));
-  }
-  if (r.min_batch < 0 || r.max_batch < 0 || (r.max_batch > 0 && r.min_batch > r.max_batch)) {
-    return tl::unexpected(Invalid("min_batch/max_batch: need 0 <= min_batch <= max_batch"));
-  }
-  if (r.memory_mib < 0) return tl::unexpected(Invalid("memory_mib: must be >= 0"));
-  if (!(r.noise_scale >= 0) || !std::isfinite(r.noise_scale)) {
-    return tl::unexpected(Invalid("noise_scale: must be a finite number >= 0"));
-  }
-  for (const auto& g : r.gpus) {
-    if (g.empty() || g.size() > kMaxIdBytes) {
-      return tl::unexpected(Invalid("gpus: every entry must be 1 to 253 bytes"));
-    }
-    const auto& known = options_.node_gpus;
-    if (!known.empty() && std::find(known.begin(), known.end(), g) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      return tl::unexpected(Invalid("gpus: " + g + " is not a GPU of node " + options_.node +
-                                    " (its GPUs: " + list + ")"));
-    }
-  }
+  if (auto bad = CheckFields(r)) return tl::unexpected(*bad);
   if (options_.admit) {
-    if (auto refused = options_.admit(r)) return tl::unexpected(Invalid(*refused));
+    if (auto refused = options_.admit(r, caller)) {
+      return tl::unexpected(core::Error{core::ErrorCode::kPermissionDenied, *refused});
+    }
   }
   const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
   Job* j = FindJob(r.job);
+  // With kPods, CheckCaller proved that the id names the caller's own pod: a pod recreated
+  // under the same name takes its jobs over. Otherwise only the job's owner may replace it.
+  if (j != nullptr && options_.identity != CoordinatorOptions::Identity::kPods) {
+    if (auto denied = CheckOwner(*j, caller)) return tl::unexpected(*denied);
+  }
+  if (auto full = CheckLimits(r, gpu)) return tl::unexpected(*full);
+  const std::string owner = caller.Principal();
   const bool same_place = j != nullptr && j->gpu == gpu && j->reg.cls == r.cls;
   if (j != nullptr && !same_place) Remove(r.job, "registered again elsewhere");
   if (same_place) {
@@ -175,20 +126,24 @@ core::Result<Reply> Coordinator::Register(const Registration& given) {
     j->reg = r;
     j->batch = r.batch_size;
     j->last_seen = now_();
+    j->seen_unix = UnixNow();
+    if (!caller.trusted() || j->owner.empty()) j->owner = owner;
     if (j->noise_scale == 0) j->noise_scale = r.noise_scale;
     StoreJob(*j);
     return ReplyFor(*j);
   }
   auto job = std::make_unique<Job>();
   job->reg = r;
+  job->owner = owner;
   job->cls = profile_->Find(r.cls);
   job->gpu = gpu;
   job->batch = job->target = r.batch_size;
   job->last_seen = now_();
+  job->seen_unix = UnixNow();
   job->noise_scale = r.noise_scale;
   Job& ref = *job;
   jobs_.emplace(r.job, std::move(job));
-  std::string line = "job " + r.job + " registered: class " + r.cls;
+  std::string line = "job " + r.job + " registered by " + caller.Describe() + ": class " + r.cls;
   if (ref.cls == nullptr) line += " (not in the profile: never tuned)";
   line += ", batch " + std::to_string(r.batch_size) + ", GPU " +
           (gpu.empty() ? (r.gpus.empty() ? "none" : "several") : gpu);
@@ -197,18 +152,16 @@ core::Result<Reply> Coordinator::Register(const Registration& given) {
   if (!gpu.empty()) {
     Group& g = GroupOf(gpu);
     g.members.push_back(r.job);
-    Changed(gpu);
+    Changed(gpu, r.job);
   }
   return ReplyFor(ref);
 }
 
 core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const StepSample> steps,
-                                        double noise_scale) {
-  Job* j = FindJob(id);
-  if (j == nullptr) {
-    return tl::unexpected(
-        core::Error{core::ErrorCode::kNotFound, "job '" + std::string(id) + "' is not registered"});
-  }
+                                        double noise_scale, const Caller& caller) {
+  auto found = JobFor(id, caller);
+  if (!found) return tl::unexpected(found.error());
+  Job* j = *found;
   for (const StepSample& s : steps) {
     if (s.batch < 1 || s.batch > policy::kMaxProfileBatch || !(s.seconds > 0) ||
         !std::isfinite(s.seconds) || s.seconds > policy::kMaxStepSeconds) {
@@ -221,6 +174,13 @@ core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const Ste
   }
   j->last_seen = now_();
   if (noise_scale > 0) j->noise_scale = noise_scale;
+  // The store's "seen" is kept within a third of the job timeout, so that a restart can tell
+  // the jobs that are gone from those that are alive.
+  const auto timeout_s = std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout);
+  j->seen_unix = UnixNow();
+  if (j->seen_unix - j->stored_seen >= std::max<std::int64_t>(1, timeout_s.count() / 3)) {
+    StoreJob(*j);
+  }
   Group* g = j->gpu.empty() ? nullptr : groups_.at(j->gpu).get();
   const bool alone = g != nullptr && g->members.size() == 1;
   const bool in_window = g != nullptr && g->session && g->window_open;
@@ -261,11 +221,8 @@ core::Result<Reply> Coordinator::Report(std::string_view id, std::span<const Ste
   return ReplyFor(*j);
 }
 
-core::Result<void> Coordinator::Leave(std::string_view id) {
-  if (FindJob(id) == nullptr) {
-    return tl::unexpected(
-        core::Error{core::ErrorCode::kNotFound, "job '" + std::string(id) + "' is not registered"});
-  }
+core::Result<void> Coordinator::Leave(std::string_view id, const Caller& caller) {
+  if (auto found = JobFor(id, caller); !found) return tl::unexpected(found.error());
   Remove(std::string(id), "left");
   return {};
 }
@@ -305,7 +262,7 @@ void Coordinator::Remove(const std::string& id, std::string_view why) {
   Changed(gpu);
 }
 
-void Coordinator::Changed(const std::string& gpu) {
+void Coordinator::Changed(const std::string& gpu, const std::string& newcomer) {
   Group& g = GroupOf(gpu);
   if (g.session) {
     log_("GPU " + gpu + ": its jobs changed during tuning; the session starts over");
@@ -338,7 +295,7 @@ void Coordinator::Changed(const std::string& gpu) {
   for (const auto& m : g.members) {
     const Job& j = *jobs_.at(m);
     tunable = tunable && j.cls != nullptr;
-    group.push_back({j.cls, j.batch, j.reg.memory_mib, m == g.members.back(), j.noise_scale});
+    group.push_back({j.cls, j.batch, j.reg.memory_mib, m == newcomer, j.noise_scale});
   }
   if (!tunable) {
     g.state = tuner_ == nullptr ? (g.members.size() == 1 ? "solo" : "tuned") : "untuned";
@@ -540,9 +497,16 @@ void Coordinator::Tick() {
   }
 }
 
-void Coordinator::StoreJob(const Job& j) {
+std::int64_t Coordinator::UnixNow() const {
+  return options_.unix_now ? options_.unix_now() : static_cast<std::int64_t>(std::time(nullptr));
+}
+
+void Coordinator::StoreJob(Job& j) {
   if (sink_ == nullptr) return;
+  j.stored_seen = j.seen_unix;
   Json v{{"job", j.reg.job},
+         {"owner", j.owner},
+         {"seen", j.stored_seen},
          {"class", j.reg.cls},
          {"batch_size", j.batch},
          {"target_batch", j.target},
@@ -647,7 +611,9 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   const std::string observations = Key("observations/");
   const std::string own = "/" + KeySegment(options_.node);
   std::map<std::string, Json> groups;
-  int jobs = 0;
+  int jobs = 0, stale = 0;
+  const std::int64_t timeout_s =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
   for (const auto& [key, value] : stored) {
     if (IsOwnObservation(key, observations, own)) {
       RestoreObservation(key, value, observed_, log_);
@@ -664,8 +630,16 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
       if (rest.rfind("jobs/", 0) == 0) {
         const Registration r = StoredRegistration(v);
         if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) continue;
+        const std::int64_t seen = v.value("seen", std::int64_t{0});
+        if (seen > 0 && UnixNow() - seen > timeout_s) {
+          ++stale;
+          if (sink_ != nullptr) sink_->Write(key, std::nullopt);
+          continue;
+        }
         auto job = std::make_unique<Job>();
         job->reg = r;
+        job->owner = v.value("owner", std::string());
+        job->seen_unix = job->stored_seen = seen;
         job->cls = profile_->Find(r.cls);
         job->gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
         job->batch = r.batch_size;
@@ -705,9 +679,18 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     log_("restored " + std::to_string(jobs) + " job(s) on " + std::to_string(gpus.size()) +
          " GPU(s) from the store");
   }
+  if (stale > 0) {
+    log_("dropped " + std::to_string(stale) + " stored job(s) not seen for more than the job " +
+         "timeout");
+  }
 }
 
-std::vector<GpuView> Coordinator::State() const {
+std::vector<GpuView> Coordinator::State(const Caller& caller) const {
+  // A process on the node sees only its own jobs; the node and TCP peers (operators: the
+  // listener is on loopback) see all.
+  const bool all = caller.trusted() || caller.kind != Caller::Kind::kProcess;
+  const std::string principal = caller.Principal();
+  const auto shown = [&](const Job& j) { return all || j.owner == principal; };
   std::vector<GpuView> out;
   auto view = [&](const Job& j) {
     JobView v;
@@ -730,13 +713,16 @@ std::vector<GpuView> Coordinator::State() const {
     gv.state = g->state;
     gv.sessions = g->sessions;
     gv.windows = g->windows;
-    for (const auto& m : g->members) gv.jobs.push_back(view(*jobs_.at(m)));
+    for (const auto& m : g->members) {
+      if (shown(*jobs_.at(m))) gv.jobs.push_back(view(*jobs_.at(m)));
+    }
+    if (gv.jobs.empty() && !all) continue;
     out.push_back(std::move(gv));
   }
   GpuView loose;
   loose.state = "untuned";
   for (const auto& [id, j] : jobs_) {
-    if (j->gpu.empty()) loose.jobs.push_back(view(*j));
+    if (j->gpu.empty() && shown(*j)) loose.jobs.push_back(view(*j));
   }
   if (!loose.jobs.empty()) out.push_back(std::move(loose));
   return out;

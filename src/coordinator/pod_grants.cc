@@ -57,6 +57,7 @@ void PodGrants::Replace(const std::vector<Json>& pods) {
     Update(p, false);
   }
   std::lock_guard lock(mu_);
+  std::erase_if(pod_of_uid_, [&](const auto& e) { return present.count(e.second) == 0; });
   for (auto it = grants_.begin(); it != grants_.end();) {
     if (present.count(it->first) == 0) {
       gone_.insert(it->first);
@@ -70,12 +71,15 @@ void PodGrants::Replace(const std::vector<Json>& pods) {
 void PodGrants::Update(const Json& pod, bool deleted) {
   const std::string key = PodKey(pod);
   if (key.size() < 2) return;
+  const Json* metadata = kube::JsonChild(pod, "metadata");
+  const std::string uid = metadata != nullptr ? kube::JsonString(*metadata, "uid") : "";
   std::lock_guard lock(mu_);
   if (deleted || Ended(pod)) {
     if (grants_.erase(key) > 0 || deleted) gone_.insert(key);
+    if (!uid.empty()) pod_of_uid_.erase(uid);
     return;
   }
-  const Json* metadata = kube::JsonChild(pod, "metadata");
+  if (!uid.empty()) pod_of_uid_[uid] = key;
   const Json* annotations =
       metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
   const std::string text =
@@ -117,6 +121,13 @@ std::optional<std::vector<std::string>> PodGrants::GpusOf(std::string_view job) 
   auto c = it->second.find(container);
   if (c == it->second.end()) return std::nullopt;
   return c->second;
+}
+
+std::optional<std::string> PodGrants::PodOfUid(std::string_view uid) const {
+  std::lock_guard lock(mu_);
+  auto it = pod_of_uid_.find(uid);
+  if (it == pod_of_uid_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<std::string> PodGrants::TakeGone() {

@@ -34,7 +34,16 @@ HttpReply Error(int status, std::string message) {
 }
 
 HttpReply FromError(const core::Error& e) {
-  return Error(e.code == core::ErrorCode::kNotFound ? 404 : 400, e.message);
+  switch (e.code) {
+    case core::ErrorCode::kNotFound:
+      return Error(404, e.message);
+    case core::ErrorCode::kPermissionDenied:
+      return Error(403, e.message);
+    case core::ErrorCode::kUnavailable:
+      return Error(503, e.message);
+    default:
+      return Error(400, e.message);
+  }
 }
 
 HttpReply ToReply(const Reply& r, std::string_view job) {
@@ -83,7 +92,7 @@ std::optional<std::string> Number(const Json& body, const char* field, double* o
 constexpr bool kRequired = true;
 constexpr bool kOptional = false;
 
-HttpReply HandleRegister(Coordinator& c, const Json& body) {
+HttpReply HandleRegister(Coordinator& c, const Json& body, const Caller& caller) {
   Registration r;
   std::optional<std::string> bad;
   if (!bad) bad = String(body, "job", &r.job, kRequired);
@@ -109,12 +118,12 @@ HttpReply HandleRegister(Coordinator& c, const Json& body) {
     }
   }
   if (bad) return Error(400, *bad);
-  auto reply = c.Register(r);
+  auto reply = c.Register(r, caller);
   if (!reply) return FromError(reply.error());
   return ToReply(*reply, r.job);
 }
 
-HttpReply HandleReport(Coordinator& c, const Json& body) {
+HttpReply HandleReport(Coordinator& c, const Json& body, const Caller& caller) {
   std::string job;
   double noise_scale = 0;
   std::optional<std::string> bad = String(body, "job", &job, kRequired);
@@ -141,28 +150,33 @@ HttpReply HandleReport(Coordinator& c, const Json& body) {
     }
   }
   if (bad) return Error(400, *bad);
-  auto reply = c.Report(job, steps, noise_scale);
+  auto reply = c.Report(job, steps, noise_scale, caller);
   if (!reply) return FromError(reply.error());
   return ToReply(*reply, "");
 }
 
 }  // namespace
 
+Caller CallerOf(const net::Peer& peer, const std::string& proc) {
+  if (peer.transport == net::Peer::Transport::kTcp) return Caller::Tcp(peer.address);
+  return ReadCaller(peer.pid, peer.uid, proc);
+}
+
 HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
-                 std::string_view body) {
+                 std::string_view body, const Caller& caller) {
   if (method == "GET" && path == "/v1/state")
-    return {200, kube::StateJson(c.options().node, c.options().tuner, c.State()).dump()};
+    return {200, kube::StateJson(c.options().node, c.options().tuner, c.State(caller)).dump()};
   const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
   if (!known) return Error(404, "no such endpoint: " + std::string(path));
   if (method != "POST") return Error(405, std::string(path) + " takes POST");
   Json v = Json::parse(body, nullptr, false);
   if (v.is_discarded()) return Error(400, "the body is not JSON");
   if (!v.is_object()) return Error(400, "the body must be a JSON object");
-  if (path == "/v1/register") return HandleRegister(c, v);
-  if (path == "/v1/report") return HandleReport(c, v);
+  if (path == "/v1/register") return HandleRegister(c, v, caller);
+  if (path == "/v1/report") return HandleReport(c, v, caller);
   std::string job;
   if (auto bad = String(v, "job", &job, kRequired)) return Error(400, *bad);
-  auto left = c.Leave(job);
+  auto left = c.Leave(job, caller);
   if (!left) return FromError(left.error());
   return {200, "{}"};
 }
@@ -205,6 +219,7 @@ class StoreWriter final : public StoreSink {
     return pending_.size();
   }
   std::int64_t errors() const { return errors_.load(); }
+  std::int64_t batches() const { return batches_.load(); }
   bool up() const { return up_.load(); }
 
  private:
@@ -215,20 +230,21 @@ class StoreWriter final : public StoreSink {
       std::lock_guard lock(mu_);
       batch.swap(pending_);
     }
-    bool ok = true;
-    for (auto it = batch.begin(); it != batch.end(); ++it) {
-      const auto done =
-          it->second ? store_->Put(it->first, *it->second) : store_->Delete(it->first);
-      if (!done) {
-        ok = false;
-        Failed(done.error().message);
-        std::lock_guard lock(mu_);
-        for (auto rest = it; rest != batch.end(); ++rest) pending_.insert(*rest);
-        break;
-      }
+    if (batch.empty()) return true;  // proves nothing about the store: no "reachable again"
+    std::vector<store::Change> changes;
+    changes.reserve(batch.size());
+    for (const auto& [key, value] : batch) changes.push_back({key, value});
+    // One call for the batch: the file store rewrites and fsyncs once for all of it.
+    const auto done = store_->Apply(changes);
+    if (!done) {
+      Failed(done.error().message);
+      std::lock_guard lock(mu_);
+      for (auto& entry : batch) pending_.insert(std::move(entry));  // newer values stay
+      return false;
     }
-    if (ok) Recovered();
-    return ok;
+    ++batches_;
+    Recovered();
+    return true;
   }
 
   void Failed(const std::string& why) {
@@ -236,7 +252,7 @@ class StoreWriter final : public StoreSink {
     if (up_.exchange(false)) log_.Warn("store: " + why + " (retrying; jobs are served meanwhile)");
   }
   void Recovered() {
-    if (!up_.exchange(true)) log_("store: reachable again; queued state written");
+    if (!up_.exchange(true)) log_("store: reachable again");
   }
 
   void Run() {
@@ -252,6 +268,7 @@ class StoreWriter final : public StoreSink {
         auto done = alive_written ? store_->KeepAlive()
                                   : store_->PutLeased(alive_key_, alive_value_, options_.alive_ttl);
         if (done) {
+          Recovered();
           alive_written = true;
           next_alive = std::chrono::steady_clock::now() + options_.alive_every;
         } else {
@@ -275,6 +292,7 @@ class StoreWriter final : public StoreSink {
   std::map<std::string, std::optional<std::string>> pending_;
   bool stop_ = false;
   std::atomic<std::int64_t> errors_{0};
+  std::atomic<std::int64_t> batches_{0};
   std::atomic<bool> up_{true};
   std::thread thread_;
 };
@@ -318,10 +336,10 @@ class Server::Impl {
     net::ServerOptions o;
     o.name = "coordinator";
     o.listen = {net::Endpoint::Tcp(options_.host, options_.port)};
-    // Pods run as any user: everyone on the node may talk to the coordinator (it grants
-    // nothing), so the socket is 0666.
+    // Pods run as any user, so the socket is open to all by default (0666): who is calling
+    // is decided from the connection (caller.h), and a caller acts only for its own jobs.
     if (!options_.socket_path.empty()) {
-      o.listen.push_back(net::Endpoint::Unix(options_.socket_path, 0666));
+      o.listen.push_back(net::Endpoint::Unix(options_.socket_path, options_.socket_mode));
     }
     o.workers = 4;
     o.max_connections = 1024;
@@ -329,10 +347,11 @@ class Server::Impl {
     o.log = log_;
     http_ = std::make_unique<net::HttpServer>(std::move(o));
     const auto serve = [this](const net::Request& req) {
+      const Caller caller = CallerOf(req.peer, options_.proc);
       HttpReply reply;
       {
         std::lock_guard lock(mu_);
-        reply = Handle(*coordinator_, req.method, req.path, req.body);
+        reply = Handle(*coordinator_, req.method, req.path, req.body, caller);
       }
       requests_.Add({{"path", req.path}, {"code", std::to_string(reply.status)}}).Increment();
       return net::Response::Json(reply.status, std::move(reply.body));
@@ -374,6 +393,7 @@ class Server::Impl {
     if (writer_) writer_->Stop();
   }
 
+  // long function: a flat list of the metric families and their values
   std::string MetricsText() {
     prometheus::Registry now;
     auto& jobs = prometheus::BuildGauge()
@@ -419,8 +439,8 @@ class Server::Impl {
     auto& store_g = prometheus::BuildGauge()
                         .Name("gpumux_coordinator_store")
                         .Help(
-                            "Store writes queued, store errors since start, and 1 if the last "
-                            "store call succeeded")
+                            "Store writes queued, store errors and batches written since start, "
+                            "and 1 if the last store call succeeded")
                         .Register(now);
     {
       std::lock_guard lock(mu_);
@@ -448,6 +468,7 @@ class Server::Impl {
       store_g.Add({{"what", "pending"}}).Set(static_cast<double>(writer_->pending()));
       store_g.Add({{"what", "errors"}}).Set(static_cast<double>(writer_->errors()));
       store_g.Add({{"what", "up"}}).Set(writer_->up() ? 1 : 0);
+      store_g.Add({{"what", "batches"}}).Set(static_cast<double>(writer_->batches()));
     }
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());

@@ -78,6 +78,29 @@ class FileStore final : public Store {
     return Save();
   }
 
+  core::Result<void> Apply(std::span<const Change> changes) override {
+    for (const Change& c : changes) {
+      if (auto ok = CheckText(c.key, c.value.value_or("")); !ok) return ok;
+    }
+    std::lock_guard lock(mu_);
+    bool changed = false;
+    for (const Change& c : changes) {
+      leased_.erase(c.key);
+      auto it = kv_.find(c.key);
+      if (!c.value) {
+        if (it == kv_.end()) continue;
+        kv_.erase(it);
+        ++revision_;
+      } else if (it == kv_.end() || it->second.first != *c.value) {
+        kv_[c.key] = {*c.value, ++revision_};
+      } else {
+        continue;
+      }
+      changed = true;
+    }
+    return changed ? Save() : core::Result<void>{};
+  }
+
   core::Result<std::optional<std::string>> Get(std::string_view key) override {
     std::lock_guard lock(mu_);
     if (auto l = leased_.find(std::string(key)); l != leased_.end() && LeaseLive()) {

@@ -8,6 +8,14 @@
 
 namespace gpumux::store {
 
+core::Result<void> Store::Apply(std::span<const Change> changes) {
+  for (const Change& c : changes) {
+    auto done = c.value ? Put(c.key, *c.value) : Delete(c.key);
+    if (!done) return done;
+  }
+  return {};
+}
+
 core::Result<std::unique_ptr<Store>> OpenStore(std::string_view url, const StoreOptions& options) {
   const std::string text(url);
   const auto bad = [&](const std::string& why) {

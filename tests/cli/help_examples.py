@@ -13,7 +13,7 @@ this gpumux, and the host settings (GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUN
 the scratch folder. The daemons'
 examples (extender, device-plugin, coordinator) run with --check, which checks the options and the files they
 name and exits without a cluster, a kubelet or a GPU; submit's run with --dry-run, which creates
-nothing. Each example must exit 0.
+nothing; call's talk to a coordinator started on a socket in the scratch folder. Each example must exit 0.
 
 Also: `gpumux oci-runtime --runtime-help` and `--version` reach the real runtime (a stand-in that
 records its arguments) with the runtime's own arguments, and `--help` does not.
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 WIDTH = 100
 DAEMONS = ('extender', 'device-plugin', 'coordinator')
@@ -246,6 +247,16 @@ def main():
             if sub not in helps:
                 fail(f'gpumux --help does not list {sub}')
 
+        # A coordinator for `gpumux call`'s examples, on a socket in the scratch folder.
+        sock = os.path.join(d, 'coordinator.sock')
+        coordinator = subprocess.Popen(
+            [gpumux, 'coordinator', '--backend', 'none', '--socket', sock, '--listen',
+             '127.0.0.1:0', '--store', 'file://' + os.path.join(d, 'coordinator.json')],
+            cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
         count = 0
         for sub, text in helps.items():
             for n, line in enumerate(text.splitlines(), 1):
@@ -259,6 +270,8 @@ def main():
                 last = example.split('|')[-1].split()
                 if len(last) > 1 and last[0] == 'gpumux' and last[1] in OFFLINE_FLAG:
                     command += ' ' + OFFLINE_FLAG[last[1]]
+                if sub == 'call':
+                    command = command.replace('/run/gpumux/coordinator.sock', sock)
                 try:
                     r = run(['sh', '-c', command], d, env)
                 except subprocess.TimeoutExpired:
@@ -269,6 +282,8 @@ def main():
                 print(f'{status}: {command}', flush=True)
                 if r.returncode != 0:
                     fail(f'{command}: exit {r.returncode}\n{r.stderr[-2000:]}')
+        coordinator.terminate()
+        coordinator.wait(timeout=30)
         if count < 15:
             fail(f'only {count} examples found in the helps')
 

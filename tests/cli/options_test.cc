@@ -69,7 +69,7 @@ TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(),
             (std::vector<std::string>{"simulate", "policies", "jobgen", "extender", "device-plugin",
                                       "hook", "oci-runtime", "gpus", "coordinator", "profile",
-                                      "inspect", "submit", "report"}));
+                                      "inspect", "submit", "report", "call"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {

@@ -9,6 +9,7 @@ and is killed by PID at the end.
 
 Needs Debian's python3-torch (run with /usr/bin/python3) and, for the etcd case, etcd.
 """
+import http.client
 import json
 import os
 import pathlib
@@ -105,6 +106,17 @@ class Etcd:
             self.proc = None
 
 
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=2)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(2)
+        self.sock.connect(self.path)
+
+
 class HostTest(unittest.TestCase):
     def setUp(self):
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="gpumux-host-"))
@@ -157,8 +169,15 @@ class HostTest(unittest.TestCase):
             body = r.read().decode()
         return body if raw else json.loads(body)
 
-    def post(self, path, body):
+    def post(self, path, body, unix=False):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        if unix:  # as a job on the node: the coordinator knows the caller from the socket
+            conn = UnixConnection(str(self.socket))
+            conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            reply = json.loads(r.read().decode())
+            conn.close()
+            return r.status, reply
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data,
                                      headers={"Content-Type": "application/json"})
         try:
@@ -254,9 +273,14 @@ class HostTest(unittest.TestCase):
         wait_for("the job registered", lambda: self.steps_of("default/resnet-a/train") > 0, timeout=60)
         for body, part in ((b"{nope", "not JSON"), ({"job": "x", "class": "resnet", "batch_size": "big"}, "batch_size"),
                            ({"job": "default/resnet-a/train", "steps": [[32, -1]]}, "steps")):
-            status, reply = self.post("/v1/register" if isinstance(body, dict) and "class" in body else "/v1/report", body)
+            status, reply = self.post("/v1/register" if isinstance(body, dict) and "class" in body else "/v1/report", body,
+                                      unix=True)
             self.assertEqual(status, 400, reply)
             self.assertIn(part, reply["error"])
+        # Over TCP the caller is nobody in particular: it may not report for the job.
+        status, reply = self.post("/v1/report", {"job": "default/resnet-a/train", "steps": [[32, 9.0]]})
+        self.assertEqual(status, 403, reply)
+        self.assertIn("a TCP peer", reply["error"])
         n = self.steps_of("default/resnet-a/train")
         wait_for("the job still reporting", lambda: self.steps_of("default/resnet-a/train") > n, timeout=30)
 
@@ -271,17 +295,32 @@ class HostTest(unittest.TestCase):
         (state / "reservations.json").write_text(json.dumps({"version": 1, "reservations": [{
             "container": "c" * 64, "gpus": [0], "since": "2026-11-24T00:00:00Z", "since_unix": 0,
             "state": "running", "holder_pid": holder.pid, "holder_start_time": int(start)}]}))
+        # This test process plays the job: a fake /proc in which its cgroup names a container.
+        proc = self.dir / "proc"
+        (proc / str(os.getpid())).mkdir(parents=True)
+        cgroup = proc / str(os.getpid()) / "cgroup"
+        cgroup.write_text("0::/system.slice/runc-" + "c" * 64 + ".scope\n")
         p = Process([GPUMUX, "coordinator", "--node", "host-test", "--profile", "cpu-example",
                      "--backend", "fake", "--gpus-file", str(self.dir / "gpus.csv"),
                      "--members", "ledger", "--hook-state-dir", str(state),
-                     "--listen", f"127.0.0.1:{self.port}", "--socket", "off",
+                     "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
+                     "--proc-root", str(proc),
                      "--store", f"file://{self.dir}/store.json"], self.dir / "coordinator.log")
         self.procs.append(p)
         wait_for("the coordinator", lambda: self.get("/healthz", raw=True) == "ok\n", timeout=20)
         status, reply = self.post("/v1/register", {"job": "j", "class": "neumf", "batch_size": 64,
-                                                   "gpus": ["GPU-00000000-0000-0000-0000-000000000002"]})
+                                                   "gpus": ["GPU-00000000-0000-0000-0000-000000000002"]},
+                                  unix=True)
         self.assertEqual(status, 400, reply)  # not a GPU of this node
-        status, reply = self.post("/v1/register", {"job": "j", "class": "neumf", "batch_size": 64, "gpus": [GPU]})
+        job = {"job": "j", "class": "neumf", "batch_size": 64, "gpus": [GPU]}
+        status, reply = self.post("/v1/register", job)
+        self.assertEqual(status, 403, reply)  # over TCP: not identified
+        cgroup.write_text("0::/system.slice/runc-" + "d" * 64 + ".scope\n")
+        status, reply = self.post("/v1/register", job, unix=True)
+        self.assertEqual(status, 403, reply)  # another container: the GPU is not its reservation
+        self.assertIn("is not reserved by pid", reply["error"])
+        cgroup.write_text("0::/system.slice/runc-" + "c" * 64 + ".scope\n")
+        status, reply = self.post("/v1/register", job, unix=True)
         self.assertEqual(status, 200, reply)
         self.assertEqual(self.steps_of("j"), 0)
         holder.kill()

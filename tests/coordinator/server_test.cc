@@ -9,9 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +22,7 @@
 #include <thread>
 
 #include "tests/policy/colocation_fixtures.h"
+#include "tests/testing/subprocess.h"
 
 namespace gpumux::coordinator {
 namespace {
@@ -101,6 +105,13 @@ std::string UnixRequest(const std::string& path, const std::string& request) {
   return out;
 }
 
+std::string UnixPost(const std::string& socket, const std::string& path, const std::string& body) {
+  return UnixRequest(socket, "POST " + path +
+                                 " HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                                 "application/json\r\nConnection: close\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body);
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -126,8 +137,12 @@ class ServerTest : public ::testing::Test {
     s.socket_path = (dir_ / "c.sock").string();
     s.tick = 20ms;
     s.store_retry = 20ms;
+    if (!proc_.empty()) s.proc = proc_;
     auto c = std::make_unique<Coordinator>(o, profile_, nullptr, nullptr, nullptr);
-    auto started = Server::Start(s, std::move(c), &store_, [](std::string_view) {});
+    auto started = Server::Start(s, std::move(c), &store_, [this](std::string_view line) {
+      std::lock_guard lock(log_mu_);
+      log_.emplace_back(line);
+    });
     ASSERT_TRUE(started.has_value()) << started.error().message;
     server_ = std::move(*started);
   }
@@ -141,20 +156,28 @@ class ServerTest : public ::testing::Test {
   std::filesystem::path dir_;
   SwitchableStore store_;
   std::unique_ptr<Server> server_;
+  std::string proc_;  // "" = the real /proc
+  std::mutex log_mu_;
+  std::vector<std::string> log_;
+  int LogLinesWith(const std::string& text) {
+    std::lock_guard lock(log_mu_);
+    return static_cast<int>(std::count_if(log_.begin(), log_.end(), [&](const std::string& l) {
+      return l.find(text) != std::string::npos;
+    }));
+  }
 };
 
 TEST_F(ServerTest, AJobRegistersOverTcpAndTheUnixSocketAndMetricsShowIt) {
   Start();
   auto r = Post("/v1/register",
-                {{"job", "j1"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
+                {{"job", "j0"}, {"class", "a"}, {"batch_size", 100}, {"gpus", {"GPU-0"}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
-  const std::string body = R"({"job":"j1","steps":[[100,0.1],[100,0.1]]})";
-  const std::string answer = UnixRequest(
-      (dir_ / "c.sock").string(),
-      "POST /v1/report HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-      "Connection: close\r\nContent-Length: " +
-          std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string sock = (dir_ / "c.sock").string();
+  std::string answer = UnixPost(sock, "/v1/register",
+                                R"({"job":"j1","class":"a","batch_size":100,"gpus":["GPU-0"]})");
+  EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
+  answer = UnixPost(sock, "/v1/report", R"({"job":"j1","steps":[[100,0.1],[100,0.1]]})");
   EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
   EXPECT_NE(answer.find("batch_size"), std::string::npos) << answer;
   httplib::Client client("127.0.0.1", server_->port());
@@ -167,7 +190,39 @@ TEST_F(ServerTest, AJobRegistersOverTcpAndTheUnixSocketAndMetricsShowIt) {
   EXPECT_NE(metrics->body.find("gpumux_coordinator_requests_total"), std::string::npos);
   auto state = client.Get("/v1/state");
   ASSERT_TRUE(state);
-  EXPECT_EQ(Json::parse(state->body)["gpus"][0]["jobs"][0]["job"], "j1");
+  EXPECT_EQ(Json::parse(state->body)["gpus"][0]["jobs"][1]["job"], "j1");
+}
+
+// The caller is read from the connection: this test process, seen through a fake /proc where
+// its cgroup says it runs in a pod, is not root outside a container whatever its uid is.
+TEST_F(ServerTest, AJobRegisteredOverTcpIsNotTheUnixCallersToReportFor) {
+  const std::string pid = std::to_string(::getpid());
+  std::filesystem::create_directories(dir_ / "proc" / pid);
+  std::ofstream(dir_ / "proc" / pid / "cgroup")
+      << "0::/kubepods/pod11111111-2222-3333-4444-555555555555/" << std::string(64, 'c') << "\n";
+  proc_ = (dir_ / "proc").string();
+  Start();
+  auto r = Post("/v1/register",
+                {{"job", "victim"}, {"class", "a"}, {"batch_size", 21}, {"gpus", {"GPU-0"}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string sock = (dir_ / "c.sock").string();
+  std::string answer = UnixPost(
+      sock, "/v1/register", R"({"job":"victim","class":"a","batch_size":4096,"gpus":["GPU-0"]})");
+  EXPECT_NE(answer.find("HTTP/1.1 403"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("in pod 11111111-2222-3333-4444-555555555555 may act only for the jobs"),
+            std::string::npos)
+      << answer;
+  answer = UnixPost(sock, "/v1/report", R"({"job":"victim","steps":[[21,0.1]]})");
+  EXPECT_NE(answer.find("HTTP/1.1 403"), std::string::npos) << answer;
+  auto report = Post("/v1/report", {{"job", "victim"}, {"steps", Json::array({{21, 0.1}})}});
+  ASSERT_TRUE(report);
+  EXPECT_EQ(Json::parse(report->body)["batch_size"], Json::parse(r->body)["batch_size"]);
+  // Over the socket the pod sees none of the node's jobs; a 404's body is JSON.
+  answer = UnixRequest(sock, "GET /v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(answer.find(R"("gpus":[])"), std::string::npos) << answer;
+  answer = UnixRequest(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(answer.find(R"({"error":)"), std::string::npos) << answer;
 }
 
 TEST_F(ServerTest, JobsAreServedWhileTheStoreIsDownAndTheStateReachesItWhenItIsBack) {
@@ -186,6 +241,69 @@ TEST_F(ServerTest, JobsAreServedWhileTheStoreIsDownAndTheStateReachesItWhenItIsB
   EXPECT_EQ(server_->store_pending(), 0u);
   EXPECT_TRUE(store_.Has("/gpumux/nodes/n1/jobs/j1"));
   EXPECT_TRUE(store_.Has("/gpumux/nodes/n1/gpus/GPU-0"));
+}
+
+// During an outage with nothing to write, the store was said to be "reachable again" every
+// second (an empty write proved it) and the `up` gauge flapped.
+TEST_F(ServerTest, AnOutageIsReportedOnceAndItsEndOnce) {
+  store_.down = true;
+  Start();
+  std::this_thread::sleep_for(400ms);  // 20 retries of the liveness key
+  EXPECT_EQ(LogLinesWith("reachable again"), 0);
+  EXPECT_EQ(LogLinesWith("retrying; jobs are served meanwhile"), 1);
+  EXPECT_EQ(server_->RenderMetrics().find("gpumux_coordinator_store{what=\"up\"} 1"),
+            std::string::npos);
+  store_.down = false;
+  for (int k = 0; k < 200 && LogLinesWith("reachable again") == 0; ++k) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(LogLinesWith("reachable again"), 1);
+}
+
+// Threads, memory maps and resident memory of this process now.
+struct Usage {
+  long threads = 0, maps = 0, rss_kb = 0;
+  static Usage Now() {
+    Usage u;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Threads:", 0) == 0) u.threads = std::stol(line.substr(8));
+      if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::stol(line.substr(6));
+    }
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) ++u.maps;
+    return u;
+  }
+};
+
+// The SDK opens a connection per report: 24 jobs reporting once a second make 86,400 an hour.
+// The coordinator once kept a thread per unix connection until exit and aborted after ~32,500.
+TEST_F(ServerTest, FiftyThousandReportsOverTheSocketLeaveThreadsMapsAndMemoryFlat) {
+  Start();
+  const std::string sock = (dir_ / "c.sock").string();
+  ASSERT_NE(UnixPost(sock, "/v1/register",
+                     R"({"job":"j1","class":"a","batch_size":100,"gpus":["GPU-0"]})")
+                .find("200 OK"),
+            std::string::npos);
+  const auto report = [&] {
+    return UnixPost(sock, "/v1/report", R"({"job":"j1","steps":[[100,0.1]]})").find("200 OK") !=
+           std::string::npos;
+  };
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(report()) << i;  // warm up: allocator, pools
+  const Usage before = Usage::Now();
+  const int connections = test::AddressSanitized() ? 10'000 : 50'000;
+  for (int i = 0; i < connections; ++i) ASSERT_TRUE(report()) << i;
+  const Usage after = Usage::Now();
+  EXPECT_EQ(after.threads, before.threads);
+  EXPECT_LE(after.maps, before.maps + 4) << "memory maps grew";
+  if (!test::AddressSanitized()) {  // ASan's quarantine holds the freed buffers on purpose
+    EXPECT_LT(after.rss_kb - before.rss_kb, 4096) << "RSS grew from " << before.rss_kb << " kB";
+  }
+  std::printf(
+      "soak: %d reports on the unix socket: threads %ld -> %ld, maps %ld -> %ld, "
+      "RSS %ld -> %ld kB\n",
+      connections, before.threads, after.threads, before.maps, after.maps, before.rss_kb,
+      after.rss_kb);
 }
 
 TEST_F(ServerTest, AStaleSocketFromAKilledRunIsReplaced) {

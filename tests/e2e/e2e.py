@@ -688,17 +688,42 @@ def refusal(rig, name):
     return False
 
 
-# A training job in a pod with host networking, speaking the coordinator's protocol with
-# busybox wget: it registers naming a GPU it does not hold (the grant, not its word, decides) and
-# reports two steps a second; it registers again whenever a report is refused (the SDK's
-# behaviour, needed if the coordinator's watch had not yet seen the pod's grant).
-SDK_JOB = ('J="$GPUMUX_POD/$GPUMUX_CONTAINER"; U=http://127.0.0.1:9403/v1; '
-           'reg() { wget -q -O - --header "Content-Type: application/json" --post-data '
+# A training job speaking the coordinator's protocol on its unix socket (the host folder
+# /run/gpumux, mounted as a user would) with `gpumux call` from the gpumux image: it registers
+# naming a GPU it does not hold (the grant, not its word, decides) and reports two steps a
+# second; it registers again whenever a report is refused (the SDK's behaviour, needed if the
+# coordinator's watch had not yet seen the pod's grant).
+CALL = "/usr/local/bin/gpumux call --socket /run/gpumux/coordinator.sock"
+SDK_JOB = ('J="$GPUMUX_POD/$GPUMUX_CONTAINER"; '
+           f'reg() {{ {CALL} POST /v1/register -d '
            '"{\\"job\\":\\"$J\\",\\"class\\":\\"resnet\\",\\"batch_size\\":32,'
-           '\\"gpus\\":[\\"GPU-not-mine\\"]}" $U/register; echo; }; reg; '
-           'while true; do wget -q -O - --post-data '
-           '"{\\"job\\":\\"$J\\",\\"steps\\":[[32,0.1],[32,0.1]]}" $U/report || reg; '
-           'echo; sleep 1; done')
+           '\\"gpus\\":[\\"GPU-not-mine\\"]}"; }; reg; '
+           f'while true; do {CALL} POST /v1/report -d '
+           '"{\\"job\\":\\"$J\\",\\"steps\\":[[32,0.1],[32,0.1]]}" || reg; '
+           '/bin/busybox sleep 1; done')
+# Another tenant's pod with a grant of its own: it tries to take the job over (a registration
+# under the job's id with a huge batch size, then a report and a leave for it).
+INTRUDER = ('V=gpumux-e2e/sdk-job/train; '
+            f'{CALL} POST /v1/register -d "{{\\"job\\":\\"$V\\",\\"class\\":\\"resnet\\",'
+            '\\"batch_size\\":4096,\\"gpus\\":[]}"; '
+            f'{CALL} POST /v1/report -d "{{\\"job\\":\\"$V\\",\\"steps\\":[[4096,9]]}}"; '
+            f'{CALL} POST /v1/leave -d "{{\\"job\\":\\"$V\\"}}"; '
+            '/bin/busybox sleep 3600')
+
+
+def socket_job_pod(name, script):
+    """A GPU pod running `script` in the gpumux image, with the coordinator's socket folder."""
+    pod = gpu_pod(name, [("train", {"gpumux.io/gpu-mem": 8})])
+    c = pod["spec"]["containers"][0]
+    c["image"] = "gpumux:latest"
+    c["imagePullPolicy"] = "IfNotPresent"
+    c["command"] = ["/bin/busybox", "sh", "-c", script]
+    c["volumeMounts"] = [{"name": "gpumux-run", "mountPath": "/run/gpumux"}]
+    pod["spec"]["volumes"] = [{"name": "gpumux-run", "hostPath": {"path": RUN_DIR[0]}}]
+    return pod
+
+
+RUN_DIR = [""]  # the coordinator's socket folder on the rig's host (set by s_coordinator)
 
 
 def coordinator_pod(rig):
@@ -713,30 +738,41 @@ def coordinator_state(rig):
 
 
 def s_coordinator(rig):
-    # A job in a pod (host network: it reaches the coordinator's loopback listener) registers
-    # naming a GPU it does not hold and reports steps. The coordinator watches the node's pods:
-    # the grant, not the job's word, places it; deleting the pod makes it leave at once.
-    # (It registers again whenever a report is refused: the SDK's behaviour, needed if the
-    # coordinator's watch had not yet seen the pod's grant at the first registration.)
-    job = SDK_JOB
-    pod = gpu_pod("sdk-job", [("train", {"gpumux.io/gpu-mem": 8})],
-                  extra={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
-    pod["spec"]["containers"][0]["command"] = ["sh", "-c", job]
-    rig.apply(pod)
+    # A job in a pod registers over the unix socket naming a GPU it does not hold and reports
+    # steps. The coordinator knows the caller from the connection (its pod, through its
+    # cgroup) and watches the node's pods: the grant, not the job's word, places it; another
+    # pod cannot act for it; deleting the pod makes it leave at once.
+    RUN_DIR[0] = os.path.join(rig.args.rig, "gpumux-run")
+    rig.apply(socket_job_pod("sdk-job", SDK_JOB))
     rig.wait_running("sdk-job")
     g = check_env_matches_grant(rig, "sdk-job")
     granted = g["containers"][0]["gpus"][0]["uuid"]
     job_id = f"{NS}/sdk-job/train"
 
-    def placed():
+    def job():
         for gpu in coordinator_state(rig)["gpus"]:
             for j in gpu["jobs"]:
                 if j["job"] == job_id and j["steps"] > 0:
-                    return gpu["uuid"]
+                    return gpu["uuid"], j
         return None
+
+    def placed():
+        found = job()
+        return found[0] if found else None
     where = rig.wait("the job registered and reporting", placed, 60, interval=1)
     if where != granted:
         raise Failed(f"the coordinator placed the job on {where}, its grant says {granted}")
+    rig.apply(socket_job_pod("intruder", INTRUDER))
+    rig.wait_running("intruder")
+
+    def intruder_done():
+        out = rig.kubectl("logs", "-n", NS, "intruder", check=False)
+        return out if out.count("HTTP 403") >= 3 or out.count("HTTP 200") > 0 else None
+    said = rig.wait("the intruder's three calls answered", intruder_done, 60, interval=1)
+    after = job()
+    if said.count("HTTP 403") < 3 or after is None or after[1]["batch_size"] != 32:
+        raise Failed(f"another pod acted for the job: {said[-600:]}; the job now: {after}")
+    rig.delete_pods("intruder", grace=0)
     t = time.monotonic()
     rig.delete_pods("sdk-job", grace=0)
     rig.wait("the job gone from the coordinator", lambda: placed() is None, 60, interval=0.5)
@@ -744,7 +780,9 @@ def s_coordinator(rig):
     log = rig.kubectl("logs", "-n", SYS, coordinator_pod(rig))
     if "left: its pod is gone" not in log:
         raise Failed("the coordinator did not notice the pod's deletion:\n" + log[-1500:])
-    return f"job placed on its granted GPU {granted[:12]}.. (it named another); left {gone_s:.1f} s after its pod was deleted"
+    return (f"job placed on its granted GPU {granted[:12]}.. (it named another) over the unix "
+            f"socket; another pod's register, report and leave for it refused (403), its batch "
+            f"size kept; left {gone_s:.1f} s after its pod was deleted")
 
 
 # --- kubectl gpumux on the real cluster -------------------------------------------------------

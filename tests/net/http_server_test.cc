@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpumux/net/http_client.h"
 #include "tests/testing/raw_http.h"
 #include "tests/testing/subprocess.h"
 
@@ -549,6 +550,37 @@ TEST_F(HttpServerTest, ManyShortUnixConnectionsLeaveThreadsDescriptorsAndMemoryF
   std::printf("soak: %d unix connections: threads %ld -> %ld, fds %ld -> %ld, RSS %ld -> %ld kB\n",
               kConnections, before.threads, after.threads, before.fds, after.fds, before.rss_kb,
               after.rss_kb);
+}
+
+// The client of `gpumux call`: the same exchange over TCP and the unix socket, a reply that
+// does not come within the timeout, and a socket nobody listens on.
+TEST_F(HttpServerTest, CallSendsABodyOverTcpAndUnixAndGivesUpAtItsTimeout) {
+  const std::string path = (dir_ / "call.sock").string();
+  Start([&](ServerOptions& o) { o.listen.push_back(Endpoint::Unix(path, 0600)); });
+  for (const Endpoint& to :
+       {Endpoint::Tcp("127.0.0.1", server_->port()), Endpoint::Unix(path, 0)}) {
+    auto r = Call(to, "POST", "/echo?x=1", R"({"a":1})");
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(json::parse(r->body)["body"], R"({"a":1})") << to.Describe();
+    auto missing = Call(to, "GET", "/nope", "");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    EXPECT_TRUE(json::parse(missing->body).contains("error"));
+  }
+  CallOptions quick;
+  quick.timeout = std::chrono::milliseconds(300);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto slow = Call(Endpoint::Unix(path, 0), "POST", "/slow", "", quick);
+  ASSERT_FALSE(slow);
+  EXPECT_NE(slow.error().message.find("no reply within 300 ms"), std::string::npos)
+      << slow.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  gate_.Open();
+  auto nobody = Call(Endpoint::Unix((dir_ / "nobody.sock").string(), 0), "GET", "/", "");
+  ASSERT_FALSE(nobody);
+  EXPECT_NE(nobody.error().message.find("cannot connect"), std::string::npos);
+  EXPECT_FALSE(Call(Endpoint::Unix(path, 0), "FROB", "/", ""));
 }
 
 }  // namespace

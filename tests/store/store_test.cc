@@ -146,6 +146,22 @@ TEST_P(StoreContract, PutGetListAndDeleteSeeTheSameKeys) {
   EXPECT_EQ(store_->Get("/h").value(), Value("outside"));
 }
 
+TEST_P(StoreContract, ApplyPutsAndDeletesInOrder) {
+  ASSERT_TRUE(store_->Put("/g/old", "x"));
+  const std::vector<Change> batch = {{"/g/a", "1"},
+                                     {"/g/b", "2"},
+                                     {"/g/old", std::nullopt},
+                                     {"/g/a", "3"},
+                                     {"/g/never", std::nullopt}};
+  ASSERT_TRUE(store_->Apply(batch));
+  auto listed = store_->List("/g/");
+  ASSERT_TRUE(listed.has_value()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].value, "3") << "the later change of a key wins";
+  EXPECT_EQ((*listed)[1].value, "2");
+  EXPECT_TRUE(store_->Apply({}));
+}
+
 TEST_P(StoreContract, LeasedKeysLiveWhileKeptAliveGoAfterTheTtlAndComeBackWithTheNextKeepAlive) {
   ASSERT_TRUE(store_->Put("/g/permanent", "p"));
   ASSERT_TRUE(store_->Put("/g/was-permanent", "old"));
@@ -296,6 +312,24 @@ TEST(FileStore, KeepsPermanentKeysAcrossAReopenButNotLeasedOnes) {
   ASSERT_TRUE(s.has_value()) << s.error().message;
   EXPECT_EQ((*s)->Get("/a").value(), Value("1"));
   EXPECT_EQ((*s)->Get("/alive").value(), std::nullopt);
+}
+
+TEST(FileStore, AnAppliedBatchIsOnDiskAndABadKeyRefusesAllOfIt) {
+  ScratchDir dir;
+  const std::string url = "file://" + (dir.path() / "s.json").string();
+  {
+    auto s = OpenStore(url);
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    std::vector<Change> batch;
+    for (int i = 0; i < 100; ++i) batch.push_back({"/k/" + std::to_string(i), "v"});
+    ASSERT_TRUE((*s)->Apply(batch));
+    const std::vector<Change> bad = {{"/k/x", "y"}, {std::string("/k/\xff"), "z"}};
+    EXPECT_FALSE((*s)->Apply(bad));
+    EXPECT_EQ((*s)->Get("/k/x").value(), std::nullopt) << "checked before any change";
+  }
+  auto s = OpenStore(url);
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  EXPECT_EQ((*s)->List("/k/")->size(), 100u);
 }
 
 TEST(FileStore, RefusesASecondOpenerNamingTheFileAndTheHolder) {

@@ -17,6 +17,10 @@
 //    tuned. A job that has not reported for options.job_timeout leaves.
 //  * Every closed window of two or more jobs with known classes records an observation (each
 //    member's slowdown against its solo step time) into the node's running means.
+//  * Who may act for a job (caller.h): the principal that registered it, or the node's
+//    administrator; with a membership source, a registration must come from the pod (or
+//    container) that holds the GPU. A refusal is kPermissionDenied (403), or kUnavailable (503)
+//    while the caller's pod is not known yet or a job limit is reached.
 // Thread safety: none; the server serialises calls.
 #pragma once
 
@@ -32,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/coordinator/caller.h"
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/core/rng.h"
@@ -64,9 +69,26 @@ struct CoordinatorOptions {
   // The membership source (pod_grants.h): the GPUs a job holds according to its grant, which
   // win over what the job says; std::nullopt (or no function) = the job's own word.
   std::function<std::optional<std::vector<std::string>>(std::string_view job)> resolve_gpus;
-  // A further check of a registration (the runtime hook's ledger: are its GPUs reserved?): a
-  // reason refuses it (400); std::nullopt (or no function) admits it.
-  std::function<std::optional<std::string>(const Registration&)> admit;
+  // A further check of a registration from an untrusted caller (the runtime hook's ledger:
+  // does the caller's container reserve the GPUs it names?): a reason refuses it (403);
+  // std::nullopt (or no function) admits it.
+  std::function<std::optional<std::string>(const Registration&, const Caller&)> admit;
+  // Who may register a job (an untrusted caller; the node's administrator always may):
+  //   kOwner       anyone, and then only its principal acts for the job (no membership source);
+  //   kPods        a process in the pod the job's id names ("namespace/pod/container", the
+  //                pod found by `pod_of_uid`), whose grant gives that container a GPU here;
+  //   kContainers  a process in a container (admit decides about its GPUs).
+  // With kPods and kContainers a TCP caller may not register, report or leave.
+  enum class Identity : std::uint8_t { kOwner, kPods, kContainers };
+  Identity identity = Identity::kOwner;
+  // kPods: "namespace/pod" of a pod UID bound to this node; std::nullopt = not known (yet).
+  std::function<std::optional<std::string>(std::string_view pod_uid)> pod_of_uid;
+  // Registrations beyond these are refused (kUnavailable, naming the limit): tuning cost grows
+  // faster than linearly with the jobs sharing a GPU.
+  int max_jobs_per_gpu = 16;
+  int max_jobs = 512;
+  // Wall-clock seconds (for the store: a restart drops jobs not seen for job_timeout).
+  std::function<std::int64_t()> unix_now;
 };
 
 // Where durable state goes. Implementations must not block the caller (the daemon queues the
@@ -118,10 +140,11 @@ class Coordinator {
   // counts). Values it cannot parse are logged and skipped.
   void Restore(std::span<const std::pair<std::string, std::string>> stored);
 
-  core::Result<Reply> Register(const Registration& r);
+  // `caller`: who sent it, decided by the server from the connection (caller.h).
+  core::Result<Reply> Register(const Registration& r, const Caller& caller = Caller::Node());
   core::Result<Reply> Report(std::string_view job, std::span<const StepSample> steps,
-                             double noise_scale);
-  core::Result<void> Leave(std::string_view job);
+                             double noise_scale, const Caller& caller = Caller::Node());
+  core::Result<void> Leave(std::string_view job, const Caller& caller = Caller::Node());
   // Every job of the pod "namespace/pod" leaves (the pod was deleted or ended).
   void PodGone(std::string_view ns_pod);
   // Every job on GPU `uuid` leaves, for `why` (no live reservation holds the GPU any more).
@@ -132,7 +155,8 @@ class Coordinator {
   // Where state goes from now on (the daemon's store writer); null = nowhere.
   void set_sink(StoreSink* sink) { sink_ = sink; }
 
-  std::vector<GpuView> State() const;
+  // Every GPU and job; for an untrusted unix-socket caller only its own jobs (and their GPUs).
+  std::vector<GpuView> State(const Caller& caller = Caller::Node()) const;
   std::int64_t windows_closed() const { return windows_closed_; }
   std::int64_t sessions_started() const { return sessions_started_; }
   const CoordinatorOptions& options() const { return options_; }
@@ -142,7 +166,15 @@ class Coordinator {
   struct Group;
   Job* FindJob(std::string_view id);
   Group& GroupOf(const std::string& gpu);
-  void Changed(const std::string& gpu);
+  // The job `id` when `caller` may act for it: kNotFound, kPermissionDenied.
+  core::Result<Job*> JobFor(std::string_view id, const Caller& caller);
+  std::optional<core::Error> CheckIds(const Registration& r) const;
+  std::optional<core::Error> CheckFields(const Registration& r) const;
+  std::optional<core::Error> CheckCaller(const Registration& r, const Caller& caller) const;
+  std::optional<core::Error> CheckOwner(const Job& j, const Caller& caller) const;
+  std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu) const;
+  // The GPU's set of jobs changed; `newcomer` is the job that joined ("" when one left).
+  void Changed(const std::string& gpu, const std::string& newcomer = {});
   void StepSession(Group& g);
   void MaybeOpenWindow(Group& g);
   void CloseWindow(Group& g, bool timed_out);
@@ -151,7 +183,8 @@ class Coordinator {
   void RecordObservation(const Group& g, std::span<const double> step_s);
   double SoloReference(const Job& j, int batch, bool* measured) const;
   Reply ReplyFor(const Job& j) const;
-  void StoreJob(const Job& j);
+  void StoreJob(Job& j);
+  std::int64_t UnixNow() const;
   void StoreGroup(const Group& g);
   void StoreTuner();
   std::string Key(std::string_view rest) const;

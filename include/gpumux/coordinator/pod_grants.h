@@ -42,6 +42,9 @@ class PodGrants {
   // The GPUs (UUIDs) of "namespace/pod/container"; std::nullopt when the pod is not bound to
   // this node or its grant has no such container (the job's own word is used then).
   std::optional<std::vector<std::string>> GpusOf(std::string_view job) const;
+  // "namespace/pod" of the live pod with this UID on this node (the caller's pod, from its
+  // cgroup: caller.h); std::nullopt when none is known.
+  std::optional<std::string> PodOfUid(std::string_view uid) const;
   // "namespace/pod" of every pod gone since the last call.
   std::vector<std::string> TakeGone();
 
@@ -57,6 +60,7 @@ class PodGrants {
   // "ns/pod" -> container -> GPU UUIDs
   std::map<std::string, std::map<std::string, std::vector<std::string>>, std::less<>> grants_;
   std::set<std::string> gone_;
+  std::map<std::string, std::string, std::less<>> pod_of_uid_;  // live pods: uid -> "ns/pod"
   std::unique_ptr<kube::Reflector> reflector_;
   std::jthread thread_;
 };

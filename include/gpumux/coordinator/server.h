@@ -11,6 +11,8 @@
 // renewed every `alive_every`.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -20,14 +22,17 @@
 #include "gpumux/coordinator/coordinator.h"
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
+#include "gpumux/net/http_server.h"
 #include "gpumux/store/store.h"
 
 namespace gpumux::coordinator {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 9403;          // 0: any free port
-  std::string socket_path;  // "" = no unix socket; its folder must exist
+  int port = 9403;             // 0: any free port
+  std::string socket_path;     // "" = no unix socket; its folder must exist
+  mode_t socket_mode = 0666;   // who may connect (each caller acts only for its own jobs)
+  std::string proc = "/proc";  // where callers' cgroups are read (tests: a fake folder)
   std::chrono::milliseconds tick{200};
   std::chrono::milliseconds alive_every{5000};
   std::chrono::seconds alive_ttl{15};
@@ -65,7 +70,12 @@ struct HttpReply {
   int status = 200;
   std::string body;
 };
+// `caller`: who sent it (CallerOf for a connection's peer).
 HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
-                 std::string_view body);
+                 std::string_view body, const Caller& caller = Caller::Node());
+
+// The caller behind a connection: a unix-socket peer by its credentials and cgroup (read under
+// `proc`), a TCP peer as unidentified.
+Caller CallerOf(const net::Peer& peer, const std::string& proc = "/proc");
 
 }  // namespace gpumux::coordinator

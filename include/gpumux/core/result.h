@@ -14,6 +14,8 @@ enum class ErrorCode {
   kAlreadyExists,       // e.g. a tenant assigned twice
   kFailedPrecondition,  // the request is valid but the state does not allow it
   kIo,                  // reading or writing a file failed
+  kPermissionDenied,    // the caller may not do this (it is not who the request is about)
+  kUnavailable,         // not now: what is needed is not known yet or is busy (retry)
 };
 
 struct Error {

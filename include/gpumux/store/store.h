@@ -20,7 +20,7 @@
 // permanent.
 //
 // Cost: etcd, one round trip per call (one per leased key after a lease expired); file, reads
-// from memory, and every change rewrites and fsyncs the whole file.
+// from memory, and every change (or Apply's batch of changes) rewrites and fsyncs the file.
 // Errors: kIo when the backend cannot be reached or refuses (the message names the endpoint
 // and what etcd said) or the file cannot be written; kInvalidArgument for a bad URL or option
 // or a malformed store file; kFailedPrecondition when another store holds the file. A store
@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,12 @@
 #include "gpumux/core/result.h"
 
 namespace gpumux::store {
+
+// One change of Apply: a value to put, or std::nullopt to delete the key.
+struct Change {
+  std::string key;
+  std::optional<std::string> value;
+};
 
 struct KeyValue {
   std::string key;
@@ -61,6 +68,11 @@ class Store {
   virtual core::Result<void> Delete(std::string_view key) = 0;
   // Every key starting with `prefix`; returns how many were deleted.
   virtual core::Result<std::int64_t> DeletePrefix(std::string_view prefix) = 0;
+  // Puts and deletes `changes` in order: file, in memory and then one rewrite and fsync for all
+  // of them (a writer that coalesces its keys pays one fsync per batch, not per key); the
+  // default (etcd) calls Put and Delete one by one and stops at the first error. After an
+  // error some changes may have been made: apply the batch again.
+  virtual core::Result<void> Apply(std::span<const Change> changes);
 
   // Writes `key` under this store's lease. The lease is created with `ttl` by the first
   // PutLeased, and again by the first PutLeased or KeepAlive after it ended; a PutLeased does

@@ -1,0 +1,293 @@
+// Who may act for a job: callers read from cgroups, jobs owned by the caller that registered
+// them, registrations from the pod (or container) that holds the GPU, the job limits, and a
+// restart that forgets jobs gone for longer than the job timeout.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpumux/coordinator/caller.h"
+#include "gpumux/coordinator/coordinator.h"
+#include "tests/policy/colocation_fixtures.h"
+
+namespace gpumux::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr const char* kPodA = "7c0f4d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f";
+constexpr const char* kPodB = "11111111-2222-3333-4444-555555555555";
+const std::string kContainer(64, 'a');
+
+TEST(ParseCgroup, CgroupfsPodAndContainerOnCgroupV1) {
+  const auto id = ParseCgroup(
+      "12:pids:/kubepods/besteffort/pod7c0f4d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f/" + kContainer +
+      "\n4:memory:/kubepods/besteffort/pod7c0f4d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f/" + kContainer +
+      "\n1:name=systemd:/\n");
+  EXPECT_EQ(id.pod_uid, kPodA);
+  EXPECT_EQ(id.container_id, kContainer);
+  EXPECT_TRUE(id.in_container());
+}
+
+TEST(ParseCgroup, SystemdSlicesOnTheUnifiedHierarchyEvenSeenFromAnotherNamespace) {
+  const auto id = ParseCgroup(
+      "0::/../../kubepods.slice/kubepods-burstable.slice/"
+      "kubepods-burstable-pod7C0F4D1E_3B2A_4C5D_8E9F_0A1B2C3D4E5F.slice/cri-containerd-" +
+      kContainer + ".scope\n");
+  EXPECT_EQ(id.pod_uid, kPodA);
+  EXPECT_EQ(id.container_id, kContainer);
+}
+
+TEST(ParseCgroup, AContainerOutsideKubernetesAndAHostProcess) {
+  const auto docker = ParseCgroup("0::/system.slice/docker-" + kContainer + ".scope\n");
+  EXPECT_EQ(docker.pod_uid, "");
+  EXPECT_EQ(docker.container_id, kContainer);
+  const auto host = ParseCgroup("0::/user.slice/user-1000.slice/session-3.scope\n");
+  EXPECT_TRUE(host.read);
+  EXPECT_FALSE(host.in_container());
+  EXPECT_EQ(host.segments.back(), "session-3.scope");
+  EXPECT_FALSE(ParseCgroup("garbage").read);
+  // "pod" inside another word is not a pod segment; a short hex id is not a container.
+  EXPECT_FALSE(ParseCgroup("0::/ipod7c0f4d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f/abc123\n").in_container());
+}
+
+Caller InPod(const char* pod, std::int64_t uid = 1000) {
+  Caller c;
+  c.kind = Caller::Kind::kProcess;
+  c.pid = 4242;
+  c.uid = uid;
+  c.cgroup = ParseCgroup(std::string("0::/kubepods/pod") + pod + "/" + kContainer + "\n");
+  return c;
+}
+
+Caller HostProcess(std::int64_t uid) {
+  Caller c;
+  c.kind = Caller::Kind::kProcess;
+  c.pid = 4343;
+  c.uid = uid;
+  c.cgroup = ParseCgroup("0::/user.slice/session-1.scope\n");
+  return c;
+}
+
+TEST(CallerTest, OnlyTheNodeAndRootSeenOutsideAnyContainerAreTrusted) {
+  EXPECT_TRUE(Caller::Node().trusted());
+  EXPECT_TRUE(HostProcess(0).trusted());
+  EXPECT_FALSE(HostProcess(1000).trusted());
+  EXPECT_FALSE(InPod(kPodA, 0).trusted()) << "root in a pod is a tenant";
+  Caller unseen;  // in a PID namespace the coordinator cannot see: SO_PEERCRED gives pid 0
+  unseen.kind = Caller::Kind::kProcess;
+  unseen.pid = 0;
+  unseen.uid = 0;
+  EXPECT_FALSE(unseen.trusted()) << "an unreadable cgroup may hide a container";
+  EXPECT_FALSE(Caller::Tcp("127.0.0.1").trusted());
+  EXPECT_EQ(InPod(kPodA).Principal(), std::string("pod ") + kPodA);
+  EXPECT_EQ(HostProcess(1000).Principal(), "uid 1000");
+}
+
+TEST(CallerTest, ReadCallerReadsThePeersCgroupUnderProc) {
+  const auto proc =
+      std::filesystem::temp_directory_path() / ("gpumux-proc-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(proc / "77");
+  std::ofstream(proc / "77" / "cgroup") << "0::/kubepods/pod" << kPodB << "/" << kContainer << "\n";
+  const Caller c = ReadCaller(77, 1000, proc.string());
+  EXPECT_EQ(c.cgroup.pod_uid, kPodB);
+  EXPECT_EQ(c.Describe(), std::string("pid 77 (uid 1000) in pod ") + kPodB);
+  const Caller gone = ReadCaller(78, 0, proc.string());
+  EXPECT_FALSE(gone.cgroup.read);
+  EXPECT_FALSE(gone.trusted());
+  std::filesystem::remove_all(proc);
+}
+
+class MapSink final : public StoreSink {
+ public:
+  void Write(std::string key, std::optional<std::string> value) override {
+    if (value) {
+      kv[key] = *value;
+    } else {
+      kv.erase(key);
+    }
+  }
+  std::map<std::string, std::string> kv;
+};
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  IdentityTest() {
+    test::LinearClass a;
+    a.name = "a";
+    profile_ = test::MakeProfile({test::MakeClass(a)});
+    options_.node = "n1";
+    options_.job_timeout = milliseconds(30'000);
+    options_.unix_now = [this] { return unix_now_; };
+  }
+  void Make() {
+    c_ = std::make_unique<Coordinator>(
+        options_, profile_, &sink_, [this] { return now_; }, [](std::string_view) {});
+  }
+  static Registration Reg(const std::string& job, int batch = 32,
+                          const std::string& gpu = "GPU-0") {
+    Registration r;
+    r.job = job;
+    r.cls = "a";
+    r.batch_size = batch;
+    r.gpus = {gpu};
+    return r;
+  }
+  // Pods "ns/a" (kPodA) and "ns/b" (kPodB); container "train" of each holds GPU-0.
+  void UsePods() {
+    options_.identity = CoordinatorOptions::Identity::kPods;
+    options_.pod_of_uid = [](std::string_view uid) -> std::optional<std::string> {
+      if (uid == kPodA) return "ns/a";
+      if (uid == kPodB) return "ns/b";
+      return std::nullopt;
+    };
+    options_.resolve_gpus = [](std::string_view job) -> std::optional<std::vector<std::string>> {
+      if (job == "ns/a/train" || job == "ns/b/train") return std::vector<std::string>{"GPU-0"};
+      return std::nullopt;
+    };
+  }
+  static void ExpectCode(const core::Error& e, core::ErrorCode code, const std::string& says) {
+    EXPECT_EQ(e.code, code) << e.message;
+    EXPECT_NE(e.message.find(says), std::string::npos) << e.message;
+  }
+
+  policy::WorkloadProfile profile_;
+  CoordinatorOptions options_;
+  MapSink sink_;
+  Clock::time_point now_{};
+  std::int64_t unix_now_ = 1'800'000'000;
+  std::unique_ptr<Coordinator> c_;
+};
+
+// The forgery: another local process registers the victim's id with a huge batch size.
+TEST_F(IdentityTest, AnotherCallerCannotReplaceReportForOrRemoveAJob) {
+  Make();
+  const Caller victim = HostProcess(1000), other = HostProcess(1001);
+  auto registered = c_->Register(Reg("resnet", 21), victim);
+  ASSERT_TRUE(registered);
+  auto forged = c_->Register(Reg("resnet", policy::kMaxProfileBatch), other);
+  ASSERT_FALSE(forged);
+  ExpectCode(forged.error(), core::ErrorCode::kPermissionDenied, "registered by another caller");
+  const StepSample step{21, 0.1};
+  auto report = c_->Report("resnet", {&step, 1}, 0, other);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code, core::ErrorCode::kPermissionDenied);
+  EXPECT_FALSE(c_->Leave("resnet", Caller::Tcp("127.0.0.1")));
+  auto own = c_->Report("resnet", {&step, 1}, 0, victim);
+  ASSERT_TRUE(own) << own.error().message;
+  EXPECT_EQ(own->batch_size, registered->batch_size) << "the victim's target is untouched";
+  EXPECT_TRUE(c_->Register(Reg("resnet", 21), victim)) << "its owner may register it again";
+  EXPECT_TRUE(c_->Leave("resnet", HostProcess(0))) << "the node's administrator may act for it";
+}
+
+TEST_F(IdentityTest, AProcessSeesOnlyItsOwnJobsInTheState) {
+  Make();
+  ASSERT_TRUE(c_->Register(Reg("mine"), HostProcess(1000)));
+  ASSERT_TRUE(c_->Register(Reg("theirs"), HostProcess(1001)));
+  const auto seen = c_->State(HostProcess(1000));
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_EQ(seen[0].jobs.size(), 1u);
+  EXPECT_EQ(seen[0].jobs[0].job, "mine");
+  EXPECT_EQ(c_->State(HostProcess(1002)).size(), 0u);
+  EXPECT_EQ(c_->State()[0].jobs.size(), 2u);
+}
+
+TEST_F(IdentityTest, WithPodsAJobRegistersOnlyFromItsOwnPodWithAGrant) {
+  UsePods();
+  Make();
+  EXPECT_TRUE(c_->Register(Reg("ns/a/train"), InPod(kPodA)));
+  auto other_pod = c_->Register(Reg("ns/a/train", 64), InPod(kPodB));
+  ASSERT_FALSE(other_pod);
+  ExpectCode(other_pod.error(), core::ErrorCode::kPermissionDenied, "'ns/b/<container>'");
+  auto no_grant = c_->Register(Reg("ns/b/sidecar"), InPod(kPodB));
+  ASSERT_FALSE(no_grant);
+  ExpectCode(no_grant.error(), core::ErrorCode::kPermissionDenied, "holds no gpumux grant");
+  auto unknown = c_->Register(Reg("ns/c/train"), InPod("99999999-2222-3333-4444-555555555555"));
+  ASSERT_FALSE(unknown);
+  ExpectCode(unknown.error(), core::ErrorCode::kUnavailable, "not (yet) known");
+  auto host = c_->Register(Reg("ns/b/train"), HostProcess(1000));
+  ASSERT_FALSE(host);
+  ExpectCode(host.error(), core::ErrorCode::kPermissionDenied, "is not in a pod");
+  auto tcp = c_->Register(Reg("ns/b/train"), Caller::Tcp("127.0.0.1"));
+  ASSERT_FALSE(tcp);
+  ExpectCode(tcp.error(), core::ErrorCode::kPermissionDenied, "unix socket");
+  const StepSample step{32, 0.1};
+  EXPECT_FALSE(c_->Report("ns/a/train", {&step, 1}, 0, InPod(kPodB)));
+  EXPECT_TRUE(c_->Report("ns/a/train", {&step, 1}, 0, InPod(kPodA)));
+}
+
+TEST_F(IdentityTest, WithContainersTheAdmitCheckSeesTheCaller) {
+  options_.identity = CoordinatorOptions::Identity::kContainers;
+  std::vector<std::string> asked_by;
+  options_.admit = [&](const Registration&, const Caller& c) -> std::optional<std::string> {
+    asked_by.push_back(c.Principal());
+    if (c.cgroup.container_id == kContainer) return std::nullopt;
+    return "not reserved by " + c.Describe();
+  };
+  Make();
+  auto host = c_->Register(Reg("j"), HostProcess(1000));
+  ASSERT_FALSE(host);
+  ExpectCode(host.error(), core::ErrorCode::kPermissionDenied, "not in a container");
+  Caller container = HostProcess(1000);
+  container.cgroup = ParseCgroup("0::/system.slice/docker-" + kContainer + ".scope\n");
+  EXPECT_TRUE(c_->Register(Reg("j"), container));
+  Caller another = container;
+  another.cgroup = ParseCgroup("0::/system.slice/docker-" + std::string(64, 'b') + ".scope\n");
+  auto refused = c_->Register(Reg("k"), another);
+  ASSERT_FALSE(refused);
+  ExpectCode(refused.error(), core::ErrorCode::kPermissionDenied, "not reserved by");
+  EXPECT_EQ(asked_by.size(), 2u);
+}
+
+TEST_F(IdentityTest, JobLimitsPerGpuAndPerNodeAreClearRefusals) {
+  options_.max_jobs_per_gpu = 2;
+  options_.max_jobs = 3;
+  Make();
+  ASSERT_TRUE(c_->Register(Reg("j1")));
+  ASSERT_TRUE(c_->Register(Reg("j2")));
+  auto third = c_->Register(Reg("j3"));
+  ASSERT_FALSE(third);
+  ExpectCode(third.error(), core::ErrorCode::kUnavailable, "GPU GPU-0 already has 2 jobs");
+  EXPECT_TRUE(c_->Register(Reg("j2", 64))) << "a job already there may register again";
+  ASSERT_TRUE(c_->Register(Reg("j3", 32, "GPU-1")));
+  auto fourth = c_->Register(Reg("j4", 32, "GPU-2"));
+  ASSERT_FALSE(fourth);
+  ExpectCode(fourth.error(), core::ErrorCode::kUnavailable, "node n1 already has 3 jobs");
+}
+
+TEST_F(IdentityTest, AControlCharacterInAnIdIsRefused) {
+  Make();
+  auto forged = c_->Register(Reg("j\nlevel=error msg=\"forged\""));
+  ASSERT_FALSE(forged);
+  ExpectCode(forged.error(), core::ErrorCode::kInvalidArgument, "without control characters");
+  Registration r = Reg("j");
+  r.cls = "a\r";
+  EXPECT_FALSE(c_->Register(r));
+}
+
+TEST_F(IdentityTest, ARestartForgetsJobsGoneLongerThanTheJobTimeoutAndKeepsOwners) {
+  Make();
+  ASSERT_TRUE(c_->Register(Reg("old"), HostProcess(1000)));
+  unix_now_ += 20;
+  ASSERT_TRUE(c_->Register(Reg("recent"), HostProcess(1001)));
+  unix_now_ += 15;  // "old" last seen 35 s ago, "recent" 15 s ago; the timeout is 30 s
+  const std::vector<std::pair<std::string, std::string>> stored(sink_.kv.begin(), sink_.kv.end());
+  Make();
+  c_->Restore(stored);
+  const auto state = c_->State();
+  ASSERT_EQ(state.size(), 1u);
+  ASSERT_EQ(state[0].jobs.size(), 1u);
+  EXPECT_EQ(state[0].jobs[0].job, "recent");
+  EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/old"), 0u) << "the stale key is deleted";
+  const StepSample step{32, 0.1};
+  EXPECT_FALSE(c_->Report("recent", {&step, 1}, 0, HostProcess(1000)))
+      << "the owner is restored with the job";
+  EXPECT_TRUE(c_->Report("recent", {&step, 1}, 0, HostProcess(1001)));
+}
+
+}  // namespace
+}  // namespace gpumux::coordinator
