@@ -127,8 +127,9 @@ class Rig:
         self.wait("no pods in " + NS, lambda: not self.get("pods", "-n", NS)["items"], 60)
 
     def exec_env(self, pod, container, var):
-        return self.kubectl("exec", "-n", NS, pod, "-c", container, "--", "sh", "-c",
-                            f"echo \"${var}\"", check=False).strip()
+        # busybox by its path: the gpumux image has no /bin/sh, only /bin/busybox
+        return self.kubectl("exec", "-n", NS, pod, "-c", container, "--", "/bin/busybox", "sh",
+                            "-c", f"echo \"${var}\"", check=False).strip()
 
     def grant(self, name):
         p = self.pod(name)
@@ -711,9 +712,9 @@ INTRUDER = ('V=gpumux-e2e/sdk-job/train; '
             '/bin/busybox sleep 3600')
 
 
-def socket_job_pod(name, script):
+def socket_job_pod(name, script, limits=None):
     """A GPU pod running `script` in the gpumux image, with the coordinator's socket folder."""
-    pod = gpu_pod(name, [("train", {"gpumux.io/gpu-mem": 8})])
+    pod = gpu_pod(name, [("train", limits or {"gpumux.io/gpu-mem": 8})])
     c = pod["spec"]["containers"][0]
     c["image"] = "gpumux:latest"
     c["imagePullPolicy"] = "IfNotPresent"
@@ -803,11 +804,9 @@ def s_kubectl_gpumux(rig):
     # A whole-GPU pod, a shared pod whose job reports to the coordinator (as in the coordinator
     # scenario), and a pod too big for any GPU; then every view, as text and as JSON.
     rig.apply(gpu_pod("whole", [("main", WHOLE)]))
-    job = SDK_JOB
-    shared = gpu_pod("shared", [("train", {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 500})],
-                     extra={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"})
-    shared["spec"]["containers"][0]["command"] = ["sh", "-c", job]
-    rig.apply(shared)
+    RUN_DIR[0] = os.path.join(rig.args.rig, "gpumux-run")
+    rig.apply(socket_job_pod("shared", SDK_JOB,
+                             {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 500}))
     rig.apply(gpu_pod("too-big", [("main", {"gpumux.io/gpu-mem": 100})]))
     rig.wait_running(["whole", "shared"])
     rig.wait("too-big unschedulable", lambda: rig.unschedulable("too-big"), 60)
