@@ -2,9 +2,11 @@
 // handler the HTTP server calls (JSON in, JSON out; no sockets), on a node of 8 GPUs x 3 jobs
 // with the embedded default profile (iadeep-fitted) and the joint tuner.
 //  BM_CoordinatorDecision: a third job joins a GPU whose two jobs are tuned; timed from its
-//    registration (the session starts and picks the batch sizes to measure) through the
-//    reports that close the measurement window (Observe, then the final assignment): the
-//    coordinator's own compute for one re-tuning, without the jobs' training time.
+//    registration (the session starts and picks the batch sizes) until the GPU is tuned: the
+//    coordinator's own compute for one re-tuning, without the jobs' training time. The joint
+//    tuner remembers what it learned, so after the first iteration the set is decided without
+//    a measurement window; gpumux_coordinator_http_bench measures decisions with windows,
+//    through the socket and the store.
 //  BM_CoordinatorReport: one job's report of 20 steps on the full node (the steady state).
 #include <benchmark/benchmark.h>
 

@@ -318,6 +318,8 @@ struct ExtenderCliOptions {
   std::string observations_from;  // store URL; "" = none
   std::string observations_prefix = "/gpumux/";
   double observations_every_s = 30;
+  std::string observations_gpu_model;       // "" = every model
+  bool observations_measured_only = false;  // leave out profile-relative windows
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   LogOptions log;
   bool check = false;           // check the options and files, then exit

@@ -191,8 +191,9 @@ std::optional<UsageError> ValidateCombinations(const ExtenderCliOptions& o) {
     }
   }
   if (o.observations_from.empty()) {
-    for (const char* flag : {"observations-prefix", "observations-every", "etcd-ca", "etcd-cert",
-                             "etcd-key", "etcd-user", "etcd-password-file"}) {
+    for (const char* flag : {"observations-prefix", "observations-every", "observations-gpu-model",
+                             "observations-measured-only", "etcd-ca", "etcd-cert", "etcd-key",
+                             "etcd-user", "etcd-password-file"}) {
       if (Given(o.given, flag)) {
         return UsageError{"--" + std::string(flag) + " needs --observations-from"};
       }
@@ -407,6 +408,12 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   s.Add("observations-every", &O::observations_every_s,
         "Seconds between reads of the observations (1..86400)", "observationsEverySeconds")
       ->capture_default_str();
+  s.Add("observations-gpu-model", &O::observations_gpu_model,
+        "Learn only from windows measured on this GPU model (as NVML names it); those of "
+        "unknown model are used too [default: every model]");
+  s.Add("observations-measured-only", &O::observations_measured_only,
+        "Learn only from windows whose solo step times were measured on their node; by default "
+        "those relative to the profile's solo times count a quarter as much");
   s.Add("etcd-ca", &O::etcd_ca, "CA bundle (PEM) for an etcds:// --observations-from", "-");
   s.Add("etcd-cert", &O::etcd_cert, "Client certificate (PEM) for etcds://", "-");
   s.Add("etcd-key", &O::etcd_key, "Client key (PEM) for etcds://", "-");
@@ -511,6 +518,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   feed_options.store.password_file = o.etcd_password_file;
   feed_options.prefix = o.observations_prefix;
   feed_options.every = std::chrono::milliseconds(std::llround(o.observations_every_s * 1000));
+  feed_options.observations.gpu_model = o.observations_gpu_model;
+  feed_options.observations.measured_only = o.observations_measured_only;
   feed_options.log = log_fn;
   if (!o.observations_from.empty()) {
     // The URL and options are checked now (etcd connects lazily; a file store is opened and

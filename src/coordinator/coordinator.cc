@@ -442,6 +442,11 @@ void Coordinator::RecordObservation(const Group& g, std::span<const double> step
   o.updated = UtcNow();
   o = policy::Canonical(std::move(o));
   if (!policy::CheckObservation(o)) return;
+  if (auto plausible = policy::CheckPlausible(o); !plausible) {
+    log_.Warn("GPU " + g.gpu + ": not recording the window: " + plausible.error().message +
+              " (solo reference: " + o.solo + ")");
+    return;
+  }
   std::string set;
   for (const auto& c : o.classes) set += (set.empty() ? "" : "+") + c;
   const std::string batch_key = JoinInts(o.batches);
@@ -455,6 +460,11 @@ void Coordinator::RecordObservation(const Group& g, std::span<const double> step
   auto it = observed_.find({set, batch_key});
   if (it == observed_.end()) {
     it = observed_.emplace(std::make_pair(set, batch_key), o).first;
+  } else if (it->second.solo == "measured" && o.solo != "measured") {
+    return;  // a mean of measured windows is not diluted by profile-relative ones
+  } else if ((o.solo == "measured" && it->second.solo != "measured") ||
+             it->second.gpu_model != o.gpu_model) {
+    it->second = o;  // better evidence, or another GPU (a moved store): start again
   } else if (auto merged = policy::MergeObservations(it->second, o)) {
     it->second = std::move(*merged);
   } else {

@@ -389,7 +389,7 @@ class Server::Impl {
       tick_cv_.notify_all();
     }
     if (ticker_.joinable()) ticker_.join();
-    if (http_) http_->Stop();
+    if (http_) http_->Stop(std::chrono::seconds(5));  // requests are short: a bounded SIGTERM
     if (writer_) writer_->Stop();
   }
 

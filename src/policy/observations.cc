@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -135,7 +136,8 @@ OrderedJson ToJson(const Observation& o) {
 
 // An observed set being combined from several nodes' observations.
 struct Combined {
-  std::vector<double> weighted;  // sum of count * slowdown, per member
+  std::vector<double> weighted;  // sum of weight * count * slowdown, per member
+  double weight = 0;             // sum of weight * count
   std::int64_t count = 0;
   std::set<std::string> nodes;
   std::size_t observations = 0;
@@ -178,6 +180,24 @@ core::Result<void> CheckObservation(const Observation& o) {
   }
   if (o.count < 1 || o.count > kMaxObservationCount) {
     return tl::unexpected(Bad("\"count\": " + std::to_string(o.count) + " is outside 1..2^50"));
+  }
+  return {};
+}
+
+core::Result<void> CheckPlausible(const Observation& o) {
+  const double bound = kPlausibleSlowdownPerJob * static_cast<double>(o.slowdown.size());
+  for (std::size_t k = 0; k < o.slowdown.size(); ++k) {
+    if (o.slowdown[k] > bound) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", o.slowdown[k]);
+      const std::string member = (k < o.classes.size() ? o.classes[k] : "?") + "@" +
+                                 (k < o.batches.size() ? std::to_string(o.batches[k]) : "?");
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "slowdown " + std::string(value) + " of " + member + " is above " +
+                                 std::to_string(static_cast<int>(bound)) + " for " +
+                                 std::to_string(o.slowdown.size()) +
+                                 " jobs sharing a GPU (a wrong solo reference, or forged)");
+    }
   }
   return {};
 }
@@ -252,7 +272,8 @@ std::string ObservationSummary::Describe() const {
   s += core::Plural(windows, "window");
   s += " on ";
   s += core::Plural(nodes, "node");
-  const std::size_t skipped_n = unknown_class + out_of_range + over_limit;
+  const std::size_t skipped_n =
+      unknown_class + out_of_range + over_limit + implausible + profile_relative + other_gpu;
   if (skipped_n > 0) {
     s += "; skipped ";
     s += std::to_string(skipped_n);
@@ -260,6 +281,11 @@ std::string ObservationSummary::Describe() const {
     if (unknown_class > 0) parts.push_back(std::to_string(unknown_class) + " unknown class");
     if (out_of_range > 0) parts.push_back(std::to_string(out_of_range) + " out of range");
     if (over_limit > 0) parts.push_back(std::to_string(over_limit) + " over the set limit");
+    if (implausible > 0) parts.push_back(std::to_string(implausible) + " implausible");
+    if (profile_relative > 0) {
+      parts.push_back(std::to_string(profile_relative) + " relative to the profile's solo time");
+    }
+    if (other_gpu > 0) parts.push_back(std::to_string(other_gpu) + " on another GPU model");
     s += " (";
     for (std::size_t i = 0; i < parts.size(); ++i) s += (i > 0 ? ", " : "") + parts[i];
     s += ")";
@@ -279,7 +305,8 @@ namespace {
 // (out of range, or naming a class the profile lacks), with the first reasons.
 std::map<SetKey, Combined> CombineObservations(const WorkloadProfile& profile,
                                                std::span<const Observation> observations,
-                                               ObservationSummary& sum) {
+                                               ObservationSummary& sum,
+                                               const ObservationOptions& options) {
   const auto skip = [&](std::size_t i, const std::string& why) {
     if (sum.skipped.size() < kMaxSkippedReasons) {
       sum.skipped.push_back("observation " + std::to_string(i) + ": " + why);
@@ -291,6 +318,23 @@ std::map<SetKey, Combined> CombineObservations(const WorkloadProfile& profile,
     if (auto ok = CheckObservation(raw); !ok) {
       ++sum.out_of_range;
       skip(i, ok.error().message);
+      continue;
+    }
+    if (auto ok = CheckPlausible(raw); !ok) {
+      ++sum.implausible;
+      skip(i, ok.error().message);
+      continue;
+    }
+    const bool relative = raw.solo == "profile";
+    if (relative && options.measured_only) {
+      ++sum.profile_relative;
+      skip(i, "its solo reference is the profile's, not measured on its node");
+      continue;
+    }
+    if (!options.gpu_model.empty() && !raw.gpu_model.empty() &&
+        raw.gpu_model != options.gpu_model) {
+      ++sum.other_gpu;
+      skip(i, "measured on " + raw.gpu_model + ", not " + options.gpu_model);
       continue;
     }
     const auto unknown =
@@ -305,8 +349,10 @@ std::map<SetKey, Combined> CombineObservations(const WorkloadProfile& profile,
     Combined& c = combined[{o.classes, o.batches}];
     if (c.weighted.empty()) c.weighted.assign(o.slowdown.size(), 0.0);
     for (std::size_t k = 0; k < o.slowdown.size(); ++k) {
-      c.weighted[k] += static_cast<double>(o.count) * o.slowdown[k];
+      c.weighted[k] +=
+          (relative ? kProfileRelativeWeight : 1.0) * static_cast<double>(o.count) * o.slowdown[k];
     }
+    c.weight += (relative ? kProfileRelativeWeight : 1.0) * static_cast<double>(o.count);
     c.count = std::min(kMaxObservationCount, c.count + o.count);
     c.nodes.insert(o.node);
     ++c.observations;
@@ -322,7 +368,7 @@ MeasuredSet MakeSet(const SetKey& key, const Combined& c) {
   m.batches = key.second;
   for (double w : c.weighted) {
     // A mean of values in [1, max] is in [1, max]; clamp the rounding.
-    m.slowdown.push_back(std::clamp(w / static_cast<double>(c.count), 1.0, kMaxMeasuredSlowdown));
+    m.slowdown.push_back(std::clamp(w / c.weight, 1.0, kMaxMeasuredSlowdown));
   }
   m.source = "observed: " + core::Plural(c.count, "window") + " on " +
              core::Plural(c.nodes.size(), "node");
@@ -346,7 +392,8 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
   ObservationSummary& sum = summary != nullptr ? *summary : local;
   sum = ObservationSummary{};
   sum.read = observations.size();
-  const std::map<SetKey, Combined> combined = CombineObservations(profile, observations, sum);
+  const std::map<SetKey, Combined> combined =
+      CombineObservations(profile, observations, sum, options);
 
   WorkloadProfile out = profile;
   std::map<SetKey, std::size_t> profile_index;  // the first profile set of each key

@@ -542,7 +542,7 @@ std::string TerribleLightPairs() {
           {{"classes", {light[i], light[k]}},
            {"batches",
             {profile.Find(light[i])->default_batch, profile.Find(light[k])->default_batch}},
-           {"slowdown", {6.0, 7.0}},
+           {"slowdown", {3.6, 3.9}},
            {"count", 10},
            {"node", "gpu-node-1"}});
     }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -155,6 +156,21 @@ TEST_F(CoordinatorTest, AClosedWindowOfTwoJobsIsStoredAsAnObservationAgainstThei
   auto parsed = policy::ParseObservation(sink_.kv.at(key), key);
   ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
   EXPECT_TRUE(policy::CheckObservation(*parsed).has_value());
+}
+
+// Two jobs measured 20 times slower together than alone: a host loaded by something else, or a
+// forgery. The window still drives the tuner, but nothing is learned from it.
+TEST_F(CoordinatorTest, AnImplausibleWindowIsNotRecordedAsAnObservation) {
+  Register("j1", "a", 100);
+  Steps("j1", 100, 0.1, 20);  // alone: its own solo reference at batch 100
+  Register("j2", "a", 100);
+  Steps("j2", 100, 0.1, 20);
+  RunToTuned({"j1", "j2"}, 2.0);
+  for (const auto& [k, v] : sink_.kv) EXPECT_NE(k.rfind("/gpumux/observations/", 0), 0u) << k;
+  EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [](const std::string& l) {
+    return l.find("not recording the window: slowdown") != std::string::npos &&
+           l.find("is above 4 for 2 jobs") != std::string::npos;
+  }));
 }
 
 TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsCountingItsObservations) {

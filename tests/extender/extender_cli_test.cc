@@ -403,7 +403,7 @@ TEST_F(ExtenderCliTest, ObservationsFromAStoreReachTheProfileAndAreReadAgain) {
     ASSERT_TRUE((*store)->Put(key, value).has_value());
   };
   put("/gpumux/observations/googlenet+vgg16/4096+512/node-1",
-      R"({"classes":["googlenet","vgg16"],"batches":[4096,512],"slowdown":[3.5,4.5],"count":4,)"
+      R"({"classes":["googlenet","vgg16"],"batches":[4096,512],"slowdown":[3.5,3.9],"count":4,)"
       R"("node":"node-1"})");
   const pid_t pid =
       Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0", "--policy",

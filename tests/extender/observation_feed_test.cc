@@ -150,7 +150,7 @@ TEST_F(ObservationFeedTest, ASwappedProfileChangesWhereTheInterferenceAwarePolic
   // Learned: sharing with that companion is terrible.
   policy::ObservationSummary summary;
   auto learned = std::make_shared<const policy::WorkloadProfile>(policy::WithObservations(
-      Shipped(), std::vector<policy::Observation>{Obs(companion, "googlenet", 20.0, 5)}, &summary));
+      Shipped(), std::vector<policy::Observation>{Obs(companion, "googlenet", 3.9, 5)}, &summary));
   state->SetProfile(learned, summary.observed_sets());
   const std::string after = Best(*state);
   EXPECT_NE(after, before) << "the newcomer no longer goes to " << before;
@@ -178,7 +178,7 @@ TEST_F(ObservationFeedTest, ReadsTheStoreSwapsOnlyOnChangeAndKeepsTheProfileWhen
   auto state = MakeState();
   const std::string before = Best(*state);
   const std::string companion = before == "n1" ? "vgg16" : "squeezenet";
-  const policy::Observation bad = Obs(companion, "googlenet", 20.0, 3, "node-1");
+  const policy::Observation bad = Obs(companion, "googlenet", 3.9, 3, "node-1");
   Write({{Key(bad), policy::SerializeObservation(bad)},
          {"/gpumux/nodes/node-1/alive", "{}"}});  // not an observation key: not read
   ObservationFeed feed(FeedOptions(), std::make_shared<const policy::WorkloadProfile>(Shipped()),
@@ -197,7 +197,7 @@ TEST_F(ObservationFeedTest, ReadsTheStoreSwapsOnlyOnChangeAndKeepsTheProfileWhen
   EXPECT_EQ(state->counters().profile_swaps, 1);
 
   // Another node measured the same set (combined), one more set, and a key that is not one.
-  const policy::Observation same = Obs(companion, "googlenet", 10.0, 1, "node-2");
+  const policy::Observation same = Obs(companion, "googlenet", 3.5, 1, "node-2");
   const policy::Observation more = Obs("alexnet", "googlenet", 1.5, 2, "node-2");
   Write({{Key(same), policy::SerializeObservation(same)},
          {Key(more), policy::SerializeObservation(more)},
@@ -257,8 +257,8 @@ TEST_F(ObservationFeedTest, VerbsRunWhileProfilesAreSwapped) {
   auto state = MakeState();
   auto plain = std::make_shared<const policy::WorkloadProfile>(Shipped());
   auto learned = std::make_shared<const policy::WorkloadProfile>(policy::WithObservations(
-      Shipped(), std::vector<policy::Observation>{Obs("vgg16", "googlenet", 20.0, 5),
-                                                  Obs("squeezenet", "googlenet", 20.0, 5)}));
+      Shipped(), std::vector<policy::Observation>{Obs("vgg16", "googlenet", 3.9, 5),
+                                                  Obs("squeezenet", "googlenet", 3.9, 5)}));
   std::atomic<bool> done{false}, started{false};
   std::thread swapper([&] {
     // Swaps only once verbs run: on a loaded machine the 200 swaps could otherwise all happen

@@ -269,6 +269,55 @@ TEST(WithObservationsTest, StopsAtTheMeasuredSetLimitKeepingTheBestMeasured) {
   EXPECT_EQ(out.measured[1].source, "observed: 100 windows on 1 node");
 }
 
+// The forgery of the issue: "slowdown 1000/1000" for two jobs. And a loaded host measured
+// against the profile's solo time (9x for two jobs): both beyond what sharing one GPU explains.
+TEST(WithObservationsTest, ImplausibleObservationsAreLeftOutNamingTheBound) {
+  EXPECT_TRUE(CheckPlausible(Obs({"a", "b"}, {100, 50}, {4.0, 1.0}, 1)).has_value());
+  auto forged = CheckPlausible(Obs({"a", "b"}, {100, 50}, {1000, 1000}, 1));
+  ASSERT_FALSE(forged.has_value());
+  EXPECT_NE(forged.error().message.find("slowdown 1000 of a@100 is above 4 for 2 jobs"),
+            std::string::npos)
+      << forged.error().message;
+  ObservationSummary summary;
+  const WorkloadProfile out =
+      WithObservations(ThreeClasses(),
+                       std::vector<Observation>{Obs({"a", "b"}, {100, 200}, {1000, 1000}, 50),
+                                                Obs({"a", "c"}, {100, 50}, {9.0, 1.2}, 3),
+                                                Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 1)},
+                       &summary);
+  EXPECT_EQ(summary.implausible, 2u);
+  EXPECT_EQ(summary.used, 1u);
+  ASSERT_EQ(out.measured.size(), 2u);
+  EXPECT_EQ(out.measured[0].slowdown, ThreeClasses().measured[0].slowdown)
+      << "the shipped b+a set is not replaced by the forgery";
+  EXPECT_NEAR(out.measured[1].slowdown[0], 1.4, 1e-12) << "the 9x window is not averaged in";
+  EXPECT_NE(summary.Describe().find("2 implausible"), std::string::npos) << summary.Describe();
+}
+
+TEST(WithObservationsTest, ProfileRelativeOnesWeighAQuarterOtherGpusAreLeftOutWhenAsked) {
+  Observation relative = Obs({"a", "c"}, {100, 50}, {1.8, 1.2}, 5);
+  relative.solo = "profile";
+  Observation measured = Obs({"a", "c"}, {100, 50}, {1.4, 1.2}, 1);
+  measured.solo = "measured";
+  measured.gpu_model = "NVIDIA H200";
+  Observation other = Obs({"a", "c"}, {100, 50}, {1.1, 1.1}, 1);
+  other.gpu_model = "Tesla T4";
+  const std::vector<Observation> all = {relative, measured, other};
+  ObservationSummary summary;
+  ObservationOptions options;
+  options.gpu_model = "NVIDIA H200";
+  WorkloadProfile out = WithObservations(ThreeClasses(), all, &summary, options);
+  EXPECT_EQ(summary.other_gpu, 1u);
+  ASSERT_EQ(out.measured.size(), 2u);
+  // 5 profile-relative windows weigh as 1.25 measured ones.
+  EXPECT_NEAR(out.measured[1].slowdown[0], (1.25 * 1.8 + 1.4) / 2.25, 1e-12);
+  EXPECT_EQ(out.measured[1].source, "observed: 6 windows on 1 node");
+  options.measured_only = true;
+  out = WithObservations(ThreeClasses(), all, &summary, options);
+  EXPECT_EQ(summary.profile_relative, 1u);
+  EXPECT_NEAR(out.measured[1].slowdown[0], 1.4, 1e-12);
+}
+
 TEST(WithObservationsTest, NoObservationsLeaveTheProfileAsItWas) {
   ObservationSummary summary;
   const WorkloadProfile out = WithObservations(ThreeClasses(), {}, &summary);

@@ -175,7 +175,7 @@ TEST(DlSimObservations, AddedToTheBeliefTheyChangeThePoliciesNeverTheGpus) {
       policy::Observation o;
       o.classes = {light[i], light[k]};
       o.batches = {Belief().Find(light[i])->default_batch, Belief().Find(light[k])->default_batch};
-      o.slowdown = {6.0, 7.0};
+      o.slowdown = {3.6, 3.9};
       o.count = 10;
       observations.push_back(o);
     }
@@ -193,8 +193,8 @@ TEST(DlSimObservations, AddedToTheBeliefTheyChangeThePoliciesNeverTheGpus) {
   before.Predict(pair, s_before);
   after.Predict(learned_pair, s_after);
   EXPECT_LT(s_before[0], 2.0);
-  EXPECT_NEAR(s_after[0], 6.0, 1e-9);
-  EXPECT_NEAR(s_after[1], 7.0, 1e-9);
+  EXPECT_NEAR(s_after[0], 3.6, 1e-9);
+  EXPECT_NEAR(s_after[1], 3.9, 1e-9);
 
   DlSimOptions ff = EightGpus("first-fit");
   ff.tuner = "none";

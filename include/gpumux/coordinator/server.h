@@ -49,8 +49,11 @@ class Server {
   static core::Result<std::unique_ptr<Server>> Start(ServerOptions options,
                                                      std::unique_ptr<Coordinator> coordinator,
                                                      store::Store* store, core::Logger log);
-  ~Server();    // Stop()
-  void Stop();  // stops serving, then writes what is still queued for the store (one attempt)
+  ~Server();  // Stop()
+  // Stops serving (requests in flight get at most 5 s), then writes what is still queued for
+  // the store in one batch (one attempt: the file store's one rewrite, or etcd until its first
+  // failure). SIGTERM with 512 jobs and their state queued: 4 ms (docs/COORDINATOR.md).
+  void Stop();
   int port() const;
   // The /metrics page (Prometheus text format 0.0.4), e.g. for a second listener. Thread-safe.
   std::string RenderMetrics() const;

@@ -31,6 +31,15 @@ namespace gpumux::policy {
 inline constexpr std::int64_t kMaxObservationCount = std::int64_t{1} << 50;
 // The most observations one file or store read may hold.
 inline constexpr std::size_t kMaxObservations = 1'000'000;
+// n jobs time-sliced on one GPU each get at least about 1/n of it, so each runs at most about n
+// times slower than alone; memory and cache contention add to that, hence a factor of 2 of
+// room. A member slower than kPlausibleSlowdownPerJob x n is taken as a wrong solo reference (a
+// loaded host measured against another machine's profile) or a forgery, and never learned.
+inline constexpr double kPlausibleSlowdownPerJob = 2.0;
+// A window whose solo reference was the profile's step time ("solo": "profile") compares a step
+// time on one host with a solo time measured on another machine: in a mean with windows whose
+// solo times were measured on the node, it weighs a quarter of one of those.
+inline constexpr double kProfileRelativeWeight = 0.25;
 
 struct Observation {
   std::vector<std::string> classes;
@@ -52,6 +61,10 @@ Observation Canonical(Observation o);
 // as classes, batches 1..kMaxProfileBatch, slowdowns in [1, kMaxMeasuredSlowdown], count
 // 1..kMaxObservationCount. The error names the field and the value.
 core::Result<void> CheckObservation(const Observation& o);
+
+// Whether every member's slowdown is at most kPlausibleSlowdownPerJob x the members; the error
+// names the member and the bound ("slowdown 1000 of lstm@32 is above 4 for 2 jobs ...").
+core::Result<void> CheckPlausible(const Observation& o);
 
 // The running mean of two observations of the same co-location (canonical classes and
 // batches equal; else kInvalidArgument): slowdown = count-weighted mean, count = the sum,
@@ -83,6 +96,9 @@ struct ObservationSummary {
   std::size_t unknown_class = 0;     // skipped: a class the profile does not have
   std::size_t out_of_range = 0;      // skipped: CheckObservation failed
   std::size_t over_limit = 0;        // skipped: kMaxMeasuredSets reached (fewest windows first)
+  std::size_t implausible = 0;       // skipped: CheckPlausible failed
+  std::size_t profile_relative = 0;  // skipped: "solo": "profile" with measured_only
+  std::size_t other_gpu = 0;         // skipped: measured on another GPU model
   std::size_t too_few = 0;           // left out: their set has fewer windows than min_count
   std::size_t sets_replaced = 0;     // profile sets replaced by an observed set
   std::size_t sets_added = 0;        // observed sets added
@@ -100,10 +116,19 @@ struct ObservationOptions {
   // Observed sets with fewer windows (after combining nodes) are left out as too few to trust
   // (counted in too_few). 1 = use everything.
   std::int64_t min_count = 1;
+  // Leave out the observations whose solo reference was the profile's ("solo": "profile";
+  // counted in profile_relative); by default they are used at kProfileRelativeWeight. Those
+  // that do not say ("") count as measured.
+  bool measured_only = false;
+  // When not empty, observations measured on another GPU model are left out (other_gpu); those
+  // that do not name a model are used.
+  std::string gpu_model;
 };
 
 // The profile with the observations added to its measured sets. Observations of the same
-// canonical (classes, batches) from several nodes are combined by count-weighted mean; a
+// canonical (classes, batches) from several nodes are combined by count-weighted mean (after
+// leaving out the implausible ones, and the profile-relative and other-GPU ones per `options`;
+// a profile-relative one weighs kProfileRelativeWeight of its windows); a
 // combined set replaces a profile set with the same classes and batches (compared in
 // canonical order), else it is added after the profile's sets, the sets with the most windows
 // first (ties: canonical classes, then batches), so that rule 2 of ProfileInterference (the
