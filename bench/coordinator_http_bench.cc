@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/latency_table.h"
 #include "gpumux/coordinator/coordinator.h"
 #include "gpumux/coordinator/server.h"
 #include "gpumux/net/http_client.h"
@@ -41,15 +42,7 @@ constexpr int kPerGpu = 16;
 const char* const kClasses[] = {"vgg16", "alexnet", "neumf", "squeezenet", "googlenet"};
 
 void Report(const std::string& what, std::vector<double> ms) {
-  if (ms.empty()) return;
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) {
-    return ms[static_cast<std::size_t>(q * static_cast<double>(ms.size() - 1))];
-  };
-  double sum = 0;
-  for (const double v : ms) sum += v;
-  std::printf("%-34s %7zu %8.3f %8.3f %8.3f %8.3f %8.3f\n", what.c_str(), ms.size(),
-              sum / static_cast<double>(ms.size()), at(0.5), at(0.9), at(0.99), ms.back());
+  bench::PrintLatencies(what, std::move(ms), 34);
 }
 
 // A coordinator serving a unix socket in `dir`, its state in a file store there.
@@ -201,8 +194,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("coordinator over its unix socket, a new connection per request (ms)\n");
-  std::printf("%-34s %7s %8s %8s %8s %8s %8s\n", "request", "n", "mean", "p50", "p90", "p99",
-              "max");
+  bench::PrintLatencyHead("request", 34);
   for (int n : jobs) {
     std::filesystem::remove(dir + "/store.json");
     Load(dir, n, rounds);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/latency_table.h"
 #include "gpumux/store/store.h"
 #include "tests/testing/etcd_fixture.h"
 
@@ -25,15 +26,7 @@ using namespace gpumux;
 using Clock = std::chrono::steady_clock;
 
 void Report(const std::string& what, std::vector<double> ms) {
-  if (ms.empty()) return;
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) {
-    return ms[static_cast<std::size_t>(q * static_cast<double>(ms.size() - 1))];
-  };
-  double sum = 0;
-  for (const double v : ms) sum += v;
-  std::printf("%-28s %7zu %8.3f %8.3f %8.3f %8.3f %8.3f\n", what.c_str(), ms.size(),
-              sum / static_cast<double>(ms.size()), at(0.5), at(0.9), at(0.99), ms.back());
+  bench::PrintLatencies(what, std::move(ms));
 }
 
 // Times `iterations` calls of each kind; false (after saying why) when a call fails.
@@ -107,7 +100,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("store round trips, one call at a time (ms)\n");
-  std::printf("%-28s %7s %8s %8s %8s %8s %8s\n", "call", "n", "mean", "p50", "p90", "p99", "max");
+  bench::PrintLatencyHead("call");
   bool ok = true;
   auto etcd = test::EtcdProcess::Start();
   if (!etcd) {

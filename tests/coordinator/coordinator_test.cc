@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpumux/coordinator/server.h"
+#include "tests/coordinator/map_sink.h"
 #include "tests/policy/colocation_fixtures.h"
 
 namespace gpumux::coordinator {
@@ -20,18 +21,7 @@ namespace {
 using Json = nlohmann::json;
 using std::chrono::milliseconds;
 
-class MapSink final : public StoreSink {
- public:
-  void Write(std::string key, std::optional<std::string> value) override {
-    if (value) {
-      kv[key] = *value;
-    } else {
-      kv.erase(key);
-    }
-  }
-  std::vector<std::pair<std::string, std::string>> Pairs() const { return {kv.begin(), kv.end()}; }
-  std::map<std::string, std::string> kv;
-};
+using test::MapSink;
 
 policy::WorkloadProfile TwoClasses() {
   test::LinearClass a;

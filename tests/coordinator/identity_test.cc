@@ -13,6 +13,7 @@
 
 #include "gpumux/coordinator/caller.h"
 #include "gpumux/coordinator/coordinator.h"
+#include "tests/coordinator/map_sink.h"
 #include "tests/policy/colocation_fixtures.h"
 
 namespace gpumux::coordinator {
@@ -102,17 +103,7 @@ TEST(CallerTest, ReadCallerReadsThePeersCgroupUnderProc) {
   std::filesystem::remove_all(proc);
 }
 
-class MapSink final : public StoreSink {
- public:
-  void Write(std::string key, std::optional<std::string> value) override {
-    if (value) {
-      kv[key] = *value;
-    } else {
-      kv.erase(key);
-    }
-  }
-  std::map<std::string, std::string> kv;
-};
+using test::MapSink;
 
 class IdentityTest : public ::testing::Test {
  protected:
@@ -275,7 +266,7 @@ TEST_F(IdentityTest, ARestartForgetsJobsGoneLongerThanTheJobTimeoutAndKeepsOwner
   unix_now_ += 20;
   ASSERT_TRUE(c_->Register(Reg("recent"), HostProcess(1001)));
   unix_now_ += 15;  // "old" last seen 35 s ago, "recent" 15 s ago; the timeout is 30 s
-  const std::vector<std::pair<std::string, std::string>> stored(sink_.kv.begin(), sink_.kv.end());
+  const auto stored = sink_.Pairs();
   Make();
   c_->Restore(stored);
   const auto state = c_->State();

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "tests/policy/colocation_fixtures.h"
+#include "tests/testing/process_usage.h"
 #include "tests/testing/subprocess.h"
 
 namespace gpumux::coordinator {
@@ -260,22 +261,6 @@ TEST_F(ServerTest, AnOutageIsReportedOnceAndItsEndOnce) {
   EXPECT_EQ(LogLinesWith("reachable again"), 1);
 }
 
-// Threads, memory maps and resident memory of this process now.
-struct Usage {
-  long threads = 0, maps = 0, rss_kb = 0;
-  static Usage Now() {
-    Usage u;
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("Threads:", 0) == 0) u.threads = std::stol(line.substr(8));
-      if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::stol(line.substr(6));
-    }
-    std::ifstream maps("/proc/self/maps");
-    for (std::string line; std::getline(maps, line);) ++u.maps;
-    return u;
-  }
-};
-
 // The SDK opens a connection per report: 24 jobs reporting once a second make 86,400 an hour.
 // The coordinator once kept a thread per unix connection until exit and aborted after ~32,500.
 TEST_F(ServerTest, FiftyThousandReportsOverTheSocketLeaveThreadsMapsAndMemoryFlat) {
@@ -290,10 +275,10 @@ TEST_F(ServerTest, FiftyThousandReportsOverTheSocketLeaveThreadsMapsAndMemoryFla
            std::string::npos;
   };
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(report()) << i;  // warm up: allocator, pools
-  const Usage before = Usage::Now();
+  const auto before = test::ProcessUsage::Now();
   const int connections = test::AddressSanitized() ? 10'000 : 50'000;
   for (int i = 0; i < connections; ++i) ASSERT_TRUE(report()) << i;
-  const Usage after = Usage::Now();
+  const auto after = test::ProcessUsage::Now();
   EXPECT_EQ(after.threads, before.threads);
   EXPECT_LE(after.maps, before.maps + 4) << "memory maps grew";
   if (!test::AddressSanitized()) {  // ASan's quarantine holds the freed buffers on purpose

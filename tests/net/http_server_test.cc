@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "gpumux/net/http_client.h"
+#include "tests/testing/process_usage.h"
 #include "tests/testing/raw_http.h"
 #include "tests/testing/subprocess.h"
 
@@ -507,24 +508,6 @@ TEST_F(HttpServerTest, StopIsPromptWithIdleConnectionsAndLetsARequestInFlightFin
   EXPECT_FALSE(server_->running());
 }
 
-// Thread, descriptor and memory use of this process now.
-struct Usage {
-  long threads = 0, fds = 0, rss_kb = 0;
-  static Usage Now() {
-    Usage u;
-    std::ifstream status("/proc/self/status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("Threads:", 0) == 0) u.threads = std::stol(line.substr(8));
-      if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::stol(line.substr(6));
-    }
-    for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-      (void)e;
-      ++u.fds;
-    }
-    return u;
-  }
-};
-
 // The coordinator's SDK opens a connection per report: 24 jobs reporting once a second make
 // 86,400 an hour. The server must end every one of them without keeping anything.
 TEST_F(HttpServerTest, ManyShortUnixConnectionsLeaveThreadsDescriptorsAndMemoryFlat) {
@@ -537,11 +520,11 @@ TEST_F(HttpServerTest, ManyShortUnixConnectionsLeaveThreadsDescriptorsAndMemoryF
   };
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(one()) << i;  // warm up: allocator, pools
   ASSERT_TRUE(Eventually([&] { return server_->open_connections() == 0; }));
-  const Usage before = Usage::Now();
+  const auto before = test::ProcessUsage::Now();
   constexpr int kConnections = 20000;
   for (int i = 0; i < kConnections; ++i) ASSERT_TRUE(one()) << i;
   ASSERT_TRUE(Eventually([&] { return server_->open_connections() == 0; }));
-  const Usage after = Usage::Now();
+  const auto after = test::ProcessUsage::Now();
   EXPECT_EQ(after.threads, before.threads) << kConnections << " connections";
   EXPECT_EQ(after.fds, before.fds);
   if (!test::AddressSanitized()) {  // ASan's quarantine holds the freed buffers on purpose
