@@ -82,6 +82,16 @@ std::optional<mode_t> ParseMode(const std::string& text) {
   return mode;
 }
 
+// Whether a cgroup path segment is the container `id`'s: "<id>", "<id>.scope" or
+// "<runtime>-<id>.scope" (runc, systemd's docker-, cri-containerd-, crio-).
+bool NamesContainer(const std::string& segment, const std::string& id) {
+  if (id.empty()) return false;
+  if (segment == id || segment == id + ".scope") return true;
+  const std::string tail = "-" + id + ".scope";
+  return segment.size() > tail.size() &&
+         segment.compare(segment.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 bool IsLoopbackHost(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
@@ -128,7 +138,7 @@ class LedgerMembership {
       own = &kNone;
       for (const auto& segment : caller.cgroup.segments) {
         for (const auto& [container, reserved] : by_container_) {
-          if (!container.empty() && segment.find(container) != std::string::npos) own = &reserved;
+          if (NamesContainer(segment, container)) own = &reserved;
         }
       }
     }
