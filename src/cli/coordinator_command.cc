@@ -528,8 +528,10 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
         " (GET /metrics and /healthz only)");
   }
   log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
-      (s.socket_path.empty() ? std::string() : " and " + s.socket_path) + "; tuner " + c.tuner +
-      ", profile " + profile->name + " (" +
+      (s.socket_path.empty() ? std::string()
+                             : " and " + s.socket_path + " (mode " + o.socket_mode +
+                                   ": callers identified by their pod, container or uid)") +
+      "; tuner " + c.tuner + ", profile " + profile->name + " (" +
       core::Plural(profile->classes.size(), "class", "classes") + "), store " + store->Describe() +
       "; " + backend_note + "; " + members_note);
   const int sig = signals.Wait();

@@ -3,6 +3,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
@@ -309,7 +310,13 @@ class Server::Impl {
         requests_(prometheus::BuildCounter()
                       .Name("gpumux_coordinator_requests_total")
                       .Help("Job protocol requests by endpoint and HTTP status")
-                      .Register(*registry_)) {}
+                      .Register(*registry_)),
+        durations_(prometheus::BuildHistogram()
+                       .Name("gpumux_coordinator_request_duration_seconds")
+                       .Help("Time to answer a job protocol request, the wait for the "
+                             "coordinator's lock included (a tuning session's start or step "
+                             "holds it), by endpoint")
+                       .Register(*registry_)) {}
 
   core::Result<void> Start() {
     if (store_ != nullptr) {
@@ -347,6 +354,7 @@ class Server::Impl {
     o.log = log_;
     http_ = std::make_unique<net::HttpServer>(std::move(o));
     const auto serve = [this](const net::Request& req) {
+      const auto start = std::chrono::steady_clock::now();
       const Caller caller = CallerOf(req.peer, options_.proc);
       HttpReply reply;
       {
@@ -354,6 +362,8 @@ class Server::Impl {
         reply = Handle(*coordinator_, req.method, req.path, req.body, caller);
       }
       requests_.Add({{"path", req.path}, {"code", std::to_string(reply.status)}}).Increment();
+      durations_.Add({{"path", req.path}}, kDurationBuckets)
+          .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       return net::Response::Json(reply.status, std::move(reply.body));
     };
     for (const char* path : {"/v1/register", "/v1/report", "/v1/leave"}) {
@@ -486,6 +496,9 @@ class Server::Impl {
   core::Logger log_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& durations_;
+  inline static const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1};
   std::unique_ptr<StoreWriter> writer_;
   std::unique_ptr<net::HttpServer> http_;
   std::mutex mu_;

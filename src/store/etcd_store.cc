@@ -4,6 +4,7 @@
 // reconnection backoff is capped at 2 s, and WatchChannel keeps the attempts polled).
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -19,6 +20,9 @@ namespace gpumux::store {
 namespace {
 
 namespace pb = etcdserverpb;
+
+// etcd's default --max-txn-ops: the most requests one transaction may hold.
+constexpr std::size_t kMaxTxnOps = 128;
 
 // The first key after every key that starts with `prefix` (etcd's prefix range end); "\0"
 // (with key "\0": every key) when the prefix is empty or all 0xff bytes.
@@ -112,6 +116,30 @@ class EtcdStore final : public Store {
     leased_.erase(std::string(key));
     const grpc::Status s = PutLocked(key, value, 0);
     if (!s.ok()) return tl::unexpected(Failed("Put", s));
+    return {};
+  }
+
+  // One transaction per kMaxTxnOps changes (a batch's keys are distinct: the coordinator's
+  // writer coalesces them), instead of a round trip per key.
+  core::Result<void> Apply(std::span<const Change> changes) override {
+    std::lock_guard lock(mu_);
+    for (std::size_t at = 0; at < changes.size(); at += kMaxTxnOps) {
+      pb::TxnRequest req;
+      const std::size_t end = std::min(changes.size(), at + kMaxTxnOps);
+      for (std::size_t k = at; k < end; ++k) {
+        leased_.erase(changes[k].key);
+        pb::RequestOp* op = req.add_success();
+        if (changes[k].value) {
+          op->mutable_request_put()->set_key(changes[k].key);
+          op->mutable_request_put()->set_value(*changes[k].value);
+        } else {
+          op->mutable_request_delete_range()->set_key(changes[k].key);
+        }
+      }
+      pb::TxnResponse resp;
+      const grpc::Status s = Call([&](grpc::ClientContext& c) { return kv_->Txn(&c, req, &resp); });
+      if (!s.ok()) return tl::unexpected(Failed("Txn", s));
+    }
     return {};
   }
 

@@ -189,6 +189,10 @@ TEST_F(ServerTest, AJobRegistersOverTcpAndTheUnixSocketAndMetricsShowIt) {
       std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("gpumux_coordinator_requests_total"), std::string::npos);
+  EXPECT_NE(metrics->body.find(
+                "gpumux_coordinator_request_duration_seconds_count{path=\"/v1/report\"} 1"),
+            std::string::npos)
+      << metrics->body;
   auto state = client.Get("/v1/state");
   ASSERT_TRUE(state);
   EXPECT_EQ(Json::parse(state->body)["gpus"][0]["jobs"][1]["job"], "j1");

@@ -69,8 +69,8 @@ class Store {
   // Every key starting with `prefix`; returns how many were deleted.
   virtual core::Result<std::int64_t> DeletePrefix(std::string_view prefix) = 0;
   // Puts and deletes `changes` in order: file, in memory and then one rewrite and fsync for all
-  // of them (a writer that coalesces its keys pays one fsync per batch, not per key); the
-  // default (etcd) calls Put and Delete one by one and stops at the first error. After an
+  // of them (a writer that coalesces its keys pays one fsync per batch, not per key); etcd, one
+  // transaction per 128 changes (its --max-txn-ops; a key at most once in a batch). After an
   // error some changes may have been made: apply the batch again.
   virtual core::Result<void> Apply(std::span<const Change> changes);
 
