@@ -172,7 +172,7 @@ CLI::App* AddSubmitCommand(CLI::App& app, SubmitCliOptions& o) {
                   "Multiplies every arrival time (0.01: 100 times faster) and the sleep of trace "
                   "pods (gpumux.io/duration-s)")
       ->capture_default_str()
-      ->check(NumberIn(0, 1e6, LowerBound::kOpen));
+      ->check(NumberIn(runs::kMinTimeScale, runs::kMaxTimeScale, LowerBound::kClosed));
   cmd->add_option("--record", o.record,
                   "The record file, JSON lines; must not exist [default: gpumux-run-RUN.jsonl]");
   cmd->add_option("--run", o.run,

@@ -25,6 +25,9 @@ const std::set<std::string, std::less<>>& KnownEvents() {
   return events;
 }
 
+// A number as JSON writes it, for messages: 1e+300, 1000000000.0.
+std::string JsonNumber(double v) { return json(v).dump(); }
+
 }  // namespace
 
 nlohmann::ordered_json RecordLine(std::string_view event, double t) {
@@ -208,6 +211,10 @@ class RecordParser {
       return tl::unexpected(Bad("unknown event '" + *event + "'"));
     auto t = r.Num("t", true);
     if (!t) return tl::unexpected(t.error());
+    if (**t > kMaxRecordSeconds) {
+      return tl::unexpected(Bad("\"t\" is " + JsonNumber(**t) + " s, more than " +
+                                JsonNumber(kMaxRecordSeconds) + " s after the run's start"));
+    }
     if (!have_run_ && *event != "run") {
       return tl::unexpected(Bad("the first line must be the run line, not '" + *event + "'"));
     }
@@ -247,7 +254,11 @@ class RecordParser {
     }
     auto scale = r.Num("time_scale", true);
     if (!scale) return tl::unexpected(scale.error());
-    if (!(**scale > 0)) return tl::unexpected(Bad("\"time_scale\" must be > 0"));
+    if (!(**scale >= kMinTimeScale && **scale <= kMaxTimeScale)) {
+      return tl::unexpected(Bad("\"time_scale\" must be from " + JsonNumber(kMinTimeScale) +
+                                " to " + JsonNumber(kMaxTimeScale) + ", not " +
+                                JsonNumber(**scale)));
+    }
     run.time_scale = **scale;
     auto objects = r.Num("objects", false);
     if (!objects) return tl::unexpected(objects.error());

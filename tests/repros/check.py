@@ -310,6 +310,27 @@ def dl_jobs_submit_overflow(g, d):
     expect('never ran' not in out, 'the error blames the cluster instead of the submit time')
 
 
+def submit_yaml_billion_laughs(g, d):
+    # Nested aliases: 591 bytes that expand to ~387 million strings. Refused at once, in little
+    # memory (the limit makes a runaway expansion fail fast instead of taking the machine).
+    refused(['sh', '-c', f'ulimit -v 2000000; exec {g} submit laughs.yaml --dry-run --run r1'],
+            cwd=d, names=['laughs.yaml', 'too many values', 'aliases'], timeout=30)
+
+
+def report_record_time_overflow(g, d):
+    # A finish time that does not fit the report's microseconds was reported as a JCT of 0 s,
+    # and a time scale of 5e-324 as load 'inf'.
+    code, out = run([g, 'report', '--from-cluster', 'ok-t100.jsonl', '--no-report', '--format',
+                     'json'], cwd=d)
+    expect(code == 0, f'the valid record: exit {code}')
+    metrics = json.loads(out[:out.rindex('}') + 1])['runs'][0]['metrics']
+    expect(metrics['avg_jct_s'] == 100.0, f'the valid record: {metrics}')
+    for record, field in (('finish-9.3e12.jsonl', '"t"'), ('finish-1e300.jsonl', '"t"'),
+                          ('time-scale-5e-324.jsonl', '"time_scale"')):
+        refused([g, 'report', '--from-cluster', record, '--no-report'], cwd=d,
+                names=[record, field])
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -326,6 +347,8 @@ CASES = {
     'path-is-a-directory': path_is_a_directory,
     'dl-profile-overflow': dl_profile_overflow,
     'dl-jobs-submit-overflow': dl_jobs_submit_overflow,
+    'submit-yaml-billion-laughs': submit_yaml_billion_laughs,
+    'report-record-time-overflow': report_record_time_overflow,
 }
 
 

@@ -35,6 +35,13 @@
 namespace gpumux::runs {
 
 inline constexpr int kRunRecordVersion = 1;
+// The latest time a record line may carry, in seconds from the run's start (about 31 years; the
+// report turns times into integer microseconds, which hold up to ~9.2e12 s).
+inline constexpr double kMaxRecordSeconds = 1e9;
+// The range of a run's time scale (--time-scale): 1e-9 is a billion times faster than the trace
+// (months of the Alibaba trace in seconds); below it, loads and sleeps stop being numbers.
+inline constexpr double kMinTimeScale = 1e-9;
+inline constexpr double kMaxTimeScale = 1e6;
 // The largest record read (a line per event; 10^6 jobs with 6 events of ~300 bytes is 1.8 GB).
 inline constexpr std::size_t kMaxRunRecordBytes = std::size_t{4} << 30;
 
