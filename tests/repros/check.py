@@ -249,6 +249,66 @@ def device_plugin_huge_memory(g, d):
             cwd=d, names=['gpus.csv', 'memory'], timeout=60)
 
 
+def device_plugin_listener_hostile_clients(g, d):
+    # The probe/metrics listener (0.0.0.0:9402 in the monitoring overlay) stopped answering
+    # /healthz under 8 trickling connections and read a 512 MiB body into memory.
+    kubelet = tempfile.mkdtemp(prefix='gpumux-dp-')  # short: unix socket paths end at 107 bytes
+    port = free_port()
+    log = open(os.path.join(d, 'plugin.log'), 'w+')
+    proc = subprocess.Popen([g, 'device-plugin', '--node-name', 'dev', '--backend', 'fake',
+                             '--gpus-file', 'gpus.csv', '--kubelet-dir', kubelet, '--offline',
+                             '--metrics-address', f'127.0.0.1:{port}'], cwd=d, stdout=log,
+                            stderr=subprocess.STDOUT)
+    socks = []
+
+    def probe():
+        try:
+            c = http.client.HTTPConnection('127.0.0.1', port, timeout=3)
+            c.request('GET', '/healthz')
+            ok = c.getresponse().status == 200
+            c.close()
+            return ok
+        except (OSError, http.client.HTTPException):
+            return False
+    try:
+        deadline = time.monotonic() + 30
+        while not probe():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                log.seek(0)
+                raise Failure('the plugin never served:\n' + log.read()[-2000:])
+            time.sleep(0.1)
+        socks = [socket.create_connection(('127.0.0.1', port)) for _ in range(8)]
+        header = b'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ' + b'a' * 100
+        answered = 0
+        for k in range(5):
+            for s in socks:
+                s.sendall(header[k:k + 1])
+            answered += probe()
+            time.sleep(1)
+        print(f'  8 trickling connections: {answered}/5 probes answered')
+        expect(answered == 5, f'only {answered} of 5 probes answered beside 8 slow clients')
+        big = socket.create_connection(('127.0.0.1', port))
+        big.sendall(b'POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n' % (512 << 20))
+        big.settimeout(10)
+        reply = big.recv(4096)
+        big.close()
+        print(f'  a 512 MiB body announced: {reply[:40]!r}')
+        expect(reply.startswith(b'HTTP/1.1 413') or reply.startswith(b'HTTP/1.1 405'),
+               f'a 512 MiB body was not refused before it was read: {reply[:80]!r}')
+        expect(b'{' in reply, 'the refusal has no JSON body')
+        expect(probe() and proc.poll() is None, 'the plugin stopped answering')
+    finally:
+        for s in socks:
+            s.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(kubelet, ignore_errors=True)
+
+
 def extender_slowloris(g, d):
     # Twice as many trickling connections as the extender has threads, for 15 s: /healthz keeps
     # answering (the benchmark, not this test, holds it to 100 ms).
@@ -351,6 +411,7 @@ CASES = {
     'dl-jobs-submit-overflow': dl_jobs_submit_overflow,
     'submit-yaml-billion-laughs': submit_yaml_billion_laughs,
     'report-record-time-overflow': report_record_time_overflow,
+    'device-plugin-listener-hostile-clients': device_plugin_listener_hostile_clients,
 }
 
 
