@@ -7,6 +7,8 @@
 #include <numeric>
 #include <optional>
 
+#include "gpumux/core/json_text.h"
+
 namespace gpumux::cli {
 
 namespace {
@@ -46,7 +48,7 @@ core::Result<ExampleRun> ParseExampleRun(const std::string& line, const std::str
     r.torch = j.value("torch", std::string());
     r.python = j.value("python", std::string());
   } catch (const Json::exception& e) {
-    return bad(std::string("summary: ") + e.what());
+    return bad("summary: " + core::JsonErrorText(e.what()));
   }
   if (r.step_s.empty()) return bad("the summary has no measured steps (step_s is empty)");
   for (double s : r.step_s) {

@@ -97,4 +97,18 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+std::string JsonErrorText(std::string_view what) {
+  if (what.rfind("[json.exception.", 0) == 0) {
+    const auto tag_end = what.find("] ");
+    if (tag_end != std::string_view::npos) what.remove_prefix(tag_end + 2);
+  }
+  for (std::string_view prefix : {"parse error at ", "parse error: "}) {
+    if (what.rfind(prefix, 0) == 0) {
+      what.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  return std::string(what);
+}
+
 }  // namespace gpumux::core

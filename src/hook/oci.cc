@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "gpumux/core/json_text.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
 #include "src/hook/checked_json.h"
@@ -128,7 +129,7 @@ core::Result<ContainerState> ParseState(std::istream& in) {
     j = Json::parse(text);
   } catch (const Json::exception& e) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           where + ": not JSON (" + std::string(e.what()) + ")");
+                           where + ": not JSON (" + core::JsonErrorText(e.what()) + ")");
   }
   if (!j.is_object()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, where + ": not a JSON object");
@@ -194,7 +195,7 @@ core::Result<Json> LoadConfig(const std::string& bundle) {
     j = Json::parse(*text, depth_guard);
   } catch (const Json::exception& e) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           path + ": malformed JSON (" + std::string(e.what()) + ")");
+                           path + ": malformed JSON (" + core::JsonErrorText(e.what()) + ")");
   }
   if (too_deep) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json_text.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/fd.h"
 #include "gpumux/io/read_file.h"
@@ -154,7 +155,7 @@ core::Result<ReservationFile> Parse(const std::string& text, const std::string& 
   try {
     j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    return tl::unexpected(Malformed(path, e.what()));
+    return tl::unexpected(Malformed(path, core::JsonErrorText(e.what())));
   }
   const auto list = j.is_object() ? j.find("reservations") : j.end();
   if (list == j.end() || !list->is_array()) {

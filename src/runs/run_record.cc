@@ -12,6 +12,8 @@
 #include <tuple>
 #include <utility>
 
+#include "gpumux/core/json_text.h"
+
 namespace gpumux::runs {
 namespace {
 
@@ -161,7 +163,7 @@ std::string WhyNotJson(std::string_view raw) {
   try {
     return json::parse(raw).dump();  // not reached: the caller's parse failed
   } catch (const json::exception& e) {
-    return e.what();
+    return core::JsonErrorText(e.what());
   }
 }
 

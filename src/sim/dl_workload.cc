@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json_text.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/io/csv.h"
@@ -143,7 +144,7 @@ core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
       }
     }
   } catch (const json::exception& e) {
-    return tl::unexpected(Bad(source, std::string("invalid JSON: ") + e.what()));
+    return tl::unexpected(Bad(source, "invalid JSON: " + core::JsonErrorText(e.what())));
   } catch (const std::runtime_error& e) {
     return tl::unexpected(Bad(source, e.what()));
   }

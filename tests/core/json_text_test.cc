@@ -34,5 +34,21 @@ TEST(JsonText, AppendJsonStringQuotesAndParsesBackToTheText) {
   EXPECT_EQ(out, "\"bad \xEF\xBF\xBD\"") << "invalid UTF-8 becomes U+FFFD";
 }
 
+TEST(JsonText, TheLibrarysErrorsLoseTheirTagsAndKeepWhereAndWhat) {
+  std::string what;
+  try {
+    const auto parsed = nlohmann::json::parse("{nope");
+    what = parsed.dump();
+  } catch (const nlohmann::json::exception& e) {
+    what = e.what();
+  }
+  ASSERT_EQ(what.rfind("[json.exception.parse_error.101]", 0), 0u) << what;
+  const std::string said = JsonErrorText(what);
+  EXPECT_EQ(said.rfind("line 1, column 3: syntax error", 0), 0u) << said;
+  EXPECT_EQ(JsonErrorText("[json.exception.type_error.302] type must be string, but is number"),
+            "type must be string, but is number");
+  EXPECT_EQ(JsonErrorText("a reason of our own"), "a reason of our own");
+}
+
 }  // namespace
 }  // namespace gpumux::core
