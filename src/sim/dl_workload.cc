@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -230,6 +231,14 @@ const policy::WorkloadProfile& DefaultTruthProfile() {
 
 core::Result<policy::WorkloadProfile> ProfileByNameOrPath(const std::string& name_or_path) {
   if (const policy::WorkloadProfile* p = EmbeddedProfile(name_or_path)) return *p;
+  std::error_code ec;
+  if (!std::filesystem::exists(name_or_path, ec)) {
+    std::string names;
+    for (const auto& n : EmbeddedProfileNames()) names += (names.empty() ? "" : ", ") + n;
+    return core::MakeError(core::ErrorCode::kNotFound,
+                           name_or_path + ": cannot open: no such file, and no embedded profile " +
+                               "has this name (" + names + ")");
+  }
   return LoadProfile(name_or_path);
 }
 
