@@ -4,9 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "gpumux/core/time.h"
 #include "src/coordinator/coordinator_state.h"
@@ -32,11 +30,6 @@ std::string JoinInts(const std::vector<int>& v) {
     out += std::to_string(x);
   }
   return out;
-}
-
-double Mean(const std::deque<double>& v) {
-  if (v.empty()) return 0;
-  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -66,8 +59,11 @@ Coordinator::Coordinator(CoordinatorOptions options, const policy::WorkloadProfi
       now_(std::move(now)),
       log_(std::move(log)),
       rng_(options_.seed, "coordinator-tuner") {
-  auto t = policy::MakeTuner(options_.tuner);
-  if (t) tuner_ = std::move(*t);
+  if (options_.make_tuner) {
+    tuner_ = options_.make_tuner();
+  } else if (auto t = policy::MakeTuner(options_.tuner)) {
+    tuner_ = std::move(*t);
+  }
   if (!now_) now_ = [] { return Clock::now(); };
 }
 
@@ -262,144 +258,6 @@ void Coordinator::Remove(const std::string& id, std::string_view why) {
   Changed(gpu);
 }
 
-void Coordinator::Changed(const std::string& gpu, const std::string& newcomer) {
-  Group& g = GroupOf(gpu);
-  if (g.session) {
-    log_("GPU " + gpu + ": its jobs changed during tuning; the session starts over");
-    EndSession(g);
-  }
-  if (g.members.empty()) {
-    if (sink_ != nullptr) {
-      sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/gpus/" + KeySegment(gpu)),
-                   std::nullopt);
-    }
-    groups_.erase(gpu);
-    return;
-  }
-  // A stored assignment for exactly this set of jobs (after a restart) is used as it is.
-  if (!g.restored.empty()) {
-    std::vector<std::string> a = g.members;
-    std::vector<std::string> b;
-    for (const auto& [job, batch] : g.restored) b.push_back(job);
-    std::sort(a.begin(), a.end());
-    if (a == b) {
-      for (const auto& [job, batch] : g.restored) jobs_.at(job)->target = batch;
-      g.state = g.members.size() == 1 ? "solo" : "tuned";
-      StoreGroup(g);
-      return;
-    }
-    g.restored.clear();
-  }
-  std::vector<policy::TuneJob> group;
-  bool tunable = tuner_ != nullptr;
-  for (const auto& m : g.members) {
-    const Job& j = *jobs_.at(m);
-    tunable = tunable && j.cls != nullptr;
-    group.push_back({j.cls, j.batch, j.reg.memory_mib, m == newcomer, j.noise_scale});
-  }
-  if (!tunable) {
-    g.state = tuner_ == nullptr ? (g.members.size() == 1 ? "solo" : "tuned") : "untuned";
-    StoreGroup(g);
-    return;
-  }
-  g.session = tuner_->Start(std::move(group), model_, rng_);
-  if (!g.session) {
-    g.state = g.members.size() == 1 ? "solo" : "tuned";
-    StoreGroup(g);
-    return;
-  }
-  g.session_jobs = g.members;
-  ++g.sessions;
-  ++sessions_started_;
-  g.state = "measuring";
-  log_("GPU " + gpu + ": tuning " + std::to_string(g.members.size()) + " job(s) with the " +
-       std::string(tuner_->name()) + " tuner");
-  StepSession(g);
-}
-
-void Coordinator::StepSession(Group& g) {
-  const policy::TuneStep step = g.session->Next();
-  std::string line = "GPU " + g.gpu + ": batch sizes";
-  for (std::size_t k = 0; k < g.session_jobs.size() && k < step.batches.size(); ++k) {
-    Job& j = *jobs_.at(g.session_jobs[k]);
-    int b = step.batches[k];
-    if (j.reg.min_batch > 0) b = std::max(b, j.reg.min_batch);
-    if (j.reg.max_batch > 0) b = std::min(b, j.reg.max_batch);
-    j.target = b;
-    j.adopted = j.batch == b && j.since_change > options_.warmup_steps;
-    j.window_sum = 0;
-    j.window_n = 0;
-    j.skip_next_report = false;
-    line += " " + j.reg.job + "=" + std::to_string(b);
-    StoreJob(j);
-  }
-  if (step.final) {
-    log_(line + " (tuned)");
-    EndSession(g);
-    g.state = g.members.size() == 1 ? "solo" : "tuned";
-    StoreGroup(g);
-    StoreTuner();
-    return;
-  }
-  g.window_steps = std::max(step.measure_minibatches, options_.window_steps);
-  g.window_open = false;
-  g.step_started = now_();
-  log_(line + " (measuring " + std::to_string(g.window_steps) + " steps)");
-  StoreGroup(g);
-  MaybeOpenWindow(g);
-}
-
-void Coordinator::MaybeOpenWindow(Group& g) {
-  for (const auto& m : g.session_jobs) {
-    if (!jobs_.at(m)->adopted) return;
-  }
-  g.window_open = true;
-  for (const auto& m : g.session_jobs) {
-    Job& j = *jobs_.at(m);
-    j.window_sum = 0;
-    j.window_n = 0;
-    j.skip_next_report = true;
-  }
-}
-
-void Coordinator::CloseWindow(Group& g, bool timed_out) {
-  std::vector<int> batches;
-  std::vector<double> step_s, noise;
-  bool all_measured = true;
-  for (const auto& m : g.session_jobs) {
-    const Job& j = *jobs_.at(m);
-    double s = 0;
-    if (j.window_n > 0) {
-      s = j.window_sum / j.window_n;
-      batches.push_back(j.target);
-    } else {
-      all_measured = false;
-      batches.push_back(j.batch);
-      s = Mean(j.recent);
-      if (s <= 0 && j.cls != nullptr) s = j.cls->StepSeconds(j.batch);
-      if (s <= 0) s = 1;
-    }
-    step_s.push_back(s);
-    noise.push_back(j.noise_scale);
-  }
-  ++g.windows;
-  ++windows_closed_;
-  if (timed_out) {
-    log_.Warn("GPU " + g.gpu + ": measurement window timed out; jobs that did not answer are " +
-              "observed at their latest step times");
-  }
-  if (all_measured && g.session_jobs.size() >= 2) RecordObservation(g, step_s);
-  g.window_open = false;
-  g.session->Observe(batches, step_s, noise);
-  StepSession(g);
-}
-
-void Coordinator::EndSession(Group& g) {
-  g.session.reset();
-  g.session_jobs.clear();
-  g.window_open = false;
-}
-
 double Coordinator::SoloReference(const Job& j, int batch, bool* measured) const {
   *measured = false;
   if (j.cls == nullptr) return 0;
@@ -540,16 +398,6 @@ void Coordinator::StoreGroup(const Group& g) {
          {"tuner", tuner_ ? std::string(tuner_->name()) : "none"},
          {"updated", UtcNow()}};
   sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/gpus/" + KeySegment(g.gpu)), v.dump());
-}
-
-void Coordinator::StoreTuner() {
-  const auto* joint = dynamic_cast<const policy::JointTuner*>(tuner_.get());
-  if (sink_ == nullptr || joint == nullptr) return;
-  Json v = Json::array();
-  for (const auto& c : joint->Corrections()) {
-    v.push_back({{"set", c.set_key}, {"member", c.member}, {"ratio", c.ratio}});
-  }
-  sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/tuner"), v.dump());
 }
 
 namespace {
@@ -709,7 +557,7 @@ std::vector<GpuView> Coordinator::State(const Caller& caller) const {
     v.gpu = j.gpu;
     v.batch_size = j.batch;
     v.target_batch = j.target;
-    v.step_s = Mean(j.recent);
+    v.step_s = MeanOf(j.recent);
     v.samples_per_s = v.step_s > 0 ? j.batch / v.step_s : 0;
     bool measured = false;
     v.solo_step_s = SoloReference(j, j.batch, &measured);

@@ -2,10 +2,12 @@
 // coordinator's sources.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +15,19 @@
 #include "gpumux/coordinator/coordinator.h"
 
 namespace gpumux::coordinator {
+
+// What a tuning computation produced (the runner's side of Coordinator::RunTuning).
+struct Coordinator::Computed {
+  bool started = false;  // a session's start: `session` is null when there is nothing to tune
+  std::shared_ptr<policy::TuningSession> session;
+  policy::TuneStep step;
+  std::string tuner_state;  // after a final step: the tuner's learned corrections, as stored
+};
+
+inline double MeanOf(const std::deque<double>& v) {
+  if (v.empty()) return 0;
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
 
 struct Coordinator::Job {
   Registration reg;
@@ -39,7 +54,14 @@ struct Coordinator::Group {
   std::string gpu;
   std::vector<std::string> members;  // registration order
   std::string state = "solo";
-  std::unique_ptr<policy::TuningSession> session;
+  // Null while no session runs, and while a computation holds it (the runner's side).
+  std::shared_ptr<policy::TuningSession> session;
+  bool computing = false;  // a computation for this group is in flight
+  // Changes whenever the group's jobs change or its session ends: a computation asked for
+  // under another generation is dropped. `live` is read by the runner to skip stale work.
+  std::uint64_t generation = 0;
+  std::shared_ptr<std::atomic<std::uint64_t>> live =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
   std::vector<std::string> session_jobs;
   int window_steps = 0;
   bool window_open = false;

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -298,6 +300,86 @@ class StoreWriter final : public StoreSink {
   std::thread thread_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// The tuning worker: the tuner's computations, one at a time, outside the coordinator's lock;
+// each result is applied under that lock (the coordinator drops it if the GPU's jobs changed).
+
+class TuningWorker {
+ public:
+  TuningWorker(std::mutex& coordinator_mu, std::function<void(double)> computed)
+      : coordinator_mu_(coordinator_mu), computed_(std::move(computed)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~TuningWorker() { Stop(); }
+
+  // Called under the coordinator's lock (lock order: the coordinator's, then the queue's).
+  void Post(Coordinator::TuningWork work) {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(work));
+    cv_.notify_one();
+  }
+
+  // Drops what is queued; a computation in progress finishes and is not applied.
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+      queue_.clear();
+      cv_.notify_one();
+      idle_cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::size_t queued() const {
+    std::lock_guard lock(mu_);
+    return queue_.size();
+  }
+
+  // Returns when nothing is queued or being computed and applied. Not under the coordinator's lock.
+  void WaitIdle() {
+    std::unique_lock lock(mu_);
+    idle_cv_.wait(lock, [this] { return stop_ || (queue_.empty() && !busy_); });
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      Coordinator::TuningWork work = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      const auto start = std::chrono::steady_clock::now();
+      std::function<void()> apply = work();
+      computed_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      {
+        std::lock_guard coordinator(coordinator_mu_);
+        if (!stopping()) apply();
+      }
+      lock.lock();
+      busy_ = false;
+      idle_cv_.notify_all();
+    }
+  }
+  bool stopping() const {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+
+  std::mutex& coordinator_mu_;
+  std::function<void(double)> computed_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<Coordinator::TuningWork> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class Server::Impl {
  public:
   Impl(ServerOptions options, std::unique_ptr<Coordinator> coordinator, store::Store* store,
@@ -314,9 +396,14 @@ class Server::Impl {
         durations_(prometheus::BuildHistogram()
                        .Name("gpumux_coordinator_request_duration_seconds")
                        .Help("Time to answer a job protocol request, the wait for the "
-                             "coordinator's lock included (a tuning session's start or step "
-                             "holds it), by endpoint")
-                       .Register(*registry_)) {}
+                             "coordinator's lock included, by endpoint")
+                       .Register(*registry_)),
+        tuning_(prometheus::BuildHistogram()
+                    .Name("gpumux_coordinator_tuning_duration_seconds")
+                    .Help("Time the tuner took to start a session or decide a step, on the "
+                          "tuning thread (requests do not wait for it)")
+                    .Register(*registry_)
+                    .Add({}, kTuningBuckets)) {}
 
   core::Result<void> Start() {
     if (store_ != nullptr) {
@@ -340,6 +427,10 @@ class Server::Impl {
       }
       if (read) coordinator_->Restore(kv);
     }
+    // From now on the tuner computes on its own thread: no request waits behind it.
+    tuning_worker_ = std::make_unique<TuningWorker>(mu_, [this](double s) { tuning_.Observe(s); });
+    coordinator_->set_tuning_runner(
+        [this](Coordinator::TuningWork work) { tuning_worker_->Post(std::move(work)); });
     net::ServerOptions o;
     o.name = "coordinator";
     o.listen = {net::Endpoint::Tcp(options_.host, options_.port)};
@@ -400,6 +491,7 @@ class Server::Impl {
     }
     if (ticker_.joinable()) ticker_.join();
     if (http_) http_->Stop(std::chrono::seconds(5));  // requests are short: a bounded SIGTERM
+    if (tuning_worker_) tuning_worker_->Stop();       // a session in progress is dropped
     if (writer_) writer_->Stop();
   }
 
@@ -474,6 +566,14 @@ class Server::Impl {
       totals.Add({{"what", "measurement_windows"}})
           .Set(static_cast<double>(coordinator_->windows_closed()));
     }
+    if (tuning_worker_) {
+      prometheus::BuildGauge()
+          .Name("gpumux_coordinator_tuning_queued")
+          .Help("Tuning computations waiting for the tuning thread")
+          .Register(now)
+          .Add({})
+          .Set(static_cast<double>(tuning_worker_->queued()));
+    }
     if (writer_) {
       store_g.Add({{"what", "pending"}}).Set(static_cast<double>(writer_->pending()));
       store_g.Add({{"what", "errors"}}).Set(static_cast<double>(writer_->errors()));
@@ -486,6 +586,9 @@ class Server::Impl {
     return out.str();
   }
 
+  void WaitForTuning() {
+    if (tuning_worker_) tuning_worker_->WaitIdle();
+  }
   int port() const { return http_ ? http_->port() : options_.port; }
   std::size_t store_pending() const { return writer_ ? writer_->pending() : 0; }
 
@@ -499,6 +602,9 @@ class Server::Impl {
   prometheus::Family<prometheus::Histogram>& durations_;
   inline static const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1};
+  inline static const prometheus::Histogram::BucketBoundaries kTuningBuckets = {0.0001, 0.001, 0.01,
+                                                                                0.1,    1,     10};
+  prometheus::Histogram& tuning_;
   std::unique_ptr<StoreWriter> writer_;
   std::unique_ptr<net::HttpServer> http_;
   std::mutex mu_;
@@ -506,6 +612,7 @@ class Server::Impl {
   std::thread ticker_;
   bool stop_ = false;
   bool stopped_ = false;
+  std::unique_ptr<TuningWorker> tuning_worker_;  // after mu_: it applies under that lock
 };
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -516,6 +623,7 @@ void Server::Stop() {
 int Server::port() const { return impl_->port(); }
 std::string Server::RenderMetrics() const { return impl_->MetricsText(); }
 std::size_t Server::store_pending() const { return impl_->store_pending(); }
+void Server::WaitForTuning() { impl_->WaitForTuning(); }
 
 core::Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
                                                     std::unique_ptr<Coordinator> coordinator,

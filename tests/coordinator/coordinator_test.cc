@@ -260,6 +260,55 @@ TEST_F(CoordinatorTest, AGroupThatChangesDuringTuningStartsOver) {
   EXPECT_EQ(StateOf("GPU-0"), "tuned");
 }
 
+// With a runner (the daemon's tuning thread), the tuner's work is asked for, not done, inside
+// the call; a result for a group whose jobs changed meanwhile is never applied.
+TEST_F(CoordinatorTest, ATuningResultForAGroupThatChangedMeanwhileIsDropped) {
+  std::vector<Coordinator::TuningWork> asked;
+  c_->set_tuning_runner([&](Coordinator::TuningWork w) { asked.push_back(std::move(w)); });
+  const auto lines = [&](const std::string& text) {
+    return std::count_if(log_.begin(), log_.end(),
+                         [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  EXPECT_EQ(Register("j1", "a", 21).batch_size, 21);  // the tuner would move it
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(StateOf("GPU-0"), "measuring");
+  EXPECT_EQ(c_->sessions_started(), 0);
+  std::function<void()> computed_for_one = asked[0]();  // computed before j2 joins ...
+  Register("j2", "b", 100);
+  ASSERT_EQ(asked.size(), 2u);
+  computed_for_one();  // ... and applied after: dropped
+  EXPECT_EQ(lines("tuning 1 job(s)"), 0);
+  EXPECT_EQ(c_->sessions_started(), 0);
+  Register("j3", "a", 100);  // j2+j1's work was not computed yet: it never will be
+  ASSERT_EQ(asked.size(), 3u);
+  asked[1]()();
+  EXPECT_EQ(lines("tuning 2 job(s)"), 0);
+  asked[2]()();
+  EXPECT_EQ(lines("tuning 3 job(s)"), 1);
+  EXPECT_EQ(c_->sessions_started(), 1);
+  EXPECT_EQ(StateOf("GPU-0"), "measuring");
+  // Steps are asked for the same way: each closed window posts one computation.
+  for (int round = 0; round < 10 && StateOf("GPU-0") == "measuring"; ++round) {
+    const std::size_t before = asked.size();
+    for (const char* j : {"j1", "j2", "j3"}) Steps(j, TargetOf(j), 0.2, 6);
+    for (std::size_t k = before; k < asked.size(); ++k) asked[k]()();
+  }
+  EXPECT_EQ(StateOf("GPU-0"), "tuned");
+}
+
+// The same decisions as without a runner when every result is applied at once.
+TEST_F(CoordinatorTest, AnImmediateRunnerDecidesAsTheInlineCoordinator) {
+  const auto run = [&](bool runner) {
+    Make();
+    if (runner) c_->set_tuning_runner([](Coordinator::TuningWork w) { w()(); });
+    Register("j1", "a", 100);
+    Register("j2", "b", 100);
+    RunToTuned({"j1", "j2"}, 0.12);
+    return std::make_pair(TargetOf("j1"), TargetOf("j2"));
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 struct BadMessage {
   std::string name, path, body, error_part;
 };

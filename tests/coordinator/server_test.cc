@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +114,46 @@ std::string UnixPost(const std::string& socket, const std::string& path, const s
                                  std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
+// A tuner whose sessions start only when the test opens the gate (or after 10 s, which the
+// test then sees as a failure): a computation that takes as long as the test likes.
+class GatedTuner final : public policy::Tuner {
+ public:
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    int entered = 0;
+    bool timed_out = false;
+    void Open() {
+      std::lock_guard lock(mu);
+      open = true;
+      cv.notify_all();
+    }
+    int Entered() {
+      std::lock_guard lock(mu);
+      return entered;
+    }
+  };
+  explicit GatedTuner(std::shared_ptr<Gate> gate)
+      : gate_(std::move(gate)), inner_(std::move(*policy::MakeTuner("joint"))) {}
+  std::string_view name() const override { return "gated"; }
+  std::unique_ptr<policy::TuningSession> Start(std::vector<policy::TuneJob> group,
+                                               const policy::InterferenceModel& model,
+                                               core::Rng& rng) override {
+    {
+      std::unique_lock lock(gate_->mu);
+      ++gate_->entered;
+      gate_->cv.notify_all();
+      if (!gate_->cv.wait_for(lock, 10s, [&] { return gate_->open; })) gate_->timed_out = true;
+    }
+    return inner_->Start(std::move(group), model, rng);
+  }
+
+ private:
+  std::shared_ptr<Gate> gate_;
+  std::unique_ptr<policy::Tuner> inner_;
+};
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -133,6 +174,7 @@ class ServerTest : public ::testing::Test {
     CoordinatorOptions o;
     o.node = "n1";
     o.window_steps = 2;
+    if (gate_) o.make_tuner = [gate = gate_] { return std::make_unique<GatedTuner>(gate); };
     ServerOptions s;
     s.port = 0;
     s.socket_path = (dir_ / "c.sock").string();
@@ -157,7 +199,8 @@ class ServerTest : public ::testing::Test {
   std::filesystem::path dir_;
   SwitchableStore store_;
   std::unique_ptr<Server> server_;
-  std::string proc_;  // "" = the real /proc
+  std::string proc_;                        // "" = the real /proc
+  std::shared_ptr<GatedTuner::Gate> gate_;  // null = the joint tuner
   std::mutex log_mu_;
   std::vector<std::string> log_;
   int LogLinesWith(const std::string& text) {
@@ -211,6 +254,9 @@ TEST_F(ServerTest, AJobRegisteredOverTcpIsNotTheUnixCallersToReportFor) {
                 {{"job", "victim"}, {"class", "a"}, {"batch_size", 21}, {"gpus", {"GPU-0"}}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
+  server_->WaitForTuning();
+  r = Post("/v1/report", {{"job", "victim"}, {"steps", Json::array({{21, 0.1}})}});
+  ASSERT_TRUE(r);
   const std::string sock = (dir_ / "c.sock").string();
   std::string answer = UnixPost(
       sock, "/v1/register", R"({"job":"victim","class":"a","batch_size":4096,"gpus":["GPU-0"]})");
@@ -293,6 +339,52 @@ TEST_F(ServerTest, FiftyThousandReportsOverTheSocketLeaveThreadsMapsAndMemoryFla
       "RSS %ld -> %ld kB\n",
       connections, before.threads, after.threads, before.maps, after.maps, before.rss_kb,
       after.rss_kb);
+}
+
+// The issue's "no request waits behind a tuning computation": while the tuner is busy (here
+// for as long as the test keeps its gate shut), every endpoint answers.
+TEST_F(ServerTest, RequestsAreAnsweredWhileTheTunerIsComputing) {
+  gate_ = std::make_shared<GatedTuner::Gate>();
+  Start();
+  auto r = Post("/v1/register",
+                {{"job", "j0"}, {"class", "a"}, {"batch_size", 21}, {"gpus", {"GPU-0"}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["batch_size"], 21);  // no decision yet: its own batch
+  EXPECT_EQ(Json::parse(r->body)["state"], "measuring");
+  {
+    std::unique_lock lock(gate_->mu);
+    ASSERT_TRUE(gate_->cv.wait_for(lock, 10s, [&] { return gate_->entered == 1; }));
+  }
+  // The tuner is inside its computation for j0's GPU now.
+  auto other = Post("/v1/register",
+                    {{"job", "j1"}, {"class", "a"}, {"batch_size", 21}, {"gpus", {"GPU-1"}}});
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 200) << other->body;
+  auto report = Post("/v1/report", {{"job", "j0"}, {"steps", Json::array({{21, 0.1}})}});
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->status, 200) << report->body;
+  httplib::Client client("127.0.0.1", server_->port());
+  auto state = client.Get("/v1/state");
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->status, 200);
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gpumux_coordinator_tuning_queued 1"), std::string::npos)
+      << metrics->body;  // j1's GPU waits for the tuning thread
+  EXPECT_EQ(gate_->Entered(), 1);
+  gate_->Open();
+  server_->WaitForTuning();
+  EXPECT_FALSE(gate_->timed_out);  // every answer above came while the gate was shut
+  EXPECT_EQ(gate_->Entered(), 2);
+  report = Post("/v1/report", {{"job", "j0"}, {"steps", Json::array({{21, 0.1}})}});
+  ASSERT_TRUE(report);
+  EXPECT_NE(Json::parse(report->body)["batch_size"], 21) << report->body;  // decided and applied
+  metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gpumux_coordinator_tuning_duration_seconds_count 2"),
+            std::string::npos)
+      << metrics->body;
 }
 
 TEST_F(ServerTest, AStaleSocketFromAKilledRunIsReplaced) {

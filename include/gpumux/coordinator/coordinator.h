@@ -13,6 +13,11 @@
 //    the window opened, or at the window timeout, when a member that did not measure is
 //    observed at its latest step time. Observe() gets the batches that ran and the mean step
 //    times; a final step's batches stay the targets until the group changes.
+//  * The tuner's computations (a session's start, and each step after a window) run through
+//    the tuning runner (set_tuning_runner): the daemon runs them on a thread of their own, one
+//    at a time, and applies each result under its lock only if the GPU's jobs have not changed
+//    since it was asked for, so no request waits behind a computation. Without a runner they
+//    run at once, inside the call that needs them (tests; the simulator's order of events).
 //  * A group with a member of unknown class, or on several GPUs, is "untuned": served, never
 //    tuned. A job that has not reported for options.job_timeout leaves.
 //  * Every closed window of two or more jobs with known classes records an observation (each
@@ -21,7 +26,8 @@
 //    administrator; with a membership source, a registration must come from the pod (or
 //    container) that holds the GPU. A refusal is kPermissionDenied (403), or kUnavailable (503)
 //    while the caller's pod is not known yet or a job limit is reached.
-// Thread safety: none; the server serialises calls.
+// Thread safety: none; the server serialises calls. A runner's computations touch only the
+// tuner, its random stream and the session they compute, never the coordinator's other state.
 #pragma once
 
 #include <chrono>
@@ -54,8 +60,10 @@ struct Registration;
 
 struct CoordinatorOptions {
   std::string node = "localhost";
-  std::string gpu_model;            // for observations ("" = unknown)
-  std::string tuner = "joint";      // policy::MakeTuner name; "none" = never tune
+  std::string gpu_model;        // for observations ("" = unknown)
+  std::string tuner = "joint";  // policy::MakeTuner name; "none" = never tune
+  // Makes the tuner instead of policy::MakeTuner(tuner) when set (tests: a tuner that blocks).
+  std::function<std::unique_ptr<policy::Tuner>()> make_tuner;
   std::string prefix = "/gpumux/";  // store key prefix
   int window_steps = 10;            // at least this many steps per measurement window
   int warmup_steps = 1;             // steps dropped after a job changes its batch size
@@ -155,6 +163,13 @@ class Coordinator {
   // Where state goes from now on (the daemon's store writer); null = nowhere.
   void set_sink(StoreSink* sink) { sink_ = sink; }
 
+  // A tuning computation returns the function that applies its result; the runner calls that
+  // under the lock that serialises this coordinator's calls (it may drop both at shutdown).
+  using TuningWork = std::function<std::function<void()>()>;
+  using TuningRunner = std::function<void(TuningWork)>;
+  // Where tuning computations run from now on; null = at once, inside the calling method.
+  void set_tuning_runner(TuningRunner runner) { run_tuning_ = std::move(runner); }
+
   // Every GPU and job; for an untrusted unix-socket caller only its own jobs (and their GPUs).
   std::vector<GpuView> State(const Caller& caller = Caller::Node()) const;
   std::int64_t windows_closed() const { return windows_closed_; }
@@ -175,10 +190,17 @@ class Coordinator {
   std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu) const;
   // The GPU's set of jobs changed; `newcomer` is the job that joined ("" when one left).
   void Changed(const std::string& gpu, const std::string& newcomer = {});
-  void StepSession(Group& g);
+  struct Computed;
+  // Runs `work` (which may touch only tuner_, rng_, model_ and the session it holds) through
+  // the runner; its result is applied to the group of `g.gpu` if that group is unchanged.
+  void RunTuning(Group& g, std::function<Computed()> work);
+  void ApplyTuning(const std::string& gpu, std::uint64_t generation, Computed& out);
+  void ApplyStep(Group& g, const policy::TuneStep& step);
   void MaybeOpenWindow(Group& g);
   void CloseWindow(Group& g, bool timed_out);
   void EndSession(Group& g);
+  // The group's computations in flight are stale from now on.
+  void Invalidate(Group& g);
   void Remove(const std::string& id, std::string_view why);
   void RecordObservation(const Group& g, std::span<const double> step_s);
   double SoloReference(const Job& j, int batch, bool* measured) const;
@@ -186,7 +208,8 @@ class Coordinator {
   void StoreJob(Job& j);
   std::int64_t UnixNow() const;
   void StoreGroup(const Group& g);
-  void StoreTuner();
+  // The tuner's learned corrections as stored ("" = nothing to store); on the runner's side.
+  std::string TunerState() const;
   std::string Key(std::string_view rest) const;
 
   CoordinatorOptions options_;
@@ -204,6 +227,8 @@ class Coordinator {
   std::map<std::pair<std::string, std::string>, policy::Observation> observed_;
   std::int64_t windows_closed_ = 0;
   std::int64_t sessions_started_ = 0;
+  std::uint64_t generations_ = 0;  // the last Group::generation handed out
+  TuningRunner run_tuning_;
 };
 
 // Percent-encodes '/', '%' and bytes outside printable ASCII: a name as one key segment.

@@ -59,6 +59,9 @@ class Server {
   std::string RenderMetrics() const;
   // Writes queued for the store and not yet accepted by it.
   std::size_t store_pending() const;
+  // Returns once no tuning computation is queued or in progress (tests, the benchmark): the
+  // tuner runs on a thread of its own, and requests answer with the targets decided so far.
+  void WaitForTuning();
 
   class Impl;
 
