@@ -254,6 +254,7 @@ struct CoordinatorCliOptions {
   std::string socket_mode = "0666";     // octal; callers are identified by the kernel either way
   bool listen_beyond_loopback = false;  // --listen on a non-loopback address is refused without it
   int max_jobs_per_gpu = 16;
+  int max_jobs_per_caller = 64;
   int max_jobs = 512;
   std::string proc_root = "/proc";  // where callers' cgroups are read
   std::string store = "file:///var/lib/gpumux/coordinator.json";

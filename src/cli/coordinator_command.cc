@@ -218,6 +218,11 @@ CLI::App* AddCoordinatorCommand(CLI::App& app, CoordinatorCliOptions& o) {
   s.Add("max-jobs", &O::max_jobs, "Registrations beyond this many jobs on the node are refused")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  s.Add("max-jobs-per-caller", &O::max_jobs_per_caller,
+        "Registrations beyond this many jobs of one pod, container or uid (all TCP peers count "
+        "as one) are refused; the node's administrator (root outside containers) is not limited")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   s.Add("store", &O::store,
         "Where state is kept: etcd://HOST:PORT[,HOST:PORT], etcds://... (TLS), or "
         "file:///PATH (one fsync'd file; default)")
@@ -342,6 +347,7 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
   s.proc = o.proc_root;
   c.max_jobs_per_gpu = o.max_jobs_per_gpu;
   c.max_jobs = o.max_jobs;
+  c.max_jobs_per_caller = o.max_jobs_per_caller;
   if (o.backend == "fake" && o.gpus_file.empty()) return usage("--backend fake needs --gpus-file");
   if (o.backend != "fake" && !o.gpus_file.empty()) return usage("--gpus-file needs --backend fake");
 

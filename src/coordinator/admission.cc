@@ -106,13 +106,23 @@ std::optional<core::Error> Coordinator::CheckCaller(const Registration& r,
   return std::nullopt;
 }
 
-std::optional<core::Error> Coordinator::CheckLimits(const Registration& r,
-                                                    const std::string& gpu) const {
+std::optional<core::Error> Coordinator::CheckLimits(const Registration& r, const std::string& gpu,
+                                                    const Caller& caller) const {
   const auto existing = jobs_.find(r.job);
   if (existing == jobs_.end() && jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) {
     return core::Error{core::ErrorCode::kUnavailable, "node " + options_.node + " already has " +
                                                           std::to_string(jobs_.size()) +
                                                           " jobs (the limit, --max-jobs)"};
+  }
+  if (existing == jobs_.end() && !caller.trusted()) {
+    const std::string principal = caller.Principal();
+    const auto held = std::count_if(jobs_.begin(), jobs_.end(),
+                                    [&](const auto& e) { return e.second->owner == principal; });
+    if (held >= options_.max_jobs_per_caller) {
+      return core::Error{core::ErrorCode::kUnavailable,
+                         caller.Describe() + " already holds " + std::to_string(held) +
+                             " jobs (the limit, --max-jobs-per-caller)"};
+    }
   }
   if (gpu.empty()) return std::nullopt;
   const auto g = groups_.find(gpu);

@@ -113,7 +113,7 @@ core::Result<Reply> Coordinator::Register(const Registration& given, const Calle
   if (j != nullptr && options_.identity != CoordinatorOptions::Identity::kPods) {
     if (auto denied = CheckOwner(*j, caller)) return tl::unexpected(*denied);
   }
-  if (auto full = CheckLimits(r, gpu)) return tl::unexpected(*full);
+  if (auto full = CheckLimits(r, gpu, caller)) return tl::unexpected(*full);
   const std::string owner = caller.Principal();
   const bool same_place = j != nullptr && j->gpu == gpu && j->reg.cls == r.cls;
   if (j != nullptr && !same_place) Remove(r.job, "registered again elsewhere");
@@ -464,12 +464,20 @@ void ReadTunedAssignment(const Json& v, std::map<std::string, int>& restored) {
 
 }  // namespace
 
+bool Coordinator::OverLimitsOnRestore(const std::string& gpu) const {
+  if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) return true;
+  if (gpu.empty()) return false;
+  const auto g = groups_.find(gpu);
+  return g != groups_.end() &&
+         g->second->members.size() >= static_cast<std::size_t>(options_.max_jobs_per_gpu);
+}
+
 void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> stored) {
   const std::string node_prefix = Key("nodes/" + KeySegment(options_.node) + "/");
   const std::string observations = Key("observations/");
   const std::string own = "/" + KeySegment(options_.node);
   std::map<std::string, Json> groups;
-  int jobs = 0, stale = 0;
+  int jobs = 0, stale = 0, over = 0;
   const std::int64_t timeout_s =
       std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
   for (const auto& [key, value] : stored) {
@@ -494,12 +502,18 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
           if (sink_ != nullptr) sink_->Write(key, std::nullopt);
           continue;
         }
+        const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
+        if (OverLimitsOnRestore(gpu)) {  // left by a run with higher limits
+          ++over;
+          if (sink_ != nullptr) sink_->Write(key, std::nullopt);
+          continue;
+        }
         auto job = std::make_unique<Job>();
         job->reg = r;
         job->owner = v.value("owner", std::string());
         job->seen_unix = job->stored_seen = seen;
         job->cls = profile_->Find(r.cls);
-        job->gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
+        job->gpu = gpu;
         job->batch = r.batch_size;
         job->target = v.value("target_batch", r.batch_size);
         job->last_seen = now_();
@@ -536,6 +550,11 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   if (jobs > 0) {
     log_("restored " + std::to_string(jobs) + " job(s) on " + std::to_string(gpus.size()) +
          " GPU(s) from the store");
+  }
+  if (over > 0) {
+    log_.Warn("dropped " + std::to_string(over) + " stored job(s) beyond --max-jobs (" +
+              std::to_string(options_.max_jobs) + ") or --max-jobs-per-gpu (" +
+              std::to_string(options_.max_jobs_per_gpu) + ")");
   }
   if (stale > 0) {
     log_("dropped " + std::to_string(stale) + " stored job(s) not seen for more than the job " +

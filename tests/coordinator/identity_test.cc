@@ -250,6 +250,27 @@ TEST_F(IdentityTest, JobLimitsPerGpuAndPerNodeAreClearRefusals) {
   ExpectCode(fourth.error(), core::ErrorCode::kUnavailable, "node n1 already has 3 jobs");
 }
 
+// One tenant cannot take the node's whole share of jobs (without a membership source anyone
+// may register): the node's other callers and its administrator still can.
+TEST_F(IdentityTest, OneCallerHoldsAtMostItsShareOfJobs) {
+  options_.max_jobs_per_caller = 2;
+  Make();
+  const Caller flood = HostProcess(1000), other = HostProcess(1001);
+  ASSERT_TRUE(c_->Register(Reg("f1", 32, "GPU-0"), flood));
+  ASSERT_TRUE(c_->Register(Reg("f2", 32, "GPU-1"), flood));
+  auto third = c_->Register(Reg("f3", 32, "GPU-2"), flood);
+  ASSERT_FALSE(third);
+  ExpectCode(third.error(), core::ErrorCode::kUnavailable,
+             "already holds 2 jobs (the limit, --max-jobs-per-caller)");
+  EXPECT_TRUE(c_->Register(Reg("f2", 64, "GPU-1"), flood)) << "its own job may register again";
+  EXPECT_TRUE(c_->Register(Reg("o1", 32, "GPU-2"), other));
+  EXPECT_TRUE(c_->Register(Reg("n1", 32, "GPU-2"), Caller::Node()));
+  EXPECT_TRUE(c_->Register(Reg("n2", 32, "GPU-3"), Caller::Node()));
+  EXPECT_TRUE(c_->Register(Reg("n3", 32, "GPU-3"), Caller::Node()));
+  ASSERT_TRUE(c_->Leave("f1", flood));
+  EXPECT_TRUE(c_->Register(Reg("f3", 32, "GPU-2"), flood)) << "a job left: room again";
+}
+
 TEST_F(IdentityTest, AControlCharacterInAnIdIsRefused) {
   Make();
   auto forged = c_->Register(Reg("j\nlevel=error msg=\"forged\""));
@@ -278,6 +299,30 @@ TEST_F(IdentityTest, ARestartForgetsJobsGoneLongerThanTheJobTimeoutAndKeepsOwner
   EXPECT_FALSE(c_->Report("recent", {&step, 1}, 0, HostProcess(1000)))
       << "the owner is restored with the job";
   EXPECT_TRUE(c_->Report("recent", {&step, 1}, 0, HostProcess(1001)));
+}
+
+// The repro coordinator-job-flood's store: left by a run without limits, it must not come back
+// whole (300,000 jobs kept the old restart busy for minutes).
+TEST_F(IdentityTest, ARestartKeepsNoMoreJobsThanTheLimits) {
+  Make();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(c_->Register(Reg("a" + std::to_string(i), 32, "GPU-0")));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c_->Register(Reg("b" + std::to_string(i), 32, "GPU-1")));
+  const auto stored = sink_.Pairs();
+  options_.max_jobs_per_gpu = 4;
+  options_.max_jobs = 6;
+  Make();
+  c_->Restore(stored);
+  std::map<std::string, std::size_t> per_gpu;
+  std::size_t total = 0;
+  for (const auto& g : c_->State()) {
+    per_gpu[g.uuid] = g.jobs.size();
+    total += g.jobs.size();
+  }
+  EXPECT_EQ(per_gpu["GPU-0"], 4u);
+  EXPECT_EQ(total, 6u);
+  std::size_t keys = 0;
+  for (const auto& [key, value] : sink_.kv) keys += key.find("/jobs/") != std::string::npos;
+  EXPECT_EQ(keys, 6u) << "the dropped jobs' keys are deleted";
 }
 
 }  // namespace

@@ -95,6 +95,9 @@ struct CoordinatorOptions {
   // faster than linearly with the jobs sharing a GPU.
   int max_jobs_per_gpu = 16;
   int max_jobs = 512;
+  // Jobs one principal (a pod, a container, a uid; all TCP peers are one) may hold, so that no
+  // tenant takes the node's whole share; the node's administrator is not limited.
+  int max_jobs_per_caller = 64;
   // Wall-clock seconds (for the store: a restart drops jobs not seen for job_timeout).
   std::function<std::int64_t()> unix_now;
 };
@@ -145,7 +148,8 @@ class Coordinator {
   // Brings back what a previous run stored (the store's listings of prefix + "nodes/<node>/"
   // and prefix + "observations/"): jobs (alive until they time out), tuned assignments, the
   // tuner's learned corrections, and this node's observations (later windows add to their
-  // counts). Values it cannot parse are logged and skipped.
+  // counts). Values it cannot parse are logged and skipped; jobs beyond max_jobs or
+  // max_jobs_per_gpu (a store left by a run with higher limits) are dropped and deleted.
   void Restore(std::span<const std::pair<std::string, std::string>> stored);
 
   // `caller`: who sent it, decided by the server from the connection (caller.h).
@@ -187,7 +191,9 @@ class Coordinator {
   std::optional<core::Error> CheckFields(const Registration& r) const;
   std::optional<core::Error> CheckCaller(const Registration& r, const Caller& caller) const;
   std::optional<core::Error> CheckOwner(const Job& j, const Caller& caller) const;
-  std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu) const;
+  bool OverLimitsOnRestore(const std::string& gpu) const;
+  std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu,
+                                         const Caller& caller) const;
   // The GPU's set of jobs changed; `newcomer` is the job that joined ("" when one left).
   void Changed(const std::string& gpu, const std::string& newcomer = {});
   struct Computed;
