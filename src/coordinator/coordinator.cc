@@ -464,12 +464,36 @@ void ReadTunedAssignment(const Json& v, std::map<std::string, int>& restored) {
 
 }  // namespace
 
-bool Coordinator::OverLimitsOnRestore(const std::string& gpu) const {
-  if (jobs_.size() >= static_cast<std::size_t>(options_.max_jobs)) return true;
-  if (gpu.empty()) return false;
-  const auto g = groups_.find(gpu);
-  return g != groups_.end() &&
-         g->second->members.size() >= static_cast<std::size_t>(options_.max_jobs_per_gpu);
+Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json& v) {
+  const Registration r = StoredRegistration(v);
+  if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) return Restored::kSkipped;
+  const std::int64_t seen = v.value("seen", std::int64_t{0});
+  const std::int64_t timeout_s =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
+  const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
+  const auto group = groups_.find(gpu);
+  const bool over =  // left by a run with higher limits
+      jobs_.size() >= static_cast<std::size_t>(options_.max_jobs) ||
+      (!gpu.empty() && group != groups_.end() &&
+       group->second->members.size() >= static_cast<std::size_t>(options_.max_jobs_per_gpu));
+  const bool stale = seen > 0 && UnixNow() - seen > timeout_s;
+  if (stale || over) {
+    if (sink_ != nullptr) sink_->Write(key, std::nullopt);
+    return stale ? Restored::kStale : Restored::kOverLimits;
+  }
+  auto job = std::make_unique<Job>();
+  job->reg = r;
+  job->owner = v.value("owner", std::string());
+  job->seen_unix = job->stored_seen = seen;
+  job->cls = profile_->Find(r.cls);
+  job->gpu = gpu;
+  job->batch = r.batch_size;
+  job->target = v.value("target_batch", r.batch_size);
+  job->last_seen = now_();
+  job->noise_scale = r.noise_scale;
+  if (!gpu.empty()) GroupOf(gpu).members.push_back(r.job);
+  jobs_.emplace(r.job, std::move(job));
+  return Restored::kRestored;
 }
 
 void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> stored) {
@@ -477,9 +501,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   const std::string observations = Key("observations/");
   const std::string own = "/" + KeySegment(options_.node);
   std::map<std::string, Json> groups;
-  int jobs = 0, stale = 0, over = 0;
-  const std::int64_t timeout_s =
-      std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
+  std::map<Restored, int> counts;
   for (const auto& [key, value] : stored) {
     if (IsOwnObservation(key, observations, own)) {
       RestoreObservation(key, value, observed_, log_);
@@ -494,33 +516,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     }
     try {
       if (rest.rfind("jobs/", 0) == 0) {
-        const Registration r = StoredRegistration(v);
-        if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) continue;
-        const std::int64_t seen = v.value("seen", std::int64_t{0});
-        if (seen > 0 && UnixNow() - seen > timeout_s) {
-          ++stale;
-          if (sink_ != nullptr) sink_->Write(key, std::nullopt);
-          continue;
-        }
-        const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
-        if (OverLimitsOnRestore(gpu)) {  // left by a run with higher limits
-          ++over;
-          if (sink_ != nullptr) sink_->Write(key, std::nullopt);
-          continue;
-        }
-        auto job = std::make_unique<Job>();
-        job->reg = r;
-        job->owner = v.value("owner", std::string());
-        job->seen_unix = job->stored_seen = seen;
-        job->cls = profile_->Find(r.cls);
-        job->gpu = gpu;
-        job->batch = r.batch_size;
-        job->target = v.value("target_batch", r.batch_size);
-        job->last_seen = now_();
-        job->noise_scale = r.noise_scale;
-        if (!job->gpu.empty()) GroupOf(job->gpu).members.push_back(r.job);
-        jobs_.emplace(r.job, std::move(job));
-        ++jobs;
+        ++counts[RestoreJob(key, v)];
       } else if (rest.rfind("gpus/", 0) == 0) {
         groups[key] = v;
       } else if (rest == "tuner") {
@@ -547,6 +543,8 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   std::vector<std::string> gpus;
   for (const auto& [gpu, g] : groups_) gpus.push_back(gpu);
   for (const auto& gpu : gpus) Changed(gpu);
+  const int jobs = counts[Restored::kRestored], stale = counts[Restored::kStale],
+            over = counts[Restored::kOverLimits];
   if (jobs > 0) {
     log_("restored " + std::to_string(jobs) + " job(s) on " + std::to_string(gpus.size()) +
          " GPU(s) from the store");

@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -191,7 +192,9 @@ class Coordinator {
   std::optional<core::Error> CheckFields(const Registration& r) const;
   std::optional<core::Error> CheckCaller(const Registration& r, const Caller& caller) const;
   std::optional<core::Error> CheckOwner(const Job& j, const Caller& caller) const;
-  bool OverLimitsOnRestore(const std::string& gpu) const;
+  enum class Restored : std::uint8_t { kRestored, kSkipped, kStale, kOverLimits };
+  // One stored job (Restore): kept, or dropped and its key deleted.
+  Restored RestoreJob(const std::string& key, const nlohmann::json& v);
   std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu,
                                          const Caller& caller) const;
   // The GPU's set of jobs changed; `newcomer` is the job that joined ("" when one left).
