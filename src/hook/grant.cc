@@ -181,13 +181,67 @@ tl::unexpected<core::Error> NoRoomError(const std::string& container, const GpuA
                              std::to_string(host_gpus) + " free" + held);
 }
 
+// A shared ask (every GPU, or listed ones) never reaches a GPU another container reserved:
+// "all" means every GPU nobody holds, a listed held GPU is refused naming its holder; and, as a
+// reservation, it is refused where a gpumux device plugin serves the node (checked under the
+// ledger's lock). Reservations whose keeper is gone are reclaimed on the way.
+core::Result<Grant> SharedGrantOutsideReservations(const std::string& container, const GpuAsk& ask,
+                                                   const Inventory& inventory,
+                                                   ReservationStore& store,
+                                                   const GrantContext& context) {
+  auto grant = SharedGrant(container, ask, inventory);
+  if (!grant || ask.kind == AskKind::kNone) return grant;
+  auto updated = store.Update([&](ReservationFile& file) -> core::Result<bool> {
+    const std::size_t before = file.reservations.size();
+    ReclaimGone(file, container);
+    if (!context.device_plugin_dir.empty()) {
+      if (auto alone = CheckNoDevicePlugin(context.device_plugin_dir); !alone) {
+        return tl::unexpected(alone.error());
+      }
+    }
+    std::vector<int> kept;
+    for (int g : grant->gpus) {
+      const auto holder =
+          std::find_if(file.reservations.begin(), file.reservations.end(), [&](const auto& r) {
+            return r.container != container &&
+                   std::find(r.gpus.begin(), r.gpus.end(), g) != r.gpus.end();
+          });
+      if (holder == file.reservations.end()) {
+        kept.push_back(g);
+      } else if (ask.kind == AskKind::kListed) {
+        return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                               "container '" + container + "' asks for GPU " + std::to_string(g) +
+                                   " (" + ask.source + "), which '" + HolderName(*holder) +
+                                   "' has reserved since " + holder->since);
+      }
+    }
+    if (kept.empty()) {
+      const int n = static_cast<int>(grant->gpus.size());
+      return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                             "container '" + container + "' asks for every GPU (" + ask.source +
+                                 "), but other containers have reserved " +
+                                 (n == 1 ? "the host's one GPU" : "all " + GpuCount(n)));
+    }
+    if (kept.size() != grant->gpus.size()) {
+      grant->message = "container '" + container + "' gets " + GpuList(kept) +
+                       ", shared: the others are reserved (" + ask.source + ")";
+    }
+    grant->gpus = std::move(kept);
+    return file.reservations.size() != before;
+  });
+  if (!updated) return tl::unexpected(updated.error());
+  return grant;
+}
+
 }  // namespace
 
 core::Result<Grant> GrantGpus(const std::string& container, const GpuAsk& ask,
                               const Inventory& inventory, ReservationStore& store,
                               const ProcessRef& holder, const std::string& state,
                               const GrantContext& context) {
-  if (ask.kind != AskKind::kReserve) return SharedGrant(container, ask, inventory);
+  if (ask.kind != AskKind::kReserve) {
+    return SharedGrantOutsideReservations(container, ask, inventory, store, context);
+  }
   const int host_gpus = static_cast<int>(inventory.gpus.size());
   if (ask.count > host_gpus) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,

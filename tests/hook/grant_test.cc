@@ -89,16 +89,62 @@ TEST_F(GrantTest, NoAskGrantsNothingAndLeavesTheLedgerAlone) {
 }
 
 TEST_F(GrantTest, AllSharesEveryGpuWithoutReserving) {
-  Put(Held("other", {1}, Me()));
   GpuAsk all;
   all.kind = AskKind::kAll;
   all.source = "HOUDINI_GPU_ENABLED=true";
   const auto g = GrantGpus("c1", all, host_, store_, Me(), "pending");
   ASSERT_TRUE(g.has_value()) << g.error().message;
-  EXPECT_EQ(g->gpus, (std::vector<int>{0, 1, 2, 3})) << "shared: reserved GPUs too";
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_FALSE(g->reserved);
   EXPECT_EQ(g->message, "container 'c1' gets all 4 GPUs, shared (HOUDINI_GPU_ENABLED=true)");
-  EXPECT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_FALSE(fs::exists(store_.path()));
+}
+
+// The reproducer oci-runtime-shared-ask-ignores-reservation: a container whose own env says
+// NVIDIA_VISIBLE_DEVICES=all (or names a GPU) was handed the GPU another container reserved.
+TEST_F(GrantTest, ASharedAskNeverReachesAGpuAnotherContainerReserved) {
+  Put(Held("other", {1}, Me()));
+  GpuAsk all;
+  all.kind = AskKind::kAll;
+  all.source = "NVIDIA_VISIBLE_DEVICES=all";
+  auto g = GrantGpus("c1", all, host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(g->message,
+            "container 'c1' gets GPUs 0,2,3, shared: the others are reserved "
+            "(NVIDIA_VISIBLE_DEVICES=all)");
+  GpuAsk listed;
+  listed.kind = AskKind::kListed;
+  listed.listed = {"1"};
+  listed.source = "NVIDIA_VISIBLE_DEVICES=1";
+  g = GrantGpus("c2", listed, host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code, core::ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(g.error().message.rfind("container 'c2' asks for GPU 1 (NVIDIA_VISIBLE_DEVICES=1), "
+                                    "which 'other' has reserved since ",
+                                    0),
+            0u)
+      << g.error().message;
+  EXPECT_TRUE(GrantGpus("other", listed, host_, store_, Me(), "pending").has_value())
+      << "its own reservation is no obstacle";
+  for (int k : {0, 2, 3}) Put(Held("o" + std::to_string(k), {k}, Me()));
+  g = GrantGpus("c1", all, host_, store_, Me(), "pending");
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().message,
+            "container 'c1' asks for every GPU (NVIDIA_VISIBLE_DEVICES=all), but other "
+            "containers have reserved all 4 GPUs");
+  EXPECT_EQ(Ledger().reservations.size(), 4u);
+}
+
+TEST_F(GrantTest, ASharedAskIsGrantedTheGpusOfReservationsWhoseHolderIsGone) {
+  Put(Held("gone", {1}, Dead()));
+  GpuAsk all;
+  all.kind = AskKind::kAll;
+  all.source = "NVIDIA_VISIBLE_DEVICES=all";
+  const auto g = GrantGpus("c1", all, host_, store_, Me(), "pending");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  EXPECT_EQ(g->gpus, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(Ledger().reservations.empty()) << "reclaimed on the way";
 }
 
 TEST_F(GrantTest, ListedGivesExactlyThoseGpusShared) {
@@ -131,6 +177,7 @@ TEST_F(GrantTest, MessagesAboutOneGpuAreSingular) {
   EXPECT_NE(more.error().message.find("container 'c1' already holds GPU " + gpu + " but"),
             std::string::npos)
       << more.error().message;
+  ASSERT_TRUE(ReleaseGpus("c1", store_).has_value());
 
   GpuAsk all;
   all.kind = AskKind::kAll;
@@ -146,6 +193,12 @@ TEST_F(GrantTest, MessagesAboutOneGpuAreSingular) {
   const auto one = GrantGpus("c3", listed, host_, store_, Me(), "pending");
   ASSERT_TRUE(one.has_value()) << one.error().message;
   EXPECT_EQ(one->message, "container 'c3' gets GPU 3, shared (NVIDIA_VISIBLE_DEVICES=3)");
+  ASSERT_TRUE(GrantGpus("c1", Reserve(1), Host(1), store_, Me(), "pending").has_value());
+  const auto none = GrantGpus("c2", all, Host(1), store_, Me(), "pending");
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().message,
+            "container 'c2' asks for every GPU (NVIDIA_VISIBLE_DEVICES=all), but other "
+            "containers have reserved the host's one GPU");
 }
 
 TEST_F(GrantTest, ListedNamingAnUnknownGpuIsAnError) {
@@ -478,10 +531,13 @@ TEST_F(GrantTest, ANewReservationIsRefusedWhileAGpumuxDevicePluginServesTheNode)
                                    "); the OCI runtime path keeps its own GPU ledger and would "
                                    "grant GPUs twice; use one of the two");
   EXPECT_TRUE(Ledger().reservations.empty());
-  // Shared GPUs are not reserved: nothing to grant twice.
+  // A shared ask would reach GPUs the plugin granted to pods: refused the same way.
   GpuAsk all;
   all.kind = AskKind::kAll;
-  EXPECT_TRUE(GrantGpus("c2", all, host_, store_, Me(), "pending", context).has_value());
+  const auto shared = GrantGpus("c2", all, host_, store_, Me(), "pending", context);
+  ASSERT_FALSE(shared.has_value());
+  EXPECT_NE(shared.error().message.find("a gpumux device plugin serves this node"),
+            std::string::npos);
 
   // A plugin that was killed leaves its socket behind, refusing connections: not serving.
   plugin.Close();

@@ -514,7 +514,6 @@ class OciRuntimeWrapperShared : public OciRuntimeWrapper,
                                 public ::testing::WithParamInterface<SharedCase> {};
 
 TEST_P(OciRuntimeWrapperShared, GivesTheGpusWithoutReservingThem) {
-  Hold("someone", {0, 1, 2, 3});  // shared asks ignore reservations
   WriteConfig({GetParam().env});
   const test::Captured w = Wrapper({"run", "-b", bundle_.string(), "c1"});
   ASSERT_TRUE(w.exit.Exited(0)) << w.err;
@@ -527,7 +526,26 @@ TEST_P(OciRuntimeWrapperShared, GivesTheGpusWithoutReservingThem) {
   std::istringstream gpus(GetParam().gpus);
   for (std::string g; std::getline(gpus, g, ',');) want_devices.push_back("/dev/nvidia" + g);
   EXPECT_EQ(DevicePaths(c), want_devices);
-  EXPECT_EQ(Ledger().reservations.size(), 1u);
+  EXPECT_TRUE(Ledger().reservations.empty());
+}
+
+// The reproducer oci-runtime-shared-ask-ignores-reservation, through the wrapper: a container
+// whose own env asks for every GPU, or names the reserved one, never gets another's reservation.
+TEST_F(OciRuntimeWrapper, ASharedAskIsNeverHandedAnotherContainersReservedGpu) {
+  Hold("c1", {0});
+  WriteConfig({"NVIDIA_VISIBLE_DEVICES=all"});
+  const test::Captured all = Wrapper(Create("c2"));
+  ASSERT_TRUE(all.exit.Exited(0)) << all.err;
+  EXPECT_EQ(EnvValue(Config(), "NVIDIA_VISIBLE_DEVICES"), "GPU-bbbb,GPU-cccc,GPU-dddd");
+  EXPECT_EQ(EnvValue(Config(), "GPUMUX_GPUS"), "1,2,3");
+  WriteConfig({"NVIDIA_VISIBLE_DEVICES=0"});
+  const test::Captured named = Wrapper(Create("c3"));
+  EXPECT_TRUE(named.exit.Exited(1)) << named.err;
+  EXPECT_TRUE(Contains(named.err,
+                       "container 'c3' asks for GPU 0 (NVIDIA_VISIBLE_DEVICES=0), "
+                       "which 'c1' has reserved since "))
+      << named.err;
+  EXPECT_TRUE(RuntimeArgs().empty()) << "c3 must not start";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -947,9 +965,11 @@ TEST_F(OciRuntimeWrapper, AGpumuxDevicePluginOnTheNodeStopsAReservationBeforeThe
   EXPECT_TRUE(Contains(HookLog(), reason)) << HookLog();
   EXPECT_TRUE(Ledger().reservations.empty());
 
-  // Shared GPUs reserve nothing: they pass.
+  // A shared ask would reach the GPUs the plugin grants to pods: refused the same way.
   WriteConfig({"NVIDIA_VISIBLE_DEVICES=0"});
-  EXPECT_TRUE(Wrapper(Create("c2")).exit.Exited(0));
+  const test::Captured shared = Wrapper(Create("c2"));
+  EXPECT_TRUE(shared.exit.Exited(1)) << shared.err;
+  EXPECT_TRUE(Contains(shared.err, "gpumux: " + reason)) << shared.err;
   // A plugin that was killed left its socket behind: reservations work again.
   plugin.Close();
   WriteConfig({"HOUDINI_GPU_REQUESTED=1"});

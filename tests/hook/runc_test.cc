@@ -264,8 +264,7 @@ struct SharedCase {
 
 class RuncShared : public RuncHook, public ::testing::WithParamInterface<SharedCase> {};
 
-TEST_P(RuncShared, TheContainerSeesThoseGpusEvenWhenTheyAreReserved) {
-  Hold("render-farm", {0, 1, 2, 3});
+TEST_P(RuncShared, TheContainerSeesThoseGpusWithoutReservingThem) {
   std::vector<std::string> extra;
   if (GetParam().with_uuids) {
     std::string csv = "index,uuid,model,memory_mib\n";
@@ -286,9 +285,7 @@ TEST_P(RuncShared, TheContainerSeesThoseGpusEvenWhenTheyAreReserved) {
   for (const std::string& r : seen.open_results) {
     EXPECT_TRUE(Contains(r, "No such device or address")) << r;
   }
-  const ReservationFile f = Ledger();
-  ASSERT_EQ(f.reservations.size(), 1u) << "a shared grant reserves nothing";
-  EXPECT_EQ(f.reservations[0].container, "render-farm");
+  EXPECT_TRUE(Ledger().reservations.empty()) << "a shared grant reserves nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -654,7 +651,7 @@ TEST_F(RuncHookOnly, AReservationInjectsTheDevicesButCannotRewriteTheEnvironment
 }
 
 TEST_F(RuncHookOnly, ListedGpusAreInjectedShared) {
-  Hold("render-farm", {0, 1, 2, 3});
+  Hold("render-farm", {0, 2});  // a shared ask may name any GPU nobody reserved
   const test::Captured c = RuncRun("c1", {"NVIDIA_VISIBLE_DEVICES=1,3"});
   ASSERT_TRUE(c.exit.Exited(0)) << c.err;
   const Seen seen = ParseSeen(c.out);
