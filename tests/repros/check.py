@@ -393,6 +393,49 @@ def report_record_time_overflow(g, d):
                 names=[record, field])
 
 
+def oci_runtime_shared_ask_ignores_reservation(g, d):
+    """c1 holds GPU 0 (its keeper a live process, as a running container is); c2 asking for every
+    GPU gets only GPU 1, c3 naming GPU 0 is refused naming c1, and the ledger keeps c1."""
+    state = os.path.join(d, 'state')
+    os.makedirs(state)
+    os.makedirs(os.path.join(d, 'dev'))
+    env = {'GPUMUX_RUNTIME': '/bin/true', 'GPUMUX_STATE_DIR': state,
+           'GPUMUX_GPUS_FILE': os.path.join(d, 'gpus.csv'), 'GPUMUX_DEV_DIR': os.path.join(d, 'dev')}
+    keeper = subprocess.Popen(['sleep', '60'])
+    try:
+        with open(f'/proc/{keeper.pid}/stat') as f:
+            start = int(f.read().rsplit(')', 1)[1].split()[19])
+        pid_ns = os.readlink(f'/proc/{keeper.pid}/ns/pid')
+        with open(os.path.join(state, 'reservations.json'), 'w') as f:
+            json.dump({'version': 1, 'reservations': [
+                {'container': 'c1', 'gpus': [0], 'since': '2026-11-28T12:00:00Z', 'since_unix': 1795867200,
+                 'state': 'running', 'holder_pid': keeper.pid, 'holder_start_time': start,
+                 'holder_pid_ns': pid_ns}]}, f)
+
+        def create(name, env_line):
+            bundle = os.path.join(d, name)
+            os.makedirs(bundle)
+            with open(os.path.join(bundle, 'config.json'), 'w') as f:
+                json.dump({'ociVersion': '1.0.2', 'process': {'env': [env_line], 'args': ['sh']},
+                           'root': {'path': 'rootfs'}}, f)
+            return [g, 'oci-runtime', 'create', '--bundle', bundle, name], bundle
+
+        argv, bundle = create('c2', 'NVIDIA_VISIBLE_DEVICES=all')
+        code, _ = run(argv, cwd=d, env=env)
+        expect(code == 0, f'c2 (every GPU) exit status {code}')
+        with open(os.path.join(bundle, 'config.json')) as f:
+            given = [e for e in json.load(f)['process']['env'] if e.startswith('GPUMUX_GPUS=')]
+        expect(given == ['GPUMUX_GPUS=1'], f'c2 was given {given}, not only GPU 1')
+        argv, _ = create('c3', 'NVIDIA_VISIBLE_DEVICES=0')
+        refused(argv, cwd=d, env=env, names=["asks for GPU 0", "'c1' has reserved"])
+        with open(os.path.join(state, 'reservations.json')) as f:
+            held = [r['container'] for r in json.load(f)['reservations']]
+        expect(held == ['c1'], f'the ledger holds {held}')
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -412,6 +455,7 @@ CASES = {
     'submit-yaml-billion-laughs': submit_yaml_billion_laughs,
     'report-record-time-overflow': report_record_time_overflow,
     'device-plugin-listener-hostile-clients': device_plugin_listener_hostile_clients,
+    'oci-runtime-shared-ask-ignores-reservation': oci_runtime_shared_ask_ignores_reservation,
 }
 
 
