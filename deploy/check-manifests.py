@@ -21,7 +21,8 @@ work), or a rendered FILE, is checked as one installation:
     configuration kube-scheduler reads is deploy/base/extender/scheduler-config.yaml and uses
     only fields of kubescheduler.config.k8s.io/v1;
   - every workload's service account is defined and bound; bindings name roles defined here or
-    built in; each ClusterRole grants what its daemon does with the API server;
+    built in; each ClusterRole grants what its daemon does with the API server; every
+    DaemonSet's account is held to its own node by a ValidatingAdmissionPolicy bound with Deny;
   - the device plugin and the coordinator run in the extender's namespace with the extender's
     image and memory unit; the kubelet folder and the socket folder are mounted; the probes ask
     the addresses the daemons listen on;
@@ -114,7 +115,34 @@ def client_models():
         return None
 
 
+# Kinds newer than Debian 12's Python client (Kubernetes 1.22): their fields are checked here.
+NEWER_KINDS = {
+    "V1ValidatingAdmissionPolicy": {
+        "": {"apiVersion", "kind", "metadata", "spec"},
+        "spec": {"failurePolicy", "matchConstraints", "matchConditions", "variables", "validations",
+                 "auditAnnotations", "paramKind"},
+    },
+    "V1ValidatingAdmissionPolicyBinding": {
+        "": {"apiVersion", "kind", "metadata", "spec"},
+        "spec": {"policyName", "validationActions", "matchResources", "paramRef"},
+    },
+}
+
+
+def check_newer_kind(obj, type_name, where):
+    for at, allowed in NEWER_KINDS[type_name].items():
+        part = obj if at == "" else obj.get(at)
+        if not isinstance(part, dict):
+            problem(f"{where}: {at} should be an object")
+            continue
+        for k in part:
+            if k not in allowed:
+                problem(f"{where}: unknown field {at}.{k} ({type_name})".replace(" .", " "))
+
+
 def check_strict(models, obj, type_name, at, where):
+    if at == "" and type_name in NEWER_KINDS and getattr(models, type_name, None) is None:
+        return check_newer_kind(obj, type_name, where)
     if type_name.startswith("list["):
         if not isinstance(obj, list):
             return problem(f"{where}: {at} should be a list")
@@ -299,7 +327,8 @@ def check_install(docs, label, models):
     if ns not in {name_ns(d)[0] for d in objects("Namespace")}:
         problem(f"{label}: the namespace {ns} of the extender is not created (no Namespace object)")
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
-                      "RuntimeClass"}
+                      "RuntimeClass", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding"}
     for doc in docs:
         if doc.get("kind") in cluster_scoped:
             continue
@@ -380,6 +409,19 @@ def check_install(docs, label, models):
             problem(f"{label}: {describe(doc)}: no ServiceAccount {account[1]}/{account[0]}")
         elif account not in bound:
             problem(f"{label}: {describe(doc)}: ServiceAccount {account[1]}/{account[0]} is bound to no role")
+    # Node agents (DaemonSets that may patch nodes) are held to their own node by an admission
+    # policy that names their account and is bound with Deny (deploy/base/node-agents).
+    denying = {(b.get("spec") or {}).get("policyName")
+               for b in objects("ValidatingAdmissionPolicyBinding")
+               if "Deny" in ((b.get("spec") or {}).get("validationActions") or [])}
+    held = " ".join(str(c.get("expression", "")) for d in objects("ValidatingAdmissionPolicy")
+                    if name_ns(d)[0] in denying
+                    for c in (d.get("spec") or {}).get("matchConditions") or [])
+    for doc in objects("DaemonSet"):
+        sa, ns = pod_spec(doc).get("serviceAccountName"), name_ns(doc)[1]
+        if sa and f"system:serviceaccount:{ns}:{sa}" not in held:
+            problem(f"{label}: {describe(doc)}: no admission policy (bound with Deny) holds "
+                    f"ServiceAccount {ns}/{sa} to its own node")
     roles = {("ClusterRole", name_ns(d)[0]) for d in objects("ClusterRole")} | \
             {("Role", name_ns(d)[0]) for d in objects("Role")}
     for kind in ("ClusterRoleBinding", "RoleBinding"):

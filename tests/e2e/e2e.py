@@ -18,6 +18,8 @@ import time
 
 NS = "gpumux-e2e"          # where the test pods live
 SYS = "gpumux-system"      # where gpumux runs
+# The DaemonSets' service accounts: deploy/base/node-agents/policy.yaml limits them to their node.
+NODE_AGENTS = ("gpumux-device-plugin", "gpumux-coordinator")
 CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"  # the rig's busybox stand-in
 GPUS = 4
 
@@ -332,7 +334,11 @@ def deploy(rig):
                                                        "items": first}))
     ca = os.path.join(a.rig, "pki", "ca.crt")
     for sa in sorted(d["metadata"]["name"] for d in first if d["kind"] == "ServiceAccount"):
-        token = rig.kubectl("create", "token", sa, "-n", SYS, "--duration=24h").strip()
+        # A node agent's token names its node, as the pod-bound token a kubelet mounts does
+        # (Kubernetes 1.30+): the node-agents admission policy lets it change only that node.
+        bound = (["--bound-object-kind", "Node", "--bound-object-name", rig.node]
+                 if sa in NODE_AGENTS else [])
+        token = rig.kubectl("create", "token", sa, "-n", SYS, "--duration=24h", *bound).strip()
         tokfile = os.path.join(a.out, f"{sa}.token")
         with open(tokfile, "w") as f:
             f.write(token)
@@ -990,6 +996,64 @@ def s_fgd_sat_reserve(rig):
         set_extender_args(rig, lambda _: original)
 
 
+def s_node_agents_own_node(rig):
+    """With each node agent's own token (bound to its node, as a pod's is), through the API
+    server: patches of another node and of anything but gpumux.io/ annotations of its own node
+    are denied by the node-agents admission policy; its own node's gpumux.io/ annotations pass."""
+    a = rig.args
+    other = "gpumux-e2e-other-node"
+    rig.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": other}})
+    cluster = json.loads(rig.kubectl("config", "view", "--minify", "--raw", "-o", "json"))
+    server = cluster["clusters"][0]["cluster"]["server"]
+    ca = os.path.join(a.rig, "pki", "ca.crt")
+    taint = {"spec": {"taints": [{"key": "gpumux.io/e2e", "value": "x", "effect": "NoSchedule"}]}}
+    cases = [  # (what, node, merge patch, allowed, what the refusal says)
+        ("annotate another node's inventory", other,
+         {"metadata": {"annotations": {"gpumux.io/gpus": "forged"}}}, False, "only its own node"),
+        ("taint another node", other, taint, False, "only its own node"),
+        ("cordon another node", other, {"spec": {"unschedulable": True}}, False, "only its own node"),
+        ("label its own node", rig.node, {"metadata": {"labels": {"gpumux.io/forged": "1"}}},
+         False, "(not labels)"),
+        ("annotate its own node outside gpumux.io/", rig.node,
+         {"metadata": {"annotations": {"example.com/forged": "1"}}}, False,
+         "only annotations under gpumux.io/"),
+        ("taint its own node", rig.node, taint, False, "(not spec or status)"),
+        ("annotate its own node under gpumux.io/", rig.node,
+         {"metadata": {"annotations": {"gpumux.io/e2e-probe": "1"}}}, True, None),
+    ]
+    denied = 0
+    try:
+        for sa in NODE_AGENTS:
+            with open(os.path.join(a.out, f"{sa}.token")) as f:
+                token = f.read().strip()
+            for what, node, patch, allowed, says in cases:
+                cmd = ["kubectl", "--kubeconfig", "/dev/null", "--server", server,
+                       "--certificate-authority", ca, "--token", token, "patch", "node", node,
+                       "--type", "merge", "-p", json.dumps(patch)]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                out = (p.stdout + p.stderr).strip()
+                rig.log.write(f"$ ({sa}) kubectl patch node {node} {json.dumps(patch)}\n{out}\n")
+                if allowed and p.returncode != 0:
+                    raise Failed(f"{sa}: {what}: refused: {out[-300:]}")
+                if not allowed and (p.returncode == 0 or "denied request" not in out
+                                    or says not in out):
+                    raise Failed(f"{sa}: {what}: not denied by the policy: {out[-300:]}")
+                denied += not allowed
+            rig.kubectl("annotate", "node", rig.node, "gpumux.io/e2e-probe-")
+        n = rig.get("node", other)
+        if ((n["metadata"].get("annotations") or {}).get("gpumux.io/gpus")
+                or n["spec"].get("taints") or n["spec"].get("unschedulable")):
+            raise Failed(f"the other node was changed: {json.dumps(n)[:300]}")
+        mine = rig.get("node", rig.node)
+        if "gpumux.io/gpus" not in (mine["metadata"].get("annotations") or {}):
+            raise Failed("the device plugin's inventory annotation is missing on its own node")
+    finally:
+        rig.kubectl("delete", "node", other, "--ignore-not-found", check=False)
+    return (f"{denied} patches denied to {len(NODE_AGENTS)} agents' tokens (another node's "
+            "inventory, taint, cordon; own node's labels, foreign annotations, taints); own "
+            "node's gpumux.io/ annotations accepted, the device plugin's inventory on its node")
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1007,6 +1071,7 @@ SCENARIOS = [
     ("kubectl gpumux nodes, pods, why, top", s_kubectl_gpumux),
     ("Houdini's stack: each service reports its GPUs (device plugin, OCI runtime)", s_houdini_stack),
     ("fgd-sat-reserve keeps the last idle GPUs for whole-GPU pods", s_fgd_sat_reserve),
+    ("node agents change only their own node", s_node_agents_own_node),
 ]
 
 
