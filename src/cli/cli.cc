@@ -8,6 +8,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
+#include "src/cli/parse_errors.h"
 
 namespace gpumux::cli {
 
@@ -114,7 +115,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
       for (CLI::App* sub : app.get_subcommands()) out << sub->help();
       return 0;
     }
-    err << "gpumux: " << e.what() << "\nRun 'gpumux --help' or 'gpumux <command> --help'.\n";
+    err << ExplainParseError(app, e, argc, argv) << "\n";
     return 2;
   }
   if (simulate->parsed()) return RunSimulate(sim, out, err);

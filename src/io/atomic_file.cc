@@ -60,7 +60,17 @@ core::Result<void> WriteFileAtomically(const std::string& path, const std::strin
   const std::string tmp = path + ".tmp";
   {
     UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return tl::unexpected(ErrnoError(tmp));
+    if (fd.get() < 0) {
+      // Named as the user named it: the temporary file beside it is ours, not theirs.
+      const int e = errno;
+      std::error_code ignored;
+      if (e == ENOENT && !dir.empty() && !std::filesystem::is_directory(dir, ignored)) {
+        return tl::unexpected(
+            core::Error{core::ErrorCode::kNotFound, path + ": cannot write: no folder " + dir});
+      }
+      errno = e;
+      return tl::unexpected(ErrnoError(path + ": cannot write"));
+    }
     std::size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);

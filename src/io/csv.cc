@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "gpumux/core/shown.h"
+
 namespace gpumux::io {
 namespace {
 
@@ -45,6 +47,10 @@ core::Result<void> CsvReader::ReadHeader(const std::vector<std::string>& require
     return tl::unexpected(core::Error{core::ErrorCode::kInvalidArgument,
                                       source_ + ": empty file (expected a CSV header)"});
   }
+  if (core::LooksBinary(line_)) {
+    return tl::unexpected(
+        ErrorHere("binary data, not CSV text (it begins '" + core::Shown(line_, 40) + "')"));
+  }
   Split(Trim(line_), fields_);
   for (std::size_t i = 0; i < fields_.size(); ++i) {
     header_.emplace_back(Trim(fields_[i]));
@@ -54,7 +60,8 @@ core::Result<void> CsvReader::ReadHeader(const std::vector<std::string>& require
     if (column_.count(c) == 0) {
       std::string have;
       for (const auto& h : header_) have += (have.empty() ? "" : ",") + h;
-      return tl::unexpected(ErrorHere("missing column '" + c + "' (header is: " + have + ")"));
+      return tl::unexpected(
+          ErrorHere("missing column '" + c + "' (header is: " + core::Shown(have, 200) + ")"));
     }
   }
   return {};
@@ -92,7 +99,7 @@ core::Result<std::int64_t> CsvReader::Int(std::string_view column) const {
   std::int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
   if (f.empty() || ec != std::errc() || ptr != f.data() + f.size()) {
-    return tl::unexpected(ErrorHere("column '" + std::string(column) + "': '" + std::string(f) +
+    return tl::unexpected(ErrorHere("column '" + std::string(column) + "': '" + core::Shown(f) +
                                     "' is not an integer"));
   }
   return v;
@@ -103,7 +110,7 @@ core::Result<double> CsvReader::Double(std::string_view column) const {
   double v = 0;
   const auto [ptr, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
   if (f.empty() || ec != std::errc() || ptr != f.data() + f.size()) {
-    return tl::unexpected(ErrorHere("column '" + std::string(column) + "': '" + std::string(f) +
+    return tl::unexpected(ErrorHere("column '" + std::string(column) + "': '" + core::Shown(f) +
                                     "' is not a number"));
   }
   return v;

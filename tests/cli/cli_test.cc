@@ -114,6 +114,51 @@ TEST(Cli, APodListWithABadRowExitsTwoNamingFileAndLine) {
       << r.err;
 }
 
+// Issue 33: what a new user types wrong gets gpumux's words, not the parser's.
+TEST(Cli, AMistypedOptionNamesTheCommandAndTheClosestOption) {
+  CliRun r = Gpumux({"simulate", "--polcy", "fgd"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "gpumux simulate: unknown option --polcy (did you mean --policy?)\n"
+            "Run 'gpumux simulate --help' for its options.\n");
+  r = Gpumux({"inspect", "nodes", "--kubeconfg=x"});  // an option of the command above
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("gpumux inspect nodes: unknown option --kubeconfg (did you mean "
+                       "--kubeconfig?)"),
+            std::string::npos)
+      << r.err;
+  r = Gpumux({"jobgen", "--zzzzzz"});  // nothing close
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gpumux jobgen: unknown option --zzzzzz"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ABinaryNodeListIsNotEchoedToTheTerminal) {
+  test::ScratchDir dir;
+  const std::string path = dir.Write("nodes.csv", std::string("\x1b[2J\x00\x01"
+                                                              "binary\xff\n",
+                                                              14) +
+                                                      "n0,1,2\n");
+  const CliRun r = Gpumux({"simulate", "--nodes", path, "--no-report", "-q"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path + ":1: binary data, not CSV text (it begins '\\x1b[2J\\x00\\x01"
+                              "binary\\xff')"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos);
+}
+
+TEST(Cli, AnOutputInAFolderThatDoesNotExistNamesTheFolder) {
+  test::ScratchDir dir;
+  const std::string out = (dir.path() / "absent" / "jobs.csv").string();
+  const CliRun r = Gpumux({"jobgen", "-o", out});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(out + ": cannot write: no folder " + (dir.path() / "absent").string()),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find(".tmp"), std::string::npos) << r.err;
+}
+
 TEST(Cli, AMissingNodeListExitsTwoNamingThePath) {
   test::ScratchDir dir;
   const std::string path = (dir.path() / "absent.csv").string();

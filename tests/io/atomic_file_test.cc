@@ -72,8 +72,11 @@ TEST_F(AtomicFile, AFailedFolderSyncIsAnErrorNamingTheFolder) {
 TEST_F(AtomicFile, AFolderThatIsGoneIsAnErrorNamingTheFile) {
   auto written = WriteFileAtomically((dir_.path() / "no" / "such.json").string(), "x");
   ASSERT_FALSE(written.has_value());
-  EXPECT_NE(written.error().message.find("no/such.json.tmp"), std::string::npos)
-      << written.error().message;
+  // The file as the caller named it, not the temporary copy beside it (issue 33).
+  EXPECT_EQ(written.error().message, (dir_.path() / "no" / "such.json").string() +
+                                         ": cannot write: no folder " +
+                                         (dir_.path() / "no").string());
+  EXPECT_EQ(written.error().code, core::ErrorCode::kNotFound);
 }
 
 // Production writes must not consult the environment each time: GPUMUX_FAULT is read at the
