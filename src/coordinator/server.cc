@@ -21,6 +21,7 @@
 
 #include "gpumux/coordinator/node_status.h"
 #include "gpumux/net/http_server.h"
+#include "gpumux/net/process_metrics.h"
 
 namespace gpumux::coordinator {
 
@@ -497,93 +498,82 @@ class Server::Impl {
 
   // long function: a flat list of the metric families and their values
   std::string MetricsText() {
+    // Rebuilt at each scrape from the coordinator's state: series of jobs and GPUs that left
+    // disappear. Counters are the coordinator's own cumulative counts.
     prometheus::Registry now;
-    auto& jobs = prometheus::BuildGauge()
-                     .Name("gpumux_coordinator_gpu_jobs")
-                     .Help("Jobs registered on each GPU")
-                     .Register(now);
-    auto& state = prometheus::BuildGauge()
-                      .Name("gpumux_coordinator_gpu_state")
-                      .Help("1 for the GPU's tuning state: solo, measuring, tuned or untuned")
-                      .Register(now);
-    auto& sessions = prometheus::BuildGauge()
-                         .Name("gpumux_coordinator_gpu_tuning_sessions")
-                         .Help("Tuning sessions started on the GPU's current group and before")
-                         .Register(now);
-    auto& step = prometheus::BuildGauge()
-                     .Name("gpumux_coordinator_job_step_seconds")
-                     .Help("Mean step time over the job's recent steps")
-                     .Register(now);
-    auto& rate = prometheus::BuildGauge()
-                     .Name("gpumux_coordinator_job_samples_per_second")
-                     .Help("Samples per second at the job's current batch size")
-                     .Register(now);
-    auto& batch = prometheus::BuildGauge()
-                      .Name("gpumux_coordinator_job_batch_size")
-                      .Help("The batch size the job reports running")
-                      .Register(now);
-    auto& target = prometheus::BuildGauge()
-                       .Name("gpumux_coordinator_job_target_batch_size")
-                       .Help("The batch size the coordinator asks the job to use")
-                       .Register(now);
-    auto& slowdown = prometheus::BuildGauge()
-                         .Name("gpumux_coordinator_job_slowdown")
-                         .Help("Step time over the job's solo step time at that batch size")
-                         .Register(now);
-    auto& steps = prometheus::BuildGauge()
-                      .Name("gpumux_coordinator_job_steps")
-                      .Help("Steps the job has reported since it registered")
-                      .Register(now);
-    auto& totals = prometheus::BuildGauge()
-                       .Name("gpumux_coordinator_totals")
-                       .Help("Tuning sessions started and measurement windows closed since start")
-                       .Register(now);
-    auto& store_g = prometheus::BuildGauge()
-                        .Name("gpumux_coordinator_store")
-                        .Help(
-                            "Store writes queued, store errors and batches written since start, "
-                            "and 1 if the last store call succeeded")
-                        .Register(now);
+    const auto gauge = [&now](const char* name, const char* help) -> auto& {
+      return prometheus::BuildGauge().Name(name).Help(help).Register(now);
+    };
+    const auto counter = [&now](const char* name, const char* help) -> auto& {
+      return prometheus::BuildCounter().Name(name).Help(help).Register(now);
+    };
+    auto& jobs = gauge("gpumux_coordinator_gpu_jobs", "Jobs registered on each GPU");
+    auto& state = gauge("gpumux_coordinator_gpu_state",
+                        "1 for the GPU's tuning state: solo, measuring, "
+                        "tuned or untuned");
+    auto& sessions = counter("gpumux_coordinator_gpu_tuning_sessions_total",
+                             "Tuning sessions started on the GPU since its group formed");
+    auto& step =
+        gauge("gpumux_coordinator_job_step_seconds", "Mean step time over the job's recent steps");
+    auto& rate = gauge("gpumux_coordinator_job_samples_per_second",
+                       "Samples per second at the job's current batch size");
+    auto& batch =
+        gauge("gpumux_coordinator_job_batch_size", "The batch size the job reports running");
+    auto& target = gauge("gpumux_coordinator_job_target_batch_size",
+                         "The batch size the coordinator asks the job to use");
+    auto& slowdown = gauge("gpumux_coordinator_job_slowdown",
+                           "Step time over the job's solo step time at that batch size");
+    auto& steps = counter("gpumux_coordinator_job_steps_total",
+                          "Steps the job has reported since it registered");
+    auto& started = counter("gpumux_coordinator_tuning_sessions_total",
+                            "Tuning sessions started since the coordinator started");
+    auto& windows = counter("gpumux_coordinator_measurement_windows_total",
+                            "Measurement windows closed since the coordinator started");
     {
       std::lock_guard lock(mu_);
       for (const GpuView& g : coordinator_->State()) {
         const std::string gpu = g.uuid.empty() ? "none" : g.uuid;
         jobs.Add({{"gpu", gpu}}).Set(static_cast<double>(g.jobs.size()));
         state.Add({{"gpu", gpu}, {"state", g.state}}).Set(1);
-        sessions.Add({{"gpu", gpu}}).Set(static_cast<double>(g.sessions));
+        sessions.Add({{"gpu", gpu}}).Increment(static_cast<double>(g.sessions));
         for (const JobView& j : g.jobs) {
-          const prometheus::Labels l{{"gpu", gpu}, {"job", j.job}, {"class", j.cls}};
+          // job_id, not job: Prometheus gives every target a `job` label of its own.
+          const prometheus::Labels l{{"gpu", gpu}, {"job_id", j.job}, {"class", j.cls}};
           step.Add(l).Set(j.step_s);
           rate.Add(l).Set(j.samples_per_s);
           batch.Add(l).Set(j.batch_size);
           target.Add(l).Set(j.target_batch);
           slowdown.Add(l).Set(j.slowdown);
-          steps.Add(l).Set(static_cast<double>(j.steps));
+          steps.Add(l).Increment(static_cast<double>(j.steps));
         }
       }
-      totals.Add({{"what", "tuning_sessions"}})
-          .Set(static_cast<double>(coordinator_->sessions_started()));
-      totals.Add({{"what", "measurement_windows"}})
-          .Set(static_cast<double>(coordinator_->windows_closed()));
+      started.Add({}).Increment(static_cast<double>(coordinator_->sessions_started()));
+      windows.Add({}).Increment(static_cast<double>(coordinator_->windows_closed()));
     }
     if (tuning_worker_) {
-      prometheus::BuildGauge()
-          .Name("gpumux_coordinator_tuning_queued")
-          .Help("Tuning computations waiting for the tuning thread")
-          .Register(now)
+      gauge("gpumux_coordinator_tuning_queued", "Tuning computations waiting for the tuning thread")
           .Add({})
           .Set(static_cast<double>(tuning_worker_->queued()));
     }
     if (writer_) {
-      store_g.Add({{"what", "pending"}}).Set(static_cast<double>(writer_->pending()));
-      store_g.Add({{"what", "errors"}}).Set(static_cast<double>(writer_->errors()));
-      store_g.Add({{"what", "up"}}).Set(writer_->up() ? 1 : 0);
-      store_g.Add({{"what", "batches"}}).Set(static_cast<double>(writer_->batches()));
+      gauge("gpumux_coordinator_store_pending_writes",
+            "Keys changed and not yet written to the store")
+          .Add({})
+          .Set(static_cast<double>(writer_->pending()));
+      counter("gpumux_coordinator_store_errors_total", "Store calls that failed since start")
+          .Add({})
+          .Increment(static_cast<double>(writer_->errors()));
+      counter("gpumux_coordinator_store_batches_total", "Batches of changes written to the store")
+          .Add({})
+          .Increment(static_cast<double>(writer_->batches()));
+      gauge("gpumux_coordinator_store_up", "1 if the last store call succeeded")
+          .Add({})
+          .Set(writer_->up() ? 1 : 0);
     }
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
     prometheus::TextSerializer().Serialize(out, now.Collect());
-    return out.str();
+    return out.str() + net::ProcessMetricsText("coordinator");
   }
 
   void WaitForTuning() {

@@ -21,6 +21,7 @@
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/net/http_server.h"
+#include "gpumux/net/process_metrics.h"
 
 namespace gpumux::deviceplugin {
 namespace {
@@ -55,8 +56,8 @@ class Metrics {
                 .Name("gpumux_device_plugin_xid_events_total")
                 .Help("XID events reported by the driver, by class (application, transient, fatal)")
                 .Register(*registry_)),
-        registrations_(prometheus::BuildGauge()
-                           .Name("gpumux_device_plugin_registrations")
+        registrations_(prometheus::BuildCounter()
+                           .Name("gpumux_device_plugin_registrations_total")
                            .Help("Successful registrations with the kubelet since start")
                            .Register(*registry_)
                            .Add({})),
@@ -80,12 +81,16 @@ class Metrics {
   void Xid(gpu::XidClass c) {
     xids_.Add({{"class", std::string(gpu::XidClassName(c))}}).Increment();
   }
-  void Registrations(std::int64_t n) { registrations_.Set(static_cast<double>(n)); }
+  // The plugin's cumulative count; a Prometheus counter only grows by what is new.
+  void Registrations(std::int64_t n) {
+    if (n > registered_) registrations_.Increment(static_cast<double>(n - registered_));
+    registered_ = std::max(registered_, n);
+  }
   void Published(bool yes) { published_.Set(yes ? 1 : 0); }
   std::string Text() const {
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
-    return out.str();
+    return out.str() + net::ProcessMetricsText("device-plugin");
   }
 
  private:
@@ -94,7 +99,8 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Gauge>& gpus_;
   prometheus::Family<prometheus::Counter>& xids_;
-  prometheus::Gauge& registrations_;
+  prometheus::Counter& registrations_;
+  std::int64_t registered_ = 0;
   prometheus::Gauge& published_;
 };
 

@@ -23,6 +23,7 @@
 
 #include "gpumux/core/log_throttle.h"
 #include "gpumux/net/http_server.h"
+#include "gpumux/net/process_metrics.h"
 
 namespace gpumux::extender {
 namespace {
@@ -223,7 +224,7 @@ class Metrics {
     AddDelta(observation_failures_, c.observation_read_failures, last_observation_failures_);
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
-    return std::move(out).str();
+    return std::move(out).str() + net::ProcessMetricsText("extender");
   }
 
  private:

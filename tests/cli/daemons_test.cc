@@ -377,6 +377,29 @@ TEST_F(DaemonsTest, EveryPanelOfTheDashboardNamesMetricsTheDaemonsExport) {
            e.count("gpumux_device_plugin_allocate_total") > 0;
   })) << Get(plugin.metrics_port, "/metrics");
   exported["coordinator"] = Exported(Get(coordinator.metrics_port, "/metrics"));
+  // Prometheus's conventions (issue 33): counters end in _total and are typed counter; no series
+  // carries a label named job (the scrape's own); every daemon says what it is and what it uses.
+  for (const int port : {extender.metrics_port, plugin.metrics_port, coordinator.metrics_port}) {
+    const std::string text = Get(port, "/metrics");
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("# TYPE ", 0) == 0) {
+        std::istringstream words(line.substr(7));
+        std::string name, type;
+        words >> name >> type;
+        const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+        EXPECT_EQ(type == "counter", total) << "port " << port << ": " << line;
+      } else if (!line.empty() && line[0] != '#') {
+        EXPECT_EQ(line.find("{job=\""), std::string::npos) << line;
+        EXPECT_EQ(line.find(",job=\""), std::string::npos) << line;
+      }
+    }
+    for (const char* name :
+         {"gpumux_build_info", "process_resident_memory_bytes", "process_cpu_seconds_total",
+          "process_open_fds", "process_start_time_seconds"}) {
+      EXPECT_NE(text.find(std::string("\n") + name), std::string::npos) << port << ": " << name;
+    }
+  }
   std::set<std::string> all;
   for (const auto& [daemon, names] : exported) {
     EXPECT_FALSE(names.empty()) << daemon;
@@ -435,6 +458,9 @@ TEST_F(DaemonsTest, EveryPanelOfTheDashboardNamesMetricsTheDaemonsExport) {
     }
   }
   EXPECT_GE(checked, 30) << "the dashboard lost its panels";
+  const std::string text = dashboard.dump();
+  EXPECT_EQ(text.find("delta("), std::string::npos) << "gauges only; counters take increase()";
+  EXPECT_EQ(text.find("deriv("), std::string::npos) << "gauges only; counters take rate()";
   EXPECT_EQ(covered_daemons, (std::set<std::string>{"extender", "device plugin", "coordinator"}));
   // The panels the issue names: extender latency per verb, placements, failures by reason;
   // device plugin allocations and health; coordinator jobs, batch sizes, slowdowns, tuning.
@@ -443,7 +469,7 @@ TEST_F(DaemonsTest, EveryPanelOfTheDashboardNamesMetricsTheDaemonsExport) {
         "gpumux_extender_failures_total", "gpumux_device_plugin_allocate_total",
         "gpumux_device_plugin_gpus", "gpumux_coordinator_gpu_jobs",
         "gpumux_coordinator_job_batch_size", "gpumux_coordinator_job_slowdown",
-        "gpumux_coordinator_gpu_tuning_sessions"}) {
+        "gpumux_coordinator_gpu_tuning_sessions_total"}) {
     EXPECT_TRUE(used.count(name) > 0) << "no panel shows " << name;
   }
 }

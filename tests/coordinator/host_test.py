@@ -340,10 +340,10 @@ class HostTest(unittest.TestCase):
         self.etcd.stop()
         n = self.steps_of("default/resnet-a/train")
         wait_for("reports served while etcd is down", lambda: self.steps_of("default/resnet-a/train") > n + 5, timeout=30)
-        wait_for("the store reported down", lambda: 'gpumux_coordinator_store{what="up"} 0' in self.get("/metrics", raw=True), timeout=30)
+        wait_for("the store reported down", lambda: 'gpumux_coordinator_store_up 0' in self.get("/metrics", raw=True), timeout=30)
         self.etcd.start()
-        wait_for("the queue written to etcd", lambda: 'gpumux_coordinator_store{what="pending"} 0' in self.get("/metrics", raw=True)
-                 and 'gpumux_coordinator_store{what="up"} 1' in self.get("/metrics", raw=True), timeout=30)
+        wait_for("the queue written to etcd", lambda: 'gpumux_coordinator_store_pending_writes 0' in self.get("/metrics", raw=True)
+                 and 'gpumux_coordinator_store_up 1' in self.get("/metrics", raw=True), timeout=30)
 
 
 if __name__ == "__main__":
