@@ -120,6 +120,34 @@ std::optional<json> Handshake::CachedPod(const std::string& ns, const std::strin
   return it->second;
 }
 
+std::map<int, GrantedOnGpu> Handshake::Granted() const {
+  std::map<int, GrantedOnGpu> out;
+  std::lock_guard lock(cache_mu_);
+  for (const auto& [key, pod] : pod_cache_) {
+    const json* status = kube::JsonChild(pod, "status");
+    const std::string phase = status != nullptr ? kube::JsonString(*status, "phase") : "";
+    if (phase == "Succeeded" || phase == "Failed") continue;  // its GPUs are free again
+    const json* metadata = kube::JsonChild(pod, "metadata");
+    const json* annotations =
+        metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
+    if (annotations == nullptr) continue;
+    const std::string text =
+        kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str());
+    auto grant = text.empty() ? core::Result<kube::Grant>() : kube::DecodeGrant(text);
+    if (text.empty() || !grant || grant->node != node_) continue;
+    for (const kube::ContainerGrant& c : grant->containers) {
+      for (const kube::GrantedGpu& g : c.gpus) {
+        GrantedOnGpu& sum = out[g.index];
+        ++sum.containers;
+        sum.exclusive = sum.exclusive || c.exclusive;
+        sum.milli += c.exclusive ? core::kMilliPerGpu : c.gpu_milli;
+        if (!c.exclusive) sum.memory_mib += c.gpu_mem_mib;
+      }
+    }
+  }
+  return out;
+}
+
 void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
   kube::ReflectorHandler nodes;
@@ -139,7 +167,12 @@ void Handshake::Watch(core::Logger log) {
   pods.replace = [this](std::vector<json> items) {
     std::lock_guard lock(cache_mu_);
     pod_cache_.clear();
-    for (json& p : items) pod_cache_[PodKeyOf(p)] = std::move(p);
+    for (json& p : items) {
+      // The key first: in `cache[Key(p)] = std::move(p)` the right side is evaluated first
+      // (C++17), and json's assignment takes its argument by value, so p would be empty.
+      std::string key = PodKeyOf(p);
+      pod_cache_[std::move(key)] = std::move(p);
+    }
   };
   pods.event = [this](const kube::WatchEvent& e) {
     std::lock_guard lock(cache_mu_);

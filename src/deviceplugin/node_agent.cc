@@ -65,7 +65,15 @@ class Metrics {
                        .Name("gpumux_device_plugin_inventory_published")
                        .Help("1 when the node's gpumux.io/gpus annotation is up to date")
                        .Register(*registry_)
-                       .Add({})) {}
+                       .Add({})),
+        memory_(Gauge("gpumux_device_plugin_gpu_memory_bytes", "Memory of each GPU")),
+        granted_memory_(Gauge("gpumux_device_plugin_gpu_granted_memory_bytes",
+                              "GPU memory granted to the containers of this node's pods (a whole "
+                              "GPU granted counts all its memory)")),
+        granted_compute_(Gauge("gpumux_device_plugin_gpu_granted_compute_ratio",
+                               "Share of each GPU's compute granted (1 = the whole GPU)")),
+        granted_containers_(Gauge("gpumux_device_plugin_gpu_containers",
+                                  "Containers of this node's pods whose grant names the GPU")) {}
 
   void Allocate(Resource r, double seconds, bool ok) {
     const std::string name(ResourceName(r));
@@ -87,6 +95,22 @@ class Metrics {
     registered_ = std::max(registered_, n);
   }
   void Published(bool yes) { published_.Set(yes ? 1 : 0); }
+  // Per GPU: its memory and what the node's pods' grants give it (dcgm-exporter's and HAMi's
+  // users look for these per GPU).
+  void Granted(const std::vector<gpu::Gpu>& gpus, const std::map<int, GrantedOnGpu>& granted) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    for (const gpu::Gpu& g : gpus) {
+      const prometheus::Labels l{{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}};
+      const auto it = granted.find(g.index);
+      const GrantedOnGpu sum = it == granted.end() ? GrantedOnGpu{} : it->second;
+      const double memory = static_cast<double>(g.memory_total_mib) * kMiB;
+      memory_.Add(l).Set(memory);
+      granted_memory_.Add(l).Set(sum.exclusive ? memory
+                                               : static_cast<double>(sum.memory_mib) * kMiB);
+      granted_compute_.Add(l).Set(static_cast<double>(sum.milli) / core::kMilliPerGpu);
+      granted_containers_.Add(l).Set(sum.containers);
+    }
+  }
   std::string Text() const {
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
@@ -94,6 +118,10 @@ class Metrics {
   }
 
  private:
+  prometheus::Family<prometheus::Gauge>& Gauge(const char* name, const char* help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+  }
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& allocations_;
   prometheus::Family<prometheus::Histogram>& latency_;
@@ -102,6 +130,10 @@ class Metrics {
   prometheus::Counter& registrations_;
   std::int64_t registered_ = 0;
   prometheus::Gauge& published_;
+  prometheus::Family<prometheus::Gauge>& memory_;
+  prometheus::Family<prometheus::Gauge>& granted_memory_;
+  prometheus::Family<prometheus::Gauge>& granted_compute_;
+  prometheus::Family<prometheus::Gauge>& granted_containers_;
 };
 
 }  // namespace
@@ -238,6 +270,7 @@ void NodeAgent::Impl::Poll() {
     healthy = next;
     if (changed) published = false;
     metrics.Registrations(plugin->stats().registrations);
+    metrics.Granted(gpus, plugin->Granted());
   }
   plugin->SetHealth(next);
   const bool serving = plugin->serving();

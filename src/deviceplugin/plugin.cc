@@ -515,6 +515,10 @@ bool DevicePlugin::serving() const {
                      [](const auto& s) { return s->registered && s->streams > 0; });
 }
 
+std::map<int, GrantedOnGpu> DevicePlugin::Granted() const {
+  return impl_->handshake != nullptr ? impl_->handshake->Granted() : std::map<int, GrantedOnGpu>{};
+}
+
 PluginStats DevicePlugin::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;

@@ -12,11 +12,10 @@
 namespace gpumux::net {
 namespace {
 
-void Metric(std::string& out, const char* name, const char* type, const char* help,
-            double value) {
+void Metric(std::string& out, const char* name, const char* type, const char* help, double value) {
   char line[256];
-  std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
-                type, name, value);
+  std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type,
+                name, value);
   out += line;
 }
 

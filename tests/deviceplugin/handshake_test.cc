@@ -107,6 +107,41 @@ class HandshakeConcurrency : public ::testing::Test {
   std::unique_ptr<Handshake> handshake_;
 };
 
+// Per GPU, what this node's pods hold (the device plugin's per-GPU gauges): a whole GPU counts
+// whole, shares add up, an ended pod and a grant for another node hold nothing.
+TEST_F(HandshakeConcurrency, GrantedSumsWhatThePodsOfTheNodeHoldPerGpu) {
+  server_.AddPod(GrantedPod("whole", {ContainerOf{"main", 1, 0, 0}},
+                            {{"main", {{0, "GPU-n1-0"}}, 1000, 0, false, true}}));
+  server_.AddPod(GrantedPod("share-a", {ContainerOf{"main", 0, 8192, 0}},
+                            {{"main", {{1, "GPU-n1-1"}}, 300, 8192, true, false}}));
+  server_.AddPod(GrantedPod("share-b", {ContainerOf{"main", 0, 4096, 0}},
+                            {{"main", {{1, "GPU-n1-1"}}, 200, 4096, true, false}}));
+  json ended = GrantedPod("ended", {ContainerOf{"main", 1, 0, 0}},
+                          {{"main", {{2, "GPU-n1-2"}}, 1000, 0, false, true}});
+  ended["status"]["phase"] = "Succeeded";
+  server_.AddPod(ended);
+  json elsewhere = GrantedPod("elsewhere", {ContainerOf{"main", 1, 0, 0}},
+                              {{"main", {{3, "GPU-n1-3"}}, 1000, 0, false, true}});
+  elsewhere["metadata"]["annotations"][std::string(kube::kAnnotationGrant)] =
+      json::parse(R"("x")").get<std::string>();  // unreadable: counted nowhere
+  server_.AddPod(elsewhere);
+  EXPECT_TRUE(handshake_->Granted().empty()) << "nothing known before the watch";
+  handshake_->Watch();
+  std::map<int, GrantedOnGpu> granted;
+  for (int k = 0; k < 200 && granted.size() < 2; ++k) {
+    std::this_thread::sleep_for(25ms);
+    granted = handshake_->Granted();
+  }
+  ASSERT_EQ(granted.size(), 2u) << (granted.empty() ? -1 : granted.begin()->first);
+  EXPECT_EQ(granted[0].containers, 1);
+  EXPECT_TRUE(granted[0].exclusive);
+  EXPECT_EQ(granted[0].milli, 1000);
+  EXPECT_EQ(granted[1].containers, 2);
+  EXPECT_FALSE(granted[1].exclusive);
+  EXPECT_EQ(granted[1].milli, 500);
+  EXPECT_EQ(granted[1].memory_mib, 12288);
+}
+
 TEST_F(HandshakeConcurrency, PeekAnswersWhileAClaimsPatchIsInFlight) {
   const json pod = GrantedPod("train", {ContainerOf{"main", 1, 0, 0}},
                               {{"main", {{1, "GPU-n1-1"}}, 1000, 0, false, true}});

@@ -82,6 +82,14 @@ struct HandshakeError {
 template <typename T>
 using HandshakeResult = tl::expected<T, HandshakeError>;
 
+// What the grants of the pods bound to this node give one GPU (Handshake::Granted).
+struct GrantedOnGpu {
+  int containers = 0;        // containers holding it
+  core::MilliGpu milli = 0;  // compute granted; an exclusive grant counts the whole GPU
+  core::MiB memory_mib = 0;  // memory shares granted (exclusive grants not included)
+  bool exclusive = false;    // a container holds it whole
+};
+
 struct HandshakeOptions {
   int attempts = 5;  // reads + conditional writes of the lock before giving up (409s)
 };
@@ -107,6 +115,10 @@ class Handshake {
   // cannot be told (the caller then prefers nothing in particular). Thread safe; never waits
   // for a Claim.
   std::vector<int> Peek(Resource resource, std::int64_t count);
+
+  // Per GPU index, what the grants of the pods in the watch's cache give it (pods that have
+  // ended, and grants for another node, left out). Empty without Watch(). Thread safe.
+  std::map<int, GrantedOnGpu> Granted() const;
 
  private:
   struct Holder;

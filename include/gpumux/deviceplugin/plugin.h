@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -93,6 +94,9 @@ class DevicePlugin {
   // device list: the kubelet can admit pods asking for them.
   bool serving() const;
   PluginStats stats() const;
+  // Per GPU index, what the grants of this node's pods give it (Handshake::Granted); empty
+  // without an API client.
+  std::map<int, GrantedOnGpu> Granted() const;
   void set_allocate_observer(AllocateObserver observer);
   // The socket path of a resource's server.
   std::string SocketPath(Resource resource) const;
