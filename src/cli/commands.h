@@ -350,6 +350,7 @@ struct DevicePluginCliOptions {
   std::string dev_dir = "/dev";
   std::vector<std::string> mounts;
   std::string cdi_kind;
+  std::string device_list_strategy = "envvar";
   std::int64_t health_interval_ms = 5000;
   std::int64_t xid_recovery_seconds = 300;
   std::string ignore_xids;

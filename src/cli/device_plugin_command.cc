@@ -120,6 +120,15 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
         "nvidia-smi); with --inject-devices; repeatable");
   s.Add("cdi-kind", &O::cdi_kind,
         "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
+  s.Add("device-list-strategy", &O::device_list_strategy,
+        "How the NVIDIA container toolkit learns a container's GPUs: 'envvar' "
+        "(NVIDIA_VISIBLE_DEVICES=<UUIDs>; a pod's own NVIDIA_VISIBLE_DEVICES wins) or "
+        "'volume-mounts' (one mount per granted GPU under /var/run/nvidia-container-devices; "
+        "set the toolkit's accept-nvidia-visible-devices-as-volume-mounts = true and "
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false, and a pod's own "
+        "environment cannot widen its grant)")
+      ->check(CLI::IsMember({"envvar", "volume-mounts"}))
+      ->capture_default_str();
   s.Add("health-interval-ms", &O::health_interval_ms,
         "How often GPU health is read from the backend (10..3600000)")
       ->capture_default_str()
@@ -232,6 +241,9 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
   for (const std::string& m : o.mounts) p.inject.mounts.push_back(ParseMount(m));
   if (!p.inject.mounts.empty() && !o.inject_devices) return usage("--mount needs --inject-devices");
   p.inject.cdi_kind = o.cdi_kind;
+  p.inject.device_list = o.device_list_strategy == "volume-mounts"
+                             ? deviceplugin::DeviceListStrategy::kVolumeMounts
+                             : deviceplugin::DeviceListStrategy::kEnvvar;
   options.health_interval = std::chrono::milliseconds(o.health_interval_ms);
   options.health.transient_recovery_ms = o.xid_recovery_seconds * 1000;
   for (const std::string& item : SplitCommas(o.ignore_xids)) {

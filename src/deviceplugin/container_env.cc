@@ -58,7 +58,15 @@ core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
                            "the grant of container " + grant.name + " names no GPU");
   }
   auto& env = out.envs;
-  env["NVIDIA_VISIBLE_DEVICES"] = uuids;
+  if (inject.device_list == DeviceListStrategy::kVolumeMounts) {
+    env["NVIDIA_VISIBLE_DEVICES"] = kContainerDevicesDir;
+    for (const NodeGpu* g : chosen) {
+      out.mounts.push_back(
+          MountSpec{"/dev/null", std::string(kContainerDevicesDir) + "/" + g->uuid, true});
+    }
+  } else {
+    env["NVIDIA_VISIBLE_DEVICES"] = uuids;
+  }
   if (!grant.exclusive) {
     if (grant.milli_requested && grant.gpu_milli > 0) {
       env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string((grant.gpu_milli + 9) / 10);
@@ -83,7 +91,7 @@ core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
       name += std::to_string(minor);
       out.devices.push_back(DeviceNodeSpec{inject.dev_dir + name, "/dev" + name, "rwm"});
     }
-    out.mounts = inject.mounts;
+    out.mounts.insert(out.mounts.end(), inject.mounts.begin(), inject.mounts.end());
   }
   if (!inject.cdi_kind.empty()) {
     for (const NodeGpu* g : chosen) out.cdi_devices.push_back(inject.cdi_kind + "=" + g->uuid);

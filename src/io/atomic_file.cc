@@ -66,7 +66,7 @@ core::Result<void> WriteFileAtomically(const std::string& path, const std::strin
       std::error_code ignored;
       if (e == ENOENT && !dir.empty() && !std::filesystem::is_directory(dir, ignored)) {
         return tl::unexpected(
-            core::Error{core::ErrorCode::kNotFound, path + ": cannot write: no folder " + dir});
+            core::Error{core::ErrorCode::kIo, path + ": cannot write: no folder " + dir});
       }
       errno = e;
       return tl::unexpected(ErrnoError(path + ": cannot write"));

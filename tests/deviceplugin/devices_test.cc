@@ -208,6 +208,23 @@ TEST(ContainerEnv, ASharedGpuGetsMpsLimitsPerVisibleOrdinal) {
   EXPECT_EQ(m->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=4096M");
 }
 
+// Issue 34: with volume mounts the toolkit learns the GPUs from mounts the pod cannot add, not
+// from NVIDIA_VISIBLE_DEVICES, which a pod's own env (after the plugin's) would override.
+TEST(ContainerEnv, VolumeMountsNameExactlyTheGrantedGpus) {
+  InjectOptions inject;
+  inject.device_list = DeviceListStrategy::kVolumeMounts;
+  kube::ContainerGrant g{"main", {{0, "GPU-aaaa"}, {1, "GPU-bbbb"}}, 1000, 0, false, true};
+  auto env = BuildContainerEnv(g, Context(), NodeGpus(), inject);
+  ASSERT_TRUE(env.has_value()) << env.error().message;
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+  EXPECT_EQ(env->envs.at("GPUMUX_GPU_UUIDS"), "GPU-aaaa,GPU-bbbb");
+  ASSERT_EQ(env->mounts.size(), 2u);
+  EXPECT_EQ(env->mounts[0].host_path, "/dev/null");
+  EXPECT_EQ(env->mounts[0].container_path, "/var/run/nvidia-container-devices/GPU-aaaa");
+  EXPECT_EQ(env->mounts[1].container_path, "/var/run/nvidia-container-devices/GPU-bbbb");
+  EXPECT_TRUE(env->mounts[0].read_only && env->mounts[1].read_only);
+}
+
 TEST(ContainerEnv, DeviceNodesMountsAndCdiWhenConfigured) {
   const auto dir = std::filesystem::temp_directory_path() / "gpumux-dev-test";
   std::filesystem::create_directories(dir);

@@ -76,7 +76,7 @@ TEST_F(AtomicFile, AFolderThatIsGoneIsAnErrorNamingTheFile) {
   EXPECT_EQ(written.error().message, (dir_.path() / "no" / "such.json").string() +
                                          ": cannot write: no folder " +
                                          (dir_.path() / "no").string());
-  EXPECT_EQ(written.error().code, core::ErrorCode::kNotFound);
+  EXPECT_EQ(written.error().code, core::ErrorCode::kIo);
 }
 
 // Production writes must not consult the environment each time: GPUMUX_FAULT is read at the

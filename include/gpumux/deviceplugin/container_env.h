@@ -13,8 +13,17 @@
 //   the control devices found (nvidiactl, nvidia-uvm, nvidia-uvm-tools) and /dev/nvidia<minor>
 //   of every granted GPU, "rwm"; plus the configured read-only driver mounts.
 // CDI (only with `cdi_kind`, e.g. "nvidia.com/gpu"): one CDI device "<kind>=<uuid>" per GPU.
+// Device list strategy (as NVIDIA's device plugin names them):
+//   envvar         NVIDIA_VISIBLE_DEVICES lists the UUIDs. A pod's own NVIDIA_VISIBLE_DEVICES
+//                  comes after the plugin's in the container (the kubelet's order) and wins.
+//   volume-mounts  NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and one read-only
+//                  mount of /dev/null at /var/run/nvidia-container-devices/<uuid> per GPU: with
+//                  the toolkit's accept-nvidia-visible-devices-as-volume-mounts = true and
+//                  accept-nvidia-visible-devices-envvar-when-unprivileged = false, the mounts,
+//                  which a pod cannot add in its spec, decide, whatever its env says.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,7 +43,12 @@ struct DeviceNodeSpec {
   std::string permissions = "rwm";
 };
 
+inline constexpr const char* kContainerDevicesDir = "/var/run/nvidia-container-devices";
+
+enum class DeviceListStrategy : std::uint8_t { kEnvvar, kVolumeMounts };
+
 struct InjectOptions {
+  DeviceListStrategy device_list = DeviceListStrategy::kEnvvar;
   bool inject_devices = false;
   std::string dev_dir = "/dev";
   std::vector<MountSpec> mounts;
