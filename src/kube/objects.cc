@@ -254,6 +254,29 @@ std::string InitContainersError(const json& spec, std::int64_t gpu_mem_unit_mib)
   return "";
 }
 
+// A pod asking gpumux for GPUs must not name its own: with the NVIDIA toolkit's environment
+// path, a container's NVIDIA_VISIBLE_DEVICES comes after the device plugin's (the kubelet's
+// order) and would widen the grant ("all"). The first container that sets it; "" when none.
+std::string OwnVisibleDevicesError(const json& spec) {
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* cs = JsonChild(spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (const json& c : *cs) {
+      const json* env = JsonChild(c, "env");
+      if (env == nullptr || !env->is_array()) continue;
+      for (const json& e : *env) {
+        if (JsonString(e, "name") != "NVIDIA_VISIBLE_DEVICES") continue;
+        return std::string(list == std::string_view("containers") ? "container"
+                                                                  : "init container") +
+               " \"" + JsonString(c, "name") +
+               "\" sets NVIDIA_VISIBLE_DEVICES itself; gpumux sets it from the pod's grant "
+               "(remove it from the pod's env)";
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_unit_mib) {
@@ -313,6 +336,10 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
     cr.request.gpu_models = SplitModels(hints.models);
     cr.request.workload_class = hints.workload_class;
     p.containers.push_back(std::move(cr));
+  }
+  if (!p.containers.empty()) {
+    p.request_error = OwnVisibleDevicesError(*spec);
+    if (!p.request_error.empty()) p.containers.clear();
   }
   return p;
 }

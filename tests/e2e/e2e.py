@@ -1063,6 +1063,66 @@ def s_node_agents_own_node(rig):
             "node's gpumux.io/ annotations accepted, the device plugin's inventory on its node")
 
 
+def set_plugin_args(rig, change):
+    """Replaces the device plugin's args with change(args), waits for the new pod; returns the
+    args it had."""
+    ds = rig.get("daemonset", "gpumux-device-plugin", "-n", SYS)
+    before = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    rig.kubectl("patch", "daemonset", "gpumux-device-plugin", "-n", SYS, "--type=json", "-p",
+                json.dumps([{"op": "replace", "path": "/spec/template/spec/containers/0/args",
+                             "value": change(list(before))}]))
+    wait_gpumux_ready(rig)
+    return before
+
+
+def s_own_visible_devices(rig):
+    """A pod cannot widen its grant with its own NVIDIA_VISIBLE_DEVICES: asking gpumux for a GPU
+    while setting it is refused with the reason; with --device-list-strategy volume-mounts the
+    GPUs a toolkit would expose are the mounts under /var/run/nvidia-container-devices, which
+    name exactly the grant even when the pod's env says all; a pod without a request gets none."""
+    rig.apply(gpu_pod("own-all", [("main", WHOLE)], env={"NVIDIA_VISIBLE_DEVICES": "all"}))
+
+    def refused():
+        events = rig.get("events", "-n", NS, "--field-selector",
+                         "involvedObject.name=own-all")["items"]
+        return next((e["message"] for e in events
+                     if "sets NVIDIA_VISIBLE_DEVICES itself" in e.get("message", "")), False)
+    reason = rig.wait("the extender's refusal in the pod's events", refused, 60)
+    if rig.pod("own-all")["status"].get("phase") != "Pending":
+        raise Failed("the pod that names its own GPUs was started")
+    rig.delete_pods("own-all", grace=0)
+    original = set_plugin_args(rig, lambda a: a + ["--device-list-strategy", "volume-mounts"])
+    try:
+        # What a toolkit set to volume mounts (and to ignore the env of unprivileged
+        # containers) would expose is the mount list: the grant for the GPU pod, nothing for a
+        # pod without a request whose env says all (the rig has no toolkit to run).
+        rig.apply(gpu_pod("mounts-one", [("main", WHOLE)]))
+        rig.apply(gpu_pod("mounts-none", [("main", {"cpu": "10m"})],
+                          scheduler="default-scheduler", env={"NVIDIA_VISIBLE_DEVICES": "all"}))
+        rig.wait_running(["mounts-one", "mounts-none"])
+        uuid = rig.grant("mounts-one")["containers"][0]["gpus"][0]["uuid"]
+
+        def listing(pod):
+            return rig.kubectl("exec", "-n", NS, pod, "-c", "main", "--", "/bin/busybox", "sh",
+                               "-c", "ls /var/run/nvidia-container-devices 2>/dev/null; "
+                               "ls /dev | grep -c '^nvidia[0-9]'", check=False).split()
+        one, none = listing("mounts-one"), listing("mounts-none")
+        if one[:-1] != [uuid]:
+            raise Failed(f"mounts-one's device mounts {one[:-1]}, its grant {uuid}")
+        if none[:-1] or none[-1] != "0":
+            raise Failed(f"a pod without a request sees {none}")
+        visible = rig.exec_env("mounts-one", "main", "NVIDIA_VISIBLE_DEVICES")
+        if visible != "/var/run/nvidia-container-devices":
+            raise Failed(f"mounts-one's NVIDIA_VISIBLE_DEVICES is {visible}")
+        rig.delete_pods("mounts-one", "mounts-none", grace=0)
+    finally:
+        set_plugin_args(rig, lambda a: original)
+    i = reason.find("container")
+    return (f"refused: '{reason[i:i + 110]}'; with volume mounts the granted pod's device list "
+            f"is its one GPU {uuid[:12]}.., a pod without a request (env all) has none and no "
+            "/dev/nvidiaN")
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1081,6 +1141,7 @@ SCENARIOS = [
     ("Houdini's stack: each service reports its GPUs (device plugin, OCI runtime)", s_houdini_stack),
     ("fgd-sat-reserve keeps the last idle GPUs for whole-GPU pods", s_fgd_sat_reserve),
     ("node agents change only their own node", s_node_agents_own_node),
+    ("a pod cannot widen its grant with its own NVIDIA_VISIBLE_DEVICES", s_own_visible_devices),
 ]
 
 

@@ -83,6 +83,24 @@ TEST(DecodePod, OnlyContainersAskingForGpusAreKept) {
   EXPECT_EQ(p->containers[0].container, "train");
 }
 
+// Issue 34: a pod asking gpumux for a GPU cannot name its own (its env would come after the
+// device plugin's and widen the grant to every GPU through the toolkit's environment path).
+TEST(DecodePod, AGpuPodThatSetsNvidiaVisibleDevicesItselfIsARequestError) {
+  nlohmann::json pod = PodJson("p", {ContainerOf{"sidecar"}, ContainerOf{"train", 1, 0, 0}});
+  pod["spec"]["containers"][0]["env"] = {{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}};
+  auto p = DecodePod(pod);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->request_error,
+            "container \"sidecar\" sets NVIDIA_VISIBLE_DEVICES itself; gpumux sets it from the "
+            "pod's grant (remove it from the pod's env)");
+  EXPECT_TRUE(p->containers.empty());
+  // A pod that asks gpumux for nothing is not gpumux's to judge.
+  pod["spec"]["containers"][1]["resources"] = nlohmann::json::object();
+  p = DecodePod(pod);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->request_error.empty()) << p->request_error;
+}
+
 TEST(DecodePod, MilliAboveOneGpuIsARequestErrorNotACrash) {
   auto p = DecodePod(PodWithOne("p", 0, 0, 1500));
   ASSERT_TRUE(p.has_value());
