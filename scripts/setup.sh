@@ -9,6 +9,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
   libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
   runc busybox-static python3 python3-yaml python3-kubernetes etcd-server python3-torch \
+  python3-pip python3-setuptools \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
   libspdlog-dev kubernetes-client libboost-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \

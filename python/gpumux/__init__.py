@@ -29,8 +29,10 @@ Environment:
                        else NVIDIA_VISIBLE_DEVICES when it lists UUIDs
   GPUMUX_GPU_MEM_MIB   the job's GPU memory grant, which bounds the batch sizes it is offered
 """
+__version__ = "0.1.0"  # gpumux's version (CMakeLists.txt project()); ctest python.PipInstall
+
 from .session import Session, default_gpus, default_job_id, MAX_STEPS_PER_REPORT
 from .transport import DEFAULT_ADDRESS, DEFAULT_SOCKET
 
-__all__ = ["Session", "DEFAULT_SOCKET", "DEFAULT_ADDRESS", "MAX_STEPS_PER_REPORT",
+__all__ = ["__version__", "Session", "DEFAULT_SOCKET", "DEFAULT_ADDRESS", "MAX_STEPS_PER_REPORT",
            "default_gpus", "default_job_id"]

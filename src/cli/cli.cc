@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "src/cli/commands.h"
@@ -11,6 +12,20 @@
 #include "src/cli/parse_errors.h"
 
 namespace gpumux::cli {
+
+namespace {
+
+// `gpumux inspect` as `kubectl gpumux` (help, examples, errors of the plugin).
+std::string AsKubectlPlugin(std::string text) {
+  const std::string from = "gpumux inspect", to = "kubectl gpumux";
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
 
 int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{
@@ -79,7 +94,12 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     std::vector<const char*> args{"gpumux", "inspect"};
     for (int k = 1; k < argc; ++k) args.push_back(argv[k]);
     if (argc <= 1) args.push_back("--help");
-    return Main(static_cast<int>(args.size()), args.data(), out, err);
+    // Help and errors name the command as the user typed it.
+    std::ostringstream o, e;
+    const int code = Main(static_cast<int>(args.size()), args.data(), o, e);
+    out << AsKubectlPlugin(o.str());
+    err << AsKubectlPlugin(e.str());
+    return code;
   }
   if (argc <= 1) {
     out << app.help();

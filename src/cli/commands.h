@@ -210,7 +210,7 @@ struct InspectCliOptions {
   bool all_namespaces = false;
   std::string output;           // "", wide, json
   std::string colour = "auto";  // auto, always, never
-  std::string policy = "fgd";
+  std::string policy;           // "" = the installed extender's (gpumux-system/gpumux-scheduler)
   std::string profile = "iadeep-fitted";
   std::string default_gpu_model = "unknown";
   std::int64_t default_gpu_memory_mib = 0;

@@ -25,29 +25,94 @@ namespace {
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
 
-// Where kubectl would read its kubeconfig: --kubeconfig, else the first file of $KUBECONFIG
-// that exists, else ~/.kube/config; "" when there is none (then in-cluster, if in a pod).
-std::string FindKubeconfig(const std::string& given, std::string* note) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && env[0] != '\0') {
-    std::string list = env;
-    std::vector<std::string> existing;
-    for (std::size_t start = 0; start <= list.size();) {
-      std::size_t end = list.find(':', start);
-      if (end == std::string::npos) end = list.size();
-      const std::string path = list.substr(start, end - start);
-      if (!path.empty() && std::filesystem::exists(path)) existing.push_back(path);
-      start = end + 1;
-    }
-    if (existing.size() > 1) {
-      *note = "KUBECONFIG lists " + std::to_string(existing.size()) +
-              " files; gpumux reads the first, " + existing[0] + " (it does not merge them)";
-    }
-    if (!existing.empty()) return existing[0];
+// The placement policy of the extender installed as deploy/ installs it: its --policy argument
+// in the Deployment gpumux-system/gpumux-scheduler, with $(VAR) expanded from the container's env
+// (a value, or a ConfigMap key). std::nullopt with the reason when it cannot be read.
+tl::expected<std::string, std::string> InstalledPolicy(kube::KubeApi& api) {
+  constexpr const char* kNs = "gpumux-system";
+  auto dep =
+      api.Get(std::string("/apis/apps/v1/namespaces/") + kNs + "/deployments/gpumux-scheduler");
+  if (!dep)
+    return tl::unexpected("reading deployment " + std::string(kNs) +
+                          "/gpumux-scheduler: " + dep.error().ToString());
+  const nlohmann::json* spec = &*dep;
+  for (const char* k : {"spec", "template", "spec", "containers"}) {
+    spec = spec != nullptr ? kube::JsonChild(*spec, k) : nullptr;
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') {
-    const std::string path = std::string(home) + "/.kube/config";
-    if (std::filesystem::exists(path)) return path;
+  if (spec == nullptr || !spec->is_array())
+    return tl::unexpected(std::string("its pod template has no containers"));
+  for (const nlohmann::json& c : *spec) {
+    if (kube::JsonString(c, "name") != "gpumux-extender") continue;
+    const nlohmann::json* args = kube::JsonChild(c, "args");
+    std::string value;
+    for (std::size_t i = 0; args != nullptr && args->is_array() && i < args->size(); ++i) {
+      const std::string a = (*args)[i].is_string() ? (*args)[i].get<std::string>() : "";
+      if (a == "--policy" && i + 1 < args->size() && (*args)[i + 1].is_string()) {
+        value = (*args)[i + 1].get<std::string>();
+      } else if (a.rfind("--policy=", 0) == 0) {
+        value = a.substr(9);
+      }
+    }
+    if (value.empty()) return "fgd";  // the extender's default
+    if (value.size() < 4 || value.rfind("$(", 0) != 0 || value.back() != ')') return value;
+    const std::string var = value.substr(2, value.size() - 3);
+    const nlohmann::json* env = kube::JsonChild(c, "env");
+    for (std::size_t i = 0; env != nullptr && env->is_array() && i < env->size(); ++i) {
+      const nlohmann::json& e = (*env)[i];
+      if (kube::JsonString(e, "name") != var) continue;
+      if (const std::string v = kube::JsonString(e, "value"); !v.empty()) return v;
+      const nlohmann::json* from = kube::JsonChild(e, "valueFrom");
+      const nlohmann::json* ref =
+          from != nullptr ? kube::JsonChild(*from, "configMapKeyRef") : nullptr;
+      if (ref == nullptr) break;
+      const std::string name = kube::JsonString(*ref, "name"), key = kube::JsonString(*ref, "key");
+      auto cm = api.Get(std::string("/api/v1/namespaces/") + kNs + "/configmaps/" +
+                        kube::QueryEscape(name));
+      if (!cm) return tl::unexpected("reading configmap " + name + ": " + cm.error().ToString());
+      const nlohmann::json* data = kube::JsonChild(*cm, "data");
+      const std::string v = data != nullptr ? kube::JsonString(*data, key.c_str()) : "";
+      if (v.empty()) return tl::unexpected("configmap " + name + " has no key " + key);
+      return v;
+    }
+    return tl::unexpected("--policy is " + value +
+                          " and its variable is not set from a value "
+                          "or a ConfigMap");
+  }
+  return tl::unexpected(std::string("it has no container gpumux-extender"));
+}
+
+// The policy, typical pods and profile `nodes` and `why` judge with: --policy, else the
+// installed extender's (a note on `err` when it cannot be read: fgd then).
+core::Result<void> JudgeWith(kube::KubeApi& api, const InspectCliOptions& o,
+                             sched::ClusterStateOptions& state, std::ostream& err) {
+  std::string name = o.policy;
+  if (name.empty()) {
+    // The cluster's own policy, so that `why` gives the extender's reasons, not another's.
+    auto installed = InstalledPolicy(api);
+    name = installed ? *installed : "fgd";
+    if (!installed) {
+      err << "gpumux inspect: the extender's policy is unknown (" << installed.error()
+          << "); judging with fgd: give --policy\n";
+    }
+  }
+  const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(name);
+  if (entry == nullptr) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the installed extender's policy '" + name +
+                               "' is not one this gpumux knows (" +
+                               policy::BuiltinPolicies().KnownNames() + "): give --policy");
+  }
+  state.policy = name;
+  auto typical = TypicalPodsFor("");
+  if (!typical) return tl::unexpected(typical.error());
+  state.context.typical_pods = std::move(*typical);
+  if (entry->needs_profile) {
+    auto loaded = sim::ProfileByNameOrPath(o.profile);
+    if (!loaded) {
+      return core::MakeError(core::ErrorCode::kInvalidArgument,
+                             "--profile: " + loaded.error().message);
+    }
+    state.profile = std::make_shared<const policy::WorkloadProfile>(std::move(*loaded));
   }
   return {};
 }
@@ -100,8 +165,8 @@ CLI::App* AddInspectCommand(CLI::App& app, InspectCliOptions& o) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   cmd->add_option("--policy", o.policy,
-                  "The extender's --policy (why: a co-location policy may decline a node)")
-      ->capture_default_str();
+                  "The placement policy `nodes` and `why` judge with (default: the installed "
+                  "extender's --policy, read from the gpumux-scheduler Deployment)");
   cmd->add_option("--profile", o.profile, "The extender's --profile, for the co-location policies")
       ->capture_default_str();
   cmd->add_option("--default-gpu-model", o.default_gpu_model,
@@ -130,9 +195,11 @@ CLI::App* AddInspectCommand(CLI::App& app, InspectCliOptions& o) {
       "      step times, batch sizes and slowdowns the node coordinators measure\n"
       "  gpumux inspect nodes -o json\n"
       "      the same, typed, for scripts\n"
-      "\nAs a kubectl plugin (the kubectl-gpumux symlink beside gpumux on PATH), `kubectl gpumux "
-      "why train-7`\nis `gpumux inspect why train-7`. Exit status: 0; 1 when the API server "
-      "cannot be read or the\npod is not found; 2 for bad usage.\n");
+      "\nAlso a kubectl plugin: with the kubectl-gpumux symlink beside gpumux on PATH, "
+      "`kubectl gpumux VIEW`\nruns the same views. `nodes` and `why` judge with the installed "
+      "extender's policy (its --policy\nin the gpumux-scheduler Deployment) unless --policy "
+      "says otherwise. Exit status: 0; 1 when the\nAPI server cannot be read or the pod is not "
+      "found; 2 for bad usage.\n");
   return cmd;
 }
 
@@ -147,45 +214,31 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
   if (o.view == "why" && o.all_namespaces) {
     return fail(kUsageError, "why takes one pod: NAME with -n, or NAMESPACE/NAME, not -A");
   }
-  std::string note;
-  const std::string path = FindKubeconfig(o.kubeconfig, &note);
-  if (!note.empty()) err << "gpumux inspect: " << note << "\n";
-  core::Result<kube::ClientConfig> config = [&]() -> core::Result<kube::ClientConfig> {
-    if (!path.empty()) return kube::LoadKubeconfig(path, o.context);
-    if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return kube::LoadInClusterConfig();
-    return core::MakeError(core::ErrorCode::kNotFound,
-                           "no kubeconfig: give --kubeconfig, set KUBECONFIG, or create "
-                           "~/.kube/config");
-  }();
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "");
+  };
+  // Where kubectl looks, in kubectl's order (and, in a pod, its service account).
+  auto where = kube::FindKubeconfig(o.kubeconfig, env("KUBECONFIG"), env("HOME"),
+                                    env("KUBERNETES_SERVICE_HOST"));
+  if (!where) return fail(kUsageError, where.error().message);
+  core::Result<kube::ClientConfig> config = where->in_cluster
+                                                ? kube::LoadInClusterConfig()
+                                                : kube::LoadKubeconfig(where->path, o.context);
   if (!config) return fail(kUsageError, config.error().message);
   config->request_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(o.request_timeout_s * 1000));
   config->user_agent = "kubectl-gpumux";
-
-  inspect::ViewOptions view;
-  view.ns = o.all_namespaces ? "" : (o.ns.empty() ? config->default_namespace : o.ns);
-  view.state.policy = o.policy;
-  view.state.defaults.gpu_model = o.default_gpu_model;
-  view.state.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
-  view.state.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
-  if (o.view == "nodes" || o.view == "why") {
-    auto typical = TypicalPodsFor("");
-    if (!typical) return fail(kRuntimeError, typical.error().message);
-    view.state.context.typical_pods = std::move(*typical);
-    const policy::PolicyEntry* entry = policy::BuiltinPolicies().Find(o.policy);
-    if (entry == nullptr) {
-      return fail(kUsageError, "--policy: unknown policy '" + o.policy +
-                                   "' (known: " + policy::BuiltinPolicies().KnownNames() + ")");
-    }
-    if (entry->needs_profile) {
-      auto loaded = sim::ProfileByNameOrPath(o.profile);
-      if (!loaded) return fail(kUsageError, "--profile: " + loaded.error().message);
-      view.state.profile = std::make_shared<const policy::WorkloadProfile>(std::move(*loaded));
-    }
-  }
+  const std::string default_ns = config->default_namespace;
 
   const std::string server = config->server;
   auto api = kube::MakeCurlClient(std::move(*config));
+  inspect::ViewOptions view;
+  view.ns = o.all_namespaces ? "" : (o.ns.empty() ? default_ns : o.ns);
+  if (!o.policy.empty() && policy::BuiltinPolicies().Find(o.policy) == nullptr) {
+    return fail(kUsageError, "--policy: unknown policy '" + o.policy +
+                                 "' (known: " + policy::BuiltinPolicies().KnownNames() + ")");
+  }
   inspect::Snapshot snapshot;
   auto nodes = api->List("/api/v1/nodes");
   if (!nodes)
@@ -200,6 +253,17 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
   for (auto& n : (*nodes)["items"]) snapshot.nodes.push_back(std::move(n));
   for (auto& p : (*pods)["items"]) snapshot.pods.push_back(std::move(p));
   snapshot.now = static_cast<std::int64_t>(std::time(nullptr));
+
+  view.state.defaults.gpu_model = o.default_gpu_model;
+  view.state.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
+  view.state.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
+  if (o.view == "nodes" || o.view == "why") {
+    if (auto judged = JudgeWith(*api, o, view.state, err); !judged) {
+      return fail(
+          judged.error().code == core::ErrorCode::kInvalidArgument ? kUsageError : kRuntimeError,
+          judged.error().message);
+    }
+  }
 
   core::Result<inspect::Table> table = [&]() -> core::Result<inspect::Table> {
     if (o.view == "nodes") return inspect::NodesView(snapshot, view);

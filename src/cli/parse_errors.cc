@@ -68,6 +68,38 @@ std::string Closest(const CLI::App* at, const std::string& name) {
   return best;
 }
 
+// For a command made of commands (`gpumux inspect`) whose arguments named none of them: which
+// were given, and the closest; "" when that is not the problem.
+std::string MissingSubcommand(const CLI::App* at, int argc, const char* const* argv) {
+  const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+  if (subs.empty()) return "";
+  std::string names, near;
+  std::size_t near_d = 3;
+  std::string given;
+  bool after = at->get_parent() == nullptr;
+  for (int k = 1; k < argc; ++k) {
+    const std::string arg = argv[k];
+    if (!after) {
+      after = arg == at->get_name();
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    given = arg;
+    break;
+  }
+  for (const CLI::App* sub : subs) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    if (const std::size_t d = EditDistance(given, sub->get_name()); !given.empty() && d < near_d) {
+      near_d = d;
+      near = sub->get_name();
+    }
+  }
+  const std::string command = CommandName(at);
+  if (given.empty()) return command + ": say which: " + names;
+  return command + ": unknown command '" + given + "' (" + names + ")" +
+         (near.empty() ? "" : "; did you mean " + near + "?");
+}
+
 }  // namespace
 
 std::string ExplainParseError(const CLI::App& app, const CLI::ParseError& e, int argc,
@@ -75,6 +107,9 @@ std::string ExplainParseError(const CLI::App& app, const CLI::ParseError& e, int
   const CLI::App* at = Deepest(app);
   const std::string command = CommandName(at);
   const std::string help = "Run '" + command + " --help' for its options.";
+  if (std::string missing = MissingSubcommand(at, argc, argv); !missing.empty()) {
+    return missing + "\n" + help;
+  }
   if (dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) {
     return command + ": " + e.what() + "\n" + help;
   }

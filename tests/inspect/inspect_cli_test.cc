@@ -112,7 +112,49 @@ TEST_F(InspectCliTest, WhyExplainsAPendingPodAndFailsForAMissingOne) {
   EXPECT_NE(r.out.find("fits on 0 of 1 node"), std::string::npos) << r.out;
   r = Gpumux({"inspect", "why", "ghost", "--kubeconfig", kubeconfig_});
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.err, "gpumux inspect: pod team-a/ghost not found\n");
+  EXPECT_NE(r.err.find("gpumux inspect: pod team-a/ghost not found\n"), std::string::npos);
+}
+
+// Issue 33: `why` gives the reasons of the policy the cluster runs, not of a default: the
+// installed extender's --policy, expanded from its ConfigMap as Kubernetes does.
+TEST_F(InspectCliTest, WhyJudgesWithTheInstalledExtendersPolicy) {
+  Outcome r = Gpumux({"inspect", "why", "default/p", "--kubeconfig", kubeconfig_});
+  EXPECT_NE(r.err.find("the extender's policy is unknown (reading deployment "
+                       "gpumux-system/gpumux-scheduler: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("policy fgd"), std::string::npos) << r.out;
+  api_.Serve("/apis/apps/v1/namespaces/gpumux-system/deployments/gpumux-scheduler",
+             json::parse(R"json({"spec":{"template":{"spec":{"containers":[
+               {"name":"kube-scheduler"},
+               {"name":"gpumux-extender","args":["--listen","127.0.0.1:12345",
+                "--policy","$(PLACEMENT_POLICY)"],
+                "env":[{"name":"PLACEMENT_POLICY","valueFrom":{"configMapKeyRef":
+                  {"name":"gpumux-config-7h2","key":"policy"}}}]}]}}}})json"));
+  api_.Serve("/api/v1/namespaces/gpumux-system/configmaps/gpumux-config-7h2",
+             json::parse(R"({"data":{"policy":"best-fit"}})"));
+  r = Gpumux({"inspect", "why", "default/p", "--kubeconfig", kubeconfig_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("policy best-fit"), std::string::npos) << r.out;
+  r = Gpumux({"inspect", "why", "default/p", "--policy", "fgd-sat", "--kubeconfig", kubeconfig_});
+  EXPECT_NE(r.out.find("policy fgd-sat"), std::string::npos) << r.out;
+}
+
+TEST_F(InspectCliTest, AMistypedViewAndAMissingKubeconfigSayWhat) {
+  Outcome r = Gpumux({"inspect", "nodse", "--kubeconfig", kubeconfig_});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+            "gpumux inspect: unknown command 'nodse' (nodes, pods, why, top); did you mean nodes?");
+  r = Gpumux({"inspect"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "gpumux inspect: say which: nodes, pods, why, top");
+  const std::string missing = scratch_.string() + "/no-such-kubeconfig";
+  setenv("KUBECONFIG", missing.c_str(), 1);
+  r = Gpumux({"inspect", "nodes"});
+  unsetenv("KUBECONFIG");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "gpumux inspect: $KUBECONFIG (" + missing + ") names no file that exists\n");
 }
 
 TEST_F(InspectCliTest, ReadsTheFirstKubeconfigOfTheEnvironmentLikeKubectl) {
@@ -174,6 +216,14 @@ TEST_F(InspectCliTest, TheKubectlPluginSymlinkIsGpumuxInspect) {
   while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   EXPECT_EQ(pclose(pipe), 0) << out;
   EXPECT_NE(out.find("kubectl gpumux why"), std::string::npos) << out;
+  EXPECT_NE(out.find("Usage: kubectl gpumux [OPTIONS]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("gpumux inspect"), std::string::npos) << out;
+  pipe = popen((plugin.string() + " nodse 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  out.clear();
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  EXPECT_NE(pclose(pipe), 0);
+  EXPECT_NE(out.find("kubectl gpumux: unknown command 'nodse'"), std::string::npos) << out;
 }
 
 }  // namespace

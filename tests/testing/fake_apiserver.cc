@@ -731,6 +731,11 @@ bool FakeApiServer::WaitForRequests(std::string_view kind, std::int64_t count,
 
 // --- serving ---
 
+void FakeApiServer::Serve(std::string path, nlohmann::json object) {
+  std::lock_guard lock(mu_);
+  served_[std::move(path)] = std::move(object);
+}
+
 void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
   // Route.
   Route route;
@@ -821,6 +826,12 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
     return;
   }
   if (kind == "other") {
+    std::lock_guard lock(mu_);
+    if (auto it = served_.find(req.path); it != served_.end() && req.method == "GET") {
+      res.status = 200;
+      res.set_content(it->second.dump(), "application/json");
+      return;
+    }
     ReplyStatus(res, 404, "NotFound", "the server could not find the requested resource");
     return;
   }

@@ -144,6 +144,9 @@ class FakeApiServer {
   std::optional<nlohmann::json> GetNode(const std::string& name) const;
   std::optional<nlohmann::json> GetPod(const std::string& ns, const std::string& name) const;
   std::optional<nlohmann::json> GetJob(const std::string& ns, const std::string& name) const;
+  // Any other object, answered as it is to a GET of exactly `path` (e.g. a Deployment or a
+  // ConfigMap that a client reads); not listed, watched or changed.
+  void Serve(std::string path, nlohmann::json object);
   // Every object of "pods", "nodes" or "jobs", in key order (namespace/name).
   std::vector<nlohmann::json> Objects(const std::string& resource) const;
   std::string resource_version() const;
@@ -223,6 +226,7 @@ class FakeApiServer {
   std::int64_t compacted_rv_ = 0;  // watches from an RV below this are gone
   std::int64_t next_uid_ = 1;
   std::map<std::string, std::map<std::string, nlohmann::json>> objects_;  // resource -> key -> obj
+  std::map<std::string, nlohmann::json> served_;                          // Serve(): path -> obj
   std::vector<HistoryEntry> history_;
   std::vector<std::shared_ptr<WatchStream>> watches_;
   std::vector<Failure> failures_;
