@@ -325,6 +325,56 @@ int Post(int port, const std::string& path, const std::string& body) {
   return res ? res->status : -1;
 }
 
+// What `promtool check metrics` (Prometheus 2.42) objects to, by the same rules: HELP for every
+// family, snake_case names, counters and only counters ending in _total, no type or
+// non-base unit in a name, and here also no label named job.
+std::vector<std::string> MetricsLintProblems(const std::string& text) {
+  std::vector<std::string> problems;
+  std::set<std::string> helped;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# HELP ", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string name, help;
+      words >> name >> help;
+      if (help.empty()) problems.push_back(name + ": empty HELP");
+      helped.insert(name);
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string name, type;
+      words >> name >> type;
+      if (helped.count(name) == 0) problems.push_back(name + ": no HELP");
+      const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+      if ((type == "counter") != total) problems.push_back(name + " is a " + type);
+      if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+        problems.push_back(name + ": not snake_case");
+      }
+      std::istringstream parts(name);
+      for (std::string part; std::getline(parts, part, '_');) {
+        static const std::set<std::string> kBad = {
+            "gauge",        "counter",     "histogram", "summary", "milliseconds",
+            "microseconds", "nanoseconds", "minutes",   "hours",   "days",
+            "kilobytes",    "megabytes",   "gigabytes", "sec",     "secs",
+            "ms",           "us",          "ns",        "kb",      "mb",
+            "gb",           "kib",         "mib",       "gib",     "percent"};
+        if (kBad.count(part) > 0) problems.push_back(name + ": '" + part + "' in the name");
+      }
+    } else if (!line.empty() && line[0] != '#' &&
+               (line.find("{job=\"") != std::string::npos ||
+                line.find(",job=\"") != std::string::npos)) {
+      problems.push_back("a series labelled job: " + line);
+    }
+  }
+  return problems;
+}
+
+TEST(MetricsLint, CatchesWhatPromtoolWould) {
+  const auto problems = MetricsLintProblems(
+      "# HELP a_total x\n# TYPE a_total gauge\n# TYPE b counter\n"
+      "# HELP c_ms x\n# TYPE c_ms gauge\n# HELP dE x\n# TYPE dE gauge\ne{job=\"j\"} 1\n");
+  EXPECT_EQ(problems.size(), 6u) << ::testing::PrintToString(problems);
+}
+
 // Drives each daemon so that every metric family has a series (prometheus-cpp leaves out a
 // family with none): the extender's four verbs (a bind offline fails: a failure reason), an
 // Allocate the offline plugin refuses, a job registered and reporting to the coordinator.
@@ -377,22 +427,21 @@ TEST_F(DaemonsTest, EveryPanelOfTheDashboardNamesMetricsTheDaemonsExport) {
            e.count("gpumux_device_plugin_allocate_total") > 0;
   })) << Get(plugin.metrics_port, "/metrics");
   exported["coordinator"] = Exported(Get(coordinator.metrics_port, "/metrics"));
-  // Prometheus's conventions (issue 33): counters end in _total and are typed counter; no series
-  // carries a label named job (the scrape's own); every daemon says what it is and what it uses.
+  // Prometheus's conventions (issue 33): promtool check metrics where it is installed (Debian:
+  // the prometheus package), and its rules here in any case; no series carries a label named
+  // job (the scrape's own); every daemon says what it is and what it uses.
+  const bool promtool = std::system("command -v promtool > /dev/null 2>&1") == 0;
   for (const int port : {extender.metrics_port, plugin.metrics_port, coordinator.metrics_port}) {
     const std::string text = Get(port, "/metrics");
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("# TYPE ", 0) == 0) {
-        std::istringstream words(line.substr(7));
-        std::string name, type;
-        words >> name >> type;
-        const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
-        EXPECT_EQ(type == "counter", total) << "port " << port << ": " << line;
-      } else if (!line.empty() && line[0] != '#') {
-        EXPECT_EQ(line.find("{job=\""), std::string::npos) << line;
-        EXPECT_EQ(line.find(",job=\""), std::string::npos) << line;
-      }
+    for (const std::string& problem : MetricsLintProblems(text)) {
+      ADD_FAILURE() << "port " << port << ": " << problem;
+    }
+    if (promtool) {
+      const std::filesystem::path scratch = std::filesystem::temp_directory_path();
+      const test::Captured lint =
+          test::RunCaptured(test::ProcessSpec{{"promtool", "check", "metrics"}}, scratch,
+                            "gpumux-promtool-" + std::to_string(::getpid()), text);
+      EXPECT_TRUE(lint.exit.Exited(0)) << lint.out << lint.err;
     }
     for (const char* name :
          {"gpumux_build_info", "process_resident_memory_bytes", "process_cpu_seconds_total",
