@@ -11,7 +11,8 @@ line starts with `$ `) must be preceded by one annotation line that says how it 
         fresh clone with the project built (`build/` is BUILD_DIR; `../shared` is the project's
         shared folder when there is one). It must exit 0 (or, with daemon=N, still be running after
         N seconds: a daemon); its output must match REGEX (Python re.search, DOTALL) when given.
-        Background jobs are stopped by process group afterwards. Whatever it creates must lie under
+        A block that is not a daemon must stop what it starts: a process of its group still
+        running when it ends is a failure (then stopped by process group). Whatever it creates must lie under
         the folders named by its `writes=`: a README command never leaves files anywhere the README
         does not name, never changes what an earlier command wrote elsewhere (one report
         overwriting another), and never writes into the source tree.
@@ -148,9 +149,12 @@ def run_script(sandbox, script, timeout, daemon=None):
         p = subprocess.Popen(['bash', '-c', 'set -euo pipefail\n' + script], cwd=sandbox.repo,
                              stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True, env=env)
-        alive = False
+        alive, left = False, []
         try:
             status = p.wait(timeout=daemon if daemon is not None else timeout)
+            if daemon is None:
+                time.sleep(0.3)  # what was just killed takes a moment to go
+                left = group_members(p.pid)
         except subprocess.TimeoutExpired:
             status, alive = None, True
         finally:
@@ -161,7 +165,32 @@ def run_script(sandbox, script, timeout, daemon=None):
             except ProcessLookupError:
                 pass
             p.wait()
-    return status, open(log, encoding='utf-8', errors='replace').read(), alive
+    output = open(log, encoding='utf-8', errors='replace').read()
+    if left:
+        # A block that ends with its background jobs still running would leave them running in
+        # the user's shell too (found: training jobs at 22 % CPU half an hour later).
+        output += '\nreadme-test: still running when the block ended: ' + '; '.join(left)
+        status = status if status else 'left processes running'
+    return status, output, alive
+
+
+def group_members(pgid):
+    """'PID COMMAND' of the processes still in process group PGID (zombies aside)."""
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f'/proc/{pid}/stat') as f:
+                stat = f.read()
+            fields = stat[stat.rindex(')') + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != 'Z':
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    cmd = f.read().replace(b'\0', b' ').decode(errors='replace').strip()
+                found.append(f'{pid} {cmd[:80]}')
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def normalize(line, mask):
@@ -201,7 +230,8 @@ def check_block(b, sandbox, problems):
             problems.append(f'{b.where()}: a daemon, but it ended (status {status}) within '
                             f'{daemon:g} s:\n{output[-3000:]}')
         elif daemon is None and status != 0:
-            why = f'ran past {timeout:g} s' if alive else f'exit status {status}'
+            why = (f'ran past {timeout:g} s' if alive else
+                   status if isinstance(status, str) else f'exit status {status}')
             problems.append(f'{b.where()}: {why}:\n{output[-3000:]}')
         if 'expect' in opts and not re.search(opts['expect'], output, re.DOTALL):
             problems.append(f'{b.where()}: output does not match {opts["expect"]!r}:\n{output[-3000:]}')
