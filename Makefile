@@ -33,8 +33,9 @@ BENCH ?= OFF
 
 all: build
 
+SETUP_ARGS ?=
 setup:
-	@sh scripts/setup.sh --quiet
+	@sh scripts/setup.sh --quiet $(SETUP_ARGS)
 
 configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DGPUMUX_WERROR=$(WERROR) \
@@ -43,7 +44,9 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo installs only what building gpumux needs (scripts/setup.sh --demo), not the test tools.
+demo:
+	@$(MAKE) --no-print-directory build SETUP_ARGS=--demo
 	./$(BUILD)/gpumux simulate --out gpumux-report
 	./$(BUILD)/gpumux simulate --workload dl --out gpumux-report-dl
 

@@ -2,18 +2,34 @@
 # Installs everything gpumux needs to build and test, from Debian 12 packages.
 # Idempotent: does nothing when every package is already installed.
 #   scripts/setup.sh          install what is missing (uses sudo when not root)
+#   scripts/setup.sh --demo   only what building gpumux needs (make demo), not the test tools
 #   scripts/setup.sh --check  exit 1 and list what is missing, install nothing
 set -eu
 
-PACKAGES="build-essential cmake ninja-build pkg-config git time ccache \
-  libgtest-dev libgmock-dev libbenchmark-dev \
+# What building gpumux needs (make demo builds only this: no tests, no benchmarks).
+BUILD_PACKAGES="build-essential cmake ninja-build pkg-config git ccache \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
+  libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev \
+  libsimdjson-dev libspdlog-dev libboost-dev \
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler"
+# What the tests, benchmarks and checks need on top (make test): test and benchmark libraries,
+# real peers (runc, etcd, PyTorch training jobs, kubectl), the sanitizer and formatting tools.
+TEST_PACKAGES="time libgtest-dev libgmock-dev libbenchmark-dev \
   runc busybox-static python3 python3-yaml python3-kubernetes etcd-server python3-torch \
-  python3-pip python3-setuptools \
-  libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev libsimdjson-dev \
-  libspdlog-dev kubernetes-client libboost-dev \
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+  python3-pip python3-setuptools kubernetes-client \
   clang clang-format libclang-rt-14-dev llvm-14"
+
+QUIET=0
+CHECK=0
+PACKAGES="$BUILD_PACKAGES $TEST_PACKAGES"
+for arg in "$@"; do
+  case "$arg" in
+    --quiet) QUIET=1 ;;
+    --check) CHECK=1 ;;
+    --demo) PACKAGES="$BUILD_PACKAGES" ;;
+    *) echo "setup: unknown option $arg (--demo, --check, --quiet)" >&2; exit 2 ;;
+  esac
+done
 
 missing=""
 for p in $PACKAGES; do
@@ -23,10 +39,10 @@ for p in $PACKAGES; do
 done
 
 if [ -z "$missing" ]; then
-  [ "${1:-}" = "--quiet" ] || echo "setup: all build dependencies are installed"
+  [ "$QUIET" = 1 ] || echo "setup: all build dependencies are installed"
   exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ "$CHECK" = 1 ]; then
   echo "setup: missing packages:$missing" >&2
   exit 1
 fi
