@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "gpumux/core/json_text.h"
+#include "gpumux/core/plural.h"
 
 namespace gpumux::cli {
 
@@ -176,7 +177,7 @@ std::optional<policy::MeasuredSet> MeasuredSetOf(const SetMeasurement& set,
     m.slowdown.push_back(s);
   }
   m.source = "gpumux profile: " + names + " run together on " + device_name + ", median of " +
-             std::to_string(set.repeats.size()) + " repeat(s)";
+             core::Plural(static_cast<std::int64_t>(set.repeats.size()), "repeat");
   return m;
 }
 

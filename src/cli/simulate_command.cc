@@ -467,10 +467,22 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
 }
 
 int RunPolicies(std::ostream& out) {
-  for (const auto& e : policy::BuiltinPolicies().entries()) {
-    char line[256];
-    std::snprintf(line, sizeof line, "%-16s %s\n", e.name.c_str(), e.summary.c_str());
-    out << line;
+  // Grouped by what they place: a policy of one workload is refused for the other.
+  const std::pair<policy::Workload, const char*> groups[] = {
+      {policy::Workload::kPods,
+       "Pods of GPU-sharing traces (gpumux simulate, the extender's --policy, kubectl gpumux):"},
+      {policy::Workload::kTrainingJobs,
+       "Training jobs sharing GPUs (gpumux simulate --workload dl):"}};
+  bool first = true;
+  for (const auto& [workload, title] : groups) {
+    out << (first ? "" : "\n") << title << "\n";
+    first = false;
+    for (const auto& e : policy::BuiltinPolicies().entries()) {
+      if (!e.For(workload)) continue;
+      char line[256];
+      std::snprintf(line, sizeof line, "  %-16s %s\n", e.name.c_str(), e.summary.c_str());
+      out << line;
+    }
   }
   return 0;
 }

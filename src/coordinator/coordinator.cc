@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/plural.h"
 #include "gpumux/core/time.h"
 #include "src/coordinator/coordinator_state.h"
 
@@ -546,16 +547,16 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   const int jobs = counts[Restored::kRestored], stale = counts[Restored::kStale],
             over = counts[Restored::kOverLimits];
   if (jobs > 0) {
-    log_("restored " + std::to_string(jobs) + " job(s) on " + std::to_string(gpus.size()) +
-         " GPU(s) from the store");
+    log_("restored " + core::Plural(jobs, "job") + " on " +
+         core::Plural(static_cast<std::int64_t>(gpus.size()), "GPU") + " from the store");
   }
   if (over > 0) {
-    log_.Warn("dropped " + std::to_string(over) + " stored job(s) beyond --max-jobs (" +
+    log_.Warn("dropped " + core::Plural(over, "stored job") + " beyond --max-jobs (" +
               std::to_string(options_.max_jobs) + ") or --max-jobs-per-gpu (" +
               std::to_string(options_.max_jobs_per_gpu) + ")");
   }
   if (stale > 0) {
-    log_("dropped " + std::to_string(stale) + " stored job(s) not seen for more than the job " +
+    log_("dropped " + core::Plural(stale, "stored job") + " not seen for more than the job " +
          "timeout");
   }
 }

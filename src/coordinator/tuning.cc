@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/coordinator/coordinator.h"
+#include "gpumux/core/plural.h"
 #include "src/coordinator/coordinator_state.h"
 
 namespace gpumux::coordinator {
@@ -100,7 +101,8 @@ void Coordinator::ApplyTuning(const std::string& gpu, std::uint64_t generation, 
   if (out.started) {
     ++g.sessions;
     ++sessions_started_;
-    log_("GPU " + gpu + ": tuning " + std::to_string(g.members.size()) + " job(s) with the " +
+    log_("GPU " + gpu + ": tuning " +
+         core::Plural(static_cast<std::int64_t>(g.members.size()), "job") + " with the " +
          std::string(tuner_->name()) + " tuner");
   }
   ApplyStep(g, out.step);

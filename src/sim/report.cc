@@ -301,10 +301,18 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
       }
       out << line;
     }
-    std::snprintf(line, sizeof line, " %12.1f %10.1f %10.2f %9.0f\n", s.unallocated_gpus_130_mean,
-                  s.failed_pods_mean, s.frag_pct_130_mean, ctx.timing ? s.wall_ms_median : 0.0);
+    // A count is a whole number for one run, a mean (one decimal) over seeds.
+    const std::string failed = spread ? Fixed(s.failed_pods_mean, 1) : Fixed(s.failed_pods_mean, 0);
+    std::snprintf(line, sizeof line, " %12.1f %10s %10.2f %9.0f\n", s.unallocated_gpus_130_mean,
+                  failed.c_str(), s.frag_pct_130_mean, ctx.timing ? s.wall_ms_median : 0.0);
     out << line;
   }
+  out << "\n"
+      << (study ? "Δ@130: alloc@130 minus study@130, percentage points. " : "")
+      << "idle GPUs@130: unallocated GPU capacity, in GPUs;\nfailed: pods placed nowhere"
+      << (spread ? " (mean over seeds)" : "")
+      << "; frag%@130: the share of idle GPU capacity that is fragmented\n(FGD's measure); "
+         "ms/run: median wall time of one run.\n";
   if (study && !ctx.replay_dir) {
     out << "\nstudy: the FGD authors' published results for the same seed numbers. gpumux draws "
            "its "

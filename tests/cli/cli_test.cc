@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -284,23 +286,38 @@ TEST(Cli, SimulateWritesTheReportFolder) {
   }
 }
 
-TEST(Cli, PoliciesListsEveryPolicyWithItsSummary) {
+// Grouped by the workload each places (issue 33: which policy is for what), every policy with
+// its summary; exclusive, the baseline of both, in both groups.
+TEST(Cli, PoliciesListsEveryPolicyWithItsSummaryUnderItsWorkload) {
   const CliRun r = Gpumux({"policies"});
   EXPECT_EQ(r.code, 0);
-  const auto names = policy::BuiltinPolicies().names();
-  ASSERT_FALSE(names.empty());
   std::istringstream lines(r.out);
-  std::string line;
-  std::size_t i = 0;
-  while (std::getline(lines, line)) {
-    ASSERT_LT(i, names.size()) << "extra line: " << line;
-    EXPECT_EQ(line.rfind(names[i] + " ", 0), 0U) << line;
-    EXPECT_GT(line.find_first_not_of(' ', names[i].size()), names[i].size()) << line;
-    EXPECT_NE(line.find_first_not_of(' ', names[i].size()), std::string::npos)
-        << "a summary follows the name: " << line;
-    ++i;
+  std::map<std::string, std::vector<std::string>> listed;  // group title -> names
+  std::string group;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      group = line;
+      continue;
+    }
+    std::istringstream words(line);
+    std::string name, summary_start;
+    words >> name >> summary_start;
+    EXPECT_FALSE(summary_start.empty()) << "a summary follows the name: " << line;
+    listed[group].push_back(name);
   }
-  EXPECT_EQ(i, names.size());
+  ASSERT_EQ(listed.size(), 2u) << r.out;
+  for (const auto& e : policy::BuiltinPolicies().entries()) {
+    int groups = 0;
+    for (const auto& [title, names] : listed) {
+      const bool dl = title.find("--workload dl") != std::string::npos;
+      const bool in = std::count(names.begin(), names.end(), e.name) == 1;
+      EXPECT_EQ(in, e.For(dl ? policy::Workload::kTrainingJobs : policy::Workload::kPods))
+          << e.name << " under " << title;
+      groups += in;
+    }
+    EXPECT_GE(groups, 1) << e.name;
+  }
 }
 
 // reliability-repros/simulate-tiny-pod-resample: a 1-milli pod resampled to 1.3 x the cluster

@@ -277,14 +277,14 @@ TEST_F(CoordinatorTest, ATuningResultForAGroupThatChangedMeanwhileIsDropped) {
   Register("j2", "b", 100);
   ASSERT_EQ(asked.size(), 2u);
   computed_for_one();  // ... and applied after: dropped
-  EXPECT_EQ(lines("tuning 1 job(s)"), 0);
+  EXPECT_EQ(lines("tuning 1 job "), 0);
   EXPECT_EQ(c_->sessions_started(), 0);
   Register("j3", "a", 100);  // j2+j1's work was not computed yet: it never will be
   ASSERT_EQ(asked.size(), 3u);
   asked[1]()();
-  EXPECT_EQ(lines("tuning 2 job(s)"), 0);
+  EXPECT_EQ(lines("tuning 2 jobs"), 0);
   asked[2]()();
-  EXPECT_EQ(lines("tuning 3 job(s)"), 1);
+  EXPECT_EQ(lines("tuning 3 jobs"), 1);
   EXPECT_EQ(c_->sessions_started(), 1);
   EXPECT_EQ(StateOf("GPU-0"), "measuring");
   // Steps are asked for the same way: each closed window posts one computation.

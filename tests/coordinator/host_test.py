@@ -253,7 +253,7 @@ class HostTest(unittest.TestCase):
         self.coordinator(f"file://{self.dir}/store.json", log="coordinator2.log")
         g = wait_for("the restarted coordinator serving both jobs, tuned", self.tuned_with(2), timeout=60)
         self.assertEqual(g["tuning_sessions"], 0, "the stored assignment should be kept, not re-tuned")
-        self.assertIn("restored 2 job(s)", self.procs[-1].text())
+        self.assertIn("restored 2 jobs on 1 GPU", self.procs[-1].text())
 
     def test_a_killed_job_leaves_and_its_gpu_retunes(self):
         self.coordinator(f"file://{self.dir}/store.json")
