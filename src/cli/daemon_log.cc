@@ -45,18 +45,6 @@ void Append(spdlog::memory_buf_t& dest, std::string_view text) {
   dest.append(text.data(), text.data() + text.size());
 }
 
-// %* in a pattern: the message, escaped for a JSON string.
-class JsonMessageFlag final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&,
-              spdlog::memory_buf_t& dest) override {
-    Append(dest, core::JsonEscape(std::string_view(msg.payload.data(), msg.payload.size())));
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonMessageFlag>();
-  }
-};
-
 // %& in a pattern: the level as --log-level names it (spdlog's own %l says "warning").
 class LevelFlag final : public spdlog::custom_flag_formatter {
  public:
@@ -66,6 +54,21 @@ class LevelFlag final : public spdlog::custom_flag_formatter {
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<LevelFlag>();
+  }
+};
+
+// %~ in a pattern: the level in capitals, padded to five (text lines: "INFO ", "WARN ").
+class UpperLevelFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string name(LevelName(msg.level));
+    for (char& c : name) c = static_cast<char>(c - 'a' + 'A');
+    name.resize(5, ' ');
+    Append(dest, name);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<UpperLevelFlag>();
   }
 };
 
@@ -103,8 +106,9 @@ void AddLogOptions(CLI::App& cmd, LogOptions& options) {
   cmd.add_option_function<std::string>(
          "--log-format",
          [&options](const std::string& value) { options.format = *ParseLogFormat(value); },
-         "How each log line (on stderr) is written: text (\"TIME gpumux DAEMON: MESSAGE\") or "
-         "json (one object per line: time, level, daemon, msg)")
+         "How each log line (on stderr) is written: text (\"TIME LEVEL gpumux DAEMON: MESSAGE "
+         "key=value...\") or json (one object per line: time, level, daemon, msg and the "
+         "line's fields as keys)")
       ->check(CLI::Validator(
           [](std::string& value) {
             auto parsed = ParseLogFormat(value);
@@ -128,23 +132,38 @@ void AddLogOptions(CLI::App& cmd, LogOptions& options) {
 
 core::Logger MakeDaemonLogger(std::ostream& err, std::string_view daemon, LogOptions options) {
   std::string pattern;
-  if (options.format == LogFormat::kJson) {
+  const bool json = options.format == LogFormat::kJson;
+  if (json) {
+    // The payload is the message and the fields, already escaped: `msg","key":"value`.
     pattern = R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%&","daemon":")" +
-              PatternLiteral(core::JsonEscape(daemon)) + R"(","msg":"%*"})";
+              PatternLiteral(core::JsonEscape(daemon)) + R"(","msg":"%v"})";
   } else {
-    pattern = "%Y-%m-%dT%H:%M:%S.%eZ gpumux " + PatternLiteral(daemon) + ": %v";
+    pattern = "%Y-%m-%dT%H:%M:%S.%eZ %~ gpumux " + PatternLiteral(daemon) + ": %v";
   }
   auto formatter =
       std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc, "\n");
-  formatter->add_flag<JsonMessageFlag>('*').add_flag<LevelFlag>('&').set_pattern(pattern);
+  formatter->add_flag<LevelFlag>('&').add_flag<UpperLevelFlag>('~').set_pattern(pattern);
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(err, /*force_flush=*/true);
   sink->set_formatter(std::move(formatter));
   auto logger = std::make_shared<spdlog::logger>(std::string(daemon), std::move(sink));
   logger->set_level(ToSpdlog(options.level));
   return core::Logger(
-      [logger](core::LogLevel level, std::string_view line) {
-        logger->log(ToSpdlog(level), spdlog::string_view_t(line.data(), line.size()));
-      },
+      core::Logger::FieldSink([logger, json](core::LogLevel level, std::string_view msg,
+                                             std::span<const core::LogField> fields) {
+        std::string payload;
+        if (json) {
+          payload = core::JsonEscape(msg);
+          for (const core::LogField& f : fields) {
+            payload += "\",\"";
+            payload += core::JsonEscape(f.key);
+            payload += "\":\"";
+            payload += core::JsonEscape(f.value);
+          }
+        } else {
+          payload = std::string(msg) + core::RenderLogFields(fields);
+        }
+        logger->log(ToSpdlog(level), spdlog::string_view_t(payload.data(), payload.size()));
+      }),
       options.level);
 }
 

@@ -33,6 +33,12 @@ std::string JoinInts(const std::vector<int>& v) {
   return out;
 }
 
+std::string JoinStrings(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
+
 }  // namespace
 
 std::string KeySegment(std::string_view name) {
@@ -96,8 +102,9 @@ core::Result<Reply> Coordinator::Register(const Registration& given, const Calle
   if (auto refused = CheckCaller(r, caller)) return tl::unexpected(*refused);
   if (options_.resolve_gpus) {
     if (auto granted = options_.resolve_gpus(r.job); granted && *granted != r.gpus) {
-      std::string line = "job " + r.job + ": its grant's GPUs are used, not the ones it named";
-      log_.Warn(line);
+      log_.Warn(
+          "job names GPUs its grant does not give it; the grant's are used",
+          {{"job", r.job}, {"named", JoinStrings(r.gpus)}, {"granted", JoinStrings(*granted)}});
       r.gpus = std::move(*granted);
     }
   }
@@ -140,11 +147,12 @@ core::Result<Reply> Coordinator::Register(const Registration& given, const Calle
   job->noise_scale = r.noise_scale;
   Job& ref = *job;
   jobs_.emplace(r.job, std::move(job));
-  std::string line = "job " + r.job + " registered by " + caller.Describe() + ": class " + r.cls;
-  if (ref.cls == nullptr) line += " (not in the profile: never tuned)";
-  line += ", batch " + std::to_string(r.batch_size) + ", GPU " +
-          (gpu.empty() ? (r.gpus.empty() ? "none" : "several") : gpu);
-  log_(line);
+  log_.Info("job registered",
+            {{"job", r.job},
+             {"caller", caller.Describe()},
+             {"class", r.cls + (ref.cls == nullptr ? " (not in the profile: never tuned)" : "")},
+             {"batch_size", std::to_string(r.batch_size)},
+             {"gpu", gpu.empty() ? (r.gpus.empty() ? "none" : "several") : gpu}});
   StoreJob(ref);
   if (!gpu.empty()) {
     Group& g = GroupOf(gpu);
@@ -247,9 +255,7 @@ void Coordinator::Remove(const std::string& id, std::string_view why) {
   if (it == jobs_.end()) return;
   const std::string gpu = it->second->gpu;
   jobs_.erase(it);
-  std::string line = "job " + id + " ";
-  line += why;
-  log_(line);
+  log_.Info("job left", {{"job", id}, {"reason", std::string(why)}});
   if (sink_ != nullptr)
     sink_->Write(Key("nodes/" + KeySegment(options_.node) + "/jobs/" + KeySegment(id)),
                  std::nullopt);
@@ -302,20 +308,24 @@ void Coordinator::RecordObservation(const Group& g, std::span<const double> step
   o = policy::Canonical(std::move(o));
   if (!policy::CheckObservation(o)) return;
   if (auto plausible = policy::CheckPlausible(o); !plausible) {
-    log_.Warn("GPU " + g.gpu + ": not recording the window: " + plausible.error().message +
-              " (solo reference: " + o.solo + ")");
+    log_.Warn("window not recorded",
+              {{"gpu", g.gpu}, {"why", plausible.error().message}, {"solo", o.solo}});
     return;
   }
   std::string set;
   for (const auto& c : o.classes) set += (set.empty() ? "" : "+") + c;
   const std::string batch_key = JoinInts(o.batches);
-  std::string line = "GPU " + g.gpu + ": measured " + set + " at " + batch_key + ": slowdown";
+  std::string slowdowns;
   for (double v : o.slowdown) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, " %.3f", v);
-    line += buf;
+    std::snprintf(buf, sizeof buf, "%s%.3f", slowdowns.empty() ? "" : " ", v);
+    slowdowns += buf;
   }
-  log_(line + " (solo reference: " + o.solo + ")");
+  log_.Info("window measured", {{"gpu", g.gpu},
+                                {"set", set},
+                                {"batch_sizes", batch_key},
+                                {"slowdown", slowdowns},
+                                {"solo", o.solo}});
   auto it = observed_.find({set, batch_key});
   if (it == observed_.end()) {
     it = observed_.emplace(std::make_pair(set, batch_key), o).first;
@@ -547,17 +557,18 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   const int jobs = counts[Restored::kRestored], stale = counts[Restored::kStale],
             over = counts[Restored::kOverLimits];
   if (jobs > 0) {
-    log_("restored " + core::Plural(jobs, "job") + " on " +
-         core::Plural(static_cast<std::int64_t>(gpus.size()), "GPU") + " from the store");
+    log_.Info("restored from the store",
+              {{"jobs", std::to_string(jobs)}, {"gpus", std::to_string(gpus.size())}});
   }
   if (over > 0) {
-    log_.Warn("dropped " + core::Plural(over, "stored job") + " beyond --max-jobs (" +
-              std::to_string(options_.max_jobs) + ") or --max-jobs-per-gpu (" +
-              std::to_string(options_.max_jobs_per_gpu) + ")");
+    log_.Warn("stored jobs dropped: beyond --max-jobs or --max-jobs-per-gpu",
+              {{"jobs", std::to_string(over)},
+               {"max_jobs", std::to_string(options_.max_jobs)},
+               {"max_jobs_per_gpu", std::to_string(options_.max_jobs_per_gpu)}});
   }
   if (stale > 0) {
-    log_("dropped " + core::Plural(stale, "stored job") + " not seen for more than the job " +
-         "timeout");
+    log_.Info("stored jobs dropped: not seen for longer than the job timeout",
+              {{"jobs", std::to_string(stale)}});
   }
 }
 

@@ -19,7 +19,7 @@ void Coordinator::Invalidate(Group& g) {
 void Coordinator::Changed(const std::string& gpu, const std::string& newcomer) {
   Group& g = GroupOf(gpu);
   if (g.session || g.computing) {
-    log_("GPU " + gpu + ": its jobs changed during tuning; the session starts over");
+    log_.Info("jobs changed during tuning; the session starts over", {{"gpu", gpu}});
   }
   EndSession(g);
   if (g.members.empty()) {
@@ -101,15 +101,15 @@ void Coordinator::ApplyTuning(const std::string& gpu, std::uint64_t generation, 
   if (out.started) {
     ++g.sessions;
     ++sessions_started_;
-    log_("GPU " + gpu + ": tuning " +
-         core::Plural(static_cast<std::int64_t>(g.members.size()), "job") + " with the " +
-         std::string(tuner_->name()) + " tuner");
+    log_.Info("tuning started", {{"gpu", gpu},
+                                 {"jobs", std::to_string(g.members.size())},
+                                 {"tuner", std::string(tuner_->name())}});
   }
   ApplyStep(g, out.step);
 }
 
 void Coordinator::ApplyStep(Group& g, const policy::TuneStep& step) {
-  std::string line = "GPU " + g.gpu + ": batch sizes";
+  std::string targets;
   for (std::size_t k = 0; k < g.session_jobs.size() && k < step.batches.size(); ++k) {
     Job& j = *jobs_.at(g.session_jobs[k]);
     int b = step.batches[k];
@@ -120,11 +120,11 @@ void Coordinator::ApplyStep(Group& g, const policy::TuneStep& step) {
     j.window_sum = 0;
     j.window_n = 0;
     j.skip_next_report = false;
-    line += " " + j.reg.job + "=" + std::to_string(b);
+    targets += (targets.empty() ? "" : " ") + j.reg.job + "=" + std::to_string(b);
     StoreJob(j);
   }
   if (step.final) {
-    log_(line + " (tuned)");
+    log_.Info("batch sizes set", {{"gpu", g.gpu}, {"state", "tuned"}, {"targets", targets}});
     EndSession(g);
     g.state = g.members.size() == 1 ? "solo" : "tuned";
     StoreGroup(g);
@@ -133,7 +133,10 @@ void Coordinator::ApplyStep(Group& g, const policy::TuneStep& step) {
   g.window_steps = std::max(step.measure_minibatches, options_.window_steps);
   g.window_open = false;
   g.step_started = now_();
-  log_(line + " (measuring " + std::to_string(g.window_steps) + " steps)");
+  log_.Info("batch sizes set", {{"gpu", g.gpu},
+                                {"state", "measuring"},
+                                {"targets", targets},
+                                {"window_steps", std::to_string(g.window_steps)}});
   StoreGroup(g);
   MaybeOpenWindow(g);
 }
@@ -174,8 +177,10 @@ void Coordinator::CloseWindow(Group& g, bool timed_out) {
   ++g.windows;
   ++windows_closed_;
   if (timed_out) {
-    log_.Warn("GPU " + g.gpu + ": measurement window timed out; jobs that did not answer are " +
-              "observed at their latest step times");
+    log_.Warn(
+        "measurement window timed out; jobs that did not answer are observed at their "
+        "latest step times",
+        {{"gpu", g.gpu}});
   }
   if (all_measured && g.session_jobs.size() >= 2) RecordObservation(g, step_s);
   g.window_open = false;

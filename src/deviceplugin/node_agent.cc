@@ -256,8 +256,10 @@ void NodeAgent::Impl::Poll() {
       const gpu::GpuHealth h = tracker.Of(uuid, now);
       options.plugin.log.Write(
           h.health == gpu::Health::kHealthy ? core::LogLevel::kInfo : core::LogLevel::kWarn,
-          "GPU " + uuid + " is " + std::string(gpu::HealthName(h.health)) +
-              (h.reason.empty() ? "" : ": " + h.reason));
+          "GPU health changed",
+          {{"gpu", uuid},
+           {"health", std::string(gpu::HealthName(h.health))},
+           {"reason", h.reason}});
     }
     int bad = 0;
     for (const gpu::Gpu& g : gpus) {

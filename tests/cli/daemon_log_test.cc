@@ -42,18 +42,20 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-TEST(DaemonLog, TextIsTheFormatTheDaemonsAlwaysWrote) {
+TEST(DaemonLog, TextLinesCarryTheLevelAndTheFieldsAfterTheMessage) {
   std::ostringstream err;
   const core::Logger log = MakeDaemonLogger(err, "extender", {});
   log("serving policy fgd");
   log.Warn("list failed: 500");
+  log.Info("job registered", {{"job", "ns/p/c"}, {"caller", "pid 4 (uid 0)"}, {"gpu", ""}});
   const auto lines = Lines(err.str());
-  ASSERT_EQ(lines.size(), 2u) << err.str();
-  const std::regex stamp(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z gpumux extender: )");
+  ASSERT_EQ(lines.size(), 3u) << err.str();
+  const std::regex stamp(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO  gpumux extender: )");
   EXPECT_TRUE(std::regex_search(lines[0], stamp)) << lines[0];
-  EXPECT_EQ(lines[0].substr(24), " gpumux extender: serving policy fgd");
-  // No level on a text line: exactly what tests and operators grep for today.
-  EXPECT_EQ(lines[1].substr(24), " gpumux extender: list failed: 500");
+  EXPECT_EQ(lines[0].substr(24), " INFO  gpumux extender: serving policy fgd");
+  EXPECT_EQ(lines[1].substr(24), " WARN  gpumux extender: list failed: 500");
+  EXPECT_EQ(lines[2].substr(24),
+            " INFO  gpumux extender: job registered job=ns/p/c caller=\"pid 4 (uid 0)\" gpu=\"\"");
   EXPECT_NEAR(ParseUtc(lines[0].substr(0, 24)), NowSeconds(), 5.0) << "UTC, not local time";
 }
 
@@ -84,6 +86,25 @@ TEST(DaemonLog, JsonIsOneObjectPerLineWithTimeLevelDaemonAndMessage) {
     EXPECT_EQ(j.value("daemon", ""), "device-plugin");
     EXPECT_EQ(j.value("msg", ""), want[i].second);
   }
+}
+
+// Kubernetes' structured logging: the fields are keys of the object, not text in msg; a
+// prefixed logger (a module's) keeps them.
+TEST(DaemonLog, JsonLinesCarryTheFieldsAsKeys) {
+  std::ostringstream err;
+  const core::Logger log =
+      MakeDaemonLogger(err, "coordinator", {LogFormat::kJson, LogLevel::kInfo}).Prefixed("");
+  log.Info("window measured",
+           {{"gpu", "GPU-0"}, {"set", "lstm+resnet"}, {"slowdown", "1.2 \"x\""}});
+  const auto lines = Lines(err.str());
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json j = nlohmann::json::parse(lines[0], nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << lines[0];
+  EXPECT_EQ(j.value("msg", ""), "window measured");
+  EXPECT_EQ(j.value("gpu", ""), "GPU-0");
+  EXPECT_EQ(j.value("set", ""), "lstm+resnet");
+  EXPECT_EQ(j.value("slowdown", ""), "1.2 \"x\"");
+  EXPECT_EQ(j.value("level", ""), "info");
 }
 
 TEST(DaemonLog, TheLevelLeavesOutTheLinesBelowIt) {

@@ -590,7 +590,8 @@ TEST_F(DaemonsTest, TheDefaultIsTheTextLineAndTheLevelLeavesOutLowerLines) {
       test::ReadFileText(std::string(GPUMUX_SOURCE_DIR) + "/examples/extender/filter.json");
   EXPECT_EQ(Post(text.port, "/gpumux/filter", filter), 200);
   EXPECT_TRUE(Stop(text.pid).Exited(0));
-  const std::regex line(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z gpumux extender: \S.*$)");
+  const std::regex line(
+      R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO |WARN |ERROR|DEBUG) gpumux extender: \S.*$)");
   const auto lines = LinesOf(Err("text"));
   ASSERT_GE(lines.size(), 3u);
   for (const std::string& l : lines) EXPECT_TRUE(std::regex_match(l, line)) << l;

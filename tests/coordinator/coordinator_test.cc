@@ -158,7 +158,7 @@ TEST_F(CoordinatorTest, AnImplausibleWindowIsNotRecordedAsAnObservation) {
   RunToTuned({"j1", "j2"}, 2.0);
   for (const auto& [k, v] : sink_.kv) EXPECT_NE(k.rfind("/gpumux/observations/", 0), 0u) << k;
   EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [](const std::string& l) {
-    return l.find("not recording the window: slowdown") != std::string::npos &&
+    return l.find("window not recorded gpu=GPU-0 why=\"slowdown") != std::string::npos &&
            l.find("is above 4 for 2 jobs") != std::string::npos;
   }));
 }
@@ -277,14 +277,14 @@ TEST_F(CoordinatorTest, ATuningResultForAGroupThatChangedMeanwhileIsDropped) {
   Register("j2", "b", 100);
   ASSERT_EQ(asked.size(), 2u);
   computed_for_one();  // ... and applied after: dropped
-  EXPECT_EQ(lines("tuning 1 job "), 0);
+  EXPECT_EQ(lines("tuning started gpu=GPU-0 jobs=1 "), 0);
   EXPECT_EQ(c_->sessions_started(), 0);
   Register("j3", "a", 100);  // j2+j1's work was not computed yet: it never will be
   ASSERT_EQ(asked.size(), 3u);
   asked[1]()();
-  EXPECT_EQ(lines("tuning 2 jobs"), 0);
+  EXPECT_EQ(lines("tuning started gpu=GPU-0 jobs=2 "), 0);
   asked[2]()();
-  EXPECT_EQ(lines("tuning 3 jobs"), 1);
+  EXPECT_EQ(lines("tuning started gpu=GPU-0 jobs=3 "), 1);
   EXPECT_EQ(c_->sessions_started(), 1);
   EXPECT_EQ(StateOf("GPU-0"), "measuring");
   // Steps are asked for the same way: each closed window posts one computation.

@@ -230,8 +230,8 @@ class HostTest(unittest.TestCase):
         self.assertIn('gpumux_coordinator_gpu_state{gpu="%s",state="tuned"}' % GPU, metrics)
         # The coordinator's log shows the measurement and the tuned sizes; the jobs adopted them.
         log = self.procs[0].text()
-        self.assertIn("measured lstm+resnet", log)
-        self.assertIn("(tuned)", log)
+        self.assertIn("window measured gpu=%s set=lstm+resnet" % GPU, log)
+        self.assertIn("state=tuned", log)
         for job in (a, b):
             self.assertTrue(job.alive(), job.text()[-2000:])
         # The store is written in the background: the observation arrives shortly.
@@ -253,7 +253,7 @@ class HostTest(unittest.TestCase):
         self.coordinator(f"file://{self.dir}/store.json", log="coordinator2.log")
         g = wait_for("the restarted coordinator serving both jobs, tuned", self.tuned_with(2), timeout=60)
         self.assertEqual(g["tuning_sessions"], 0, "the stored assignment should be kept, not re-tuned")
-        self.assertIn("restored 2 jobs on 1 GPU", self.procs[-1].text())
+        self.assertIn("restored from the store jobs=2 gpus=1", self.procs[-1].text())
 
     def test_a_killed_job_leaves_and_its_gpu_retunes(self):
         self.coordinator(f"file://{self.dir}/store.json")
@@ -265,7 +265,7 @@ class HostTest(unittest.TestCase):
         victim.kill()
         g = wait_for("the GPU re-tuned for the two jobs left", self.tuned_with(2), timeout=60)
         self.assertGreater(g["tuning_sessions"], sessions)
-        self.assertIn("default/lstm-b/train stopped reporting", self.procs[0].text())
+        self.assertIn('job left job=default/lstm-b/train reason="stopped reporting', self.procs[0].text())
 
     def test_malformed_messages_get_a_clear_error_and_disturb_no_other_job(self):
         self.coordinator(f"file://{self.dir}/store.json")

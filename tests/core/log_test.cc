@@ -32,6 +32,17 @@ TEST(Logger, LinesBelowTheThresholdAreDroppedBeforeTheSink) {
   EXPECT_TRUE(log.Enabled(LogLevel::kWarn));
 }
 
+TEST(Logger, FieldsReachAPlainSinkAsKeyValuesAfterTheMessage) {
+  Lines lines;
+  const Logger log = Collecting(lines, LogLevel::kDebug).Prefixed("coordinator: ");
+  log.Info("job left", {{"job", "ns/p/c"}, {"reason", "its pod is gone"}, {"empty", ""}});
+  log.Warn("odd", {{"v", "a\"b\nc"}, {"eq", "x=y"}});
+  EXPECT_EQ(lines,
+            (Lines{{LogLevel::kInfo,
+                    "coordinator: job left job=ns/p/c reason=\"its pod is gone\" empty=\"\""},
+                   {LogLevel::kWarn, "coordinator: odd v=\"a\\\"b\\nc\" eq=\"x=y\""}}));
+}
+
 TEST(Logger, APlainCallIsInfo) {
   Lines lines;
   const Logger log = Collecting(lines, LogLevel::kDebug);

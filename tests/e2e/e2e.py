@@ -788,7 +788,7 @@ def s_coordinator(rig):
     rig.wait("the job gone from the coordinator", lambda: placed() is None, 60, interval=0.5)
     gone_s = time.monotonic() - t
     log = rig.kubectl("logs", "-n", SYS, coordinator_pod(rig))
-    if "left: its pod is gone" not in log:
+    if 'job left job=' not in log or 'reason="left: its pod is gone"' not in log:
         raise Failed("the coordinator did not notice the pod's deletion:\n" + log[-1500:])
     return (f"job placed on its granted GPU {granted[:12]}.. (it named another) over the unix "
             f"socket; another pod's register, report and leave for it refused (403), its batch "
