@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -436,6 +437,87 @@ def oci_runtime_shared_ask_ignores_reservation(g, d):
         keeper.wait()
 
 
+def coordinator_job_flood(g, d):
+    """Phantom registrations on one GPU stop at the per-GPU limit (503 naming it), and a store
+    left with 50,000 jobs (a run without limits) starts serving at once, keeps no more than
+    --max-jobs, and a SIGTERM ends it promptly."""
+    state = os.path.join(d, 'store.json')
+    port = free_port()
+    argv = [g, 'coordinator', '--node', 'n1', '--members', 'jobs', '--backend', 'none',
+            '--listen', f'127.0.0.1:{port}', '--socket', 'off', '--store', f'file://{state}']
+
+    def post(path, body):
+        c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)
+        c.request('POST', path, json.dumps(body), {'Content-Type': 'application/json'})
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        return r.status, text
+
+    log = os.path.join(d, 'coordinator.log')
+
+    def start():
+        # Its log goes to a file: a pipe nobody reads fills up and stops it.
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, 'w'), text=True)
+        deadline = time.monotonic() + 60
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                c = http.client.HTTPConnection('127.0.0.1', port, timeout=2)
+                c.request('GET', '/healthz')
+                if c.getresponse().status == 200:
+                    return p
+            except OSError as e:
+                last = e
+            if p.poll() is not None:
+                raise Failure(f'the coordinator exited ({p.returncode}): {open(log).read()[-800:]}')
+            time.sleep(0.1)
+        p.kill()
+        raise Failure(f'the coordinator did not serve within 60 s ({last!r}): '
+                      f'{open(log).read()[:600]}')
+
+    def stop(p):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise Failure('SIGTERM did not end the coordinator within 15 s')
+        err = open(log).read()
+        expect(not any(m in err for m in SANITIZER_MARKS), f'sanitizer output: {err[-500:]}')
+        return err
+
+    p = start()
+    try:
+        codes = []
+        for i in range(40):
+            status, text = post('/v1/register', {'job': f'flood/p{i}/c', 'class': 'vgg16',
+                                                 'batch_size': 64, 'gpus': ['GPU-a']})
+            codes.append(status)
+            if status == 503:
+                expect('--max-jobs-per-gpu' in text, f'the refusal does not name the limit: {text}')
+        expect(codes.count(200) == 16 and codes.count(503) == 24,
+               f'40 registrations on one GPU: {codes.count(200)} accepted, {codes.count(503)} refused')
+    finally:
+        stop(p)
+    now = int(time.time())
+    keys = {}
+    for i in range(50000):
+        job = f'flood/p{i}/c'
+        keys[f'/gpumux/nodes/n1/jobs/flood%2Fp{i}%2Fc'] = {'revision': i + 1, 'value': json.dumps({
+            'job': job, 'owner': 'tcp', 'seen': now, 'class': 'vgg16', 'batch_size': 64,
+            'target_batch': 64, 'gpus': [f'GPU-{i % 1000}'], 'pid': 0})}
+    with open(state, 'w') as f:
+        json.dump({'version': 1, 'revision': 50000, 'keys': keys}, f)
+    started = time.monotonic()
+    p = start()
+    took = time.monotonic() - started
+    err = stop(p)
+    print(f'  a store of 50,000 jobs: serving after {took:.1f} s')
+    expect('stored jobs dropped: beyond --max-jobs or --max-jobs-per-gpu jobs=49488' in err,
+           f'the restart did not drop the jobs beyond the limits: {err[-800:]}')
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -456,6 +538,7 @@ CASES = {
     'report-record-time-overflow': report_record_time_overflow,
     'device-plugin-listener-hostile-clients': device_plugin_listener_hostile_clients,
     'oci-runtime-shared-ask-ignores-reservation': oci_runtime_shared_ask_ignores_reservation,
+    'coordinator-job-flood': coordinator_job_flood,
 }
 
 
