@@ -203,7 +203,8 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
   EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 1024 MiB"), std::string::npos) << err;
   EXPECT_NE(err.find("received SIGTERM"), std::string::npos) << err;
   EXPECT_NE(err.find("gpumux extender: stopped"), std::string::npos) << err;
-  EXPECT_EQ(err.find("gpumux extender:"), 25U) << "lines start with a timestamp: " << err;
+  EXPECT_EQ(err.find(" INFO  gpumux extender:"), 24U)
+      << "lines start with a timestamp, then the level: " << err;
 }
 
 TEST_F(ExtenderCliTest, SigintStopsItToo) {
