@@ -114,7 +114,6 @@ std::string ExplainParseError(const CLI::App& app, const CLI::ParseError& e, int
     return command + ": " + e.what() + "\n" + help;
   }
   std::string lines;
-  std::vector<std::string> positional;
   for (int k = 1; k < argc; ++k) {
     const std::string arg = argv[k];
     if (arg == "--") break;
