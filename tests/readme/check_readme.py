@@ -153,8 +153,12 @@ def run_script(sandbox, script, timeout, daemon=None):
         try:
             status = p.wait(timeout=daemon if daemon is not None else timeout)
             if daemon is None:
-                time.sleep(0.3)  # what was just killed takes a moment to go
-                left = group_members(p.pid)
+                # What the block signalled last may take a moment to go (a busy machine).
+                for _ in range(20):
+                    left = group_members(p.pid)
+                    if not left:
+                        break
+                    time.sleep(0.1)
         except subprocess.TimeoutExpired:
             status, alive = None, True
         finally:
