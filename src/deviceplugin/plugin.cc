@@ -130,8 +130,9 @@ class DevicePlugin::Impl::Service final : public pb::DevicePlugin::Service {
       observer = impl_->observer;
     }
     if (!status.ok()) {
-      impl_->options.log.Warn("Allocate " + std::string(ResourceName(server_->resource)) +
-                              " refused: " + status.error_message());
+      impl_->options.log.Warn("Allocate refused",
+                              {{"resource", std::string(ResourceName(server_->resource))},
+                               {"why", status.error_message()}});
     }
     if (observer) observer(server_->resource, seconds, status.ok());
     {

@@ -96,7 +96,8 @@ VerbReply Extender::Bind(std::string_view body) {
   auto lock = TakeNodeLock(*target, *grant);
   if (!lock) return std::move(lock.error());
   if (!lock->message.empty()) {
-    options_.log.Info("bind " + target->Key() + " on " + target->node + ": " + lock->message);
+    options_.log.Info("bind took the node lock over",
+                      {{"pod", target->Key()}, {"node", target->node}, {"detail", lock->message}});
   }
   // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
   // same pod that succeeded.
@@ -235,10 +236,13 @@ void Extender::Undo(const BindTarget& target, const kube::Grant& grant, bool rel
     auto released =
         kube::ReleaseNodeLock(*api_, target.node, target.uid, options_.node_lock_attempts);
     if (!released) {
-      options_.log.Warn("bind " + target.Key() + " failed and its node lock on " + target.node +
-                        " could not be released (it goes stale after " +
-                        std::to_string(options_.node_lock_ttl_seconds) +
-                        " s): " + released.error().ToString());
+      options_.log.Warn(
+          "bind failed and its node lock could not be released (it goes stale "
+          "after stale_after_s)",
+          {{"pod", target.Key()},
+           {"node", target.node},
+           {"stale_after_s", std::to_string(options_.node_lock_ttl_seconds)},
+           {"error", released.error().ToString()}});
     }
   }
   state_->Forget(target.uid, grant);
@@ -286,8 +290,11 @@ VerbReply Extender::WriteGrantAndBind(const BindTarget& target, const kube::Gran
   switch (seen.outcome) {
     case BindOutcome::kBound:
       state_->ConfirmBound(target.uid, grant);
-      options_.log.Warn("bind " + target.Key() + " on " + target.node + ": the Binding answered " +
-                        bound.error().ToString() + ", but " + seen.detail + ": bound");
+      options_.log.Warn("bind: the Binding answered an error, but the pod is bound",
+                        {{"pod", target.Key()},
+                         {"node", target.node},
+                         {"error", bound.error().ToString()},
+                         {"read_back", seen.detail}});
       return BindDone();
     case BindOutcome::kNotBound:
       Undo(target, grant, release_lock_on_failure);

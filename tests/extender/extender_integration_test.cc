@@ -586,8 +586,8 @@ TEST_F(ExtenderNodeLock, AnUnboundHoldersLockIsTakenOverAfterTheTtl) {
   EXPECT_EQ(lock->since, 1'800'000'031);
   ASSERT_EQ(logged->size(), 1u);
   EXPECT_EQ(logged->front(),
-            "bind default/b on n1: took over the lock of pod default/a (31 s, not bound and older "
-            "than the TTL)");
+            "bind took the node lock over pod=default/b node=n1 detail=\"took over the lock of "
+            "pod default/a (31 s, not bound and older than the TTL)\"");
 }
 
 // A setup whose binds wait up to `wait` for a busy node lock or a device plugin not ready.
