@@ -1,6 +1,7 @@
 #include "gpumux/cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -94,10 +95,14 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     std::vector<const char*> args{"gpumux", "inspect"};
     for (int k = 1; k < argc; ++k) args.push_back(argv[k]);
     if (argc <= 1) args.push_back("--help");
-    // Help and errors name the command as the user typed it.
+    // Help and errors name the command as the user typed it; a view's output (data) is left
+    // as it is.
+    const bool help = std::any_of(args.begin() + 2, args.end(), [](const char* a) {
+      return std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0;
+    });
     std::ostringstream o, e;
     const int code = Main(static_cast<int>(args.size()), args.data(), o, e);
-    out << AsKubectlPlugin(o.str());
+    out << (help ? AsKubectlPlugin(o.str()) : o.str());
     err << AsKubectlPlugin(e.str());
     return code;
   }

@@ -6,7 +6,6 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "gpumux/core/plural.h"
 #include "gpumux/core/time.h"
 #include "src/coordinator/coordinator_state.h"
 

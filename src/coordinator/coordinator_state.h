@@ -57,10 +57,10 @@ struct Coordinator::Group {
   // Null while no session runs, and while a computation holds it (the runner's side).
   std::shared_ptr<policy::TuningSession> session;
   bool computing = false;  // a computation for this group is in flight
-  // Changes whenever the group's jobs change or its session ends: a computation asked for
-  // under another generation is dropped. `live` is read by the runner to skip stale work.
-  std::uint64_t generation = 0;
-  std::shared_ptr<std::atomic<std::uint64_t>> live =
+  // The group's generation: it changes whenever its jobs change or its session ends, and a
+  // computation asked for under another is dropped. Shared with the runner's side, which reads
+  // it to skip stale work before computing.
+  std::shared_ptr<std::atomic<std::uint64_t>> generation =
       std::make_shared<std::atomic<std::uint64_t>>(0);
   std::vector<std::string> session_jobs;
   int window_steps = 0;

@@ -356,8 +356,8 @@ class TuningWorker {
       lock.unlock();
       const auto start = std::chrono::steady_clock::now();
       std::function<void()> apply = work();
-      computed_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      {
+      if (apply) {  // empty: stale work, skipped without computing
+        computed_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         std::lock_guard coordinator(coordinator_mu_);
         if (!stopping()) apply();
       }

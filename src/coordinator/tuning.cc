@@ -5,14 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/coordinator/coordinator.h"
-#include "gpumux/core/plural.h"
 #include "src/coordinator/coordinator_state.h"
 
 namespace gpumux::coordinator {
 
 void Coordinator::Invalidate(Group& g) {
-  g.generation = ++generations_;
-  g.live->store(g.generation);
+  g.generation->store(++generations_);
   g.computing = false;
 }
 
@@ -70,22 +68,22 @@ void Coordinator::Changed(const std::string& gpu, const std::string& newcomer) {
 
 void Coordinator::RunTuning(Group& g, std::function<Computed()> work) {
   g.computing = true;
-  TuningWork compute = [this, gpu = g.gpu, generation = g.generation, live = g.live,
+  TuningWork compute = [this, gpu = g.gpu, generation = g.generation->load(), live = g.generation,
                         work = std::move(work)]() -> std::function<void()> {
-    if (live->load() != generation) return [] {};  // the group changed before this ran
+    if (live->load() != generation) return {};  // the group changed before this ran: no work
     auto out = std::make_shared<Computed>(work());
     return [this, gpu, generation, out] { ApplyTuning(gpu, generation, *out); };
   };
   if (run_tuning_) {
     run_tuning_(std::move(compute));
-  } else {
-    compute()();
+  } else if (auto apply = compute()) {
+    apply();
   }
 }
 
 void Coordinator::ApplyTuning(const std::string& gpu, std::uint64_t generation, Computed& out) {
   auto it = groups_.find(gpu);
-  if (it == groups_.end() || it->second->generation != generation) return;  // stale
+  if (it == groups_.end() || it->second->generation->load() != generation) return;  // stale
   Group& g = *it->second;
   g.computing = false;
   if (!out.tuner_state.empty() && sink_ != nullptr) {

@@ -133,8 +133,9 @@ std::map<int, GrantedOnGpu> Handshake::Granted() const {
     if (annotations == nullptr) continue;
     const std::string text =
         kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str());
-    auto grant = text.empty() ? core::Result<kube::Grant>() : kube::DecodeGrant(text);
-    if (text.empty() || !grant || grant->node != node_) continue;
+    if (text.empty()) continue;
+    auto grant = kube::DecodeGrant(text);
+    if (!grant || grant->node != node_) continue;
     for (const kube::ContainerGrant& c : grant->containers) {
       for (const kube::GrantedGpu& g : c.gpus) {
         GrantedOnGpu& sum = out[g.index];

@@ -108,7 +108,7 @@ class HandshakeConcurrency : public ::testing::Test {
 };
 
 // Per GPU, what this node's pods hold (the device plugin's per-GPU gauges): a whole GPU counts
-// whole, shares add up, an ended pod and a grant for another node hold nothing.
+// whole, shares add up, an ended pod and an unreadable grant hold nothing.
 TEST_F(HandshakeConcurrency, GrantedSumsWhatThePodsOfTheNodeHoldPerGpu) {
   server_.AddPod(GrantedPod("whole", {ContainerOf{"main", 1, 0, 0}},
                             {{"main", {{0, "GPU-n1-0"}}, 1000, 0, false, true}}));

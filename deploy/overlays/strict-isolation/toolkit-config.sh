@@ -18,10 +18,16 @@ if [ ! -f "$f" ]; then
 fi
 [ -e "$f.before-gpumux" ] || cp "$f" "$f.before-gpumux"
 tmp="$f.gpumux.$$"
-{
-  echo "accept-nvidia-visible-devices-envvar-when-unprivileged = false"
-  echo "accept-nvidia-visible-devices-as-volume-mounts = true"
-  grep -v -E '^[[:space:]]*#?[[:space:]]*accept-nvidia-visible-devices-(envvar-when-unprivileged|as-volume-mounts)[[:space:]]*=' "$f" || true
-} > "$tmp"
+printf '%s\n' "accept-nvidia-visible-devices-envvar-when-unprivileged = false" \
+  "accept-nvidia-visible-devices-as-volume-mounts = true" > "$tmp"
+# grep exits 1 when it keeps no line (a file of only these keys), 2 when it cannot read: then
+# the config is left as it is.
+status=0
+grep -v -E '^[[:space:]]*#?[[:space:]]*accept-nvidia-visible-devices-(envvar-when-unprivileged|as-volume-mounts)[[:space:]]*=' "$f" >> "$tmp" || status=$?
+if [ "$status" -gt 1 ]; then
+  rm -f "$tmp"
+  echo "gpumux: cannot read $f; left as it is" >&2
+  exit 1
+fi
 mv "$tmp" "$f"
 echo "gpumux: $f: device lists from volume mounts only (the env of unprivileged containers is ignored)"

@@ -168,8 +168,9 @@ class Coordinator {
   // Where state goes from now on (the daemon's store writer); null = nowhere.
   void set_sink(StoreSink* sink) { sink_ = sink; }
 
-  // A tuning computation returns the function that applies its result; the runner calls that
-  // under the lock that serialises this coordinator's calls (it may drop both at shutdown).
+  // A tuning computation returns the function that applies its result (empty when the work
+  // was stale and nothing was computed); the runner calls it under the lock that serialises
+  // this coordinator's calls (it may drop both at shutdown).
   using TuningWork = std::function<std::function<void()>()>;
   using TuningRunner = std::function<void(TuningWork)>;
   // Where tuning computations run from now on; null = at once, inside the calling method.
@@ -236,7 +237,7 @@ class Coordinator {
   std::map<std::pair<std::string, std::string>, policy::Observation> observed_;
   std::int64_t windows_closed_ = 0;
   std::int64_t sessions_started_ = 0;
-  std::uint64_t generations_ = 0;  // the last Group::generation handed out
+  std::uint64_t generations_ = 0;  // the last Group::generation value handed out
   TuningRunner run_tuning_;
 };
 
