@@ -148,5 +148,6 @@ BENCHMARK_CAPTURE(BM_DlSimulation, exclusive, std::string("exclusive"))
 BENCHMARK_CAPTURE(BM_DlSimulation, first - fit, std::string("first-fit"))
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DlSimulation, iadeep, std::string("iadeep"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_DlSimulation, gpumux, std::string("gpumux"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DlSimulation, least_delay, std::string("least-delay"))
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -440,7 +440,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
       "      pod IP for Prometheus, one JSON object per log line\n"
       "  gpumux extender --offline-nodes nodes.json --listen 127.0.0.1:0\n"
       "      no API server: the nodes of a v1.NodeList file; bind answers an error\n"
-      "  gpumux extender --offline-nodes nodes.json --policy gpumux \\\n"
+      "  gpumux extender --offline-nodes nodes.json --policy least-delay \\\n"
       "      --observations-from etcd://127.0.0.1:2379\n"
       "      the co-location policy learns from the node coordinators' measurements\n"
       "\nkube-scheduler configuration (KubeSchedulerConfiguration.extenders):\n"
@@ -489,7 +489,7 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   const core::Logger log = MakeDaemonLogger(err, "extender", o.log);
   const core::Logger& log_fn = log;
   sched::ClusterStateOptions state_options;
-  state_options.policy = o.policy;
+  state_options.policy = policy::Registry::Canonical(o.policy);
   state_options.defaults.gpu_model = o.default_gpu_model;
   state_options.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
   state_options.grant_ttl_seconds = o.grant_ttl_seconds;

@@ -102,7 +102,7 @@ core::Result<void> JudgeWith(kube::KubeApi& api, const InspectCliOptions& o,
                                "' is not one this gpumux knows (" +
                                policy::BuiltinPolicies().KnownNames() + "): give --policy");
   }
-  state.policy = name;
+  state.policy = policy::Registry::Canonical(name);
   auto typical = TypicalPodsFor("");
   if (!typical) return tl::unexpected(typical.error());
   state.context.typical_pods = std::move(*typical);

@@ -46,7 +46,7 @@ std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,
       } else if (name == "study") {
         for (const auto& n : policy::FgdStudyPolicies()) out.push_back(n);
       } else if (!name.empty()) {
-        out.push_back(name);
+        out.emplace_back(policy::Registry::Canonical(name));
       }
     }
   }
@@ -201,14 +201,15 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "  gpumux simulate --workload dl --seeds 100-109 --queue fifo --tuner none --no-report\n"
       "      placement alone: every policy FIFO without tuning, mean of 10 seeds\n"
       "  gpumux simulate --workload dl --mix light --loads 2 --no-report\n"
-      "  gpumux simulate --workload dl --policy gpumux --seeds 100-101 --loads 1 --no-report \\\n"
+      "  gpumux simulate --workload dl --policy least-delay --seeds 100-101 --loads 1 --no-report "
+      "\\\n"
       "      --observations-out learned.json\n"
       "      also writes what node coordinators would have measured (docs/COORDINATOR.md)\n"
-      "  gpumux simulate --workload dl --policy gpumux --seeds 102 --loads 1 --no-report \\\n"
+      "  gpumux simulate --workload dl --policy least-delay --seeds 102 --loads 1 --no-report \\\n"
       "      --observations learned.json\n"
       "      the policies believe the profile plus those observations; the GPUs do not change\n"
       "  gpumux jobgen --count 100 -o jobs.csv\n"
-      "  gpumux simulate --workload dl --jobs jobs.csv --policy gpumux,iadeep --loads 1\n");
+      "  gpumux simulate --workload dl --jobs jobs.csv --policy least-delay,iadeep --loads 1\n");
   return cmd;
 }
 

@@ -496,8 +496,9 @@ void WritePage(std::ostream& o, const std::vector<DlResult>& results, const DlRe
     }
     Table(o, runs, m);
     if (auto margin = DlMargin(results, load, ctx.baseline)) {
-      o << "<p class=\"margin\">gpumux vs " << HtmlEscape(ctx.baseline) << ": average JCT "
-        << Fixed(std::fabs(*margin), 1) << "% " << (*margin >= 0 ? "lower" : "higher") << "</p>\n";
+      o << "<p class=\"margin\">" << kOwnDlPolicy << " vs " << HtmlEscape(ctx.baseline)
+        << ": average JCT " << Fixed(std::fabs(*margin), 1) << "% "
+        << (*margin >= 0 ? "lower" : "higher") << "</p>\n";
     }
     o << "<figure>\n";
     CdfChart(o, runs, m, load);

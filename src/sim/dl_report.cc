@@ -64,7 +64,7 @@ std::optional<double> DlMargin(const std::vector<DlResult>& results, double load
   bool have_ours = false, have_base = false;
   for (const auto& r : results) {
     if (r.load != load) continue;
-    if (r.policy == "gpumux") {
+    if (r.policy == kOwnDlPolicy) {
       ours += r.metrics.*metric;
       have_ours = true;
     }
@@ -112,12 +112,12 @@ MeanRow MeanMetrics(const std::vector<DlResult>& results, double load, const std
   return row;
 }
 
-// Seeds at `load` on which gpumux's average JCT is lower than `other`'s, and seeds compared.
+// Seeds at `load` on which least-delay's average JCT is lower than `other`'s, and seeds compared.
 std::pair<int, int> SeedWins(const std::vector<DlResult>& results, double load,
                              const std::string& other) {
   int wins = 0, seeds = 0;
   for (const auto& ours : results) {
-    if (ours.load != load || ours.policy != "gpumux") continue;
+    if (ours.load != load || ours.policy != kOwnDlPolicy) continue;
     for (const auto& r : results) {
       if (r.load != load || r.policy != other || r.seed != ours.seed) continue;
       ++seeds;
@@ -177,13 +177,14 @@ void WriteDlTable(std::ostream& out, const std::vector<DlResult>& results,
       out << "  " << column(policy) << line;
     }
     for (const auto& other : ctx.policies) {
-      if (other == "gpumux") continue;
+      if (other == kOwnDlPolicy) continue;
       const auto avg = DlMargin(results, load, other);
       if (!avg) continue;
       const auto p95 = DlMargin(results, load, other, &DlMetrics::p95_jct_s);
       const auto makespan = DlMargin(results, load, other, &DlMetrics::makespan_s);
-      out << "  gpumux vs " << other << ": average JCT " << MarginWords(*avg) << ", p95 "
-          << MarginWords(p95.value_or(0)) << ", makespan " << MarginWords(makespan.value_or(0));
+      out << "  " << kOwnDlPolicy << " vs " << other << ": average JCT " << MarginWords(*avg)
+          << ", p95 " << MarginWords(p95.value_or(0)) << ", makespan "
+          << MarginWords(makespan.value_or(0));
       if (seeds > 1) {
         const auto [wins, compared] = SeedWins(results, load, other);
         out << " (average lower on " << wins << " of " << compared << " seeds)";
@@ -265,7 +266,7 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
   Json margins = Json::array();
   for (double load : ctx.loads) {
     for (const auto& other : ctx.policies) {
-      if (other == "gpumux") continue;
+      if (other == kOwnDlPolicy) continue;
       const auto m = DlMargin(results, load, other);
       if (!m) continue;
       margins.push_back(
@@ -277,7 +278,7 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
             DlMargin(results, load, other, &DlMetrics::makespan_s).value_or(0)}});
     }
   }
-  j["gpumux_margin"] = std::move(margins);
+  j["least_delay_margin"] = std::move(margins);
   out << j.dump(2) << "\n";
 }
 

@@ -56,7 +56,8 @@ TEST(DlCli, TheTableShowsEveryDefaultPolicyAtEveryLoadAndTheMargin) {
       EXPECT_NE(row, std::string::npos) << p << " in:\n" << section;
       if (row != std::string::npos) at = row + 1;  // rows in the policy order
     }
-    EXPECT_NE(section.find("\n  gpumux vs iadeep: average JCT "), std::string::npos) << section;
+    EXPECT_NE(section.find("\n  least-delay vs iadeep: average JCT "), std::string::npos)
+        << section;
     EXPECT_NE(section.find("avg JCT"), std::string::npos) << "a header row";
   }
 }
@@ -89,17 +90,18 @@ TEST(DlCli, JsonHasOneRunPerPolicyAndLoad) {
   }
   EXPECT_EQ(j["runs"][0]["tuner"], "none") << "exclusive tunes nothing";
   EXPECT_EQ(j["runs"][2]["tuner"], "iadeep");
-  ASSERT_EQ(j["gpumux_margin"].size(), 6U) << "gpumux against each other policy at each load";
-  EXPECT_EQ(j["gpumux_margin"][0]["baseline"], "exclusive");
-  EXPECT_EQ(j["gpumux_margin"][2]["baseline"], "iadeep");
+  ASSERT_EQ(j["least_delay_margin"].size(), 6U)
+      << "least-delay against each other policy at each load";
+  EXPECT_EQ(j["least_delay_margin"][0]["baseline"], "exclusive");
+  EXPECT_EQ(j["least_delay_margin"][2]["baseline"], "iadeep");
   for (const char* key : {"avg_jct_lower_pct", "p95_jct_lower_pct", "makespan_lower_pct"}) {
-    EXPECT_TRUE(j["gpumux_margin"][2][key].is_number()) << key;
+    EXPECT_TRUE(j["least_delay_margin"][2][key].is_number()) << key;
   }
 }
 
 TEST(DlCli, SeveralSeedsRunEachSeedAndTheTableShowsTheMean) {
   const std::vector<std::string> args{"--seeds", "1-2", "--count",  "20",
-                                      "--loads", "1",   "--policy", "first-fit,gpumux"};
+                                      "--loads", "1",   "--policy", "first-fit,least-delay"};
   std::vector<std::string> json_args = args;
   json_args.insert(json_args.end(), {"--format", "json"});
   const CliRun r = SimulateDl(json_args);
@@ -154,14 +156,14 @@ TEST(DlCli, OutputIsByteIdenticalAcrossRunsAndThreadCounts) {
 // then load, then policy.
 TEST(DlCli, SeveralSeedsRunEveryPolicyOnEachSeed) {
   const CliRun r = SimulateDl({"--seeds", "1-2", "--count", "20", "--loads", "1", "--policy",
-                               "first-fit,gpumux", "--format", "json"});
+                               "first-fit,least-delay", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
   EXPECT_EQ(j["seeds"], nlohmann::json({1, 2}));
   ASSERT_EQ(j["runs"].size(), 4U);
   const std::vector<std::uint64_t> seeds{1, 1, 2, 2};
-  const std::vector<std::string> policies{"first-fit", "gpumux", "first-fit", "gpumux"};
+  const std::vector<std::string> policies{"first-fit", "least-delay", "first-fit", "least-delay"};
   for (std::size_t i = 0; i < 4; ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(j["runs"][i]["seed"], seeds[i]);
@@ -173,12 +175,12 @@ TEST(DlCli, SeveralSeedsRunEveryPolicyOnEachSeed) {
 
 TEST(DlCli, TheTableOfSeveralSeedsSaysHowManyAndOnHowManyGpumuxWon) {
   const CliRun r = SimulateDl(
-      {"--seeds", "1-2", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
+      {"--seeds", "1-2", "--count", "20", "--loads", "1", "--policy", "first-fit,least-delay"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 seeds (1..2; every figure is the mean over the seeds)"),
             std::string::npos)
       << r.out;
-  const std::size_t margin = r.out.find("\n  gpumux vs first-fit: average JCT ");
+  const std::size_t margin = r.out.find("\n  least-delay vs first-fit: average JCT ");
   ASSERT_NE(margin, std::string::npos) << r.out;
   const std::string line = r.out.substr(margin + 1, r.out.find('\n', margin + 1) - margin - 1);
   bool counted = false;
@@ -187,16 +189,29 @@ TEST(DlCli, TheTableOfSeveralSeedsSaysHowManyAndOnHowManyGpumuxWon) {
                              std::string::npos;
   }
   EXPECT_TRUE(counted) << line;
-  const CliRun one =
-      SimulateDl({"--seeds", "1", "--count", "20", "--loads", "1", "--policy", "first-fit,gpumux"});
+  const CliRun one = SimulateDl(
+      {"--seeds", "1", "--count", "20", "--loads", "1", "--policy", "first-fit,least-delay"});
   ASSERT_EQ(one.code, 0) << one.err;
   EXPECT_NE(one.out.find("seed 1\n"), std::string::npos) << one.out;
   EXPECT_EQ(one.out.find("of 1 seeds"), std::string::npos) << "no count for one seed";
 }
 
+// The policy was called "gpumux" before its name collided with the product's in every report;
+// the old name still runs it, and the results carry the new one.
+TEST(DlCli, TheOldPolicyNameRunsLeastDelayUnderItsNewName) {
+  const CliRun r = SimulateDl({"--seeds", "1", "--count", "20", "--loads", "1", "--policy",
+                               "first-fit,gpumux", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["policies"], nlohmann::json({"first-fit", "least-delay"}));
+  EXPECT_EQ(j["runs"][1]["policy"], "least-delay");
+  ASSERT_EQ(j["least_delay_margin"].size(), 1U);
+  EXPECT_EQ(r.out.find("\"gpumux\""), std::string::npos) << "no result under the old name";
+}
+
 TEST(DlCli, AnEmbeddedProfileRunsByItsName) {
   const CliRun r = SimulateDl({"--profile", "iadeep5-assumed", "--mix", "iadeep", "--count", "10",
-                               "--loads", "1", "--policy", "exclusive,gpumux"});
+                               "--loads", "1", "--policy", "exclusive,least-delay"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("profile: iadeep-rtx3090-derived (embedded); truth: the same profile"),
             std::string::npos)
@@ -273,7 +288,7 @@ TEST(DlCli, SimulateRunsAJobFileWrittenByJobgen) {
   const std::string path = (dir.path() / "jobs.csv").string();
   ASSERT_EQ(Gpumux({"jobgen", "--count", "12", "--seed", "3", "-o", path}).code, 0);
   const CliRun r = SimulateDl(
-      {"--jobs", path, "--loads", "1,2", "--policy", "exclusive,gpumux", "--format", "json"});
+      {"--jobs", path, "--loads", "1,2", "--policy", "exclusive,least-delay", "--format", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
@@ -281,9 +296,9 @@ TEST(DlCli, SimulateRunsAJobFileWrittenByJobgen) {
   for (const auto& run : j["runs"]) EXPECT_EQ(run["jobs"], 12);
   EXPECT_EQ(j["workload"], path + " (12 jobs)");
   EXPECT_EQ(j["mix"], "from the job list");
-  EXPECT_EQ(j["policies"], nlohmann::json({"exclusive", "gpumux"}));
-  ASSERT_EQ(j["gpumux_margin"].size(), 2U) << "gpumux against exclusive at each load";
-  EXPECT_EQ(j["gpumux_margin"][0]["baseline"], "exclusive");
+  EXPECT_EQ(j["policies"], nlohmann::json({"exclusive", "least-delay"}));
+  ASSERT_EQ(j["least_delay_margin"].size(), 2U) << "least-delay against exclusive at each load";
+  EXPECT_EQ(j["least_delay_margin"][0]["baseline"], "exclusive");
 }
 
 TEST(DlCli, EachLoadDividesTheSubmitTimesOfAJobFile) {
@@ -563,13 +578,14 @@ TEST(DlCli, ObservationsChangeWhatThePoliciesBelieveNeverWhatTheGpusDo) {
   test::ScratchDir dir;
   const std::string obs = dir.Write("obs.json", TerribleLightPairs());
   // first-fit without a tuner reads no belief: its runs are the same with the observations.
-  // gpumux reads it: its placements change. Both with the default truth (iadeep-measured) and
+  // least-delay reads it: its placements change. Both with the default truth (iadeep-measured) and
   // with the profile as the truth (only --profile): the observations never reach the truth.
   for (const std::vector<std::string>& truth :
        {std::vector<std::string>{}, std::vector<std::string>{"--profile", "iadeep-fitted"}}) {
-    std::vector<std::string> args{"--count", "60",       "--loads",          "2",       "--gpus",
-                                  "8",       "--policy", "first-fit,gpumux", "--queue", "fifo",
-                                  "--tuner", "none",     "--format",         "json"};
+    std::vector<std::string> args{"--count",  "60",   "--loads",  "2",
+                                  "--gpus",   "8",    "--policy", "first-fit,least-delay",
+                                  "--queue",  "fifo", "--tuner",  "none",
+                                  "--format", "json"};
     args.insert(args.end(), truth.begin(), truth.end());
     SCOPED_TRACE(truth.empty() ? "default truth" : "the profile as the truth");
     const CliRun plain = SimulateDl(args);
@@ -582,7 +598,7 @@ TEST(DlCli, ObservationsChangeWhatThePoliciesBelieveNeverWhatTheGpusDo) {
     ASSERT_EQ(a.size(), 2U);
     ASSERT_EQ(b.size(), 2U);
     EXPECT_EQ(a[0], b[0]) << "first-fit: the same GPUs";
-    EXPECT_NE(a[1], b[1]) << "gpumux: another belief";
+    EXPECT_NE(a[1], b[1]) << "least-delay: another belief";
     const auto j = nlohmann::json::parse(learned.out);
     EXPECT_NE(j["profile"].get<std::string>().find(" + 6 observed sets from " + obs),
               std::string::npos)
@@ -598,7 +614,7 @@ TEST(DlCli, ObservationsOutWritesWhatParsesBackAndFeedsAnotherRun) {
   const std::string out = (dir.path() / "learned.json").string();
   const CliRun learn =
       Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60", "--loads", "2",
-              "--gpus", "8", "--policy", "iadeep,gpumux", "--observations-out", out});
+              "--gpus", "8", "--policy", "iadeep,least-delay", "--observations-out", out});
   ASSERT_EQ(learn.code, 0) << learn.err;
   EXPECT_NE(learn.err.find("observed sets ("), std::string::npos) << learn.err;
   EXPECT_NE(learn.err.find(") written to " + out), std::string::npos) << learn.err;
@@ -613,7 +629,7 @@ TEST(DlCli, ObservationsOutWritesWhatParsesBackAndFeedsAnotherRun) {
   }
   const CliRun use =
       Gpumux({"simulate", "--workload", "dl", "--no-report", "--count", "60", "--loads", "2",
-              "--gpus", "8", "--policy", "gpumux", "--seeds", "43", "--observations", out});
+              "--gpus", "8", "--policy", "least-delay", "--seeds", "43", "--observations", out});
   ASSERT_EQ(use.code, 0) << use.err;
   const std::string said = "--observations " + out + ": " + std::to_string(observations->size()) +
                            " observations: " + std::to_string(observations->size()) +

@@ -354,17 +354,18 @@ TEST_F(ExtenderCliTest, UsageErrorsExitTwoWithAMessage) {
        {"--offline-nodes", nodes, "--policy", "fgd", "--observations-from", "etcd://127.0.0.1:1"},
        {"--observations-from does not apply with --policy fgd", "co-location policies"}},
       {"an observation period of 0",
-       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from", "etcd://127.0.0.1:1",
-        "--observations-every", "0"},
+       {"--offline-nodes", nodes, "--policy", "least-delay", "--observations-from",
+        "etcd://127.0.0.1:1", "--observations-every", "0"},
        {"--observations-every must be in 1..86400"}},
       {"an observation prefix without a store",
-       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-prefix", "/x/"},
+       {"--offline-nodes", nodes, "--policy", "least-delay", "--observations-prefix", "/x/"},
        {"--observations-prefix needs --observations-from"}},
       {"an observation store URL of an unknown scheme",
-       {"--offline-nodes", nodes, "--policy", "gpumux", "--observations-from", "redis://x:1"},
+       {"--offline-nodes", nodes, "--policy", "least-delay", "--observations-from", "redis://x:1"},
        {"--observations-from: store 'redis://x:1': unknown scheme"}},
       {"a missing profile",
-       {"--offline-nodes", nodes, "--policy", "gpumux", "--profile", "/nonexistent-profile.json"},
+       {"--offline-nodes", nodes, "--policy", "least-delay", "--profile",
+        "/nonexistent-profile.json"},
        {"--profile: /nonexistent-profile.json"}},
       {"a reserve threshold for a policy that does not reserve",
        {"--offline-nodes", nodes, "--policy", "fgd-sat", "--reserve-idle-fraction", "0.2"},
@@ -406,10 +407,10 @@ TEST_F(ExtenderCliTest, ObservationsFromAStoreReachTheProfileAndAreReadAgain) {
   put("/gpumux/observations/googlenet+vgg16/4096+512/node-1",
       R"({"classes":["googlenet","vgg16"],"batches":[4096,512],"slowdown":[3.5,3.9],"count":4,)"
       R"("node":"node-1"})");
-  const pid_t pid =
-      Start({"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0", "--policy",
-             "gpumux", "--observations-from", "file://" + store_path, "--observations-every", "1"},
-            "observations");
+  const pid_t pid = Start(
+      {"--offline-nodes", nodes_file_.string(), "--listen", "127.0.0.1:0", "--policy",
+       "least-delay", "--observations-from", "file://" + store_path, "--observations-every", "1"},
+      "observations");
   ASSERT_GT(pid, 0);
   const int port = WaitForPort("observations");
   ASSERT_GT(port, 0) << Err("observations");

@@ -81,7 +81,7 @@ class ObservationFeedTest : public ::testing::Test {
   // Two nodes of one GPU each: vgg16 on n1, squeezenet on n2, both bound.
   std::unique_ptr<sched::ClusterState> MakeState() {
     sched::ClusterStateOptions options;
-    options.policy = "gpumux";
+    options.policy = "least-delay";
     options.profile = std::make_shared<const policy::WorkloadProfile>(Shipped());
     options.log = [this](std::string_view line) { log_.emplace_back(line); };
     auto state = sched::ClusterState::Create(std::move(options), [] { return 1'800'000'000; });
@@ -168,7 +168,7 @@ TEST_F(ObservationFeedTest, ASwappedProfileChangesWhereTheInterferenceAwarePolic
 
 TEST_F(ObservationFeedTest, WithoutAProfileTheClassesAreUnknownAsBefore) {
   sched::ClusterStateOptions options;
-  options.policy = "gpumux";
+  options.policy = "least-delay";
   auto state = sched::ClusterState::Create(std::move(options), {});
   ASSERT_TRUE(state.has_value());
   EXPECT_FALSE(sched::StateJson((*state)->Snapshot()).contains("profile"));

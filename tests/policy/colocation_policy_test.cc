@@ -191,8 +191,8 @@ INSTANTIATE_TEST_SUITE_P(
                                  QueueOrder::kArrival, "none", false},
                       TraitsCase{"iadeep_is_fifo_and_tunes_the_newcomer", "iadeep",
                                  QueueOrder::kArrival, "iadeep", false},
-                      TraitsCase{"gpumux_is_shortest_first_with_joint_tuning_and_retunes", "gpumux",
-                                 QueueOrder::kShortestRemaining, "joint", true}),
+                      TraitsCase{"least_delay_is_shortest_first_with_joint_tuning_and_retunes",
+                                 "least-delay", QueueOrder::kShortestRemaining, "joint", true}),
     CaseName());
 
 TEST(ColocationTraitsOf, OtherPoliciesHaveNone) {

@@ -79,6 +79,16 @@ TEST(Registry, EveryBuiltinMakesAPolicyOfItsOwnNameWithASummary) {
   }
 }
 
+TEST(Registry, ARenamedPolicyIsFoundByItsOldName) {
+  EXPECT_EQ(Registry::Canonical("gpumux"), "least-delay");
+  EXPECT_EQ(Registry::Canonical("fgd"), "fgd");
+  EXPECT_EQ(BuiltinPolicies().Find("gpumux"), BuiltinPolicies().Find("least-delay"));
+  auto made = BuiltinPolicies().Make("gpumux", {});
+  ASSERT_TRUE(made.has_value()) << made.error().message;
+  EXPECT_EQ((*made)->name(), "least-delay");
+  for (const auto& name : BuiltinPolicies().names()) EXPECT_NE(name, "gpumux");
+}
+
 TEST(Registry, MakingAnUnknownPolicyNamesEveryKnownOne) {
   auto made = BuiltinPolicies().Make("nosuch", {});
   ASSERT_FALSE(made.has_value());

@@ -40,9 +40,9 @@ std::vector<MeasuredJob> Jobs() {
 }
 
 TEST(MeasuredRun, CountsOnlyJobsThatSucceededInTheJctStatistics) {
-  const DlResult r = MeasuredRun("gpumux", 100, Jobs());
+  const DlResult r = MeasuredRun("least-delay", 100, Jobs());
   EXPECT_TRUE(r.measured);
-  EXPECT_EQ(r.policy, "gpumux");
+  EXPECT_EQ(r.policy, "least-delay");
   EXPECT_EQ(r.load, 100);
   ASSERT_EQ(r.jobs.size(), 3u);  // j1, j2, j3
   // JCTs 10, 20, 4 s; queueing 2, 4, 0 s.
@@ -56,7 +56,7 @@ TEST(MeasuredRun, CountsOnlyJobsThatSucceededInTheJctStatistics) {
 }
 
 TEST(MeasuredRun, NamesOneLanePerGpuInNodeAndIndexOrderAndMeasuresBusyTime) {
-  const DlResult r = MeasuredRun("gpumux", 1, Jobs(), {"n3/0"});
+  const DlResult r = MeasuredRun("least-delay", 1, Jobs(), {"n3/0"});
   EXPECT_EQ(r.gpu_names,
             (std::vector<std::string>{"n1/0", "n1/2", "n1/10", "n2/0", "n2/1", "n3/0"}));
   // Segments: j1, j2 on lane 0; j3 on lanes 4 and 3; j4 on lane 2; j6 open on lane 1.
@@ -90,14 +90,14 @@ DlReportContext MeasuredContext() {
   ctx.measured = true;
   ctx.workload = "run-a.jsonl (6 jobs)";
   ctx.notes = {"run-a.jsonl: run a, time scale 0.01 (load 100x)", "j5: did not start"};
-  ctx.policies = {"gpumux", "iadeep"};
+  ctx.policies = {"least-delay", "iadeep"};
   ctx.loads = {100};
   ctx.baseline = "iadeep";
   return ctx;
 }
 
 TEST(MeasuredReport, TheTableSaysMeasuredAndLeavesUtilOut) {
-  std::vector<DlResult> runs = {MeasuredRun("gpumux", 100, Jobs()),
+  std::vector<DlResult> runs = {MeasuredRun("least-delay", 100, Jobs()),
                                 MeasuredRun("iadeep", 100, Jobs())};
   runs[1].metrics.avg_jct_s *= 2;
   std::ostringstream out;
@@ -108,15 +108,15 @@ TEST(MeasuredReport, TheTableSaysMeasuredAndLeavesUtilOut) {
   EXPECT_EQ(text.find("profile:"), std::string::npos);
   EXPECT_NE(text.find("load 100x"), std::string::npos);
   // busy: 38 of 5 GPUs x 21 s (the lanes of the GPUs the jobs held).
-  EXPECT_NE(text.find("  gpumux     -             11s       10s       20s        21s        2s  "
+  EXPECT_NE(text.find("  least-delay -             11s       10s       20s        21s        2s  "
                       "36.2%      -\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("gpumux vs iadeep: average JCT 50.0% lower"), std::string::npos) << text;
+  EXPECT_NE(text.find("least-delay vs iadeep: average JCT 50.0% lower"), std::string::npos) << text;
 }
 
 TEST(MeasuredReport, JsonAndPageSayMeasuredAndNameTheGpus) {
-  const std::vector<DlResult> runs = {MeasuredRun("gpumux", 100, Jobs())};
+  const std::vector<DlResult> runs = {MeasuredRun("least-delay", 100, Jobs())};
   std::ostringstream json_text;
   WriteDlJson(json_text, runs, MeasuredContext());
   const auto j = nlohmann::json::parse(json_text.str());

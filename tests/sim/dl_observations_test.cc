@@ -66,7 +66,7 @@ void ExpectSameJobs(const DlResult& a, const DlResult& b) {
 
 TEST(DlSimObservations, RecordingThemChangesNoResult) {
   const auto jobs = Generated(Belief(), 7);
-  for (const char* policy : {"gpumux", "iadeep"}) {
+  for (const char* policy : {"least-delay", "iadeep"}) {
     SCOPED_TRACE(policy);
     DlSimOptions o = EightGpus(policy);
     const DlResult without = RunOk(Belief(), jobs, o, &Truth());
@@ -79,7 +79,7 @@ TEST(DlSimObservations, RecordingThemChangesNoResult) {
 }
 
 TEST(DlSimObservations, AreValidCanonicalPerSetAndParseBack) {
-  DlSimOptions o = EightGpus("gpumux");
+  DlSimOptions o = EightGpus("least-delay");
   o.record_observations = true;
   const DlResult r = RunOk(Belief(), Generated(Belief(), 8), o, &Truth());
   ASSERT_FALSE(r.observations.empty());
@@ -125,7 +125,7 @@ TEST(DlSimObservations, MeasureWhatTheGpusDoNotWhatThePoliciesBelieve) {
   const policy::WorkloadProfile belief = TinyProfile();
   policy::WorkloadProfile truth = TinyProfile();
   truth.measured = {policy::MeasuredSet{{"short", "long"}, {100, 100}, {2.0, 2.5}, "made up"}};
-  DlSimOptions o = OneGpu("gpumux");
+  DlSimOptions o = OneGpu("least-delay");
   o.tuner = "joint";
   o.queue = "fifo";
   o.measure_noise = 0;
@@ -163,7 +163,7 @@ TEST(DlSimObservations, MeasureWhatTheGpusDoNotWhatThePoliciesBelieve) {
 
 // The belief with observations added changes the policies' predictions; the GPUs keep doing
 // what the truth says. First-fit without a tuner ignores the belief, so its jobs finish exactly
-// as before; gpumux reads it and places differently.
+// as before; least-delay reads it and places differently.
 TEST(DlSimObservations, AddedToTheBeliefTheyChangeThePoliciesNeverTheGpus) {
   const auto jobs = Generated(Belief(), 9);
   // Hand-made observations: the light classes, which the busy-time predictor pairs freely
@@ -201,7 +201,7 @@ TEST(DlSimObservations, AddedToTheBeliefTheyChangeThePoliciesNeverTheGpus) {
   ff.queue = "fifo";
   ExpectSameJobs(RunOk(Belief(), jobs, ff, &Truth()), RunOk(learned, jobs, ff, &Truth()));
 
-  DlSimOptions g = EightGpus("gpumux");
+  DlSimOptions g = EightGpus("least-delay");
   const DlResult plain = RunOk(Belief(), jobs, g, &Truth());
   const DlResult with = RunOk(learned, jobs, g, &Truth());
   bool differs = false;
@@ -209,7 +209,7 @@ TEST(DlSimObservations, AddedToTheBeliefTheyChangeThePoliciesNeverTheGpus) {
     differs = differs || plain.jobs[i].gpu != with.jobs[i].gpu ||
               plain.jobs[i].finish_us != with.jobs[i].finish_us;
   }
-  EXPECT_TRUE(differs) << "gpumux reads the belief";
+  EXPECT_TRUE(differs) << "least-delay reads the belief";
 }
 
 TEST(DlSimObservations, AFixedTruthSeedKeepsTheGpusAcrossSeeds) {

@@ -78,10 +78,10 @@ DlReportContext Context(const std::vector<std::string>& policies,
   return ctx;
 }
 
-// gpumux and iadeep at loads 1 and 2; gpumux is 20% faster on average.
+// least-delay and iadeep at loads 1 and 2; least-delay is 20% faster on average.
 std::vector<DlResult> TwoPoliciesTwoLoads() {
-  return {MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 80), MakeRun("iadeep", 2, 120),
-          MakeRun("gpumux", 2, 90)};
+  return {MakeRun("iadeep", 1, 100), MakeRun("least-delay", 1, 80), MakeRun("iadeep", 2, 120),
+          MakeRun("least-delay", 2, 90)};
 }
 
 std::string Html(const std::vector<DlResult>& results, const DlReportContext& ctx) {
@@ -128,7 +128,7 @@ std::string SegmentRect(const std::string& timeline, const std::string& job) {
 }
 
 TEST(DlReportHtml, IsOneSelfContainedPageWithoutScripts) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2}));
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0U);
   EXPECT_NE(html.find("</html>\n"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
@@ -137,13 +137,13 @@ TEST(DlReportHtml, IsOneSelfContainedPageWithoutScripts) {
 }
 
 TEST(DlReportHtml, SaysWhatWasSimulatedAndExplainsThePolicies) {
-  auto ctx = Context({"exclusive", "first-fit", "iadeep", "gpumux"}, {1});
+  auto ctx = Context({"exclusive", "first-fit", "iadeep", "least-delay"}, {1});
   ctx.options.max_jobs_per_gpu = 3;
   ctx.options.tuner = "joint";
   ctx.gpus = 20;
   ctx.seed = 7;
   const std::string html = Html({MakeRun("exclusive", 1, 300), MakeRun("first-fit", 1, 200),
-                                 MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 80)},
+                                 MakeRun("iadeep", 1, 100), MakeRun("least-delay", 1, 80)},
                                 ctx);
   for (const char* text :
        {"3 hand-made jobs", "iadeep", "test profile", "20 GPUs", "at most 3 jobs per GPU",
@@ -154,7 +154,7 @@ TEST(DlReportHtml, SaysWhatWasSimulatedAndExplainsThePolicies) {
 }
 
 TEST(DlReportHtml, TabulatesEveryPolicyAtEveryLoad) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2}));
   const auto tables = Blocks(html, "<table class=\"jct\">", "</table>");
   ASSERT_EQ(tables.size(), 2U);
   for (const auto& t : tables) {
@@ -169,30 +169,30 @@ TEST(DlReportHtml, TabulatesEveryPolicyAtEveryLoad) {
 }
 
 TEST(DlReportHtml, StatesTheMarginOfGpumuxOverIadeepAtEachLoad) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
-  EXPECT_NE(html.find("gpumux vs iadeep: average JCT 20.0% lower"), std::string::npos);
-  EXPECT_NE(html.find("gpumux vs iadeep: average JCT 25.0% lower"), std::string::npos);
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2}));
+  EXPECT_NE(html.find("least-delay vs iadeep: average JCT 20.0% lower"), std::string::npos);
+  EXPECT_NE(html.find("least-delay vs iadeep: average JCT 25.0% lower"), std::string::npos);
 
-  const std::string slower = Html({MakeRun("iadeep", 1, 100), MakeRun("gpumux", 1, 110)},
-                                  Context({"iadeep", "gpumux"}, {1}));
-  EXPECT_NE(slower.find("gpumux vs iadeep: average JCT 10.0% higher"), std::string::npos);
+  const std::string slower = Html({MakeRun("iadeep", 1, 100), MakeRun("least-delay", 1, 110)},
+                                  Context({"iadeep", "least-delay"}, {1}));
+  EXPECT_NE(slower.find("least-delay vs iadeep: average JCT 10.0% higher"), std::string::npos);
 }
 
 TEST(DlReportHtml, HasNoMarginLineWithoutTheBaseline) {
-  const std::string html = Html({MakeRun("exclusive", 1, 100), MakeRun("gpumux", 1, 80)},
-                                Context({"exclusive", "gpumux"}, {1}));
-  EXPECT_EQ(html.find("gpumux vs"), std::string::npos);
+  const std::string html = Html({MakeRun("exclusive", 1, 100), MakeRun("least-delay", 1, 80)},
+                                Context({"exclusive", "least-delay"}, {1}));
+  EXPECT_EQ(html.find("least-delay vs"), std::string::npos);
 }
 
 TEST(DlReportHtml, DrawsOneJctCdfPerLoadWithALineAndALegendEntryPerPolicy) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2}));
   const auto charts = Blocks(html, "<svg class=\"chart cdf\"", "</svg>");
   ASSERT_EQ(charts.size(), 2U);
   for (const auto& chart : charts) {
     const auto legends = Blocks(chart, "<g class=\"legend\">", "</g>");
     ASSERT_EQ(legends.size(), 1U);
     EXPECT_NE(legends[0].find(">iadeep</text>"), std::string::npos);
-    EXPECT_NE(legends[0].find(">gpumux</text>"), std::string::npos);
+    EXPECT_NE(legends[0].find(">least-delay</text>"), std::string::npos);
     EXPECT_EQ(Count(chart, "<path d=\"M"), 2U);
   }
 }
@@ -202,14 +202,15 @@ using testing_looks::SeenLooks;
 // The DL default's four policies, and one the FGD report also draws.
 std::vector<DlResult> FivePolicies() {
   std::vector<DlResult> results;
-  for (const char* p : {"exclusive", "first-fit", "iadeep", "gpumux", "fgd"}) {
+  for (const char* p : {"exclusive", "first-fit", "iadeep", "least-delay", "fgd"}) {
     results.push_back(MakeRun(p, 1, 100));
   }
   return results;
 }
 
 TEST(DlReportHtml, GivesEachPolicyItsOwnLookEverywhereWhateverTheContextOrder) {
-  const std::vector<std::string> policies = {"exclusive", "first-fit", "iadeep", "gpumux", "fgd"};
+  const std::vector<std::string> policies = {"exclusive", "first-fit", "iadeep", "least-delay",
+                                             "fgd"};
   const std::vector<std::string> reversed(policies.rbegin(), policies.rend());
   // The CDF draws and keys a line per policy; the list, the table and the timelines key it.
   for (const auto& order : {policies, reversed}) {
@@ -271,9 +272,9 @@ TEST(DlReportHtml, FillsTheClassesWithColoursNoPolicyIsDrawnIn) {
 }
 
 TEST(DlReportHtml, StepsTheCdfUpToOneAtTheLongestJct) {
-  DlResult r = MakeRun("gpumux", 1, 100);
+  DlResult r = MakeRun("least-delay", 1, 100);
   r.jobs = {Job("a", "vgg16", 0, 0, 100), Job("b", "vgg16", 0, 0, 200)};
-  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  const std::string html = Html({r}, Context({"least-delay"}, {1}));
   const auto charts = Blocks(html, "<svg class=\"chart cdf\"", "</svg>");
   ASSERT_EQ(charts.size(), 1U);
   const std::size_t path = charts[0].find("<path d=\"");
@@ -285,7 +286,7 @@ TEST(DlReportHtml, StepsTheCdfUpToOneAtTheLongestJct) {
 }
 
 TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyEveryOneOpen) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2}));
+  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2}));
   const auto timelines = Blocks(html, "<details class=\"timeline\"", "</details>");
   ASSERT_EQ(timelines.size(), 4U);
   for (const auto& t : timelines) {
@@ -297,13 +298,14 @@ TEST(DlReportHtml, DrawsAPerGpuTimelinePerLoadAndPolicyEveryOneOpen) {
   }
   // Load-major, then the policies in context order.
   EXPECT_NE(timelines[0].find("iadeep at load 1×"), std::string::npos);
-  EXPECT_NE(timelines[1].find("gpumux at load 1×"), std::string::npos);
+  EXPECT_NE(timelines[1].find("least-delay at load 1×"), std::string::npos);
   EXPECT_NE(timelines[2].find("iadeep at load 2×"), std::string::npos);
-  EXPECT_NE(timelines[3].find("gpumux at load 2×"), std::string::npos);
+  EXPECT_NE(timelines[3].find("least-delay at load 2×"), std::string::npos);
 }
 
 TEST(DlReportHtml, LinksEveryLoadsResultsAndTimelinesFromTheTop) {
-  const std::string html = Html(TwoPoliciesTwoLoads(), Context({"iadeep", "gpumux"}, {1, 2, 4}));
+  const std::string html =
+      Html(TwoPoliciesTwoLoads(), Context({"iadeep", "least-delay"}, {1, 2, 4}));
   const std::size_t nav = html.find("<b>Jump to</b>");
   ASSERT_NE(nav, std::string::npos);
   const std::string links = html.substr(nav, html.find("</p>", nav) - nav);
@@ -317,7 +319,7 @@ TEST(DlReportHtml, LinksEveryLoadsResultsAndTimelinesFromTheTop) {
 }
 
 TEST(DlReportHtml, StacksJobsThatShareAGpuInSubRowsThatNeverOverlap) {
-  const std::string html = Html({MakeRun("gpumux", 1, 80)}, Context({"gpumux"}, {1}));
+  const std::string html = Html({MakeRun("least-delay", 1, 80)}, Context({"least-delay"}, {1}));
   const auto timelines = Blocks(html, "<svg class=\"chart timeline\"", "</svg>");
   ASSERT_EQ(timelines.size(), 1U);
   const std::string j1 = SegmentRect(timelines[0], "j1");
@@ -340,7 +342,7 @@ TEST(DlReportHtml, StacksJobsThatShareAGpuInSubRowsThatNeverOverlap) {
 }
 
 TEST(DlReportHtml, ColoursSegmentsByWorkloadClassWithALegend) {
-  const std::string html = Html({MakeRun("gpumux", 1, 80)}, Context({"gpumux"}, {1}));
+  const std::string html = Html({MakeRun("least-delay", 1, 80)}, Context({"least-delay"}, {1}));
   // Classes sorted by name: lstm c0, neumf c1, vgg16 c2.
   const auto timelines = Blocks(html, "<svg class=\"chart timeline\"", "</svg>");
   ASSERT_EQ(timelines.size(), 1U);
@@ -356,21 +358,21 @@ TEST(DlReportHtml, ColoursSegmentsByWorkloadClassWithALegend) {
 }
 
 TEST(DlReportHtml, DrawsASegmentLeftOpenToTheEndOfTheRun) {
-  DlResult r = MakeRun("gpumux", 1, 80);
+  DlResult r = MakeRun("least-delay", 1, 80);
   r.timeline[2].end_us = -1;  // j3, still on the GPU; the run ends at 200 s (j3's finish)
-  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  const std::string html = Html({r}, Context({"least-delay"}, {1}));
   EXPECT_NE(html.find("<title>j3 neumf 100.0-200.0</title>"), std::string::npos);
   const std::string j3 = SegmentRect(html, "j3");
   EXPECT_EQ(Attribute(j3, "width"), "387.0");
 }
 
 TEST(DlReportHtml, EscapesHtmlInJobIdsClassesAndNames) {
-  DlResult r = MakeRun("gpumux", 1, 80);
+  DlResult r = MakeRun("least-delay", 1, 80);
   r.jobs[0].id = "<b>&\"x\"";
   r.timeline[0].job = "<b>&\"x\"";
   r.timeline[0].cls = "<i>";
   r.jobs[0].cls = "<i>";
-  auto ctx = Context({"gpumux"}, {1});
+  auto ctx = Context({"least-delay"}, {1});
   ctx.workload = "jobs <script>.csv";
   ctx.mix = "a&b";
   const std::string html = Html({r}, ctx);
@@ -384,14 +386,14 @@ TEST(DlReportHtml, EscapesHtmlInJobIdsClassesAndNames) {
 
 TEST(DlReportHtml, IsByteIdenticalForIdenticalInput) {
   const auto results = TwoPoliciesTwoLoads();
-  const auto ctx = Context({"iadeep", "gpumux"}, {1, 2});
+  const auto ctx = Context({"iadeep", "least-delay"}, {1, 2});
   EXPECT_EQ(Html(results, ctx), Html(results, ctx));
 }
 
 TEST(DlReportHtml, WritesAPageEvenWithoutJobs) {
   DlResult r;
-  r.policy = "gpumux";
-  const std::string html = Html({r}, Context({"gpumux"}, {1}));
+  r.policy = "least-delay";
+  const std::string html = Html({r}, Context({"least-delay"}, {1}));
   EXPECT_NE(html.find("</html>\n"), std::string::npos);
   EXPECT_EQ(Count(html, "<svg class=\"chart cdf\""), 1U);
   EXPECT_EQ(html.find("=\"-\""), std::string::npos);  // what Fixed() writes for NaN
@@ -408,7 +410,7 @@ TEST(DlReportDir, WritesThePageTheJsonAndTheJobsCsv) {
   test::ScratchDir scratch;
   const std::filesystem::path dir = scratch.path() / "report";
   const auto results = TwoPoliciesTwoLoads();
-  const auto ctx = Context({"iadeep", "gpumux"}, {1, 2});
+  const auto ctx = Context({"iadeep", "least-delay"}, {1, 2});
   auto written = WriteDlReportDir(dir.string(), results, ctx);
   ASSERT_TRUE(written.has_value()) << written.error().message;
 
@@ -416,13 +418,13 @@ TEST(DlReportDir, WritesThePageTheJsonAndTheJobsCsv) {
 
   const auto json = nlohmann::json::parse(ReadFile(dir / "results.json"));
   ASSERT_EQ(json["runs"].size(), 4U);
-  EXPECT_EQ(json["runs"][1]["policy"], "gpumux");
+  EXPECT_EQ(json["runs"][1]["policy"], "least-delay");
   EXPECT_EQ(json["runs"][1]["load"], 1.0);
   EXPECT_EQ(json["runs"][1]["metrics"]["avg_jct_s"], 80.0);
-  ASSERT_EQ(json["gpumux_margin"].size(), 2U);
-  EXPECT_EQ(json["gpumux_margin"][0]["baseline"], "iadeep");
-  EXPECT_DOUBLE_EQ(json["gpumux_margin"][0]["avg_jct_lower_pct"].get<double>(), 20.0);
-  EXPECT_DOUBLE_EQ(json["gpumux_margin"][1]["avg_jct_lower_pct"].get<double>(), 25.0);
+  ASSERT_EQ(json["least_delay_margin"].size(), 2U);
+  EXPECT_EQ(json["least_delay_margin"][0]["baseline"], "iadeep");
+  EXPECT_DOUBLE_EQ(json["least_delay_margin"][0]["avg_jct_lower_pct"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(json["least_delay_margin"][1]["avg_jct_lower_pct"].get<double>(), 25.0);
 
   std::istringstream csv(ReadFile(dir / "jobs.csv"));
   std::string line;
@@ -431,7 +433,7 @@ TEST(DlReportDir, WritesThePageTheJsonAndTheJobsCsv) {
   ASSERT_EQ(lines.size(), 1U + 4U * 3U);
   EXPECT_EQ(lines[0].rfind("load,policy,job,class,submit_s,start_s,finish_s,jct_s", 0), 0U);
   EXPECT_EQ(lines[1].rfind("1,iadeep,j1,vgg16,", 0), 0U);
-  EXPECT_EQ(lines[12].rfind("2,gpumux,j3,neumf,", 0), 0U);
+  EXPECT_EQ(lines[12].rfind("2,least-delay,j3,neumf,", 0), 0U);
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     files.push_back(entry.path().filename().string());

@@ -298,7 +298,7 @@ TEST(DlSimOrder, TheQueueOptionOrdersTheWaitingJobsOfAnyPolicy) {
   EXPECT_EQ(JobIn(r, "y").start_us, Us(4)) << "the short job jumps the queue";
   EXPECT_EQ(JobIn(r, "x").start_us, Us(6));
 
-  DlSimOptions g = OneGpu("gpumux");
+  DlSimOptions g = OneGpu("least-delay");
   EXPECT_EQ(RunOk(profile, jobs, g).queue, "shortest") << "gpumux's own queue";
   g.queue = "fifo";
   EXPECT_EQ(RunOk(profile, jobs, g).queue, "fifo");
@@ -604,7 +604,7 @@ TEST(DlSimTuning, IadeepAccountingOnAGeneratedWorkload) {
 
 TEST(DlSimTuning, JointTunerMeasuresAtMostOncePerSession) {
   const auto jobs = Generated(14);
-  DlSimOptions o = EightGpus("gpumux");
+  DlSimOptions o = EightGpus("least-delay");
   o.tuner = "joint";
   const DlResult r = RunOk(Assumed5Profile(), jobs, o);
   ASSERT_EQ(r.jobs.size(), jobs.size());

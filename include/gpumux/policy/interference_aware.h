@@ -53,7 +53,7 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
  public:
   explicit InterferenceAwarePolicy(const PolicyContext& context) : GpuScoringPolicy(context) {}
   void BeginCycle(const Cycle& cycle) override;
-  std::string_view name() const override { return "gpumux"; }
+  std::string_view name() const override { return "least-delay"; }
   const ColocationTraits* colocation() const override { return &traits_; }
 
   struct Job {

@@ -99,7 +99,11 @@ class Registry {
   // `context.knobs` are given their defaults.
   core::Result<std::unique_ptr<Policy>> Make(std::string_view name,
                                              const PolicyContext& context) const;
+  // A renamed policy's old name finds its entry too (see Canonical).
   const PolicyEntry* Find(std::string_view name) const;
+  // The current name of a renamed policy ("gpumux" -> "least-delay"); any other name as given.
+  // Commands label results with the current name, so reports never show the old one.
+  static std::string_view Canonical(std::string_view name);
   const std::vector<PolicyEntry>& entries() const { return entries_; }
   std::vector<std::string> names() const;
   std::vector<std::string> names(Workload workload) const;     // those For(workload), in order

@@ -35,6 +35,9 @@ core::Result<std::vector<DlResult>> RunDlSweep(
     const std::function<void(const DlResult&, std::size_t done, std::size_t total)>& progress);
 
 // What the report says about its inputs.
+// gpumux's own training-job policy, whose margins over the others the reports give.
+inline constexpr const char* kOwnDlPolicy = "least-delay";
+
 struct DlReportContext {
   std::string workload;                    // e.g. "embedded iadeep-like (seed 42)" or the job file
   std::string mix;                         // class mix name or spec
@@ -46,7 +49,7 @@ struct DlReportContext {
   DlSimOptions options;
   std::vector<std::string> policies;
   std::vector<double> loads;
-  std::string baseline = "iadeep";  // the margin line compares "gpumux" with this policy
+  std::string baseline = "iadeep";  // the margin line compares kOwnDlPolicy with this policy
   // Runs measured on a cluster (gpumux report --from-cluster): the report says so, leaves out
   // what only a simulation has (tuner, seed, profile error) and shows `notes` instead (the
   // records, their time scales, jobs that did not finish).

@@ -55,7 +55,7 @@ inline constexpr int kMaxDlJobsPerGpu = 16;
 // 1..core::kMaxGpusPerNode, max_jobs_per_gpu 1..kMaxDlJobsPerGpu, reconfigure_s [0, 86400],
 // measure_noise [0, 10], model_error [0, 1), work_spread and noise_scale_spread [0, 2].
 struct DlSimOptions {
-  std::string policy = "gpumux";
+  std::string policy = "least-delay";
   std::string tuner = "auto";  // auto = the policy's own (none for policies without traits)
   // Queue discipline: auto = the policy's own; fifo = arrival order; shortest = least predicted
   // solo time of the job's class prior first (ties: arrival). Applied to every policy alike, so
