@@ -425,12 +425,14 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
         backend_note = core::Plural(gpus->size(), "GPU") + " from " +
                        std::string((*backend)->Name()) + " (" + c.gpu_model + ")";
       } else if (o.backend != "auto") {
-        log.Error("cannot list GPUs from the " + o.backend + " backend" +
-                  (gpus ? std::string(": it has none") : ": " + gpus.error().message));
+        log.Error("cannot list GPUs",
+                  {{"backend", o.backend},
+                   {"error", gpus ? std::string("it has none") : gpus.error().message}});
         return kRuntimeError;
       }
     } else if (o.backend != "auto") {
-      log.Error("cannot open the " + o.backend + " backend: " + backend.error().message);
+      log.Error("cannot open the GPU backend",
+                {{"backend", o.backend}, {"error", backend.error().message}});
       return backend.error().code == core::ErrorCode::kInvalidArgument ? kUsageError
                                                                        : kRuntimeError;
     }
@@ -471,7 +473,8 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
     }
     ledger = std::make_unique<LedgerMembership>(dir, c.node_gpus);
     if (auto first = ledger->Refresh(); !first) {
-      log.Error("--members ledger: " + first.error().message);
+      log.Error("cannot read the runtime hook's ledger (--members ledger)",
+                {{"error", first.error().message}});
       return kRuntimeError;
     }
     members_note = "GPUs reserved in the runtime hook's ledger " + ledger->path();
@@ -483,7 +486,8 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
     s.on_tick = [l = ledger.get(), log_line = log](coordinator::Coordinator& co) {
       if (!l->Due()) return;
       if (auto ok = l->Refresh(); !ok) {
-        log_line.Warn("ledger: " + ok.error().message + " (keeping the last reading)");
+        log_line.Warn("cannot read the runtime hook's ledger (keeping the last reading)",
+                      {{"error", ok.error().message}});
         return;
       }
       for (const auto& gpu : l->Vacated()) {
@@ -516,7 +520,7 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
       std::make_unique<coordinator::Coordinator>(c, *profile, nullptr, nullptr, log_line);
   auto server = coordinator::Server::Start(s, std::move(coordinator), store.get(), log_line);
   if (!server) {
-    log.Error("cannot start: " + server.error().message);
+    log.Error("cannot start", {{"error", server.error().message}});
     return kRuntimeError;
   }
   std::unique_ptr<MetricsListener> metrics;
@@ -525,25 +529,29 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
     auto listening = MetricsListener::Start(metrics_host, metrics_port,
                                             [served] { return served->RenderMetrics(); });
     if (!listening) {
-      log.Error("cannot start: " + listening.error().message);
+      log.Error("cannot start", {{"error", listening.error().message}});
       (*server)->Stop();
       return kRuntimeError;
     }
     metrics = std::move(*listening);
-    log("/metrics also on " + metrics_host + ":" + std::to_string(metrics->port()) +
-        " (GET /metrics and /healthz only)");
+    log.Info("metrics listening (GET /metrics and /healthz only)",
+             {{"address", metrics_host + ":" + std::to_string(metrics->port())}});
   }
-  log("serving node " + c.node + " on " + s.host + ":" + std::to_string((*server)->port()) +
-      (s.socket_path.empty() ? std::string()
-                             : " and " + s.socket_path + " (mode " + o.socket_mode +
-                                   ": callers identified by their pod, container or uid)") +
-      "; tuner " + c.tuner + ", profile " + profile->name + " (" +
-      core::Plural(profile->classes.size(), "class", "classes") + "), store " + store->Describe() +
-      "; " + backend_note + "; " + members_note);
+  log.Info("serving (callers on the socket identified by their pod, container or uid)",
+           {{"node", c.node},
+            {"address", s.host + ":" + std::to_string((*server)->port())},
+            {"socket", s.socket_path},
+            {"socket_mode", s.socket_path.empty() ? std::string() : o.socket_mode},
+            {"tuner", c.tuner},
+            {"profile", profile->name},
+            {"classes", std::to_string(profile->classes.size())},
+            {"store", store->Describe()},
+            {"gpus", backend_note},
+            {"members", members_note}});
   const int sig = signals.Wait();
   signals.Restore();
-  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-      ", stopping (jobs keep training with their batch sizes)");
+  log.Info("stopping (jobs keep training with their batch sizes)",
+           {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
   if (metrics) metrics->Stop();
   (*server)->Stop();
   log("stopped");

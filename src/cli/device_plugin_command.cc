@@ -296,31 +296,35 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
     return e.code == core::ErrorCode::kInvalidArgument ? kUsageError : kRuntimeError;
   };
   if (!backend) {
-    log.Error("cannot open the " + o.backend + " backend: " + backend.error().message);
+    log.Error("cannot open the GPU backend",
+              {{"backend", o.backend}, {"error", backend.error().message}});
     return failure(backend.error());
   }
   auto agent = deviceplugin::NodeAgent::Create(std::move(options), std::move(*backend), api.get());
   if (!agent) {
-    log.Error("cannot start: " + agent.error().message);
+    log.Error("cannot start", {{"error", agent.error().message}});
     return failure(agent.error());
   }
   const std::string gpus = core::Plural((*agent)->gpus().size(), "GPU");
   if (o.check) return check_passed(gpus + " from " + o.gpus_file);
   if (auto started = (*agent)->Start(); !started) {
-    log.Error("cannot start: " + started.error().message);
+    log.Error("cannot start", {{"error", started.error().message}});
     return kRuntimeError;
   }
-  log("serving " + gpus + " of node " + node_name + " as " + resources + " (gpu-mem in units of " +
-      std::to_string(unit) + " MiB) in " + kubelet_dir +
-      ((*agent)->metrics_port() > 0
-           ? "; /healthz /readyz /metrics on " +
-                 o.metrics_address.substr(0, o.metrics_address.rfind(':')) + ":" +
-                 std::to_string((*agent)->metrics_port())
-           : std::string()));
+  log.Info("serving",
+           {{"node", node_name},
+            {"gpus", std::to_string((*agent)->gpus().size())},
+            {"resources", resources},
+            {"gpu_mem_unit_mib", std::to_string(unit)},
+            {"kubelet_dir", kubelet_dir},
+            {"metrics_address", (*agent)->metrics_port() > 0
+                                    ? o.metrics_address.substr(0, o.metrics_address.rfind(':')) +
+                                          ":" + std::to_string((*agent)->metrics_port())
+                                    : std::string()}});
   const int sig = signals.Wait();
   signals.Restore();
-  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-      ", stopping (a second signal ends the process at once)");
+  log.Info("stopping (a second signal ends the process at once)",
+           {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
   (*agent)->Stop();
   log("stopped");
   return 0;

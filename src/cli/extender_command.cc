@@ -273,10 +273,12 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
                              path + ": node " + std::to_string(i) + ": " + node.error().message);
     }
     if (!node->gpus_error.empty()) {
-      log.Warn("node " + node->spec.name + " in " + path + " gets no GPUs: " + node->gpus_error);
+      log.Warn("node gets no GPUs",
+               {{"node", node->spec.name}, {"file", path}, {"why", node->gpus_error}});
     }
     if (!node->gpu_mem_unit_error.empty()) {
-      log.Warn("node " + node->spec.name + " in " + path + ": " + node->gpu_mem_unit_error);
+      log.Warn("node's gpu-mem unit refused",
+               {{"node", node->spec.name}, {"file", path}, {"why", node->gpu_mem_unit_error}});
     }
     nodes.push_back(std::move(items[i]));
   }
@@ -593,12 +595,12 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     state.SetPods({});
     state.MarkSynced();
     const sched::StateCounters c = state.counters();
-    log("synced: " + core::Plural(c.nodes, "node") + ", " + core::Plural(c.gpus, "GPU"));
+    log.Info("synced", {{"nodes", std::to_string(c.nodes)}, {"gpus", std::to_string(c.gpus)}});
   }
 
   extender::ExtenderServer server(extender, state, server_options);
   if (auto started = server.Start(); !started) {
-    log.Error("cannot start: " + started.error().message);
+    log.Error("cannot start", {{"error", started.error().message}});
     return kRuntimeError;
   }
   std::unique_ptr<MetricsListener> metrics;
@@ -606,20 +608,22 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     auto listening = MetricsListener::Start(metrics_host, metrics_port,
                                             [&server] { return server.RenderMetrics(); });
     if (!listening) {
-      log.Error("cannot start: " + listening.error().message);
+      log.Error("cannot start", {{"error", listening.error().message}});
       server.Stop();
       return kRuntimeError;
     }
     metrics = std::move(*listening);
-    log("/metrics also on " + metrics_host + ":" + std::to_string(metrics->port()) +
-        " (GET /metrics and /healthz only)");
+    log.Info("metrics listening (GET /metrics and /healthz only)",
+             {{"address", metrics_host + ":" + std::to_string(metrics->port())}});
   }
 
-  log("serving policy " + state.policy_name() + " for " + source + "; listening on " +
-      server_options.host + ":" + std::to_string(server.port()) + ", verbs under " +
-      (server.url_prefix().empty() ? std::string("/") : server.url_prefix()) +
-      "; gpumux.io/gpu-mem in units of " + std::to_string(state.gpu_mem_unit_mib()) + " MiB" +
-      (profile != nullptr ? "; workload profile " + profile->name : std::string()));
+  log.Info("serving",
+           {{"policy", state.policy_name()},
+            {"source", source},
+            {"address", server_options.host + ":" + std::to_string(server.port())},
+            {"url_prefix", server.url_prefix().empty() ? std::string("/") : server.url_prefix()},
+            {"gpu_mem_unit_mib", std::to_string(state.gpu_mem_unit_mib())},
+            {"profile", profile != nullptr ? profile->name : std::string()}});
   // Learned observations: read now and every --observations-every seconds on a thread.
   std::unique_ptr<extender::ObservationFeed> feed;
   if (!o.observations_from.empty()) {
@@ -652,8 +656,8 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
 
   const int sig = signals.Wait();
   signals.Restore();
-  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-      ", stopping (a second signal ends the process at once)");
+  log.Info("stopping (a second signal ends the process at once)",
+           {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
   if (metrics) metrics->Stop();
   server.Stop();
   if (feed) feed->Stop();

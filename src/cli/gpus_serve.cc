@@ -230,13 +230,14 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
              [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
   SignalBlock signals;  // before the server's threads start: they inherit the mask
   if (auto started = http.Start(); !started) {
-    log.Error(started.error().message);
+    log.Error("cannot start", {{"error", started.error().message}});
     return 1;
   }
-  log("serving GET /gpus on " + options.serve + " (" + source + "; " + std::to_string(env.size()) +
-      " GPU variables)");
+  log.Info("serving GET /gpus", {{"address", options.serve},
+                                 {"source", source},
+                                 {"gpu_variables", std::to_string(env.size())}});
   const int sig = signals.Wait();
-  log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping");
+  log.Info("stopping", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
   http.Stop();
   return 0;
 }

@@ -428,7 +428,8 @@ void RestoreObservation(const std::string& key, const std::string& value, Observ
                         const core::Logger& log) {
   auto o = policy::ParseObservation(value, key);
   if (!o || !policy::CheckObservation(*o)) {
-    log.Warn("store: skipping " + key + (o ? ": out of range" : ": " + o.error().message));
+    log.Warn("store: skipping a key",
+             {{"key", key}, {"why", o ? "out of range" : o.error().message}});
     return;
   }
   std::string set;
@@ -521,7 +522,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     const std::string rest = key.substr(node_prefix.size());
     Json v = Json::parse(value, nullptr, false);
     if (v.is_discarded()) {
-      log_.Warn("store: skipping " + key + ": not JSON");
+      log_.Warn("store: skipping a key", {{"key", key}, {"why", "not JSON"}});
       continue;
     }
     try {
@@ -535,7 +536,7 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
         LearnStoredCorrections(v, *joint);
       }
     } catch (const Json::exception& e) {
-      log_.Warn("store: skipping " + key + ": " + e.what());
+      log_.Warn("store: skipping a key", {{"key", key}, {"why", e.what()}});
     }
   }
   // Registration order is lost across the store's key order: members sorted by id.

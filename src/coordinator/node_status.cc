@@ -78,9 +78,11 @@ void NodeStatusPublisher::Run(std::stop_token stop) {
       ++patches_;
     } else if (!failing) {
       failing = true;
-      log_.Warn("node " + node_ + ": cannot publish " + std::string(kube::kAnnotationCoordinator) +
-                ": " + result.error().ToString() + " (retrying every " +
-                std::to_string(options_.every.count() / 1000) + " s)");
+      log_.Warn("cannot publish the coordinator's state on the node (retrying)",
+                {{"node", node_},
+                 {"annotation", std::string(kube::kAnnotationCoordinator)},
+                 {"error", result.error().ToString()},
+                 {"retry_s", std::to_string(options_.every.count() / 1000)}});
     }
   }
 }

@@ -89,8 +89,9 @@ void PodGrants::Update(const Json& pod, bool deleted) {
   if (text.empty()) return;
   auto grant = kube::DecodeGrant(text);
   if (!grant) {
-    log_.Warn("pod " + key + ": unreadable " + std::string(kube::kAnnotationGrant) + ": " +
-              grant.error().message);
+    log_.Warn("unreadable grant", {{"pod", key},
+                                   {"annotation", std::string(kube::kAnnotationGrant)},
+                                   {"error", grant.error().message}});
     return;
   }
   auto& containers = grants_[key];

@@ -253,10 +253,12 @@ class StoreWriter final : public StoreSink {
 
   void Failed(const std::string& why) {
     ++errors_;
-    if (up_.exchange(false)) log_.Warn("store: " + why + " (retrying; jobs are served meanwhile)");
+    if (up_.exchange(false)) {
+      log_.Warn("store unreachable (retrying; jobs are served meanwhile)", {{"error", why}});
+    }
   }
   void Recovered() {
-    if (!up_.exchange(true)) log_("store: reachable again");
+    if (!up_.exchange(true)) log_.Info("store reachable again", {});
   }
 
   void Run() {
@@ -419,8 +421,9 @@ class Server::Impl {
       for (const std::string& p : {prefix, coordinator_->options().prefix + "observations/"}) {
         auto stored = store_->List(p);
         if (!stored) {
-          log_.Warn("store: cannot read " + p + " from " + store_->Describe() + ": " +
-                    stored.error().message + "; starting without stored state");
+          log_.Warn(
+              "cannot read the store; starting without stored state",
+              {{"prefix", p}, {"store", store_->Describe()}, {"error", stored.error().message}});
           read = false;
           break;
         }

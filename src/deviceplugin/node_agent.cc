@@ -180,8 +180,6 @@ struct NodeAgent::Impl {
   explicit Impl(NodeAgentOptions o) : options(std::move(o)), tracker(options.health) {}
 
   std::int64_t Now() const { return options.now_ms ? options.now_ms() : SystemNowMs(); }
-  void Log(const std::string& line) const { options.plugin.log.Info(line); }
-  void Warn(const std::string& line) const { options.plugin.log.Warn(line); }
   void Publish();
   void DrainNodeLock();
   void Poll();
@@ -223,18 +221,22 @@ void NodeAgent::Impl::Publish() {
   publish_error = patched ? "" : patched.error().ToString();
   metrics.Published(published);
   if (!patched) {
-    Warn("publishing the GPU inventory and " + std::string(kAnnotationDevicePlugin) + "=" +
-         state_snapshot + " on node " + options.plugin.node_name + " failed" +
-         (state == kDevicePluginStopping ? "" : " (retrying)") + ": " + publish_error);
+    options.plugin.log.Warn(
+        state == kDevicePluginStopping ? "publishing the GPU inventory and state failed"
+                                       : "publishing the GPU inventory and state failed (retrying)",
+        {{"node", options.plugin.node_name}, {"state", state_snapshot}, {"error", publish_error}});
     return;
   }
   if (!was) {
-    Log("published " + core::Plural(gpus.size(), "GPU") + " in the annotations of node " +
-        options.plugin.node_name);
+    options.plugin.log.Info(
+        "published the GPU inventory in the node's annotations",
+        {{"node", options.plugin.node_name}, {"gpus", std::to_string(gpus.size())}});
   }
   if (published_state != state_snapshot) {
-    Log("node " + options.plugin.node_name + ": " + std::string(kAnnotationDevicePlugin) + "=" +
-        state_snapshot);
+    options.plugin.log.Info("published the device plugin's state",
+                            {{"node", options.plugin.node_name},
+                             {"annotation", std::string(kAnnotationDevicePlugin)},
+                             {"state", state_snapshot}});
   }
   published_state = state_snapshot;
 }
@@ -250,7 +252,7 @@ void NodeAgent::Impl::Poll() {
     if (listed) {
       tracker.OnSnapshot(*listed, now);
     } else {
-      Warn("listing GPUs failed: " + listed.error().message);
+      options.plugin.log.Warn("listing GPUs failed", {{"error", listed.error().message}});
     }
     for (const std::string& uuid : tracker.TakeChanges(now)) {
       const gpu::GpuHealth h = tracker.Of(uuid, now);
@@ -423,16 +425,18 @@ void NodeAgent::Impl::DrainNodeLock() {
     if (!node) return;  // cannot tell: do not hold the stop up
     const kube::NodeLockView view = kube::ReadNodeLock(*node);
     if (!view.lock) {
-      if (!holder.empty()) Log("served " + holder + " before stopping");
+      if (!holder.empty()) options.plugin.log.Info("served before stopping", {{"pod", holder}});
       return;
     }
     if (holder.empty()) {
       holder = view.lock->PodKey();
-      Log("stopping: waiting for the kubelet to allocate the devices of " + holder +
-          " (it holds the node lock)");
+      options.plugin.log.Info(
+          "stopping: waiting for the kubelet to allocate the devices of the node lock's holder",
+          {{"pod", holder}});
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      Warn("stopping although " + view.lock->PodKey() + " still holds the node lock");
+      options.plugin.log.Warn("stopping although a pod still holds the node lock",
+                              {{"pod", view.lock->PodKey()}});
       return;
     }
     std::this_thread::sleep_for(options.stop_drain_poll);

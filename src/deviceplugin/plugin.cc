@@ -71,7 +71,6 @@ struct DevicePlugin::Impl {
   std::mutex watcher_mu;  // the watcher's sleep
   std::condition_variable_any watcher_cv;
 
-  void Log(const std::string& line) const { options.log.Info(line); }
   // Callers hold no lock.
   void ServingMayHaveChanged() const {
     if (options.on_serving_change) options.on_serving_change();
@@ -219,9 +218,11 @@ grpc::Status DevicePlugin::Impl::Allocate(Resource r, const pb::AllocateRequest&
     const auto& envs = resp->container_responses(0).envs();
     const auto pod = envs.find("GPUMUX_POD");
     const auto container = envs.find("GPUMUX_CONTAINER");
-    Log("Allocate " + std::string(ResourceName(r)) + ": served pod " +
-        (pod == envs.end() ? std::string("?") : pod->second) + " container " +
-        (container == envs.end() ? std::string("?") : container->second));
+    options.log.Info(
+        "Allocate served",
+        {{"resource", std::string(ResourceName(r))},
+         {"pod", pod == envs.end() ? std::string("?") : pod->second},
+         {"container", container == envs.end() ? std::string("?") : container->second}});
   }
   return status;
 }
@@ -308,16 +309,18 @@ bool DevicePlugin::Impl::Register(Server& s) {
     std::lock_guard lock(mu);
     if (!status.ok()) {
       ++stats.register_failures;
-      options.log.Warn("registering " + std::string(ResourceName(s.resource)) +
-                       " with the kubelet at " + KubeletSocket() +
-                       " failed: " + status.error_message());
+      options.log.Warn("registering with the kubelet failed",
+                       {{"resource", std::string(ResourceName(s.resource))},
+                        {"kubelet_socket", KubeletSocket()},
+                        {"error", status.error_message()}});
       return false;
     }
     ++stats.registrations;
     s.registered = true;
-    Log("registered " + std::string(ResourceName(s.resource)) + " (" +
-        core::Plural(Table(s.resource).devices().size(), "device") + ") with the kubelet at " +
-        KubeletSocket());
+    options.log.Info("registered with the kubelet",
+                     {{"resource", std::string(ResourceName(s.resource))},
+                      {"devices", std::to_string(Table(s.resource).devices().size())},
+                      {"kubelet_socket", KubeletSocket()}});
   }
   ServingMayHaveChanged();
   return true;
@@ -341,31 +344,38 @@ void DevicePlugin::Impl::WatchKubelet(std::stop_token stop) {
       }
     }
     if (kubelet == 0 && !said_waiting) {
-      Log((kubelet_changed ? "the kubelet's socket " + KubeletSocket() + " is gone; waiting"
-                           : "waiting") +
-          std::string(" for the kubelet: registering once ") + KubeletSocket() +
-          " appears (polled every " + std::to_string(options.kubelet_poll.count()) + " ms)");
+      options.log.Info(kubelet_changed ? "the kubelet's socket is gone; registering once it appears"
+                                       : "waiting for the kubelet; registering once its socket "
+                                         "appears",
+                       {{"kubelet_socket", KubeletSocket()},
+                        {"poll_ms", std::to_string(options.kubelet_poll.count())}});
       said_waiting = true;
     } else if (kubelet != 0 && said_waiting) {
-      Log("the kubelet's socket " + KubeletSocket() + " appeared: registering");
+      options.log.Info("the kubelet's socket appeared: registering",
+                       {{"kubelet_socket", KubeletSocket()}});
       said_waiting = false;
     } else if (restarted) {
-      Log("the kubelet restarted (new " + KubeletSocket() + ")");
+      options.log.Info("the kubelet restarted", {{"kubelet_socket", KubeletSocket()}});
     }
     if (kubelet_changed) ServingMayHaveChanged();
     for (auto& s : servers) {
       if (stop.stop_requested()) return;
       if (InodeOf(s->socket) != s->inode) {
         // The kubelet removes the folder's sockets when it starts: serve again.
-        Log(s->socket + " was removed: restarting the server for " +
-            std::string(ResourceName(s->resource)));
+        options.log.Info(
+            "the plugin's socket was removed: restarting its server",
+            {{"socket", s->socket}, {"resource", std::string(ResourceName(s->resource))}});
         StopServer(*s);
         auto started = StartServer(*s);
         {
           std::lock_guard lock(mu);
           s->registered = false;
           ++stats.server_restarts;
-          if (!started) options.log.Error(started.error().message);
+          if (!started) {
+            options.log.Error("cannot restart the plugin's server",
+                              {{"resource", std::string(ResourceName(s->resource))},
+                               {"error", started.error().message}});
+          }
         }
         ServingMayHaveChanged();
       }

@@ -98,9 +98,9 @@ void RunTicker(const std::stop_token& stop, sched::ClusterState& state,
       state.MarkSynced();
       if (options.on_synced) options.on_synced();
       const sched::StateCounters c = state.counters();
-      options.log.Info("synced: " + core::Plural(c.nodes, "node") + ", " +
-                       core::Plural(c.gpus, "GPU") + ", " +
-                       core::Plural(c.grants_bound, "bound grant"));
+      options.log.Info("synced", {{"nodes", std::to_string(c.nodes)},
+                                  {"gpus", std::to_string(c.gpus)},
+                                  {"bound_grants", std::to_string(c.grants_bound)}});
     }
     if (std::chrono::steady_clock::now() >= next_expiry) {
       state.ExpireAssumed();

@@ -53,9 +53,10 @@ core::Result<void> ObservationFeed::ReadOnce() {
     }
     // Said once per distinct error, not every period.
     if (previous != listed.error().message) {
-      log.Warn("cannot read observations from " + options_.url + ": " + listed.error().message +
-               "; keeping the profile in use (" +
-               core::Plural(status().summary.observed_sets(), "observed set") + ")");
+      log.Warn("cannot read observations; keeping the profile in use",
+               {{"url", options_.url},
+                {"error", listed.error().message},
+                {"observed_sets", std::to_string(status().summary.observed_sets())}});
     }
     return tl::unexpected(listed.error());
   }
@@ -74,7 +75,7 @@ core::Result<void> ObservationFeed::ReadOnce() {
     status_.ok = true;
     status_.error.clear();
   }
-  if (recovered) log("reading observations from " + options_.url + " again");
+  if (recovered) log.Info("reading observations again", {{"url", options_.url}});
   if (applied_ && text == *applied_) return {};
 
   std::vector<policy::Observation> observations;
@@ -82,7 +83,9 @@ core::Result<void> ObservationFeed::ReadOnce() {
   for (const store::KeyValue& kv : *listed) {
     auto o = policy::ParseObservation(kv.value, "key " + kv.key);
     if (!o) {
-      if (unreadable < policy::kMaxSkippedReasons) log.Warn("skipping " + o.error().message);
+      if (unreadable < policy::kMaxSkippedReasons) {
+        log.Warn("skipping an observation", {{"error", o.error().message}});
+      }
       ++unreadable;
       continue;
     }
@@ -94,17 +97,17 @@ core::Result<void> ObservationFeed::ReadOnce() {
       policy::WithObservations(*base_, observations, &summary, options_.observations));
   if (auto ok = profile->Validate(); !ok) {
     // WithObservations keeps a valid profile valid; a failure here is a defect, not input.
-    log.Error("observations from " + options_.url +
-              " made an invalid profile: " + ok.error().message + "; keeping the profile in use");
+    log.Error("observations made an invalid profile; keeping the profile in use",
+              {{"url", options_.url}, {"error", ok.error().message}});
     return tl::unexpected(ok.error());
   }
   const std::size_t sets = summary.observed_sets();
   state_.SetProfile(std::move(profile), sets);
   applied_ = std::move(text);
-  std::string line = "observations from " + options_.url + ": " + summary.Describe();
-  if (unreadable > 0) line += "; " + core::Plural(unreadable, "unreadable key") + " skipped";
-  log(line);
-  for (const std::string& why : summary.skipped) log.Warn("  skipped " + why);
+  log.Info("observations applied", {{"url", options_.url},
+                                    {"summary", summary.Describe()},
+                                    {"unreadable_keys", std::to_string(unreadable)}});
+  for (const std::string& why : summary.skipped) log.Warn("observation skipped", {{"why", why}});
   std::lock_guard lock(status_mu_);
   status_.summary = std::move(summary);
   status_.unreadable_keys = unreadable;

@@ -211,6 +211,28 @@ class DaemonsTest : public ::testing::Test {
     return port;
   }
 
+  // The port in field `key` (127.0.0.1:PORT) of the first line whose message starts with `msg`,
+  // in text (`msg key=...`) or JSON (`"msg":"msg...","key":"..."`) lines.
+  int PortInField(const std::string& tag, const std::string& msg, const std::string& key) const {
+    int port = 0;
+    Eventually([&] {
+      for (const std::string& line : LinesOf(Err(tag))) {
+        if (line.find(": " + msg) == std::string::npos &&
+            line.find("\"msg\":\"" + msg) == std::string::npos) {
+          continue;
+        }
+        for (const std::string& marker :
+             {" " + key + "=127.0.0.1:", "\"" + key + "\":\"127.0.0.1:"}) {
+          const std::size_t at = line.find(marker);
+          if (at != std::string::npos) port = std::atoi(line.c_str() + at + marker.size());
+        }
+        if (port > 0) return true;
+      }
+      return false;
+    });
+    return port;
+  }
+
   fs::path Write(const std::string& name, const std::string& text) const {
     const fs::path path = scratch_ / name;
     std::ofstream(path) << text;
@@ -234,7 +256,7 @@ class DaemonsTest : public ::testing::Test {
     Extender e;
     e.pid = Start(tag, args);
     e.port = PortAfter(tag, "listening on 127.0.0.1:");
-    e.metrics_port = PortAfter(tag, "/metrics also on 127.0.0.1:");
+    e.metrics_port = PortInField(tag, "metrics listening", "address");
     return e;
   }
 
@@ -266,7 +288,7 @@ class DaemonsTest : public ::testing::Test {
     args.insert(args.end(), more.begin(), more.end());
     Plugin p;
     p.pid = Start(tag, args);
-    p.metrics_port = PortAfter(tag, "/metrics on 127.0.0.1:");
+    p.metrics_port = PortInField(tag, "serving", "metrics_address");
     return p;
   }
 
@@ -284,8 +306,8 @@ class DaemonsTest : public ::testing::Test {
     args.insert(args.end(), more.begin(), more.end());
     Coordinator c;
     c.pid = Start(tag, args);
-    c.port = PortAfter(tag, "serving node n1 on 127.0.0.1:");
-    c.metrics_port = PortAfter(tag, "/metrics also on 127.0.0.1:");
+    c.port = PortInField(tag, "serving", "address");
+    c.metrics_port = PortInField(tag, "metrics listening", "address");
     return c;
   }
 
@@ -573,11 +595,25 @@ TEST_F(DaemonsTest, WithLogFormatJsonEveryDaemonWritesOneJsonObjectPerLine) {
     return false;
   };
   EXPECT_TRUE(has("extender", "debug", "POST /gpumux/filter 200")) << Err("extender");
-  EXPECT_TRUE(has("extender", "info", "serving policy fgd")) << Err("extender");
+  const auto field = [&logs](const std::string& daemon, const std::string& msg,
+                             const std::string& key) {
+    for (const json& j : logs[daemon]) {
+      if (j.value("msg", "") == msg && j.contains(key)) return j[key].get<std::string>();
+    }
+    return std::string("(no such line)");
+  };
+  EXPECT_EQ(field("extender", "serving", "policy"), "fgd") << Err("extender");
   EXPECT_TRUE(has("device-plugin", "warn", "Allocate refused")) << Err("device-plugin");
   EXPECT_TRUE(has("device-plugin", "info", "XID 13 (application) on GPU-m0"))
       << Err("device-plugin");
-  EXPECT_TRUE(has("coordinator", "info", "serving node n1")) << Err("coordinator");
+  EXPECT_EQ(
+      field("coordinator",
+            "serving (callers on the socket identified by their pod, container or uid)", "node"),
+      "n1")
+      << Err("coordinator");
+  EXPECT_EQ(field("device-plugin", "stopping (a second signal ends the process at once)", "signal"),
+            "SIGTERM")
+      << Err("device-plugin");
 }
 
 // Without the flags a daemon writes the text lines it always wrote; --log-level leaves out the
@@ -689,7 +725,8 @@ TEST_F(DaemonsTest, AtLevelErrorOnlyTheFailureIsWritten) {
   ASSERT_EQ(lines.size(), 1u) << Err("error");
   const json j = json::parse(lines[0]);
   EXPECT_EQ(j.value("level", ""), "error");
-  EXPECT_NE(j.value("msg", "").find("cannot start: cannot listen on 127.0.0.1:"), std::string::npos)
+  EXPECT_EQ(j.value("msg", ""), "cannot start") << lines[0];
+  EXPECT_NE(j.value("error", "").find("cannot listen on 127.0.0.1:"), std::string::npos)
       << lines[0];
 }
 

@@ -115,7 +115,7 @@ TEST(NodeStatusPublisherTest, PatchesTheNodeWhenTheStateChangesAndLogsAFailureSt
   EXPECT_EQ(Published(api)->gpus.at(0).jobs.at(0).batch_size, 32);
   std::lock_guard lock(mu);
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_NE(lines[0].find("cannot publish gpumux.io/coordinator: HTTP 500"), std::string::npos)
+  EXPECT_NE(lines[0].find("annotation=gpumux.io/coordinator error=\"HTTP 500"), std::string::npos)
       << lines[0];
   EXPECT_NE(lines[1].find("published again"), std::string::npos) << lines[1];
 }

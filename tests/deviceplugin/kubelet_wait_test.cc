@@ -68,7 +68,10 @@ TEST(DevicePluginWithoutAKubelet, SaysItWaitsForTheSocketOnceAndThatItRegistered
   ASSERT_TRUE(plugin.has_value()) << plugin.error().message;
   ASSERT_TRUE((*plugin)->Start().has_value());
 
-  EXPECT_EQ(log.WaitFor("waiting for the kubelet: registering once " + socket + " appears"), 1u)
+  EXPECT_EQ(
+      log.WaitFor("waiting for the kubelet; registering once its socket appears kubelet_socket=" +
+                  socket),
+      1u)
       << log.All();
   std::this_thread::sleep_for(100ms);  // several polls
   EXPECT_EQ(log.Count("waiting for the kubelet"), 1u) << "said once, not per poll:\n" << log.All();
@@ -76,15 +79,21 @@ TEST(DevicePluginWithoutAKubelet, SaysItWaitsForTheSocketOnceAndThatItRegistered
 
   kubelet.Start();
   ASSERT_TRUE(kubelet.WaitRegistrations(1, 10s));
-  EXPECT_EQ(log.WaitFor("the kubelet's socket " + socket + " appeared: registering"), 1u)
+  EXPECT_EQ(log.WaitFor("the kubelet's socket appeared: registering kubelet_socket=" + socket), 1u)
       << log.All();
-  EXPECT_EQ(log.WaitFor("registered gpumux.io/gpu (1 device) with the kubelet at " + socket), 1u)
-      << "one device, singular:\n"
+  EXPECT_EQ(log.WaitFor("registered with the kubelet resource=gpumux.io/gpu devices=1 "
+                        "kubelet_socket=" +
+                        socket),
+            1u)
+      << "one device:\n"
       << log.All();
 
   // Gone again: said once more, with the same path.
   kubelet.Stop();
-  EXPECT_EQ(log.WaitFor("the kubelet's socket " + socket + " is gone; waiting for the kubelet"), 1u)
+  EXPECT_EQ(
+      log.WaitFor("the kubelet's socket is gone; registering once it appears kubelet_socket=" +
+                  socket),
+      1u)
       << log.All();
   (*plugin)->Stop();
 }
@@ -114,13 +123,17 @@ TEST(DevicePluginWithoutAKubelet, TheOfflineTryItSaysWhatItWaitsForThenThatItReg
     }
     return false;
   };
-  EXPECT_TRUE(err_has("waiting for the kubelet: registering once " + socket + " appears"))
+  EXPECT_TRUE(err_has(
+      "waiting for the kubelet; registering once its socket appears kubelet_socket=" + socket))
       << test::ReadFileText(spec.stderr_path);
   kubelet.Start();
   EXPECT_TRUE(kubelet.WaitRegistrations(1, 10s));
-  EXPECT_TRUE(err_has("the kubelet's socket " + socket + " appeared: registering"))
+  EXPECT_TRUE(err_has("the kubelet's socket appeared: registering kubelet_socket=" + socket))
       << test::ReadFileText(spec.stderr_path);
-  EXPECT_TRUE(err_has("registered gpumux.io/gpu (1 device) with the kubelet at " + socket))
+  EXPECT_TRUE(
+      err_has("registered with the kubelet resource=gpumux.io/gpu devices=1 "
+              "kubelet_socket=" +
+              socket))
       << test::ReadFileText(spec.stderr_path);
   ::kill(pid, SIGTERM);
   EXPECT_TRUE(test::WaitProcess(pid).Exited(0)) << test::ReadFileText(spec.stderr_path);

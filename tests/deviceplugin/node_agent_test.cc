@@ -381,10 +381,10 @@ TEST(DevicePluginCli, RunsOfflineWithTheFakeBackendAndStopsOnSigterm) {
   const test::ProcessExit exit = test::WaitProcess(pid);
   EXPECT_TRUE(exit.Exited(0)) << test::ReadFileText(scratch / "plugin.err");
   const std::string log = test::ReadFileText(scratch / "plugin.err");
-  EXPECT_NE(log.find("serving 2 GPUs of node n1 as gpumux.io/gpu, gpumux.io/gpu-milli"),
+  EXPECT_NE(log.find("serving node=n1 gpus=2 resources=\"gpumux.io/gpu, gpumux.io/gpu-milli\""),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("received SIGTERM"), std::string::npos);
+  EXPECT_NE(log.find("signal=SIGTERM"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
 }
 
@@ -453,12 +453,12 @@ TEST(DevicePluginCli, RefusesToStartWhileTheOciRuntimePathHoldsGpus) {
   const PluginRun refused = RunPlugin(spec, kubelet, 3, "refused");
   EXPECT_FALSE(refused.registered) << "it must not register";
   EXPECT_TRUE(refused.exit.Exited(1)) << refused.err;
-  EXPECT_NE(
-      refused.err.find("cannot start: the OCI runtime path's GPU reservation ledger " + state_dir +
-                       "/reservations.json holds 1 live reservation (GPU 0 "
-                       "reserved by 'default/render/main' since 2024-05-01T10:00:00Z); a "
-                       "device plugin beside it would grant GPUs twice; use one of the two"),
-      std::string::npos)
+  EXPECT_NE(refused.err.find("cannot start error=\"the OCI runtime path's GPU reservation ledger " +
+                             state_dir +
+                             "/reservations.json holds 1 live reservation (GPU 0 "
+                             "reserved by 'default/render/main' since 2024-05-01T10:00:00Z); a "
+                             "device plugin beside it would grant GPUs twice; use one of the two"),
+            std::string::npos)
       << refused.err;
   EXPECT_FALSE(std::filesystem::exists(kubelet.dir() / "gpumux-gpu.sock"));
 
@@ -528,7 +528,7 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
       {{"--gpus-file", huge},
        huge + ":2: column 'memory_mib': 1099511627776 MiB is more memory than a GPU may have"},
       {{"--gpus-file", big, "--gpu-mem-unit-mib", "1"},
-       "cannot start: gpumux.io/gpu-mem would list more than 65536 devices"},
+       "cannot start error=\"gpumux.io/gpu-mem would list more than 65536 devices"},
   };
   for (const auto& [args, message] : inputs) {
     test::ProcessSpec spec;

@@ -199,9 +199,9 @@ TEST_F(ExtenderCliTest, OfflineNodesServeTheProtocolAndSigtermStopsPromptly) {
   EXPECT_TRUE(e->Exited(0)) << ::testing::PrintToString(*e) << "\n" << Err("offline");
   EXPECT_LT(took, milliseconds(2000));
   const std::string err = Err("offline");
-  EXPECT_NE(err.find("synced: 3 nodes, 18 GPUs"), std::string::npos) << err;
-  EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 1024 MiB"), std::string::npos) << err;
-  EXPECT_NE(err.find("received SIGTERM"), std::string::npos) << err;
+  EXPECT_NE(err.find("synced nodes=3 gpus=18"), std::string::npos) << err;
+  EXPECT_NE(err.find("gpu_mem_unit_mib=1024"), std::string::npos) << err;
+  EXPECT_NE(err.find("signal=SIGTERM"), std::string::npos) << err;
   EXPECT_NE(err.find("gpumux extender: stopped"), std::string::npos) << err;
   EXPECT_EQ(err.find(" INFO  gpumux extender:"), 24U)
       << "lines start with a timestamp, then the level: " << err;
@@ -215,7 +215,7 @@ TEST_F(ExtenderCliTest, SigintStopsItToo) {
   auto e = Signal(pid, SIGINT, milliseconds(5000));
   ASSERT_TRUE(e.has_value()) << Err("sigint");
   EXPECT_TRUE(e->Exited(0)) << ::testing::PrintToString(*e);
-  EXPECT_NE(Err("sigint").find("received SIGINT"), std::string::npos);
+  EXPECT_NE(Err("sigint").find("signal=SIGINT"), std::string::npos);
 }
 
 TEST_F(ExtenderCliTest, APortInUseIsARuntimeFailureWithTheReason) {
@@ -255,11 +255,11 @@ TEST_F(ExtenderCliTest, TheConfigFileSetsDefaultsThatFlagsOverride) {
   const int port = WaitForPort("config");
   ASSERT_GT(port, 0) << Err("config");
   const std::string err = Err("config");
-  EXPECT_NE(err.find("serving policy fgd"), std::string::npos) << "the flag wins: " << err;
+  EXPECT_NE(err.find("serving policy=fgd"), std::string::npos) << "the flag wins: " << err;
   EXPECT_NE(err.find("verbs under /scheduler"), std::string::npos) << err;
   EXPECT_NE(err.find("4 threads"), std::string::npos) << err;
   EXPECT_NE(err.find("up to 64 connections"), std::string::npos) << err;
-  EXPECT_NE(err.find("gpumux.io/gpu-mem in units of 512 MiB"), std::string::npos) << err;
+  EXPECT_NE(err.find("gpu_mem_unit_mib=512"), std::string::npos) << err;
   httplib::Client client("127.0.0.1", port);
   auto filter =
       client.Post("/scheduler/filter", FilterArgs(PodWithOne("p", 1, 0, 0), {"gpu-1"}).dump(),
@@ -436,12 +436,13 @@ TEST_F(ExtenderCliTest, ObservationsFromAStoreReachTheProfileAndAreReadAgain) {
   ASSERT_TRUE(e.has_value());
   EXPECT_TRUE(e->Exited(0)) << Err("observations");
   const std::string err = Err("observations");
-  EXPECT_NE(err.find("workload profile iadeep-rtx3090-fitted"), std::string::npos) << err;
-  EXPECT_NE(err.find("observations from file://" + store_path +
-                     ": 1 observation: 1 observed set, 4 windows on 1 node"),
+  EXPECT_NE(err.find("profile=iadeep-rtx3090-fitted"), std::string::npos) << err;
+  EXPECT_NE(err.find("observations applied url=file://" + store_path +
+                     " summary=\"1 observation: 1 observed set, 4 windows on 1 node\""),
             std::string::npos)
       << err;
-  EXPECT_NE(err.find(": 2 observations: 2 observed sets, 5 windows on 2 nodes"), std::string::npos)
+  EXPECT_NE(err.find("summary=\"2 observations: 2 observed sets, 5 windows on 2 nodes\""),
+            std::string::npos)
       << err;
 }
 
@@ -557,7 +558,7 @@ TEST_F(ExtenderCliTest, WithAnApiServerItSyncsBindsAndFollowsTheWatch) {
   ASSERT_TRUE(e.has_value()) << "did not stop within 5 s:\n" << Err("api");
   EXPECT_TRUE(e->Exited(0)) << ::testing::PrintToString(*e) << "\n" << Err("api");
   EXPECT_LT(SteadyClock::now() - start, milliseconds(3000));
-  EXPECT_NE(Err("api").find("synced: 2 nodes"), std::string::npos) << Err("api");
+  EXPECT_NE(Err("api").find("synced nodes=2"), std::string::npos) << Err("api");
 }
 
 }  // namespace
