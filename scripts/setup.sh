@@ -10,7 +10,7 @@ set -eu
 BUILD_PACKAGES="build-essential cmake ninja-build pkg-config git ccache \
   nlohmann-json3-dev libcli11-dev libexpected-dev \
   libcurl4-openssl-dev libssl-dev openssl libcpp-httplib-dev prometheus-cpp-dev libyaml-cpp-dev \
-  libsimdjson-dev libspdlog-dev libboost-dev \
+  libsimdjson-dev libspdlog-dev libboost-dev libglpk-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler"
 # What the tests, benchmarks and checks need on top (make test): test and benchmark libraries,
 # real peers (runc, etcd, PyTorch training jobs, kubectl), the sanitizer and formatting tools.

@@ -42,6 +42,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
 
   SimulateOptions sim;
   CLI::App* simulate = AddSimulateCommand(app, sim);
+  BoundCliOptions bound_options;
+  CLI::App* bound = AddBoundCommand(app, bound_options);
   CLI::App* policies = app.add_subcommand("policies", "List the placement policies");
   JobGenCliOptions jobgen_options;
   CLI::App* jobgen = AddJobGenCommand(app, jobgen_options);
@@ -144,6 +146,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
     return 2;
   }
   if (simulate->parsed()) return RunSimulate(sim, out, err);
+  if (bound->parsed()) return RunBound(bound_options, out, err);
   if (policies->parsed()) return RunPolicies(out);
   if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
   if (extender->parsed()) return RunExtender(extender_options, out, err);

@@ -85,6 +85,20 @@ std::optional<std::string> CheckSimulateCombination(const SimulateOptions& optio
 int RunPolicies(std::ostream& out);
 int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostream& err);
 
+struct BoundCliOptions {
+  std::string seeds = "42";
+  std::string demand = "100,130";
+  std::string hindsight_policies = "fgd,best-fit";
+  std::string nodes;  // "" = embedded
+  std::string pods;   // "" = embedded
+  std::string format = "table";
+  int threads = 0;
+  bool quiet = false;
+};
+
+CLI::App* AddBoundCommand(CLI::App& app, BoundCliOptions& options);
+int RunBound(const BoundCliOptions& options, std::ostream& out, std::ostream& err);
+
 struct JobGenCliOptions {
   std::string profile;
   std::string mix = "uniform";

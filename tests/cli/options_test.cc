@@ -67,9 +67,9 @@ class InFolder {
 
 TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(),
-            (std::vector<std::string>{"simulate", "policies", "jobgen", "extender", "device-plugin",
-                                      "hook", "oci-runtime", "gpus", "coordinator", "profile",
-                                      "inspect", "submit", "report", "call"}));
+            (std::vector<std::string>{"simulate", "bound", "policies", "jobgen", "extender",
+                                      "device-plugin", "hook", "oci-runtime", "gpus", "coordinator",
+                                      "profile", "inspect", "submit", "report", "call"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {

@@ -1,0 +1,229 @@
+// gpumux bound: how much GPU any policy could allocate on the FGD study's protocol (an LP upper
+// bound) and a packing that knows every arrival in advance (sim/packing_bound.h).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gpumux/core/plural.h"
+#include "gpumux/policy/registry.h"
+#include "gpumux/sim/packing_bound.h"
+#include "gpumux/sim/trace.h"
+#include "src/cli/commands.h"
+#include "src/cli/options.h"
+
+namespace gpumux::cli {
+
+namespace {
+
+std::optional<std::vector<double>> ParseDemands(const std::string& text, std::string& error) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end == nullptr || *end != '\0' || !std::isfinite(v) || v <= 0 ||
+        v > sim::kMaxLoad * 100 || v != std::floor(v)) {
+      error = "--demand \"" + text + "\": expected whole percents of the cluster's GPU " +
+              "capacity, comma-separated, each in 1.." +
+              std::to_string(static_cast<int>(sim::kMaxLoad * 100)) + " (e.g. 100,130)";
+      return std::nullopt;
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) {
+    error = "--demand: no demand point given (e.g. 100,130)";
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::string Pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", v);
+  return buf;
+}
+
+}  // namespace
+
+CLI::App* AddBoundCommand(CLI::App& app, BoundCliOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "bound",
+      "How much GPU any policy could allocate on the FGD study's protocol: for each seed and "
+      "demand point, an upper bound (a linear program over the pods that arrived, solved by "
+      "GLPK; no policy, online or offline, allocates more) and a packing of the same pods made "
+      "with hindsight (the best real packing found: policies in arrival order or largest first, "
+      "or where the LP's solution puts each pod), so the best possible lies between the two. Compare with 'gpumux simulate --seeds ...' at the same "
+      "demand (the curve's column).");
+  cmd->add_option("--seeds", o.seeds, "Seeds: 42, 42-51 or 42,45,47")->capture_default_str();
+  cmd->add_option("--demand", o.demand,
+                  "Arrived GPU demand, whole % of the cluster's GPU capacity, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--hindsight-policy", o.hindsight_policies,
+                  "Policies that place the pods for the best packing, in arrival order and largest "
+                  "first (comma-separated; the best counts)")
+      ->capture_default_str();
+  cmd->add_option("--nodes", o.nodes,
+                  "Node list CSV [default: embedded openb_node_list_gpu_node, 1213 nodes]");
+  cmd->add_option("--pods", o.pods,
+                  "Pod list CSV [default: embedded openb_pod_list_default, 8152 pods]");
+  cmd->add_option("--format", o.format, "Output on stdout")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--threads", o.threads, "Seeds run in parallel [default: all cores]")
+      ->check(IntegerIn(0, 1024));
+  cmd->add_flag("-q,--quiet", o.quiet, "No progress on stderr");
+  cmd->footer(
+      "\nExamples:\n"
+      "  gpumux bound                                   # seed 42, 100% and 130% demand\n"
+      "  gpumux bound --seeds 42-51 --demand 90,95,100,130\n"
+      "  gpumux bound --pods openb_pod_list_gpushare40.csv --format json\n");
+  return cmd;
+}
+
+int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
+  const auto fail = [&err](const std::string& message) {
+    err << "gpumux bound: " << message << "\n";
+    return 2;
+  };
+  std::string error;
+  const auto seeds = ParseSeeds(o.seeds, error);
+  if (!seeds) return fail(error);
+  const auto demands = ParseDemands(o.demand, error);
+  if (!demands) return fail(error);
+  std::vector<std::string> policies;
+  {
+    std::stringstream ss(o.hindsight_policies);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+      if (name.empty()) continue;
+      const policy::PolicyEntry* e = policy::BuiltinPolicies().Find(name);
+      if (e == nullptr || !e->For(policy::Workload::kPods)) {
+        return fail("--hindsight-policy: '" + name + "' is not a policy for pods (" +
+                    "see 'gpumux policies')");
+      }
+      policies.emplace_back(e->name);
+    }
+  }
+  if (policies.empty()) return fail("--hindsight-policy: no policy given");
+
+  auto nodes = [&] {
+    if (!o.nodes.empty()) return sim::LoadNodeList(o.nodes);
+    std::istringstream in{std::string(sim::EmbeddedNodeList())};
+    return sim::ParseNodeList(in, "<embedded " + std::string(sim::kEmbeddedNodeListName) + ">");
+  }();
+  if (!nodes) return fail(nodes.error().message);
+  auto pods = [&] {
+    if (!o.pods.empty()) return sim::LoadPodList(o.pods);
+    std::istringstream in{std::string(sim::EmbeddedPodList())};
+    return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
+  }();
+  if (!pods) return fail(pods.error().message);
+  const std::string name =
+      o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
+  auto workload = sim::MakeWorkload(name, std::move(*nodes), std::move(*pods));
+  if (!workload) return fail(workload.error().message);
+  // The plans must fit the arrival limit of `gpumux simulate` (the same protocol).
+  const double load = *std::max_element(demands->begin(), demands->end()) / 100.0;
+  for (std::uint64_t seed : *seeds) {
+    auto count = sim::CountStudyArrivals(workload->pods, workload->cluster, seed, load,
+                                         sim::ArrivalLimit{});
+    if (!count) return fail(count.error().message);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  if (!o.quiet) {
+    err << "gpumux bound: " << core::Plural(seeds->size(), "seed") << " x "
+        << core::Plural(demands->size(), "demand point") << " on " << name << "\n"
+        << std::flush;
+  }
+  auto rows = sim::ComputeBounds(*workload, *seeds, *demands, policies, o.threads,
+                                 [&](std::size_t done) {
+                                   if (o.quiet) return;
+                                   err << "gpumux bound: " << done << "/" << seeds->size()
+                                       << " seeds\n"
+                                       << std::flush;
+                                 });
+  if (!rows) {
+    err << "gpumux bound: " << rows.error().message << "\n";
+    return 1;
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // Means over seeds, per demand point.
+  struct Mean {
+    double lp = 0, hindsight = 0;
+    std::size_t n = 0;
+  };
+  std::map<double, Mean> means;
+  for (const sim::BoundRow& r : *rows) {
+    Mean& m = means[r.demand_pct];
+    m.lp += r.lp.alloc_pct;
+    m.hindsight += r.hindsight.alloc_pct;
+    ++m.n;
+  }
+
+  if (o.format == "json") {
+    nlohmann::json j;
+    j["workload"] = name;
+    j["hindsight_policies"] = policies;
+    j["rows"] = nlohmann::json::array();
+    for (const sim::BoundRow& r : *rows) {
+      j["rows"].push_back({{"seed", r.seed},
+                           {"demand_pct", r.demand_pct},
+                           {"arrivals", r.arrivals},
+                           {"lp_bound_pct", r.lp.alloc_pct},
+                           {"hindsight_pct", r.hindsight.alloc_pct},
+                           {"hindsight_policy", r.hindsight.policy},
+                           {"pod_shapes", r.lp.pod_shapes},
+                           {"node_shapes", r.lp.node_shapes},
+                           {"lp_variables", r.lp.variables}});
+    }
+    j["mean"] = nlohmann::json::array();
+    for (const auto& [demand, m] : means) {
+      j["mean"].push_back({{"demand_pct", demand},
+                           {"seeds", m.n},
+                           {"lp_bound_pct", m.lp / static_cast<double>(m.n)},
+                           {"hindsight_pct", m.hindsight / static_cast<double>(m.n)}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "GPU allocation any policy could reach on " << name << " (" << workload->cluster.size()
+      << " nodes, " << workload->cluster.total_gpus() << " GPUs), % of GPU capacity\n"
+      << "  best packing: the most any real packing found placed: " << o.hindsight_policies
+      << " in arrival order or largest first, or fgd where the LP puts each pod (hindsight)\n"
+      << "  LP bound:  no policy allocates more (pooled nodes of one shape; GLPK)\n\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-6s %7s %9s %13s %10s  %s\n", "seed", "demand", "arrivals",
+                "best packing", "LP bound", "found by");
+  out << line;
+  for (const sim::BoundRow& r : *rows) {
+    std::snprintf(line, sizeof line, "  %-6llu %6.0f%% %9zu %13s %10s  %s\n",
+                  static_cast<unsigned long long>(r.seed), r.demand_pct, r.arrivals,
+                  Pct(r.hindsight.alloc_pct).c_str(), Pct(r.lp.alloc_pct).c_str(),
+                  r.hindsight.policy.c_str());
+    out << line;
+  }
+  if (seeds->size() > 1) {
+    for (const auto& [demand, m] : means) {
+      std::snprintf(line, sizeof line, "  %-6s %6.0f%% %9s %13s %10s\n", "mean", demand, "",
+                    Pct(m.hindsight / static_cast<double>(m.n)).c_str(),
+                    Pct(m.lp / static_cast<double>(m.n)).c_str());
+      out << line;
+    }
+  }
+  if (!o.quiet) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", wall_s);
+    err << "gpumux bound: done in " << seconds << " s\n";
+  }
+  return 0;
+}
+
+}  // namespace gpumux::cli

@@ -1,0 +1,399 @@
+#include "gpumux/sim/packing_bound.h"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "gpumux/core/check.h"
+#include "gpumux/core/ledger.h"
+#include "gpumux/core/rng.h"
+#include "gpumux/policy/engine.h"
+#include "gpumux/policy/registry.h"
+#include "src/sim/parallel.h"
+
+namespace gpumux::sim {
+
+namespace {
+
+// Nodes pooled by what the LP looks at.
+struct NodeShape {
+  core::MilliCpu cpu = 0;
+  core::MiB memory = 0;
+  int gpus = 0;
+  std::string model;    // of GPU 0 (trace nodes have one model)
+  core::MiB gpu_mib = 0;  // per GPU (the smallest on the node)
+  auto Key() const { return std::tie(cpu, memory, gpus, model, gpu_mib); }
+  bool operator<(const NodeShape& o) const { return Key() < o.Key(); }
+};
+
+struct PodShape {
+  core::MilliCpu cpu = 0;
+  core::MiB memory = 0;
+  int gpus = 0;
+  core::MilliGpu milli = 0;  // per GPU
+  core::MiB gpu_mib = 0;     // per GPU
+  std::vector<std::string> models;
+  auto Key() const { return std::tie(cpu, memory, gpus, milli, gpu_mib, models); }
+  bool operator<(const PodShape& o) const { return Key() < o.Key(); }
+  core::MilliGpu total_milli() const { return milli * gpus; }
+  bool Fits(const NodeShape& n) const {
+    if (cpu > n.cpu || memory > n.memory || gpus > n.gpus) return false;
+    if (gpu_mib > n.gpu_mib) return false;
+    return models.empty() || std::find(models.begin(), models.end(), n.model) != models.end();
+  }
+  // Its weight in cut k: Fekete and Schepers' dual feasible function u_k of the share x =
+  // milli / 1000 (x when (k+1)x is whole, else floor((k+1)x) / k), per GPU. The shares on one
+  // GPU sum to at most 1, so their weights do too (a whole GPU weighs 1).
+  double CutWeight(int k) const {
+    const std::int64_t scaled = (k + 1) * milli;
+    const double u = scaled % core::kMilliPerGpu == 0
+                         ? static_cast<double>(milli) / core::kMilliPerGpu
+                         : static_cast<double>(scaled / core::kMilliPerGpu) / k;
+    return u * gpus;
+  }
+};
+
+struct GlpkDeleter {
+  void operator()(glp_prob* p) const { glp_delete_prob(p); }
+};
+
+}  // namespace
+
+namespace {
+
+// The pooled LP and its solution: how many pods of each shape it puts on each node shape.
+struct PooledLp {
+  LpBound bound;
+  std::vector<NodeShape> node_shapes;
+  std::map<PodShape, std::size_t> pod_shape_index;
+  struct Use {
+    std::size_t pod_shape = 0;
+    std::size_t node_shape = 0;
+    double pods = 0;
+  };
+  std::vector<Use> uses;  // x > 0 only
+};
+
+NodeShape ShapeOf(const core::NodeSpec& n) {
+  NodeShape s{n.cpu_milli, n.memory_mib, static_cast<int>(n.gpus.size()), n.gpus[0].model,
+              n.gpus[0].memory_mib};
+  for (const core::GpuSpec& g : n.gpus) s.gpu_mib = std::min(s.gpu_mib, g.memory_mib);
+  return s;
+}
+
+PodShape ShapeOf(const core::Request& p) {
+  std::vector<std::string> models = p.gpu_models;
+  std::sort(models.begin(), models.end());
+  return PodShape{p.cpu_milli, p.memory_mib, p.gpu_count, p.gpu_milli, p.gpu_mib,
+                  std::move(models)};
+}
+
+core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
+                                     std::span<const core::Request> pods) {
+  const auto start = std::chrono::steady_clock::now();
+  std::map<NodeShape, std::int64_t> node_count;
+  for (const core::NodeSpec& n : cluster.nodes()) {
+    if (n.gpus.empty()) continue;  // holds no GPU milli; CPU-only pods are left out too
+    ++node_count[ShapeOf(n)];
+  }
+  std::map<PodShape, std::int64_t> pod_count;
+  for (const core::Request& p : pods) {
+    if (!p.wants_gpu()) continue;
+    ++pod_count[ShapeOf(p)];
+  }
+  const std::vector<std::pair<NodeShape, std::int64_t>> nodes(node_count.begin(),
+                                                              node_count.end());
+  const std::vector<std::pair<PodShape, std::int64_t>> shapes(pod_count.begin(), pod_count.end());
+
+  PooledLp solved;
+  LpBound& out = solved.bound;
+  out.pod_shapes = shapes.size();
+  out.node_shapes = nodes.size();
+  for (const auto& [shape, count] : nodes) solved.node_shapes.push_back(shape);
+  for (std::size_t i = 0; i < shapes.size(); ++i) solved.pod_shape_index[shapes[i].first] = i;
+  std::vector<std::pair<std::size_t, std::size_t>> column_use{{0, 0}};  // column -> (p, t)
+  const double capacity = static_cast<double>(cluster.total_gpu_milli());
+
+  std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
+  glp_set_obj_dir(lp.get(), GLP_MAX);
+  // Rows: one per pod shape (at most as many as arrived), then five per node shape.
+  // CPU, memory, GPU milli, GPU memory, then cuts k = 1..kCuts: the weights of the shares on a
+  // node shape's GPUs are at most its GPUs (CutWeight).
+  constexpr int kCuts = 4;  // more (up to 10 tried) do not lower the bound on the trace
+  constexpr int kPerNode = 4 + kCuts;
+  const int pod_rows = static_cast<int>(shapes.size());
+  const int rows = pod_rows + kPerNode * static_cast<int>(nodes.size());
+  if (rows == 0) return solved;
+  glp_add_rows(lp.get(), rows);
+  for (int i = 0; i < pod_rows; ++i) {
+    glp_set_row_bnds(lp.get(), i + 1, GLP_UP, 0.0, static_cast<double>(shapes[static_cast<std::size_t>(i)].second));
+  }
+  for (std::size_t t = 0; t < nodes.size(); ++t) {
+    const NodeShape& n = nodes[t].first;
+    const auto count = static_cast<double>(nodes[t].second);
+    double caps[kPerNode] = {count * static_cast<double>(n.cpu),
+                             count * static_cast<double>(n.memory),
+                             count * n.gpus * static_cast<double>(core::kMilliPerGpu),
+                             count * n.gpus * static_cast<double>(n.gpu_mib)};
+    for (int k = 1; k <= kCuts; ++k) caps[3 + k] = count * n.gpus;
+    for (int k = 0; k < kPerNode; ++k) {
+      glp_set_row_bnds(lp.get(), pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0,
+                       caps[k]);
+    }
+  }
+  // Columns: one per (pod shape, node shape) where one such pod fits one such node.
+  std::vector<int> ia{0};
+  std::vector<int> ja{0};
+  std::vector<double> ar{0.0};
+  int col = 0;
+  for (std::size_t p = 0; p < shapes.size(); ++p) {
+    const PodShape& s = shapes[p].first;
+    for (std::size_t t = 0; t < nodes.size(); ++t) {
+      if (!s.Fits(nodes[t].first)) continue;
+      col = glp_add_cols(lp.get(), 1);
+      column_use.emplace_back(p, t);
+      glp_set_col_bnds(lp.get(), col, GLP_LO, 0.0, 0.0);
+      glp_set_obj_coef(lp.get(), col, static_cast<double>(s.total_milli()));
+      const int base = pod_rows + kPerNode * static_cast<int>(t) + 1;
+      double coef[kPerNode] = {static_cast<double>(s.cpu), static_cast<double>(s.memory),
+                               static_cast<double>(s.total_milli()),
+                               static_cast<double>(s.gpus) * static_cast<double>(s.gpu_mib)};
+      for (int k = 1; k <= kCuts; ++k) coef[3 + k] = s.CutWeight(k);
+      ia.push_back(static_cast<int>(p) + 1);
+      ja.push_back(col);
+      ar.push_back(1.0);
+      for (int k = 0; k < kPerNode; ++k) {
+        if (coef[k] == 0.0) continue;
+        ia.push_back(base + k);
+        ja.push_back(col);
+        ar.push_back(coef[k]);
+      }
+    }
+  }
+  out.variables = static_cast<std::size_t>(col);
+  if (col == 0) return solved;
+  glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_smcp params;
+  glp_init_smcp(&params);
+  params.msg_lev = GLP_MSG_OFF;
+  params.presolve = GLP_ON;
+  glp_term_out(GLP_OFF);  // GLPK's own progress lines go to stdout
+  glp_scale_prob(lp.get(), GLP_SF_AUTO);
+  const int ret = glp_simplex(lp.get(), &params);
+  const int status = glp_get_status(lp.get());
+  if (ret != 0 || status != GLP_OPT) {
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           "the LP solver (GLPK) did not find the optimum: glp_simplex returned " +
+                               std::to_string(ret) + ", status " + std::to_string(status));
+  }
+  out.alloc_pct = std::min(100.0, glp_get_obj_val(lp.get()) / capacity * 100.0);
+  for (int c = 1; c <= col; ++c) {
+    const double x = glp_get_col_prim(lp.get(), c);
+    if (x > 1e-9) {
+      const auto [p, t] = column_use[static_cast<std::size_t>(c)];
+      solved.uses.push_back({p, t, x});
+    }
+  }
+  out.solve_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return solved;
+}
+
+}  // namespace
+
+core::Result<LpBound> LpAllocationBound(const core::Cluster& cluster,
+                                        std::span<const core::Request> pods) {
+  auto solved = SolvePooledLp(cluster, pods);
+  if (!solved) return tl::unexpected(solved.error());
+  return solved->bound;
+}
+
+std::vector<Arrival> DemandPrefix(const Workload& workload, const ArrivalPlan& plan,
+                                  double demand_pct) {
+  std::vector<Arrival> out;
+  const auto total_gpus = static_cast<double>(workload.cluster.total_gpus());
+  core::MilliGpu arrived = 0;
+  for (const Arrival& a : plan.arrivals) {
+    arrived += workload.pods[a.pod].total_gpu_milli();
+    // The experiment's own rounding of arrived %, so that the prefix is the curve's column.
+    if (RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0) > demand_pct) break;
+    out.push_back(a);
+  }
+  return out;
+}
+
+core::Result<HindsightResult> HindsightPacking(const Workload& workload, const ArrivalPlan& plan,
+                                               std::span<const Arrival> prefix,
+                                               std::span<const std::string> policies,
+                                               std::uint64_t seed) {
+  ArrivalPlan in_order;
+  in_order.node_rank = plan.node_rank;
+  in_order.origin = plan.origin;
+  in_order.arrivals.assign(prefix.begin(), prefix.end());
+  ArrivalPlan sorted = in_order;
+  sorted.origin = plan.origin + ", sorted with hindsight";
+  std::stable_sort(sorted.arrivals.begin(), sorted.arrivals.end(),
+                   [&](const Arrival& a, const Arrival& b) {
+                     const core::Request& x = workload.pods[a.pod];
+                     const core::Request& y = workload.pods[b.pod];
+                     return std::make_tuple(x.total_gpu_milli(), x.gpu_milli) >
+                            std::make_tuple(y.total_gpu_milli(), y.gpu_milli);
+                   });
+  HindsightResult best;
+  for (const auto& [order, how] : {std::pair{&in_order, ", in arrival order"},
+                                   std::pair{&sorted, ", largest first"}}) {
+    for (const std::string& policy : policies) {
+      auto r = RunExperiment(workload, *order, policy, seed, 1.0);
+      if (!r) return tl::unexpected(r.error());
+      const double pct = static_cast<double>(r->used_gpu_milli) /
+                         static_cast<double>(workload.cluster.total_gpu_milli()) * 100.0;
+      if (best.policy.empty() || pct > best.alloc_pct) best = {pct, policy + how};
+    }
+  }
+  return best;
+}
+
+core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const ArrivalPlan& plan,
+                                              std::span<const Arrival> prefix,
+                                              std::uint64_t seed) {
+  std::vector<const Arrival*> gpu_pods;
+  std::vector<core::Request> requests;
+  for (const Arrival& a : prefix) {
+    if (!workload.pods[a.pod].wants_gpu()) continue;
+    gpu_pods.push_back(&a);
+    requests.push_back(workload.pods[a.pod]);
+  }
+  auto solved = SolvePooledLp(workload.cluster, requests);
+  if (!solved) return tl::unexpected(solved.error());
+  // The LP's whole pods: quota[pod shape] = (node shape, pods) pairs, most pods first.
+  std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> quota(solved->bound.pod_shapes);
+  for (const PooledLp::Use& u : solved->uses) {
+    const auto whole = static_cast<std::int64_t>(std::floor(u.pods + 1e-6));
+    if (whole > 0) quota[u.pod_shape].emplace_back(u.node_shape, whole);
+  }
+  for (auto& q : quota) {
+    std::stable_sort(q.begin(), q.end(), [](const auto& a, const auto& b) {
+      return a.second > b.second;
+    });
+  }
+  std::map<NodeShape, std::size_t> node_shape_index;
+  for (std::size_t t = 0; t < solved->node_shapes.size(); ++t) {
+    node_shape_index[solved->node_shapes[t]] = t;
+  }
+  std::vector<std::vector<core::NodeIndex>> nodes_of(solved->node_shapes.size());
+  for (core::NodeIndex n = 0; n < workload.cluster.size(); ++n) {
+    const core::NodeSpec& spec = workload.cluster.node(n);
+    if (!spec.gpus.empty()) nodes_of[node_shape_index.at(ShapeOf(spec))].push_back(n);
+  }
+
+  constexpr std::string_view kPolicy = "fgd";
+  policy::PolicyContext context;
+  context.typical_pods = workload.typical;
+  auto made = policy::BuiltinPolicies().Make(kPolicy, context);
+  if (!made) return tl::unexpected(made.error());
+  core::Ledger ledger(workload.cluster);
+  core::Rng rng(seed, "policy");
+  policy::Engine engine(ledger, **made, plan.node_rank, rng);
+
+  // Largest first (GPU milli, then CPU); each on the best node, by the policy's score, of a
+  // node shape the LP gave its shape whole pods on; what finds none there goes anywhere after.
+  std::vector<std::size_t> order(gpu_pods.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const core::Request& x = requests[a];
+    const core::Request& y = requests[b];
+    return std::make_tuple(x.total_gpu_milli(), x.gpu_milli, x.cpu_milli) >
+           std::make_tuple(y.total_gpu_milli(), y.gpu_milli, y.cpu_milli);
+  });
+  const auto assign = [&](std::size_t i, const policy::Decision& d) {
+    auto assigned = ledger.Assign(gpu_pods[i]->name, d.request, *d.placement);
+    GPUMUX_CHECK(assigned.has_value(), "the engine chose a placement the ledger refuses");
+  };
+  std::vector<std::size_t> leftovers;
+  for (std::size_t i : order) {
+    const core::Request& pod = requests[i];
+    bool placed = false;
+    for (auto& [t, left] : quota[solved->pod_shape_index.at(ShapeOf(pod))]) {
+      if (left == 0) continue;
+      const std::vector<std::int64_t> scores = engine.ScoreNodes(pod, nodes_of[t]);
+      std::size_t best = scores.size();
+      for (std::size_t k = 0; k < scores.size(); ++k) {
+        if (scores[k] == policy::Engine::kNoFit || scores[k] == policy::Policy::kDecline) continue;
+        if (best == scores.size() || scores[k] > scores[best]) best = k;
+      }
+      if (best == scores.size()) continue;
+      const policy::Decision d = engine.DecideOn(pod, nodes_of[t][best]);
+      if (!d.placement) continue;
+      assign(i, d);
+      --left;
+      placed = true;
+      break;
+    }
+    if (!placed) leftovers.push_back(i);
+  }
+  for (std::size_t i : leftovers) {
+    const policy::Decision d = engine.Decide(requests[i]);
+    if (d.placement) assign(i, d);
+  }
+  return HindsightResult{static_cast<double>(ledger.used_gpu_milli()) /
+                             static_cast<double>(workload.cluster.total_gpu_milli()) * 100.0,
+                         "LP-guided " + std::string(kPolicy)};
+}
+
+core::Result<std::vector<BoundRow>> ComputeBounds(
+    const Workload& workload, std::span<const std::uint64_t> seeds,
+    std::span<const double> demands, std::span<const std::string> hindsight_policies,
+    int threads, const std::function<void(std::size_t done)>& progress) {
+  const double load = *std::max_element(demands.begin(), demands.end()) / 100.0;
+  std::vector<std::vector<BoundRow>> per_seed(seeds.size());
+  std::vector<std::optional<core::Error>> errors(seeds.size());
+  RunParallel(
+      seeds.size(), threads,
+      [&](std::size_t i) {
+        const ArrivalPlan plan = MakeStudyArrivals(workload.pods, workload.cluster, seeds[i], load);
+        for (double demand : demands) {
+          BoundRow row{seeds[i], demand, 0, {}, {}};
+          const std::vector<Arrival> prefix = DemandPrefix(workload, plan, demand);
+          row.arrivals = prefix.size();
+          std::vector<core::Request> pods;
+          pods.reserve(prefix.size());
+          for (const Arrival& a : prefix) pods.push_back(workload.pods[a.pod]);
+          auto lp = LpAllocationBound(workload.cluster, pods);
+          if (!lp) {
+            errors[i] = lp.error();
+            return;
+          }
+          row.lp = *lp;
+          auto hindsight = HindsightPacking(workload, plan, prefix, hindsight_policies, seeds[i]);
+          if (!hindsight) {
+            errors[i] = hindsight.error();
+            return;
+          }
+          row.hindsight = *hindsight;
+          auto guided = LpGuidedPacking(workload, plan, prefix, seeds[i]);
+          if (!guided) {
+            errors[i] = guided.error();
+            return;
+          }
+          if (guided->alloc_pct > row.hindsight.alloc_pct) row.hindsight = *guided;
+          per_seed[i].push_back(std::move(row));
+        }
+      },
+      [&](std::size_t, std::size_t done) {
+        if (progress) progress(done);
+      });
+  std::vector<BoundRow> rows;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    if (errors[i]) return tl::unexpected(*errors[i]);
+    for (BoundRow& r : per_seed[i]) rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace gpumux::sim
