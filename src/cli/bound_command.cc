@@ -57,7 +57,8 @@ CLI::App* AddBoundCommand(CLI::App& app, BoundCliOptions& o) {
       "demand point, an upper bound (a linear program over the pods that arrived, solved by "
       "GLPK; no policy, online or offline, allocates more) and a packing of the same pods made "
       "with hindsight (the best real packing found: policies in arrival order or largest first, "
-      "or where the LP's solution puts each pod), so the best possible lies between the two. Compare with 'gpumux simulate --seeds ...' at the same "
+      "or where the LP's solution puts each pod), so the best possible lies between the two. "
+      "Compare with 'gpumux simulate --seeds ...' at the same "
       "demand (the curve's column).");
   cmd->add_option("--seeds", o.seeds, "Seeds: 42, 42-51 or 42,45,47")->capture_default_str();
   cmd->add_option("--demand", o.demand,
@@ -130,8 +131,8 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
   // The plans must fit the arrival limit of `gpumux simulate` (the same protocol).
   const double load = *std::max_element(demands->begin(), demands->end()) / 100.0;
   for (std::uint64_t seed : *seeds) {
-    auto count = sim::CountStudyArrivals(workload->pods, workload->cluster, seed, load,
-                                         sim::ArrivalLimit{});
+    auto count =
+        sim::CountStudyArrivals(workload->pods, workload->cluster, seed, load, sim::ArrivalLimit{});
     if (!count) return fail(count.error().message);
   }
 
@@ -141,13 +142,11 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
         << core::Plural(demands->size(), "demand point") << " on " << name << "\n"
         << std::flush;
   }
-  auto rows = sim::ComputeBounds(*workload, *seeds, *demands, policies, o.threads,
-                                 [&](std::size_t done) {
-                                   if (o.quiet) return;
-                                   err << "gpumux bound: " << done << "/" << seeds->size()
-                                       << " seeds\n"
-                                       << std::flush;
-                                 });
+  auto rows =
+      sim::ComputeBounds(*workload, *seeds, *demands, policies, o.threads, [&](std::size_t done) {
+        if (o.quiet) return;
+        err << "gpumux bound: " << done << "/" << seeds->size() << " seeds\n" << std::flush;
+      });
   if (!rows) {
     err << "gpumux bound: " << rows.error().message << "\n";
     return 1;

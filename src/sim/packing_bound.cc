@@ -26,7 +26,7 @@ struct NodeShape {
   core::MilliCpu cpu = 0;
   core::MiB memory = 0;
   int gpus = 0;
-  std::string model;    // of GPU 0 (trace nodes have one model)
+  std::string model;      // of GPU 0 (trace nodes have one model)
   core::MiB gpu_mib = 0;  // per GPU (the smallest on the node)
   auto Key() const { return std::tie(cpu, memory, gpus, model, gpu_mib); }
   bool operator<(const NodeShape& o) const { return Key() < o.Key(); }
@@ -90,8 +90,77 @@ NodeShape ShapeOf(const core::NodeSpec& n) {
 PodShape ShapeOf(const core::Request& p) {
   std::vector<std::string> models = p.gpu_models;
   std::sort(models.begin(), models.end());
-  return PodShape{p.cpu_milli, p.memory_mib, p.gpu_count, p.gpu_milli, p.gpu_mib,
-                  std::move(models)};
+  return PodShape{p.cpu_milli, p.memory_mib, p.gpu_count,
+                  p.gpu_milli, p.gpu_mib,    std::move(models)};
+}
+
+using NodeShapes = std::vector<std::pair<NodeShape, std::int64_t>>;  // shape, nodes
+using PodShapes = std::vector<std::pair<PodShape, std::int64_t>>;    // shape, pods arrived
+
+// Rows: one per pod shape (at most as many as arrived), then per node shape CPU, memory, GPU
+// milli, GPU memory and cuts k = 1..kCuts (the weights of the shares on a node shape's GPUs are
+// at most its GPUs: PodShape::CutWeight).
+constexpr int kCuts = 4;  // more (up to 10 tried) do not lower the bound on the trace
+constexpr int kPerNode = 4 + kCuts;
+
+void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes) {
+  const int pod_rows = static_cast<int>(shapes.size());
+  glp_add_rows(lp, pod_rows + kPerNode * static_cast<int>(nodes.size()));
+  for (int i = 0; i < pod_rows; ++i) {
+    glp_set_row_bnds(lp, i + 1, GLP_UP, 0.0,
+                     static_cast<double>(shapes[static_cast<std::size_t>(i)].second));
+  }
+  for (std::size_t t = 0; t < nodes.size(); ++t) {
+    const NodeShape& n = nodes[t].first;
+    const auto count = static_cast<double>(nodes[t].second);
+    double caps[kPerNode] = {count * static_cast<double>(n.cpu),
+                             count * static_cast<double>(n.memory),
+                             count * n.gpus * static_cast<double>(core::kMilliPerGpu),
+                             count * n.gpus * static_cast<double>(n.gpu_mib)};
+    for (int k = 1; k <= kCuts; ++k) caps[3 + k] = count * n.gpus;
+    for (int k = 0; k < kPerNode; ++k) {
+      glp_set_row_bnds(lp, pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0, caps[k]);
+    }
+  }
+}
+
+// Columns: one per (pod shape, node shape) where one such pod fits one such node, maximising
+// the GPU milli placed. Returns what each column is: column c -> (pod shape, node shape) at c.
+std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const PodShapes& shapes,
+                                                            const NodeShapes& nodes) {
+  std::vector<std::pair<std::size_t, std::size_t>> column_use{{0, 0}};
+  std::vector<int> ia{0};
+  std::vector<int> ja{0};
+  std::vector<double> ar{0.0};
+  const auto put = [&](int row, int col, double v) {
+    ia.push_back(row);
+    ja.push_back(col);
+    ar.push_back(v);
+  };
+  const int pod_rows = static_cast<int>(shapes.size());
+  for (std::size_t p = 0; p < shapes.size(); ++p) {
+    const PodShape& s = shapes[p].first;
+    for (std::size_t t = 0; t < nodes.size(); ++t) {
+      if (!s.Fits(nodes[t].first)) continue;
+      const int col = glp_add_cols(lp, 1);
+      column_use.emplace_back(p, t);
+      glp_set_col_bnds(lp, col, GLP_LO, 0.0, 0.0);
+      glp_set_obj_coef(lp, col, static_cast<double>(s.total_milli()));
+      double coef[kPerNode] = {static_cast<double>(s.cpu), static_cast<double>(s.memory),
+                               static_cast<double>(s.total_milli()),
+                               static_cast<double>(s.gpus) * static_cast<double>(s.gpu_mib)};
+      for (int k = 1; k <= kCuts; ++k) coef[3 + k] = s.CutWeight(k);
+      put(static_cast<int>(p) + 1, col, 1.0);
+      const int base = pod_rows + kPerNode * static_cast<int>(t) + 1;
+      for (int k = 0; k < kPerNode; ++k) {
+        if (coef[k] != 0.0) put(base + k, col, coef[k]);
+      }
+    }
+  }
+  if (column_use.size() > 1) {
+    glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  }
+  return column_use;
 }
 
 core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
@@ -104,12 +173,10 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   }
   std::map<PodShape, std::int64_t> pod_count;
   for (const core::Request& p : pods) {
-    if (!p.wants_gpu()) continue;
-    ++pod_count[ShapeOf(p)];
+    if (p.wants_gpu()) ++pod_count[ShapeOf(p)];
   }
-  const std::vector<std::pair<NodeShape, std::int64_t>> nodes(node_count.begin(),
-                                                              node_count.end());
-  const std::vector<std::pair<PodShape, std::int64_t>> shapes(pod_count.begin(), pod_count.end());
+  const NodeShapes nodes(node_count.begin(), node_count.end());
+  const PodShapes shapes(pod_count.begin(), pod_count.end());
 
   PooledLp solved;
   LpBound& out = solved.bound;
@@ -117,68 +184,14 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   out.node_shapes = nodes.size();
   for (const auto& [shape, count] : nodes) solved.node_shapes.push_back(shape);
   for (std::size_t i = 0; i < shapes.size(); ++i) solved.pod_shape_index[shapes[i].first] = i;
-  std::vector<std::pair<std::size_t, std::size_t>> column_use{{0, 0}};  // column -> (p, t)
-  const double capacity = static_cast<double>(cluster.total_gpu_milli());
+  if (shapes.empty() || nodes.empty()) return solved;
 
   std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
-  // Rows: one per pod shape (at most as many as arrived), then five per node shape.
-  // CPU, memory, GPU milli, GPU memory, then cuts k = 1..kCuts: the weights of the shares on a
-  // node shape's GPUs are at most its GPUs (CutWeight).
-  constexpr int kCuts = 4;  // more (up to 10 tried) do not lower the bound on the trace
-  constexpr int kPerNode = 4 + kCuts;
-  const int pod_rows = static_cast<int>(shapes.size());
-  const int rows = pod_rows + kPerNode * static_cast<int>(nodes.size());
-  if (rows == 0) return solved;
-  glp_add_rows(lp.get(), rows);
-  for (int i = 0; i < pod_rows; ++i) {
-    glp_set_row_bnds(lp.get(), i + 1, GLP_UP, 0.0, static_cast<double>(shapes[static_cast<std::size_t>(i)].second));
-  }
-  for (std::size_t t = 0; t < nodes.size(); ++t) {
-    const NodeShape& n = nodes[t].first;
-    const auto count = static_cast<double>(nodes[t].second);
-    double caps[kPerNode] = {count * static_cast<double>(n.cpu),
-                             count * static_cast<double>(n.memory),
-                             count * n.gpus * static_cast<double>(core::kMilliPerGpu),
-                             count * n.gpus * static_cast<double>(n.gpu_mib)};
-    for (int k = 1; k <= kCuts; ++k) caps[3 + k] = count * n.gpus;
-    for (int k = 0; k < kPerNode; ++k) {
-      glp_set_row_bnds(lp.get(), pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0,
-                       caps[k]);
-    }
-  }
-  // Columns: one per (pod shape, node shape) where one such pod fits one such node.
-  std::vector<int> ia{0};
-  std::vector<int> ja{0};
-  std::vector<double> ar{0.0};
-  int col = 0;
-  for (std::size_t p = 0; p < shapes.size(); ++p) {
-    const PodShape& s = shapes[p].first;
-    for (std::size_t t = 0; t < nodes.size(); ++t) {
-      if (!s.Fits(nodes[t].first)) continue;
-      col = glp_add_cols(lp.get(), 1);
-      column_use.emplace_back(p, t);
-      glp_set_col_bnds(lp.get(), col, GLP_LO, 0.0, 0.0);
-      glp_set_obj_coef(lp.get(), col, static_cast<double>(s.total_milli()));
-      const int base = pod_rows + kPerNode * static_cast<int>(t) + 1;
-      double coef[kPerNode] = {static_cast<double>(s.cpu), static_cast<double>(s.memory),
-                               static_cast<double>(s.total_milli()),
-                               static_cast<double>(s.gpus) * static_cast<double>(s.gpu_mib)};
-      for (int k = 1; k <= kCuts; ++k) coef[3 + k] = s.CutWeight(k);
-      ia.push_back(static_cast<int>(p) + 1);
-      ja.push_back(col);
-      ar.push_back(1.0);
-      for (int k = 0; k < kPerNode; ++k) {
-        if (coef[k] == 0.0) continue;
-        ia.push_back(base + k);
-        ja.push_back(col);
-        ar.push_back(coef[k]);
-      }
-    }
-  }
-  out.variables = static_cast<std::size_t>(col);
-  if (col == 0) return solved;
-  glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  AddRows(lp.get(), shapes, nodes);
+  const auto column_use = AddColumns(lp.get(), shapes, nodes);
+  out.variables = column_use.size() - 1;
+  if (out.variables == 0) return solved;
   glp_smcp params;
   glp_init_smcp(&params);
   params.msg_lev = GLP_MSG_OFF;
@@ -192,13 +205,11 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
                            "the LP solver (GLPK) did not find the optimum: glp_simplex returned " +
                                std::to_string(ret) + ", status " + std::to_string(status));
   }
+  const double capacity = static_cast<double>(cluster.total_gpu_milli());
   out.alloc_pct = std::min(100.0, glp_get_obj_val(lp.get()) / capacity * 100.0);
-  for (int c = 1; c <= col; ++c) {
-    const double x = glp_get_col_prim(lp.get(), c);
-    if (x > 1e-9) {
-      const auto [p, t] = column_use[static_cast<std::size_t>(c)];
-      solved.uses.push_back({p, t, x});
-    }
+  for (std::size_t c = 1; c < column_use.size(); ++c) {
+    const double x = glp_get_col_prim(lp.get(), static_cast<int>(c));
+    if (x > 1e-9) solved.uses.push_back({column_use[c].first, column_use[c].second, x});
   }
   out.solve_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -246,8 +257,8 @@ core::Result<HindsightResult> HindsightPacking(const Workload& workload, const A
                             std::make_tuple(y.total_gpu_milli(), y.gpu_milli);
                    });
   HindsightResult best;
-  for (const auto& [order, how] : {std::pair{&in_order, ", in arrival order"},
-                                   std::pair{&sorted, ", largest first"}}) {
+  for (const auto& [order, how] :
+       {std::pair{&in_order, ", in arrival order"}, std::pair{&sorted, ", largest first"}}) {
     for (const std::string& policy : policies) {
       auto r = RunExperiment(workload, *order, policy, seed, 1.0);
       if (!r) return tl::unexpected(r.error());
@@ -259,9 +270,42 @@ core::Result<HindsightResult> HindsightPacking(const Workload& workload, const A
   return best;
 }
 
+namespace {
+
+// The LP's whole pods per pod shape, as (node shape, pods) pairs, most pods first; and the nodes
+// of each node shape.
+struct Quotas {
+  std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> quota;
+  std::vector<std::vector<core::NodeIndex>> nodes_of;
+};
+
+Quotas QuotasOf(const PooledLp& solved, const core::Cluster& cluster) {
+  Quotas q;
+  q.quota.resize(solved.bound.pod_shapes);
+  for (const PooledLp::Use& u : solved.uses) {
+    const auto whole = static_cast<std::int64_t>(std::floor(u.pods + 1e-6));
+    if (whole > 0) q.quota[u.pod_shape].emplace_back(u.node_shape, whole);
+  }
+  for (auto& pairs : q.quota) {
+    std::stable_sort(pairs.begin(), pairs.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
+  std::map<NodeShape, std::size_t> node_shape_index;
+  for (std::size_t t = 0; t < solved.node_shapes.size(); ++t) {
+    node_shape_index[solved.node_shapes[t]] = t;
+  }
+  q.nodes_of.resize(solved.node_shapes.size());
+  for (core::NodeIndex n = 0; n < cluster.size(); ++n) {
+    const core::NodeSpec& spec = cluster.node(n);
+    if (!spec.gpus.empty()) q.nodes_of[node_shape_index.at(ShapeOf(spec))].push_back(n);
+  }
+  return q;
+}
+
+}  // namespace
+
 core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const ArrivalPlan& plan,
-                                              std::span<const Arrival> prefix,
-                                              std::uint64_t seed) {
+                                              std::span<const Arrival> prefix, std::uint64_t seed) {
   std::vector<const Arrival*> gpu_pods;
   std::vector<core::Request> requests;
   for (const Arrival& a : prefix) {
@@ -271,26 +315,9 @@ core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const Ar
   }
   auto solved = SolvePooledLp(workload.cluster, requests);
   if (!solved) return tl::unexpected(solved.error());
-  // The LP's whole pods: quota[pod shape] = (node shape, pods) pairs, most pods first.
-  std::vector<std::vector<std::pair<std::size_t, std::int64_t>>> quota(solved->bound.pod_shapes);
-  for (const PooledLp::Use& u : solved->uses) {
-    const auto whole = static_cast<std::int64_t>(std::floor(u.pods + 1e-6));
-    if (whole > 0) quota[u.pod_shape].emplace_back(u.node_shape, whole);
-  }
-  for (auto& q : quota) {
-    std::stable_sort(q.begin(), q.end(), [](const auto& a, const auto& b) {
-      return a.second > b.second;
-    });
-  }
-  std::map<NodeShape, std::size_t> node_shape_index;
-  for (std::size_t t = 0; t < solved->node_shapes.size(); ++t) {
-    node_shape_index[solved->node_shapes[t]] = t;
-  }
-  std::vector<std::vector<core::NodeIndex>> nodes_of(solved->node_shapes.size());
-  for (core::NodeIndex n = 0; n < workload.cluster.size(); ++n) {
-    const core::NodeSpec& spec = workload.cluster.node(n);
-    if (!spec.gpus.empty()) nodes_of[node_shape_index.at(ShapeOf(spec))].push_back(n);
-  }
+  const Quotas quotas = QuotasOf(*solved, workload.cluster);
+  const auto& [quota_of, nodes_of] = quotas;
+  auto quota = quota_of;
 
   constexpr std::string_view kPolicy = "fgd";
   policy::PolicyContext context;
@@ -347,9 +374,9 @@ core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const Ar
 }
 
 core::Result<std::vector<BoundRow>> ComputeBounds(
-    const Workload& workload, std::span<const std::uint64_t> seeds,
-    std::span<const double> demands, std::span<const std::string> hindsight_policies,
-    int threads, const std::function<void(std::size_t done)>& progress) {
+    const Workload& workload, std::span<const std::uint64_t> seeds, std::span<const double> demands,
+    std::span<const std::string> hindsight_policies, int threads,
+    const std::function<void(std::size_t done)>& progress) {
   const double load = *std::max_element(demands.begin(), demands.end()) / 100.0;
   std::vector<std::vector<BoundRow>> per_seed(seeds.size());
   std::vector<std::optional<core::Error>> errors(seeds.size());

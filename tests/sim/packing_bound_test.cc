@@ -44,8 +44,8 @@ TEST(LpAllocationBound, CpuModelsAndSizesLimitWhatCounts) {
   EXPECT_NEAR(Bound(cpu_bound, heavy), 100.0 * (4.0 / 3.0) / 2.0, 1e-6);
   // A pod for a model no node has, a pod larger than any node, and a CPU-only pod count nothing.
   const core::Cluster t4 = ClusterBuilder().Node("n", 8000, 32768).Gpus(2, "T4").Build();
-  EXPECT_NEAR(Bound(t4, {RequestBuilder("a").Gpus(1).Models({"A100"}),
-                         RequestBuilder("b").Gpus(4), RequestBuilder("c").Cpu(1000)}),
+  EXPECT_NEAR(Bound(t4, {RequestBuilder("a").Gpus(1).Models({"A100"}), RequestBuilder("b").Gpus(4),
+                         RequestBuilder("c").Cpu(1000)}),
               0.0, 1e-6);
   // Nothing arrived: 0.
   EXPECT_NEAR(Bound(t4, {}), 0.0, 1e-6);
@@ -117,9 +117,8 @@ TEST(DemandPrefix, EndsWhereTheCurvesColumnEnds) {
   const auto arrived_pct = [&](std::size_t n) {
     core::MilliGpu milli = 0;
     for (std::size_t i = 0; i < n; ++i) milli += w.pods[plan.arrivals[i].pod].total_gpu_milli();
-    return RoundHalfEven(static_cast<double>(milli) / static_cast<double>(w.cluster.total_gpus()) /
-                             10.0,
-                         0);
+    return RoundHalfEven(
+        static_cast<double>(milli) / static_cast<double>(w.cluster.total_gpus()) / 10.0, 0);
   };
   const std::vector<Arrival> prefix = DemandPrefix(w, plan, 100);
   ASSERT_GT(prefix.size(), 0u);

@@ -39,10 +39,10 @@
 namespace gpumux::sim {
 
 struct LpBound {
-  double alloc_pct = 0;          // the LP optimum: GPU milli placed, % of the cluster's
-  std::size_t pod_shapes = 0;    // distinct GPU pod shapes in the prefix (the LP's rows)
-  std::size_t node_shapes = 0;   // distinct node shapes
-  std::size_t variables = 0;     // (pod shape, node shape) pairs that fit
+  double alloc_pct = 0;         // the LP optimum: GPU milli placed, % of the cluster's
+  std::size_t pod_shapes = 0;   // distinct GPU pod shapes in the prefix (the LP's rows)
+  std::size_t node_shapes = 0;  // distinct node shapes
+  std::size_t variables = 0;    // (pod shape, node shape) pairs that fit
   double solve_ms = 0;
 };
 
@@ -73,14 +73,13 @@ core::Result<HindsightResult> HindsightPacking(const Workload& workload, const A
 // down) are placed on the node shapes the LP chose, largest pods first, each on the node of that
 // shape that fgd scores best; pods that find no room there go anywhere fgd finds. <= OPT.
 core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const ArrivalPlan& plan,
-                                              std::span<const Arrival> prefix,
-                                              std::uint64_t seed);
+                                              std::span<const Arrival> prefix, std::uint64_t seed);
 
 // One seed at one demand point.
 struct BoundRow {
   std::uint64_t seed = 0;
-  double demand_pct = 0;       // the curve column: arrived GPU demand, % of the cluster's
-  std::size_t arrivals = 0;    // in the prefix
+  double demand_pct = 0;     // the curve column: arrived GPU demand, % of the cluster's
+  std::size_t arrivals = 0;  // in the prefix
   LpBound lp;
   HindsightResult hindsight;
 };
@@ -89,8 +88,8 @@ struct BoundRow {
 // `threads` threads (0 = all cores); rows in seed order, then demand order. `progress`, when
 // set, is called after each seed (under a lock) with the seeds done.
 core::Result<std::vector<BoundRow>> ComputeBounds(
-    const Workload& workload, std::span<const std::uint64_t> seeds,
-    std::span<const double> demands, std::span<const std::string> hindsight_policies,
-    int threads, const std::function<void(std::size_t done)>& progress = {});
+    const Workload& workload, std::span<const std::uint64_t> seeds, std::span<const double> demands,
+    std::span<const std::string> hindsight_policies, int threads,
+    const std::function<void(std::size_t done)>& progress = {});
 
 }  // namespace gpumux::sim
