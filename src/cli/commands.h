@@ -88,7 +88,7 @@ int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostrea
 struct BoundCliOptions {
   std::string seeds = "42";
   std::string demand = "100,130";
-  std::string hindsight_policies = "fgd,best-fit";
+  std::string hindsight_policies = "fgd,fgd-sat-reserve,best-fit";
   std::string nodes;  // "" = embedded
   std::string pods;   // "" = embedded
   std::string format = "table";

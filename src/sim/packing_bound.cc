@@ -315,9 +315,9 @@ core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const Ar
   }
   auto solved = SolvePooledLp(workload.cluster, requests);
   if (!solved) return tl::unexpected(solved.error());
-  const Quotas quotas = QuotasOf(*solved, workload.cluster);
-  const auto& [quota_of, nodes_of] = quotas;
-  auto quota = quota_of;
+  Quotas quotas = QuotasOf(*solved, workload.cluster);
+  auto& quota = quotas.quota;  // used up as pods are placed
+  const auto& nodes_of = quotas.nodes_of;
 
   constexpr std::string_view kPolicy = "fgd";
   policy::PolicyContext context;
