@@ -201,8 +201,12 @@ void ClusterState::Forget(const std::string& uid, const kube::Grant& grant) {
   s.bookings.Apply(uid, {BookingEvent::Kind::kForgotten, nullptr, &grant});
 }
 
-bool ClusterState::FitsWithout(const kube::PodInfo& pod, const std::string& node,
+bool ClusterState::FitsWithout(const kube::PodInfo& given, const std::string& node,
                                std::span<const std::string> victims) {
+  // The filter's rule for a pod held past its limit (fgd-sat-reserve places it wherever it
+  // fits): preempt must not find room the filter would refuse, nor refuse room it would take.
+  kube::PodInfo overdue;
+  const kube::PodInfo& pod = MarkedOverdue(given, overdue);
   if (!pod.request_error.empty()) return false;
   if (pod.containers.empty()) return true;
   Impl& s = *impl_;

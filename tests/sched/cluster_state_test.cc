@@ -120,6 +120,16 @@ TEST_F(ClusterStateTest, FgdSatReserveKeepsTheLastIdleGpusForWholeGpuPods) {
   state.SetNodes(more_nodes);  // n3: an idle GPU again (1 of 14 idle: still scarce)
   const std::vector<std::string> only_n3 = {"n3"};
   EXPECT_EQ(state.Evaluate(Pod(old), only_n3)[0].kind, Kind::kDeclined);
+  // Preempt (FitsWithout) says what the filter says: no room while the pod is held, room once it
+  // is overdue (before, preempt never applied the overdue rule and refused the room).
+  const std::vector<std::string> no_victims;
+  EXPECT_FALSE(state.FitsWithout(Pod(old), "n3", no_victims));
+  json late = old;
+  late["metadata"]["creationTimestamp"] = core::FormatRfc3339(now_ - 600);
+  late["metadata"]["name"] = "late810";
+  late["metadata"]["uid"] = "uid-late810";
+  EXPECT_EQ(state.Evaluate(Pod(late), only_n3)[0].kind, Kind::kFits);
+  EXPECT_TRUE(state.FitsWithout(Pod(late), "n3", no_victims));
   // The extender asks its requeuer to retry the held pod then.
   EXPECT_EQ(state.OverdueInSeconds(Pod(old)), 1);
   EXPECT_EQ(state.OverdueInSeconds(Pod(PodWithOne("no-creation-time", 0, 0, 810))), std::nullopt);
