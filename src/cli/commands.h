@@ -72,6 +72,9 @@ struct SimulateOptions {
   bool no_timing = false;
   bool check_invariants = false;
   bool quiet = false;
+  bool departures = false;             // pods leave after their trace durations (sim/departures.h)
+  double departure_rounds = 30;        // = sim::DepartureOptions
+  double max_duration_s = 6 * 3600.0;  // = sim::DepartureOptions
   std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
   std::map<std::string, double, std::less<>> knobs;  // the policies' knobs given (--<knob>)
   std::set<std::string> given;  // long names of the options given on the command line
@@ -84,6 +87,9 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out, std::ostream&
 std::optional<std::string> CheckSimulateCombination(const SimulateOptions& options);
 int RunPolicies(std::ostream& out);
 int RunSimulateDl(const SimulateOptions& options, std::ostream& out, std::ostream& err);
+int RunSimulateDepartures(const SimulateOptions& options, const std::vector<std::uint64_t>& seeds,
+                          const std::vector<std::string>& policies, std::ostream& out,
+                          std::ostream& err);
 
 struct BoundCliOptions {
   std::string seeds = "42";

@@ -179,6 +179,23 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->group(fgd);
   cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)")
       ->group(fgd);
+  cmd->add_flag("--departures", o.departures,
+                "Pods leave after their durations in the trace, arrive as a Poisson process at "
+                "the offered GPU load --load (default 1.0 here) and wait, retried, when they do "
+                "not fit: allocation over time and waits by kind (no report folder)")
+      ->group(fgd);
+  cmd->add_option("--departure-rounds", o.departure_rounds,
+                  "--departures: arrivals resampled to this many times the cluster's GPU "
+                  "capacity")
+      ->capture_default_str()
+      ->check(NumberIn(0.01, sim::kMaxLoad))
+      ->group(fgd);
+  cmd->add_option("--max-duration", o.max_duration_s,
+                  "--departures: durations capped at this many seconds (also the warm-up left "
+                  "out of the mean allocation)")
+      ->capture_default_str()
+      ->check(NumberIn(1, 1e9))
+      ->group(fgd);
   AddPolicyKnobs(*cmd, o.knobs, fgd);
   AddDlOptions(*cmd, o.dl);
   RecordGivenOptions(*cmd, o.given);
@@ -195,6 +212,8 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "  gpumux simulate --pods openb_pod_list_gpushare40.csv --expect analysis_allo_discrete.csv\n"
       "      another trace of the study, beside the study's own numbers\n"
       "  gpumux simulate --policy fgd --format json --no-report\n"
+      "  gpumux simulate --policy fgd,fgd-sat-reserve --departures --load 0.9\n"
+      "      pods leave after their trace durations; allocation over time and waits\n"
       "  gpumux simulate --workload dl\n"
       "      JCT of 300 training jobs on 20 GPUs at loads 1, 2 and 4 (the GPUs behave as\n"
       "      IADeep measured them); report in ./gpumux-report-dl/\n"
@@ -228,6 +247,9 @@ constexpr WorkloadOption kFgdOnly[] = {{"nodes", ""},
                                        {"placements", ""},
                                        {"max-arrivals", ""},
                                        {"no-timing", "; the DL output has no wall times"},
+                                       {"departures", ""},
+                                       {"departure-rounds", ""},
+                                       {"max-duration", ""},
                                        {"reserve-idle-fraction", ""}};
 constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
                                       {"profile", ""},
@@ -305,6 +327,12 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
     return fail("--placements needs exactly one policy and one seed (or --replay)");
   }
   if (auto bad = CheckPolicyKnobs(o.knobs, policies)) return fail(*bad);
+  if (o.departures) return RunSimulateDepartures(o, *seeds, policies, out, err);
+  for (const char* departures_only : {"departure-rounds", "max-duration"}) {
+    if (Given(o.given, departures_only)) {
+      return fail("--" + std::string(departures_only) + " applies only with --departures");
+    }
+  }
 
   // Inputs.
   core::Result<std::vector<core::NodeSpec>> nodes = [&] {
