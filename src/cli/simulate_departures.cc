@@ -17,8 +17,8 @@ namespace gpumux::cli {
 namespace {
 
 nlohmann::json WaitsJson(const sim::KindWaits& k) {
-  return {{"arrived", k.arrived},        {"placed", k.placed},
-          {"waited", k.waited},          {"never_placed", k.never_placed},
+  return {{"arrived", k.arrived},         {"placed", k.placed},
+          {"waited", k.waited},           {"never_placed", k.never_placed},
           {"mean_wait_s", k.mean_wait_s}, {"p95_wait_s", k.p95_wait_s}};
 }
 
@@ -77,8 +77,8 @@ void WriteTable(std::ostream& out, const std::vector<sim::DepartureResult>& runs
                     static_cast<double>(w.never_placed) / n, w.mean_wait_s / n, w.p95_wait_s / n);
       cells[k] = cell;
     }
-    std::snprintf(line, sizeof line, "  %-16s %6.2f%%  %-34s %-34s %-34s\n", p.c_str(),
-                  m.alloc / n, cells[0].c_str(), cells[1].c_str(), cells[2].c_str());
+    std::snprintf(line, sizeof line, "  %-16s %6.2f%%  %-34s %-34s %-34s\n", p.c_str(), m.alloc / n,
+                  cells[0].c_str(), cells[1].c_str(), cells[2].c_str());
     out << line;
   }
 }
@@ -115,8 +115,7 @@ int RunSimulateDepartures(const SimulateOptions& o, const std::vector<std::uint6
   auto timed = [&] {
     if (!o.pods.empty()) return sim::LoadTimedPodList(o.pods);
     std::istringstream in{std::string(sim::EmbeddedPodList())};
-    return sim::ParseTimedPodList(in,
-                                  "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
+    return sim::ParseTimedPodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
   }();
   if (!timed) return fail(timed.error().message);
   std::vector<core::Request> pods;
@@ -139,8 +138,7 @@ int RunSimulateDepartures(const SimulateOptions& o, const std::vector<std::uint6
       if (!o.quiet) {
         char ms[32];
         std::snprintf(ms, sizeof ms, "%.0f", r->wall_ms);
-        err << "gpumux simulate: " << p << " seed " << seed << " with departures: " << ms
-            << " ms\n"
+        err << "gpumux simulate: " << p << " seed " << seed << " with departures: " << ms << " ms\n"
             << std::flush;
       }
       runs.push_back(std::move(*r));

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
@@ -36,8 +36,8 @@ PodKind KindOf(const core::Request& r) {
   return r.gpu_milli < core::kMilliPerGpu ? PodKind::kShare : PodKind::kWhole;
 }
 
-core::Result<std::vector<double>> PodDurations(std::span<const TracePod> timed,
-                                               std::uint64_t seed, double max_duration_s) {
+core::Result<std::vector<double>> PodDurations(std::span<const TracePod> timed, std::uint64_t seed,
+                                               double max_duration_s) {
   std::vector<double> known;
   for (const TracePod& p : timed) {
     if (p.RunSeconds() > 0) known.push_back(static_cast<double>(p.RunSeconds()));
@@ -51,9 +51,8 @@ core::Result<std::vector<double>> PodDurations(std::span<const TracePod> timed,
   std::vector<double> out;
   out.reserve(timed.size());
   for (const TracePod& p : timed) {
-    const double d = p.RunSeconds() > 0
-                         ? static_cast<double>(p.RunSeconds())
-                         : known[static_cast<std::size_t>(rng.Below(known.size()))];
+    const double d = p.RunSeconds() > 0 ? static_cast<double>(p.RunSeconds())
+                                        : known[static_cast<std::size_t>(rng.Below(known.size()))];
     out.push_back(std::min(d, max_duration_s));
   }
   return out;
@@ -130,7 +129,8 @@ class DepartureRun {
       for (double x : v) sum += x;
       res.waits[k].mean_wait_s = sum / static_cast<double>(v.size());
       std::sort(v.begin(), v.end());
-      res.waits[k].p95_wait_s = v[static_cast<std::size_t>(0.95 * static_cast<double>(v.size() - 1))];
+      res.waits[k].p95_wait_s =
+          v[static_cast<std::size_t>(0.95 * static_cast<double>(v.size() - 1))];
     }
   }
 
@@ -195,8 +195,8 @@ class DepartureRun {
     std::vector<std::size_t> out;
     out.reserve(w.pods.size());
     for (const core::Request& r : w.pods) {
-      const Key key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli, r.gpu_mib, r.sharing,
-                    r.gpu_models};
+      const Key key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli,
+                    r.gpu_mib,   r.sharing,    r.gpu_models};
       out.push_back(ids.try_emplace(key, ids.size()).first->second);
     }
     count = ids.size();
@@ -250,8 +250,8 @@ class DepartureRun {
   double hold_s_;
   std::vector<double> placed_at_;
   std::vector<core::NodeIndex> node_of_;
-  std::vector<std::size_t> shape_of_pod_;          // per workload pod
-  std::vector<std::deque<std::size_t>> queues_;    // per shape, arrival order
+  std::vector<std::size_t> shape_of_pod_;        // per workload pod
+  std::vector<std::deque<std::size_t>> queues_;  // per shape, arrival order
   MinHeap departures_;
   MinHeap overdue_;
   std::uint64_t epoch_ = 0;
@@ -267,8 +267,7 @@ class DepartureRun {
 
 core::Result<DepartureResult> RunWithDepartures(const Workload& workload,
                                                 std::span<const double> durations,
-                                                const std::string& policy_name,
-                                                std::uint64_t seed,
+                                                const std::string& policy_name, std::uint64_t seed,
                                                 const DepartureOptions& departure,
                                                 const ExperimentOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -292,8 +291,8 @@ core::Result<DepartureResult> RunWithDepartures(const Workload& workload,
   if (!made) return tl::unexpected(made.error());
 
   // The study's pods in the study's order; Poisson arrival times at the rate that offers `load`.
-  auto made_plan = MakeStudyArrivals(workload.pods, workload.cluster, seed, departure.rounds,
-                                     ArrivalLimit{});
+  auto made_plan =
+      MakeStudyArrivals(workload.pods, workload.cluster, seed, departure.rounds, ArrivalLimit{});
   if (!made_plan) return tl::unexpected(made_plan.error());
   const ArrivalPlan& plan = *made_plan;
   double work = 0;  // GPU milli x seconds the arrivals ask for

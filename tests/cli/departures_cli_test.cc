@@ -15,17 +15,16 @@ TEST(DeparturesCli, PrintsAllocationAndWaitsPerPolicy) {
                            "--departure-rounds", "3", "--load", "0.9", "-q"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_NE(r.out.find("offered GPU load 0.9, 3 cluster capacities of arrivals"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("offered GPU load 0.9, 3 cluster capacities of arrivals"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\n  fgd "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n  fgd-sat-reserve "), std::string::npos) << r.out;
 }
 
 TEST(DeparturesCli, JsonHasEachRunsCurveAndWaitsByKind) {
-  const CliRun r = Gpumux({"simulate", "--departures", "--policy", "fgd", "--seeds", "1-2",
-                           "--departure-rounds", "2", "--max-duration", "3600", "--format",
-                           "json", "--no-timing", "-q"});
+  const CliRun r =
+      Gpumux({"simulate", "--departures", "--policy", "fgd", "--seeds", "1-2", "--departure-rounds",
+              "2", "--max-duration", "3600", "--format", "json", "--no-timing", "-q"});
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["protocol"], "departures");
@@ -42,9 +41,9 @@ TEST(DeparturesCli, JsonHasEachRunsCurveAndWaitsByKind) {
     EXPECT_EQ(run["wall_ms"], 0.0);
   }
   // Byte-identical when run again.
-  const CliRun again = Gpumux({"simulate", "--departures", "--policy", "fgd", "--seeds", "1-2",
-                               "--departure-rounds", "2", "--max-duration", "3600", "--format",
-                               "json", "--no-timing", "-q"});
+  const CliRun again =
+      Gpumux({"simulate", "--departures", "--policy", "fgd", "--seeds", "1-2", "--departure-rounds",
+              "2", "--max-duration", "3600", "--format", "json", "--no-timing", "-q"});
   EXPECT_EQ(again.out, r.out);
 }
 
@@ -52,25 +51,24 @@ class DeparturesUsage : public ::testing::TestWithParam<UsageCase> {};
 TEST_P(DeparturesUsage, IsRefusedWithTheReason) { ExpectUsageError(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Cases, DeparturesUsage,
-    ::testing::Values(
-        UsageCase{"rounds_without_departures",
-                  {"simulate", "--departure-rounds", "5", "--no-report"},
-                  {"--departure-rounds applies only with --departures"}},
-        UsageCase{"max_duration_without_departures",
-                  {"simulate", "--max-duration", "60", "--no-report"},
-                  {"--max-duration applies only with --departures"}},
-        UsageCase{"replay_with_departures",
-                  {"simulate", "--departures", "--replay", "somewhere"},
-                  {"--replay belongs to the study's protocol"}},
-        UsageCase{"csv_with_departures",
-                  {"simulate", "--departures", "--format", "csv"},
-                  {"--format csv does not apply with --departures"}},
-        UsageCase{"departures_with_dl",
-                  {"simulate", "--workload", "dl", "--departures"},
-                  {"--departures belongs to --workload fgd"}},
-        UsageCase{"zero_rounds",
-                  {"simulate", "--departures", "--departure-rounds", "0"},
-                  {"--departure-rounds"}}),
+    ::testing::Values(UsageCase{"rounds_without_departures",
+                                {"simulate", "--departure-rounds", "5", "--no-report"},
+                                {"--departure-rounds applies only with --departures"}},
+                      UsageCase{"max_duration_without_departures",
+                                {"simulate", "--max-duration", "60", "--no-report"},
+                                {"--max-duration applies only with --departures"}},
+                      UsageCase{"replay_with_departures",
+                                {"simulate", "--departures", "--replay", "somewhere"},
+                                {"--replay belongs to the study's protocol"}},
+                      UsageCase{"csv_with_departures",
+                                {"simulate", "--departures", "--format", "csv"},
+                                {"--format csv does not apply with --departures"}},
+                      UsageCase{"departures_with_dl",
+                                {"simulate", "--workload", "dl", "--departures"},
+                                {"--departures belongs to --workload fgd"}},
+                      UsageCase{"zero_rounds",
+                                {"simulate", "--departures", "--departure-rounds", "0"},
+                                {"--departure-rounds"}}),
     [](const auto& c) { return std::string(c.param.name); });
 
 }  // namespace

@@ -27,10 +27,10 @@ TracePod Timed(core::Request r, std::int64_t created, std::int64_t deleted,
 
 TEST(PodDurations, TheTracesRunTimeCappedAndADrawnOneWithout) {
   const std::vector<TracePod> timed = {
-      Timed(RequestBuilder("a").Gpus(1), 0, 100),            // 100 s
-      Timed(RequestBuilder("b").Gpus(1), 10, 50'000, 20),    // scheduled at 20: capped
-      Timed(RequestBuilder("c").Gpus(1), 0, -1),             // no deletion: drawn
-      Timed(RequestBuilder("d").Gpus(1), 5, 5)};             // zero: drawn
+      Timed(RequestBuilder("a").Gpus(1), 0, 100),          // 100 s
+      Timed(RequestBuilder("b").Gpus(1), 10, 50'000, 20),  // scheduled at 20: capped
+      Timed(RequestBuilder("c").Gpus(1), 0, -1),           // no deletion: drawn
+      Timed(RequestBuilder("d").Gpus(1), 5, 5)};           // zero: drawn
   auto d = PodDurations(timed, 42, 1000);
   ASSERT_TRUE(d.has_value()) << d.error().message;
   ASSERT_EQ(d->size(), 4u);
@@ -46,10 +46,9 @@ TEST(PodDurations, TheTracesRunTimeCappedAndADrawnOneWithout) {
 TEST(RunWithDepartures, AccountsForEveryPodAndRepeatsItself) {
   const std::vector<core::NodeSpec> nodes =
       ClusterBuilder().Node("n1", 16000, 65536).Gpus(2).Node("n2", 16000, 65536).Gpus(2).Specs();
-  std::vector<core::Request> pods = {RequestBuilder("whole").Cpu(1000).Gpus(1),
-                                     RequestBuilder("two").Cpu(1000).Gpus(2),
-                                     RequestBuilder("share").Cpu(500).Share(300),
-                                     RequestBuilder("cpu").Cpu(2000)};
+  std::vector<core::Request> pods = {
+      RequestBuilder("whole").Cpu(1000).Gpus(1), RequestBuilder("two").Cpu(1000).Gpus(2),
+      RequestBuilder("share").Cpu(500).Share(300), RequestBuilder("cpu").Cpu(2000)};
   auto w = MakeWorkload("small", nodes, pods);
   ASSERT_TRUE(w.has_value()) << w.error().message;
   const std::vector<double> durations = {600, 900, 300, 100};

@@ -40,7 +40,7 @@ inline constexpr int kTimeColumns = 100;
 enum class PodKind : std::uint8_t { kShare, kWhole, kMulti };
 inline constexpr std::array<PodKind, 3> kPodKinds = {PodKind::kShare, PodKind::kWhole,
                                                      PodKind::kMulti};
-std::string_view PodKindName(PodKind kind);  // "share", "whole", "multi"
+std::string_view PodKindName(PodKind kind);    // "share", "whole", "multi"
 PodKind KindOf(const core::Request& request);  // GPU pods only
 
 struct KindWaits {
@@ -53,9 +53,9 @@ struct KindWaits {
 };
 
 struct DepartureOptions {
-  double load = 1.0;                  // offered GPU load
-  double rounds = 30;                 // arrived GPU demand, in cluster capacities
-  double max_duration_s = 6 * 3600;   // durations are capped here; also the warm-up
+  double load = 1.0;                 // offered GPU load
+  double rounds = 30;                // arrived GPU demand, in cluster capacities
+  double max_duration_s = 6 * 3600;  // durations are capped here; also the warm-up
 };
 
 struct DepartureResult {
@@ -74,8 +74,8 @@ struct DepartureResult {
 
 // Per pod of `timed` (the pod list with its times, in the workload's order): its duration in
 // seconds, in (0, max_duration_s]; an error when no pod has a run time.
-core::Result<std::vector<double>> PodDurations(std::span<const TracePod> timed,
-                                               std::uint64_t seed, double max_duration_s);
+core::Result<std::vector<double>> PodDurations(std::span<const TracePod> timed, std::uint64_t seed,
+                                               double max_duration_s);
 
 // One run. Errors: an unknown policy; a load or rounds outside (0, kMaxLoad]; more arrivals
 // than kDefaultMaxArrivals; durations not one per pod.
