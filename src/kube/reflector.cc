@@ -44,8 +44,6 @@ std::string Millis(std::chrono::milliseconds delay) {
   return std::to_string(delay.count()) + " ms";
 }
 
-std::string Quoted(const std::string& rv) { return rv.empty() ? "\"\" (now)" : rv; }
-
 }  // namespace
 
 Reflector::Reflector(KubeApi& api, std::string list_path, ReflectorHandler handler,
@@ -55,10 +53,6 @@ Reflector::Reflector(KubeApi& api, std::string list_path, ReflectorHandler handl
       handler_(std::move(handler)),
       options_(std::move(options)),
       backoff_(options_.initial_backoff) {}
-
-void Reflector::Log(core::LogLevel level, const std::string& line) const {
-  if (handler_.log.Enabled(level)) handler_.log.Write(level, "reflector " + path_ + ": " + line);
-}
 
 std::chrono::milliseconds Reflector::NextBackoff() {
   std::chrono::milliseconds delay = backoff_;
@@ -129,7 +123,8 @@ Reflector::WatchOutcome Reflector::WatchOnce(std::string& resource_version, std:
           }
           return false;
         }
-        Log(core::LogLevel::kWarn, "ignoring a watch event of unknown type \"" + event.type + "\"");
+        handler_.log.Warn("ignoring a watch event of unknown type",
+                          {{"path", path_}, {"type", event.type}});
         return true;
       },
       stop, options_.watch_timeout_seconds);
@@ -163,15 +158,16 @@ void Reflector::Run(std::stop_token stop) {
       if (!ListOnce(resource_version)) {
         failures_.fetch_add(1);
         const auto delay = NextBackoff();
-        Log(core::LogLevel::kWarn,
-            "list failed: " + last_error_ + "; retrying in " + Millis(delay));
+        handler_.log.Warn("list failed; retrying",
+                          {{"path", path_}, {"error", last_error_}, {"retry_in", Millis(delay)}});
         if (!Sleep(delay, stop)) return;
         continue;
       }
       need_list = false;
       watches_since_list = 0;
-      if (relists_.load() > 0)
-        Log(core::LogLevel::kInfo, "relisted at resourceVersion " + Quoted(resource_version));
+      if (relists_.load() > 0) {
+        handler_.log.Info("relisted", {{"path", path_}, {"resource_version", resource_version}});
+      }
     }
     const std::string from = resource_version;
     const WatchOutcome outcome = WatchOnce(resource_version, stop);
@@ -180,8 +176,9 @@ void Reflector::Run(std::stop_token stop) {
       case WatchOutcome::kStopped:
         return;
       case WatchOutcome::kEnded:
-        Log(core::LogLevel::kDebug, "watch from " + Quoted(from) + " ended; watching again from " +
-                                        Quoted(resource_version));
+        handler_.log.Debug(
+            "watch ended; watching again",
+            {{"path", path_}, {"from", from}, {"resource_version", resource_version}});
         break;
       case WatchOutcome::kGone:
         need_list = true;
@@ -189,21 +186,26 @@ void Reflector::Run(std::stop_token stop) {
           // The list's own resourceVersion is already gone: do not hammer the server.
           failures_.fetch_add(1);
           const auto delay = NextBackoff();
-          Log(core::LogLevel::kWarn, "watch from " + Quoted(from) +
-                                         " is gone right after a list (" + last_error_ +
-                                         "); relisting in " + Millis(delay));
+          handler_.log.Warn("watch gone right after a list; relisting",
+                            {{"path", path_},
+                             {"from", from},
+                             {"error", last_error_},
+                             {"retry_in", Millis(delay)}});
           if (!Sleep(delay, stop)) return;
         } else {
-          Log(core::LogLevel::kInfo, "resourceVersion " + Quoted(resource_version) +
-                                         " is too old (" + last_error_ + "); relisting");
+          handler_.log.Info(
+              "resourceVersion too old; relisting",
+              {{"path", path_}, {"resource_version", resource_version}, {"error", last_error_}});
         }
         break;
       case WatchOutcome::kFailed: {
         failures_.fetch_add(1);
         const auto delay = NextBackoff();
-        Log(core::LogLevel::kWarn, "watch from " + Quoted(from) + " failed: " + last_error_ +
-                                       "; watching again from " + Quoted(resource_version) +
-                                       " in " + Millis(delay));
+        handler_.log.Warn("watch failed; watching again", {{"path", path_},
+                                                           {"from", from},
+                                                           {"error", last_error_},
+                                                           {"resource_version", resource_version},
+                                                           {"retry_in", Millis(delay)}});
         if (!Sleep(delay, stop)) return;
         break;
       }

@@ -145,7 +145,8 @@ TEST_F(ReflectorTest, RelistsWhenItsResourceVersionWasCompactedAway) {
   server_.CloseWatches();  // ...and it must watch again: HTTP 410
   ASSERT_TRUE(Eventually([&] { return reflector_->relists() == 1; }));
   EXPECT_EQ(recorder_.replaces().size(), 2u);
-  EXPECT_TRUE(recorder_.Logged("is too old (HTTP 410 Expired: too old resource version"))
+  EXPECT_TRUE(
+      recorder_.Logged("resourceVersion too old; relisting path=/api/v1/pods resource_version="))
       << recorder_.logs();
   ASSERT_TRUE(WaitForWatch());
   server_.AddPod(Pod("b"));
@@ -178,7 +179,7 @@ TEST_F(ReflectorTest, WatchesAgainFromTheLastResourceVersionWhenTheServerEndsThe
   EXPECT_EQ(server_.last_watch_resource_version(), rv);
   EXPECT_EQ(reflector_->relists(), 0);
   EXPECT_EQ(reflector_->failures(), 0);
-  EXPECT_TRUE(recorder_.Logged("ended; watching again from " + rv)) << recorder_.logs();
+  EXPECT_TRUE(recorder_.Logged("resource_version=" + rv)) << recorder_.logs();
 }
 
 TEST_F(ReflectorTest, AGoneAnswerRightAfterAListIsBackedOffBeforeRelisting) {
@@ -186,7 +187,8 @@ TEST_F(ReflectorTest, AGoneAnswerRightAfterAListIsBackedOffBeforeRelisting) {
   Start();
   ASSERT_TRUE(Eventually([&] { return reflector_->relists() == 1; }));
   EXPECT_EQ(reflector_->failures(), 1);
-  EXPECT_TRUE(recorder_.Logged("is gone right after a list (HTTP 410 Expired")) << recorder_.logs();
+  EXPECT_TRUE(recorder_.Logged("watch gone right after a list; relisting path=/api/v1/pods from="))
+      << recorder_.logs();
 }
 
 TEST_F(ReflectorTest, AWatchThatEndsAtOnceWithNothingIsBackedOff) {
@@ -217,12 +219,15 @@ TEST_F(ReflectorTest, BacksOffExponentiallyUpToTheMaximumWhileListingFails) {
   EXPECT_EQ(reflector_->last_backoff(), milliseconds(40));
   const std::string logs = recorder_.logs();
   std::size_t at = 0;
-  for (const char* delay : {"in 10 ms", "in 20 ms", "in 40 ms", "in 40 ms", "in 40 ms"}) {
+  for (const char* delay : {"retry_in=\"10 ms\"", "retry_in=\"20 ms\"", "retry_in=\"40 ms\"",
+                            "retry_in=\"40 ms\"", "retry_in=\"40 ms\""}) {
     at = logs.find(delay, at);
     ASSERT_NE(at, std::string::npos) << delay << " missing from\n" << logs;
     ++at;
   }
-  EXPECT_TRUE(recorder_.Logged("list failed: HTTP 500 InternalError: etcd is down")) << logs;
+  EXPECT_TRUE(recorder_.Logged(
+      "list failed; retrying path=/api/v1/pods error=\"HTTP 500 InternalError: etcd is down\""))
+      << logs;
   EXPECT_EQ(reflector_->relists(), 0);  // failed attempts are not relists
 }
 

@@ -91,7 +91,6 @@ class Reflector {
   std::chrono::milliseconds NextBackoff();
   // Waits `delay` or until `stop`; false when stopped.
   bool Sleep(std::chrono::milliseconds delay, std::stop_token stop);
-  void Log(core::LogLevel level, const std::string& line) const;
 
   KubeApi& api_;
   std::string path_;
