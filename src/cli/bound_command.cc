@@ -112,20 +112,11 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (policies.empty()) return fail("--hindsight-policy: no policy given");
 
-  auto nodes = [&] {
-    if (!o.nodes.empty()) return sim::LoadNodeList(o.nodes);
-    std::istringstream in{std::string(sim::EmbeddedNodeList())};
-    return sim::ParseNodeList(in, "<embedded " + std::string(sim::kEmbeddedNodeListName) + ">");
-  }();
+  auto nodes = sim::NodeListOrEmbedded(o.nodes);
   if (!nodes) return fail(nodes.error().message);
-  auto pods = [&] {
-    if (!o.pods.empty()) return sim::LoadPodList(o.pods);
-    std::istringstream in{std::string(sim::EmbeddedPodList())};
-    return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
-  }();
+  auto pods = sim::PodListOrEmbedded(o.pods);
   if (!pods) return fail(pods.error().message);
-  const std::string name =
-      o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
+  const std::string name = sim::PodListName(o.pods);
   auto workload = sim::MakeWorkload(name, std::move(*nodes), std::move(*pods));
   if (!workload) return fail(workload.error().message);
   // The plans must fit the arrival limit of `gpumux simulate` (the same protocol).

@@ -231,11 +231,7 @@ std::optional<UsageError> Validate(const ExtenderCliOptions& o) {
 // embedded default trace unless --typical-pods). The trace's GPU model names (T4, V100M16, ...)
 // are not this cluster's, so model constraints are dropped and every shape fits any model.
 core::Result<std::vector<policy::TypicalPod>> TypicalPods(const std::string& pod_list) {
-  core::Result<std::vector<core::Request>> pods = [&] {
-    if (!pod_list.empty()) return sim::LoadPodList(pod_list);
-    std::istringstream in{std::string(sim::EmbeddedPodList())};
-    return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
-  }();
+  core::Result<std::vector<core::Request>> pods = sim::PodListOrEmbedded(pod_list);
   if (!pods) return tl::unexpected(pods.error());
   for (core::Request& r : *pods) r.gpu_models.clear();
   auto cluster = core::Cluster::Build({});

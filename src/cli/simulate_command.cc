@@ -335,17 +335,9 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   }
 
   // Inputs.
-  core::Result<std::vector<core::NodeSpec>> nodes = [&] {
-    if (!o.nodes.empty()) return sim::LoadNodeList(o.nodes);
-    std::istringstream in{std::string(sim::EmbeddedNodeList())};
-    return sim::ParseNodeList(in, "<embedded " + std::string(sim::kEmbeddedNodeListName) + ">");
-  }();
+  core::Result<std::vector<core::NodeSpec>> nodes = sim::NodeListOrEmbedded(o.nodes);
   if (!nodes) return fail(nodes.error().message);
-  core::Result<std::vector<core::Request>> pods = [&] {
-    if (!o.pods.empty()) return sim::LoadPodList(o.pods);
-    std::istringstream in{std::string(sim::EmbeddedPodList())};
-    return sim::ParsePodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
-  }();
+  core::Result<std::vector<core::Request>> pods = sim::PodListOrEmbedded(o.pods);
   if (!pods) return fail(pods.error().message);
   if (!o.quiet && std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) {
     char seconds[32];
@@ -368,8 +360,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
         << " has (gpu_spec " << models << "); " << (one ? "it is" : "they are")
         << " never placed\n";
   }
-  const std::string workload_name =
-      o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
+  const std::string workload_name = sim::PodListName(o.pods);
   auto workload = sim::MakeWorkload(workload_name, std::move(*nodes), std::move(*pods));
   if (!workload) return fail(workload.error().message);
 

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "gpumux/core/plural.h"
 #include "gpumux/sim/departures.h"
@@ -106,23 +105,14 @@ int RunSimulateDepartures(const SimulateOptions& o, const std::vector<std::uint6
   departure.rounds = o.departure_rounds;
   departure.max_duration_s = o.max_duration_s;
   const double load = departure.load;
-  auto nodes = [&] {
-    if (!o.nodes.empty()) return sim::LoadNodeList(o.nodes);
-    std::istringstream in{std::string(sim::EmbeddedNodeList())};
-    return sim::ParseNodeList(in, "<embedded " + std::string(sim::kEmbeddedNodeListName) + ">");
-  }();
+  auto nodes = sim::NodeListOrEmbedded(o.nodes);
   if (!nodes) return fail(nodes.error().message);
-  auto timed = [&] {
-    if (!o.pods.empty()) return sim::LoadTimedPodList(o.pods);
-    std::istringstream in{std::string(sim::EmbeddedPodList())};
-    return sim::ParseTimedPodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
-  }();
+  auto timed = sim::TimedPodListOrEmbedded(o.pods);
   if (!timed) return fail(timed.error().message);
   std::vector<core::Request> pods;
   pods.reserve(timed->size());
   for (const sim::TracePod& p : *timed) pods.push_back(p.request);
-  const std::string name =
-      o.pods.empty() ? std::string(sim::kEmbeddedPodListName) : sim::TraceStem(o.pods);
+  const std::string name = sim::PodListName(o.pods);
   auto workload = sim::MakeWorkload(name, std::move(*nodes), std::move(pods));
   if (!workload) return fail(workload.error().message);
 

@@ -277,13 +277,7 @@ int RunJobGenPods(const JobGenCliOptions& o, std::ostream& out, std::ostream& er
     err << "gpumux jobgen: " << message << "\n";
     return 2;
   };
-  core::Result<std::vector<sim::TracePod>> pods;
-  if (o.pods == "default") {
-    std::istringstream in{std::string(sim::EmbeddedPodList())};
-    pods = sim::ParseTimedPodList(in, "<embedded " + std::string(sim::kEmbeddedPodListName) + ">");
-  } else {
-    pods = sim::LoadTimedPodList(o.pods);
-  }
+  auto pods = sim::TimedPodListOrEmbedded(o.pods == "default" ? std::string() : o.pods);
   if (!pods) return fail("--pods: " + pods.error().message);
   std::vector<const sim::TracePod*> order;
   for (const sim::TracePod& p : *pods) {

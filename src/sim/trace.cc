@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <unordered_set>
 
 #include "gpumux/io/csv.h"
@@ -282,6 +283,28 @@ std::string TraceStem(std::string_view path) {
   std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
   if (base.size() > 4 && base.substr(base.size() - 4) == ".csv") base.remove_suffix(4);
   return std::string(base);
+}
+
+core::Result<std::vector<core::NodeSpec>> NodeListOrEmbedded(const std::string& path) {
+  if (!path.empty()) return LoadNodeList(path);
+  std::istringstream in{std::string(EmbeddedNodeList())};
+  return ParseNodeList(in, "<embedded " + std::string(kEmbeddedNodeListName) + ">");
+}
+
+core::Result<std::vector<core::Request>> PodListOrEmbedded(const std::string& path) {
+  if (!path.empty()) return LoadPodList(path);
+  std::istringstream in{std::string(EmbeddedPodList())};
+  return ParsePodList(in, "<embedded " + std::string(kEmbeddedPodListName) + ">");
+}
+
+core::Result<std::vector<TracePod>> TimedPodListOrEmbedded(const std::string& path) {
+  if (!path.empty()) return LoadTimedPodList(path);
+  std::istringstream in{std::string(EmbeddedPodList())};
+  return ParseTimedPodList(in, "<embedded " + std::string(kEmbeddedPodListName) + ">");
+}
+
+std::string PodListName(const std::string& path) {
+  return path.empty() ? std::string(kEmbeddedPodListName) : TraceStem(path);
 }
 
 }  // namespace gpumux::sim

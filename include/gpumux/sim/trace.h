@@ -82,6 +82,14 @@ std::string_view EmbeddedExpectedAlloc();
 inline constexpr std::string_view kEmbeddedNodeListName = "openb_node_list_gpu_node";
 inline constexpr std::string_view kEmbeddedPodListName = "openb_pod_list_default";
 
+// The list at `path`, or the embedded one when `path` is empty (what every command's --nodes
+// and --pods default to); errors name the file, or "<embedded NAME>".
+core::Result<std::vector<core::NodeSpec>> NodeListOrEmbedded(const std::string& path);
+core::Result<std::vector<core::Request>> PodListOrEmbedded(const std::string& path);
+core::Result<std::vector<TracePod>> TimedPodListOrEmbedded(const std::string& path);
+// The workload's name: the embedded list's, or TraceStem(path).
+std::string PodListName(const std::string& path);
+
 // The GPU pods whose gpu_spec names only models that no node has: they can never be placed.
 struct AbsentModels {
   std::size_t pods = 0;             // how many such pods
