@@ -63,6 +63,16 @@ struct GlpkDeleter {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }
 };
 
+// GLPK keeps an environment per thread, made on first use and never freed by itself: a solve on
+// a worker thread (ComputeBounds) would leak it when the thread ends. Declared before the
+// problem, so that it is freed after it.
+struct GlpkEnvironmentRelease {
+  GlpkEnvironmentRelease() = default;
+  GlpkEnvironmentRelease(const GlpkEnvironmentRelease&) = delete;
+  GlpkEnvironmentRelease& operator=(const GlpkEnvironmentRelease&) = delete;
+  ~GlpkEnvironmentRelease() { glp_free_env(); }
+};
+
 }  // namespace
 
 namespace {
@@ -186,6 +196,7 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   for (std::size_t i = 0; i < shapes.size(); ++i) solved.pod_shape_index[shapes[i].first] = i;
   if (shapes.empty() || nodes.empty()) return solved;
 
+  const GlpkEnvironmentRelease environment;
   std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
   AddRows(lp.get(), shapes, nodes);
