@@ -152,10 +152,11 @@ inline LineLook LookOf(const LookMap& map, std::string_view policy) {
   return it == map.end() ? PolicyLook(policy) : it->second;
 }
 
-// Workload-class fills, for the classes in name order; past the seventh they repeat (the bar's
-// tooltip still names its class).
-inline constexpr std::array<std::string_view, 7> kClassColours = {
-    "#FDBF6F", "#117733", "#A6CEE3", "#AA4499", "#FB9A99", "#A0522D", "#9E9AC8"};
+// Workload-class fills, for the classes in name order: one each for the eight classes IADeep
+// measured (the default profile); past the eighth they repeat (the bar's tooltip still names its
+// class).
+inline constexpr std::array<std::string_view, 8> kClassColours = {
+    "#FDBF6F", "#117733", "#A6CEE3", "#AA4499", "#FB9A99", "#A0522D", "#9E9AC8", "#BBCC33"};
 
 inline std::string_view ClassColour(std::size_t i) {
   return kClassColours[i % kClassColours.size()];

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/sim/dl_workload.h"
 #include "src/sim/report_palette.h"
 #include "tests/sim/report_test_looks.h"
 #include "tests/testing/builders.h"
@@ -253,6 +254,15 @@ TEST(DlReportPalette, ClassColoursAreTheirOwnFarFromEveryPolicyColourAndEachOthe
     }
     EXPECT_LE(Lab(c)[0], 85) << c << " is too light for a thin bar on a white lane";
   }
+}
+
+// The default profile's classes each have their own fill (two shared one when there were seven).
+TEST(DlReportPalette, EveryClassOfTheDefaultProfileHasItsOwnFill) {
+  const std::size_t classes = sim::DefaultProfile().classes.size();
+  ASSERT_GE(classes, 8u);
+  std::set<std::string_view> fills;
+  for (std::size_t i = 0; i < classes; ++i) fills.insert(report_palette::ClassColour(i));
+  EXPECT_EQ(fills.size(), classes);
 }
 
 TEST(DlReportHtml, FillsTheClassesWithColoursNoPolicyIsDrawnIn) {
