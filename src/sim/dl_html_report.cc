@@ -386,7 +386,8 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
   o << "<h1>gpumux simulate — job completion times of deep-learning jobs sharing GPUs</h1>\n"
     << "<p class=\"config\"><span><b>Workload</b> " << HtmlEscape(ctx.workload)
     << "</span><span><b>Mix</b> " << HtmlEscape(ctx.mix) << "</span><span><b>Profile</b> "
-    << HtmlEscape(ctx.profile) << "</span></p>\n"
+    << HtmlEscape(ctx.profile) << "</span><span><b>Truth</b> " << HtmlEscape(ctx.truth)
+    << "</span></p>\n"
     << "<p class=\"config\"><span><b>Cluster</b> " << core::Plural(ctx.gpus, "GPU") << " ("
     << core::Plural(opt.nodes, "node") << " × " << opt.gpus_per_node
     << ")</span><span><b>Co-location</b> at most " << core::Plural(opt.max_jobs_per_gpu, "job")
@@ -394,12 +395,15 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
   for (std::size_t i = 0; i < m.loads.size(); ++i) {
     o << (i ? ", " : "") << HtmlEscape(LoadString(m.loads[i])) << "×";
   }
-  o << "</span></p>\n<p class=\"config\"><span><b>Tuner</b> " << HtmlEscape(opt.tuner)
-    << (opt.tuner == "auto" ? " (each policy's own)" : "")
+  o << "</span></p>\n<p class=\"config\"><span><b>Queue</b> " << HtmlEscape(opt.queue)
+    << (opt.queue == "auto" ? " (each policy's own)" : "") << "</span><span><b>Tuner</b> "
+    << HtmlEscape(opt.tuner) << (opt.tuner == "auto" ? " (each policy's own)" : "")
     << "</span><span><b>Batch change pause</b> " << Fixed(opt.reconfigure_s, 1)
     << " s</span><span><b>Measurement noise</b> " << Fixed(opt.measure_noise * 100, 0)
     << "%</span><span><b>Profile error</b> ±" << Fixed(opt.model_error * 100, 0)
-    << "%</span></p>\n";
+    << "%</span><span><b>Work spread</b> " << Fixed(opt.work_spread, 2)
+    << "</span><span><b>Noise-scale spread</b> " << Fixed(opt.noise_scale_spread, 2)
+    << "</span></p>\n";
   o << "<p>Training jobs arrive over time and each runs to completion on one GPU. A policy places "
        "every job, possibly next to others on a GPU it shares; jobs on a shared GPU slow each "
        "other down by how much they interfere. The job completion time (JCT) is finish minus "

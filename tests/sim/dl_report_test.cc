@@ -141,6 +141,9 @@ TEST(DlReportHtml, SaysWhatWasSimulatedAndExplainsThePolicies) {
   auto ctx = Context({"exclusive", "first-fit", "iadeep", "least-delay"}, {1});
   ctx.options.max_jobs_per_gpu = 3;
   ctx.options.tuner = "joint";
+  ctx.options.queue = "fifo";
+  ctx.options.work_spread = 1;
+  ctx.truth = "measured truth";
   ctx.gpus = 20;
   ctx.seed = 7;
   const std::string html = Html({MakeRun("exclusive", 1, 300), MakeRun("first-fit", 1, 200),
@@ -148,8 +151,9 @@ TEST(DlReportHtml, SaysWhatWasSimulatedAndExplainsThePolicies) {
                                 ctx);
   for (const char* text :
        {"3 hand-made jobs", "iadeep", "test profile", "20 GPUs", "at most 3 jobs per GPU",
-        "<b>Seed</b> 7", "<b>Tuner</b> joint", "Kubernetes", "AntMan", "IADeep (SC&#39;23)",
-        "gpumux&#39;s own policy"}) {
+        "<b>Seed</b> 7", "<b>Tuner</b> joint", "<b>Queue</b> fifo", "<b>Truth</b> measured truth",
+        "<b>Work spread</b> 1.00", "<b>Noise-scale spread</b> 0.30", "Kubernetes", "AntMan",
+        "IADeep (SC&#39;23)", "gpumux&#39;s own policy"}) {
     EXPECT_NE(html.find(text), std::string::npos) << text;
   }
 }
