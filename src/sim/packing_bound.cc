@@ -21,14 +21,17 @@ namespace gpumux::sim {
 
 namespace {
 
-// Nodes pooled by what the LP looks at.
+// Nodes pooled by what the LP looks at. What it keeps of a node's GPUs may only overstate what
+// they can take (the bound must stay above every packing): every model on the node, the largest
+// GPU memory for whether one pod fits, the sum for the capacity.
 struct NodeShape {
   core::MilliCpu cpu = 0;
   core::MiB memory = 0;
   int gpus = 0;
-  std::string model;      // of GPU 0 (trace nodes have one model)
-  core::MiB gpu_mib = 0;  // per GPU (the smallest on the node)
-  auto Key() const { return std::tie(cpu, memory, gpus, model, gpu_mib); }
+  std::vector<std::string> models;  // sorted, distinct
+  core::MiB gpu_mib_max = 0;        // of one GPU
+  core::MiB gpu_mib_total = 0;      // of all of them
+  auto Key() const { return std::tie(cpu, memory, gpus, models, gpu_mib_max, gpu_mib_total); }
   bool operator<(const NodeShape& o) const { return Key() < o.Key(); }
 };
 
@@ -44,8 +47,9 @@ struct PodShape {
   core::MilliGpu total_milli() const { return milli * gpus; }
   bool Fits(const NodeShape& n) const {
     if (cpu > n.cpu || memory > n.memory || gpus > n.gpus) return false;
-    if (gpu_mib > n.gpu_mib) return false;
-    return models.empty() || std::find(models.begin(), models.end(), n.model) != models.end();
+    if (gpu_mib > n.gpu_mib_max) return false;
+    return models.empty() || std::find_first_of(models.begin(), models.end(), n.models.begin(),
+                                                n.models.end()) != models.end();
   }
   // Its weight in cut k: Fekete and Schepers' dual feasible function u_k of the share x =
   // milli / 1000 (x when (k+1)x is whole, else floor((k+1)x) / k), per GPU. The shares on one
@@ -73,10 +77,6 @@ struct GlpkEnvironmentRelease {
   ~GlpkEnvironmentRelease() { glp_free_env(); }
 };
 
-}  // namespace
-
-namespace {
-
 // The pooled LP and its solution: how many pods of each shape it puts on each node shape.
 struct PooledLp {
   LpBound bound;
@@ -91,9 +91,14 @@ struct PooledLp {
 };
 
 NodeShape ShapeOf(const core::NodeSpec& n) {
-  NodeShape s{n.cpu_milli, n.memory_mib, static_cast<int>(n.gpus.size()), n.gpus[0].model,
-              n.gpus[0].memory_mib};
-  for (const core::GpuSpec& g : n.gpus) s.gpu_mib = std::min(s.gpu_mib, g.memory_mib);
+  NodeShape s{n.cpu_milli, n.memory_mib, static_cast<int>(n.gpus.size()), {}, 0, 0};
+  for (const core::GpuSpec& g : n.gpus) {
+    s.models.push_back(g.model);
+    s.gpu_mib_max = std::max(s.gpu_mib_max, g.memory_mib);
+    s.gpu_mib_total += g.memory_mib;
+  }
+  std::sort(s.models.begin(), s.models.end());
+  s.models.erase(std::unique(s.models.begin(), s.models.end()), s.models.end());
   return s;
 }
 
@@ -126,7 +131,7 @@ void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes) {
     double caps[kPerNode] = {count * static_cast<double>(n.cpu),
                              count * static_cast<double>(n.memory),
                              count * n.gpus * static_cast<double>(core::kMilliPerGpu),
-                             count * n.gpus * static_cast<double>(n.gpu_mib)};
+                             count * static_cast<double>(n.gpu_mib_total)};
     for (int k = 1; k <= kCuts; ++k) caps[3 + k] = count * n.gpus;
     for (int k = 0; k < kPerNode; ++k) {
       glp_set_row_bnds(lp, pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0, caps[k]);

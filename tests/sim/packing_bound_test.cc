@@ -51,6 +51,15 @@ TEST(LpAllocationBound, CpuModelsAndSizesLimitWhatCounts) {
   EXPECT_NEAR(Bound(t4, {}), 0.0, 1e-6);
 }
 
+// A node with GPUs of two models and sizes: a pod for the second model, or for more memory
+// than the first GPU has, fits it (the engine places both), so the bound counts them.
+TEST(LpAllocationBound, ANodeOfMixedGpusTakesWhatItsOtherGpuFits) {
+  const core::Cluster mixed =
+      ClusterBuilder().Node("n", 16000, 65536).Gpus(1, "T4", 16384).Gpus(1, "A100", 40960).Build();
+  EXPECT_NEAR(Bound(mixed, {RequestBuilder("a").Gpus(1).Models({"A100"})}), 50.0, 1e-6);
+  EXPECT_NEAR(Bound(mixed, {RequestBuilder("b").Gpus(1).GpuMemory(30000)}), 50.0, 1e-6);
+}
+
 // A random small cluster and pod list: the bound is above every real packing, whatever the
 // policy or the order, and the best packing found is below the bound.
 TEST(LpAllocationBound, IsAboveEveryRealPackingOnRandomInstances) {
