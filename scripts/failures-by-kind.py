@@ -13,7 +13,7 @@ import collections
 import csv
 import sys
 
-KINDS = ['cpu', 'share', 'share-810', 'whole', '2-gpu', '4-gpu', '8-gpu']
+KINDS = ['cpu', 'share', 'share-810', 'whole']  # then the multi-GPU kinds the lists have
 
 
 def kind(pod):
@@ -37,8 +37,10 @@ def main():
     capacity = sum(int(n['gpu']) for n in csv.DictReader(open(a.nodes))) * 1000
     pods = {p['name']: p for p in csv.DictReader(open(a.pods))}
     points = [int(x) for x in a.at.split(',')]
-    print('| policy | failed before | ' + ' | '.join(KINDS) + ' |')
-    print('|---|---|' + '---|' * len(KINDS))
+    multi = sorted({int(p['num_gpu']) for p in pods.values() if int(p['num_gpu']) > 1})
+    kinds = KINDS + [f'{g}-gpu' for g in multi]
+    print('| policy | failed before | ' + ' | '.join(kinds) + ' |')
+    print('|---|---|' + '---|' * len(kinds))
     for run in a.runs:
         policy, _, files = run.partition('=')
         files = files.split(',')
@@ -54,7 +56,7 @@ def main():
                         if pct <= p:
                             failed[p][kind(pod)] += 1
         for p in points:
-            cells = [f'{failed[p][k] / len(files):.1f}' for k in KINDS]
+            cells = [f'{failed[p][k] / len(files):.1f}' for k in kinds]
             print(f'| {policy} | {p} % | ' + ' | '.join(cells) + ' |')
 
 

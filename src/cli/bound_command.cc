@@ -96,18 +96,15 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
   if (!seeds) return fail(error);
   const auto demands = ParseDemands(o.demand, error);
   if (!demands) return fail(error);
-  std::vector<std::string> policies;
-  {
-    std::stringstream ss(o.hindsight_policies);
-    std::string name;
-    while (std::getline(ss, name, ',')) {
-      if (name.empty()) continue;
-      const policy::PolicyEntry* e = policy::BuiltinPolicies().Find(name);
-      if (e == nullptr || !e->For(policy::Workload::kPods)) {
-        return fail("--hindsight-policy: '" + name + "' is not a policy for pods (" +
-                    "see 'gpumux policies')");
-      }
-      policies.emplace_back(e->name);
+  const policy::Registry& registry = policy::BuiltinPolicies();
+  const std::vector<std::string> policies =
+      ExpandPolicies({o.hindsight_policies}, registry.compared(policy::Workload::kPods),
+                     registry.names(policy::Workload::kPods));
+  for (const std::string& name : policies) {
+    const policy::PolicyEntry* e = registry.Find(name);
+    if (e == nullptr || !e->For(policy::Workload::kPods)) {
+      return fail("--hindsight-policy: '" + name + "' is not a policy for pods (" +
+                  "see 'gpumux policies')");
     }
   }
   if (policies.empty()) return fail("--hindsight-policy: no policy given");
