@@ -2,6 +2,7 @@
 
 #include "src/net/server_state.h"
 #include "src/net/session.h"
+#include "src/net/tls_socket.h"
 
 namespace gpumux::net {
 
@@ -135,6 +136,13 @@ core::Result<void> ValidateOptions(const ServerOptions& o) {
 // The server's shared state. Members marked "I/O thread" are used on the I/O thread only.
 
 template <class Socket>
+void HttpServer::Impl::StartSession(Socket socket, Peer peer) {
+  auto session = std::make_shared<Session<Socket>>(*this, std::move(socket), next_id++);
+  session->peer = std::move(peer);
+  session->Start();
+}
+
+template <class Socket>
 void HttpServer::Impl::Accept(std::size_t index) {
   auto on_accept = [this, index](const ErrorCode& ec, Socket socket) {
     if (ec == asio::error::operation_aborted || stopping) return;
@@ -147,12 +155,16 @@ void HttpServer::Impl::Accept(std::size_t index) {
       } else {
         peer = PeerOf(socket, options.listen[index].path);
       }
-      if (Admit(peer)) {
-        auto session = std::make_shared<Session<Socket>>(*this, std::move(socket), next_id++);
-        session->peer = std::move(peer);
-        session->Start();
-      } else {
+      if (!Admit(peer)) {
         RefuseConnection(socket, options);
+      } else if constexpr (std::is_same_v<Socket, tcp::socket>) {
+        if (tls_context) {
+          StartSession(TlsSocket(std::move(socket), *tls_context), std::move(peer));
+        } else {
+          StartSession(std::move(socket), std::move(peer));
+        }
+      } else {
+        StartSession(std::move(socket), std::move(peer));
       }
     }
     // EMFILE and the like: keep accepting (the next accept may succeed once sockets close).
@@ -264,6 +276,11 @@ core::Result<void> HttpServer::Start() {
     return MakeError(core::ErrorCode::kFailedPrecondition, m.options.name + " was started before");
   }
   if (auto valid = ValidateOptions(m.options); !valid) return valid;
+  if (m.options.tls) {
+    auto context = MakeTlsContext(*m.options.tls);
+    if (!context) return tl::unexpected(context.error());
+    m.tls_context = std::move(*context);
+  }
   for (const Endpoint& e : m.options.listen) {
     auto listening = e.kind == Endpoint::Kind::kTcp ? m.ListenTcp(e) : m.ListenUnix(e);
     if (!listening) {  // nothing is left listening

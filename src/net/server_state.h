@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -255,9 +256,12 @@ struct HttpServer::Impl {
 
   template <class Socket>
   void Accept(std::size_t index);
+  template <class Socket>
+  void StartSession(Socket socket, Peer peer);
   core::Result<void> ListenTcp(const Endpoint& e);
   core::Result<void> ListenUnix(const Endpoint& e);
   std::vector<std::string> socket_files;  // unix sockets this server made: removed at Stop
+  std::unique_ptr<asio::ssl::context> tls_context;  // with options.tls: every TCP endpoint
 };
 
 }  // namespace gpumux::net

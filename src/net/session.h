@@ -22,7 +22,18 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     server_.connections[id_] = this;
     ++server_.open;
     ArmTimer(server_.options.request_timeout);  // the first request counts from the accept
-    WaitForRequest();
+    if constexpr (requires(Socket & s) { s.async_handshake([](const ErrorCode&) {}); }) {
+      socket_.async_handshake([self = Self()](const ErrorCode& ec) {
+        if (self->closed_) return;
+        if (ec) {
+          self->Close(Drop::kBadRequest, "TLS handshake failed: " + ec.message());
+          return;
+        }
+        self->WaitForRequest();
+      });
+    } else {
+      WaitForRequest();
+    }
   }
 
   void Close(std::optional<Drop> why, const std::string& detail) override {

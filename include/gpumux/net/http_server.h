@@ -142,10 +142,21 @@ std::string_view DropName(Drop drop);  // "request_timeout", "head_too_large", .
 // The most connections a server may be configured to hold open.
 inline constexpr int kMaxConnectionsLimit = 65536;
 
+// HTTPS: every TCP endpoint speaks TLS (1.2 or later) with this certificate chain and key (PEM,
+// e.g. from tls.h); unix endpoints stay plain. The handshake counts as the first request's
+// arrival: it must complete within request_timeout, and the connection counts against
+// max_connections from its accept (a client that never finishes its handshake holds nothing
+// longer than one that never sends its request).
+struct TlsOptions {
+  std::string cert_chain_pem;
+  std::string private_key_pem;
+};
+
 struct ServerOptions {
   std::string name = "server";  // for log lines: "<name> listening on ..."
   std::vector<Endpoint> listen;
-  int workers = 4;  // work slots: kWorker handlers computed at once
+  std::optional<TlsOptions> tls;  // plain HTTP when absent
+  int workers = 4;                // work slots: kWorker handlers computed at once
   int max_connections = 256;
   std::size_t max_head_bytes = std::size_t{64} << 10;
   std::size_t max_body_bytes = std::size_t{1} << 20;

@@ -1,0 +1,164 @@
+// HTTPS through the one server (ServerOptions::tls) with certificates made by tls.h: a client
+// that trusts the CA is served, one that does not is refused, a plain-HTTP client and a client
+// that never finishes its handshake are closed under the server's deadlines; and the
+// certificates themselves (names, validity, the key pair, bad input).
+#include "gpumux/net/tls.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gpumux/net/http_server.h"
+#include "tests/testing/raw_http.h"
+
+namespace gpumux::net {
+namespace {
+
+namespace fs = std::filesystem;
+
+ServingCertificate Make(std::vector<std::string> names, int days = 30) {
+  CertificateRequest request;
+  request.common_name = "gpumux-webhook.gpumux-system.svc";
+  request.names = std::move(names);
+  request.valid_days = days;
+  auto made = MakeServingCertificate(request);
+  EXPECT_TRUE(made.has_value()) << made.error().message;
+  return made.value_or(ServingCertificate{});
+}
+
+TEST(Tls, TheCertificateCoversItsNamesOnlyAndTheCaSignedIt) {
+  const ServingCertificate c = Make({"gpumux-webhook.gpumux-system.svc", "127.0.0.1", "::1"});
+  EXPECT_TRUE(CheckServingPair(c).has_value());
+  EXPECT_TRUE(CertificateCovers(c.cert_pem, "gpumux-webhook.gpumux-system.svc").value());
+  EXPECT_TRUE(CertificateCovers(c.cert_pem, "127.0.0.1").value());
+  EXPECT_TRUE(CertificateCovers(c.cert_pem, "::1").value());
+  EXPECT_FALSE(CertificateCovers(c.cert_pem, "127.0.0.2").value());
+  EXPECT_FALSE(CertificateCovers(c.cert_pem, "gpumux-webhook.default.svc").value());
+  const std::int64_t now = std::time(nullptr);
+  const std::int64_t not_after = CertificateNotAfter(c.cert_pem).value();
+  EXPECT_NEAR(static_cast<double>(not_after - now), 30.0 * 86400, 120.0);
+}
+
+TEST(Tls, AnotherCaOrAnotherKeyIsNotAPair) {
+  const ServingCertificate a = Make({"a.example"}), b = Make({"a.example"});
+  EXPECT_FALSE(CheckServingPair({b.ca_pem, a.cert_pem, a.key_pem}).has_value());
+  auto mismatch = CheckServingPair({a.ca_pem, a.cert_pem, b.key_pem});
+  ASSERT_FALSE(mismatch.has_value());
+  EXPECT_NE(mismatch.error().message.find("does not match"), std::string::npos);
+  EXPECT_FALSE(CertificateNotAfter("not a certificate").has_value());
+}
+
+TEST(Tls, BadNamesAndValiditiesAreRefusedWithTheirReason) {
+  CertificateRequest r;
+  r.names = {"bad name!"};
+  auto made = MakeServingCertificate(r);
+  ASSERT_FALSE(made.has_value());
+  EXPECT_NE(made.error().message.find("\"bad name!\""), std::string::npos);
+  r.names = {};
+  EXPECT_FALSE(MakeServingCertificate(r).has_value());
+  r.names = {"ok.example"};
+  r.valid_days = 0;
+  EXPECT_FALSE(MakeServingCertificate(r).has_value());
+}
+
+class HttpsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("tls-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    cert_ = Make({"localhost", "127.0.0.1"});
+    std::ofstream(dir_ / "ca.pem") << cert_.ca_pem;
+    std::ofstream(dir_ / "other-ca.pem") << Make({"127.0.0.1"}).ca_pem;
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  void Start(std::chrono::milliseconds request_timeout = std::chrono::seconds(10)) {
+    ServerOptions o;
+    o.name = "https-test";
+    o.listen = {Endpoint::Tcp("127.0.0.1", 0)};
+    o.tls = TlsOptions{cert_.cert_pem, cert_.key_pem};
+    o.request_timeout = request_timeout;
+    server_ = std::make_unique<HttpServer>(o);
+    server_->Route("/echo", {"POST"}, Lane::kCompute, [](const Request& r) {
+      return Response::Json(200, "{\"body\":\"" + r.body + "\"}");
+    });
+    auto started = server_->Start();
+    ASSERT_TRUE(started.has_value()) << started.error().message;
+  }
+  std::unique_ptr<httplib::SSLClient> Client(const fs::path& ca) const {
+    auto client = std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port());
+    client->set_ca_cert_path(ca.c_str());
+    client->enable_server_certificate_verification(true);
+    client->set_connection_timeout(std::chrono::seconds(5));
+    client->set_read_timeout(std::chrono::seconds(10));
+    return client;
+  }
+  bool Eventually(const std::function<bool()>& done) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+
+  fs::path dir_;
+  ServingCertificate cert_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpsServerTest, AClientTrustingTheCaIsServedRequestAfterRequestOnOneConnection) {
+  Start();
+  auto client = Client(dir_ / "ca.pem");
+  client->set_keep_alive(true);
+  for (int i = 0; i < 3; ++i) {
+    auto r = client->Post("/echo", "x" + std::to_string(i), "text/plain");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "{\"body\":\"x" + std::to_string(i) + "\"}");
+  }
+}
+
+TEST_F(HttpsServerTest, AClientTrustingAnotherCaGetsNoAnswer) {
+  Start();
+  auto r = Client(dir_ / "other-ca.pem")->Post("/echo", "x", "text/plain");
+  EXPECT_FALSE(r);
+}
+
+TEST_F(HttpsServerTest, PlainHttpOnATlsPortIsClosedAsABadRequest) {
+  Start();
+  test::RawConnection raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx"));
+  EXPECT_TRUE(raw.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_TRUE(Eventually([&] { return server_->dropped(Drop::kBadRequest) == 1; }));
+}
+
+TEST_F(HttpsServerTest, AClientThatNeverFinishesItsHandshakeIsClosedAtTheRequestDeadline) {
+  Start(std::chrono::milliseconds(300));
+  test::RawConnection raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  EXPECT_TRUE(raw.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_TRUE(Eventually([&] { return server_->dropped(Drop::kRequestTimeout) == 1; }));
+  EXPECT_EQ(server_->open_connections(), 0U);
+}
+
+TEST_F(HttpsServerTest, AKeyThatDoesNotMatchTheCertificateIsRefusedAtStart) {
+  ServerOptions o;
+  o.listen = {Endpoint::Tcp("127.0.0.1", 0)};
+  o.tls = TlsOptions{cert_.cert_pem, Make({"127.0.0.1"}).key_pem};
+  HttpServer server(o);
+  auto started = server.Start();
+  ASSERT_FALSE(started.has_value());
+  EXPECT_NE(started.error().message.find("TLS private key"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumux::net
