@@ -51,6 +51,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   CLI::App* extender = AddExtenderCommand(app, extender_options);
   DevicePluginCliOptions device_plugin_options;
   CLI::App* device_plugin = AddDevicePluginCommand(app, device_plugin_options);
+  WebhookCliOptions webhook_options;
+  CLI::App* webhook = AddWebhookCommand(app, webhook_options);
   HostOptions host;
   std::string stage;
   CLI::App* hook = AddHookCommand(app, host, stage);
@@ -151,6 +153,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (jobgen->parsed()) return RunJobGen(jobgen_options, out, err);
   if (extender->parsed()) return RunExtender(extender_options, out, err);
   if (device_plugin->parsed()) return RunDevicePlugin(device_plugin_options, out, err);
+  if (webhook->parsed()) return RunWebhook(webhook_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);

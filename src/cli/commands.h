@@ -386,6 +386,34 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& options)
 // Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
 int RunDevicePlugin(const DevicePluginCliOptions& options, std::ostream& out, std::ostream& err);
 
+// `gpumux webhook`: the mutating admission webhook (webhook_command.cc).
+struct WebhookCliOptions {
+  std::string listen = "127.0.0.1:9443";
+  std::string tls_names = "gpumux-webhook.gpumux-system.svc";
+  std::string tls_secret = "gpumux-system/gpumux-webhook-tls";  // "" = made, kept in memory
+  std::string tls_cert_file, tls_key_file, tls_ca_file;
+  int tls_valid_days = 3650;
+  std::string configuration = "gpumux";  // MutatingWebhookConfiguration; "" = none
+  std::int64_t ca_bundle_every_s = 60;
+  std::int64_t gpu_mem_unit_mib = 1024;
+  std::int64_t gpushare_mem_unit_mib = 1024;
+  std::int64_t fraction_gpu_memory_mib = 0;
+  std::string scheduler_name = "gpumux-scheduler";
+  std::string kubeconfig;
+  bool in_cluster = false;
+  std::string context;
+  bool offline = false;
+  int max_connections = 256;
+  std::string config;
+  LogOptions log;
+  bool check = false;
+  std::set<std::string> given;
+  std::shared_ptr<const SettingsTable<WebhookCliOptions>> settings;
+};
+CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& options);
+// Runs until SIGINT/SIGTERM (exit 0); 2 for bad usage or input, 1 when it cannot serve.
+int RunWebhook(const WebhookCliOptions& options, std::ostream& out, std::ostream& err);
+
 void AddDlOptions(CLI::App& cmd, DlOptions& options);
 // Splits comma-separated or repeated names; 'all' = `all`, 'study' = the FGD study's six.
 std::vector<std::string> ExpandPolicies(const std::vector<std::string>& given,

@@ -1,5 +1,4 @@
 // Kubeconfig (YAML) and in-cluster service-account configuration (see api_client.h).
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
 #include <climits>
@@ -14,6 +13,7 @@
 
 #include "gpumux/io/read_file.h"
 #include "gpumux/kube/api_client.h"
+#include "gpumux/kube/base64.h"
 
 namespace gpumux::kube {
 namespace {
@@ -21,35 +21,6 @@ namespace {
 using core::ErrorCode;
 using core::MakeError;
 namespace fs = std::filesystem;
-
-// Base64 (RFC 4648, standard alphabet) by OpenSSL's decoder, which skips whitespace and refuses
-// wrong padding; a group left unpadded (Go's StdEncoding, which kubectl uses, insists on the
-// padding; gpumux has always accepted it left out) is padded first.
-std::optional<std::string> DecodeBase64(std::string_view text) {
-  std::string padded;
-  padded.reserve(text.size() + 3);
-  for (const char c : text) {
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') padded += c;
-  }
-  if (padded.find('=') == std::string::npos) padded.append((4 - padded.size() % 4) % 4, '=');
-  if (padded.size() > static_cast<std::size_t>(INT_MAX / 2)) return std::nullopt;
-  std::unique_ptr<EVP_ENCODE_CTX, void (*)(EVP_ENCODE_CTX*)> ctx(EVP_ENCODE_CTX_new(),
-                                                                 EVP_ENCODE_CTX_free);
-  if (!ctx) return std::nullopt;
-  EVP_DecodeInit(ctx.get());
-  std::string out(padded.size() / 4 * 3 + 3, '\0');
-  auto* to = reinterpret_cast<unsigned char*>(out.data());  // NOLINT: OpenSSL's byte API
-  int n = 0;
-  int last = 0;
-  if (EVP_DecodeUpdate(ctx.get(), to, &n,
-                       reinterpret_cast<const unsigned char*>(padded.data()),  // NOLINT
-                       static_cast<int>(padded.size())) < 0 ||
-      EVP_DecodeFinal(ctx.get(), to + n, &last) < 0) {
-    return std::nullopt;
-  }
-  out.resize(static_cast<std::size_t>(n + last));
-  return out;
-}
 
 // A kubeconfig, a token, a certificate: small files. The largest real kubeconfigs (hundreds of
 // clusters with inline certificates) are a few MB.

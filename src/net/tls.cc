@@ -180,8 +180,10 @@ core::Result<bool> CertificateCovers(std::string_view pem, std::string_view name
 }
 
 core::Result<void> CheckServingPair(const ServingCertificate& pair) {
-  Cert ca = ReadCert(pair.ca_pem), cert = ReadCert(pair.cert_pem);
-  if (!ca) return MakeError(ErrorCode::kInvalidArgument, "the CA is not a PEM certificate");
+  Cert ca = pair.ca_pem.empty() ? nullptr : ReadCert(pair.ca_pem);
+  Cert cert = ReadCert(pair.cert_pem);
+  if (!ca && !pair.ca_pem.empty())
+    return MakeError(ErrorCode::kInvalidArgument, "the CA is not a PEM certificate");
   if (!cert) return MakeError(ErrorCode::kInvalidArgument, "the certificate is not PEM");
   Bio bio(BIO_new_mem_buf(pair.key_pem.data(), static_cast<int>(pair.key_pem.size())));
   PKey key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
@@ -189,6 +191,7 @@ core::Result<void> CheckServingPair(const ServingCertificate& pair) {
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     return MakeError(ErrorCode::kInvalidArgument, "the key does not match the certificate");
   }
+  if (!ca) return {};
   PKey ca_public(X509_get_pubkey(ca.get()));
   if (!ca_public || X509_verify(cert.get(), ca_public.get()) != 1) {
     return MakeError(ErrorCode::kInvalidArgument, "the CA did not sign the certificate");

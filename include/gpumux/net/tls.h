@@ -40,7 +40,7 @@ core::Result<std::int64_t> CertificateNotAfter(std::string_view pem);
 core::Result<bool> CertificateCovers(std::string_view pem, std::string_view name);
 
 // Whether `cert_pem` and `key_pem` make a usable serving pair (the key matches the certificate),
-// and whether `ca_pem` signed `cert_pem`. Error naming what is wrong.
+// and whether `ca_pem` (when not empty) signed `cert_pem`. Error naming what is wrong.
 core::Result<void> CheckServingPair(const ServingCertificate& pair);
 
 }  // namespace gpumux::net

@@ -1,0 +1,90 @@
+// `gpumux webhook`: the mutating admission webhook (translate.h) served over HTTPS by the one
+// server (net/http_server.h), and the certificate it serves with.
+//
+// The certificate: either files the operator gives (cert-manager's, say), or one the webhook
+// makes and keeps. Kept in a Secret (type kubernetes.io/tls, keys tls.crt, tls.key, ca.crt)
+// so that a restarted or second replica serves the same one: read it; when it is absent, does
+// not cover every name, does not pair, or expires within 30 days, make a new one and write it
+// (created, or replaced with a resourceVersion precondition; a replica that loses the race reads
+// the winner's). The CA then goes into every webhook of the MutatingWebhookConfiguration
+// (`configuration`) as clientConfig.caBundle, and is put back there every `ca_bundle_every` if
+// something (a re-install) changed it: the API server calls the webhook only over TLS it can
+// verify, and no cert-manager is needed.
+//
+// Who calls: anyone who can reach the port. Mutating is stateless (a review in, a patch out; no
+// reads, no writes): a caller other than the API server learns only how gpumux would translate
+// the pod it sent, so the listener needs no client authentication; it is bounded like every
+// listener (connections, body size, deadlines).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpumux/admission/translate.h"
+#include "gpumux/core/log.h"
+#include "gpumux/core/result.h"
+#include "gpumux/kube/api_client.h"
+#include "gpumux/net/tls.h"
+
+namespace gpumux::admission {
+
+struct CertificateSource {
+  // Files: all three paths, or none (then the webhook makes its certificate).
+  std::string cert_file, key_file, ca_file;   // ca_file may stay "" (no caBundle is patched)
+  std::vector<std::string> names;             // DNS names and IPs the certificate must cover
+  std::string secret_namespace, secret_name;  // where a made certificate is kept; "" = nowhere
+  int valid_days = 3650;
+};
+
+// The serving certificate per `source` (see the top of this file). `api` may be null only when
+// no Secret is named. Error naming the file, the Secret or the API server's answer.
+core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource& source,
+                                                        kube::KubeApi* api,
+                                                        const core::Logger& log);
+
+// Sets clientConfig.caBundle of every webhook of MutatingWebhookConfiguration `name` to
+// `ca_pem` where it differs (a JSON patch that first tests each webhook's name); returns how many
+// changed. Error with the API server's answer (404 when the configuration is not installed).
+kube::ApiResult<int> PatchCaBundle(kube::KubeApi& api, const std::string& name,
+                                   const std::string& ca_pem);
+
+struct WebhookOptions {
+  std::string host = "127.0.0.1";
+  int port = 9443;
+  TranslateOptions translate;
+  std::string configuration = "gpumux";  // whose caBundle to keep; "" = none
+  std::chrono::milliseconds ca_bundle_every{60000};
+  int max_connections = 256;
+  int workers = 4;
+  core::Logger log;
+};
+
+class Webhook {
+ public:
+  // Serves POST /mutate (AdmissionReview v1), GET /healthz and /readyz with `certificate`;
+  // keeps the caBundle when `api` is given and options.configuration is not "".
+  static core::Result<std::unique_ptr<Webhook>> Start(WebhookOptions options,
+                                                      net::ServingCertificate certificate,
+                                                      kube::KubeApi* api);
+  ~Webhook();
+  Webhook(const Webhook&) = delete;
+  Webhook& operator=(const Webhook&) = delete;
+  int port() const;
+  void Stop();
+  // Reviews answered since Start: allowed unchanged, translated, refused, malformed (400).
+  struct Counts {
+    std::int64_t unchanged = 0, translated = 0, refused = 0, malformed = 0;
+  };
+  Counts counts() const;
+
+  struct Impl;
+
+ private:
+  explicit Webhook(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpumux::admission

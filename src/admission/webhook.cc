@@ -1,0 +1,132 @@
+// `gpumux webhook`'s server: POST /mutate on the one HTTP server over TLS, and the caBundle
+// keeper (webhook.h).
+#include "gpumux/admission/webhook.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "gpumux/net/http_server.h"
+
+namespace gpumux::admission {
+
+using nlohmann::json;
+
+struct Webhook::Impl {
+  WebhookOptions options;
+  net::ServingCertificate certificate;
+  kube::KubeApi* api = nullptr;
+  std::unique_ptr<net::HttpServer> server;
+  std::atomic<std::int64_t> unchanged{0}, translated{0}, refused{0}, malformed{0};
+  std::thread keeper;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+
+  net::Response Mutate(const net::Request& request) {
+    const json body = json::parse(request.body, nullptr, false);
+    auto answer = Review(body, options.translate);
+    if (!answer) {
+      ++malformed;
+      return net::Response::Json(400, json{{"error", answer.error().message}}.dump());
+    }
+    const json& response = (*answer)["response"];
+    if (!response.value("allowed", true)) {
+      ++refused;
+      options.log.Info("refused", {{"uid", response.value("uid", "")},
+                                   {"reason", response["status"].value("message", "")}});
+    } else if (response.contains("patch")) {
+      ++translated;
+      const json& object = body["request"]["object"];
+      options.log.Debug("translated", {{"uid", response.value("uid", "")},
+                                       {"namespace", body["request"].value("namespace", "")},
+                                       {"name", object["metadata"].value("name", "")}});
+    } else {
+      ++unchanged;
+    }
+    return net::Response::Json(200, answer->dump());
+  }
+
+  // Puts the CA back into the configuration now and every ca_bundle_every until Stop.
+  void KeepCaBundle() {
+    std::string last_error;
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      lock.unlock();
+      auto patched = PatchCaBundle(*api, options.configuration, certificate.ca_pem);
+      if (!patched) {
+        const std::string e = patched.error().ToString();
+        if (e != last_error) {
+          options.log.Warn("cannot set the caBundle",
+                           {{"configuration", options.configuration}, {"error", e}});
+        }
+        last_error = e;
+      } else {
+        if (*patched > 0) {
+          options.log.Info("caBundle set", {{"configuration", options.configuration},
+                                            {"webhooks", std::to_string(*patched)}});
+        }
+        last_error.clear();
+      }
+      lock.lock();
+      cv.wait_for(lock, options.ca_bundle_every, [this] { return stopping; });
+    }
+  }
+};
+
+Webhook::Webhook(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Webhook::~Webhook() { Stop(); }
+
+core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
+                                                      net::ServingCertificate certificate,
+                                                      kube::KubeApi* api) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->certificate = std::move(certificate);
+  impl->api = api;
+  const WebhookOptions& o = impl->options;
+  net::ServerOptions server;
+  server.name = "webhook";
+  server.listen = {net::Endpoint::Tcp(o.host, o.port)};
+  server.tls = net::TlsOptions{impl->certificate.cert_pem, impl->certificate.key_pem};
+  server.max_connections = o.max_connections;
+  server.workers = o.workers;
+  // The API server sends one pod per review: a pod object is at most ~1.5 MiB (etcd's limit).
+  server.max_body_bytes = std::size_t{3} << 20;
+  server.log = o.log;
+  impl->server = std::make_unique<net::HttpServer>(server);
+  Impl* m = impl.get();
+  impl->server->Route("/mutate", {"POST"}, net::Lane::kCompute,
+                      [m](const net::Request& r) { return m->Mutate(r); });
+  for (const char* probe : {"/healthz", "/readyz"}) {
+    impl->server->Route(probe, {"GET"}, net::Lane::kInline,
+                        [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
+  }
+  impl->server->SetEndpointsText("POST /mutate; GET /healthz, /readyz");
+  if (auto started = impl->server->Start(); !started) return tl::unexpected(started.error());
+  if (api != nullptr && !o.configuration.empty() && !impl->certificate.ca_pem.empty()) {
+    impl->keeper = std::thread([m] { m->KeepCaBundle(); });
+  }
+  return std::unique_ptr<Webhook>(new Webhook(std::move(impl)));
+}
+
+int Webhook::port() const { return impl_->server->port(); }
+
+void Webhook::Stop() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->keeper.joinable()) impl_->keeper.join();
+  impl_->server->Stop(std::chrono::seconds(5));
+}
+
+Webhook::Counts Webhook::counts() const {
+  return {impl_->unchanged, impl_->translated, impl_->refused, impl_->malformed};
+}
+
+}  // namespace gpumux::admission

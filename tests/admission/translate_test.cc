@@ -1,0 +1,218 @@
+// The webhook's translation of other GPU stacks' requests into gpumux's (translate.h): each
+// stack's form, the patch applied to the pod as the API server would (RFC 6902), idempotence,
+// the refusals and the AdmissionReview around it.
+#include "gpumux/admission/translate.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpumux/kube/base64.h"
+
+namespace gpumux::admission {
+namespace {
+
+using nlohmann::json;
+
+json Pod(json containers, json annotations = nullptr, std::string scheduler = "") {
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p"}, {"namespace", "team-a"}}},
+              {"spec", {{"containers", std::move(containers)}}}};
+  if (!annotations.is_null()) pod["metadata"]["annotations"] = std::move(annotations);
+  if (!scheduler.empty()) pod["spec"]["schedulerName"] = scheduler;
+  return pod;
+}
+
+json Container(const std::string& name, json limits) {
+  return {{"name", name}, {"image", "cuda"}, {"resources", {{"limits", std::move(limits)}}}};
+}
+
+// The pod after the webhook's patch, checked to change nothing more when translated again.
+json Translated(const json& pod, const TranslateOptions& o = {}) {
+  const Translation t = TranslatePod(pod, o);
+  EXPECT_EQ(t.denied, "");
+  EXPECT_FALSE(t.patch.empty());
+  const json after = pod.patch(t.patch);
+  const Translation again = TranslatePod(after, o);
+  EXPECT_TRUE(again.patch.empty()) << again.patch.dump();
+  EXPECT_EQ(again.denied, "");
+  return after;
+}
+
+std::string Denied(const json& pod, const TranslateOptions& o = {}) {
+  const Translation t = TranslatePod(pod, o);
+  EXPECT_TRUE(t.patch.empty());
+  return t.denied;
+}
+
+TEST(Translate, AnNvidiaGpuPodGetsWholeGpumuxGpusTheSchedulerAndARecord) {
+  const json after = Translated(Pod({Container("main", {{"nvidia.com/gpu", "2"}, {"cpu", "1"}})}));
+  const json& r = after["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(r["limits"], (json{{"cpu", "1"}, {"gpumux.io/gpu", "2"}}));
+  EXPECT_EQ(r["requests"], (json{{"gpumux.io/gpu", "2"}}));
+  EXPECT_EQ(after["spec"]["schedulerName"], "gpumux-scheduler");
+  const json record =
+      json::parse(after["metadata"]["annotations"][kAnnotationTranslatedFrom].get<std::string>());
+  EXPECT_EQ(record["containers"]["main"], (json{{"nvidia.com/gpu", "2"}}));
+  EXPECT_EQ(record["schedulerName"], "");
+}
+
+TEST(Translate, HamiMemoryAndCoresBecomeAShareRoundedUpToTheNodesUnit) {
+  json c = Container(
+      "main",
+      {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}});
+  c["resources"]["requests"] = {{"nvidia.com/gpu", "1"}, {"memory", "1Gi"}};
+  const json after = Translated(Pod({c}));
+  const json& r = after["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(r["limits"], (json{{"gpumux.io/gpu-mem", "3"}, {"gpumux.io/gpu-milli", "300"}}));
+  EXPECT_EQ(r["requests"],
+            (json{{"gpumux.io/gpu-mem", "3"}, {"gpumux.io/gpu-milli", "300"}, {"memory", "1Gi"}}));
+  TranslateOptions mib;
+  mib.gpu_mem_unit_mib = 1;
+  EXPECT_EQ(Translated(Pod({c}),
+                       mib)["spec"]["containers"][0]["resources"]["limits"]["gpumux.io/gpu-mem"],
+            "3000");
+}
+
+TEST(Translate, HamiOnSeveralGpusAsksForThatManySharedGpus) {
+  const json after =
+      Translated(Pod({Container("main", {{"nvidia.com/gpu", 2}, {"nvidia.com/gpumem", 8192}})}));
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu", "2"}, {"gpumux.io/gpu-mem", "8"}}));
+}
+
+TEST(Translate, GpushareMemoryIsCountedInItsOwnUnit) {
+  const json pod = Pod({Container("main", {{"aliyun.com/gpu-mem", "6"}})});
+  EXPECT_EQ(Translated(pod)["spec"]["containers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu-mem", "6"}}));
+  TranslateOptions mib;  // gpushare configured in MiB
+  mib.gpushare_mem_unit_mib = 1;
+  EXPECT_EQ(Translated(Pod({Container("main", {{"aliyun.com/gpu-mem", "3000"}})}),
+                       mib)["spec"]["containers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu-mem", "3"}}));
+}
+
+TEST(Translate, AFractionAnnotationGivesItsContainerComputeAndMemoryWhenThePoolsIsKnown) {
+  const json pod = Pod({Container("sidecar", json::object()), Container("main", json::object())},
+                       {{"gpu-fraction", "0.5"}, {"gpu-fraction-container-name", "main"}});
+  TranslateOptions o;
+  o.fraction_gpu_memory_mib = 81920;
+  const json after = Translated(pod, o);
+  EXPECT_EQ(after["spec"]["containers"][1]["resources"]["limits"],
+            (json{{"gpumux.io/gpu-mem", "40"}, {"gpumux.io/gpu-milli", "500"}}));
+  EXPECT_TRUE(after["spec"]["containers"][0]["resources"]["limits"].empty());
+  const json record =
+      json::parse(after["metadata"]["annotations"][kAnnotationTranslatedFrom].get<std::string>());
+  EXPECT_EQ(record["fraction"], "0.5");
+  // Without the pool's memory: compute only, on the first container by default.
+  json bare = Pod({{{"name", "only"}, {"image", "cuda"}}}, {{"gpumux.io/gpu-fraction", "0.25"}});
+  EXPECT_EQ(Translated(bare)["spec"]["containers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu-milli", "250"}}));
+}
+
+TEST(Translate, APodNamingAnotherSchedulerKeepsItAndTheRecordSaysSo) {
+  const json after =
+      Translated(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}, json::object(), "volcano"));
+  EXPECT_EQ(after["spec"]["schedulerName"], "volcano");
+  const json record =
+      json::parse(after["metadata"]["annotations"][kAnnotationTranslatedFrom].get<std::string>());
+  EXPECT_EQ(record["schedulerNameKept"], "volcano");
+}
+
+TEST(Translate, InitContainersAreTranslatedToo) {
+  json pod = Pod({Container("main", json::object())});
+  pod["spec"]["initContainers"] = json::array({Container("warm", {{"nvidia.com/gpu", "1"}})});
+  EXPECT_EQ(Translated(pod)["spec"]["initContainers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu", "1"}}));
+}
+
+TEST(Translate, APodWithoutForeignRequestsIsLeftAlone) {
+  const Translation t =
+      TranslatePod(Pod({Container("main", {{"gpumux.io/gpu", "1"}, {"cpu", "2"}})}), {});
+  EXPECT_TRUE(t.patch.empty());
+  EXPECT_EQ(t.denied, "");
+}
+
+TEST(Translate, WhatCannotBeTranslatedIsRefusedSayingWhy) {
+  EXPECT_NE(Denied(Pod({Container(
+                       "main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "50"}})}))
+                .find("nvidia.com/gpumem-percentage cannot be translated"),
+            std::string::npos);
+  EXPECT_NE(Denied(Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"gpumux.io/gpu-mem", "4"}})}))
+                .find("both gpumux.io and nvidia.com/gpu"),
+            std::string::npos);
+  EXPECT_NE(
+      Denied(Pod({Container("main", {{"nvidia.com/gpucores", "150"}})})).find("more than 100"),
+      std::string::npos);
+  EXPECT_NE(
+      Denied(Pod({Container("main", {{"nvidia.com/gpu", "500m"}})})).find("not a whole number"),
+      std::string::npos);
+  EXPECT_NE(Denied(Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"aliyun.com/gpu-mem", "2"}})}))
+                .find("mixes aliyun.com/gpu-mem"),
+            std::string::npos);
+  EXPECT_NE(
+      Denied(Pod({Container("main", json::object())}, {{"gpu-fraction", "1.5"}})).find("(0, 1]"),
+      std::string::npos);
+  EXPECT_NE(Denied(Pod({Container("main", json::object())},
+                       {{"gpu-fraction", "0.5"}, {"gpu-fraction-container-name", "nope"}}))
+                .find("\"nope\""),
+            std::string::npos);
+  EXPECT_NE(Denied(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}, {{"gpu-fraction", "0.5"}}))
+                .find("asks for GPU resources itself"),
+            std::string::npos);
+}
+
+json ReviewOf(json object, std::string operation = "CREATE", std::string kind = "Pod") {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "u-1"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", kind}}},
+            {"operation", operation},
+            {"namespace", "team-a"},
+            {"object", std::move(object)}}}};
+}
+
+TEST(Review, APodCreationIsAnsweredWithItsPatchInBase64) {
+  const json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}})});
+  auto answer = Review(ReviewOf(pod), {});
+  ASSERT_TRUE(answer.has_value()) << answer.error().message;
+  const json& r = (*answer)["response"];
+  EXPECT_EQ((*answer)["kind"], "AdmissionReview");
+  EXPECT_EQ(r["uid"], "u-1");
+  EXPECT_EQ(r["allowed"], true);
+  EXPECT_EQ(r["patchType"], "JSONPatch");
+  const json patch = json::parse(kube::DecodeBase64(r["patch"].get<std::string>()).value());
+  EXPECT_EQ(pod.patch(patch)["spec"]["containers"][0]["resources"]["limits"],
+            (json{{"gpumux.io/gpu", "1"}}));
+}
+
+TEST(Review, ARefusalCarriesTheReasonAndAnythingElseIsAllowedUnchanged) {
+  auto refused = Review(ReviewOf(Pod({Container("main", {{"nvidia.com/gpucores", "101"}})})), {});
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ((*refused)["response"]["allowed"], false);
+  EXPECT_EQ((*refused)["response"]["status"]["code"], 422);
+  EXPECT_NE((*refused)["response"]["status"]["message"].get<std::string>().find("gpumux webhook:"),
+            std::string::npos);
+  for (const json& other : {ReviewOf(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}), "UPDATE"),
+                            ReviewOf(json::object(), "CREATE", "Deployment")}) {
+    auto answer = Review(other, {});
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ((*answer)["response"]["allowed"], true);
+    EXPECT_FALSE((*answer)["response"].contains("patch"));
+  }
+}
+
+TEST(Review, ABodyThatIsNotAnAdmissionReviewIsAnError) {
+  EXPECT_FALSE(Review(json::array(), {}).has_value());
+  EXPECT_FALSE(
+      Review(json{{"apiVersion", "admission.k8s.io/v1beta1"}, {"kind", "AdmissionReview"}}, {})
+          .has_value());
+  json no_uid = ReviewOf(json::object());
+  no_uid["request"].erase("uid");
+  EXPECT_FALSE(Review(no_uid, {}).has_value());
+}
+
+}  // namespace
+}  // namespace gpumux::admission

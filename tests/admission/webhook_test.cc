@@ -1,0 +1,193 @@
+// The webhook's certificate kept in a Secret, its CA put into the MutatingWebhookConfiguration
+// (against an in-memory API), and the HTTPS server answering AdmissionReviews.
+#include "gpumux/admission/webhook.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "gpumux/kube/base64.h"
+
+namespace gpumux::admission {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// The API server's part: objects by path; GET, POST to a collection, JSON patches (RFC 6902,
+// with test), 404/409/422 as the API server answers them.
+class MapApi : public kube::KubeApi {
+ public:
+  std::map<std::string, json> objects;
+  int posts = 0, patches = 0;
+
+  kube::ApiResult<json> Get(const std::string& path) override {
+    std::lock_guard lock(mu_);
+    auto it = objects.find(path);
+    if (it == objects.end()) return tl::unexpected(kube::ApiError{404, "NotFound", path});
+    return it->second;
+  }
+  kube::ApiResult<json> List(const std::string&, int) override { return json::object(); }
+  kube::ApiResult<json> Patch(const std::string& path, const json& body, kube::PatchType) override {
+    std::lock_guard lock(mu_);
+    auto it = objects.find(path);
+    if (it == objects.end()) return tl::unexpected(kube::ApiError{404, "NotFound", path});
+    try {
+      it->second = it->second.patch(body);
+    } catch (const json::exception& e) {
+      return tl::unexpected(kube::ApiError{422, "Invalid", e.what()});
+    }
+    ++patches;
+    it->second["metadata"]["resourceVersion"] = std::to_string(++version_);
+    return it->second;
+  }
+  kube::ApiResult<json> Post(const std::string& path, const json& body) override {
+    std::lock_guard lock(mu_);
+    const std::string at = path + "/" + body["metadata"]["name"].get<std::string>();
+    if (objects.count(at) != 0) return tl::unexpected(kube::ApiError{409, "AlreadyExists", at});
+    ++posts;
+    objects[at] = body;
+    objects[at]["metadata"]["resourceVersion"] = std::to_string(++version_);
+    return objects[at];
+  }
+  kube::ApiResult<void> Watch(const std::string&, const std::string&,
+                              const std::function<bool(kube::WatchEvent&&)>&, std::stop_token,
+                              int) override {
+    return {};
+  }
+
+ private:
+  std::mutex mu_;
+  int version_ = 1;
+};
+
+constexpr const char* kSecret = "/api/v1/namespaces/gpumux-system/secrets/gpumux-webhook-tls";
+constexpr const char* kConfig =
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpumux";
+
+CertificateSource Source(std::vector<std::string> names = {"gpumux-webhook.gpumux-system.svc"}) {
+  CertificateSource s;
+  s.names = std::move(names);
+  s.secret_namespace = "gpumux-system";
+  s.secret_name = "gpumux-webhook-tls";
+  return s;
+}
+
+TEST(WebhookCertificate, IsMadeOnceAndKeptInASecretThatARestartReads) {
+  MapApi api;
+  auto first = ObtainCertificate(Source(), &api, nullptr);
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  ASSERT_EQ(api.posts, 1);
+  const json& secret = api.objects.at(kSecret);
+  EXPECT_EQ(secret["type"], "kubernetes.io/tls");
+  EXPECT_EQ(kube::DecodeBase64(secret["data"]["tls.crt"].get<std::string>()), first->cert_pem);
+  auto again = ObtainCertificate(Source(), &api, nullptr);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->cert_pem, first->cert_pem);
+  EXPECT_EQ(api.posts, 1);
+  EXPECT_EQ(api.patches, 0);
+}
+
+TEST(WebhookCertificate, ASecretThatDoesNotCoverANewNameIsReplaced) {
+  MapApi api;
+  auto first = ObtainCertificate(Source(), &api, nullptr);
+  ASSERT_TRUE(first.has_value());
+  auto wider =
+      ObtainCertificate(Source({"gpumux-webhook.gpumux-system.svc", "127.0.0.1"}), &api, nullptr);
+  ASSERT_TRUE(wider.has_value()) << wider.error().message;
+  EXPECT_NE(wider->cert_pem, first->cert_pem);
+  EXPECT_TRUE(net::CertificateCovers(wider->cert_pem, "127.0.0.1").value());
+  EXPECT_EQ(api.patches, 1);
+  EXPECT_EQ(kube::DecodeBase64(api.objects.at(kSecret)["data"]["tls.crt"].get<std::string>()),
+            wider->cert_pem);
+}
+
+TEST(WebhookCertificate, FilesThatDoNotPairAreRefusedNamingThem) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("webhook-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  net::CertificateRequest r;
+  r.names = {"a.example"};
+  const auto a = net::MakeServingCertificate(r).value(), b = net::MakeServingCertificate(r).value();
+  std::ofstream(dir / "tls.crt") << a.cert_pem;
+  std::ofstream(dir / "tls.key") << b.key_pem;
+  CertificateSource s;
+  s.cert_file = (dir / "tls.crt").string();
+  s.key_file = (dir / "tls.key").string();
+  auto got = ObtainCertificate(s, nullptr, nullptr);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_NE(got.error().message.find("tls.key"), std::string::npos);
+  EXPECT_NE(got.error().message.find("does not match"), std::string::npos);
+  std::ofstream(dir / "tls.key") << a.key_pem;
+  EXPECT_TRUE(ObtainCertificate(s, nullptr, nullptr).has_value());
+  fs::remove_all(dir);
+}
+
+TEST(WebhookCaBundle, EveryWebhookGetsTheCaOnceAndAChangedOneIsPutBack) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks",
+       {{{"name", "namespaces.webhook.gpumux.io"}, {"clientConfig", json::object()}},
+        {{"name", "pods.webhook.gpumux.io"}, {"clientConfig", {{"caBundle", "old"}}}}}}};
+  auto patched = PatchCaBundle(api, "gpumux", "PEM");
+  ASSERT_TRUE(patched.has_value()) << patched.error().ToString();
+  EXPECT_EQ(*patched, 2);
+  for (const json& hook : api.objects[kConfig]["webhooks"]) {
+    EXPECT_EQ(hook["clientConfig"]["caBundle"], kube::EncodeBase64("PEM"));
+  }
+  EXPECT_EQ(PatchCaBundle(api, "gpumux", "PEM").value(), 0);
+  api.objects[kConfig]["webhooks"][1]["clientConfig"]["caBundle"] = "";
+  EXPECT_EQ(PatchCaBundle(api, "gpumux", "PEM").value(), 1);
+  EXPECT_EQ(PatchCaBundle(api, "absent", "PEM").error().http_status, 404);
+}
+
+TEST(WebhookServer, AnswersReviewsOverHttpsAndKeepsTheCaBundle) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  net::CertificateRequest r;
+  r.names = {"127.0.0.1"};
+  const auto cert = net::MakeServingCertificate(r).value();
+  WebhookOptions o;
+  o.port = 0;
+  auto webhook = Webhook::Start(o, cert, &api);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  const fs::path ca = fs::path(::testing::TempDir()) / ("webhook-ca-" + std::to_string(getpid()));
+  std::ofstream(ca) << cert.ca_pem;
+  httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+  client.set_ca_cert_path(ca.c_str());
+  client.enable_server_certificate_verification(true);
+  json container = {{"name", "c"}};
+  container["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}};
+  review["request"] = {{"uid", "u-9"}, {"operation", "CREATE"}};
+  review["request"]["kind"] = {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}};
+  review["request"]["object"]["metadata"]["name"] = "p";
+  review["request"]["object"]["spec"]["containers"] = json::array({container});
+  auto answer = client.Post("/mutate", review.dump(), "application/json");
+  ASSERT_TRUE(answer) << httplib::to_string(answer.error());
+  EXPECT_EQ(answer->status, 200);
+  const json body = json::parse(answer->body);
+  EXPECT_EQ(body["response"]["uid"], "u-9");
+  EXPECT_EQ(body["response"]["patchType"], "JSONPatch");
+  auto bad = client.Post("/mutate", "{}", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(client.Get("/healthz")->status, 200);
+  const auto counts = (*webhook)->counts();
+  EXPECT_EQ(counts.translated, 1);
+  EXPECT_EQ(counts.malformed, 1);
+  (*webhook)->Stop();
+  EXPECT_EQ(api.objects[kConfig]["webhooks"][0]["clientConfig"]["caBundle"],
+            kube::EncodeBase64(cert.ca_pem));
+  fs::remove(ca);
+}
+
+}  // namespace
+}  // namespace gpumux::admission
