@@ -7,6 +7,10 @@
 #   make fuzz   build the libFuzzer targets in the same build-asan/ (one sanitizer build serves
 #               both) and run each for FUZZ_SECONDS (60) seconds; fails on any finding
 #               (fuzz/README.md)
+#   make image  build, then write the gpumux image, runtime only, as an OCI archive without Docker
+#               (scripts/make-image.sh: the binary, the libraries ldd lists, busybox) to
+#               IMAGE_OUT (build/gpumux-image.tar), named IMAGE (docker.io/library/gpumux:latest);
+#               push it with skopeo or import it with ctr (deploy/README.md, section 1)
 #   make e2e    build, then install gpumux (kubectl apply -k deploy/overlays/monitoring) onto a
 #               real single-node Kubernetes (../shared/k8s-rig, when built on this machine) and
 #               run the end-to-end scenarios
@@ -29,7 +33,7 @@ endif
 TESTS ?= OFF
 BENCH ?= OFF
 
-.PHONY: all setup configure build demo test bench san-build asan fuzz e2e clean format
+.PHONY: all setup configure build demo test bench san-build asan fuzz image e2e clean format
 
 all: build
 
@@ -88,6 +92,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: san-build
 	sh fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The image tests/e2e/run.sh installs too; deploy/README.md, section 1.
+IMAGE ?= docker.io/library/gpumux:latest
+IMAGE_OUT ?= $(BUILD)/gpumux-image.tar
+image: build
+	IMAGE=$(IMAGE) sh scripts/make-image.sh ./$(BUILD)/gpumux $(IMAGE_OUT)
 
 # Skips (exit 0, saying so) when the rig is not built here; tests/e2e/README.md.
 e2e: build

@@ -36,15 +36,13 @@ if [ "$(id -u)" != 0 ]; then echo "e2e: SKIPPED: the rig needs root (kubelet, co
 OUT=${E2E_OUT:-$ROOT/build/e2e}
 rm -rf "$OUT"; mkdir -p "$OUT/images" "$OUT/gpumux-bin"
 
-# Images, built locally (no registry is reachable): gpumux (the binary, the shared libraries it
-# links, busybox for the exec probes) and kube-scheduler (the rig's v1.32.13 binary, under the
-# name deploy/overlays/default sets).
-libs=()
-while read -r lib; do libs+=(--file "$lib:${lib#/}"); done < <(
-  ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
-python3 "$RIG_SCRIPTS/mkimage.py" --name docker.io/library/gpumux:latest --out "$OUT/images/gpumux.tar" \
-  --file "$BIN:usr/local/bin/gpumux" --file /bin/busybox:bin/busybox "${libs[@]}" \
-  --entrypoint /usr/local/bin/gpumux >/dev/null
+# Images, built locally (no registry is reachable): gpumux exactly as `make image` writes it
+# (scripts/make-image.sh: the binary, the shared libraries it links, busybox for the exec probes;
+# docker.io/library/gpumux:latest, the deploy/base manifests' gpumux:latest) and kube-scheduler
+# (the rig's v1.32.13 binary, under the name deploy/overlays/default sets, with the rig's
+# mkimage.py).
+IMAGE=docker.io/library/gpumux:latest sh "$ROOT/scripts/make-image.sh" "$BIN" \
+  "$OUT/images/gpumux.tar" > "$OUT/gpumux-image.txt"
 python3 "$RIG_SCRIPTS/mkimage.py" --name registry.k8s.io/kube-scheduler:v1.32.0 \
   --out "$OUT/images/kube-scheduler.tar" --file "$(readlink -f "$RIG/bin/kube-scheduler"):usr/local/bin/kube-scheduler" \
   >/dev/null
