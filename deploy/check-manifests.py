@@ -140,9 +140,32 @@ def check_newer_kind(obj, type_name, where):
                 problem(f"{where}: unknown field {at}.{k} ({type_name})".replace(" .", " "))
 
 
+# Fields newer than Debian 12's Python client, by the type that holds them: checked here, the
+# rest of the object strictly.
+NEWER_FIELDS = {"V1MutatingWebhook": {"matchConditions": {"name", "expression"}}}
+
+
+def check_newer_fields(obj, type_name, at, where):
+    rest = dict(obj)
+    for field, keys in NEWER_FIELDS[type_name].items():
+        value = rest.pop(field, None)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            problem(f"{where}: {at}.{field} should be a list")
+            continue
+        for i, item in enumerate(value):
+            if not isinstance(item, dict) or set(item) != keys or \
+                    not all(isinstance(v, str) and v for v in item.values()):
+                problem(f"{where}: {at}.{field}[{i}] must have exactly {sorted(keys)} as strings")
+    return rest
+
+
 def check_strict(models, obj, type_name, at, where):
     if at == "" and type_name in NEWER_KINDS and getattr(models, type_name, None) is None:
         return check_newer_kind(obj, type_name, where)
+    if type_name in NEWER_FIELDS and isinstance(obj, dict):
+        obj = check_newer_fields(obj, type_name, at, where)
     if type_name.startswith("list["):
         if not isinstance(obj, list):
             return problem(f"{where}: {at} should be a list")
@@ -328,7 +351,7 @@ def check_install(docs, label, models):
         problem(f"{label}: the namespace {ns} of the extender is not created (no Namespace object)")
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
                       "RuntimeClass", "ValidatingAdmissionPolicy",
-                      "ValidatingAdmissionPolicyBinding"}
+                      "ValidatingAdmissionPolicyBinding", "MutatingWebhookConfiguration"}
     for doc in docs:
         if doc.get("kind") in cluster_scoped:
             continue
@@ -563,7 +586,55 @@ def check_install(docs, label, models):
         if scraped_namespaces is not None and name_ns(w)[1] not in scraped_namespaces:
             problem(f"{where}: {SCRAPE_CONFIG.relative_to(DEPLOY)} does not discover pods in "
                     f"namespace {name_ns(w)[1]}")
+    check_webhook(docs, label, extender)
     return f"policy {policy}, image {extender.get('image')}"
+
+
+def check_webhook(docs, label, extender):
+    """gpumux-webhook: its Service reaches its listener, its certificate covers the Service's
+    name, and no webhook of its configuration can see kube-system or gpumux-system."""
+    configs = [d for d in docs if d.get("kind") == "MutatingWebhookConfiguration"]
+    deployment = next((d for d in docs if d.get("kind") == "Deployment" and
+                       name_ns(d)[0] == "gpumux-webhook"), None)
+    if not configs and deployment is None:
+        return
+    if deployment is None or len(configs) != 1:
+        return problem(f"{label}: the webhook needs its Deployment and one configuration")
+    c = pod_spec(deployment)["containers"][0]
+    where = f"{label}: {describe(deployment)}"
+    if c.get("image") != extender.get("image"):
+        problem(f"{where}: image {c.get('image')} is not the extender's {extender.get('image')}")
+    port = host_port(arg(c, "--listen", "127.0.0.1:9443"))[1]
+    names = (arg(c, "--tls-names", "gpumux-webhook.gpumux-system.svc") or "").split(",")
+    unit = (arg(c, "--gpu-mem-unit-mib", "1024"), arg(extender, "--gpu-mem-unit-mib", "1024"))
+    if unit[0] != unit[1]:
+        problem(f"{where}: --gpu-mem-unit-mib {unit[0]} differs from the extender's {unit[1]}")
+    services = {name_ns(d): d for d in docs if d.get("kind") == "Service"}
+    for hook in configs[0].get("webhooks", []):
+        at = f"{label}: webhook {hook.get('name')}"
+        excluded = set()
+        for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []) or []:
+            if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn":
+                excluded |= set(e.get("values") or [])
+        if not {"kube-system", "gpumux-system"} <= excluded:
+            problem(f"{at}: its namespaceSelector does not exclude kube-system and gpumux-system")
+        if not hook.get("matchConditions"):
+            problem(f"{at}: no matchConditions (every pod of a selected namespace would wait on it)")
+        ref = (hook.get("clientConfig") or {}).get("service")
+        if ref is None:
+            continue  # a URL (the e2e rig's): nothing to match
+        svc = services.get((ref.get("name"), ref.get("namespace")))
+        if svc is None:
+            problem(f"{at}: no Service {ref.get('namespace')}/{ref.get('name')}")
+            continue
+        if f"{ref.get('name')}.{ref.get('namespace')}.svc" not in names:
+            problem(f"{at}: --tls-names {','.join(names)} does not cover "
+                    f"{ref.get('name')}.{ref.get('namespace')}.svc")
+        targets = [str(p.get("targetPort")) for p in svc["spec"].get("ports", [])
+                   if p.get("port") == ref.get("port", 443)]
+        if targets != [str(port)]:
+            problem(f"{at}: Service port {ref.get('port', 443)} goes to {targets}, not the "
+                    f"webhook's --listen port {port}")
 
 
 def render(kubectl, overlay):
