@@ -25,6 +25,8 @@ SYS = "gpumux-system"      # where gpumux runs
 NODE_AGENTS = ("gpumux-device-plugin", "gpumux-coordinator")
 CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"  # the rig's busybox stand-in
 GPUS = 4
+WEBHOOK_NS = "gpumux-e2e-webhook"  # labelled gpumux.io/webhook=enabled by the webhook scenarios
+WEBHOOK_PORT = 9443                # deploy/base/webhook's --listen port, on the rig's host network
 
 
 class Failed(Exception):
@@ -293,7 +295,26 @@ def e2e_overlay(rig, docs):
                   ["device-plugin"], fake_gpus),
         rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
                   ["coordinator"], coordinator_dirs),
+        rig_patch("Deployment", "gpumux-webhook", "gpumux-webhook-token", ["webhook"]),
     ]
+
+    def webhook_on_loopback():
+        # No service network: the API server calls the webhook at 127.0.0.1:9443 (hostNetwork),
+        # so the certificate also covers 127.0.0.1.
+        args = workload_args(docs, "Deployment", "gpumux-webhook")
+        at = f"/spec/template/spec/containers/0/args/{args.index('--tls-names') + 1}"
+        return [{"op": "test", "path": at, "value": args[args.index("--tls-names") + 1]},
+                {"op": "replace", "path": at,
+                 "value": args[args.index("--tls-names") + 1] + ",127.0.0.1"}]
+
+    def webhook_url():
+        config = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
+        ops = []
+        for i in range(len(config["webhooks"])):
+            ops += [{"op": "remove", "path": f"/webhooks/{i}/clientConfig/service"},
+                    {"op": "add", "path": f"/webhooks/{i}/clientConfig/url",
+                     "value": f"https://127.0.0.1:{WEBHOOK_PORT}/mutate"}]
+        return ops
 
     def fake_backend(kind, name):
         # --backend's value, found in the rendered install; the test op fails the build rather
@@ -315,7 +336,11 @@ def e2e_overlay(rig, docs):
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
             {"target": {"kind": "DaemonSet", "name": name}, "patch": json.dumps(fake_backend("DaemonSet", name))}
-            for name in ("gpumux-device-plugin", "gpumux-coordinator")],
+            for name in ("gpumux-device-plugin", "gpumux-coordinator")] + [
+            {"target": {"kind": "Deployment", "name": "gpumux-webhook"},
+             "patch": json.dumps(webhook_on_loopback())},
+            {"target": {"kind": "MutatingWebhookConfiguration", "name": "gpumux"},
+             "patch": json.dumps(webhook_url())}],
     }
     with open(os.path.join(k, "kustomization.yaml"), "w") as f:
         json.dump(kustomization, f, indent=1)
@@ -393,6 +418,8 @@ def wait_gpumux_ready(rig, timeout=180):
     rig.kubectl("rollout", "status", "-n", SYS, "daemonset/gpumux-device-plugin",
                 f"--timeout={timeout}s", timeout=timeout + 10)
     rig.kubectl("rollout", "status", "-n", SYS, "daemonset/gpumux-coordinator",
+                f"--timeout={timeout}s", timeout=timeout + 10)
+    rig.kubectl("rollout", "status", "-n", SYS, "deployment/gpumux-webhook",
                 f"--timeout={timeout}s", timeout=timeout + 10)
     rig.wait("node allocatable gpumux.io/gpu = 4", lambda: allocatable(rig) == GPUS, timeout)
     rig.wait("node allocatable gpumux.io/gpu-mem = 320",
@@ -1123,6 +1150,140 @@ def s_own_visible_devices(rig):
             "/dev/nvidiaN")
 
 
+# --- the admission webhook --------------------------------------------------------------------
+def foreign_pod(name, ns, limits, annotations=None, labels=None):
+    """A pod as another GPU stack's users write it: default scheduler, no gpumux resource."""
+    pod = gpu_pod(name, [("main", limits)], scheduler="default-scheduler")
+    pod["spec"].pop("schedulerName")
+    pod["metadata"]["namespace"] = ns
+    if annotations:
+        pod["metadata"]["annotations"] = annotations
+    if labels:
+        pod["metadata"]["labels"] = labels
+    return pod
+
+
+def grant_of(rig, name, ns):
+    p = rig.pod(name, ns)
+    text = (p or {}).get("metadata", {}).get("annotations", {}).get("gpumux.io/grant")
+    if not text:
+        raise Failed(f"pod {ns}/{name} has no gpumux.io/grant")
+    c = json.loads(text)["containers"][0]
+    return p, c
+
+
+def webhook_namespace(rig):
+    if not rig.kubectl("get", "namespace", WEBHOOK_NS, check=False).strip():
+        rig.kubectl("create", "namespace", WEBHOOK_NS)
+    rig.kubectl("label", "namespace", WEBHOOK_NS, "gpumux.io/webhook=enabled", "--overwrite")
+
+
+def clean_webhook_namespace(rig):
+    rig.kubectl("delete", "jobs,pods", "--all", "-n", WEBHOOK_NS, "--grace-period=0", "--force",
+                "--wait=true", check=False, timeout=180)
+
+
+def s_webhook_translates(rig):
+    """Unmodified workloads of NVIDIA's plugin, HAMi, gpushare and KAI run with gpumux grants."""
+    webhook_namespace(rig)
+    try:
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "nvidia-job", "namespace": WEBHOOK_NS},
+               "spec": {"backoffLimit": 0, "template": foreign_pod(
+                   "x", WEBHOOK_NS, {"nvidia.com/gpu": 1})}}
+        job["spec"]["template"].pop("apiVersion")
+        job["spec"]["template"].pop("kind")
+        job["spec"]["template"]["metadata"] = {"labels": {"app": "nvidia-job"}}
+        rig.apply(job)
+        rig.apply(foreign_pod("hami", WEBHOOK_NS, {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000,
+                                                   "nvidia.com/gpucores": 30}))
+        rig.apply(foreign_pod("gpushare", WEBHOOK_NS, {"aliyun.com/gpu-mem": 4}))
+        rig.apply(foreign_pod("kai", WEBHOOK_NS, {"cpu": "10m"}, {"gpu-fraction": "0.5"}))
+        # Opted in by the pod's label, in a namespace that is not.
+        rig.apply(foreign_pod("labelled", NS, {"nvidia.com/gpu": 1},
+                              labels={"gpumux.io/webhook": "enabled"}))
+        job_pod = rig.wait("the Job's pod", lambda: (rig.get(
+            "pods", "-n", WEBHOOK_NS, "-l", "job-name=nvidia-job")["items"] or [None])[0], 60)
+        names = [job_pod["metadata"]["name"], "hami", "gpushare", "kai"]
+        rig.wait_running(names, ns=WEBHOOK_NS)
+        rig.wait_running(["labelled"])
+        want = {names[0]: (True, 0, 0), "hami": (False, 3072, 300),
+                "gpushare": (False, 4096, 1), "kai": (False, 0, 500)}
+        seen = []
+        for name, (exclusive, mib, milli) in want.items():
+            p, c = grant_of(rig, name, WEBHOOK_NS)
+            got = (bool(c.get("exclusive")), c.get("gpu_mem_mib", 0),
+                   0 if c.get("exclusive") else c.get("gpu_milli", 0))
+            if got != (exclusive, mib, milli):
+                raise Failed(f"{name}: grant {c}, expected exclusive/MiB/milli {want[name]}")
+            if p["spec"].get("schedulerName") != "gpumux-scheduler" or \
+                    "gpumux.io/translated-from" not in p["metadata"].get("annotations", {}):
+                raise Failed(f"{name}: scheduler {p['spec'].get('schedulerName')}, annotations "
+                             f"{sorted(p['metadata'].get('annotations', {}))}")
+            seen.append(f"{name.split('-')[0]} {'whole' if exclusive else f'{mib} MiB/{milli}m'}")
+        if not grant_of(rig, "labelled", NS)[1].get("exclusive"):
+            raise Failed("the pod opted in by its label did not get a whole GPU")
+        record = rig.pod("hami", WEBHOOK_NS)["metadata"]["annotations"]["gpumux.io/translated-from"]
+        return f"Running with gpumux grants: {', '.join(seen)}, labelled pod whole; hami's record {record}"
+    finally:
+        clean_webhook_namespace(rig)
+        rig.delete_pods("labelled", grace=0)
+
+
+def scale_webhook(rig, replicas):
+    rig.kubectl("scale", "deployment", "gpumux-webhook", "-n", SYS, f"--replicas={replicas}")
+
+    def settled():
+        pods = rig.get("pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-webhook")["items"]
+        if replicas == 0:
+            return not pods
+        return any(all(c.get("ready") for c in p["status"].get("containerStatuses", []) or [{}])
+                   and p["status"].get("phase") == "Running" for p in pods)
+    rig.wait(f"the webhook at {replicas} replicas", settled, 120)
+
+
+def s_webhook_down(rig):
+    """The webhook stopped: nothing it does not select waits on it; what it selects is refused
+    (failurePolicy Fail), and is admitted again once it is back, with the certificate it kept."""
+    webhook_namespace(rig)
+    secret_before = rig.get("secret", "gpumux-webhook-tls", "-n", SYS)["data"]["tls.crt"]
+    scale_webhook(rig, 0)
+    try:
+        t = time.monotonic()
+        system = foreign_pod("e2e-system-pod", "kube-system", {"cpu": "10m"})
+        system["spec"]["schedulerName"] = "default-scheduler"
+        rig.apply(system)
+        rig.wait_running(["e2e-system-pod"], ns="kube-system")
+        system_s = time.monotonic() - t
+        rig.apply(foreign_pod("no-gpu", WEBHOOK_NS, {"cpu": "10m"}))
+        refusal = None
+        try:
+            rig.apply(foreign_pod("refused", WEBHOOK_NS, {"nvidia.com/gpu": 1}))
+        except Failed as e:
+            refusal = str(e)
+        if refusal is None or "webhook" not in refusal or rig.pod("refused", WEBHOOK_NS):
+            raise Failed(f"a selected GPU pod was not refused while the webhook was down: {refusal}")
+    finally:
+        rig.kubectl("delete", "pod", "e2e-system-pod", "-n", "kube-system", "--grace-period=0",
+                    "--force", check=False)
+        scale_webhook(rig, 1)
+    try:
+        rig.wait("the GPU pod admitted again", lambda: "created" in rig.kubectl(
+            "apply", "-f", "-", stdin=json.dumps(foreign_pod("back", WEBHOOK_NS, {"nvidia.com/gpu": 1})),
+            check=False) or rig.pod("back", WEBHOOK_NS) is not None, 60)
+        rig.wait_running(["back", "no-gpu"], ns=WEBHOOK_NS)
+        if not grant_of(rig, "back", WEBHOOK_NS)[1].get("exclusive"):
+            raise Failed("the pod admitted after the restart did not get a whole GPU")
+        if rig.get("secret", "gpumux-webhook-tls", "-n", SYS)["data"]["tls.crt"] != secret_before:
+            raise Failed("the restarted webhook made a new certificate instead of the kept one")
+    finally:
+        clean_webhook_namespace(rig)
+    i = refusal.find("failed calling webhook")
+    return (f"webhook down: kube-system pod Running in {system_s:.1f} s, a non-GPU pod of the "
+            f"opted-in namespace admitted, its GPU pod refused ('{refusal[i:i + 90]}'); back up "
+            f"with the kept certificate, the GPU pod admitted and granted")
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1142,6 +1303,8 @@ SCENARIOS = [
     ("fgd-sat-reserve keeps the last idle GPUs for whole-GPU pods", s_fgd_sat_reserve),
     ("node agents change only their own node", s_node_agents_own_node),
     ("a pod cannot widen its grant with its own NVIDIA_VISIBLE_DEVICES", s_own_visible_devices),
+    ("webhook: unmodified NVIDIA, HAMi, gpushare and KAI pods get gpumux grants", s_webhook_translates),
+    ("webhook down: kube-system and unselected pods unaffected, selected GPU pods refused", s_webhook_down),
 ]
 
 
