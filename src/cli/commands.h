@@ -129,10 +129,13 @@ struct JobGenCliOptions {
   std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib
   double work_scale = 1;  // training steps = work_scale x the class's samples / batch
   std::string examples_dir = "/opt/gpumux/python/examples";
-  std::vector<std::string> examples;            // CLASS=SCRIPT: the example a class runs
-  std::string coordinator_dir = "/run/gpumux";  // mounted into training pods; "none" = not
-  std::string host_resources = "trace";         // --pods: trace (CPU, memory requests) or none
-  std::set<std::string> given;  // long names of the options given on the command line
+  std::vector<std::string> examples;     // CLASS=SCRIPT: the example a class runs
+  std::string coordinator_dir = "none";  // a hostPath into training pods; "none" = not (the
+                                         // device plugin's --coordinator-dir mounts it)
+  std::int64_t job_cpu_milli = 2000;     // each training pod's CPU request
+  std::int64_t job_memory_mib = 8192;    // and memory request (0: none)
+  std::string host_resources = "trace";  // --pods: trace (CPU, memory requests) or none
+  std::set<std::string> given;           // long names of the options given on the command line
 };
 CLI::App* AddJobGenCommand(CLI::App& app, JobGenCliOptions& options);
 int RunJobGen(const JobGenCliOptions& options, std::ostream& out, std::ostream& err);
@@ -370,6 +373,10 @@ struct DevicePluginCliOptions {
   std::string dev_dir = "/dev";
   std::vector<std::string> mounts;
   std::string cdi_kind;
+  std::string coordinator_dir;  // host folder mounted into granted containers; "" = none
+  bool mps = false;
+  std::string mps_control = "nvidia-cuda-mps-control";
+  std::string mps_dir = "/run/gpumux/mps";
   std::string device_list_strategy = "envvar";
   std::int64_t health_interval_ms = 5000;
   std::int64_t xid_recovery_seconds = 300;

@@ -120,6 +120,21 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
         "nvidia-smi); with --inject-devices; repeatable");
   s.Add("cdi-kind", &O::cdi_kind,
         "Also name the granted GPUs as CDI devices of this kind (e.g. nvidia.com/gpu)");
+  s.Add("coordinator-dir", &O::coordinator_dir,
+        "Host folder of the node coordinator's socket (its --socket's folder, e.g. /run/gpumux), "
+        "mounted read-only at /run/gpumux into every granted container with "
+        "GPUMUX_COORDINATOR set: training jobs reach the coordinator without a hostPath");
+  s.Add("mps", &O::mps,
+        "Run one MPS control daemon per GPU (--mps-control -f, supervised) and give shared "
+        "single-GPU containers its pipe folder and /dev/shm through Allocate's mounts, with "
+        "the daemon's limits raised to the largest share granted on the GPU (deploy/README.md, "
+        "\"MPS\")");
+  s.Add("mps-control", &O::mps_control, "The MPS control program (with --mps)")
+      ->capture_default_str();
+  s.Add("mps-dir", &O::mps_dir,
+        "Host folder of the MPS daemons' pipe, log and shm folders (with --mps; the DaemonSet "
+        "mounts it at the same path)")
+      ->capture_default_str();
   s.Add("device-list-strategy", &O::device_list_strategy,
         "How the NVIDIA container toolkit learns a container's GPUs: 'envvar' "
         "(NVIDIA_VISIBLE_DEVICES=<UUIDs>; a pod's own NVIDIA_VISIBLE_DEVICES wins) or "
@@ -241,6 +256,20 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
   for (const std::string& m : o.mounts) p.inject.mounts.push_back(ParseMount(m));
   if (!p.inject.mounts.empty() && !o.inject_devices) return usage("--mount needs --inject-devices");
   p.inject.cdi_kind = o.cdi_kind;
+  if (!o.coordinator_dir.empty() && o.coordinator_dir.front() != '/') {
+    return usage("--coordinator-dir must be an absolute host path, not '" + o.coordinator_dir +
+                 "'");
+  }
+  p.inject.coordinator_dir = o.coordinator_dir;
+  if ((Given(o.given, "mps-control") || Given(o.given, "mps-dir")) && !o.mps) {
+    return usage("--mps-control and --mps-dir need --mps");
+  }
+  if (o.mps) {
+    if (o.mps_dir.empty() || o.mps_dir.front() != '/') {
+      return usage("--mps-dir must be an absolute host path, not '" + o.mps_dir + "'");
+    }
+    options.mps = deviceplugin::MpsOptions{o.mps_control, o.mps_dir, nullptr};
+  }
   p.inject.device_list = o.device_list_strategy == "volume-mounts"
                              ? deviceplugin::DeviceListStrategy::kVolumeMounts
                              : deviceplugin::DeviceListStrategy::kEnvvar;

@@ -168,9 +168,22 @@ void AddJobGenK8sOptions(CLI::App& cmd, JobGenCliOptions& o) {
                  "classes, neumf for neumf and adgcl, lstm for lstm); repeatable")
       ->group(group);
   cmd.add_option("--coordinator-dir", o.coordinator_dir,
-                 "Host folder of the node coordinator's socket, mounted into training pods so "
-                 "that the task SDK finds it ('none': no mount)")
+                 "Host folder of the node coordinator's socket to mount into training pods as a "
+                 "hostPath. Not needed with gpumux's device plugin, which mounts it into every "
+                 "granted container (its --coordinator-dir); a hostPath fails Pod Security "
+                 "\"baseline\" ('none': no mount)")
       ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--job-cpu-milli", o.job_cpu_milli,
+                 "Each training pod's CPU request in milli-CPU (its data loader; 0: none)")
+      ->capture_default_str()
+      ->check(IntegerIn(std::int64_t{0}, std::int64_t{1} << 30))
+      ->group(group);
+  cmd.add_option("--job-memory-mib", o.job_memory_mib,
+                 "Each training pod's memory request in MiB (0: none; without requests a pod "
+                 "is BestEffort, the first evicted)")
+      ->capture_default_str()
+      ->check(IntegerIn(std::int64_t{0}, std::int64_t{1} << 30))
       ->group(group);
 }
 
@@ -189,6 +202,8 @@ std::optional<std::string> CheckJobGenCombination(const JobGenCliOptions& o) {
                                    "examples-dir",
                                    "example",
                                    "coordinator-dir",
+                                   "job-cpu-milli",
+                                   "job-memory-mib",
                                    "host-resources"};
   if (!k8s) {
     for (const char* name : kK8sOnly) {
@@ -217,8 +232,8 @@ std::optional<std::string> CheckJobGenCombination(const JobGenCliOptions& o) {
       if (Given(o.given, name)) return std::string("--") + name + " belongs to --pods";
     }
   } else {
-    for (const char* name :
-         {"profile", "work-scale", "examples-dir", "example", "coordinator-dir"}) {
+    for (const char* name : {"profile", "work-scale", "examples-dir", "example", "coordinator-dir",
+                             "job-cpu-milli", "job-memory-mib"}) {
       if (Given(o.given, name)) {
         return std::string("--") + name + " is for training jobs, not the trace pods of --pods";
       }
@@ -257,6 +272,8 @@ int WriteJobManifests(const JobGenCliOptions& o, const std::vector<sim::JobSpec>
     item.request.gpu_mib = j.gpu_mib;
     item.request.sharing = core::GpuSharing::kShared;
     item.request.workload_class = j.cls;
+    item.request.cpu_milli = o.job_cpu_milli;
+    item.request.memory_mib = o.job_memory_mib;
     item.command = {
         "python3",      o.examples_dir + "/" + script + ".py",
         "--class",      j.cls,

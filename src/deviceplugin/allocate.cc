@@ -118,6 +118,17 @@ grpc::Status AnswerAllocate(Resource resource, const pb::AllocateRequest& reques
                                                          " container " + c.grant.name + ": " +
                                                          env.error().message};
     }
+    if (env->envs.contains("CUDA_MPS_PIPE_DIRECTORY") && inject.mps_admit) {
+      const int percent =
+          c.grant.milli_requested ? static_cast<int>((c.grant.gpu_milli + 9) / 10) : 0;
+      if (auto admitted =
+              inject.mps_admit(env->envs.at("GPUMUX_GPU_UUIDS"), c.grant.gpu_mem_mib, percent);
+          !admitted) {
+        return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
+                                                           " container " + c.grant.name + ": " +
+                                                           admitted.error().message};
+      }
+    }
     pb::ContainerAllocateResponse* out = answer.add_container_responses();
     for (const auto& [k, v] : env->envs) (*out->mutable_envs())[k] = v;
     for (const MountSpec& m : env->mounts) {

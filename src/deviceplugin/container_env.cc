@@ -73,6 +73,13 @@ core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
     }
     if (grant.gpu_mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mem_limits;
   }
+  if (!grant.exclusive && chosen.size() == 1 && inject.mps) {
+    if (auto folders = inject.mps(chosen[0]->uuid)) {
+      out.mounts.push_back(MountSpec{folders->pipe, kMpsPipeInContainer, false});
+      out.mounts.push_back(MountSpec{folders->shm, "/dev/shm", false});
+      env["CUDA_MPS_PIPE_DIRECTORY"] = kMpsPipeInContainer;
+    }
+  }
   env["GPUMUX_POD"] = context.pod_ns + "/" + context.pod_name;
   env["GPUMUX_POD_UID"] = context.pod_uid;
   env["GPUMUX_CONTAINER"] = grant.name;
@@ -92,6 +99,11 @@ core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
       out.devices.push_back(DeviceNodeSpec{inject.dev_dir + name, "/dev" + name, "rwm"});
     }
     out.mounts.insert(out.mounts.end(), inject.mounts.begin(), inject.mounts.end());
+  }
+  if (!inject.coordinator_dir.empty()) {
+    out.mounts.push_back(MountSpec{inject.coordinator_dir, kCoordinatorDirInContainer, true});
+    env["GPUMUX_COORDINATOR"] =
+        std::string("unix://") + kCoordinatorDirInContainer + "/coordinator.sock";
   }
   if (!inject.cdi_kind.empty()) {
     for (const NodeGpu* g : chosen) out.cdi_devices.push_back(inject.cdi_kind + "=" + g->uuid);

@@ -162,6 +162,7 @@ struct NodeAgent::Impl {
   std::condition_variable_any sleep_cv;
   bool wake = false;  // under sleep_mu: run a round now
   std::unique_ptr<DevicePlugin> plugin;
+  std::shared_ptr<MpsDaemons> mps;  // with options.mps
   gpu::HealthTracker tracker;
   Metrics metrics;
 
@@ -297,6 +298,7 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
     lock.unlock();
     if (stop.stop_requested()) return;
     Poll();
+    if (mps) (void)mps->Check();
   }
 }
 
@@ -378,6 +380,20 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
   // The plugin publishes "starting" after the caller's check and before it registers, and wakes
   // the health loop (which publishes "ready") when its state may have changed.
   PluginOptions plugin_options = impl->options.plugin;
+  if (impl->options.mps) {
+    std::vector<std::string> uuids;
+    for (const gpu::Gpu& g : impl->gpus) uuids.push_back(g.uuid);
+    MpsOptions mps = *impl->options.mps;
+    if (!mps.log) mps.log = impl->options.plugin.log;
+    impl->mps = std::make_shared<MpsDaemons>(std::move(mps), std::move(uuids));
+    plugin_options.inject.mps = [d = impl->mps](const std::string& uuid) {
+      return d->Folders(uuid);
+    };
+    plugin_options.inject.mps_admit = [d = impl->mps](const std::string& uuid, std::int64_t mib,
+                                                      int percent) {
+      return d->Admit(uuid, mib, percent);
+    };
+  }
   plugin_options.before_register =
       [raw, check = impl->options.plugin.before_register]() -> core::Result<void> {
     if (check) {
@@ -401,9 +417,16 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
 core::Result<void> NodeAgent::Start() {
   Impl& m = *impl_;
   if (m.started) return core::MakeError(core::ErrorCode::kFailedPrecondition, "started before");
-  if (auto http = m.StartHttp(); !http) return http;
+  if (m.mps) {
+    if (auto daemons = m.mps->Start(); !daemons) return daemons;
+  }
+  if (auto http = m.StartHttp(); !http) {
+    if (m.mps) m.mps->Stop();
+    return http;
+  }
   if (auto started = m.plugin->Start(); !started) {
     if (m.http) m.http->Stop();
+    if (m.mps) m.mps->Stop();
     return started;
   }
   m.started = true;
@@ -460,6 +483,7 @@ void NodeAgent::Stop() {
   m.DrainNodeLock();
   m.plugin->Stop();
   if (m.http) m.http->Stop();
+  if (m.mps) m.mps->Stop();  // after the plugin: no Allocate hands its folders out any more
 }
 
 bool NodeAgent::Impl::Ready(std::string* why) const {

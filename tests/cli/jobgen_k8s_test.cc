@@ -79,8 +79,24 @@ TEST(JobGenK8s, ClassesWithoutAnExampleOfTheirOwnRunAStandInOrTheOneGiven) {
     EXPECT_EQ(c["command"][1], cls == "vgg16" ? "/opt/gpumux/python/examples/resnet.py"
                                               : "/opt/gpumux/python/examples/lstm.py");
     EXPECT_EQ(c["image"], "gpumux-train:latest");
-    EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["path"], "/run/gpumux");
+    // Pod Security "baseline": no host folder (the device plugin mounts the coordinator's
+    // socket), and requests, so not BestEffort.
+    EXPECT_FALSE(pod["spec"].contains("volumes"));
+    EXPECT_EQ(c["resources"]["requests"], (json{{"cpu", "2000m"}, {"memory", "8192Mi"}}));
   }
+}
+
+TEST(JobGenK8s, AHostFolderAndOtherRequestsAreTheUsersChoice) {
+  const CliRun r = Gpumux({"jobgen", "--format", "k8s", "--count", "1", "--coordinator-dir",
+                           "/run/gpumux", "--job-cpu-milli", "500", "--job-memory-mib", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json pod = Objects(r).at(0);
+  EXPECT_EQ(pod["spec"]["volumes"][0]["hostPath"]["path"], "/run/gpumux");
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["requests"], (json{{"cpu", "500m"}}));
+  const CliRun pods = Gpumux(
+      {"jobgen", "--format", "k8s", "--pods", "default", "--count", "1", "--job-cpu-milli", "1"});
+  EXPECT_EQ(pods.code, 2);
+  EXPECT_NE(pods.err.find("--job-cpu-milli is for training jobs"), std::string::npos) << pods.err;
 }
 
 TEST(JobGenK8s, AJobListBecomesJobsAsAJsonList) {

@@ -9,6 +9,13 @@
 //   GPUMUX_POD=ns/name GPUMUX_POD_UID GPUMUX_CONTAINER GPUMUX_NODE GPUMUX_POLICY
 //   GPUMUX_GPU_UUIDS GPUMUX_GPU_INDICES (host indices) GPUMUX_GPU_MILLI GPUMUX_GPU_MEM_MIB
 //   GPUMUX_EXCLUSIVE=true|false
+// The node coordinator (only with `coordinator_dir`): the host folder of its socket mounted
+// read-only at /run/gpumux and GPUMUX_COORDINATOR=unix:///run/gpumux/coordinator.sock, so
+// that a training job's task SDK reaches it without a hostPath in the pod's spec (which Pod
+// Security "baseline" refuses). A read-only mount still lets a process connect to the socket.
+// MPS (only with `mps`, mps.h): a shared grant of one GPU whose control daemon runs gets that
+// daemon's pipe folder at /tmp/nvidia-mps (CUDA_MPS_PIPE_DIRECTORY) and its /dev/shm, both
+// read-write; whole GPUs and grants of several GPUs do not.
 // Device nodes (only with `inject_devices`, for runtimes without the NVIDIA hook):
 //   the control devices found (nvidiactl, nvidia-uvm, nvidia-uvm-tools) and /dev/nvidia<minor>
 //   of every granted GPU, "rwm"; plus the configured read-only driver mounts.
@@ -24,7 +31,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,13 +56,30 @@ inline constexpr const char* kContainerDevicesDir = "/var/run/nvidia-container-d
 
 enum class DeviceListStrategy : std::uint8_t { kEnvvar, kVolumeMounts };
 
+// One GPU's MPS folders on the host (mps.h).
+struct MpsFolders {
+  std::string pipe, shm;
+};
+inline constexpr const char* kMpsPipeInContainer = "/tmp/nvidia-mps";
+
 struct InjectOptions {
   DeviceListStrategy device_list = DeviceListStrategy::kEnvvar;
   bool inject_devices = false;
   std::string dev_dir = "/dev";
   std::vector<MountSpec> mounts;
-  std::string cdi_kind;  // "" = no CDI devices
+  std::string cdi_kind;         // "" = no CDI devices
+  std::string coordinator_dir;  // host folder of the coordinator's socket; "" = not mounted
+  // MPS: the folders of a GPU's control daemon while it runs (nullopt: none); empty = no MPS.
+  std::function<std::optional<MpsFolders>(const std::string& uuid)> mps;
+  // Told (in Allocate, before answering) each MPS grant: GPU, MiB and thread percentage (0: not
+  // limited). An error refuses the container: its limits would not be enforced.
+  std::function<core::Result<void>(const std::string& uuid, std::int64_t mem_mib,
+                                   int thread_percent)>
+      mps_admit;
 };
+
+// Where a container finds the coordinator's socket folder (the task SDK's default).
+inline constexpr const char* kCoordinatorDirInContainer = "/run/gpumux";
 
 // A GPU of this node as Allocate needs it.
 struct NodeGpu {

@@ -26,10 +26,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/mps.h"
 #include "gpumux/deviceplugin/node_state.h"
 #include "gpumux/deviceplugin/plugin.h"
 #include "gpumux/gpu/backend.h"
@@ -51,6 +53,9 @@ struct NodeAgentOptions {
   // DaemonSet's terminationGracePeriodSeconds.
   std::chrono::milliseconds stop_drain{10000};
   std::chrono::milliseconds stop_drain_poll{100};
+  // One MPS control daemon per GPU (mps.h), started before the plugin registers, checked every
+  // health interval, stopped last; shared single-GPU grants get its folders. Absent: no MPS.
+  std::optional<MpsOptions> mps;
 };
 
 class NodeAgent {

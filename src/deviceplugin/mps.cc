@@ -1,0 +1,270 @@
+#include "gpumux/deviceplugin/mps.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+extern char** environ;
+
+namespace gpumux::deviceplugin {
+namespace {
+
+using core::ErrorCode;
+using core::MakeError;
+
+constexpr auto kCommandTimeout = std::chrono::seconds(5);
+
+// Spawns argv with `env`, stdin/stdout as given (-1: /dev/null), stderr to stdout. -1 on failure.
+pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, int in,
+            int out, int* error) {
+  std::vector<char*> argv, envp;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (in >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  }
+  if (out >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    posix_spawn_file_actions_adddup2(&fa, out, 2);
+  }
+  pid_t pid = -1;
+  *error = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return *error == 0 ? pid : -1;
+}
+
+// Waits for `pid` at most `limit`; kills it after. The exit status, or -1 when killed.
+int WaitFor(pid_t pid, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+MpsDaemons::MpsDaemons(MpsOptions options, std::vector<std::string> uuids)
+    : options_(std::move(options)) {
+  for (std::string& u : uuids) {
+    Gpu g;
+    g.dir = options_.root + "/" + u;
+    g.uuid = std::move(u);
+    gpus_.push_back(std::move(g));
+  }
+}
+
+MpsDaemons::~MpsDaemons() { Stop(); }
+
+std::vector<std::string> MpsDaemons::Environment(const Gpu& g) const {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.rfind("CUDA_", 0) != 0) env.emplace_back(entry);
+  }
+  env.push_back("CUDA_VISIBLE_DEVICES=" + g.uuid);
+  env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + g.dir + "/pipe");
+  env.push_back("CUDA_MPS_LOG_DIRECTORY=" + g.dir + "/log");
+  return env;
+}
+
+core::Result<void> MpsDaemons::Launch(Gpu& g) {
+  std::error_code ec;
+  for (const char* sub : {"pipe", "log", "shm"}) {
+    std::filesystem::create_directories(g.dir + "/" + sub, ec);
+    if (ec)
+      return MakeError(ErrorCode::kIo, "cannot make " + g.dir + "/" + sub + ": " + ec.message());
+    // Clients run as any user: the folders must let them in (MPS checks the socket's own mode).
+    ::chmod((g.dir + "/" + sub).c_str(), sub == std::string("log") ? 0755 : 01777);
+  }
+  const std::string out_path = g.dir + "/log/daemon.out";
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int error = 0;
+  g.pid = Spawn({options_.control, "-f"}, Environment(g), -1, out, &error);
+  if (out >= 0) ::close(out);
+  if (g.pid < 0) {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "cannot start " + options_.control + " -f: " + std::strerror(error));
+  }
+  options_.log.Info("MPS control daemon started",
+                    {{"gpu", g.uuid}, {"pid", std::to_string(g.pid)}, {"pipe", g.dir + "/pipe"}});
+  return {};
+}
+
+core::Result<void> MpsDaemons::Start() {
+  std::lock_guard lock(mu_);
+  for (Gpu& g : gpus_) {
+    if (auto launched = Launch(g); !launched) {
+      stopped_ = false;
+      for (Gpu& other : gpus_) {
+        if (other.pid > 0) {
+          ::kill(other.pid, SIGKILL);
+          ::waitpid(other.pid, nullptr, 0);
+          other.pid = -1;
+        }
+      }
+      return launched;
+    }
+  }
+  return {};
+}
+
+int MpsDaemons::Check() {
+  std::lock_guard lock(mu_);
+  int restarted = 0;
+  for (Gpu& g : gpus_) {
+    int status = 0;
+    if (stopped_ || g.pid <= 0 || ::waitpid(g.pid, &status, WNOHANG) != g.pid) continue;
+    options_.log.Warn("MPS control daemon exited; starting it again",
+                      {{"gpu", g.uuid}, {"status", std::to_string(status)}});
+    g.pid = -1;
+    if (auto launched = Launch(g); !launched) {
+      options_.log.Error("cannot restart the MPS control daemon",
+                         {{"gpu", g.uuid}, {"error", launched.error().message}});
+      continue;
+    }
+    ++restarted;
+    // The limits live in the daemon: tell the new one.
+    const std::int64_t mem = std::exchange(g.mem_mib, 0);
+    const int pct = std::exchange(g.thread_percent, 0);
+    if (auto raised = Raise(g, mem, pct); !raised) {
+      options_.log.Warn("cannot set the restarted MPS daemon's limits",
+                        {{"gpu", g.uuid}, {"error", raised.error().message}});
+    }
+  }
+  return restarted;
+}
+
+std::optional<MpsFolders> MpsDaemons::Folders(const std::string& uuid) {
+  std::lock_guard lock(mu_);
+  for (const Gpu& g : gpus_) {
+    if (g.uuid == uuid && g.pid > 0 && !stopped_)
+      return MpsFolders{g.dir + "/pipe", g.dir + "/shm"};
+  }
+  return std::nullopt;
+}
+
+core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& command) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return MakeError(ErrorCode::kIo, std::strerror(errno));
+  }
+  int error = 0;
+  const pid_t pid = Spawn({options_.control}, Environment(g), in[0], out[1], &error);
+  ::close(in[0]);
+  ::close(out[1]);
+  const std::string line = command + "\n";
+  if (pid > 0) (void)!::write(in[1], line.data(), line.size());
+  ::close(in[1]);
+  std::string answer;
+  char buf[512];
+  pollfd p{out[0], POLLIN, 0};
+  while (pid > 0 && ::poll(&p, 1, static_cast<int>(kCommandTimeout.count() * 1000)) > 0) {
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0 || answer.size() > 65536) break;
+    answer.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  if (pid < 0)
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     options_.control + ": " + std::strerror(error));
+  const int status = WaitFor(pid, kCommandTimeout);
+  if (status != 0) {
+    return MakeError(
+        ErrorCode::kFailedPrecondition,
+        "'" + command + "' to the MPS control daemon of " + g.uuid + " failed (" +
+            (status < 0 ? std::string("timed out") : "exit " + std::to_string(status)) +
+            "): " + answer);
+  }
+  return answer;
+}
+
+core::Result<void> MpsDaemons::Admit(const std::string& uuid, std::int64_t mem_mib,
+                                     int thread_percent) {
+  std::lock_guard lock(mu_);
+  for (Gpu& g : gpus_) {
+    if (g.uuid == uuid && g.pid > 0 && !stopped_) return Raise(g, mem_mib, thread_percent);
+  }
+  return {};
+}
+
+core::Result<void> MpsDaemons::Raise(Gpu& g, std::int64_t mem_mib, int thread_percent) {
+  const bool mem = mem_mib > g.mem_mib, threads = thread_percent > g.thread_percent;
+  if (!mem && !threads) return {};
+  auto servers = Control(g, "get_server_list");
+  if (!servers) return tl::unexpected(servers.error());
+  std::vector<std::string> pids, commands;
+  for (std::size_t at = 0; at < servers->size();) {
+    const std::size_t end = std::min(servers->find_first_of(" \n", at), servers->size());
+    const std::string pid = servers->substr(at, end - at);
+    if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos) {
+      pids.push_back(pid);
+    }
+    at = end + 1;
+  }
+  if (mem) {
+    g.mem_mib = mem_mib;
+    const std::string value = g.uuid + " " + std::to_string(mem_mib) + "M";
+    commands.push_back("set_default_device_pinned_mem_limit " + value);
+    for (const std::string& pid : pids) {
+      commands.push_back("set_device_pinned_mem_limit " + pid + " " + value);
+    }
+  }
+  if (threads) {
+    g.thread_percent = thread_percent;
+    const std::string value = std::to_string(thread_percent);
+    commands.push_back("set_default_active_thread_percentage " + value);
+    for (const std::string& pid : pids) {
+      commands.push_back("set_active_thread_percentage " + pid + " " + value);
+    }
+  }
+  for (const std::string& c : commands) {
+    if (auto done = Control(g, c); !done) return tl::unexpected(done.error());
+  }
+  options_.log.Info("MPS limits raised",
+                    {{"gpu", g.uuid},
+                     {"pinned_mem_mib", std::to_string(g.mem_mib)},
+                     {"active_thread_percentage", std::to_string(g.thread_percent)}});
+  return {};
+}
+
+void MpsDaemons::Stop() {
+  std::lock_guard lock(mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  for (Gpu& g : gpus_) {
+    if (g.pid <= 0) continue;
+    (void)Control(g, "quit");
+    if (WaitFor(g.pid, std::chrono::seconds(5)) == -1) {
+      options_.log.Warn("MPS control daemon killed (it did not quit within 5 s)",
+                        {{"gpu", g.uuid}});
+    }
+    g.pid = -1;
+  }
+}
+
+}  // namespace gpumux::deviceplugin
