@@ -549,6 +549,10 @@ def check_install(docs, label, models):
         if not any(m.get("mountPath") == folder and host_paths.get(m.get("name")) == folder
                    for m in coordinator.get("volumeMounts", []) or []):
             problem(f"{where}: the socket's folder {folder} is not the same hostPath (pods mount it)")
+        handed = arg(plugin, "--coordinator-dir") if plugin else None
+        if handed is not None and handed != folder:
+            problem(f"{label}: {describe(dp_doc)}: --coordinator-dir {handed} is not the "
+                    f"coordinator's socket folder {folder}")
 
     # Listeners: loopback unless Prometheus is told to scrape them.
     scraped_namespaces = None

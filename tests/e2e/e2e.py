@@ -245,6 +245,9 @@ def e2e_overlay(rig, docs):
     k = os.path.join(a.out, "kustomize")
     os.makedirs(k, exist_ok=True)
     shutil.copy(os.path.join(a.out, "gpus.csv"), os.path.join(k, "gpus.csv"))
+    # The stand-in nvidia-cuda-mps-control of the MPS scenario (the rig has no GPU).
+    shutil.copy(os.path.join(a.root, "tests", "testing", "mps-control-standin.sh"),
+                os.path.join(k, "mps-control"))
     # Typical pods for the fgd-sat-reserve scenario (--typical-pods): the rig's node has far
     # less CPU than the Alibaba trace's whole-GPU pods ask, so the scenario names its own.
     with open(os.path.join(k, "typical.csv"), "w") as f:
@@ -269,12 +272,16 @@ def e2e_overlay(rig, docs):
     def e2e_files(spec):
         # gpus.csv and typical.csv (the ConfigMap gpumux-e2e-gpus) at /etc/gpumux-e2e in the
         # first container.
-        spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus"}})
+        spec["volumes"].append({"name": "e2e-gpus", "configMap": {"name": "gpumux-e2e-gpus",
+                                                                    "defaultMode": 0o755}})
         spec["containers"][0]["volumeMounts"].append(
             {"name": "e2e-gpus", "mountPath": "/etc/gpumux-e2e", "readOnly": True})
 
     def fake_gpus(spec):
         e2e_files(spec)
+        # the coordinator's socket folder is the rig's (as coordinator_dirs below)
+        spec["volumes"].append({"name": "coordinator-dir", "hostPath": {
+            "path": os.path.join(a.rig, "gpumux-run"), "type": "DirectoryOrCreate"}})
         # the rig's containerd keeps the OCI runtime path's ledger here (GPUMUX_STATE_DIR)
         spec["volumes"].append({"name": "hook-state", "hostPath": {
             "path": os.path.join(a.rig, "gpumux-state"), "type": "DirectoryOrCreate"}})
@@ -297,6 +304,12 @@ def e2e_overlay(rig, docs):
                   ["coordinator"], coordinator_dirs),
         rig_patch("Deployment", "gpumux-webhook", "gpumux-webhook-token", ["webhook"]),
     ]
+
+    def plugin_coordinator_dir():
+        args = workload_args(docs, "DaemonSet", "gpumux-device-plugin")
+        at = f"/spec/template/spec/containers/0/args/{args.index('--coordinator-dir') + 1}"
+        return [{"op": "test", "path": at, "value": args[args.index("--coordinator-dir") + 1]},
+                {"op": "replace", "path": at, "value": os.path.join(a.rig, "gpumux-run")}]
 
     def webhook_on_loopback():
         # No service network: the API server calls the webhook at 127.0.0.1:9443 (hostNetwork),
@@ -332,13 +345,15 @@ def e2e_overlay(rig, docs):
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(os.path.join(a.root, "deploy", "overlays", OVERLAY), k)],
         "configMapGenerator": [{"name": "gpumux-e2e-gpus", "namespace": SYS,
-                                "files": ["gpus.csv", "typical.csv"],
+                                "files": ["gpus.csv", "typical.csv", "mps-control"],
                                 "options": {"disableNameSuffixHash": True}}],
         "patches": [{"patch": json.dumps(p)} for p in patches] + [
             {"target": {"kind": "DaemonSet", "name": name}, "patch": json.dumps(fake_backend("DaemonSet", name))}
             for name in ("gpumux-device-plugin", "gpumux-coordinator")] + [
             {"target": {"kind": "Deployment", "name": "gpumux-webhook"},
              "patch": json.dumps(webhook_on_loopback())},
+            {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
+             "patch": json.dumps(plugin_coordinator_dir())},
             {"target": {"kind": "MutatingWebhookConfiguration", "name": "gpumux"},
              "patch": json.dumps(webhook_url())}],
     }
@@ -749,18 +764,14 @@ INTRUDER = ('V=gpumux-e2e/sdk-job/train; '
 
 
 def socket_job_pod(name, script, limits=None):
-    """A GPU pod running `script` in the gpumux image, with the coordinator's socket folder."""
+    """A GPU pod running `script` in the gpumux image. No volume of its own: the device plugin's
+    Allocate mounts the coordinator's socket folder at /run/gpumux (--coordinator-dir)."""
     pod = gpu_pod(name, [("train", limits or {"gpumux.io/gpu-mem": 8})])
     c = pod["spec"]["containers"][0]
     c["image"] = "gpumux:latest"
     c["imagePullPolicy"] = "IfNotPresent"
     c["command"] = ["/bin/busybox", "sh", "-c", script]
-    c["volumeMounts"] = [{"name": "gpumux-run", "mountPath": "/run/gpumux"}]
-    pod["spec"]["volumes"] = [{"name": "gpumux-run", "hostPath": {"path": RUN_DIR[0]}}]
     return pod
-
-
-RUN_DIR = [""]  # the coordinator's socket folder on the rig's host (set by s_coordinator)
 
 
 def coordinator_pod(rig):
@@ -779,7 +790,6 @@ def s_coordinator(rig):
     # steps. The coordinator knows the caller from the connection (its pod, through its
     # cgroup) and watches the node's pods: the grant, not the job's word, places it; another
     # pod cannot act for it; deleting the pod makes it leave at once.
-    RUN_DIR[0] = os.path.join(rig.args.rig, "gpumux-run")
     rig.apply(socket_job_pod("sdk-job", SDK_JOB))
     rig.wait_running("sdk-job")
     g = check_env_matches_grant(rig, "sdk-job")
@@ -840,7 +850,6 @@ def s_kubectl_gpumux(rig):
     # A whole-GPU pod, a shared pod whose job reports to the coordinator (as in the coordinator
     # scenario), and a pod too big for any GPU; then every view, as text and as JSON.
     rig.apply(gpu_pod("whole", [("main", WHOLE)]))
-    RUN_DIR[0] = os.path.join(rig.args.rig, "gpumux-run")
     rig.apply(socket_job_pod("shared", SDK_JOB,
                              {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 500}))
     rig.apply(gpu_pod("too-big", [("main", {"gpumux.io/gpu-mem": 100})]))
@@ -1284,6 +1293,110 @@ def s_webhook_down(rig):
             f"with the kept certificate, the GPU pod admitted and granted")
 
 
+# --- workload manifests and MPS ------------------------------------------------------------------
+def s_jobgen_baseline(rig):
+    """jobgen's training pods pass Pod Security "baseline" (server-side dry run in a namespace
+    that enforces it), and are not BestEffort; a hostPath, as jobgen wrote before, is refused."""
+    ns = "gpumux-e2e-baseline"
+    if not rig.kubectl("get", "namespace", ns, check=False).strip():
+        rig.kubectl("create", "namespace", ns)
+    rig.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline",
+                "--overwrite")
+    gpumux = os.path.join(rig.args.out, "gpumux-bin", "gpumux")
+
+    def jobgen(*extra, count=3):
+        p = subprocess.run([gpumux, "jobgen", "--format", "k8s", "--count", str(count), *extra],
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise Failed(f"gpumux jobgen: {p.stderr.strip()}")
+        return p.stdout
+    out = rig.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-", stdin=jobgen())
+    refused = None
+    try:
+        rig.kubectl("apply", "--dry-run=server", "-n", ns, "-f", "-",
+                    stdin=jobgen("--coordinator-dir", "/run/gpumux"))
+    except Failed as e:
+        refused = str(e)
+    if refused is None or "baseline" not in refused or "hostPath" not in refused:
+        raise Failed(f"a hostPath pod was not refused by baseline: {refused}")
+    qos = json.loads(rig.kubectl("create", "--dry-run=server", "-n", ns, "-o", "json", "-f", "-",
+                                 stdin=jobgen(count=1)))["status"].get("qosClass")
+    if qos == "BestEffort":
+        raise Failed("jobgen's training pod is BestEffort")
+    i = refused.find("violate")
+    return (f"{len(out.strip().splitlines())} pods accepted by a baseline namespace (dry run, QoS "
+            f"{qos}); with --coordinator-dir as a hostPath refused: '{refused[i:i + 80]}'")
+
+
+def set_plugin_mps(rig, on):
+    """Turns --mps on (with the stand-in control program, the daemons' folder in the rig's
+    folder) or back off; waits for the new pod."""
+    mps_dir = os.path.join(rig.args.rig, "gpumux-mps")
+    ds = rig.get("daemonset", "gpumux-device-plugin", "-n", SYS)
+    spec = ds["spec"]["template"]["spec"]
+    args = [a for a in spec["containers"][0]["args"]]
+    volumes = [v for v in spec["volumes"] if v["name"] != "mps"]
+    mounts = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] != "mps"]
+    if on:
+        args += ["--mps", "--mps-control", "/etc/gpumux-e2e/mps-control", "--mps-dir", mps_dir]
+        volumes.append({"name": "mps", "hostPath": {"path": mps_dir, "type": "DirectoryOrCreate"}})
+        mounts.append({"name": "mps", "mountPath": mps_dir})
+    else:
+        i = args.index("--mps")
+        args = args[:i] + args[i + 6:]
+    rig.kubectl("patch", "daemonset", "gpumux-device-plugin", "-n", SYS, "--type=json", "-p",
+                json.dumps([
+                    {"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args},
+                    {"op": "replace", "path": "/spec/template/spec/volumes", "value": volumes},
+                    {"op": "replace", "path": "/spec/template/spec/containers/0/volumeMounts",
+                     "value": mounts}]))
+    wait_gpumux_ready(rig)
+    return mps_dir
+
+
+def s_mps(rig):
+    """--mps with a stand-in control program: a daemon per GPU; two shared pods see their GPU's
+    pipe folder and their limits, the daemon's limits rise to the larger share; a whole-GPU pod
+    gets no MPS; no pod spec names a host folder."""
+    mps_dir = set_plugin_mps(rig, True)
+    try:
+        rig.apply(gpu_pod("mps-small", [("main", {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 200})]))
+        rig.apply(gpu_pod("mps-large", [("main", {"gpumux.io/gpu-mem": 16, "gpumux.io/gpu-milli": 300})]))
+        rig.apply(gpu_pod("mps-whole", [("main", WHOLE)]))
+        rig.wait_running(["mps-small", "mps-large", "mps-whole"])
+        seen = []
+        for name, mib, pct in (("mps-small", 8192, 20), ("mps-large", 16384, 30)):
+            uuid = rig.grant(name)["containers"][0]["gpus"][0]["uuid"]
+            listing = rig.kubectl("exec", "-n", NS, name, "--", "sh", "-c",
+                                  "ls /tmp/nvidia-mps; echo $CUDA_MPS_PIPE_DIRECTORY "
+                                  "$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+            want = f"/tmp/nvidia-mps 0={mib}M {pct}"
+            if "control" not in listing.split() or want not in listing:
+                raise Failed(f"{name} sees {listing!r}, expected the pipe folder and {want!r}")
+            with open(os.path.join(mps_dir, uuid, "log", "control.log")) as f:
+                log = f.read()
+            limits = [int(line.split()[-1][:-1]) for line in log.splitlines()
+                      if line.startswith("cmd set_default_device_pinned_mem_limit")]
+            if f"start {uuid}" not in log or not limits or max(limits) < mib:
+                raise Failed(f"{name}'s GPU {uuid}: the daemon's log is {log!r}")
+            seen.append((name, uuid, max(limits)))
+        whole = rig.kubectl("exec", "-n", NS, "mps-whole", "--", "sh", "-c",
+                            "ls /tmp/nvidia-mps 2>&1; echo pipe=$CUDA_MPS_PIPE_DIRECTORY")
+        if "pipe=\n" not in whole + "\n" or "control" in whole:
+            raise Failed(f"the whole-GPU pod sees MPS: {whole!r}")
+        for name in ("mps-small", "mps-large"):
+            if rig.pod(name)["spec"].get("volumes", []) and any(
+                    "hostPath" in v for v in rig.pod(name)["spec"]["volumes"]):
+                raise Failed(f"{name} has a hostPath in its spec")
+        same = seen[0][1] == seen[1][1]
+        return (f"{'one GPU' if same else 'two GPUs'}: each shared pod sees its GPU's pipe folder "
+                f"and its limits (8192M/20 %, 16384M/30 %); the daemon's limit rose to "
+                f"{max(s[2] for s in seen)} MiB; the whole-GPU pod has no MPS")
+    finally:
+        rig.delete_pods("mps-small", "mps-large", "mps-whole", grace=0)
+        set_plugin_mps(rig, False)
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1305,6 +1418,8 @@ SCENARIOS = [
     ("a pod cannot widen its grant with its own NVIDIA_VISIBLE_DEVICES", s_own_visible_devices),
     ("webhook: unmodified NVIDIA, HAMi, gpushare and KAI pods get gpumux grants", s_webhook_translates),
     ("webhook down: kube-system and unselected pods unaffected, selected GPU pods refused", s_webhook_down),
+    ("jobgen's training pods pass Pod Security baseline", s_jobgen_baseline),
+    ("MPS: a supervised control daemon per GPU, its folders and limits through Allocate", s_mps),
 ]
 
 
