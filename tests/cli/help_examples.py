@@ -11,7 +11,7 @@ openb_pod_list_gpushare40.csv, analysis_allo_discrete.csv, replay-fgd-default-se
 iadeep.jsonl), and the project's sample inputs (examples/: nodes.json, gpus.csv); PATH leads to
 this gpumux, and the host settings (GPUMUX_STATE_DIR, GPUMUX_DEV_DIR, GPUMUX_RUNTIME) point into
 the scratch folder. The daemons'
-examples (extender, device-plugin, coordinator) run with --check, which checks the options and the files they
+examples (extender, device-plugin, coordinator, webhook) run with --check, which checks the options and the files they
 name and exits without a cluster, a kubelet or a GPU; submit's run with --dry-run, which creates
 nothing; call's talk to a coordinator started on a socket in the scratch folder. Each example must exit 0.
 
@@ -30,14 +30,15 @@ import threading
 import time
 
 WIDTH = 100
-DAEMONS = ('extender', 'device-plugin', 'coordinator')
+DAEMONS = ('extender', 'device-plugin', 'coordinator', 'webhook')
 # Commands that would reach a cluster: their examples run with this flag added at the end (the
 # last command of a pipeline decides), so that they need no cluster.
 OFFLINE_FLAG = {'extender': '--check', 'device-plugin': '--check', 'coordinator': '--check',
+                'webhook': '--check',
                 'submit': '--dry-run'}
 # Subcommands whose help must show examples (a parsing slip must not make this test vacuous).
 WITH_EXAMPLES = ('simulate', 'jobgen', 'extender', 'device-plugin', 'oci-runtime', 'gpus',
-                 'coordinator', 'profile', 'inspect', 'submit', 'report')
+                 'coordinator', 'profile', 'inspect', 'submit', 'report', 'webhook')
 TIMEOUT_S = 300
 
 failures = []
