@@ -411,6 +411,7 @@ struct WebhookCliOptions {
   std::string context;
   bool offline = false;
   int max_connections = 256;
+  std::string metrics_address = "127.0.0.1:9405";  // "off" = none
   std::string config;
   LogOptions log;
   bool check = false;

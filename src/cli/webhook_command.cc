@@ -12,9 +12,11 @@
 #include "gpumux/admission/webhook.h"
 #include "gpumux/kube/api_client.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/net/process_metrics.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon_log.h"
 #include "src/cli/daemon_support.h"
+#include "src/cli/metrics_listener.h"
 #include "src/cli/options.h"
 #include "src/cli/settings.h"
 
@@ -93,6 +95,10 @@ CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
         "set (for trying it; give the CA to your client yourself)");
   s.Add("max-connections", &O::max_connections, "Connections held open at most")
       ->capture_default_str();
+  s.Add("metrics-address", &O::metrics_address,
+        "HOST:PORT for plain-HTTP /metrics and /healthz (reviews by result, process "
+        "metrics; port 0: any free port; 'off')")
+      ->capture_default_str();
   AddLogSettings(*cmd, s, o, &O::log);
   s.AddConfigOption(&O::config);
   s.Add("check", &O::check,
@@ -161,6 +167,22 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   return {};
 }
 
+// Prometheus text: the reviews answered, by result.
+std::string ReviewMetrics(const admission::Webhook::Counts& c) {
+  std::string text =
+      "# HELP gpumux_webhook_reviews_total AdmissionReviews answered, by result: translated "
+      "(patched), unchanged, refused (the pod is not created), malformed (HTTP 400).\n"
+      "# TYPE gpumux_webhook_reviews_total counter\n";
+  for (const auto& [result, n] : {std::pair{"translated", c.translated},
+                                  {"unchanged", c.unchanged},
+                                  {"refused", c.refused},
+                                  {"malformed", c.malformed}}) {
+    text += "gpumux_webhook_reviews_total{result=\"" + std::string(result) + "\"} " +
+            std::to_string(n) + "\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& err) {
@@ -178,6 +200,11 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   admission::WebhookOptions w;
   admission::CertificateSource certificate_source;
   if (std::string bad = Translate(o, w, certificate_source); !bad.empty()) return usage(bad);
+  std::string metrics_host;
+  int metrics_port = -1;
+  if (o.metrics_address != "off" && !ParseHostPort(o.metrics_address, metrics_host, metrics_port)) {
+    return usage("--metrics-address must be HOST:PORT or 'off', not '" + o.metrics_address + "'");
+  }
 
   SignalBlock signals;
   signal(SIGPIPE, SIG_IGN);
@@ -212,6 +239,20 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
     log.Error("cannot start", {{"error", webhook.error().message}});
     return kRuntimeError;
   }
+  std::unique_ptr<MetricsListener> metrics;
+  if (metrics_port >= 0) {
+    admission::Webhook* served = webhook->get();
+    auto listening = MetricsListener::Start(metrics_host, metrics_port, [served] {
+      return ReviewMetrics(served->counts()) + net::ProcessMetricsText("webhook");
+    });
+    if (!listening) {
+      log.Error("cannot start", {{"error", listening.error().message}});
+      return kRuntimeError;
+    }
+    metrics = std::move(*listening);
+    log.Info("metrics listening",
+             {{"address", metrics_host + ":" + std::to_string(metrics->port())}});
+  }
   log.Info("serving", {{"address", w.host + ":" + std::to_string((*webhook)->port())},
                        {"source", source},
                        {"configuration", w.configuration},
@@ -221,6 +262,7 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   signals.Restore();
   log.Info("stopping (a second signal ends the process at once)",
            {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  if (metrics) metrics->Stop();
   (*webhook)->Stop();
   const auto counts = (*webhook)->counts();
   log.Info("stopped", {{"translated", std::to_string(counts.translated)},
