@@ -101,6 +101,8 @@ int WriteObjects(const JobGenCliOptions& o, const std::vector<json>& objects, st
 
 // --------------------------------------------------------------------------------- jobgen
 
+void AddTrainingJobOptions(CLI::App& cmd, JobGenCliOptions& o, const std::string& group);
+
 void AddJobGenK8sOptions(CLI::App& cmd, JobGenCliOptions& o) {
   const std::string group = "Kubernetes manifests (--format k8s)";
   cmd.add_option("--format", o.format,
@@ -153,6 +155,11 @@ void AddJobGenK8sOptions(CLI::App& cmd, JobGenCliOptions& o) {
       ->capture_default_str()
       ->check(IntegerIn(std::int64_t{1}, kube::kMaxGpuMemUnitMib))
       ->group(group);
+  AddTrainingJobOptions(cmd, o, group);
+}
+
+// The options of training jobs' manifests (not of --pods).
+void AddTrainingJobOptions(CLI::App& cmd, JobGenCliOptions& o, const std::string& group) {
   cmd.add_option("--work-scale", o.work_scale,
                  "Training steps = this x the class's samples to the target / its default batch "
                  "(e.g. 0.01 for a quick run)")

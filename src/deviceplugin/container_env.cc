@@ -20,6 +20,27 @@ std::vector<DeviceNodeSpec> ControlDevices(const std::string& dev_dir) {
   return out;
 }
 
+namespace {
+
+// A shared grant: its MPS limits, and its GPU's MPS daemon when there is one (a single GPU).
+void AddSharing(const kube::ContainerGrant& grant, const std::string& mem_limits,
+                const std::vector<const NodeGpu*>& chosen, const InjectOptions& inject,
+                ContainerEnv& out) {
+  auto& env = out.envs;
+  if (grant.milli_requested && grant.gpu_milli > 0) {
+    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string((grant.gpu_milli + 9) / 10);
+  }
+  if (grant.gpu_mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mem_limits;
+  if (chosen.size() != 1 || !inject.mps) return;
+  if (auto folders = inject.mps(chosen[0]->uuid)) {
+    out.mounts.push_back(MountSpec{folders->pipe, kMpsPipeInContainer, false});
+    out.mounts.push_back(MountSpec{folders->shm, "/dev/shm", false});
+    env["CUDA_MPS_PIPE_DIRECTORY"] = kMpsPipeInContainer;
+  }
+}
+
+}  // namespace
+
 core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
                                              const GrantContext& context,
                                              const std::vector<NodeGpu>& gpus,
@@ -67,19 +88,7 @@ core::Result<ContainerEnv> BuildContainerEnv(const kube::ContainerGrant& grant,
   } else {
     env["NVIDIA_VISIBLE_DEVICES"] = uuids;
   }
-  if (!grant.exclusive) {
-    if (grant.milli_requested && grant.gpu_milli > 0) {
-      env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string((grant.gpu_milli + 9) / 10);
-    }
-    if (grant.gpu_mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = mem_limits;
-  }
-  if (!grant.exclusive && chosen.size() == 1 && inject.mps) {
-    if (auto folders = inject.mps(chosen[0]->uuid)) {
-      out.mounts.push_back(MountSpec{folders->pipe, kMpsPipeInContainer, false});
-      out.mounts.push_back(MountSpec{folders->shm, "/dev/shm", false});
-      env["CUDA_MPS_PIPE_DIRECTORY"] = kMpsPipeInContainer;
-    }
-  }
+  if (!grant.exclusive) AddSharing(grant, mem_limits, chosen, inject, out);
   env["GPUMUX_POD"] = context.pod_ns + "/" + context.pod_name;
   env["GPUMUX_POD_UID"] = context.pod_uid;
   env["GPUMUX_CONTAINER"] = grant.name;

@@ -66,10 +66,10 @@ class InFolder {
 // Help
 
 TEST(Help, ListsEverySubcommand) {
-  EXPECT_EQ(Subcommands(),
-            (std::vector<std::string>{"simulate", "bound", "policies", "jobgen", "extender",
-                                      "device-plugin", "hook", "oci-runtime", "gpus", "coordinator",
-                                      "profile", "inspect", "submit", "report", "call"}));
+  EXPECT_EQ(Subcommands(), (std::vector<std::string>{
+                               "simulate", "bound", "policies", "jobgen", "extender",
+                               "device-plugin", "webhook", "hook", "oci-runtime", "gpus",
+                               "coordinator", "profile", "inspect", "submit", "report", "call"}));
 }
 
 TEST(Help, NoLineOfAnyHelpIsWiderThan100Columns) {
