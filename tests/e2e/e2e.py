@@ -405,7 +405,7 @@ def check_scrape_targets(rig):
     daemon's metrics, as deploy/monitoring/prometheus-scrape.yaml would scrape it."""
     import urllib.request
     want = {"gpumux-scheduler": "gpumux_extender_", "gpumux-device-plugin": "gpumux_device_plugin_",
-            "gpumux-coordinator": "gpumux_coordinator_"}
+            "gpumux-coordinator": "gpumux_coordinator_", "gpumux-webhook": "gpumux_webhook_"}
     seen = []
     for p in rig.get("pods", "-n", SYS)["items"]:
         ann = p["metadata"].get("annotations", {})
