@@ -35,8 +35,10 @@ struct DlOptions {
   std::string mix = "uniform";  // class mix for generated jobs
   int count = 300;
   std::string loads = "1,2,4";
-  std::string tuner = "auto";
-  std::string queue = "auto";
+  // Equal levers by default: every policy with the same queue and tuner, so that the comparison
+  // is of placement (issue 31); "auto" gives each policy its own (an explicit choice).
+  std::string tuner = "joint";
+  std::string queue = "fifo";
   int max_jobs_per_gpu = 3;
   int gpus = 20;
   double model_error = 0.1;

@@ -123,13 +123,17 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->group(group);
   std::vector<std::string> tuners = policy::TunerNames();
   tuners.insert(tuners.begin(), "auto");
-  cmd.add_option("--tuner", o.tuner, "auto (each policy's own) or a tuner: " + policy::TunersHelp())
+  cmd.add_option("--tuner", o.tuner,
+                 "The tuner of every policy (equal levers), or auto (each policy's own: "
+                 "least-delay's joint, iadeep's iadeep, none for the others): " +
+                     policy::TunersHelp())
       ->capture_default_str()
       ->check(CLI::IsMember(tuners))
       ->group(group);
   cmd.add_option("--queue", o.queue,
-                 "Queue discipline of every policy: auto (each policy's own), fifo, or shortest "
-                 "(least predicted solo time of the job's class first)")
+                 "Queue discipline of every policy: fifo, shortest (least predicted solo time of "
+                 "the job's class first), or auto (each policy's own: least-delay's shortest, "
+                 "fifo for the others)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "fifo", "shortest"}))
       ->group(group);

@@ -411,7 +411,7 @@ class Simulator {
         std::find(gpu.session_jobs.begin(), gpu.session_jobs.end(), ji) != gpu.session_jobs.end();
     if (in_session) EndSession(g);
     Reprice(g);
-    if (traits_ != nullptr && traits_->retune_on_departure && !gpu.jobs.empty() && !gpu.session) {
+    if (tuner_ && tuner_->RetunesOnDeparture() && !gpu.jobs.empty() && !gpu.session) {
       StartTuning(g, -1);
     }
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
@@ -31,6 +32,18 @@ CliRun SimulateDl(std::vector<std::string> extra) {
 
 const std::vector<std::string> kPolicies =
     policy::BuiltinPolicies().names(policy::Workload::kTrainingJobs);
+
+TEST(DlCli, EachPolicysOwnLeversAreAnExplicitChoice) {
+  const CliRun r = SimulateDl(
+      {"--count", "20", "--loads", "1", "--queue", "auto", "--tuner", "auto", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, std::pair<std::string, std::string>> levers;
+  for (const auto& run : j["runs"]) levers[run["policy"]] = {run["tuner"], run["queue"]};
+  EXPECT_EQ(levers["exclusive"], (std::pair<std::string, std::string>{"none", "fifo"}));
+  EXPECT_EQ(levers["iadeep"], (std::pair<std::string, std::string>{"iadeep", "fifo"}));
+  EXPECT_EQ(levers["least-delay"], (std::pair<std::string, std::string>{"joint", "shortest"}));
+}
 
 TEST(DlCli, TheTableShowsEveryDefaultPolicyAtEveryLoadAndTheMargin) {
   const CliRun r = SimulateDl({"--count", "40", "--loads", "1,2"});
@@ -88,8 +101,11 @@ TEST(DlCli, JsonHasOneRunPerPolicyAndLoad) {
     }
     EXPECT_GT(run["metrics"]["avg_jct_s"].get<double>(), 0);
   }
-  EXPECT_EQ(j["runs"][0]["tuner"], "none") << "exclusive tunes nothing";
-  EXPECT_EQ(j["runs"][2]["tuner"], "iadeep");
+  // Equal levers by default: every policy with the joint tuner and FIFO.
+  for (const auto& run : j["runs"]) {
+    EXPECT_EQ(run["tuner"], "joint");
+    EXPECT_EQ(run["queue"], "fifo");
+  }
   ASSERT_EQ(j["least_delay_margin"].size(), 6U)
       << "least-delay against each other policy at each load";
   EXPECT_EQ(j["least_delay_margin"][0]["baseline"], "exclusive");

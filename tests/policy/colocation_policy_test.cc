@@ -160,7 +160,6 @@ struct TraitsCase {
   const char* policy;
   QueueOrder order;
   const char* tuner;
-  bool retune;
 };
 void PrintTo(const TraitsCase& c, std::ostream* os) { *os << c.name; }
 
@@ -180,7 +179,6 @@ TEST_P(ColocationTraitsOf, TellTheDriverHowToQueueAndTune) {
   EXPECT_EQ((*made)->name(), c.policy);
   EXPECT_EQ(traits->queue_order, c.order);
   EXPECT_EQ(traits->tuner, c.tuner);
-  EXPECT_EQ(traits->retune_on_departure, c.retune);
   EXPECT_TRUE(MakeTuner(traits->tuner).has_value()) << "a tuner name MakeTuner knows";
   EXPECT_EQ((*made)->score_kind(), ScoreKind::kUsesFeasibleSet) << "job state: never memoised";
 }
@@ -188,11 +186,11 @@ TEST_P(ColocationTraitsOf, TellTheDriverHowToQueueAndTune) {
 INSTANTIATE_TEST_SUITE_P(
     Table, ColocationTraitsOf,
     ::testing::Values(TraitsCase{"first_fit_is_fifo_without_tuning", "first-fit",
-                                 QueueOrder::kArrival, "none", false},
+                                 QueueOrder::kArrival, "none"},
                       TraitsCase{"iadeep_is_fifo_and_tunes_the_newcomer", "iadeep",
-                                 QueueOrder::kArrival, "iadeep", false},
-                      TraitsCase{"least_delay_is_shortest_first_with_joint_tuning_and_retunes",
-                                 "least-delay", QueueOrder::kShortestRemaining, "joint", true}),
+                                 QueueOrder::kArrival, "iadeep"},
+                      TraitsCase{"least_delay_is_shortest_first_with_joint_tuning", "least-delay",
+                                 QueueOrder::kShortestRemaining, "joint"}),
     CaseName());
 
 TEST(ColocationTraitsOf, OtherPoliciesHaveNone) {

@@ -66,8 +66,8 @@ enum class QueueOrder : std::uint8_t {
 // What a driver must do for a co-location policy.
 struct ColocationTraits {
   QueueOrder queue_order = QueueOrder::kArrival;
-  std::string tuner = "none";        // a name for MakeTuner
-  bool retune_on_departure = false;  // start a tuning session when a companion leaves
+  std::string tuner = "none";  // a name for MakeTuner (whether it re-tunes when a companion
+                               // leaves is the tuner's: Tuner::RetunesOnDeparture)
 };
 
 // The tenants on each GPU of `node` (index = GPU index on the node), in arrival order.

@@ -22,7 +22,7 @@ class FirstFitPolicy final : public GpuScoringPolicy {
   }
 
  private:
-  ColocationTraits traits_{QueueOrder::kArrival, "none", false};
+  ColocationTraits traits_{QueueOrder::kArrival, "none"};
 };
 
 }  // namespace gpumux::policy

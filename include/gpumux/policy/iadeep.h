@@ -31,7 +31,7 @@ class IadeepPolicy final : public GpuScoringPolicy {
                                  const Member& newcomer) override;
 
  private:
-  ColocationTraits traits_{QueueOrder::kArrival, "iadeep", false};
+  ColocationTraits traits_{QueueOrder::kArrival, "iadeep"};
 };
 
 }  // namespace gpumux::policy

@@ -73,7 +73,7 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
   double Evolve(std::vector<Job> jobs);  // CompletionSum without the memo; known classes only
 
   static constexpr double kSaturatedBusy = 0.99;
-  ColocationTraits traits_{QueueOrder::kShortestRemaining, "joint", true};
+  ColocationTraits traits_{QueueOrder::kShortestRemaining, "joint"};
   std::vector<double> drain_s_;  // per busy GPU, this cycle, ascending
   std::map<std::vector<std::tuple<const ClassProfile*, core::MiB, double>>, double> sums_;
   std::map<std::vector<std::pair<const ClassProfile*, core::MiB>>, std::vector<int>> tuned_;

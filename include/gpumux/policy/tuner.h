@@ -73,6 +73,10 @@ class Tuner {
   virtual std::string_view name() const = 0;
   virtual std::unique_ptr<TuningSession> Start(std::vector<TuneJob> group,
                                                const InterferenceModel& model, core::Rng& rng) = 0;
+  // Whether a GPU's jobs are tuned again when one of them leaves (the node coordinator tunes
+  // whenever a GPU's set of jobs changes). A property of the tuner, not of the placement policy,
+  // so that every policy run with the same tuner gets the same lever (issue 31).
+  virtual bool RetunesOnDeparture() const { return false; }
 };
 
 // Normalised group progress: sum over jobs of goodput(b) / solo goodput at b0, with the
@@ -114,6 +118,7 @@ class JointTuner final : public Tuner {
  public:
   explicit JointTuner(JointTunerOptions options = {}) : options_(options) {}
   std::string_view name() const override { return "joint"; }
+  bool RetunesOnDeparture() const override { return true; }
   std::unique_ptr<TuningSession> Start(std::vector<TuneJob> group, const InterferenceModel& model,
                                        core::Rng& rng) override;
   // Learned measured/predicted step-time ratio for class `member` in the set `classes`
