@@ -68,6 +68,25 @@ def main():
         seed('k8s_objects', f'quantity-{i}', b'\4' + q.encode())
     seed('k8s_objects', 'time', b'\5' + b'2026-11-23T10:00:00.123456Z')
 
+    # admission_review: what the API server sends gpumux webhook, one pod per GPU stack.
+    def review(name, limits, annotations=None):
+        pod = {'apiVersion': 'v1', 'kind': 'Pod',
+               'metadata': {'name': name, 'namespace': 'team-a'},
+               'spec': {'schedulerName': 'default-scheduler',
+                        'containers': [{'name': 'main', 'image': 'cuda',
+                                        'resources': {'limits': limits}}]}}
+        if annotations:
+            pod['metadata']['annotations'] = annotations
+        seed('admission_review', name, json.dumps({
+            'apiVersion': 'admission.k8s.io/v1', 'kind': 'AdmissionReview',
+            'request': {'uid': 'u-' + name, 'kind': {'group': '', 'version': 'v1', 'kind': 'Pod'},
+                        'operation': 'CREATE', 'namespace': 'team-a', 'object': pod}}))
+    review('nvidia', {'nvidia.com/gpu': '2'})
+    review('hami', {'nvidia.com/gpu': '1', 'nvidia.com/gpumem': '3k', 'nvidia.com/gpucores': '30'})
+    review('gpushare', {'aliyun.com/gpu-mem': '4'})
+    review('kai', {'cpu': '1'}, {'gpu-fraction': '0.5'})
+    review('refused', {'nvidia.com/gpumem-percentage': '50'})
+
     # kubeconfig: a token and a client-certificate user (no real credentials).
     seed('kubeconfig', 'token', '''apiVersion: v1
 kind: Config
