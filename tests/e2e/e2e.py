@@ -1479,8 +1479,9 @@ def main():
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write("| scenario | result | time (s) | measured |\n|---|---|---|---|\n")
         for r in results:
+            detail = " ".join(str(r['detail']).split())  # one table row, whatever kubectl wrote
             f.write(f"| {r['scenario']} | {'pass' if r['ok'] else 'FAIL'} | {r['seconds']} | "
-                    f"{r['detail']} |\n")
+                    f"{detail} |\n")
     passed = sum(r["ok"] for r in results)
     print(f"e2e: {passed} passed, {len(results) - passed} failed")
     return 0 if passed == len(results) else 1
