@@ -372,14 +372,10 @@ int RunCoordinator(const CoordinatorCliOptions& given, std::ostream& out, std::o
         "GPUs from the grants of pods on this node (the pod's service account; not read by "
         "--check)";
   } else if (kube) {
-    auto config =
-        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
-    if (!config) {
-      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
-                   config.error().message);
-    }
-    members_note = "GPUs from the grants of pods on this node (API server " + config->server + ")";
-    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
+    auto connected = ConnectDaemonApi(o.kubeconfig, o.context, o.in_cluster, o.check);
+    if (!connected) return usage(connected.error().message);
+    members_note = "GPUs from the grants of pods on this node (" + connected->Describe() + ")";
+    api = std::move(connected->api);
   }
 
   auto profile = sim::ProfileByNameOrPath(o.profile);

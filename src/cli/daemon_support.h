@@ -1,12 +1,17 @@
-// Pieces every gpumux daemon command shares (internal to the cli module): HOST:PORT parsing and
-// the SIGINT/SIGTERM handling. The daemons' log is src/cli/daemon_log.h.
+// Pieces every gpumux daemon command shares (internal to the cli module): HOST:PORT parsing,
+// the API server client of --kubeconfig / --in-cluster, and the SIGINT/SIGTERM handling. The
+// daemons' log is src/cli/daemon_log.h.
 #pragma once
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <memory>
 #include <string>
 #include <utility>
+
+#include "gpumux/core/result.h"
+#include "gpumux/kube/api_client.h"
 
 namespace gpumux::cli {
 
@@ -26,6 +31,36 @@ inline bool ParseHostPort(const std::string& text, std::string& host, int& port)
   host = std::move(h);
   port = value;
   return true;
+}
+
+// The API server a daemon reaches through --kubeconfig (and --context) or --in-cluster. With
+// --check the kubeconfig is read (its mistakes are the user's to see) but no client is made, and
+// the pod's service account is not read at all.
+struct DaemonApi {
+  std::unique_ptr<kube::KubeApi> api;  // null with --check
+  std::string server;                  // "" when not read (--in-cluster with --check)
+  // For the daemon's log and --check: "API server https://..." or what was not read.
+  std::string Describe() const {
+    return server.empty() ? "the API server of the pod's service account (not read by --check)"
+                          : "API server " + server;
+  }
+};
+// Error: the flag and what is wrong with it (a usage error).
+inline core::Result<DaemonApi> ConnectDaemonApi(const std::string& kubeconfig,
+                                                const std::string& context, bool in_cluster,
+                                                bool check) {
+  DaemonApi out;
+  if (in_cluster && check) return out;
+  auto config =
+      in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(kubeconfig, context);
+  if (!config) {
+    return core::MakeError(
+        config.error().code,
+        std::string(in_cluster ? "--in-cluster: " : "--kubeconfig: ") + config.error().message);
+  }
+  out.server = config->server;
+  if (!check) out.api = kube::MakeCurlClient(std::move(*config));
+  return out;
 }
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards, so that

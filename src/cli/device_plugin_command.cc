@@ -293,17 +293,11 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
 
   std::unique_ptr<kube::KubeApi> api;
   std::string source = "no API server (--offline)";
-  if (o.in_cluster && o.check) {
-    source = "the API server of the pod's service account (not read by --check)";
-  } else if (!o.offline) {
-    auto config =
-        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
-    if (!config) {
-      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
-                   config.error().message);
-    }
-    source = "API server " + config->server;
-    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
+  if (!o.offline) {
+    auto connected = ConnectDaemonApi(o.kubeconfig, o.context, o.in_cluster, o.check);
+    if (!connected) return usage(connected.error().message);
+    source = connected->Describe();
+    api = std::move(connected->api);
   }
   std::string resources;
   for (deviceplugin::Resource r : p.resources) {

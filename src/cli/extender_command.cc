@@ -535,17 +535,11 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
     if (!nodes) return usage("--offline-nodes " + nodes.error().message);
     offline_nodes = std::move(*nodes);
     source = core::Plural(offline_nodes.size(), "offline node") + " from " + o.offline_nodes;
-  } else if (o.in_cluster && o.check) {
-    source = "the API server of the pod's service account (not read by --check)";
   } else {
-    auto config =
-        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
-    if (!config) {
-      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
-                   config.error().message);
-    }
-    source = "API server " + config->server;
-    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
+    auto connected = ConnectDaemonApi(o.kubeconfig, o.context, o.in_cluster, o.check);
+    if (!connected) return usage(connected.error().message);
+    source = connected->Describe();
+    api = std::move(connected->api);
   }
   if (o.check) {
     out << "gpumux extender: --check: the options are valid; it would serve policy " << o.policy

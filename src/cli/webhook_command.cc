@@ -212,15 +212,11 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   w.log = log;
   std::unique_ptr<kube::KubeApi> api;
   std::string source = "no API server (--offline)";
-  if (!o.offline && !(o.in_cluster && o.check)) {
-    auto config =
-        o.in_cluster ? kube::LoadInClusterConfig() : kube::LoadKubeconfig(o.kubeconfig, o.context);
-    if (!config) {
-      return usage((o.in_cluster ? std::string("--in-cluster: ") : std::string("--kubeconfig: ")) +
-                   config.error().message);
-    }
-    source = "API server " + config->server;
-    if (!o.check) api = kube::MakeCurlClient(std::move(*config));
+  if (!o.offline) {
+    auto connected = ConnectDaemonApi(o.kubeconfig, o.context, o.in_cluster, o.check);
+    if (!connected) return usage(connected.error().message);
+    source = connected->Describe();
+    api = std::move(connected->api);
   }
   if (o.check) {
     out << "gpumux webhook: --check: the options are valid; it would serve HTTPS on " << o.listen
