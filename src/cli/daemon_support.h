@@ -33,6 +33,15 @@ inline bool ParseHostPort(const std::string& text, std::string& host, int& port)
   return true;
 }
 
+// "HOST:PORT" as ParseHostPort, or "off" -> port -1 (a listener turned off).
+inline bool ParseHostPortOrOff(const std::string& text, std::string& host, int& port) {
+  if (text == "off") {
+    port = -1;
+    return true;
+  }
+  return ParseHostPort(text, host, port);
+}
+
 // The API server a daemon reaches through --kubeconfig (and --context) or --in-cluster. With
 // --check the kubeconfig is read (its mistakes are the user's to see) but no client is made, and
 // the pod's service account is not read at all.

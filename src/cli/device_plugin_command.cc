@@ -34,15 +34,6 @@ constexpr std::int64_t kMaxHealthIntervalMs = 3'600'000;
 // --xid-recovery-seconds: a GPU that has had no XID for a week is not recovering from that one.
 constexpr std::int64_t kMaxXidRecoverySeconds = 7 * 86'400;
 
-// "HOST:PORT" -> host, port; "off" -> port -1.
-bool ParseAddress(const std::string& text, std::string& host, int& port) {
-  if (text == "off") {
-    port = -1;
-    return true;
-  }
-  return ParseHostPort(text, host, port);
-}
-
 // "a,b,,c" -> {"a", "b", "", "c"}; "" -> {}.
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> out;
@@ -282,7 +273,7 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
     }
     options.health.ignored_xids.push_back(std::stoull(item));
   }
-  if (!ParseAddress(o.metrics_address, options.metrics_host, options.metrics_port)) {
+  if (!ParseHostPortOrOff(o.metrics_address, options.metrics_host, options.metrics_port)) {
     return usage("--metrics-address must be HOST:PORT or 'off', not '" + o.metrics_address + "'");
   }
 

@@ -202,7 +202,7 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   if (std::string bad = Translate(o, w, certificate_source); !bad.empty()) return usage(bad);
   std::string metrics_host;
   int metrics_port = -1;
-  if (o.metrics_address != "off" && !ParseHostPort(o.metrics_address, metrics_host, metrics_port)) {
+  if (!ParseHostPortOrOff(o.metrics_address, metrics_host, metrics_port)) {
     return usage("--metrics-address must be HOST:PORT or 'off', not '" + o.metrics_address + "'");
   }
 
