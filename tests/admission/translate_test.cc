@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "gpumux/kube/base64.h"
 
@@ -14,11 +15,14 @@ namespace {
 
 using nlohmann::json;
 
-json Pod(json containers, json annotations = nullptr, std::string scheduler = "") {
+// The containers as a vector: a braced list of one json would be that json itself under
+// clang (a copy), an array of it under gcc.
+json Pod(const std::vector<json>& containers, json annotations = nullptr,
+         std::string scheduler = "") {
   json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", {{"name", "p"}, {"namespace", "team-a"}}},
-              {"spec", {{"containers", std::move(containers)}}}};
+              {"spec", {{"containers", containers}}}};
   if (!annotations.is_null()) pod["metadata"]["annotations"] = std::move(annotations);
   if (!scheduler.empty()) pod["spec"]["schedulerName"] = scheduler;
   return pod;
