@@ -184,7 +184,11 @@ void AddAnnotation(const json& pod, const json& record, json& patch) {
   const json* annotations =
       metadata == nullptr ? nullptr : kube::JsonChild(*metadata, "annotations");
   const std::string value = record.dump();
-  if (annotations == nullptr || !annotations->is_object()) {
+  if (metadata == nullptr || !metadata->is_object()) {  // not from an API server, but valid JSON
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata"},
+                     {"value", {{"annotations", {{kAnnotationTranslatedFrom, value}}}}}});
+  } else if (annotations == nullptr || !annotations->is_object()) {
     patch.push_back({{"op", "add"},
                      {"path", "/metadata/annotations"},
                      {"value", {{kAnnotationTranslatedFrom, value}}}});

@@ -131,6 +131,16 @@ TEST(Translate, InitContainersAreTranslatedToo) {
             (json{{"gpumux.io/gpu", "1"}}));
 }
 
+// Found by the fuzzer (fuzz/corpus/admission_review/crash-no-metadata): the record was added
+// under a /metadata the object did not have, so the patch did not apply.
+TEST(Translate, APodWithoutMetadataGetsItsRecordInMetadataOfItsOwn) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpu", "0"}})});
+  pod.erase("metadata");
+  const json after = Translated(pod);
+  EXPECT_TRUE(after["metadata"]["annotations"].contains(kAnnotationTranslatedFrom));
+  EXPECT_FALSE(after["spec"]["containers"][0]["resources"].contains("limits"));
+}
+
 TEST(Translate, APodWithoutForeignRequestsIsLeftAlone) {
   const Translation t =
       TranslatePod(Pod({Container("main", {{"gpumux.io/gpu", "1"}, {"cpu", "2"}})}), {});
