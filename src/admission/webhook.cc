@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "gpumux/kube/objects.h"
 #include "gpumux/net/http_server.h"
 
 namespace gpumux::admission {
@@ -39,10 +40,15 @@ struct Webhook::Impl {
                                    {"reason", response["status"].value("message", "")}});
     } else if (response.contains("patch")) {
       ++translated;
-      const json& object = body["request"]["object"];
-      options.log.Debug("translated", {{"uid", response.value("uid", "")},
-                                       {"namespace", body["request"].value("namespace", "")},
-                                       {"name", object["metadata"].value("name", "")}});
+      // What the caller sent may lack any of these (Review needs only request.uid and object).
+      const json* review = kube::JsonChild(body, "request");
+      const json* object = review == nullptr ? nullptr : kube::JsonChild(*review, "object");
+      const json* metadata = object == nullptr ? nullptr : kube::JsonChild(*object, "metadata");
+      options.log.Debug(
+          "translated",
+          {{"uid", response.value("uid", "")},
+           {"namespace", review == nullptr ? "" : kube::JsonString(*review, "namespace")},
+           {"name", metadata == nullptr ? "" : kube::JsonString(*metadata, "name")}});
     } else {
       ++unchanged;
     }

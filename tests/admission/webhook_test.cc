@@ -176,12 +176,19 @@ TEST(WebhookServer, AnswersReviewsOverHttpsAndKeepsTheCaBundle) {
   const json body = json::parse(answer->body);
   EXPECT_EQ(body["response"]["uid"], "u-9");
   EXPECT_EQ(body["response"]["patchType"], "JSONPatch");
+  // What a caller other than the API server may send: no metadata, a namespace that is a number.
+  json odd = review;
+  odd["request"]["namespace"] = 5;
+  odd["request"]["object"].erase("metadata");
+  auto answered = client.Post("/mutate", odd.dump(), "application/json");
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(answered->status, 200) << answered->body;
   auto bad = client.Post("/mutate", "{}", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(client.Get("/healthz")->status, 200);
   const auto counts = (*webhook)->counts();
-  EXPECT_EQ(counts.translated, 1);
+  EXPECT_EQ(counts.translated, 2);
   EXPECT_EQ(counts.malformed, 1);
   (*webhook)->Stop();
   EXPECT_EQ(api.objects[kConfig]["webhooks"][0]["clientConfig"]["caBundle"],
