@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gpumux/core/result.h"
 #include "gpumux/kube/api_client.h"
@@ -31,6 +33,18 @@ inline bool ParseHostPort(const std::string& text, std::string& host, int& port)
   host = std::move(h);
   port = value;
   return true;
+}
+
+// "a,b,,c" -> {"a", "b", "", "c"}; "" -> {}.
+inline std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
 }
 
 // "HOST:PORT" as ParseHostPort, or "off" -> port -1 (a listener turned off).

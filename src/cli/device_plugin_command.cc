@@ -34,18 +34,6 @@ constexpr std::int64_t kMaxHealthIntervalMs = 3'600'000;
 // --xid-recovery-seconds: a GPU that has had no XID for a week is not recovering from that one.
 constexpr std::int64_t kMaxXidRecoverySeconds = 7 * 86'400;
 
-// "a,b,,c" -> {"a", "b", "", "c"}; "" -> {}.
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // "HOST[:CONTAINER]" -> a read-only mount.
 deviceplugin::MountSpec ParseMount(const std::string& text) {
   const auto colon = text.find(':');

@@ -26,15 +26,6 @@ namespace {
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
 
-std::vector<std::string> Names(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 }  // namespace
 
 CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
@@ -153,7 +144,9 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   c.cert_file = o.tls_cert_file;
   c.key_file = o.tls_key_file;
   c.ca_file = o.tls_ca_file;
-  c.names = Names(o.tls_names);
+  for (std::string& name : SplitCommas(o.tls_names)) {
+    if (!name.empty()) c.names.push_back(std::move(name));
+  }
   c.valid_days = o.tls_valid_days;
   if (c.cert_file.empty() && c.names.empty()) return "--tls-names names nothing";
   if (!o.tls_secret.empty() && !o.offline) {
