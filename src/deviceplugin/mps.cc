@@ -42,6 +42,8 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
     posix_spawn_file_actions_adddup2(&fa, out, 1);
     posix_spawn_file_actions_adddup2(&fa, out, 2);
   }
+  // Nothing else of the plugin's (gRPC and HTTP sockets) reaches a daemon that outlives calls.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   pid_t pid = -1;
   *error = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
