@@ -41,6 +41,7 @@ struct DlOptions {
   std::string queue = "fifo";
   int max_jobs_per_gpu = 3;
   int gpus = 20;
+  std::string truth_model = "predictor";  // sim::TruthRule's name
   double model_error = 0.1;
   double reconfigure_s = 3.0;
   double measure_noise = 0.1;
@@ -49,6 +50,7 @@ struct DlOptions {
   std::uint64_t truth_seed = 0;  // the truth's hidden factors; 0 = each run's seed
   std::string observations;      // JSON array of observations added to the belief
   std::string observations_out;  // where to write what coordinators would have measured
+  bool learn = false;            // the policies learn within each run
 };
 
 // The default report folders: each workload its own, so that one run never overwrites the

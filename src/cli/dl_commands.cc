@@ -15,9 +15,11 @@
 #include "gpumux/policy/registry.h"
 #include "gpumux/policy/tuner.h"
 #include "gpumux/sim/dl_report.h"
+#include "gpumux/sim/dl_truth.h"
 #include "gpumux/sim/dl_workload.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
+#include "src/cli/policy_options.h"
 
 namespace gpumux::cli {
 namespace {
@@ -145,9 +147,18 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
       ->capture_default_str()
       ->check(IntegerIn(1, sim::kMaxDlGpus))
       ->group(group);
+  cmd.add_option("--truth-model", o.truth_model,
+                 "How the simulated GPUs answer sets the truth profile has not measured: "
+                 "predictor (its busy-time predictor, the policies' own model family), pair-max "
+                 "(each job suffers its worst companion's measured pair slowdown, +5 % per further "
+                 "companion) or pair-sum (the extra slowdowns of its measured pairs add up); the "
+                 "pair rules use the truth's measured pairs alone")
+      ->capture_default_str()
+      ->check(CLI::IsMember(sim::TruthRuleNames()))
+      ->group(group);
   cmd.add_option(
          "--model-error", o.model_error,
-         "Hidden deviation of the simulated GPUs from the truth profile's predictor, on sets it "
+         "Hidden deviation of the simulated GPUs from the truth model, on sets the truth profile "
          "has not measured")
       ->capture_default_str()
       ->check(NumberIn(0.0, 0.9))
@@ -189,6 +200,11 @@ void AddDlOptions(CLI::App& cmd, DlOptions& o) {
                  "observation per set of classes and batch sizes, all runs combined) as a JSON "
                  "array that --observations reads")
       ->group(group);
+  cmd.add_flag("--learn", o.learn,
+               "The policies and tuners learn within each run: every co-location a tuner measures "
+               "(a node coordinator's window) joins their belief at once, as the extender joins "
+               "the coordinators' observations; needs a tuner (--tuner joint or iadeep)")
+      ->group(group);
 }
 
 int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err) {
@@ -213,6 +229,12 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
     if (policy::BuiltinPolicies().Find(p) == nullptr) {
       return fail(policy::BuiltinPolicies().Make(p, {}).error().message);
     }
+  }
+  if (auto bad = CheckPolicyKnobs(o.knobs, policies)) return fail(*bad);
+  if (o.dl.learn && o.dl.tuner == "none") {
+    return fail(
+        "--learn needs a tuner: co-locations are measured only while one tunes (--tuner "
+        "joint or iadeep)");
   }
   auto loads = ParseLoads(o.dl.loads);
   if (!loads) return fail(loads.error().message);
@@ -262,6 +284,8 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   }
   config.options.max_jobs_per_gpu = o.dl.max_jobs_per_gpu;
   config.options.model_error = o.dl.model_error;
+  config.options.truth_model = o.dl.truth_model;
+  config.options.knobs = o.knobs;
   config.options.reconfigure_s = o.dl.reconfigure_s;
   config.options.measure_noise = o.dl.measure_noise;
   config.options.work_spread = o.dl.work_spread;
@@ -269,6 +293,7 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   config.options.seed = seed;
   config.options.truth_seed = o.dl.truth_seed;
   config.options.record_observations = !o.dl.observations_out.empty();
+  config.options.learn = o.dl.learn;
   config.truth = truth ? &*truth : nullptr;
   config.options.check_invariants = o.check_invariants;
 
@@ -322,6 +347,9 @@ int RunSimulateDl(const SimulateOptions& o, std::ostream& out, std::ostream& err
   ctx.profile = described(*profile, o.dl.profile) + observed_note;
   ctx.truth = truth_name.empty() ? std::string("the same profile") : described(*truth, truth_name);
   if (truth_name.empty() && !observed_note.empty()) ctx.truth += " (without the observations)";
+  if (o.dl.truth_model != "predictor") {
+    ctx.truth += "; sets it has not measured: " + o.dl.truth_model + " of its measured pairs";
+  }
   ctx.seeds = *seeds;
   ctx.gpus = o.dl.gpus;
   ctx.seed = seed;

@@ -260,12 +260,14 @@ constexpr WorkloadOption kDlOnly[] = {{"jobs", ""},
                                       {"queue", ""},
                                       {"max-jobs-per-gpu", ""},
                                       {"gpus", ""},
+                                      {"truth-model", ""},
                                       {"model-error", ""},
                                       {"reconfigure-s", ""},
                                       {"measure-noise", ""},
                                       {"truth-seed", ""},
                                       {"observations", ""},
-                                      {"observations-out", ""}};
+                                      {"observations-out", ""},
+                                      {"learn", ""}};
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 
 #include "gpumux/core/check.h"
@@ -164,6 +165,100 @@ void ProfileInterference::Predict(std::span<const Member> members,
 bool ProfileInterference::Measured(std::span<const Member> members) const {
   if (members.size() < 2) return false;
   return SetsOf(members).same_classes != nullptr;
+}
+
+void HedgedInterference::PredictRange(std::span<const Member> members, std::span<double> lo,
+                                      std::span<double> hi) const {
+  GPUMUX_CHECK(members.size() == lo.size() && members.size() == hi.size(), "one range per member");
+  base_->Predict(members, hi);
+  std::copy(hi.begin(), hi.end(), lo.begin());
+  if (members.size() <= validated_ || members.size() < 3 || base_->Measured(members)) return;
+  std::array<double, 2> pair_slowdown{};
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    double worst = 1.0;
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      if (j == k) continue;
+      const std::array<Member, 2> pair{members[k], members[j]};
+      base_->Predict(pair, pair_slowdown);
+      worst = std::max(worst, pair_slowdown[0]);
+    }
+    lo[k] = worst;
+    hi[k] = std::max(hi[k], worst);
+  }
+}
+
+void HedgedInterference::Predict(std::span<const Member> members,
+                                 std::span<double> slowdown) const {
+  GPUMUX_CHECK(members.size() == slowdown.size(), "one slowdown per member");
+  if (members.size() <= validated_ || members.size() < 3) {
+    base_->Predict(members, slowdown);
+    return;
+  }
+  std::vector<double> lo(members.size());
+  PredictRange(members, lo, slowdown);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    slowdown[k] = lo[k] + position_ * (slowdown[k] - lo[k]);
+  }
+}
+
+void CalibratedInterference::Report(std::uint64_t key, std::span<const Member> members,
+                                    std::span<const double> reported) {
+  GPUMUX_CHECK(members.size() == reported.size(), "one report per member");
+  if (members.size() < 2 || base_->Measured(members)) return;
+  std::vector<double> predicted(members.size());
+  base_->Predict(members, predicted);
+  Entry e;
+  e.n = members.size();
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!(reported[k] > 0) || members[k].cls == nullptr) continue;
+    e.reported += std::max(0.0, reported[k] - 1.0);
+    e.predicted += std::max(0.0, predicted[k] - 1.0);
+  }
+  if (e.predicted <= 0 && e.reported <= 0) return;
+  const std::size_t size = std::max(reported_.size(), e.n + 1);
+  reported_.resize(size, 0.0);
+  predicted_.resize(size, 0.0);
+  factor_at_version_.resize(size, 1.0);
+  auto [it, inserted] = entries_.try_emplace(key, e);
+  if (!inserted) {
+    reported_[it->second.n] -= it->second.reported;
+    predicted_[it->second.n] -= it->second.predicted;
+    it->second = e;
+  } else {
+    order_.push_back(key);
+    if (order_.size() > kMaxCalibrationEntries) {
+      const auto old = entries_.find(order_.front());
+      reported_[old->second.n] -= old->second.reported;
+      predicted_[old->second.n] -= old->second.predicted;
+      entries_.erase(old);
+      order_.erase(order_.begin());
+    }
+  }
+  reported_[e.n] += e.reported;
+  predicted_[e.n] += e.predicted;
+  bool moved = false;
+  for (std::size_t n = 2; n < size; ++n) {
+    moved = moved || std::abs(Factor(n) / factor_at_version_[n] - 1.0) > 0.01;
+  }
+  if (moved) {
+    for (std::size_t n = 2; n < size; ++n) factor_at_version_[n] = Factor(n);
+    ++version_;
+  }
+}
+
+double CalibratedInterference::Factor(std::size_t n) const {
+  if (n >= reported_.size()) return 1.0;
+  return (std::max(0.0, reported_[n]) + kCalibrationPrior) /
+         (std::max(0.0, predicted_[n]) + kCalibrationPrior);
+}
+
+void CalibratedInterference::Predict(std::span<const Member> members,
+                                     std::span<double> slowdown) const {
+  base_->Predict(members, slowdown);
+  if (members.size() < 2 || base_->Measured(members)) return;
+  const double c =
+      factor_at_version_.size() > members.size() ? factor_at_version_[members.size()] : 1.0;
+  for (double& s : slowdown) s = 1.0 + c * (s - 1.0);
 }
 
 void Goodput(const InterferenceModel& model, std::span<const Member> members,

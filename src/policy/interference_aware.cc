@@ -8,6 +8,50 @@
 
 namespace gpumux::policy {
 
+namespace {
+
+double KnobOr(const PolicyContext& context, std::string_view name, double fallback) {
+  return context.knobs.count(name) != 0 ? context.knob(name) : fallback;
+}
+
+}  // namespace
+
+InterferenceAwarePolicy::InterferenceAwarePolicy(const PolicyContext& context)
+    : GpuScoringPolicy(context),
+      calibrate_(KnobOr(context, "calibrate", 1) != 0),
+      min_gain_(KnobOr(context, "min-gain", kDefaultMinGain)),
+      calibrated_(model()),
+      hedged_(calibrate_ ? static_cast<const InterferenceModel&>(calibrated_) : model(), 2,
+              KnobOr(context, "beyond-pairs", kDefaultBeyondPairs)),
+      model_version_(hedged_.Version()),
+      saturated_busy_(KnobOr(context, "saturated-busy", kDefaultSaturatedBusy)) {}
+
+void InterferenceAwarePolicy::ReportGpu(const GpuGroup& group,
+                                        std::span<const core::TenantIndex> tenants) {
+  if (!calibrate_ || group.tuning || group.members.size() < 2) return;
+  std::vector<double> reported(group.members.size(), 0.0);
+  std::uint64_t key = 1469598103934665603ULL;  // FNV-1a over the tenants and batch sizes
+  for (std::size_t k = 0; k < group.jobs.size(); ++k) {
+    const JobSnapshot& j = group.jobs[k];
+    if (j.cls != nullptr && j.batch > 0 && j.observed_step_s > 0) {
+      reported[k] = j.observed_step_s / j.cls->StepSeconds(j.batch);
+    }
+    for (std::uint64_t v :
+         {static_cast<std::uint64_t>(tenants[k]), static_cast<std::uint64_t>(j.batch)}) {
+      key = (key ^ v) * 1099511628211ULL;
+    }
+  }
+  calibrated_.Report(key, group.members, reported);
+}
+
+double InterferenceAwarePolicy::Throughput(const std::vector<Member>& members) const {
+  std::vector<double> s(members.size());
+  belief().Predict(members, s);
+  double total = 0;
+  for (double x : s) total += 1.0 / x;
+  return total;
+}
+
 const std::vector<int>& InterferenceAwarePolicy::Tuned(const std::vector<Job>& jobs) {
   std::vector<std::pair<const ClassProfile*, core::MiB>> key;
   for (const Job& j : jobs) key.emplace_back(j.cls, j.memory_limit);
@@ -23,7 +67,7 @@ const std::vector<int>& InterferenceAwarePolicy::Tuned(const std::vector<Job>& j
     start.push_back(
         std::clamp(j.cls->default_batch, candidates.back().front(), candidates.back().back()));
   }
-  return tuned_.emplace(key, OptimiseBatches(model(), classes, candidates, start)).first->second;
+  return tuned_.emplace(key, OptimiseBatches(belief(), classes, candidates, start)).first->second;
 }
 
 std::optional<double> InterferenceAwarePolicy::CompletionSum(std::vector<Job> jobs) {
@@ -51,7 +95,7 @@ double InterferenceAwarePolicy::Evolve(std::vector<Job> jobs) {
     members.clear();
     for (std::size_t k = 0; k < jobs.size(); ++k) members.push_back({jobs[k].cls, batches[k]});
     rate.assign(jobs.size(), 0.0);
-    Goodput(model(), members, rate);
+    Goodput(belief(), members, rate);
     std::size_t first = 0;
     for (std::size_t k = 1; k < jobs.size(); ++k) {
       if (jobs[k].remaining / rate[k] < jobs[first].remaining / rate[first]) first = k;
@@ -67,7 +111,15 @@ double InterferenceAwarePolicy::Evolve(std::vector<Job> jobs) {
 
 void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
   drain_s_.clear();
-  if (jobs() == nullptr) return;
+  if (jobs() != nullptr) ReadGpus(cycle);
+  if (hedged_.Version() != model_version_) {  // the model learned: its old answers are stale
+    sums_.clear();
+    tuned_.clear();
+    model_version_ = hedged_.Version();
+  }
+}
+
+void InterferenceAwarePolicy::ReadGpus(const Cycle& cycle) {
   const core::Cluster& cluster = cycle.ledger.cluster();
   for (core::NodeIndex n = 0; n < cluster.size(); ++n) {
     const core::NodeView node = cycle.ledger.Node(n);
@@ -77,11 +129,12 @@ void InterferenceAwarePolicy::BeginCycle(const Cycle& cycle) {
       // A job without an observed rate yet (just placed, or pausing to change its batch)
       // drains at its predicted rate on this GPU.
       const GpuGroup group = GroupOf(jobs(), tenants);
+      ReportGpu(group, tenants);
       std::vector<double> predicted;
       for (const JobSnapshot& job : group.jobs) {
         if (ObservedRate(job) <= 0 && predicted.empty()) {
           predicted.resize(group.members.size());
-          Goodput(model(), group.members, predicted);
+          Goodput(belief(), group.members, predicted);
         }
       }
       double drain = 0;
@@ -121,7 +174,12 @@ std::optional<double> InterferenceAwarePolicy::GpuScore(const Cycle& cycle, cons
     // GPU time a newcomer would take from better uses (measured in the header).
     double busy = 0;
     for (const Member& m : group.members) busy += m.cls->GpuBusy(m.batch);
-    if (busy >= kSaturatedBusy) return std::nullopt;
+    if (busy >= saturated_busy_) return std::nullopt;
+    if (min_gain_ > 0 && newcomer.cls != nullptr) {
+      std::vector<Member> with = group.members;
+      with.push_back({newcomer.cls, newcomer.cls->default_batch});
+      if (Throughput(with) - Throughput(group.members) < min_gain_) return std::nullopt;
+    }
   }
   if (!group.members.empty() && jobs() != nullptr) {
     const auto ahead = static_cast<std::size_t>(std::max(jobs()->QueuedAhead(), 0));

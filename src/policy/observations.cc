@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "gpumux/core/check.h"
 #include "gpumux/core/plural.h"
 
 namespace gpumux::policy {
@@ -436,6 +437,40 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
   }
   sum.nodes = nodes.size();
   return out;
+}
+
+LearningInterference::LearningInterference(const WorkloadProfile& profile,
+                                           ObservationOptions options)
+    : base_(&profile),
+      options_(std::move(options)),
+      learned_(std::make_unique<WorkloadProfile>(profile)),
+      model_(std::make_unique<ProfileInterference>(*learned_)) {}
+
+void LearningInterference::Observe(const Observation& o) {
+  Observation c = Canonical(o);
+  auto key = std::make_pair(c.classes, c.batches);
+  auto it = seen_.find(key);
+  if (it == seen_.end()) {
+    seen_.emplace(std::move(key), std::move(c));
+  } else {
+    auto merged = MergeObservations(it->second, c);
+    GPUMUX_CHECK(merged.has_value(), "observations of one key merge");
+    it->second = std::move(*merged);
+  }
+  stale_ = true;
+}
+
+void LearningInterference::Refresh() {
+  if (!stale_) return;
+  std::vector<Observation> all;
+  all.reserve(seen_.size());
+  for (const auto& [key, o] : seen_) all.push_back(o);
+  auto learned =
+      std::make_unique<WorkloadProfile>(WithObservations(*base_, all, nullptr, options_));
+  model_ = std::make_unique<ProfileInterference>(*learned);
+  learned_ = std::move(learned);
+  stale_ = false;
+  ++version_;
 }
 
 }  // namespace gpumux::policy

@@ -31,6 +31,55 @@ PolicyFactory WithContext() {
   return [](const PolicyContext& c) { return std::make_unique<P>(c); };
 }
 
+Knob BeyondPairs() {
+  return {"beyond-pairs",
+          "beyondPairs",
+          "least-delay: its estimate of a set of three or more jobs nobody measured, between the "
+          "slowdown beside the worst companion alone (0) and the busy-time predictor (1); 0.5 is "
+          "the minimax-regret midpoint",
+          0,
+          1,
+          /*min_exclusive=*/false,
+          /*integer=*/false,
+          InterferenceAwarePolicy::kDefaultBeyondPairs};
+}
+
+Knob SaturatedBusy() {
+  return {"saturated-busy",
+          "saturatedBusy",
+          "least-delay: a GPU whose jobs' predicted busy fractions sum to this or more takes no "
+          "one else (16 = no such guard)",
+          0,
+          16,
+          /*min_exclusive=*/true,
+          /*integer=*/false,
+          InterferenceAwarePolicy::kDefaultSaturatedBusy};
+}
+
+Knob MinGain() {
+  return {"min-gain",
+          "minGain",
+          "least-delay: a GPU takes another job only if its jobs then do at least this much more "
+          "work per second, in solo-GPU equivalents (0 = no such guard)",
+          0,
+          1,
+          /*min_exclusive=*/false,
+          /*integer=*/false,
+          InterferenceAwarePolicy::kDefaultMinGain};
+}
+
+Knob Calibrate() {
+  return {"calibrate",
+          "calibrate",
+          "least-delay: 1 = correct its predictions by the slowdowns running jobs report (per set "
+          "size), 0 = predict from the profile alone",
+          0,
+          1,
+          /*min_exclusive=*/false,
+          /*integer=*/true,
+          1};
+}
+
 Knob ReserveIdleFraction() {
   return {"reserve-idle-fraction",
           "reserveIdleFraction",
@@ -224,7 +273,7 @@ Registry MakeBuiltins() {
          "#D55E00",
          false,
          true,
-         {},
+         {BeyondPairs(), SaturatedBusy(), MinGain(), Calibrate()},
          WithContext<InterferenceAwarePolicy>()});
   return r;
 }

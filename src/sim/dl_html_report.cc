@@ -400,7 +400,8 @@ void Header(std::ostream& o, const DlReportContext& ctx, const Model& m) {
     << HtmlEscape(opt.tuner) << (opt.tuner == "auto" ? " (each policy's own)" : "")
     << "</span><span><b>Batch change pause</b> " << Fixed(opt.reconfigure_s, 1)
     << " s</span><span><b>Measurement noise</b> " << Fixed(opt.measure_noise * 100, 0)
-    << "%</span><span><b>Profile error</b> ±" << Fixed(opt.model_error * 100, 0)
+    << "%</span><span><b>Truth model</b> " << HtmlEscape(opt.truth_model)
+    << "</span><span><b>Profile error</b> ±" << Fixed(opt.model_error * 100, 0)
     << "%</span><span><b>Work spread</b> " << Fixed(opt.work_spread, 2)
     << "</span><span><b>Noise-scale spread</b> " << Fixed(opt.noise_scale_spread, 2)
     << "</span></p>\n";

@@ -206,10 +206,17 @@ Json OptionsJson(const DlSimOptions& o) {
   j["reconfigure_s"] = o.reconfigure_s;
   j["measure_noise"] = o.measure_noise;
   j["model_error"] = o.model_error;
+  if (o.truth_model != "predictor") j["truth_model"] = o.truth_model;
   j["work_spread"] = o.work_spread;
   j["noise_scale_spread"] = o.noise_scale_spread;
   j["seed"] = o.seed;
   if (o.truth_seed != 0) j["truth_seed"] = o.truth_seed;
+  if (o.learn) j["learn"] = true;
+  if (!o.knobs.empty()) {
+    Json knobs = Json::object();
+    for (const auto& [name, value] : o.knobs) knobs[name] = value;
+    j["policy_settings"] = std::move(knobs);
+  }
   return j;
 }
 
@@ -260,6 +267,21 @@ void WriteDlJson(std::ostream& out, const std::vector<DlResult>& results,
     run["jobs"] = r.jobs.size();
     run["events"] = r.events;
     run["metrics"] = MetricsJson(r.metrics);
+    if (!r.belief_error_by_size.empty()) {
+      // What the belief predicted of each measured window, by jobs in it (record_observations
+      // or learn): members, mean |predicted - measured|, mean (predicted - measured).
+      Json by_size = Json::object();
+      for (std::size_t n = 2; n < r.belief_error_by_size.size(); ++n) {
+        const DlResult::BeliefError& e = r.belief_error_by_size[n];
+        if (e.members == 0) continue;
+        const double members = static_cast<double>(e.members);
+        by_size[std::to_string(n)] = {{"members", e.members},
+                                      {"mean_abs_error", e.abs / members},
+                                      {"mean_signed_error", e.signed_sum / members}};
+      }
+      run["belief_error_by_size"] = std::move(by_size);
+    }
+    if (r.learned_sets > 0) run["learned_sets"] = r.learned_sets;
     runs.push_back(std::move(run));
   }
   j["runs"] = std::move(runs);

@@ -29,6 +29,16 @@ constexpr double kUsPerS = 1e6;
 // measure_noise / sqrt(kReportSteps).
 constexpr double kReportSteps = 20;
 
+// The truth's pair rule, when DlSimOptions::truth_model names one (RunDl checked it can be made).
+std::optional<PairRuleInterference> PairRule(const policy::WorkloadProfile& truth,
+                                             const DlSimOptions& options) {
+  const TruthRule rule = ParseTruthRule(options.truth_model).value_or(TruthRule::kPredictor);
+  if (rule == TruthRule::kPredictor) return std::nullopt;
+  auto made = PairRuleInterference::Make(truth, rule);
+  GPUMUX_CHECK(made.has_value(), "RunDl checks the truth model");
+  return std::move(*made);
+}
+
 using dl_state::Event;
 using dl_state::Gpu;
 using dl_state::Job;
@@ -59,7 +69,8 @@ class Simulator {
         options_(options),
         belief_(profile),
         truth_(truth, options.model_error,
-               options.truth_seed != 0 ? options.truth_seed : options.seed),
+               options.truth_seed != 0 ? options.truth_seed : options.seed,
+               PairRule(truth, options)),
         view_(*this),
         policy_rng_(options.seed, "policy"),
         measure_rng_(options.seed, "measure"),
@@ -178,6 +189,7 @@ class Simulator {
     context.jobs = &view_;
     context.colocation.max_jobs_per_gpu = options_.max_jobs_per_gpu;
     context.colocation.work_spread = options_.work_spread;
+    context.knobs = options_.knobs;
     auto made = policy::BuiltinPolicies().Make(options_.policy, context);
     if (!made) return tl::unexpected(made.error());
     policy_ = std::move(*made);
@@ -270,7 +282,7 @@ class Simulator {
       j.rate = 0;
       j.raw_rate = 0;
     }
-    if (options_.record_observations) {
+    if (Observing()) {
       if (gpu.solo_job >= 0) MeasureSolo(J(gpu.solo_job), gpu, span);
       const bool alone = gpu.jobs.size() == 1 && active.size() == 1;
       gpu.solo_job = alone ? active.front() : -1;
@@ -510,13 +522,15 @@ class Simulator {
       ObserveNoiseScale(j, std::max(steps, 1.0));
       noise_scale.push_back(j.noise_scale_est);
     }
-    if (options_.record_observations && clean) RecordObservation(gpu, measured);
+    if (Observing() && clean) RecordObservation(gpu, measured);
     gpu.session->Observe(gpu.window_batches, measured, noise_scale);
     StepSession(g);
   }
 
   // The job ran alone on `gpu` for the last `span` seconds at gpu.solo_batch: what a
   // coordinator measures of it, a mean step time with the windows' noise.
+  bool Observing() const { return options_.record_observations || options_.learn; }
+
   void MeasureSolo(Job& j, const Gpu& gpu, double span) {
     const double steps = (j.raw - gpu.solo_raw) / gpu.solo_batch;
     if (!(steps > 0) || !(span > 0)) return;
@@ -562,15 +576,26 @@ class Simulator {
     }
     std::vector<double> predicted(members.size());
     belief_.Predict(members, predicted);
+    auto& by_size = result_.belief_error_by_size;
+    if (by_size.size() <= members.size()) by_size.resize(members.size() + 1);
     for (std::size_t k = 0; k < members.size(); ++k) {
       result_.belief_abs_error += std::abs(predicted[k] - o.slowdown[k]);
       ++result_.belief_error_members;
+      by_size[members.size()].abs += std::abs(predicted[k] - o.slowdown[k]);
+      by_size[members.size()].signed_sum += predicted[k] - o.slowdown[k];
+      ++by_size[members.size()].members;
     }
     o = policy::Canonical(std::move(o));
     o.count = 1;
     o.node = "simulator";
     o.gpu_model = truth_profile_.gpu_model;
     o.solo = all_measured ? "measured" : "profile";
+    if (options_.learn) {
+      belief_.Observe(o);
+      belief_.Refresh();
+      result_.learned_sets = static_cast<std::int64_t>(belief_.observed());
+    }
+    if (!options_.record_observations) return;
     auto key = std::make_pair(o.classes, o.batches);
     auto it = observed_.find(key);
     if (it == observed_.end()) {
@@ -694,7 +719,8 @@ class Simulator {
   const policy::WorkloadProfile& profile_;
   const policy::WorkloadProfile& truth_profile_;
   DlSimOptions options_;
-  policy::ProfileInterference belief_;
+  // What the policies and tuners believe: the profile, plus what they learn with options_.learn.
+  policy::LearningInterference belief_;
   TruthModel truth_;
   View view_;
   core::Rng policy_rng_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -18,26 +19,36 @@
 #include "gpumux/policy/interference.h"
 #include "gpumux/policy/tuner.h"
 #include "gpumux/sim/dl_sim.h"
+#include "gpumux/sim/dl_truth.h"
 
 namespace gpumux::sim::dl_state {
 
 using core::Micros;
 using policy::ClassProfile;
 
-// The GPUs as they really behave: the truth profile's answer (its measured sets, else its
-// predictor); on sets it has not measured, times a hidden factor per (set of classes, member
-// class) that also tilts with the member's batch size:
+// The GPUs as they really behave. A set the truth profile has measured: its answer (the
+// measured slowdowns; with the predictor rule scaled to other batch sizes by the predictor).
+// Any other set: the rule's model (the truth profile's predictor, or a pair rule of
+// dl_truth.h; a pair rule also answers the measured pairs, from which it is built), times a
+// hidden factor per (set of classes, member class) that also tilts with the member's batch size:
 //   f = 1 + error * u + (error / 2) * v * log2(batch / b0),  u, v uniform in [-1, 1],
 // drawn once from the seed, f at least 0.05. So the error of any predictor depends on the set
 // and on the batch size, and one measurement does not teach it everything.
 class TruthModel final : public policy::InterferenceModel {
  public:
-  TruthModel(const policy::WorkloadProfile& truth, double error, std::uint64_t seed)
-      : base_(truth), error_(error), seed_(seed) {}
+  // `pair_rule` (a pair rule built on `truth`), or none for the predictor rule.
+  TruthModel(const policy::WorkloadProfile& truth, double error, std::uint64_t seed,
+             std::optional<PairRuleInterference> pair_rule)
+      : base_(truth), pair_rule_(std::move(pair_rule)), error_(error), seed_(seed) {}
 
   void Predict(std::span<const policy::Member> members, std::span<double> slowdown) const override {
-    base_.Predict(members, slowdown);
-    if (members.size() < 2 || error_ == 0 || base_.Measured(members)) return;
+    const bool measured = base_.Measured(members);
+    if (pair_rule_ && !(measured && members.size() > 2)) {
+      pair_rule_->Predict(members, slowdown);
+    } else {
+      base_.Predict(members, slowdown);
+    }
+    if (measured || members.size() < 2 || error_ == 0) return;
     std::vector<const ClassProfile*> classes;
     for (const auto& m : members) classes.push_back(m.cls);
     const std::string key = policy::SetKey(classes);
@@ -64,6 +75,7 @@ class TruthModel final : public policy::InterferenceModel {
   }
 
   policy::ProfileInterference base_;
+  std::optional<PairRuleInterference> pair_rule_;
   double error_;
   std::uint64_t seed_;
   mutable std::map<std::pair<std::string, std::string>, std::pair<double, double>> cache_;

@@ -51,7 +51,14 @@ namespace gpumux::policy {
 
 class InterferenceAwarePolicy final : public GpuScoringPolicy {
  public:
-  explicit InterferenceAwarePolicy(const PolicyContext& context) : GpuScoringPolicy(context) {}
+  // Where its estimate of an unmeasured set of three or more jobs lies in the hedged range
+  // (HedgedInterference): the midpoint.
+  static constexpr double kDefaultBeyondPairs = 0.5;
+  static constexpr double kDefaultSaturatedBusy = 16;
+  // A GPU takes another job only if the set then does at least this much more work per second,
+  // in solo-GPU equivalents (sum of 1 / slowdown over the jobs).
+  static constexpr double kDefaultMinGain = 0.1;
+  explicit InterferenceAwarePolicy(const PolicyContext& context);
   void BeginCycle(const Cycle& cycle) override;
   std::string_view name() const override { return "least-delay"; }
   const ColocationTraits* colocation() const override { return &traits_; }
@@ -72,7 +79,21 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
   const std::vector<int>& Tuned(const std::vector<Job>& jobs);
   double Evolve(std::vector<Job> jobs);  // CompletionSum without the memo; known classes only
 
-  static constexpr double kSaturatedBusy = 0.99;
+  // What the policy predicts with: the driver's model, hedged beyond pairs.
+  const InterferenceModel& belief() const { return hedged_; }
+  // The busy GPUs' drain times (drain_s_) and their jobs' reports (ReportGpu).
+  void ReadGpus(const Cycle& cycle);
+  // Feeds the running jobs' step-time reports of one GPU to the calibration.
+  void ReportGpu(const GpuGroup& group, std::span<const core::TenantIndex> tenants);
+  // sum over the members of 1 / predicted slowdown: the set's work per second in solo-GPU units.
+  double Throughput(const std::vector<Member>& members) const;
+
+  bool calibrate_;
+  double min_gain_;
+  CalibratedInterference calibrated_;
+  HedgedInterference hedged_;
+  std::uint64_t model_version_ = 0;  // the model's Version() the memos below were made with
+  double saturated_busy_;
   ColocationTraits traits_{QueueOrder::kShortestRemaining, "joint"};
   std::vector<double> drain_s_;  // per busy GPU, this cycle, ascending
   std::map<std::vector<std::tuple<const ClassProfile*, core::MiB, double>>, double> sums_;

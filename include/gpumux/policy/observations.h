@@ -17,12 +17,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpumux/core/result.h"
+#include "gpumux/policy/interference.h"
 #include "gpumux/policy/workload_profile.h"
 
 namespace gpumux::policy {
@@ -141,5 +145,43 @@ WorkloadProfile WithObservations(const WorkloadProfile& profile,
                                  std::span<const Observation> observations,
                                  ObservationSummary* summary = nullptr,
                                  const ObservationOptions& options = {});
+
+// A belief that learns within a run: a profile plus the observations made so far, joined exactly
+// as the extender joins a store's (WithObservations with the same options), so that what a
+// simulated policy learns from its own co-locations and what a real one learns from the node
+// coordinators go through the same code. Observe folds a window in (MergeObservations per
+// canonical key); Refresh rebuilds the model when something new came (O(k log k + k n) for k
+// observed keys); Version moves with every rebuild, so that callers remembering answers drop
+// them. Observations the profile cannot use (unknown class, implausible) are skipped as
+// WithObservations skips them.
+// Thread safety: Observe and Refresh need exclusive access; Predict is const.
+class LearningInterference final : public InterferenceModel {
+ public:
+  // `profile` must outlive the model.
+  explicit LearningInterference(const WorkloadProfile& profile, ObservationOptions options = {});
+  // `o` must pass CheckObservation.
+  void Observe(const Observation& o);
+  void Refresh();
+  void Predict(std::span<const Member> members, std::span<double> slowdown) const override {
+    model_->Predict(members, slowdown);
+  }
+  bool Measured(std::span<const Member> members) const override {
+    return model_->Measured(members);
+  }
+  std::uint64_t Version() const override { return version_; }
+  // The profile with what was learned (as of the last Refresh).
+  const WorkloadProfile& profile() const { return *learned_; }
+  // How many distinct co-locations (classes and batch sizes) were observed.
+  std::size_t observed() const { return seen_.size(); }
+
+ private:
+  const WorkloadProfile* base_;
+  ObservationOptions options_;
+  std::map<std::pair<std::vector<std::string>, std::vector<int>>, Observation> seen_;
+  std::unique_ptr<WorkloadProfile> learned_;  // a stable address for model_
+  std::unique_ptr<ProfileInterference> model_;
+  bool stale_ = false;
+  std::uint64_t version_ = 0;
+};
 
 }  // namespace gpumux::policy

@@ -31,6 +31,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,9 +66,13 @@ struct DlSimOptions {
   int nodes = 5;
   int gpus_per_node = 4;  // IADeep: 20 RTX 3090
   int max_jobs_per_gpu = 3;
-  double reconfigure_s = 3.0;       // pause of a job whose batch size changes (assumed)
-  double measure_noise = 0.1;       // relative sd of one measured step time; a window of n
-                                    // steps reports the mean with sd measure_noise / sqrt(n)
+  double reconfigure_s = 3.0;  // pause of a job whose batch size changes (assumed)
+  double measure_noise = 0.1;  // relative sd of one measured step time; a window of n
+                               // steps reports the mean with sd measure_noise / sqrt(n)
+  // How the simulated GPUs answer the sets the truth profile has not measured (dl_truth.h):
+  // "predictor" (the truth profile's busy-time predictor: the policies' own model family),
+  // "pair-max" or "pair-sum" (rules built from the truth's measured pairs alone).
+  std::string truth_model = "predictor";
   double model_error = 0.1;         // hidden deviation of the true slowdowns from the truth's
                                     // predictor, on sets the truth profile has not measured
   double work_spread = 0.5;         // sd of log(job work / class work) (assumed; policies know
@@ -81,7 +87,14 @@ struct DlSimOptions {
   // Record what node coordinators would have measured (DlResult::observations). Changes no
   // result: its noise comes from a random stream of its own.
   bool record_observations = false;
+  // Learn within the run: the policies' and tuners' belief takes in every observation (what
+  // record_observations records) as it is made, through policy::LearningInterference, the code
+  // the extender uses for the store's observations. Windows exist only while a tuner measures
+  // (as on a node coordinator), so with tuner "none" nothing is learned.
+  bool learn = false;
   bool check_invariants = false;  // ledger invariants after every event (slow; for tests)
+  // Policy settings (policy::Knob values by name; the policy's defaults for the others).
+  std::map<std::string, double, std::less<>> knobs;
 };
 
 struct DlJobResult {
@@ -142,6 +155,16 @@ struct DlResult {
   // over their members of |predicted slowdown - measured slowdown|, and how many members.
   double belief_abs_error = 0;
   std::int64_t belief_error_members = 0;
+  // The same by set size (index = jobs in the window; 0 and 1 unused): the sum of |error|, the
+  // sum of (predicted - measured) (positive: the belief over-predicted) and the members.
+  struct BeliefError {
+    double abs = 0;
+    double signed_sum = 0;
+    std::int64_t members = 0;
+  };
+  std::vector<BeliefError> belief_error_by_size;
+  // With learn: the distinct co-locations (classes and batch sizes) the belief learned.
+  std::int64_t learned_sets = 0;
   // A run measured on a cluster (dl_measured.h), not simulated: no tuner or queue of its own,
   // gpu_util not measured (NaN), and the timeline's lanes named by gpu_names ("node/index").
   bool measured = false;
