@@ -18,7 +18,7 @@ double KnobOr(const PolicyContext& context, std::string_view name, double fallba
 
 InterferenceAwarePolicy::InterferenceAwarePolicy(const PolicyContext& context)
     : GpuScoringPolicy(context),
-      calibrate_(KnobOr(context, "calibrate", 1) != 0),
+      calibrate_(KnobOr(context, "calibrate", kDefaultCalibrate) != 0),
       min_gain_(KnobOr(context, "min-gain", kDefaultMinGain)),
       calibrated_(model()),
       hedged_(calibrate_ ? static_cast<const InterferenceModel&>(calibrated_) : model(), 2,

@@ -72,12 +72,13 @@ Knob Calibrate() {
   return {"calibrate",
           "calibrate",
           "least-delay: 1 = correct its predictions by the slowdowns running jobs report (per set "
-          "size), 0 = predict from the profile alone",
+          "size; measured to cost p95, see docs/SIMULATOR.md), 0 = predict from the profile "
+          "alone",
           0,
           1,
           /*min_exclusive=*/false,
           /*integer=*/true,
-          1};
+          InterferenceAwarePolicy::kDefaultCalibrate};
 }
 
 Knob ReserveIdleFraction() {

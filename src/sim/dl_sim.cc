@@ -25,9 +25,6 @@ using core::Micros;
 using policy::ClassProfile;
 
 constexpr double kUsPerS = 1e6;
-// A running job reports its mean step time over this many steps: the report's noise is
-// measure_noise / sqrt(kReportSteps).
-constexpr double kReportSteps = 20;
 
 // The truth's pair rule, when DlSimOptions::truth_model names one (RunDl checked it can be made).
 std::optional<PairRuleInterference> PairRule(const policy::WorkloadProfile& truth,
@@ -43,6 +40,7 @@ using dl_state::Event;
 using dl_state::Gpu;
 using dl_state::Job;
 using dl_state::JobState;
+using dl_state::kReportSteps;
 using dl_state::Normal;
 using dl_state::TruthModel;
 
@@ -299,11 +297,24 @@ class Simulator {
       j.raw_rate = j.batch / step;
       j.rate = j.raw_rate * j.truth->Efficiency(j.batch, j.noise_scale);
       j.observed_factor = std::max(0.05, 1.0 + report_sd * Normal(report_rng_));
+      RecordProgress(j);
       busy += j.truth->GpuBusy(j.batch);
     }
     gpu.util = std::min(1.0, busy);
     gpu.occupied = !gpu.jobs.empty();
     for (int ji : gpu.jobs) Reschedule(ji);
+  }
+
+  // A breakpoint of the job's progress (its rate changes now), keeping one at or before the
+  // start of the report window (the last kReportSteps steps).
+  void RecordProgress(Job& j) {
+    if (j.progress.empty() || j.progress.back().first != now_) {
+      j.progress.emplace_back(now_, j.raw);
+    } else {
+      j.progress.back().second = j.raw;
+    }
+    const double window_start = j.raw - kReportSteps * j.batch;
+    while (j.progress.size() > 1 && j.progress[1].second <= window_start) j.progress.pop_front();
   }
 
   double EpochPosition(const Job& j) const {
@@ -375,6 +386,7 @@ class Simulator {
   void ChangeBatch(Job& j, int b) {
     if (b == j.batch) return;
     j.batch = b;
+    j.progress.clear();  // its step-time report starts over at the new batch size
     ++j.batch_changes;
     const auto pause = static_cast<Micros>(std::llround(options_.reconfigure_s * kUsPerS));
     if (pause > 0) {
@@ -760,7 +772,7 @@ std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
   const double dt = static_cast<double>(sim_->now() - j->updated) / kUsPerS;
   s.work_done =
       j->work_done_est + j->raw_rate * dt * j->cls->Efficiency(j->batch, j->noise_scale_est);
-  s.observed_step_s = j->raw_rate > 0 ? j->batch / j->raw_rate * j->observed_factor : 0.0;
+  s.observed_step_s = dl_state::ReportedStep(*j, sim_->now()) * j->observed_factor;
   s.noise_scale = j->noise_scale_est;
   s.tuning = static_cast<bool>(sim_->gpu(j->gpu).session);
   return s;

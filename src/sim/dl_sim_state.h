@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,6 +104,9 @@ struct Job {
   double noise_scale_est = 0;         // estimated from windows' gradients (0: none yet)
   int noise_scale_obs = 0;            // windows averaged into the estimate
   double observed_factor = 1;         // the noise of its last step-time report
+  // Its progress since it last (re)started at its batch size, for the report's window mean:
+  // (time, samples processed) at every rate change, oldest first, pruned to the last window.
+  std::deque<std::pair<Micros, double>> progress;
   core::Request request;
   JobState state = JobState::kNotArrived;
   int gpu = -1;
@@ -126,6 +130,35 @@ struct Job {
 
   int effective_batch() const { return pending_batch > 0 ? pending_batch : batch; }
 };
+
+// A running job reports its mean step time over this many steps (the report's noise is
+// measure_noise / sqrt(kReportSteps)).
+inline constexpr double kReportSteps = 20;
+
+// The job's mean step time (s) over its last kReportSteps steps at its batch size, or over the
+// steps since it (re)started there when fewer; 0 before its first whole step or while paused.
+// Its progress is piecewise linear between the breakpoints (rates change only there).
+inline double ReportedStep(const Job& j, Micros now) {
+  if (j.progress.empty() || j.batch <= 0 || j.raw_rate <= 0) return 0;
+  const double t_now = static_cast<double>(now) / 1e6;
+  const double raw_now = j.raw + j.raw_rate * (static_cast<double>(now - j.updated) / 1e6);
+  const double window = kReportSteps * j.batch;
+  double t_end = t_now;
+  double r_end = raw_now;
+  for (auto it = j.progress.rbegin(); it != j.progress.rend(); ++it) {
+    const double t = static_cast<double>(it->first) / 1e6;
+    const double r = it->second;
+    if (raw_now - r >= window && r_end > r) {
+      const double t_start = t + (raw_now - window - r) / (r_end - r) * (t_end - t);
+      return (t_now - t_start) / kReportSteps;
+    }
+    t_end = t;
+    r_end = r;
+  }
+  const double steps = (raw_now - j.progress.front().second) / j.batch;
+  if (steps < 1) return 0;
+  return (t_now - static_cast<double>(j.progress.front().first) / 1e6) / steps;
+}
 
 struct Gpu {
   core::NodeIndex node = 0;

@@ -15,6 +15,7 @@
 #include "gpumux/policy/observations.h"
 #include "gpumux/sim/dl_sim.h"
 #include "gpumux/sim/dl_workload.h"
+#include "src/sim/dl_sim_state.h"
 #include "tests/sim/dl_fixtures.h"
 
 namespace gpumux::sim {
@@ -280,6 +281,30 @@ TEST(Calibrated, ReportsOfOneSetSizeCorrectEveryUnmeasuredSetOfThatSize) {
   cal.Report(7, hh, std::vector<double>{1.875, 1.875});
   EXPECT_NEAR(cal.Factor(2), 1.0, 1e-12);
   EXPECT_EQ(cal.Factor(3), 1.0) << "no triple reported";
+}
+
+// The step time a job reports is the mean over its last kReportSteps steps, not its rate now:
+// 10 steps of 0.1 s after 10 of 0.125 s (a companion left) read 0.1125 s.
+TEST(StepReport, IsTheMeanOverTheLastStepsNotTheRateNow) {
+  dl_state::Job j;
+  j.batch = 100;
+  EXPECT_EQ(dl_state::ReportedStep(j, 0), 0) << "no progress yet";
+  // From t = 0 at 0.125 s per step (800 samples/s); at t = 5 s the companion leaves.
+  j.progress = {{0, 0.0}, {5'000'000, 4000.0}};
+  j.raw = 4000;
+  j.updated = 5'000'000;
+  j.raw_rate = 1000;  // 0.1 s per step now
+  EXPECT_NEAR(dl_state::ReportedStep(j, 6'000'000), (10 * 0.1 + 10 * 0.125) / 20, 1e-9);
+  EXPECT_NEAR(dl_state::ReportedStep(j, 7'000'000), 0.1, 1e-9) << "20 steps since it left";
+  // Fewer than 20 steps since it (re)started: the mean over those; none before one step.
+  dl_state::Job fresh;
+  fresh.batch = 100;
+  fresh.progress = {{0, 0.0}};
+  fresh.raw_rate = 800;
+  EXPECT_NEAR(dl_state::ReportedStep(fresh, 1'000'000), 0.125, 1e-9);
+  EXPECT_EQ(dl_state::ReportedStep(fresh, 100'000), 0) << "not one whole step yet";
+  fresh.raw_rate = 0;
+  EXPECT_EQ(dl_state::ReportedStep(fresh, 1'000'000), 0) << "paused: no report";
 }
 
 }  // namespace
