@@ -26,16 +26,6 @@ using policy::ClassProfile;
 
 constexpr double kUsPerS = 1e6;
 
-// The truth's pair rule, when DlSimOptions::truth_model names one (RunDl checked it can be made).
-std::optional<PairRuleInterference> PairRule(const policy::WorkloadProfile& truth,
-                                             const DlSimOptions& options) {
-  const TruthRule rule = ParseTruthRule(options.truth_model).value_or(TruthRule::kPredictor);
-  if (rule == TruthRule::kPredictor) return std::nullopt;
-  auto made = PairRuleInterference::Make(truth, rule);
-  GPUMUX_CHECK(made.has_value(), "RunDl checks the truth model");
-  return std::move(*made);
-}
-
 using dl_state::Event;
 using dl_state::Gpu;
 using dl_state::Job;
@@ -68,7 +58,7 @@ class Simulator {
         belief_(profile),
         truth_(truth, options.model_error,
                options.truth_seed != 0 ? options.truth_seed : options.seed,
-               PairRule(truth, options)),
+               PairRuleFor(truth, options.truth_model).value_or(std::nullopt)),
         view_(*this),
         policy_rng_(options.seed, "policy"),
         measure_rng_(options.seed, "measure"),

@@ -154,4 +154,14 @@ void PairRuleInterference::Predict(std::span<const policy::Member> members,
   }
 }
 
+core::Result<std::optional<PairRuleInterference>> PairRuleFor(const policy::WorkloadProfile& truth,
+                                                              std::string_view truth_model) {
+  auto rule = ParseTruthRule(truth_model);
+  if (!rule) return tl::unexpected(rule.error());
+  if (*rule == TruthRule::kPredictor) return std::optional<PairRuleInterference>();
+  auto made = PairRuleInterference::Make(truth, *rule);
+  if (!made) return tl::unexpected(made.error());
+  return std::optional<PairRuleInterference>(std::move(*made));
+}
+
 }  // namespace gpumux::sim

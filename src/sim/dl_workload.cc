@@ -618,13 +618,7 @@ core::Result<void> CheckDlRun(const policy::WorkloadProfile& profile,
   if (!(o.noise_scale_spread >= 0 && o.noise_scale_spread <= 2)) {
     return bad("noise-scale spread must be 0..2");
   }
-  auto rule = ParseTruthRule(o.truth_model);
-  if (!rule) return tl::unexpected(rule.error());
-  if (*rule != TruthRule::kPredictor) {
-    if (auto made = PairRuleInterference::Make(truth, *rule); !made) {
-      return tl::unexpected(made.error());
-    }
-  }
+  if (auto rule = PairRuleFor(truth, o.truth_model); !rule) return tl::unexpected(rule.error());
   if (jobs.empty()) return bad("no jobs");
   if (jobs.size() > kMaxDlJobs) {
     return bad(std::to_string(jobs.size()) + " jobs, more than " + std::to_string(kMaxDlJobs));

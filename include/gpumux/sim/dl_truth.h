@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,5 +80,10 @@ class PairRuleInterference final : public policy::InterferenceModel {
   std::vector<char> measured_;
   double largest_ = 0;
 };
+
+// The pair rule a truth model names, built on `truth` (none for "predictor"); the error of
+// ParseTruthRule or PairRuleInterference::Make otherwise.
+core::Result<std::optional<PairRuleInterference>> PairRuleFor(const policy::WorkloadProfile& truth,
+                                                              std::string_view truth_model);
 
 }  // namespace gpumux::sim
