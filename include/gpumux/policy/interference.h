@@ -155,7 +155,8 @@ class HedgedInterference final : public InterferenceModel {
 // later. Measured sets (learned observations too) stay the base model's answer.
 // Each GPU's set is one entry (its latest reports replace its earlier ones), at most
 // kMaxCalibrationEntries (the oldest go first). Version moves when a factor moved by more than
-// 1 % since the last move, so callers remembering answers drop them only then.
+// 1 % since the last move, so callers remembering answers drop them only then; Predict uses
+// the factors as of that move (Factor is the current estimate).
 // Worked example: two triples reported extra slowdowns summing to 1.2 where the base model
 // predicted 3.0: c_3 = (1.2 + 1) / (3.0 + 1) = 0.55, so a triple member predicted at 2.0 is
 // now predicted at 1 + 0.55 * 1.0 = 1.55.
