@@ -61,7 +61,7 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
   // in solo-GPU equivalents (sum of 1 / slowdown over the jobs).
   static constexpr double kDefaultMinGain = 0.1;
   // Whether it corrects its predictions by the jobs' step-time reports (CalibratedInterference):
-  // off, measured (the reports are window means that lag a change of companions).
+  // off: measured to cost p95 with window-mean reports (docs/SIMULATOR.md).
   static constexpr double kDefaultCalibrate = 0;
   explicit InterferenceAwarePolicy(const PolicyContext& context);
   void BeginCycle(const Cycle& cycle) override;
