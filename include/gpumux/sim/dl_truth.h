@@ -25,9 +25,9 @@
 // default scale the extra slowdown by sqrt(rho_k rho_j), rho = busy(batch) / busy(default batch)
 // of the class's solo table: a job busier on the GPU suffers and inflicts more (an assumption,
 // stated; the hidden batch tilt of the simulator's model error comes on top).
-// Worked example (pair-max, vgg16 and alexnet at default batches): the measured pair gives
-// e(vgg16|alexnet) = 0.8 say; with a third job j with e(vgg16|j) = 0.3, vgg16 runs at
-// (1 + 0.8) * 1.05 = 1.89 under pair-max and 1 + 0.8 + 0.3 = 2.1 under pair-sum.
+// Worked example (illustrative numbers, default batches): a job k whose pairs give e(k|j1) = 0.8
+// and e(k|j2) = 0.3, sharing a GPU with j1 and j2, runs (1 + 0.8) * 1.05 = 1.89 times slower
+// than alone under pair-max and 1 + 0.8 + 0.3 = 2.1 times under pair-sum.
 // Thread safety: Predict is const and safe to call concurrently.
 #pragma once
 
