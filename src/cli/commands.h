@@ -57,6 +57,8 @@ struct DlOptions {
 // other's index.html and results.json.
 inline constexpr std::string_view kFgdReportDir = "gpumux-report";
 inline constexpr std::string_view kDlReportDir = "gpumux-report-dl";
+// The --help group of simulate's --workload dl options (and of the training-job policies' knobs).
+inline constexpr std::string_view kDlOptionsGroup = "DL workload (--workload dl)";
 
 struct SimulateOptions {
   std::string workload = "fgd";  // fgd (the FGD study's trace) or dl (JCT of training jobs)

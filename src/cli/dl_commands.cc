@@ -94,7 +94,7 @@ std::string EmbeddedNames() {
 
 // long function: the flags of --workload dl, one statement per flag
 void AddDlOptions(CLI::App& cmd, DlOptions& o) {
-  const std::string group = "DL workload (--workload dl)";
+  const std::string group(kDlOptionsGroup);
   cmd.add_option("--jobs", o.jobs,
                  "Job list CSV (job,class,submit_s,gpu_mib), e.g. from 'gpumux jobgen'; each "
                  "load divides its submit times [default: --count jobs generated with --mix]")

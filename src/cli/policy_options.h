@@ -20,8 +20,22 @@ namespace gpumux::cli {
 
 using KnobValues = std::map<std::string, double, std::less<>>;
 
-// Adds --<knob> for every knob of the registry; a value given lands in `values[name]`.
-inline void AddPolicyKnobs(CLI::App& cmd, KnobValues& values, const std::string& group) {
+// Whether only training-job policies declare knob `name`.
+inline bool TrainingJobsKnob(std::string_view name) {
+  bool any = false;
+  for (const policy::PolicyEntry& e : policy::BuiltinPolicies().entries()) {
+    if (e.FindKnob(name) == nullptr) continue;
+    if (e.workload != policy::Workload::kTrainingJobs) return false;
+    any = true;
+  }
+  return any;
+}
+
+// Adds --<knob> for every knob of the registry; a value given lands in `values[name]`. Its help
+// group is `group`, or `training_jobs_group` (when not empty) for the knobs of training-job
+// policies only.
+inline void AddPolicyKnobs(CLI::App& cmd, KnobValues& values, const std::string& group,
+                           const std::string& training_jobs_group = "") {
   for (const policy::Knob* k : policy::BuiltinPolicies().knobs()) {
     char def[32];
     std::snprintf(def, sizeof def, k->integer ? "%.0f" : "%g", k->default_value);
@@ -33,7 +47,8 @@ inline void AddPolicyKnobs(CLI::App& cmd, KnobValues& values, const std::string&
     opt->check(k->integer ? AnyInteger<std::int64_t>()
                           : NumberIn(-std::numeric_limits<double>::max(),
                                      std::numeric_limits<double>::max()));
-    opt->group(group);
+    opt->group(!training_jobs_group.empty() && TrainingJobsKnob(k->name) ? training_jobs_group
+                                                                         : group);
   }
 }
 

@@ -196,7 +196,7 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str()
       ->check(NumberIn(1, 1e9))
       ->group(fgd);
-  AddPolicyKnobs(*cmd, o.knobs, fgd);
+  AddPolicyKnobs(*cmd, o.knobs, fgd, std::string(kDlOptionsGroup));
   AddDlOptions(*cmd, o.dl);
   RecordGivenOptions(*cmd, o.given);
   // Every command line below is run by tests/cli/help_examples.py (keep them under 100 columns).

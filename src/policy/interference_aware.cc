@@ -21,8 +21,8 @@ InterferenceAwarePolicy::InterferenceAwarePolicy(const PolicyContext& context)
       calibrate_(KnobOr(context, "calibrate", kDefaultCalibrate) != 0),
       min_gain_(KnobOr(context, "min-gain", kDefaultMinGain)),
       calibrated_(model()),
-      hedged_(calibrate_ ? static_cast<const InterferenceModel&>(calibrated_) : model(), 2,
-              KnobOr(context, "beyond-pairs", kDefaultBeyondPairs)),
+      hedged_(calibrate_ ? static_cast<const InterferenceModel&>(calibrated_) : model(),
+              kValidatedMembers, KnobOr(context, "beyond-pairs", kDefaultBeyondPairs)),
       model_version_(hedged_.Version()),
       saturated_busy_(KnobOr(context, "saturated-busy", kDefaultSaturatedBusy)) {}
 

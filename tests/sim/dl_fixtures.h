@@ -63,6 +63,21 @@ inline const policy::WorkloadProfile& Assumed5Profile() {
   return *EmbeddedProfile("iadeep5-assumed");
 }
 
+// `count` jobs of `mix` generated for `profile` at load 2 (busy: they share GPUs and get tuned).
+inline std::vector<JobSpec> Generated(const policy::WorkloadProfile& profile, std::uint64_t seed,
+                                      const std::string& mix = "uniform", int count = 60) {
+  JobGenOptions g;
+  auto parsed = ParseMix(mix, profile);
+  EXPECT_TRUE(parsed.has_value());
+  if (parsed) g.mix = *parsed;
+  g.count = count;
+  g.load = 2;
+  g.seed = seed;
+  auto jobs = GenerateJobs(g, profile);
+  EXPECT_TRUE(jobs.has_value()) << jobs.error().message;
+  return jobs ? *jobs : std::vector<JobSpec>{};
+}
+
 // One GPU (one node of one GPU), no hidden model error, every job exactly its class (no work
 // or noise-scale spread), no tuning, invariants checked.
 inline DlSimOptions OneGpu(std::string policy) {

@@ -16,6 +16,7 @@
 namespace gpumux::sim {
 namespace {
 
+using dl_testing::Generated;
 using dl_testing::Job;
 using dl_testing::OneGpu;
 using dl_testing::TinyProfile;
@@ -28,18 +29,6 @@ DlResult RunOk(const policy::WorkloadProfile& profile, const std::vector<JobSpec
     return {};
   }
   return std::move(*r);
-}
-
-// 60 jobs of IADeep's classes at load 2 on 8 GPUs: they co-locate and get tuned.
-std::vector<JobSpec> Generated(const policy::WorkloadProfile& profile, std::uint64_t seed) {
-  JobGenOptions g;
-  g.mix = *ParseMix("uniform", profile);
-  g.count = 60;
-  g.load = 2;
-  g.seed = seed;
-  auto jobs = GenerateJobs(g, profile);
-  EXPECT_TRUE(jobs.has_value());
-  return jobs ? *jobs : std::vector<JobSpec>{};
 }
 
 DlSimOptions EightGpus(std::string policy) {

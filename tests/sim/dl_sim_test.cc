@@ -330,16 +330,7 @@ const std::vector<std::string>& DlPolicies() {
 }
 
 std::vector<JobSpec> Generated(std::uint64_t seed, int count = 60) {
-  JobGenOptions g;
-  auto mix = ParseMix("iadeep", Assumed5Profile());
-  EXPECT_TRUE(mix.has_value());
-  if (mix) g.mix = *mix;
-  g.count = count;
-  g.load = 2;  // busier: more sharing, more tuning
-  g.seed = seed;
-  auto jobs = GenerateJobs(g, Assumed5Profile());
-  EXPECT_TRUE(jobs.has_value()) << jobs.error().message;
-  return jobs ? *jobs : std::vector<JobSpec>{};
+  return dl_testing::Generated(Assumed5Profile(), seed, "iadeep", count);
 }
 
 // Two nodes of 4 GPUs, seed 7, the default noise and model error; every job exactly its class

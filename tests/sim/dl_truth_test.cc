@@ -221,13 +221,8 @@ TEST(Learning, ObservationsJoinTheBeliefAsTheExtendersDoAndMoveTheVersion) {
 TEST(Learning, WithinARunTheBeliefLearnsWhatItsTunerMeasures) {
   const auto& belief = *EmbeddedProfile("iadeep-fitted");
   const auto& truth = *EmbeddedProfile("iadeep-measured");
-  JobGenOptions g;
-  g.mix = *ParseMix("uniform", belief);
-  g.count = 60;
-  g.load = 2;
-  g.seed = 11;
-  auto jobs = GenerateJobs(g, belief);
-  ASSERT_TRUE(jobs.has_value());
+  const std::vector<JobSpec> jobs = dl_testing::Generated(belief, 11);
+  ASSERT_FALSE(jobs.empty());
   DlSimOptions o;
   o.policy = "least-delay";
   o.tuner = "joint";
@@ -236,9 +231,9 @@ TEST(Learning, WithinARunTheBeliefLearnsWhatItsTunerMeasures) {
   o.gpus_per_node = 4;
   o.truth_model = "pair-max";
   o.check_invariants = true;
-  auto without = RunDl(belief, *jobs, o, &truth);
+  auto without = RunDl(belief, jobs, o, &truth);
   o.learn = true;
-  auto with = RunDl(belief, *jobs, o, &truth);
+  auto with = RunDl(belief, jobs, o, &truth);
   ASSERT_TRUE(without && with);
   EXPECT_EQ(without->learned_sets, 0);
   EXPECT_GT(with->learned_sets, 0);
@@ -247,9 +242,9 @@ TEST(Learning, WithinARunTheBeliefLearnsWhatItsTunerMeasures) {
   EXPECT_NE(without->metrics.avg_jct_s, with->metrics.avg_jct_s) << "what it learns, it uses";
   o.tuner = "none";
   o.learn = false;
-  auto none = RunDl(belief, *jobs, o, &truth);
+  auto none = RunDl(belief, jobs, o, &truth);
   o.learn = true;
-  auto none_learning = RunDl(belief, *jobs, o, &truth);
+  auto none_learning = RunDl(belief, jobs, o, &truth);
   ASSERT_TRUE(none && none_learning);
   EXPECT_EQ(none_learning->learned_sets, 0);
   EXPECT_EQ(none->metrics.avg_jct_s, none_learning->metrics.avg_jct_s);

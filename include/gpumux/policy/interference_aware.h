@@ -56,6 +56,8 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
   // Where its estimate of an unmeasured set of three or more jobs lies in the hedged range
   // (HedgedInterference): the midpoint.
   static constexpr double kDefaultBeyondPairs = 0.5;
+  // The largest sets its predictor was validated on: the fit's pairs (data/README.md).
+  static constexpr std::size_t kValidatedMembers = 2;
   static constexpr double kDefaultSaturatedBusy = 16;
   // A GPU takes another job only if the set then does at least this much more work per second,
   // in solo-GPU equivalents (sum of 1 / slowdown over the jobs).
