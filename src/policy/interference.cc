@@ -167,12 +167,41 @@ bool ProfileInterference::Measured(std::span<const Member> members) const {
   return SetsOf(members).same_classes != nullptr;
 }
 
+void ReportSums::Put(std::uint64_t key, std::size_t bucket, double a, double b) {
+  if (bucket >= a_.size()) {
+    a_.resize(bucket + 1, 0.0);
+    b_.resize(bucket + 1, 0.0);
+  }
+  const Entry e{bucket, a, b};
+  auto [it, inserted] = entries_.try_emplace(key, e);
+  if (!inserted) {
+    a_[it->second.bucket] -= it->second.a;
+    b_[it->second.bucket] -= it->second.b;
+    it->second = e;
+  } else {
+    order_.push_back(key);
+    if (order_.size() > kMaxReportEntries) {
+      const auto old = entries_.find(order_.front());
+      a_[old->second.bucket] -= old->second.a;
+      b_[old->second.bucket] -= old->second.b;
+      entries_.erase(old);
+      order_.pop_front();
+    }
+  }
+  a_[bucket] += a;
+  b_[bucket] += b;
+}
+
+bool HedgedInterference::Validated(std::span<const Member> members) const {
+  return members.size() <= validated_ || members.size() < 3 || base_->Measured(members);
+}
+
 void HedgedInterference::PredictRange(std::span<const Member> members, std::span<double> lo,
                                       std::span<double> hi) const {
   GPUMUX_CHECK(members.size() == lo.size() && members.size() == hi.size(), "one range per member");
   base_->Predict(members, hi);
   std::copy(hi.begin(), hi.end(), lo.begin());
-  if (members.size() <= validated_ || members.size() < 3 || base_->Measured(members)) return;
+  if (Validated(members)) return;
   std::array<double, 2> pair_slowdown{};
   for (std::size_t k = 0; k < members.size(); ++k) {
     double worst = 1.0;
@@ -201,55 +230,59 @@ void HedgedInterference::Predict(std::span<const Member> members,
   }
 }
 
+void HedgedInterference::Report(std::uint64_t key, std::span<const Member> members,
+                                std::span<const double> reported) {
+  GPUMUX_CHECK(members.size() == reported.size(), "one report per member");
+  if (learn_ == kLearnNone || Validated(members)) return;
+  std::vector<double> lo(members.size());
+  std::vector<double> hi(members.size());
+  PredictRange(members, lo, hi);
+  double above = 0;
+  double width = 0;
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (!(reported[k] > 0) || members[k].cls == nullptr) continue;
+    above += reported[k] - lo[k];
+    width += hi[k] - lo[k];
+  }
+  if (width <= 0) return;
+  sums_.Put(key, 0, above, width);
+  const double p = std::clamp((sums_.a(0) + prior_ * kHedgePrior) / (sums_.b(0) + kHedgePrior),
+                              learn_ == kLearnCautious ? prior_ : 0.0, 1.0);
+  if (std::abs(p - position_) > 0.02) {
+    position_ = p;
+    ++version_;
+  }
+}
+
 void CalibratedInterference::Report(std::uint64_t key, std::span<const Member> members,
                                     std::span<const double> reported) {
   GPUMUX_CHECK(members.size() == reported.size(), "one report per member");
   if (members.size() < 2 || base_->Measured(members)) return;
   std::vector<double> predicted(members.size());
   base_->Predict(members, predicted);
-  Entry e;
-  e.n = members.size();
+  double excess_reported = 0;
+  double excess_predicted = 0;
   for (std::size_t k = 0; k < members.size(); ++k) {
     if (!(reported[k] > 0) || members[k].cls == nullptr) continue;
-    e.reported += std::max(0.0, reported[k] - 1.0);
-    e.predicted += std::max(0.0, predicted[k] - 1.0);
+    excess_reported += std::max(0.0, reported[k] - 1.0);
+    excess_predicted += std::max(0.0, predicted[k] - 1.0);
   }
-  if (e.predicted <= 0 && e.reported <= 0) return;
-  const std::size_t size = std::max(reported_.size(), e.n + 1);
-  reported_.resize(size, 0.0);
-  predicted_.resize(size, 0.0);
-  factor_at_version_.resize(size, 1.0);
-  auto [it, inserted] = entries_.try_emplace(key, e);
-  if (!inserted) {
-    reported_[it->second.n] -= it->second.reported;
-    predicted_[it->second.n] -= it->second.predicted;
-    it->second = e;
-  } else {
-    order_.push_back(key);
-    if (order_.size() > kMaxCalibrationEntries) {
-      const auto old = entries_.find(order_.front());
-      reported_[old->second.n] -= old->second.reported;
-      predicted_[old->second.n] -= old->second.predicted;
-      entries_.erase(old);
-      order_.erase(order_.begin());
-    }
-  }
-  reported_[e.n] += e.reported;
-  predicted_[e.n] += e.predicted;
+  if (excess_predicted <= 0 && excess_reported <= 0) return;
+  sums_.Put(key, members.size(), excess_reported, excess_predicted);
+  factor_at_version_.resize(sums_.buckets(), 1.0);
   bool moved = false;
-  for (std::size_t n = 2; n < size; ++n) {
+  for (std::size_t n = 2; n < sums_.buckets(); ++n) {
     moved = moved || std::abs(Factor(n) / factor_at_version_[n] - 1.0) > 0.01;
   }
   if (moved) {
-    for (std::size_t n = 2; n < size; ++n) factor_at_version_[n] = Factor(n);
+    for (std::size_t n = 2; n < sums_.buckets(); ++n) factor_at_version_[n] = Factor(n);
     ++version_;
   }
 }
 
 double CalibratedInterference::Factor(std::size_t n) const {
-  if (n >= reported_.size()) return 1.0;
-  return (std::max(0.0, reported_[n]) + kCalibrationPrior) /
-         (std::max(0.0, predicted_[n]) + kCalibrationPrior);
+  return (std::max(0.0, sums_.a(n)) + kCalibrationPrior) /
+         (std::max(0.0, sums_.b(n)) + kCalibrationPrior);
 }
 
 void CalibratedInterference::Predict(std::span<const Member> members,

@@ -22,18 +22,20 @@ InterferenceAwarePolicy::InterferenceAwarePolicy(const PolicyContext& context)
       min_gain_(KnobOr(context, "min-gain", kDefaultMinGain)),
       calibrated_(model()),
       hedged_(calibrate_ ? static_cast<const InterferenceModel&>(calibrated_) : model(),
-              kValidatedMembers, KnobOr(context, "beyond-pairs", kDefaultBeyondPairs)),
+              kValidatedMembers, KnobOr(context, "beyond-pairs", kDefaultBeyondPairs),
+              static_cast<HedgeLearning>(KnobOr(context, "hedge-learn", kDefaultHedgeLearn))),
       model_version_(hedged_.Version()),
       saturated_busy_(KnobOr(context, "saturated-busy", kDefaultSaturatedBusy)) {}
 
 void InterferenceAwarePolicy::ReportGpu(const GpuGroup& group,
                                         std::span<const core::TenantIndex> tenants) {
-  if (!calibrate_ || group.tuning || group.members.size() < 2) return;
+  if ((!calibrate_ && !hedged_.Learns()) || group.tuning || group.members.size() < 2) return;
   std::vector<double> reported(group.members.size(), 0.0);
   std::uint64_t key = 1469598103934665603ULL;  // FNV-1a over the tenants and batch sizes
   for (std::size_t k = 0; k < group.jobs.size(); ++k) {
     const JobSnapshot& j = group.jobs[k];
-    if (j.cls != nullptr && j.batch > 0 && j.observed_step_s > 0) {
+    // Only a report whose window saw this very set measures it.
+    if (j.cls != nullptr && j.batch > 0 && j.observed_step_s > 0 && j.observed_steady) {
       reported[k] = j.observed_step_s / j.cls->StepSeconds(j.batch);
     }
     for (std::uint64_t v :
@@ -41,7 +43,8 @@ void InterferenceAwarePolicy::ReportGpu(const GpuGroup& group,
       key = (key ^ v) * 1099511628211ULL;
     }
   }
-  calibrated_.Report(key, group.members, reported);
+  if (calibrate_) calibrated_.Report(key, group.members, reported);
+  hedged_.Report(key, group.members, reported);
 }
 
 double InterferenceAwarePolicy::Throughput(const std::vector<Member>& members) const {

@@ -81,6 +81,19 @@ Knob Calibrate() {
           InterferenceAwarePolicy::kDefaultCalibrate};
 }
 
+Knob HedgeLearn() {
+  return {"hedge-learn",
+          "hedgeLearn",
+          "least-delay: move its beyond-pairs estimate by where the sets it has seen really fell "
+          "in their ranges (the step times running jobs report; beyond-pairs is then the prior): "
+          "1 = only toward the predictor (more cautious), 2 = both ways, 0 = keep it fixed",
+          0,
+          2,
+          /*min_exclusive=*/false,
+          /*integer=*/true,
+          InterferenceAwarePolicy::kDefaultHedgeLearn};
+}
+
 Knob ReserveIdleFraction() {
   return {"reserve-idle-fraction",
           "reserveIdleFraction",
@@ -274,7 +287,7 @@ Registry MakeBuiltins() {
          "#D55E00",
          false,
          true,
-         {BeyondPairs(), SaturatedBusy(), MinGain(), Calibrate()},
+         {BeyondPairs(), HedgeLearn(), SaturatedBusy(), MinGain(), Calibrate()},
          WithContext<InterferenceAwarePolicy>()});
   return r;
 }

@@ -763,6 +763,7 @@ std::optional<policy::JobSnapshot> View::Job(core::TenantIndex t) const {
   s.work_done =
       j->work_done_est + j->raw_rate * dt * j->cls->Efficiency(j->batch, j->noise_scale_est);
   s.observed_step_s = dl_state::ReportedStep(*j, sim_->now()) * j->observed_factor;
+  s.observed_steady = dl_state::ReportSteady(*j, sim_->now());
   s.noise_scale = j->noise_scale_est;
   s.tuning = static_cast<bool>(sim_->gpu(j->gpu).session);
   return s;

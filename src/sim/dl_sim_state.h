@@ -160,6 +160,14 @@ inline double ReportedStep(const Job& j, Micros now) {
   return (t_now - static_cast<double>(j.progress.front().first) / 1e6) / steps;
 }
 
+// Whether the job's report window (its last kReportSteps steps) lies wholly after its rate last
+// changed (a companion came or left, its batch changed): the report measures the set as it is.
+inline bool ReportSteady(const Job& j, Micros now) {
+  if (j.progress.empty() || j.batch <= 0 || j.raw_rate <= 0) return false;
+  const double raw_now = j.raw + j.raw_rate * (static_cast<double>(now - j.updated) / 1e6);
+  return raw_now - j.progress.back().second >= kReportSteps * j.batch;
+}
+
 struct Gpu {
   core::NodeIndex node = 0;
   int index = 0;

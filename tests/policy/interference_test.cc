@@ -617,6 +617,24 @@ TEST(BatchCandidatesOf, OnlyBatchesWhoseMemoryFitsTheLimit) {
                                    108, 112, 116, 120}));
 }
 
+// Each key holds its latest report; past kMaxReportEntries keys the oldest goes, its sums too.
+TEST(ReportSums, LatestPerKeyAndTheOldestGoFirst) {
+  ReportSums sums;
+  EXPECT_EQ(sums.a(3), 0.0);
+  sums.Put(1, 3, 2.0, 4.0);
+  sums.Put(2, 2, 1.0, 1.0);
+  sums.Put(1, 3, 0.5, 1.0);  // replaces key 1's report
+  EXPECT_EQ(sums.a(3), 0.5);
+  EXPECT_EQ(sums.b(3), 1.0);
+  EXPECT_EQ(sums.a(2), 1.0);
+  for (std::uint64_t key = 100; key < 100 + kMaxReportEntries - 2; ++key) sums.Put(key, 0, 1, 1);
+  EXPECT_EQ(sums.a(3), 0.5) << "at the bound, nothing has gone yet";
+  sums.Put(9, 0, 1, 1);  // one more: key 1, the oldest, goes
+  EXPECT_EQ(sums.a(3), 0.0);
+  EXPECT_EQ(sums.a(2), 1.0);
+  EXPECT_EQ(sums.a(0), static_cast<double>(kMaxReportEntries - 1));
+}
+
 TEST(BatchCandidatesOf, B0IsLeftOutWhenItDoesNotFit) {
   const ClassProfile c = MakeClass(LinearClass{});  // 1340 MiB at 67, 2000 at 100
   EXPECT_EQ(BatchCandidates(c, 1450), (std::vector<int>{67, 69, 72}));

@@ -181,6 +181,59 @@ TEST(Hedged, PairsAreTheBaseModelsAndLargerSetsLieBetweenWorstPairAndPredictor) 
   EXPECT_EQ(Slowdowns(mid2, measured_triple), (std::vector<double>{2, 2, 2}));
 }
 
+// Learning, where the reported slowdowns of the sets seen fell in their ranges moves the
+// position from its prior: both ways, or (cautious) only toward the predictor.
+TEST(Hedged, ReportsMoveThePositionToWhereTheSetsSeenFell) {
+  const policy::WorkloadProfile p = TinyProfile();
+  const policy::ProfileInterference base(p);
+  policy::HedgedInterference fixed(base, 2, 0.5);
+  policy::HedgedInterference learning(base, 2, 0.5, policy::kLearnBoth);
+  policy::HedgedInterference cautious(base, 2, 0.5, policy::kLearnCautious);
+  const auto* h = p.Find("heavy");
+  const std::vector<policy::Member> triple{{h, 100}, {h, 100}, {h, 100}};
+  std::vector<double> lo(3), hi(3);
+  learning.PredictRange(triple, lo, hi);
+  const double width = hi[0] - lo[0];
+  ASSERT_GT(width, 0);
+  // Every member reported the predictor's answer: p = (3 width + 0.5 w) / (3 width + w).
+  const std::uint64_t v0 = learning.Version();
+  learning.Report(1, triple, hi);
+  cautious.Report(1, triple, hi);
+  fixed.Report(1, triple, hi);
+  EXPECT_EQ(cautious.Position(), learning.Position()) << "toward the predictor: both learn";
+  const double w = policy::kHedgePrior;
+  EXPECT_NEAR(learning.Position(), (3 * width + 0.5 * w) / (3 * width + w), 1e-12);
+  EXPECT_NE(learning.Version(), v0);
+  EXPECT_EQ(fixed.Position(), 0.5) << "without learn, reports change nothing";
+  EXPECT_NEAR(Slowdowns(learning, triple)[0], lo[0] + learning.Position() * width, 1e-12);
+  // The same GPU's set reported again replaces its report: at the worst pair, p falls below
+  // the prior; a member without a report (0) is left out; the position stays in [0, 1].
+  learning.Report(1, triple, std::vector<double>{lo[0], lo[0], 0});
+  EXPECT_NEAR(learning.Position(), 0.5 * w / (2 * width + w), 1e-12);
+  cautious.Report(1, triple, std::vector<double>{lo[0], lo[0], 0});
+  EXPECT_EQ(cautious.Position(), 0.5) << "never bolder than its prior";
+  learning.Report(2, triple, std::vector<double>{1.0, 1.0, 1.0});
+  EXPECT_GE(learning.Position(), 0.0);
+  // Pairs are outside any range: their reports teach nothing.
+  policy::HedgedInterference pairs_only(base, 2, 0.5, policy::kLearnBoth);
+  const std::vector<policy::Member> pair{{h, 100}, {h, 100}};
+  pairs_only.Report(3, pair, std::vector<double>{3.0, 3.0});
+  EXPECT_EQ(pairs_only.Position(), 0.5);
+}
+
+// A report counts only when its whole window ran with the set as it is now.
+TEST(StepReport, IsSteadyOnlyWhenTheWindowFollowsTheLastChange) {
+  dl_state::Job j;
+  j.batch = 100;
+  EXPECT_FALSE(dl_state::ReportSteady(j, 0)) << "no progress yet";
+  j.progress = {{0, 0.0}, {5'000'000, 4000.0}};  // the rate changed at t = 5 s
+  j.raw = 4000;
+  j.updated = 5'000'000;
+  j.raw_rate = 1000;  // 10 steps per second since
+  EXPECT_FALSE(dl_state::ReportSteady(j, 6'000'000)) << "10 steps since the change";
+  EXPECT_TRUE(dl_state::ReportSteady(j, 7'000'000)) << "20 steps since the change";
+}
+
 TEST(Learning, ObservationsJoinTheBeliefAsTheExtendersDoAndMoveTheVersion) {
   const policy::WorkloadProfile p = TinyProfile();
   policy::LearningInterference learning(p);

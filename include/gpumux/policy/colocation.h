@@ -29,6 +29,10 @@ struct JobSnapshot {
   // Its mean step time (s) over the last report window: a measurement, noisy (0 = none yet,
   // e.g. just placed or pausing to change its batch size).
   double observed_step_s = 0;
+  // Whether that whole window ran with the GPU's current set of jobs at their current batch
+  // sizes (a coordinator knows when a GPU's set last changed): only such a report measures the
+  // set as it is now.
+  bool observed_steady = false;
   double noise_scale = 0;  // its gradient noise scale estimated so far (0 = none: the prior)
   bool tuning = false;     // its GPU is in a tuning session
 };

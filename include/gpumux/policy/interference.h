@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <span>
 #include <string>
@@ -109,6 +110,29 @@ class ProfileInterference final : public InterferenceModel {
   std::map<std::vector<std::pair<std::string, int>>, std::size_t, SortedLess> exact_;
 };
 
+// What running jobs reported, one entry per key (a GPU's set: its latest report replaces its
+// earlier ones), at most kMaxReportEntries entries (the oldest go first), summed per bucket:
+// two sums, a (what was reported) and b (what it is compared with), so that a caller's
+// estimate is a ratio of sums over the sets seen.
+inline constexpr std::size_t kMaxReportEntries = 4096;
+class ReportSums {
+ public:
+  void Put(std::uint64_t key, std::size_t bucket, double a, double b);
+  double a(std::size_t bucket) const { return bucket < a_.size() ? a_[bucket] : 0.0; }
+  double b(std::size_t bucket) const { return bucket < b_.size() ? b_[bucket] : 0.0; }
+  std::size_t buckets() const { return a_.size(); }
+
+ private:
+  struct Entry {
+    std::size_t bucket = 0;
+    double a = 0;
+    double b = 0;
+  };
+  std::map<std::uint64_t, Entry> entries_;
+  std::deque<std::uint64_t> order_;  // keys, oldest first
+  std::vector<double> a_, b_;
+};
+
 // A model that says how sure it is about sets larger than its predictor was validated on.
 // The busy-time predictor is fitted to, and cross-validated on, pairs only (data/README.md:
 // leave-one-pair-out error); for three or more jobs it extrapolates, and an independent
@@ -125,22 +149,56 @@ class ProfileInterference final : public InterferenceModel {
 // observations too) and sets of at most validated_members jobs are the base model's answer.
 // Worked example: three jobs whose pair slowdowns for member k are 1.3 and 1.2 and whose set
 // prediction for k is 2.1: range [1.3, 2.1], Predict 1.7.
+//
+// With `learn`, the position is a prior that evidence moves: Report gives the slowdowns the
+// members of a running set reported (their step time over their solo one), and for the sets
+// the range applies to, the position becomes
+//   p = (sum (reported - lo) + prior * w) / (sum (hi - lo) + w),   w = kHedgePrior,
+// over the members of every set reported (each set's latest report): where in their ranges the
+// sets seen so far really were. Sets seen stand for sets not yet seen of any size beyond the
+// validated one. kLearnCautious clamps p to [prior, 1]: evidence that such sets are as dear as
+// the predictor says makes the estimate more cautious, evidence that they are cheaper never
+// makes it bolder than the prior (docs/SIMULATOR.md measured acting on it both ways: it packed
+// more and lost margin under both pair rules); kLearnBoth clamps to [0, 1]. Version moves when p
+// moved by more than 0.02 since the last move; Predict uses p as of that move.
+// Worked example: prior 0.5, one triple whose three members' ranges are [1.3, 2.1] each
+// reported 2.0, 2.1 and 1.9: p = (0.7 + 0.8 + 0.6 + 0.5) / (2.4 + 1) = 0.76.
+inline constexpr double kHedgePrior = 1.0;
+enum HedgeLearning : int { kLearnNone = 0, kLearnCautious = 1, kLearnBoth = 2 };
 class HedgedInterference final : public InterferenceModel {
  public:
   // `base` must outlive this model.
-  HedgedInterference(const InterferenceModel& base, std::size_t validated_members, double position)
-      : base_(&base), validated_(validated_members), position_(position) {}
+  HedgedInterference(const InterferenceModel& base, std::size_t validated_members, double position,
+                     HedgeLearning learn = kLearnNone)
+      : base_(&base),
+        validated_(validated_members),
+        prior_(position),
+        position_(position),
+        learn_(learn) {}
   void Predict(std::span<const Member> members, std::span<double> slowdown) const override;
   // The range of each member's slowdown (lo == hi where the base model's answer is taken).
   void PredictRange(std::span<const Member> members, std::span<double> lo,
                     std::span<double> hi) const;
   bool Measured(std::span<const Member> members) const override { return base_->Measured(members); }
-  std::uint64_t Version() const override { return base_->Version(); }
+  std::uint64_t Version() const override { return base_->Version() * 1'000'003 + version_; }
+  // The members of one GPU's set (`key` identifies it) and each one's reported slowdown (0 = no
+  // report: the member is left out). Ignored without learning or for sets the range skips.
+  void Report(std::uint64_t key, std::span<const Member> members, std::span<const double> reported);
+  // The position Predict uses, and whether reports move it.
+  double Position() const { return position_; }
+  bool Learns() const { return learn_ != kLearnNone; }
 
  private:
+  // Whether members' slowdowns are the base model's answer (no range).
+  bool Validated(std::span<const Member> members) const;
+
   const InterferenceModel* base_;
   std::size_t validated_;
+  double prior_;
   double position_;
+  HedgeLearning learn_;
+  ReportSums sums_;  // bucket 0: sum (reported - lo), sum (hi - lo)
+  std::uint64_t version_ = 0;
 };
 
 // A model corrected by what running jobs report: their step times. A job sharing a GPU reports
@@ -153,15 +211,13 @@ class HedgedInterference final : public InterferenceModel {
 // within a run from the reports a scheduler gets with or without a tuner (the node coordinator
 // relays them), and it generalises: a few triples seen early correct every unmeasured triple
 // later. Measured sets (learned observations too) stay the base model's answer.
-// Each GPU's set is one entry (its latest reports replace its earlier ones), at most
-// kMaxCalibrationEntries (the oldest go first). Version moves when a factor moved by more than
+// Each GPU's set is one entry of a ReportSums. Version moves when a factor moved by more than
 // 1 % since the last move, so callers remembering answers drop them only then; Predict uses
 // the factors as of that move (Factor is the current estimate).
 // Worked example: two triples reported extra slowdowns summing to 1.2 where the base model
 // predicted 3.0: c_3 = (1.2 + 1) / (3.0 + 1) = 0.55, so a triple member predicted at 2.0 is
 // now predicted at 1 + 0.55 * 1.0 = 1.55.
 inline constexpr double kCalibrationPrior = 1.0;
-inline constexpr std::size_t kMaxCalibrationEntries = 4096;
 class CalibratedInterference final : public InterferenceModel {
  public:
   // `base` must outlive this model.
@@ -175,15 +231,8 @@ class CalibratedInterference final : public InterferenceModel {
   double Factor(std::size_t n) const;
 
  private:
-  struct Entry {
-    std::size_t n = 0;
-    double reported = 0;
-    double predicted = 0;
-  };
   const InterferenceModel* base_;
-  std::map<std::uint64_t, Entry> entries_;
-  std::vector<std::uint64_t> order_;          // keys, oldest first
-  std::vector<double> reported_, predicted_;  // sums by set size
+  ReportSums sums_;  // bucket n: sum of reported and of predicted extra slowdowns of n-job sets
   std::vector<double> factor_at_version_;
   std::uint64_t version_ = 0;
 };

@@ -56,6 +56,10 @@ class InterferenceAwarePolicy final : public GpuScoringPolicy {
   // Where its estimate of an unmeasured set of three or more jobs lies in the hedged range
   // (HedgedInterference): the midpoint.
   static constexpr double kDefaultBeyondPairs = 0.5;
+  // How the running sets' step-time reports move that position (HedgedInterference's
+  // HedgeLearning; beyond-pairs is then its prior): toward the predictor only, where evidence
+  // shows such sets as dear as it says.
+  static constexpr double kDefaultHedgeLearn = kLearnCautious;
   // The largest sets its predictor was validated on: the fit's pairs (data/README.md).
   static constexpr std::size_t kValidatedMembers = 2;
   static constexpr double kDefaultSaturatedBusy = 16;
