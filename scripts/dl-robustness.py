@@ -14,7 +14,7 @@ are positive and the p95 is at most 5 % above iadeep's.
         --variant "guard 0.99=--saturated-busy 0.99" --extra "--work-spread 1"
 
 Baselines run once per (truth, levers); each variant adds least-delay runs only. Standard
-library only; the simulator does the work (about 6 s per 30 runs on 2 cores).
+library only; the simulator does the work (10 to 20 minutes per seed range on 2 cores).
 """
 import argparse
 import json
