@@ -1024,13 +1024,16 @@ def s_fgd_sat_reserve(rig):
             raise Failed(f"r-810-late ran {waited:.1f} s after its creation, before its "
                          f"{RESERVE_MAX_WAIT_S} s wait limit, with idle GPUs still scarce")
         retries = extender_log(rig).count("(a wait limit passed)")
+        how = f"{retries} wait-limit requeue round(s) in the extender's log"
         if retries == 0:
-            raise Failed("the extender's log shows no requeue for a wait limit")
+            # Another retry can come first (kube-scheduler's own, or a requeue round for an
+            # event): the timed round then finds the pod bound and logs nothing (seen once). The
+            # timing above still holds; the timed round itself is RequeuerTest's.
+            how = "placed by an earlier retry than the extender's timed requeue round"
         return (f"810-milli share held ('{msg[:90]}'), whole-GPU pod Running beside it; share "
                 f"Running {t:.1f} s after 3 of 4 GPUs were freed, on GPU "
                 f"{g['containers'][0]['gpus']}; a second share held while scarce Running "
-                f"{waited:.1f} s after its creation (wait limit {RESERVE_MAX_WAIT_S} s; "
-                f"{retries} wait-limit requeue round(s) in the extender's log)")
+                f"{waited:.1f} s after its creation (wait limit {RESERVE_MAX_WAIT_S} s; {how})")
     finally:
         set_extender_args(rig, lambda _: original)
 
