@@ -192,6 +192,18 @@ void ReportSums::Put(std::uint64_t key, std::size_t bucket, double a, double b) 
   b_[bucket] += b;
 }
 
+namespace {
+
+// Whether any member with a known class reported a slowdown.
+bool AnyReport(std::span<const Member> members, std::span<const double> reported) {
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    if (reported[k] > 0 && members[k].cls != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool HedgedInterference::Validated(std::span<const Member> members) const {
   return members.size() <= validated_ || members.size() < 3 || base_->Measured(members);
 }
@@ -233,7 +245,7 @@ void HedgedInterference::Predict(std::span<const Member> members,
 void HedgedInterference::Report(std::uint64_t key, std::span<const Member> members,
                                 std::span<const double> reported) {
   GPUMUX_CHECK(members.size() == reported.size(), "one report per member");
-  if (learn_ == kLearnNone || Validated(members)) return;
+  if (learn_ == kLearnNone || !AnyReport(members, reported) || Validated(members)) return;
   std::vector<double> lo(members.size());
   std::vector<double> hi(members.size());
   PredictRange(members, lo, hi);
@@ -257,7 +269,7 @@ void HedgedInterference::Report(std::uint64_t key, std::span<const Member> membe
 void CalibratedInterference::Report(std::uint64_t key, std::span<const Member> members,
                                     std::span<const double> reported) {
   GPUMUX_CHECK(members.size() == reported.size(), "one report per member");
-  if (members.size() < 2 || base_->Measured(members)) return;
+  if (members.size() < 2 || !AnyReport(members, reported) || base_->Measured(members)) return;
   std::vector<double> predicted(members.size());
   base_->Predict(members, predicted);
   double excess_reported = 0;

@@ -135,13 +135,18 @@ struct Job {
 // measure_noise / sqrt(kReportSteps)).
 inline constexpr double kReportSteps = 20;
 
+// Samples the job has processed by `now` (it runs at raw_rate since `updated`).
+inline double RawAt(const Job& j, Micros now) {
+  return j.raw + j.raw_rate * (static_cast<double>(now - j.updated) / 1e6);
+}
+
 // The job's mean step time (s) over its last kReportSteps steps at its batch size, or over the
 // steps since it (re)started there when fewer; 0 before its first whole step or while paused.
 // Its progress is piecewise linear between the breakpoints (rates change only there).
 inline double ReportedStep(const Job& j, Micros now) {
   if (j.progress.empty() || j.batch <= 0 || j.raw_rate <= 0) return 0;
   const double t_now = static_cast<double>(now) / 1e6;
-  const double raw_now = j.raw + j.raw_rate * (static_cast<double>(now - j.updated) / 1e6);
+  const double raw_now = RawAt(j, now);
   const double window = kReportSteps * j.batch;
   double t_end = t_now;
   double r_end = raw_now;
@@ -164,8 +169,7 @@ inline double ReportedStep(const Job& j, Micros now) {
 // changed (a companion came or left, its batch changed): the report measures the set as it is.
 inline bool ReportSteady(const Job& j, Micros now) {
   if (j.progress.empty() || j.batch <= 0 || j.raw_rate <= 0) return false;
-  const double raw_now = j.raw + j.raw_rate * (static_cast<double>(now - j.updated) / 1e6);
-  return raw_now - j.progress.back().second >= kReportSteps * j.batch;
+  return RawAt(j, now) - j.progress.back().second >= kReportSteps * j.batch;
 }
 
 struct Gpu {
