@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "gpumux/core/json_text.h"
+#include "gpumux/runs/manifests.h"
 
 namespace gpumux::runs {
 namespace {
@@ -264,7 +265,15 @@ class RecordParser {
     run.time_scale = **scale;
     auto objects = r.Num("objects", false);
     if (!objects) return tl::unexpected(objects.error());
-    run.objects = static_cast<std::int64_t>(objects->value_or(0));
+    const double count = objects->value_or(0);
+    // A count the submitter wrote: whole and no more than a manifest may hold (a cast of a larger
+    // double is undefined behaviour, found by fuzz/run_record).
+    if (count != std::floor(count) || count > static_cast<double>(kMaxManifestObjects)) {
+      return tl::unexpected(Bad("\"objects\" must be a whole number up to " +
+                                std::to_string(kMaxManifestObjects) + ", not " +
+                                JsonNumber(count)));
+    }
+    run.objects = static_cast<std::int64_t>(count);
     return {};
   }
 

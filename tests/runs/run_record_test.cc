@@ -140,6 +140,13 @@ INSTANTIATE_TEST_SUITE_P(
                       "run.jsonl:1: \"version\" must be 1"},
         BadRecordCase{"NoTimeScale", Lines({R"({"event":"run","t":0,"version":1})"}),
                       "run.jsonl:1: no \"time_scale\""},
+        BadRecordCase{
+            "ObjectsTooMany",
+            Lines({R"({"event":"run","t":0,"version":1,"time_scale":1,"objects":1.25e67})"}),
+            "run.jsonl:1: \"objects\" must be a whole number up to 1000000, not "},
+        BadRecordCase{"ObjectsFraction",
+                      Lines({R"({"event":"run","t":0,"version":1,"time_scale":1,"objects":2.5})"}),
+                      "run.jsonl:1: \"objects\" must be a whole number"},
         BadRecordCase{"TwoRuns", Lines({kRun, kRun}), "run.jsonl:2: a second run line"},
         BadRecordCase{"AfterTheEnd",
                       Lines({kRun, R"({"event":"end","t":1,"reason":"finished"})",
