@@ -1,0 +1,507 @@
+#!/usr/bin/python3
+"""gpumux's scale rig: a real kube-apiserver (+ etcd) and kube-scheduler from ../shared/k8s-rig,
+N API-only GPU nodes, and a measured stream of pods, once with gpumux (its extender installed as
+deploy/ installs it) and once with the default scheduler and whole nvidia.com/gpu GPUs.
+
+  bench/scale/run.py [--nodes 500,1000,5000] [--steady-pods 500 --rate 20] [--burst-pods 2000]
+
+Per cluster size and mode it starts a fresh control plane (so runs do not share state), creates
+the nodes (gpumux_scale nodes), starts the scheduler (and for gpumux the extender with the
+shipped RBAC and a service-account token), then runs the steady phase (pods created at --rate)
+and the burst (--burst-pods created at once) with gpumux_scale run, which also plays every
+node's device plugin in the grant handshake. It samples CPU and RSS of every process, reads the
+API server's request counters before and after each phase, and writes results.json, results.md
+and results.svg into --out. Needs no root: etcd, kube-apiserver and kube-scheduler run as this
+user on loopback, on free ports. Exit 0 when every run completed with no capacity violation;
+77 (skipped) when the rig's binaries are not built here.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SKIP = 77
+
+
+def log(msg):
+    print(f"scale: {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process with its log in the state folder; stopped by PID (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, name, argv, state, env=None):
+        self.name = name
+        self.log_path = os.path.join(state, name + ".log")
+        self.log = open(self.log_path, "wb")
+        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                  start_new_session=True)
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self):
+        if self.alive():
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.log.close()
+
+    def tail(self, n=20):
+        with open(self.log_path, "rb") as f:
+            return b"".join(f.readlines()[-n:]).decode(errors="replace")
+
+
+def proc_usage(pid):
+    """(cpu seconds, rss MiB, peak rss MiB) of a process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        rss = hwm = 0
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) / 1024
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) / 1024
+        return cpu, rss, hwm
+    except (OSError, IndexError, ValueError):
+        return 0.0, 0.0, 0.0
+
+
+class Sampler:
+    """Peak RSS of each process every 0.5 s during a phase, and CPU seconds over it."""
+
+    def __init__(self, procs):
+        self.procs = procs
+        self.start = {n: proc_usage(p.p.pid)[0] for n, p in procs.items()}
+        self.peak = {n: 0.0 for n in procs}
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def loop(self):
+        while not self.done.wait(0.5):
+            for n, p in self.procs.items():
+                self.peak[n] = max(self.peak[n], proc_usage(p.p.pid)[1])
+
+    def finish(self):
+        self.done.set()
+        self.t.join()
+        out = {}
+        for n, p in self.procs.items():
+            cpu, rss, _ = proc_usage(p.p.pid)
+            out[n] = {"cpu_s": round(cpu - self.start[n], 2),
+                      "rss_mib": round(max(self.peak[n], rss), 1)}
+        return out
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on free loopback ports, state in a fresh folder."""
+
+    def __init__(self, rig, state):
+        self.rig, self.state = rig, state
+        self.procs = {}
+        self.port = free_port()
+        self.server = f"https://127.0.0.1:{self.port}"
+        pki = os.path.join(rig, "pki")
+        self.ca = os.path.join(pki, "ca.crt")
+        with open(os.path.join(pki, "tokens.csv")) as f:
+            self.tokens = {line.split(",")[1]: line.split(",")[0] for line in f if line.strip()}
+
+    def kubeconfig(self, name, token):
+        path = os.path.join(self.state, name + ".kubeconfig")
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+               "clusters": [{"name": "c", "cluster": {"server": self.server,
+                                                      "certificate-authority": self.ca}}],
+               "users": [{"name": "u", "user": {"token": token}}],
+               "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f)
+        return path
+
+    def start(self):
+        etcd_port, peer = free_port(), free_port()
+        self.procs["etcd"] = Proc("etcd", [
+            "/usr/bin/etcd", "--name", "scale", "--data-dir", os.path.join(self.state, "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"scale=http://127.0.0.1:{peer}",
+            "--quota-backend-bytes", str(8 << 30), "--log-level", "warn"], self.state)
+        p = os.path.join(self.rig, "pki")
+        self.procs["kube-apiserver"] = Proc("kube-apiserver", [
+            os.path.join(self.rig, "bin", "kube-apiserver"),
+            "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
+            "--bind-address", "127.0.0.1", "--secure-port", str(self.port),
+            "--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
+            "--tls-cert-file", f"{p}/apiserver.crt", "--tls-private-key-file", f"{p}/apiserver.key",
+            "--client-ca-file", f"{p}/ca.crt", "--token-auth-file", f"{p}/tokens.csv",
+            "--service-account-issuer", self.server,
+            "--service-account-key-file", f"{p}/sa.pub",
+            "--service-account-signing-key-file", f"{p}/sa.key", "--api-audiences", self.server,
+            "--service-cluster-ip-range", "10.0.0.0/24", "--authorization-mode", "Node,RBAC",
+            "--disable-admission-plugins", "ServiceAccount", "--profiling=false", "--v=1"],
+            self.state)
+        self.admin = self.kubeconfig("admin", self.tokens["rig-admin"])
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if self.get("/readyz") == "ok":
+                    return
+            except OSError:
+                pass
+            for proc in self.procs.values():
+                if not proc.alive():
+                    raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+            time.sleep(0.5)
+        raise RuntimeError("kube-apiserver not ready in 120 s:\n" + self.procs["kube-apiserver"].tail())
+
+    def get(self, path):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        req = urllib.request.Request(self.server + path,
+                                     headers={"Authorization": "Bearer " + self.tokens["rig-admin"]})
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+            return r.read().decode()
+
+    def request_counts(self):
+        """apiserver_request_total summed by 'VERB resource[/subresource]'."""
+        out = {}
+        for line in self.get("/metrics").splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels, value = line[len("apiserver_request_total{"):].rsplit("} ", 1)
+            kv = dict(part.split("=", 1) for part in labels.split('",') if "=" in part)
+            kv = {k: v.strip('"') for k, v in kv.items()}
+            key = kv.get("verb", "?") + " " + kv.get("resource", "?")
+            if kv.get("subresource"):
+                key += "/" + kv["subresource"]
+            out[key] = out.get(key, 0) + float(value)
+        return out
+
+    def kubectl(self, *args, stdin=None):
+        return subprocess.run(["kubectl", "--kubeconfig", self.admin, *args], input=stdin,
+                              capture_output=True, text=True, check=True).stdout
+
+    def stop(self):
+        for name in reversed(list(self.procs)):
+            self.procs[name].stop()
+
+
+def extender_args(kubeconfig, port, policy):
+    """The extender container's args from deploy/base/extender/deployment.yaml, with what a
+    process outside a pod needs instead: --kubeconfig for --in-cluster, a free port, the
+    overlay's policy for $(PLACEMENT_POLICY)."""
+    with open(os.path.join(ROOT, "deploy/base/extender/deployment.yaml")) as f:
+        deployment = yaml.safe_load(f)
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"]
+                     if c["name"] == "gpumux-extender")
+    out = []
+    for a in container["args"]:
+        a = str(a)
+        if a == "--in-cluster":
+            out += ["--kubeconfig", kubeconfig]
+        elif a == "127.0.0.1:12345":
+            out.append(f"127.0.0.1:{port}")
+        elif a == "$(PLACEMENT_POLICY)":
+            out.append(policy)
+        else:
+            out.append(a)
+    return out
+
+
+def overlay_policy():
+    with open(os.path.join(ROOT, "deploy/overlays/default/kustomization.yaml")) as f:
+        k = yaml.safe_load(f)
+    for gen in k.get("configMapGenerator", []):
+        for lit in gen.get("literals", []):
+            if lit.startswith("policy="):
+                return lit.split("=", 1)[1]
+    raise RuntimeError("deploy/overlays/default sets no policy")
+
+
+def gpumux_scheduler_config(kubeconfig, ext_port, state):
+    """deploy/base/extender/scheduler-config.yaml with the kubeconfig and the extender's port."""
+    with open(os.path.join(ROOT, "deploy/base/extender/scheduler-config.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    cfg["clientConnection"] = {"kubeconfig": kubeconfig}
+    for ext in cfg["extenders"]:
+        ext["urlPrefix"] = ext["urlPrefix"].replace("127.0.0.1:12345", f"127.0.0.1:{ext_port}")
+    path = os.path.join(state, "scheduler-config.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return path
+
+
+def wait_http(url, what, proc, seconds=120, ok=lambda body: True):
+    deadline = time.time() + seconds
+    ctx = ssl._create_unverified_context()  # the scheduler's self-signed health port
+    while time.time() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited:\n{proc.tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=ctx) as r:
+                if r.status == 200 and ok(r.read().decode()):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} not ready in {seconds} s:\n{proc.tail()}")
+
+
+def start_scheduling(cp, mode, args, state):
+    """The scheduler for `mode` (and gpumux's extender); returns the processes by name."""
+    rig_bin = os.path.join(args.rig, "bin")
+    sched_port = free_port()
+    procs = {}
+    if mode == "gpumux":
+        cp.kubectl("apply", "-f", os.path.join(ROOT, "deploy/base/namespace.yaml"),
+                   "-f", os.path.join(ROOT, "deploy/base/extender/rbac.yaml"))
+        token = cp.kubectl("create", "token", "gpumux-scheduler", "-n", "gpumux-system",
+                           "--duration", "24h").strip()
+        kc = cp.kubeconfig("gpumux-scheduler", token)
+        ext_port = free_port()
+        procs["extender"] = Proc("extender", [args.gpumux, *extender_args(kc, ext_port, args.policy)],
+                                 state)
+        wait_http(f"http://127.0.0.1:{ext_port}/readyz", "extender", procs["extender"])
+        config = gpumux_scheduler_config(kc, ext_port, state)
+        auth = kc
+    else:
+        kc = cp.kubeconfig("scheduler", cp.tokens["system:kube-scheduler"])
+        config = os.path.join(state, "scheduler-default.yaml")
+        with open(config, "w") as f:
+            yaml.safe_dump({"apiVersion": "kubescheduler.config.k8s.io/v1",
+                            "kind": "KubeSchedulerConfiguration",
+                            "clientConnection": {"kubeconfig": kc},
+                            "leaderElection": {"leaderElect": False}}, f)
+        auth = kc
+    procs["kube-scheduler"] = Proc("kube-scheduler", [
+        os.path.join(rig_bin, "kube-scheduler"), "--config", config,
+        "--bind-address", "127.0.0.1", "--secure-port", str(sched_port),
+        "--authentication-kubeconfig", auth, "--authorization-kubeconfig", auth, "--v=1"], state)
+    wait_http(f"https://127.0.0.1:{sched_port}/healthz", "kube-scheduler", procs["kube-scheduler"])
+    return procs
+
+
+def diff_counts(after, before, own):
+    """Requests the schedulers and the extender made: the API server's counts over the phase
+    less the load tool's own (its creates, watch and the device-plugin stand-in's calls)."""
+    out = {}
+    for k, v in after.items():
+        d = v - before.get(k, 0) - own.get(k, 0)
+        if d > 0.5:
+            out[k] = int(round(d))
+    return out
+
+
+def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, state):
+    out = os.path.join(state, f"{name}.json")
+    before = cp.request_counts()
+    sampler = Sampler(procs)
+    cmd = [args.scale_tool, "run", "--kubeconfig", cp.admin, "--count", str(n), "--mode", mode,
+           "--namespace", name, "--pods", str(pods), "--rate", str(rate), "--offset", str(offset),
+           "--gpu-fraction", f"{fraction:.4f}", "--timeout", str(args.timeout),
+           "--idle-timeout", str(args.idle_timeout), "--out", out]
+    log(f"{n} nodes, {mode}, {name}: {pods} pods at " + (f"{rate}/s" if rate else "once"))
+    rc = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
+    usage = sampler.finish()
+    with open(out) as f:
+        result = json.load(f)
+    result["tool_rc"] = rc
+    result["usage"] = usage
+    result["apiserver_requests"] = diff_counts(cp.request_counts(), before, result["own_requests"])
+    return result
+
+
+def measure(args, n, mode, root_state):
+    state = tempfile.mkdtemp(prefix=f"n{n}-{mode}-", dir=root_state)
+    cp = ControlPlane(args.rig, state)
+    procs = {}
+    try:
+        cp.start()
+        t = time.time()
+        subprocess.run([args.scale_tool, "nodes", "--kubeconfig", cp.admin, "--count", str(n)],
+                       check=True, stdout=subprocess.DEVNULL)
+        log(f"{n} nodes created in {time.time() - t:.1f} s")
+        procs = start_scheduling(cp, mode, args, state)
+        watched = dict(procs, **cp.procs)
+        runs = []
+        used = 0.0
+        if args.steady_pods > 0:
+            steady = run_phase(cp, args, mode, n, "steady", args.steady_pods, args.rate, 0,
+                               args.max_fill, watched, state)
+            used = steady.get("requested_gpus", 0) / max(steady["gpus"], 1)
+            runs.append(steady)
+        if args.burst_pods > 0:
+            offset = runs[-1]["next_offset"] if runs else 0
+            runs.append(run_phase(cp, args, mode, n, "burst", args.burst_pods, 0,
+                                  offset, max(args.max_fill - used, 0.0), watched, state))
+        return runs
+    finally:
+        for p in procs.values():
+            p.stop()
+        cp.stop()
+        if not args.keep_state:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+def fmt(v, nd=2):
+    return "-" if v is None or v < 0 else f"{v:.{nd}f}"
+
+
+def per_pod(requests, bound):
+    if not bound:
+        return "-"
+    total = sum(requests.values())
+    top = sorted(requests.items(), key=lambda kv: -kv[1])[:4]
+    return f"{total / bound:.1f} (" + ", ".join(f"{k} {v / bound:.2f}" for k, v in top) + ")"
+
+
+def markdown(results, meta):
+    lines = [f"# gpumux scale rig: {meta['date']}", "",
+             f"Machine: {meta['machine']}. Command: `{meta['command']}`.", "",
+             "| nodes | GPUs | scheduler | phase | pods | bound | pods/s | p50 s | p99 s | max s | "
+             "extender CPU s / RSS MiB | kube-scheduler CPU s / RSS MiB | kube-apiserver CPU s / RSS MiB "
+             "| etcd RSS MiB | API requests per bound pod (scheduler + extender) | not bound | "
+             "capacity violations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        u = r["usage"]
+        ext = u.get("extender")
+        lat = r["latency_s"]
+        failures = "; ".join(f"{f['pods']}: {f['reason'][:80]}" for f in r["failures"]) or "0"
+        lines.append(
+            f"| {r['nodes']} | {r['gpus']} | {r['mode']} | {r['phase']} | {r['pods']} | {r['bound']} | "
+            f"{fmt(r['pods_per_second'], 1)} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
+            + (f"{ext['cpu_s']} / {ext['rss_mib']}" if ext else "-") + " | "
+            f"{u['kube-scheduler']['cpu_s']} / {u['kube-scheduler']['rss_mib']} | "
+            f"{u['kube-apiserver']['cpu_s']} / {u['kube-apiserver']['rss_mib']} | "
+            f"{u['etcd']['rss_mib']} | {per_pod(r['apiserver_requests'], r['bound'])} | "
+            f"{failures} | {len(r['capacity_violations'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def svg(results):
+    """Two panels per phase kind: pods per second and p99 create->bound, by cluster size."""
+    bursts = [r for r in results if r["phase"] == "burst"] or results
+    sizes = sorted({r["nodes"] for r in bursts})
+    modes = ["gpumux", "default"]
+    colors = {"gpumux": "#3b6ea8", "default": "#c0703a"}
+    w, h, pad = 360, 240, 50
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w + 40}" height="{h + 60}" '
+             'font-family="sans-serif" font-size="11">']
+    for panel, (key, title) in enumerate([("pods_per_second", "burst: pods bound per second"),
+                                          ("p99", "burst: p99 create -> bound (s)")]):
+        x0 = 20 + panel * (w + 20)
+        vals = [(r["nodes"], r["mode"], r["latency_s"]["p99"] if key == "p99" else r[key])
+                for r in bursts]
+        top = max([v for _, _, v in vals if v and v > 0] + [1e-9]) * 1.15
+        parts.append(f'<text x="{x0 + w / 2}" y="16" text-anchor="middle">{title}</text>')
+        parts.append(f'<line x1="{x0 + pad}" y1="{h}" x2="{x0 + w}" y2="{h}" stroke="#444"/>')
+        slot = (w - pad) / max(len(sizes), 1)
+        for i, n in enumerate(sizes):
+            for j, m in enumerate(modes):
+                v = next((v for nn, mm, v in vals if nn == n and mm == m), None)
+                if v is None or v < 0:
+                    continue
+                bh = (h - 30) * v / top
+                bx = x0 + pad + i * slot + 10 + j * (slot - 20) / 2
+                parts.append(f'<rect x="{bx:.1f}" y="{h - bh:.1f}" width="{(slot - 24) / 2:.1f}" '
+                             f'height="{bh:.1f}" fill="{colors[m]}"/>')
+                parts.append(f'<text x="{bx + (slot - 24) / 4:.1f}" y="{h - bh - 3:.1f}" '
+                             f'text-anchor="middle">{v:.1f}</text>')
+            parts.append(f'<text x="{x0 + pad + (i + 0.5) * slot:.1f}" y="{h + 14}" '
+                         f'text-anchor="middle">{n} nodes</text>')
+    for j, m in enumerate(modes):
+        parts.append(f'<rect x="{20 + j * 150}" y="{h + 30}" width="10" height="10" fill="{colors[m]}"/>')
+        parts.append(f'<text x="{34 + j * 150}" y="{h + 39}">{m}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", default="500,1000,5000", help="cluster sizes, comma-separated")
+    ap.add_argument("--modes", default="gpumux,default", help="gpumux and/or default")
+    ap.add_argument("--steady-pods", type=int, default=500, help="pods of the steady phase (0: none)")
+    ap.add_argument("--rate", type=float, default=20, help="steady phase: pods created per second")
+    ap.add_argument("--burst-pods", type=int, default=2000, help="pods of the burst (0: none)")
+    ap.add_argument("--max-fill", type=float, default=0.95,
+                    help="stop adding pods once their GPUs (a share counted whole) would pass "
+                         "this fraction of the cluster's, both phases together")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per phase")
+    ap.add_argument("--idle-timeout", type=float, default=60,
+                    help="a phase ends when no pod was bound for this long")
+    ap.add_argument("--policy", default=None, help="extender policy [default: deploy's overlay]")
+    ap.add_argument("--rig", default=os.environ.get("RIG", "/opt/k8s-rig"))
+    ap.add_argument("--gpumux", default=os.path.join(ROOT, "build/gpumux"))
+    ap.add_argument("--scale-tool", default=os.path.join(ROOT, "build/bench/gpumux_scale"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build/scale"))
+    ap.add_argument("--keep-state", action="store_true", help="keep logs and etcd data")
+    args = ap.parse_args()
+    args.policy = args.policy or overlay_policy()
+    needed = [os.path.join(args.rig, "bin", b) for b in ("kube-apiserver", "kube-scheduler")]
+    needed += ["/usr/bin/etcd", os.path.join(args.rig, "pki", "tokens.csv")]
+    missing = [p for p in needed if not os.path.exists(p)]
+    if missing or not shutil.which("kubectl"):
+        print(f"scale: SKIPPED: the k8s rig is not built here (missing: "
+              f"{', '.join(missing) or 'kubectl'}; ../shared/k8s-rig/README.md)")
+        return SKIP
+    for b in (args.gpumux, args.scale_tool):
+        if not os.access(b, os.X_OK):
+            print(f"scale: {b} is not built (make; cmake -DGPUMUX_BUILD_BENCH=ON)", file=sys.stderr)
+            return 2
+    os.makedirs(args.out, exist_ok=True)
+    root_state = tempfile.mkdtemp(prefix="state-", dir=args.out)
+    results = []
+    ok = True
+    for n in [int(x) for x in args.nodes.split(",")]:
+        for mode in args.modes.split(","):
+            for phase, r in zip(["steady", "burst"] if args.steady_pods > 0 else ["burst"],
+                                measure(args, n, mode, root_state)):
+                r["phase"] = phase
+                results.append(r)
+                ok = ok and r["complete"] and not r["capacity_violations"] and r["tool_rc"] == 0
+                log(f"{n} {mode} {phase}: {r['bound']}/{r['pods']} bound, "
+                    f"{r['pods_per_second']:.1f} pods/s, p99 {r['latency_s']['p99']:.2f} s")
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "machine": f"{os.cpu_count()} cores, "
+                       f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
+            "command": " ".join(sys.argv)}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "runs": results}, f)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(markdown(results, meta))
+    with open(os.path.join(args.out, "results.svg"), "w") as f:
+        f.write(svg(results))
+    if not args.keep_state:
+        shutil.rmtree(root_state, ignore_errors=True)
+    print(markdown(results, meta))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+// The pieces of gpumux_scale (bench/scale/README.md) that do not talk to processes: the Node
+// objects of API-only GPU nodes, the pods of one run, a KubeApi that counts its own requests,
+// the device-plugin stand-in's claims and the capacity check over every node after a run.
+//
+// API-only nodes (as Kubernetes' scheduler_perf makes them): Node objects with status, no
+// kubelet. Each announces what a node running gpumux's device plugin announces: the
+// gpumux.io/gpus inventory, the node-lock handshake (gpumux.io/handshake: node-lock/v1), the
+// plugin's state "ready", its gpu-mem unit, and allocatable gpumux.io/gpu, gpu-mem and gpu-milli
+// as the plugin registers them; plus nvidia.com/gpu for the default scheduler's baseline.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gpumux/core/cluster.h"
+#include "gpumux/core/request.h"
+#include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/handshake.h"
+#include "gpumux/kube/api_client.h"
+
+namespace gpumux::scale {
+
+// "scale-node-00042".
+std::string ScaleNodeName(int i);
+
+// Node i of a cluster made of `shapes` replicated in order (node i has shapes[i % size]'s CPU,
+// memory and GPUs), as the API server should store it.
+nlohmann::json NodeObject(const core::NodeSpec& shape, const std::string& name,
+                          std::int64_t gpu_mem_unit_mib);
+
+// Which scheduler places the pods: gpumux's (schedulerName gpumux-scheduler, gpumux.io
+// resources) or the default scheduler with whole GPUs (nvidia.com/gpu: a share asks for one
+// whole GPU, GPU models are not asked for).
+enum class Mode : std::uint8_t { kGpumux, kDefault };
+core::Result<Mode> ParseMode(const std::string& text);
+
+// The pod of one trace request in `ns` named `name` for `mode`.
+core::Result<nlohmann::json> PodObject(const core::Request& request, const std::string& ns,
+                                       const std::string& name, Mode mode,
+                                       std::int64_t gpu_mem_unit_mib);
+
+// The GPU pods of `requests` from `offset`, in order, until `count` are taken or their GPUs
+// (a share counted as one whole GPU) would pass `max_gpus`. `next` (when given) is set to the
+// index after the last one taken: the next run's offset.
+std::vector<core::Request> TakeGpuPods(const std::vector<core::Request>& requests,
+                                       std::size_t offset, std::size_t count, std::int64_t max_gpus,
+                                       std::size_t* next = nullptr);
+
+// A KubeApi that forwards to another and counts each call by "VERB resource" with the API
+// server's verbs (apiserver_request_total), e.g. "POST pods", "PATCH nodes", "GET pods",
+// "LIST pods" (one per List call, whatever its pages), "WATCH pods".
+class CountingApi : public kube::KubeApi {
+ public:
+  explicit CountingApi(std::unique_ptr<kube::KubeApi> inner) : inner_(std::move(inner)) {}
+  kube::ApiResult<nlohmann::json> Get(const std::string& path) override;
+  kube::ApiResult<nlohmann::json> List(const std::string& path, int page_size) override;
+  kube::ApiResult<nlohmann::json> Patch(const std::string& path, const nlohmann::json& body,
+                                        kube::PatchType type) override;
+  kube::ApiResult<nlohmann::json> Post(const std::string& path,
+                                       const nlohmann::json& body) override;
+  kube::ApiResult<void> Watch(const std::string& path, const std::string& resource_version,
+                              const std::function<bool(kube::WatchEvent&&)>& on_event,
+                              std::stop_token stop, int timeout_seconds) override;
+  std::map<std::string, std::int64_t> Counts() const;
+
+ private:
+  void Count(const char* verb, const std::string& path);
+  std::unique_ptr<kube::KubeApi> inner_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::int64_t> counts_;
+};
+
+// "pods", "nodes", "pods/binding", ... of an API path (query left out).
+std::string ResourceOfPath(const std::string& path);
+
+// The device plugins of every node, played by one process: for a pod bound to a node, the
+// Allocate calls its kubelet would make (each container in spec order, each resource it asks
+// for), each served through the node lock exactly as the real plugin's Handshake serves it.
+class PluginStandIn {
+ public:
+  explicit PluginStandIn(kube::KubeApi& api) : api_(&api) {}
+  // Serves every container of `pod` (bound to `node`); "" when all were served, else why not.
+  std::string Serve(const nlohmann::json& pod, const std::string& node);
+  std::int64_t claims() const { return claims_.load(); }
+
+ private:
+  deviceplugin::Handshake& HandshakeOf(const std::string& node);
+  kube::KubeApi* api_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<deviceplugin::Handshake>> handshakes_;
+  std::atomic<std::int64_t> claims_{0};
+};
+
+// Over-commitments found after a run, one line each (empty: none). gpumux mode: every bound
+// pod's gpumux.io/grant summed per GPU (memory, compute, an exclusive grant alone, the grant's
+// node is the pod's, the GPU exists). Default mode: nvidia.com/gpu summed per node.
+std::vector<std::string> CapacityViolations(const std::vector<nlohmann::json>& pods,
+                                            const std::map<std::string, core::NodeSpec>& nodes,
+                                            Mode mode);
+
+}  // namespace gpumux::scale
