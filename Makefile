@@ -33,7 +33,7 @@ endif
 TESTS ?= OFF
 BENCH ?= OFF
 
-.PHONY: all setup configure build demo test bench san-build asan fuzz image e2e clean format
+.PHONY: all setup configure build demo test bench scale san-build asan fuzz image e2e clean format
 
 all: build
 
@@ -92,6 +92,15 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 fuzz: san-build
 	sh fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The scale rig (bench/scale/README.md): a real kube-apiserver and kube-scheduler from the k8s
+# rig with 500, 1,000 and 5,000 API-only GPU nodes, gpumux against the default scheduler (~30 min
+# on 2 cores; SCALE_ARGS="--nodes 50 ..." for less). Skips (saying so) without the rig.
+SCALE_ARGS ?=
+scale:
+	@$(MAKE) --no-print-directory build BENCH=ON
+	/usr/bin/python3 bench/scale/run.py --gpumux ./$(BUILD)/gpumux \
+	  --scale-tool ./$(BUILD)/bench/scale/gpumux_scale --out ./$(BUILD)/scale $(SCALE_ARGS)
 
 # The image tests/e2e/run.sh installs too; deploy/README.md, section 1.
 IMAGE ?= docker.io/library/gpumux:latest

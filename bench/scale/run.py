@@ -12,12 +12,14 @@ and the burst (--burst-pods created at once) with gpumux_scale run, which also p
 node's device plugin in the grant handshake. It samples CPU and RSS of every process, reads the
 API server's request counters before and after each phase, and writes results.json, results.md
 and results.svg into --out. Needs no root: etcd, kube-apiserver and kube-scheduler run as this
-user on loopback, on free ports. Exit 0 when every run completed with no capacity violation;
-77 (skipped) when the rig's binaries are not built here.
+user on loopback, on free ports. Exit 0 when no GPU was over-committed, no create or Allocate
+failed and every pod was bound or marked unschedulable by the scheduler; 77 (skipped) when the
+rig's binaries are not built here.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -286,6 +288,7 @@ def start_scheduling(cp, mode, args, state):
         ext_port = free_port()
         procs["extender"] = Proc("extender", [args.gpumux, *extender_args(kc, ext_port, args.policy)],
                                  state)
+        procs["extender"].metrics_url = f"http://127.0.0.1:{ext_port}/metrics"
         wait_http(f"http://127.0.0.1:{ext_port}/readyz", "extender", procs["extender"])
         config = gpumux_scheduler_config(kc, ext_port, state)
         auth = kc
@@ -306,6 +309,23 @@ def start_scheduling(cp, mode, args, state):
     return procs
 
 
+def extender_failures(procs):
+    """gpumux_extender_failures_total by 'verb reason' (empty without the extender)."""
+    url = getattr(procs.get("extender"), "metrics_url", None)
+    out = {}
+    if url is None:
+        return out
+    with urllib.request.urlopen(url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("gpumux_extender_failures_total{"):
+                labels, value = line[len("gpumux_extender_failures_total{"):].rsplit("} ", 1)
+                kv = {k: v.strip('"') for k, v in
+                      (part.split("=", 1) for part in labels.split('",') if "=" in part)}
+                key = " ".join(v for k, v in sorted(kv.items()))
+                out[key] = out.get(key, 0) + int(float(value))
+    return out
+
+
 def diff_counts(after, before, own):
     """Requests the schedulers and the extender made: the API server's counts over the phase
     less the load tool's own (its creates, watch and the device-plugin stand-in's calls)."""
@@ -320,6 +340,7 @@ def diff_counts(after, before, own):
 def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, state):
     out = os.path.join(state, f"{name}.json")
     before = cp.request_counts()
+    failures_before = extender_failures(procs)
     sampler = Sampler(procs)
     cmd = [args.scale_tool, "run", "--kubeconfig", cp.admin, "--count", str(n), "--mode", mode,
            "--namespace", name, "--pods", str(pods), "--rate", str(rate), "--offset", str(offset),
@@ -333,6 +354,7 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
     result["tool_rc"] = rc
     result["usage"] = usage
     result["apiserver_requests"] = diff_counts(cp.request_counts(), before, result["own_requests"])
+    result["extender_failures"] = diff_counts(extender_failures(procs), failures_before, {})
     return result
 
 
@@ -380,19 +402,37 @@ def per_pod(requests, bound):
     return f"{total / bound:.1f} (" + ", ".join(f"{k} {v / bound:.2f}" for k, v in top) + ")"
 
 
+def healthy(r):
+    """No over-commitment, no failed create or Allocate, and every pod bound or told why not
+    (a pod the scheduler found no room for is the workload's, not a failure of the path)."""
+    lost = sum(f["pods"] for f in r["failures"] if "no PodScheduled condition" in f["reason"])
+    return (not r["capacity_violations"] and r["tool_rc"] == 0 and lost == 0
+            and r["create_errors"] == 0 and r["allocate_errors"] == 0 and not r["list_error"])
+
+
+def failure_kinds(failures):
+    """(reason with its counts of nodes made N, pods) for the pods left unbound, most first."""
+    kinds = {}
+    for f in failures:
+        why = re.sub(r"\d+", "N", f["reason"])[:90]
+        kinds[why] = kinds.get(why, 0) + f["pods"]
+    return sorted(kinds.items(), key=lambda kv: -kv[1])
+
+
 def markdown(results, meta):
     lines = [f"# gpumux scale rig: {meta['date']}", "",
              f"Machine: {meta['machine']}. Command: `{meta['command']}`.", "",
              "| nodes | GPUs | scheduler | phase | pods | bound | pods/s | p50 s | p99 s | max s | "
              "extender CPU s / RSS MiB | kube-scheduler CPU s / RSS MiB | kube-apiserver CPU s / RSS MiB "
-             "| etcd RSS MiB | API requests per bound pod (scheduler + extender) | not bound | "
-             "capacity violations |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| etcd RSS MiB | API requests per bound pod (scheduler + extender) | extender verbs "
+             "refused | not bound | capacity violations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         u = r["usage"]
         ext = u.get("extender")
         lat = r["latency_s"]
-        failures = "; ".join(f"{f['pods']}: {f['reason'][:80]}" for f in r["failures"]) or "0"
+        failures = "; ".join(f"{n}: {why}" for why, n in failure_kinds(r["failures"])) or "0"
+        refused = ", ".join(f"{k} {v}" for k, v in sorted(r.get("extender_failures", {}).items())) or "-"
         lines.append(
             f"| {r['nodes']} | {r['gpus']} | {r['mode']} | {r['phase']} | {r['pods']} | {r['bound']} | "
             f"{fmt(r['pods_per_second'], 1)} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
@@ -400,7 +440,7 @@ def markdown(results, meta):
             f"{u['kube-scheduler']['cpu_s']} / {u['kube-scheduler']['rss_mib']} | "
             f"{u['kube-apiserver']['cpu_s']} / {u['kube-apiserver']['rss_mib']} | "
             f"{u['etcd']['rss_mib']} | {per_pod(r['apiserver_requests'], r['bound'])} | "
-            f"{failures} | {len(r['capacity_violations'])} |")
+            f"{refused} | {failures} | {len(r['capacity_violations'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -458,7 +498,7 @@ def main():
     ap.add_argument("--policy", default=None, help="extender policy [default: deploy's overlay]")
     ap.add_argument("--rig", default=os.environ.get("RIG", "/opt/k8s-rig"))
     ap.add_argument("--gpumux", default=os.path.join(ROOT, "build/gpumux"))
-    ap.add_argument("--scale-tool", default=os.path.join(ROOT, "build/bench/gpumux_scale"))
+    ap.add_argument("--scale-tool", default=os.path.join(ROOT, "build/bench/scale/gpumux_scale"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build/scale"))
     ap.add_argument("--keep-state", action="store_true", help="keep logs and etcd data")
     args = ap.parse_args()
@@ -484,7 +524,7 @@ def main():
                                 measure(args, n, mode, root_state)):
                 r["phase"] = phase
                 results.append(r)
-                ok = ok and r["complete"] and not r["capacity_violations"] and r["tool_rc"] == 0
+                ok = ok and healthy(r)
                 log(f"{n} {mode} {phase}: {r['bound']}/{r['pods']} bound, "
                     f"{r['pods_per_second']:.1f} pods/s, p99 {r['latency_s']['p99']:.2f} s")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"),
