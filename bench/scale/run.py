@@ -245,11 +245,23 @@ def overlay_policy():
     raise RuntimeError("deploy/overlays/default sets no policy")
 
 
-def gpumux_scheduler_config(kubeconfig, ext_port, state):
+def gpumux_scheduler_config(kubeconfig, ext_port, state, variant="shipped"):
     """deploy/base/extender/scheduler-config.yaml with the kubeconfig and the extender's port."""
     with open(os.path.join(ROOT, "deploy/base/extender/scheduler-config.yaml")) as f:
         cfg = yaml.safe_load(f)
     cfg["clientConnection"] = {"kubeconfig": kubeconfig}
+    if variant == "extender-scores":
+        # Ablation: kube-scheduler's own score plugins off but for node affinity and taint
+        # preferences (the extender's score decides among feasible nodes anyway).
+        for profile in cfg["profiles"]:
+            profile.setdefault("plugins", {})["score"] = {
+                "disabled": [{"name": "*"}],
+                "enabled": [{"name": "TaintToleration"}, {"name": "NodeAffinity"}]}
+    elif variant == "sampled":
+        # Ablation: kube-scheduler's adaptive share of nodes (the extender sees only those).
+        cfg.pop("percentageOfNodesToScore", None)
+    elif variant != "shipped":
+        raise RuntimeError(f"unknown --scheduler-variant {variant}")
     for ext in cfg["extenders"]:
         ext["urlPrefix"] = ext["urlPrefix"].replace("127.0.0.1:12345", f"127.0.0.1:{ext_port}")
     path = os.path.join(state, "scheduler-config.yaml")
@@ -290,7 +302,7 @@ def start_scheduling(cp, mode, args, state):
                                  state)
         procs["extender"].metrics_url = f"http://127.0.0.1:{ext_port}/metrics"
         wait_http(f"http://127.0.0.1:{ext_port}/readyz", "extender", procs["extender"])
-        config = gpumux_scheduler_config(kc, ext_port, state)
+        config = gpumux_scheduler_config(kc, ext_port, state, args.scheduler_variant)
         auth = kc
     else:
         kc = cp.kubeconfig("scheduler", cp.tokens["system:kube-scheduler"])
@@ -419,6 +431,11 @@ def failure_kinds(failures):
     return sorted(kinds.items(), key=lambda kv: -kv[1])
 
 
+def label(r):
+    variant = r.get("variant", "shipped")
+    return r["mode"] if variant in ("shipped", "default") else f"{r['mode']} ({variant})"
+
+
 def markdown(results, meta):
     lines = [f"# gpumux scale rig: {meta['date']}", "",
              f"Machine: {meta['machine']}. Command: `{meta['command']}`.", "",
@@ -434,7 +451,7 @@ def markdown(results, meta):
         failures = "; ".join(f"{n}: {why}" for why, n in failure_kinds(r["failures"])) or "0"
         refused = ", ".join(f"{k} {v}" for k, v in sorted(r.get("extender_failures", {}).items())) or "-"
         lines.append(
-            f"| {r['nodes']} | {r['gpus']} | {r['mode']} | {r['phase']} | {r['pods']} | {r['bound']} | "
+            f"| {r['nodes']} | {r['gpus']} | {label(r)} | {r['phase']} | {r['pods']} | {r['bound']} | "
             f"{fmt(r['pods_per_second'], 1)} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
             + (f"{ext['cpu_s']} / {ext['rss_mib']}" if ext else "-") + " | "
             f"{u['kube-scheduler']['cpu_s']} / {u['kube-scheduler']['rss_mib']} | "
@@ -496,6 +513,11 @@ def main():
     ap.add_argument("--idle-timeout", type=float, default=60,
                     help="a phase ends when no pod was bound for this long")
     ap.add_argument("--policy", default=None, help="extender policy [default: deploy's overlay]")
+    ap.add_argument("--scheduler-variant", default="shipped",
+                    choices=["shipped", "extender-scores", "sampled"],
+                    help="gpumux's kube-scheduler configuration: as deploy/ ships it, with "
+                         "kube-scheduler's own score plugins off but node affinity and taints, "
+                         "or with its adaptive share of nodes to score (ablations)")
     ap.add_argument("--rig", default=os.environ.get("RIG", "/opt/k8s-rig"))
     ap.add_argument("--gpumux", default=os.path.join(ROOT, "build/gpumux"))
     ap.add_argument("--scale-tool", default=os.path.join(ROOT, "build/bench/scale/gpumux_scale"))
@@ -523,6 +545,7 @@ def main():
             for phase, r in zip(["steady", "burst"] if args.steady_pods > 0 else ["burst"],
                                 measure(args, n, mode, root_state)):
                 r["phase"] = phase
+                r["variant"] = args.scheduler_variant if mode == "gpumux" else "default"
                 results.append(r)
                 ok = ok and healthy(r)
                 log(f"{n} {mode} {phase}: {r['bound']}/{r['pods']} bound, "
