@@ -389,7 +389,10 @@ int Run::Main() {
   for (int i = 0; i < options_.agent_threads; ++i) {
     agents.emplace_back([this](std::stop_token stop) { AgentLoop(stop); });
   }
-  t0_ = Clock::now();
+  {
+    std::lock_guard lock(mu_);  // the watch thread reads it
+    t0_ = Clock::now();
+  }
   CreateAll(pods);
   const bool complete = WaitForBindings(pods.size());
   for (auto& a : agents) a.request_stop();
