@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <set>
 #include <tuple>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
@@ -17,15 +19,6 @@ using nlohmann::json;
 constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
 // The image is never pulled (API-only nodes have no kubelet).
 constexpr const char* kImage = "registry.k8s.io/pause:3.10";
-
-std::string Now() {
-  char buf[32];
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 json Inventory(const core::NodeSpec& shape, const std::string& name) {
   json gpus = json::array();
@@ -68,7 +61,7 @@ json NodeObject(const core::NodeSpec& shape, const std::string& name, std::int64
   annotations[std::string(kube::kAnnotationDevicePlugin)] = std::string(kube::kDevicePluginReady);
   annotations[std::string(kube::kAnnotationGpuMemUnit)] = std::to_string(unit);
   const json resources = Resources(shape, unit);
-  const std::string now = Now();
+  const std::string now = core::FormatRfc3339(std::time(nullptr));
   json ready = {{"type", "Ready"},          {"status", "True"},
                 {"reason", "KubeletReady"}, {"message", "API-only node of gpumux's scale rig"},
                 {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
