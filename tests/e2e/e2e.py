@@ -1400,6 +1400,205 @@ def s_mps(rig):
         set_plugin_mps(rig, False)
 
 
+# --- two real nodes ------------------------------------------------------------------------------
+NODE2 = "gpumux-e2e-node2"
+EXTENDER = "http://127.0.0.1:12345"  # deploy's --listen (hostNetwork on the rig): GET /inspect
+# Node 2's two GPUs have 94 GiB each, more than the first node's 80 GiB A100s.
+NODE2_GPUS = [(i, f"GPU-e2e00002-0000-0000-0000-00000000000{i}", "NVIDIA H100 NVL", 95830)
+              for i in range(2)]
+
+
+class SecondNode:
+    """A second real node (tests/e2e/second-node.sh: its own kubelet and containerd in a mount
+    namespace where /var/lib/kubelet/device-plugins is its own folder) and gpumux's device plugin
+    for it, run as a process with the plugin's service account and a token bound to that node, as
+    the DaemonSet's pod would have (the DaemonSet stays on the first node: its pods use host
+    ports). Its pods write their environment to a host folder: the API server cannot reach this
+    kubelet for exec."""
+
+    def __init__(self, rig):
+        self.rig = rig
+        self.dir = os.path.join(rig.args.out, "node2")
+        self.out = os.path.join(self.dir, "out")
+        self.plugin = None
+
+    def script(self, cmd):
+        p = subprocess.run([os.path.join(self.rig.args.root, "tests", "e2e", "second-node.sh"),
+                            cmd, self.dir, NODE2], capture_output=True, text=True, timeout=300)
+        self.rig.log.write(f"$ second-node.sh {cmd}\n{p.stdout}{p.stderr}")
+        if p.returncode != 0:
+            raise Failed(f"second-node.sh {cmd}: {p.stderr.strip()[-500:]}")
+        return p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+
+    def up(self):
+        plugins_dir = self.script("up")
+        os.makedirs(self.out, exist_ok=True)
+        self.start_plugin(plugins_dir)
+
+    def start_plugin(self, plugins_dir):
+        a = self.rig.args
+        token = self.rig.kubectl("create", "token", "gpumux-device-plugin", "-n", SYS,
+                                 "--duration=2h", "--bound-object-kind", "Node",
+                                 "--bound-object-name", NODE2).strip()
+        kc = os.path.join(self.dir, "plugin.kubeconfig")
+        with open(os.open(kc, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "plugin",
+                       "clusters": [{"name": "rig", "cluster": {
+                           "server": "https://127.0.0.1:16443",
+                           "certificate-authority": os.path.join(a.rig, "pki", "ca.crt")}}],
+                       "users": [{"name": "plugin", "user": {"token": token}}],
+                       "contexts": [{"name": "plugin", "context": {"cluster": "rig",
+                                                                   "user": "plugin"}}]}, f)
+        gpus = os.path.join(self.dir, "gpus.csv")
+        with open(gpus, "w") as f:
+            f.write("index,uuid,model,memory_mib\n")
+            f.writelines(f"{i},{u},{m},{mib}\n" for i, u, m, mib in NODE2_GPUS)
+        log = open(os.path.join(self.dir, "plugin.log"), "a")
+        self.plugin = subprocess.Popen(
+            [os.path.join(a.out, "gpumux-bin", "gpumux"), "device-plugin", "--node-name", NODE2,
+             "--backend", "fake", "--gpus-file", gpus, "--kubelet-dir", plugins_dir,
+             "--kubeconfig", kc, "--gpu-mem-unit-mib", "1024",
+             "--metrics-address", "127.0.0.1:0",
+             "--hook-state-dir", os.path.join(self.dir, "hook-state")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_plugin(self):
+        if self.plugin and self.plugin.poll() is None:
+            self.plugin.terminate()
+            try:
+                self.plugin.wait(10)
+            except subprocess.TimeoutExpired:
+                self.plugin.kill()
+                self.plugin.wait()
+        self.plugin = None
+
+    def down(self):
+        self.stop_plugin()
+        self.script("down")
+
+    def allocatable(self, resource="gpumux.io/gpu"):
+        n = self.rig.get("node", NODE2)
+        return int(n["status"].get("allocatable", {}).get(resource, "0"))
+
+    def pod(self, name, limits):
+        """A pod whose container writes its environment to OUT/NAME.env on the host."""
+        p = gpu_pod(name, [("main", limits)])
+        c = p["spec"]["containers"][0]
+        c["command"] = ["sh", "-c", f"env > /out/{name}.env; trap 'exit 0' TERM; "
+                        "sleep 3600 & wait"]
+        c["volumeMounts"] = [{"name": "out", "mountPath": "/out"}]
+        p["spec"]["volumes"] = [{"name": "out", "hostPath": {"path": self.out}}]
+        return p
+
+    def visible_devices(self, name):
+        path = os.path.join(self.out, f"{name}.env")
+        if not os.path.exists(path):
+            return None
+        for line in open(path):
+            if line.startswith("NVIDIA_VISIBLE_DEVICES="):
+                return line.strip().split("=", 1)[1]
+        return ""
+
+
+def extender_nodes(rig):
+    """The extender's own view (GET /inspect): node name -> its GPUs' tenants."""
+    with urllib.request.urlopen(EXTENDER + "/inspect", timeout=10) as r:
+        state = json.load(r)
+    return {n["name"]: [t["pod"] for g in n["gpus"] for t in g["tenants"]] for n in state["nodes"]}
+
+
+def node_of(rig, name):
+    p = rig.pod(name)
+    return p["spec"].get("nodeName") if p else None
+
+
+def s_two_nodes(rig):
+    node2 = SecondNode(rig)
+    t = time.monotonic()
+    try:
+        node2.up()
+        rig.wait("node 2's gpumux.io/gpu = 2", lambda: node2.allocatable() == 2, 120)
+        rig.wait("the extender to know node 2", lambda: NODE2 in extender_nodes(rig), 60)
+        joined = time.monotonic() - t
+
+        # 1. A 90 GiB share fits only on node 2's 94 GiB GPUs, with nothing but the policy
+        # choosing the node; its container gets node 2's GPU from node 2's plugin.
+        rig.apply(node2.pod("big", {"gpumux.io/gpu-mem": 90}))
+        t = time.monotonic()
+        rig.wait_running("big")
+        big_s = time.monotonic() - t
+        want = ",".join(g["uuid"] for c in rig.grant("big")["containers"] for g in c["gpus"])
+        got = rig.wait("big's environment", lambda: node2.visible_devices("big"), 30)
+        if node_of(rig, "big") != NODE2 or got != want or not want.startswith("GPU-e2e00002"):
+            raise Failed(f"big on {node_of(rig, 'big')}, NVIDIA_VISIBLE_DEVICES={got!r}, "
+                         f"grant {want!r}")
+
+        # 2. Drained while pods wait: 6 whole-GPU pods for 5 free GPUs (4 + node 2's other
+        # one); draining node 2 frees 2 GPUs there, which the waiting pod must not take (the
+        # node is cordoned); when a GPU on the first node is freed it runs there.
+        whole = [f"w{i}" for i in range(6)]
+        rig.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                            "items": [gpu_pod(n, [("main", WHOLE)])
+                                                                      for n in whole]}))
+        rig.wait("5 whole-GPU pods Running and 1 waiting", lambda: sorted(
+            "R" if rig.phase(n) == "Running" else "U" if rig.unschedulable(n) else "?"
+            for n in whole) == ["R"] * 5 + ["U"], 90, interval=0.5)
+        waiting = next(n for n in whole if rig.phase(n) != "Running")
+        on2 = [n for n in whole if node_of(rig, n) == NODE2]
+        if len(on2) != 1:
+            raise Failed(f"whole-GPU pods on node 2: {on2}, want one (its free GPU)")
+        rig.kubectl("drain", NODE2, "--force", "--grace-period=1", "--ignore-daemonsets",
+                    "--delete-emptydir-data", "--timeout=90s", timeout=120)
+        rig.wait("node 2's grants gone from the extender",
+                 lambda: not extender_nodes(rig).get(NODE2), 30)
+        time.sleep(5)  # the waiting pod is retried when the drained pods leave
+        if rig.phase(waiting) == "Running" or node_of(rig, waiting):
+            raise Failed(f"{waiting} was bound to {node_of(rig, waiting)} after node 2's drain")
+        held = rig.unschedulable(waiting)
+        freed = next(n for n in whole if node_of(rig, n) and n not in on2)
+        rig.delete_pods(freed, grace=0)
+        t = time.monotonic()
+        rig.wait_running(waiting, timeout=60)
+        after_free = time.monotonic() - t
+        if node_of(rig, waiting) != rig.node:
+            raise Failed(f"{waiting} ran on {node_of(rig, waiting)}, node 2 is cordoned")
+        rig.kubectl("uncordon", NODE2)
+        rig.clean()
+
+        # 3. Node 2 deleted with a pod on it: the extender forgets the node and its grant, a
+        # pod that fits only there waits, and the first node's grants are untouched.
+        rig.apply(node2.pod("big-2", {"gpumux.io/gpu-mem": 90}))
+        rig.apply(gpu_pod("on-1", [("main", WHOLE)],
+                          extra={"nodeSelector": {"kubernetes.io/hostname": rig.node}}))
+        rig.wait_running(["big-2", "on-1"])
+        node2.stop_plugin()
+        node2.script("down")  # kubelet and containerd stopped, the Node object deleted
+        t = time.monotonic()
+        view = rig.wait("the extender to forget node 2",
+                        lambda: (lambda v: v if NODE2 not in v else None)(extender_nodes(rig)), 60)
+        forgot = time.monotonic() - t
+        if f"{NS}/on-1" not in view.get(rig.node, []):
+            raise Failed(f"the first node's grants after node 2 was deleted: {view}")
+        # kube-controller-manager's pod garbage collector deletes the pods of a deleted node
+        # (after its 40 s quarantine); until then big-2's grant names a node that is gone.
+        rig.wait("big-2 removed by the pod garbage collector", lambda: not rig.pod("big-2"),
+                 150, interval=1)
+        gone = time.monotonic() - t
+        rig.apply(gpu_pod("big-3", [("main", {"gpumux.io/gpu-mem": 90})]))
+        why = rig.wait("big-3 unschedulable", lambda: rig.unschedulable("big-3"), 60)
+        rig.apply(gpu_pod("after-delete", [("main", WHOLE)]))
+        rig.wait_running("after-delete")
+        return (f"node 2 joined, GPUs in the extender after {joined:.1f} s; a 90 GiB share "
+                f"Running on node 2 (GPU {want[:16]}..) in {big_s:.1f} s; drain: {waiting} "
+                f"kept off cordoned node 2 ('{str(held)[:80]}'), Running on {rig.node} "
+                f"{after_free:.1f} s after a GPU there was freed; node deleted: the extender "
+                f"dropped it and its grant in {forgot:.1f} s, its pod garbage-collected after "
+                f"{gone:.0f} s, a 90 GiB share waits ('{str(why)[:60]}'), whole-GPU pods still "
+                f"placed on {rig.node}")
+    finally:
+        node2.down()
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1423,6 +1622,8 @@ SCENARIOS = [
     ("webhook down: kube-system and unselected pods unaffected, selected GPU pods refused", s_webhook_down),
     ("jobgen's training pods pass Pod Security baseline", s_jobgen_baseline),
     ("MPS: a supervised control daemon per GPU, its folders and limits through Allocate", s_mps),
+    ("two real nodes: a pod that fits only on the other, a drain while pods wait, a node deleted",
+     s_two_nodes),
 ]
 
 

@@ -81,5 +81,7 @@ set +e
 python3 "$HERE/e2e.py" --root "$ROOT" --rig "$RIG" --rig-scripts "$RIG_SCRIPTS" --out "$OUT" "$@"
 rc=$?
 set -e
+# The two-node scenario stops its second node itself; this is for a run cut short.
+[ -d "$OUT/node2" ] && "$HERE/second-node.sh" down "$OUT/node2" gpumux-e2e-node2 >/dev/null 2>&1
 if [ "${E2E_KEEP:-0}" != 1 ]; then "$RIG_SCRIPTS/down.sh" > "$OUT/rig-down.log" 2>&1 || true; fi
 exit $rc
