@@ -11,14 +11,18 @@ shipped RBAC and a service-account token), then runs the steady phase (pods crea
 and the burst (--burst-pods created at once) with gpumux_scale run, which also plays every
 node's device plugin in the grant handshake. It samples CPU and RSS of every process, reads the
 API server's request counters before and after each phase, and writes results.json, results.md
-and results.svg into --out. Needs no root: etcd, kube-apiserver and kube-scheduler run as this
+and results.svg into --out. For gpumux it also replays the pods the cluster saw, in the API
+server's order, through `gpumux simulate --replay` with the extender's policy and compares the
+GPU allocation each reached (bench/scale/README.md, placement quality). Needs no root: etcd, kube-apiserver and kube-scheduler run as this
 user on loopback, on free ports. Exit 0 when no GPU was over-committed, no create or Allocate
 failed and every pod was bound or marked unschedulable by the scheduler; 77 (skipped) when the
 rig's binaries are not built here.
 """
 import argparse
+import csv
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -358,6 +362,8 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
            "--namespace", name, "--pods", str(pods), "--rate", str(rate), "--offset", str(offset),
            "--gpu-fraction", f"{fraction:.4f}", "--timeout", str(args.timeout),
            "--idle-timeout", str(args.idle_timeout), "--out", out]
+    if mode == "gpumux":
+        cmd += ["--replay-dir", os.path.join(state, f"replay-{name}")]
     log(f"{n} nodes, {mode}, {name}: {pods} pods at " + (f"{rate}/s" if rate else "once"))
     rc = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
     usage = sampler.finish()
@@ -370,8 +376,128 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
     return result
 
 
+def run_simulator(args, folder, node_list, placements=None):
+    """(JSON of `gpumux simulate --replay folder`, error text or None)."""
+    cmd = [args.gpumux, "simulate", "--nodes", node_list, "--replay", folder, "--policy",
+           args.policy, "--no-report", "--format", "json", "-q", "--expect", "none"]
+    if placements:
+        cmd += ["--placements", placements]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}"
+    return json.loads(p.stdout), None
+
+
+def tie_break_spread(args, folder, node_list, gpus, seeds):
+    """The simulator's allocation % on the same replay with its tie-break ranks drawn at random
+    (kube-scheduler breaks ties between equal scores at random): [min, max] over `seeds`."""
+    with open(os.path.join(folder, "nodes.csv"), newline="") as f:
+        names = [row["node"] for row in csv.DictReader(f)]
+    shuffled = folder + "-random-ranks"
+    os.makedirs(shuffled, exist_ok=True)
+    shutil.copy(os.path.join(folder, "arrival.csv"), shuffled)
+    pcts = []
+    for seed in range(seeds):
+        ranks = list(range(len(names)))
+        random.Random(seed).shuffle(ranks)
+        with open(os.path.join(shuffled, "nodes.csv"), "w") as f:
+            f.write("node_prefixed,node,prefix\n")
+            f.writelines(f"{n},{n},{r}\n" for n, r in zip(names, ranks))
+        out, error = run_simulator(args, shuffled, node_list)
+        if error:
+            return {"error": error}
+        pcts.append(round(100 * out["runs"][0]["used_gpu_milli"] / (gpus * 1000), 2))
+    return {"seeds": seeds, "sim_alloc_pct": pcts}
+
+
+def simulate_replay(args, folder, node_list, arrivals, granted_milli, gpus):
+    """`gpumux simulate --replay` of `arrivals` (the rows of the real path's arrival.csv, in the
+    order the API server stored the pods) on the same nodes with the extender's policy, and how
+    its placements compare with the real path's."""
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy(os.path.join(os.path.dirname(node_list), "nodes.csv"), folder)
+    fields = ["seq", "pod", "source_pod", "node", "gpu_index"]
+    with open(os.path.join(folder, "arrival.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for i, row in enumerate(arrivals):
+            w.writerow(dict(row, seq=i))
+    placements = os.path.join(folder, "sim-placements.csv")
+    t = time.time()
+    out, error = run_simulator(args, folder, node_list, placements)
+    if error:
+        return {"error": error}
+    sim = out["runs"][0]
+    with open(placements) as f:
+        # The simulator writes a node as "<rank>-<name>" (ranks are this replay's node order).
+        sim_at = {row["pod"]: (row["node"].split("-", 1)[1] if row["node"] else "", row["gpu_index"])
+                  for row in csv.DictReader(f)}
+    with open(node_list, newline="") as f:
+        shape = {row["sn"]: (row["cpu_milli"], row["memory_mib"], row["gpu"], row["model"])
+                 for row in csv.DictReader(f)}
+    real_only = sim_only = same_node = same_shape = 0
+    for row in arrivals:
+        node, _ = sim_at.get(row["pod"], ("", ""))
+        real_only += bool(row["node"]) and not node
+        sim_only += bool(node) and not row["node"]
+        same_node += bool(node) and node == row["node"]
+        same_shape += bool(node) and bool(row["node"]) and shape[node] == shape[row["node"]]
+    real = granted_milli / (gpus * 1000)
+    if out["config"]["cluster_gpus"] != gpus:
+        return {"error": f"the replay's nodes have {out['config']['cluster_gpus']} GPUs, the "
+                         f"cluster {gpus}"}
+    predicted = sim["used_gpu_milli"] / (gpus * 1000)
+    return {"policy": args.policy, "arrivals": len(arrivals),
+            "real_bound": sum(1 for row in arrivals if row["node"]),
+            "sim_placed": sim["placed_pods"], "real_granted_milli": granted_milli,
+            "sim_used_milli": sim["used_gpu_milli"], "real_alloc_pct": round(100 * real, 2),
+            "sim_alloc_pct": round(100 * predicted, 2),
+            "diff_pp": round(100 * (real - predicted), 2), "real_only": real_only,
+            "sim_only": sim_only, "same_node": same_node, "same_shape": same_shape,
+            # How far each spread the pods: nodes holding at least one of them.
+            "real_nodes_used": len({row["node"] for row in arrivals if row["node"]}),
+            "sim_nodes_used": len({node for node, _ in sim_at.values() if node}),
+            "same_node_and_gpus": sim["pods"] - sim["replay_mismatches"],
+            # The simulator words it as a replay of the FGD study's: "study" is the real path.
+            "first_difference": sim["first_mismatch"].replace(": study ", ": real path ")
+                                                      .replace("], gpumux ", "], simulator "), "sim_seconds": round(time.time() - t, 2),
+            "folder": folder}
+
+
+def compare_with_simulator(args, runs):
+    """Placement quality after each gpumux phase: the pods the cluster saw so far (steady, then
+    steady and burst) replayed through the simulator. The real ratio sums every phase's grants
+    as listed at its end (pods stay bound: nothing leaves)."""
+    arrivals, granted = [], 0
+    for r in runs:
+        replay = r.get("replay")
+        if not replay:
+            continue
+        with open(os.path.join(replay["dir"], "arrival.csv"), newline="") as f:
+            arrivals += list(csv.DictReader(f))
+        granted += r["granted_gpu_milli"]
+        folder, node_list = replay["dir"] + "-so-far", os.path.join(replay["dir"], "node_list.csv")
+        r["placement"] = simulate_replay(args, folder, node_list, arrivals, granted, r["gpus"])
+        if args.tie_break_seeds > 0 and "error" not in r["placement"]:
+            r["placement"]["random_ranks"] = tie_break_spread(args, folder, node_list, r["gpus"],
+                                                              args.tie_break_seeds)
+        phase = os.path.basename(replay["dir"])[len("replay-"):]
+        log(f"{r['nodes']} nodes, placement after {phase}: {json.dumps(r['placement'])}")
+
+
 def measure(args, n, mode, root_state):
     state = tempfile.mkdtemp(prefix=f"n{n}-{mode}-", dir=root_state)
+    try:
+        runs = run_control_plane(args, n, mode, state)
+        if mode == "gpumux":
+            compare_with_simulator(args, runs)
+        return runs
+    finally:
+        if not args.keep_state:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+def run_control_plane(args, n, mode, state):
     cp = ControlPlane(args.rig, state)
     procs = {}
     try:
@@ -398,8 +524,6 @@ def measure(args, n, mode, root_state):
         for p in procs.values():
             p.stop()
         cp.stop()
-        if not args.keep_state:
-            shutil.rmtree(state, ignore_errors=True)
 
 
 def fmt(v, nd=2):
@@ -419,7 +543,9 @@ def healthy(r):
     (a pod the scheduler found no room for is the workload's, not a failure of the path)."""
     lost = sum(f["pods"] for f in r["failures"] if "no PodScheduled condition" in f["reason"])
     return (not r["capacity_violations"] and r["tool_rc"] == 0 and lost == 0
-            and r["create_errors"] == 0 and r["allocate_errors"] == 0 and not r["list_error"])
+            and r["create_errors"] == 0 and r["allocate_errors"] == 0 and not r["list_error"]
+            and "error" not in r.get("placement", {})
+            and "error" not in r.get("placement", {}).get("random_ranks", {}))
 
 
 def failure_kinds(failures):
@@ -458,7 +584,41 @@ def markdown(results, meta):
             f"{u['kube-apiserver']['cpu_s']} / {u['kube-apiserver']['rss_mib']} | "
             f"{u['etcd']['rss_mib']} | {per_pod(r['apiserver_requests'], r['bound'])} | "
             f"{refused} | {failures} | {len(r['capacity_violations'])} |")
+    placed = [r for r in results if "placement" in r]
+    if placed:
+        lines += ["", "Placement quality against the simulator: the pods the cluster saw so far, "
+                  "in the order the API server stored them, replayed by `gpumux simulate "
+                  "--replay` on the same nodes with the extender's policy "
+                  f"({placed[0]['placement'].get('policy', '?')}). GPU allocation = milli-GPU "
+                  "granted (bound pods' gpumux.io/grant) or placed (simulator) / (GPUs x 1000).",
+                  "",
+                  "| nodes | GPUs | after | pods | bound (real) | placed (simulator) | "
+                  "allocation real % | simulator % | real - simulator (pp) | bound by the real "
+                  "path only | placed by the simulator only | same node (same shape) | same node "
+                  "and GPUs | nodes used real / simulator | simulator %, random tie-break ranks |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in placed:
+            q = r["placement"]
+            if "error" in q:
+                lines.append(f"| {r['nodes']} | {r['gpus']} | {r['phase']} | error: {q['error']} |")
+                continue
+            lines.append(
+                f"| {r['nodes']} | {r['gpus']} | {r['phase']} | {q['arrivals']} | "
+                f"{q['real_bound']} | {q['sim_placed']} | {q['real_alloc_pct']:.2f} | "
+                f"{q['sim_alloc_pct']:.2f} | {q['diff_pp']:+.2f} | {q['real_only']} | "
+                f"{q['sim_only']} | {q['same_node']} ({q['same_shape']}) | "
+                f"{q['same_node_and_gpus']} | {q['real_nodes_used']} / {q['sim_nodes_used']} | "
+                f"{spread(q.get('random_ranks'))} |")
     return "\n".join(lines) + "\n"
+
+
+def spread(random_ranks):
+    if not random_ranks:
+        return "-"
+    if "error" in random_ranks:
+        return "error: " + random_ranks["error"]
+    pcts = random_ranks["sim_alloc_pct"]
+    return f"{min(pcts):.2f} - {max(pcts):.2f} ({len(pcts)} rankings)"
 
 
 def svg(results):
@@ -518,6 +678,9 @@ def main():
                     help="gpumux's kube-scheduler configuration: as deploy/ ships it, with "
                          "kube-scheduler's own score plugins off but node affinity and taints, "
                          "or with its adaptive share of nodes to score (ablations)")
+    ap.add_argument("--tie-break-seeds", type=int, default=5,
+                    help="gpumux mode: also replay each phase through the simulator with this "
+                         "many random tie-break rankings of the nodes (0: none)")
     ap.add_argument("--rig", default=os.environ.get("RIG", "/opt/k8s-rig"))
     ap.add_argument("--gpumux", default=os.path.join(ROOT, "build/gpumux"))
     ap.add_argument("--scale-tool", default=os.path.join(ROOT, "build/bench/scale/gpumux_scale"))

@@ -294,4 +294,64 @@ std::vector<std::string> CapacityViolations(const std::vector<json>& pods,
   return out;
 }
 
+std::optional<Granted> GrantOf(const json& pod) {
+  const json* spec = kube::JsonChild(pod, "spec");
+  const std::string node = spec == nullptr ? "" : kube::JsonString(*spec, "nodeName");
+  const json* meta = kube::JsonChild(pod, "metadata");
+  const json* annotations = meta == nullptr ? nullptr : kube::JsonChild(*meta, "annotations");
+  const std::string key(kube::kAnnotationGrant);
+  if (node.empty() || annotations == nullptr || !annotations->contains(key)) return std::nullopt;
+  auto grant = kube::DecodeGrant(kube::JsonString(*annotations, key.c_str()));
+  if (!grant) return std::nullopt;
+  Granted out;
+  out.node = node;
+  for (const kube::ContainerGrant& c : grant->containers) {
+    for (const kube::GrantedGpu& g : c.gpus) {
+      out.gpus.push_back(g.index);
+      out.milli += c.exclusive ? core::kMilliPerGpu : c.gpu_milli;
+    }
+  }
+  return out;
+}
+
+core::MilliGpu GrantedMilli(const std::vector<json>& pods) {
+  core::MilliGpu total = 0;
+  for (const json& pod : pods) {
+    if (auto g = GrantOf(pod)) total += g->milli;
+  }
+  return total;
+}
+
+std::string NodeListCsv(const std::vector<std::pair<std::string, core::NodeSpec>>& nodes) {
+  std::string out = "sn,cpu_milli,memory_mib,gpu,model\n";
+  for (const auto& [name, shape] : nodes) {
+    out += name + ',' + std::to_string(shape.cpu_milli) + ',' + std::to_string(shape.memory_mib) +
+           ',' + std::to_string(shape.gpus.size()) + ',' +
+           (shape.gpus.empty() ? "" : shape.gpus.front().model) + '\n';
+  }
+  return out;
+}
+
+std::string ReplayNodesCsv(const std::vector<std::string>& names) {
+  std::string out = "node_prefixed,node,prefix\n";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += names[i] + ',' + names[i] + ',' + std::to_string(i) + '\n';
+  }
+  return out;
+}
+
+std::string ArrivalCsv(const std::vector<ReplayArrival>& arrivals) {
+  std::string out = "seq,pod,source_pod,node,gpu_index\n";
+  for (std::size_t i = 0; i < arrivals.size(); ++i) {
+    const ReplayArrival& a = arrivals[i];
+    out += std::to_string(i) + ',' + a.pod + ',' + a.source_pod + ',' + a.node + ',';
+    for (std::size_t g = 0; g < a.gpus.size(); ++g) {
+      if (g > 0) out += '-';
+      out += std::to_string(a.gpus[g]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 }  // namespace gpumux::scale

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,5 +104,40 @@ class PluginStandIn {
 std::vector<std::string> CapacityViolations(const std::vector<nlohmann::json>& pods,
                                             const std::map<std::string, core::NodeSpec>& nodes,
                                             Mode mode);
+
+// --- Placement quality against the simulator (bench/scale/README.md) ---
+
+// What a bound pod was granted (its gpumux.io/grant): the node, the GPU indices (every
+// container's, in order) and the milli-GPU held: 1000 per GPU for an exclusive container, its
+// gpu_milli per GPU for a share (a whole GPU asked as gpu-milli 1000 holds 1000).
+struct Granted {
+  std::string node;
+  std::vector<int> gpus;
+  core::MilliGpu milli = 0;
+};
+// The grant of `pod`; nothing when it is not bound or carries no readable grant.
+std::optional<Granted> GrantOf(const nlohmann::json& pod);
+// Milli-GPU granted to the bound pods of `pods` (the numerator of the allocation ratio; the
+// denominator is the cluster's GPUs x 1000).
+core::MilliGpu GrantedMilli(const std::vector<nlohmann::json>& pods);
+
+// One created pod as the simulator's replay (gpumux simulate --replay) sees it.
+struct ReplayArrival {
+  std::string pod;         // the arrival's name, "<namespace>/<pod name>"
+  std::string source_pod;  // the trace pod it was made from (its name in the pod list)
+  std::string node;        // where the real path bound it; "" = not bound
+  std::vector<int> gpus;   // its grant's GPU indices (empty when not bound)
+};
+
+// The trace's node list CSV (sn,cpu_milli,memory_mib,gpu,model) of `nodes`, in order: what
+// `gpumux simulate --nodes` reads back into the same shapes (a node's GPUs share one model;
+// their memory follows from it, as when the tool read the shapes).
+std::string NodeListCsv(const std::vector<std::pair<std::string, core::NodeSpec>>& nodes);
+// A replay's nodes.csv (node_prefixed,node,prefix): each node under its own name, ranked by
+// its position in `names` (the simulator breaks score ties by the smaller rank).
+std::string ReplayNodesCsv(const std::vector<std::string>& names);
+// A replay's arrival.csv (seq,pod,source_pod,node,gpu_index): the arrivals in order, with the
+// real path's placement as the one the simulator compares its own with, pod by pod.
+std::string ArrivalCsv(const std::vector<ReplayArrival>& arrivals);
 
 }  // namespace gpumux::scale

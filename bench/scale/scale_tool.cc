@@ -12,10 +12,12 @@
 // create call and the watch's delivery, as a user's client would see them.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/scale/scale_cluster.h"
@@ -58,6 +61,7 @@ struct RunOptions {
   double idle_timeout_s = 60;
   int agent_threads = 4;
   std::string out;
+  std::string replay_dir;  // "" = write no replay
 };
 
 double Since(Clock::time_point t0, Clock::time_point t) {
@@ -159,6 +163,11 @@ struct PodTimes {
   std::string create_error;
   std::string serve_error;  // the device-plugin stand-in's, gpumux mode
   double served = -1;       // when its devices were allocated
+  std::string source;       // the trace pod it was made from
+  // Its create's answer: the resourceVersion the API server stored it at (etcd's revision:
+  // the order kube-scheduler's watch saw the pods in) and the how-manieth answer it was.
+  std::uint64_t version = 0;
+  std::int64_t answered = -1;  // -1: the create failed
 };
 
 class Run {
@@ -174,6 +183,8 @@ class Run {
   bool WaitForBindings(std::size_t created);
   json Summary(const std::vector<json>& final_pods, const std::vector<std::string>& violations);
   json Failures(const std::vector<json>& final_pods) const;
+  json WriteReplay(const std::vector<json>& final_pods,
+                   const std::map<std::string, core::NodeSpec>& cluster);
 
   Common common_;
   RunOptions options_;
@@ -186,6 +197,7 @@ class Run {
   std::map<std::string, PodTimes> times_;  // by pod name
   std::size_t bound_ = 0;
   std::size_t served_ = 0;
+  std::int64_t answered_ = 0;  // creates answered so far
   Clock::time_point last_bound_ = Clock::now();
   std::deque<std::pair<json, std::string>> queue_;  // pods for the stand-in: (pod, node)
 };
@@ -242,9 +254,18 @@ void Run::CreateAll(const std::vector<json>& pods) {
       times_[name].created = at;
     }
     auto created = api_->Post(path, pods[i]);
+    std::uint64_t version = 0;
+    if (const json* meta = created ? kube::JsonChild(*created, "metadata") : nullptr) {
+      const std::string rv = kube::JsonString(*meta, "resourceVersion");
+      std::from_chars(rv.data(), rv.data() + rv.size(), version);
+    }
+    std::lock_guard lock(mu_);
+    PodTimes& t = times_[name];
     if (!created) {
-      std::lock_guard lock(mu_);
-      times_[name].create_error = created.error().ToString();
+      t.create_error = created.error().ToString();
+    } else {
+      t.version = version;
+      t.answered = answered_++;
     }
     if ((i + 1) % 500 == 0) std::fprintf(stderr, "pods: %zu/%zu created\n", i + 1, pods.size());
   });
@@ -297,6 +318,51 @@ json Run::Failures(const std::vector<json>& final_pods) const {
   json out = json::array();
   for (const auto& [why, n] : reasons) out.push_back({{"reason", why}, {"pods", n}});
   return out;
+}
+
+// The phase as the simulator replays it (bench/scale/README.md, placement quality): the cluster's
+// nodes in the tool's order (scale-node-00000, ...), ranked in that order, and every created
+// pod in the order the API server stored it (resourceVersion, then the order the creates were
+// answered), with where the real path bound it. Returns what was written.
+json Run::WriteReplay(const std::vector<json>& final_pods,
+                      const std::map<std::string, core::NodeSpec>& cluster) {
+  std::map<std::string, const json*> listed;
+  for (const json& pod : final_pods) listed[kube::JsonString(pod.at("metadata"), "name")] = &pod;
+  std::vector<std::tuple<std::uint64_t, std::int64_t, scale::ReplayArrival>> order;
+  int unversioned = 0;
+  for (const auto& [name, t] : times_) {
+    if (t.answered < 0) continue;
+    scale::ReplayArrival a{options_.ns + "/" + name, t.source, "", {}};
+    if (auto it = listed.find(name); it != listed.end()) {
+      if (auto granted = scale::GrantOf(*it->second)) {
+        a.node = granted->node;
+        a.gpus = granted->gpus;
+      }
+    }
+    if (t.version == 0) ++unversioned;
+    order.emplace_back(t.version, t.answered, std::move(a));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
+  });
+  std::vector<scale::ReplayArrival> arrivals;
+  std::size_t moved = 0;  // pods stored in another order than their creates were answered
+  for (const auto& [version, answered, a] : order) {
+    if (static_cast<std::int64_t>(arrivals.size()) != answered) ++moved;
+    arrivals.push_back(a);
+  }
+  std::vector<std::pair<std::string, core::NodeSpec>> nodes(cluster.begin(), cluster.end());
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : nodes) names.push_back(name);
+  std::filesystem::create_directories(options_.replay_dir);
+  const std::string dir = options_.replay_dir + "/";
+  std::ofstream(dir + "node_list.csv") << scale::NodeListCsv(nodes);
+  std::ofstream(dir + "nodes.csv") << scale::ReplayNodesCsv(names);
+  std::ofstream(dir + "arrival.csv") << scale::ArrivalCsv(arrivals);
+  return {{"dir", options_.replay_dir},
+          {"arrivals", arrivals.size()},
+          {"without_resource_version", unversioned},
+          {"out_of_answer_order", moved}};
 }
 
 json Run::Summary(const std::vector<json>& final_pods, const std::vector<std::string>& violations) {
@@ -362,6 +428,7 @@ int Run::Main() {
   for (std::size_t i = 0; i < take.size(); ++i) {
     char name[32];
     std::snprintf(name, sizeof name, "p-%05zu", i);
+    times_[name].source = take[i].name;  // no other thread runs yet
     auto pod = scale::PodObject(take[i], options_.ns, name, mode_, common_.unit);
     if (!pod) {
       std::cerr << "gpumux_scale: " << pod.error().message << "\n";
@@ -412,8 +479,11 @@ int Run::Main() {
   {
     std::lock_guard lock(mu_);
     summary = Summary(final_pods, violations);
+    // Placement quality (bench/scale/README.md): what the real path granted, and the replay.
+    if (!options_.replay_dir.empty()) summary["replay"] = WriteReplay(final_pods, cluster);
   }
   summary["complete"] = complete;
+  summary["granted_gpu_milli"] = scale::GrantedMilli(final_pods);
   summary["gpus"] = gpus;
   summary["requested_gpus"] = requested_gpus;
   summary["next_offset"] = next_offset;
@@ -479,6 +549,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   r->add_option("--out", run.out, "Where to write the run's JSON")->required();
+  r->add_option("--replay-dir", run.replay_dir,
+                "Also write the run as gpumux simulate --replay reads it: node_list.csv (for "
+                "--nodes), nodes.csv and arrival.csv (the created pods in the order the API "
+                "server stored them, each with where it was bound)");
   CLI11_PARSE(app, argc, argv);
   if (nodes->parsed()) return CreateNodes(common);
   auto mode = scale::ParseMode(run.mode);

@@ -1,5 +1,6 @@
 // The scale rig's objects and checks (bench/scale/scale_cluster.h): what the API-only nodes
-// announce, the pods of both modes, the pod cap, request counting and the capacity check.
+// announce, the pods of both modes, the pod cap, request counting, the capacity check, and the
+// placement-quality pieces (what a grant holds, the replay files the simulator reads back).
 #include "bench/scale/scale_cluster.h"
 
 #include <gtest/gtest.h>
@@ -148,5 +149,55 @@ TEST(ScaleCapacity, DefaultModeCountsWholeGpusPerNode) {
   EXPECT_EQ(found[0], "n0: 2 GPUs of 1");
 }
 
+TEST(ScalePlacement, AGrantHoldsItsMilliPerGpuAWholeOrExclusiveGpuAThousand) {
+  const kube::Grant share = ShareGrant("n0", 1, 300, 4096);
+  kube::Grant two = ShareGrant("n1", 0, 1000, 0);
+  two.containers[0].gpus.push_back({3, "GPU-y"});
+  kube::Grant exclusive = ShareGrant("n2", 2, 200, 0);  // alone on its GPU: holds all of it
+  exclusive.containers[0].exclusive = true;
+  const std::vector<json> pods{BoundPod("a", "n0", &share), BoundPod("b", "n1", &two),
+                               BoundPod("c", "n2", &exclusive), BoundPod("d", "n3", nullptr),
+                               BoundPod("e", "", nullptr)};
+  auto a = GrantOf(pods[0]);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->node, "n0");
+  EXPECT_EQ(a->gpus, std::vector<int>({1}));
+  EXPECT_EQ(a->milli, 300);
+  auto b = GrantOf(pods[1]);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->gpus, std::vector<int>({0, 3}));
+  EXPECT_EQ(b->milli, 2000);
+  auto c = GrantOf(pods[2]);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->milli, 1000);
+  EXPECT_FALSE(GrantOf(pods[3]));  // bound without a grant: not counted
+  EXPECT_FALSE(GrantOf(pods[4]));  // not bound
+  EXPECT_EQ(GrantedMilli(pods), 3300);
+}
+
+// The simulator reading these files back (gpumux simulate --nodes node_list.csv --replay DIR)
+// is what scale.SmallRunOnARealControlPlane runs; here, their exact text.
+TEST(ScalePlacement, TheReplayFilesAreTheSimulatorsFormats) {
+  core::NodeSpec t4 = Shape(2, 15360);
+  for (auto& g : t4.gpus) g.model = "T4";
+  const std::vector<std::pair<std::string, core::NodeSpec>> nodes{{ScaleNodeName(0), Shape(1)},
+                                                                  {ScaleNodeName(1), t4}};
+  EXPECT_EQ(NodeListCsv(nodes),
+            "sn,cpu_milli,memory_mib,gpu,model\n"
+            "scale-node-00000,64000,262144,1,V100M16\n"
+            "scale-node-00001,64000,262144,2,T4\n");
+  EXPECT_EQ(ReplayNodesCsv({ScaleNodeName(0), ScaleNodeName(1)}),
+            "node_prefixed,node,prefix\n"
+            "scale-node-00000,scale-node-00000,0\n"
+            "scale-node-00001,scale-node-00001,1\n");
+  const std::vector<ReplayArrival> arrivals{{"burst/p-00001", "trace-b", ScaleNodeName(1), {1, 0}},
+                                            {"burst/p-00000", "trace-a", "", {}},
+                                            {"steady/p-00000", "trace-a", ScaleNodeName(0), {0}}};
+  EXPECT_EQ(ArrivalCsv(arrivals),
+            "seq,pod,source_pod,node,gpu_index\n"
+            "0,burst/p-00001,trace-b,scale-node-00001,1-0\n"
+            "1,burst/p-00000,trace-a,,\n"
+            "2,steady/p-00000,trace-a,scale-node-00000,0\n");
+}
 }  // namespace
 }  // namespace gpumux::scale
