@@ -31,28 +31,44 @@ using nlohmann::json;
 
 constexpr std::size_t kRecentPods = 4096;
 
-// Maps raw policy scores of the fitting nodes linearly onto 0..10 (kube-scheduler's
-// MaxExtenderPriority): the best node gets 10, the worst 0; all equal -> all 10.
-std::vector<int> ExtenderScores(const std::vector<sched::NodeVerdict>& verdicts) {
-  std::int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const sched::NodeVerdict& v : verdicts) {
+}  // namespace
+
+// The policy's choice, then the rest: the fitting node the engine would pick (the highest
+// score, ties to the smaller rank, as Engine::Decide) gets 10 (kube-scheduler's
+// MaxExtenderPriority) and no other does; the others map linearly onto 0..9 by score. A linear
+// map onto 0..10 rounded hundreds of near-best nodes to 10, among which kube-scheduler picks at
+// random (bench/scale/README.md measured the spread).
+std::vector<int> ExtenderScores(std::span<const sched::NodeVerdict> verdicts) {
+  std::optional<std::size_t> best;
+  std::int64_t lo = INT64_MAX;
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    const sched::NodeVerdict& v = verdicts[i];
     if (v.kind != sched::NodeVerdict::Kind::kFits) continue;
     lo = std::min(lo, v.score);
-    hi = std::max(hi, v.score);
+    if (!best || v.score > verdicts[*best].score ||
+        (v.score == verdicts[*best].score && v.rank < verdicts[*best].rank)) {
+      best = i;
+    }
   }
   std::vector<int> out(verdicts.size(), 0);
+  if (!best) return out;
+  const std::int64_t hi = verdicts[*best].score;
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     if (verdicts[i].kind != sched::NodeVerdict::Kind::kFits) continue;
-    if (hi == lo) {
+    if (i == *best) {
       out[i] = 10;
-      continue;
+    } else if (hi == lo) {
+      out[i] = 9;
+    } else {
+      const double x = 9.0 * (static_cast<double>(verdicts[i].score) - static_cast<double>(lo)) /
+                       (static_cast<double>(hi) - static_cast<double>(lo));
+      out[i] = static_cast<int>(std::lround(x));
     }
-    const double x = 10.0 * (static_cast<double>(verdicts[i].score) - static_cast<double>(lo)) /
-                     (static_cast<double>(hi) - static_cast<double>(lo));
-    out[i] = static_cast<int>(std::lround(x));
   }
   return out;
 }
+
+namespace {
 
 // The victims of each node (their UIDs) and its PodDisruptionBudget violations.
 using Victims = std::map<std::string, std::pair<std::vector<std::string>, std::int64_t>>;

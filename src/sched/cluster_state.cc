@@ -75,7 +75,11 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
     }
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i] < 0) out[i] = s.UnknownNode(names[i], explain);
+    if (nodes[i] < 0) {
+      out[i] = s.UnknownNode(names[i], explain);
+    } else {
+      out[i].rank = nodes[i];  // the engine's ranks are the nodes' indices (Impl::BuildPolicy)
+    }
   }
   s.MarkNodeProblems(pod, nodes, out);
   return out;

@@ -260,5 +260,29 @@ TEST_F(ExtenderBodies, BindWithValidNamesGetsPastDecoding) {
   EXPECT_EQ(reply.failure, "no_api");
 }
 
+// prioritize's scores: kube-scheduler takes a node at random among the highest totals, so only
+// the node the policy would choose (Engine::Decide: the highest score, ties to the smaller rank)
+// may get 10; the rest map onto 0..9 by score.
+TEST(ExtenderScores, OnlyThePolicysChoiceGetsTen) {
+  using Kind = sched::NodeVerdict::Kind;
+  const std::vector<sched::NodeVerdict> verdicts = {
+      {Kind::kFits, 500, "", 3},      // 9 x (500 - 100) / 800 = 4.5 -> 5
+      {Kind::kFits, 900, "", 5},      // the best score, but a larger rank than the next
+      {Kind::kFits, 900, "", 2},      // the choice
+      {Kind::kDoesNotFit, 0, "", 0},  // not a candidate, whatever its rank
+      {Kind::kFits, 890, "", 1},      // 8.89 -> 9
+      {Kind::kFits, 100, "", 4},      // the worst
+      {Kind::kDeclined, 0, "", 0},
+  };
+  EXPECT_EQ(ExtenderScores(verdicts), (std::vector<int>{5, 9, 10, 0, 9, 0, 0}));
+  EXPECT_EQ(ExtenderScores(
+                std::vector<sched::NodeVerdict>{{Kind::kFits, 7, "", 3}, {Kind::kFits, 7, "", 1}}),
+            (std::vector<int>{9, 10}))
+      << "equal scores: the smaller rank";
+  EXPECT_EQ(ExtenderScores(std::vector<sched::NodeVerdict>{{Kind::kDoesNotFit, 0, "x", 0}}),
+            (std::vector<int>{0}));
+  EXPECT_TRUE(ExtenderScores({}).empty());
+}
+
 }  // namespace
 }  // namespace gpumux::extender

@@ -34,9 +34,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gpumux/core/log.h"
 #include "gpumux/extender/requeue.h"
@@ -86,6 +88,11 @@ struct ExtenderOptions {
   // not be released); may be empty.
   core::Logger log;
 };
+
+// prioritize's scores (0..10, kube-scheduler's MaxExtenderPriority) for the verdicts of one
+// pod: 10 for the one node the policy would choose (the highest score, ties to the smaller
+// rank, as policy::Engine::Decide), the other fitting nodes 0..9 by score, 0 for the rest.
+std::vector<int> ExtenderScores(std::span<const sched::NodeVerdict> verdicts);
 
 class VerbParserPool;  // the JSON parsers of the filter and prioritize bodies (extender.cc)
 

@@ -82,6 +82,9 @@ struct NodeVerdict {
   Kind kind = Kind::kFits;
   std::int64_t score = 0;  // the policy's raw score, when kFits
   std::string reason;      // for humans, when not kFits
+  // The engine's tie-break rank of a known node: among equal scores the smaller wins, as in
+  // policy::Engine::Decide (the simulator's choice).
+  std::int64_t rank = 0;
 };
 
 struct BookingView {
