@@ -81,7 +81,8 @@ struct SimulateOptions {
   bool departures = false;             // pods leave after their trace durations (sim/departures.h)
   double departure_rounds = 30;        // = sim::DepartureOptions
   double max_duration_s = 6 * 3600.0;  // = sim::DepartureOptions
-  std::size_t max_arrivals = 1'000'000;  // = sim::kDefaultMaxArrivals (a CLI test checks)
+  std::size_t max_arrivals = 1'000'000;    // = sim::kDefaultMaxArrivals (a CLI test checks)
+  int percentage_of_nodes_to_score = 100;  // = sim::ExperimentOptions
   std::map<std::string, double, std::less<>> knobs;  // the policies' knobs given (--<knob>)
   std::set<std::string> given;  // long names of the options given on the command line
 };

@@ -177,6 +177,14 @@ CLI::App* AddSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str()
       ->check(IntegerIn(std::size_t{1}, std::size_t{1'000'000'000}))
       ->group(fgd);
+  cmd->add_option("--percentage-of-nodes-to-score", o.percentage_of_nodes_to_score,
+                  "Decide among only the feasible nodes kube-scheduler would sample with this "
+                  "percentageOfNodesToScore (its window moves on each pod; 0 = its adaptive "
+                  "default, 50 - nodes/125 %, at least 100 nodes); 100 = every node, the "
+                  "study's protocol")
+      ->capture_default_str()
+      ->check(IntegerIn(0, 100))
+      ->group(fgd);
   cmd->add_flag("--no-timing", o.no_timing, "Write wall times as 0 (byte-identical output)")
       ->group(fgd);
   cmd->add_flag("--departures", o.departures,
@@ -246,6 +254,7 @@ constexpr WorkloadOption kFgdOnly[] = {{"nodes", ""},
                                        {"replay", ""},
                                        {"placements", ""},
                                        {"max-arrivals", ""},
+                                       {"percentage-of-nodes-to-score", ""},
                                        {"no-timing", "; the DL output has no wall times"},
                                        {"departures", ""},
                                        {"departure-rounds", ""},
@@ -391,6 +400,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   config.experiment.record_placements = !o.placements.empty();
   config.experiment.check_invariants = o.check_invariants;
   config.experiment.knobs = o.knobs;
+  config.experiment.percentage_of_nodes_to_score = o.percentage_of_nodes_to_score;
   config.limit = sim::ArrivalLimit{o.max_arrivals, "--max-arrivals"};
   std::mutex progress_mu;  // experiments report from their own threads
   if (!o.quiet) {
@@ -454,6 +464,7 @@ int RunSimulate(const SimulateOptions& o, std::ostream& out, std::ostream& err) 
   if (config.replay_dir) ctx.replay_dir = config.replay_dir;
   ctx.expected = expected ? &*expected : nullptr;
   ctx.timing = !o.no_timing;
+  ctx.percentage_of_nodes_to_score = o.percentage_of_nodes_to_score;
 
   if (o.format == "json") {
     sim::WriteJson(out, *results, ctx);

@@ -91,7 +91,8 @@ int RunSimulateDepartures(const SimulateOptions& o, const std::vector<std::uint6
     err << "gpumux simulate: " << message << "\n";
     return 2;
   };
-  for (const char* study_only : {"replay", "expect", "placements", "out"}) {
+  for (const char* study_only :
+       {"replay", "expect", "placements", "out", "percentage-of-nodes-to-score"}) {
     if (o.given.count(study_only) != 0) {
       return fail("--" + std::string(study_only) +
                   " belongs to the study's protocol and does not apply with --departures");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 
@@ -97,6 +99,16 @@ std::optional<std::string_view> CopyOf(std::string_view name) {
 }
 
 }  // namespace
+
+std::size_t NumFeasibleNodesToFind(std::size_t nodes, int percentage) {
+  // kube-scheduler v1.32: minFeasibleNodesToFind 100, minFeasibleNodesPercentageToFind 5,
+  // basePercentageOfNodesToScore 50.
+  constexpr std::size_t kMinNodes = 100;
+  if (nodes < kMinNodes || percentage >= 100) return nodes;
+  std::int64_t p = percentage;
+  if (p <= 0) p = std::max<std::int64_t>(5, 50 - static_cast<std::int64_t>(nodes) / 125);
+  return std::max(kMinNodes, nodes * static_cast<std::size_t>(p) / 100);
+}
 
 double RoundHalfEven(double x, int decimals) {
   if (decimals == 0) return std::nearbyint(x);  // default rounding mode: ties to even
@@ -265,7 +277,8 @@ class Experiment {
     const Arrival& a = plan_.arrivals[seq];
     const core::Request& pod = workload_.pods[a.pod];
     arrived_ += pod.total_gpu_milli();
-    policy::Decision d = engine_.Decide(pod);
+    policy::Decision d =
+        options_.percentage_of_nodes_to_score >= 100 ? engine_.Decide(pod) : DecideSampled(pod);
     PlacementRecord rec{seq, a.name, pod.name, -1, {}};
     if (d.placement) {
       auto assigned = ledger_.Assign(a.name, d.request, *d.placement);
@@ -293,6 +306,41 @@ class Experiment {
     frag_pct_.push_back(stats_.FragPct());
     idle_after_.push_back(stats_.idle());
     return {};
+  }
+
+  // kube-scheduler's sampling (ExperimentOptions::percentage_of_nodes_to_score): the feasible
+  // nodes met from next_start_ on, until enough are found; the policy's best among them (ties:
+  // the smaller rank, as Engine::Decide); the next arrival starts past the nodes examined.
+  policy::Decision DecideSampled(const core::Request& pod) {
+    const auto n = static_cast<std::size_t>(workload_.cluster.size());
+    if (all_nodes_.size() != n) {
+      all_nodes_.resize(n);
+      std::iota(all_nodes_.begin(), all_nodes_.end(), core::NodeIndex{0});
+    }
+    const std::vector<std::int64_t> scores = engine_.ScoreNodes(pod, all_nodes_);
+    const std::size_t want = NumFeasibleNodesToFind(n, options_.percentage_of_nodes_to_score);
+    std::size_t found = 0;
+    std::size_t examined = 0;
+    std::optional<std::size_t> best;
+    for (; examined < n && found < want; ++examined) {
+      const std::size_t i = (next_start_ + examined) % n;
+      if (scores[i] == policy::Engine::kNoFit) continue;
+      ++found;
+      if (scores[i] == policy::Policy::kDecline) continue;
+      if (!best || scores[i] > scores[*best] ||
+          (scores[i] == scores[*best] && plan_.node_rank[i] < plan_.node_rank[*best])) {
+        best = i;
+      }
+    }
+    next_start_ = n == 0 ? 0 : (next_start_ + examined) % n;
+    if (!best) {
+      policy::Decision none;
+      none.request = pod;
+      none.feasible_nodes = static_cast<int>(found);
+      none.declined = found > 0;
+      return none;
+    }
+    return engine_.DecideOn(pod, static_cast<core::NodeIndex>(*best));
   }
 
   // A replay: counts the placements that differ from the study's, describing the first.
@@ -325,6 +373,8 @@ class Experiment {
   policy::Engine engine_;
   NodeStats stats_;
   core::MilliGpu arrived_ = 0;
+  std::vector<core::NodeIndex> all_nodes_;  // DecideSampled: every node, in index order
+  std::size_t next_start_ = 0;              // DecideSampled: where the next search begins
   std::vector<int> arrive_pct_;
   std::vector<double> alloc_pct_;
   std::vector<double> frag_pct_;

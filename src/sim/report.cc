@@ -264,6 +264,12 @@ void WriteTable(std::ostream& out, const std::vector<ExperimentResult>& results,
   out << "gpumux simulate: " << ctx.workload << " on " << core::Plural(ctx.nodes, "node") << " / "
       << core::Plural(ctx.gpus, "GPU") << ", load " << LoadString(ctx.load) << ", "
       << (ctx.replay_dir ? "replay " + *ctx.replay_dir : "seeds " + JoinSeeds(ctx.seeds)) << "\n";
+  if (ctx.percentage_of_nodes_to_score < 100) {
+    out << "each pod decided among the nodes kube-scheduler samples with "
+           "percentageOfNodesToScore "
+        << ctx.percentage_of_nodes_to_score
+        << (ctx.percentage_of_nodes_to_score == 0 ? " (adaptive)" : "") << "\n";
+  }
   out << "GPU allocation ratio (% of all GPU capacity) when arrived GPU demand reaches 100% and "
          "130% of capacity"
       << (ctx.seeds.size() > 1 && !ctx.replay_dir ? "; mean ± std over seeds" : "") << "\n\n";
@@ -349,6 +355,9 @@ void WriteJson(std::ostream& out, const std::vector<ExperimentResult>& results,
   config["seeds"] = ctx.seeds;
   config["policies"] = ctx.policies;
   config["replay"] = ctx.replay_dir ? Json(*ctx.replay_dir) : Json(nullptr);
+  if (ctx.percentage_of_nodes_to_score < 100) {
+    config["percentage_of_nodes_to_score"] = ctx.percentage_of_nodes_to_score;
+  }
   j["config"] = config;
   Json runs = Json::array();
   for (const auto& r : results) {

@@ -206,6 +206,29 @@ TEST(Cli, SimulateFgdOnTheDefaultTracePrintsJson) {
       << "the embedded expected results are used with the embedded trace";
 }
 
+// kube-scheduler's sampling (percentageOfNodesToScore) is named in the output; 100, every node,
+// is the study's protocol and leaves the output as it was.
+TEST(Cli, SimulateWithSampledNodesSaysSo) {
+  const std::vector<std::string> args{"simulate",    "--policy",    "fgd", "--seeds", "42",
+                                      "--no-report", "--no-timing", "-q",  "--load",  "0.5"};
+  const CliRun every = Gpumux(args);
+  auto with = [&](const char* pct, const char* format) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--percentage-of-nodes-to-score", pct, "--format", format});
+    return Gpumux(a);
+  };
+  ASSERT_EQ(every.code, 0) << every.err;
+  EXPECT_EQ(with("100", "table").out, every.out);
+  const CliRun sampled = with("0", "table");
+  ASSERT_EQ(sampled.code, 0) << sampled.err;
+  EXPECT_NE(sampled.out.find("percentageOfNodesToScore 0 (adaptive)"), std::string::npos)
+      << sampled.out;
+  const nlohmann::json j = nlohmann::json::parse(with("10", "json").out);
+  EXPECT_EQ(j["config"]["percentage_of_nodes_to_score"], 10);
+  EXPECT_FALSE(nlohmann::json::parse(with("100", "json").out)["config"].contains(
+      "percentage_of_nodes_to_score"));
+}
+
 TEST(Cli, SimulateWritesTheStudysCsvLayout) {
   test::ScratchDir dir;
   const std::string nodes = dir.Write("nodes.csv", kNodes);
@@ -381,6 +404,9 @@ INSTANTIATE_TEST_SUITE_P(
         BoundCase{"a_nan_load", {"--load", "nan"}, "--load: nan is not a finite number"},
         BoundCase{"a_million_threads", {"--threads", "1000000"}, "--threads"},
         BoundCase{"no_arrivals_allowed", {"--max-arrivals", "0"}, "--max-arrivals"},
+        BoundCase{"a_percentage_over_100",
+                  {"--percentage-of-nodes-to-score", "101"},
+                  "--percentage-of-nodes-to-score"},
         BoundCase{"a_folder_as_the_pod_list", {"--pods", "/"}, "/: cannot open: is a directory"},
         BoundCase{"a_folder_as_the_node_list", {"--nodes", "/"}, "/: cannot open: is a directory"},
         BoundCase{"a_folder_as_the_expected_results",

@@ -328,7 +328,7 @@ std::vector<UsageCase> WorkloadCases() {
   const std::vector<std::pair<std::string, std::string>> fgd_only{
       {"--nodes", "n.csv"},    {"--pods", "p.csv"}, {"--load", "2"},
       {"--expect", "e.csv"},   {"--replay", "dir"}, {"--placements", "x.csv"},
-      {"--max-arrivals", "5"}, {"--no-timing", ""}};
+      {"--max-arrivals", "5"}, {"--no-timing", ""}, {"--percentage-of-nodes-to-score", "0"}};
   for (const auto& [flag, value] : fgd_only) {
     std::vector<std::string> args{"simulate", "-q", "--workload", "dl", flag};
     if (!value.empty()) args.push_back(value);

@@ -222,6 +222,46 @@ TEST(Experiment, ALongExperimentReportsItsProgressFromItsThread) {
   EXPECT_TRUE(done.empty());
 }
 
+TEST(NumFeasibleNodesToFind, IsKubeSchedulersNumber) {
+  EXPECT_EQ(NumFeasibleNodesToFind(99, 0), 99U) << "fewer than 100 nodes: every node";
+  EXPECT_EQ(NumFeasibleNodesToFind(5000, 100), 5000U);
+  EXPECT_EQ(NumFeasibleNodesToFind(500, 10), 100U) << "never fewer than 100";
+  EXPECT_EQ(NumFeasibleNodesToFind(5000, 30), 1500U);
+  EXPECT_EQ(NumFeasibleNodesToFind(1213, 0), 497U) << "adaptive: 50 - 1213/125 = 41 %";
+  EXPECT_EQ(NumFeasibleNodesToFind(5000, 0), 500U) << "adaptive: 50 - 40 = 10 %";
+  EXPECT_EQ(NumFeasibleNodesToFind(20000, 0), 1000U) << "adaptive: at least 5 %";
+}
+
+// kube-scheduler's sampling (percentage_of_nodes_to_score): 200 equal empty nodes, 100 of them
+// examined per pod (the minimum) from a start that moves on by the nodes examined. Every
+// node fits, so pod 0 is decided among nodes 0-99 and pod 1 among 100-199 (best-fit: equal
+// empty nodes tie, the smallest rank wins; a node already holding a pod is fuller and wins).
+TEST(Experiment, SampledNodesAreAWindowThatMovesOnEachPod) {
+  ClusterBuilder cluster;
+  for (int i = 0; i < 200; ++i) cluster.Node("n" + std::to_string(i), 8000, 8192).Gpus(1);
+  auto w = MakeWorkload("window", cluster.Specs(), {RequestBuilder("p").Cpu(1).Share(100)});
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  ArrivalPlan plan;
+  for (std::size_t i = 0; i < 3; ++i) plan.arrivals.push_back({0, "p" + std::to_string(i), {}, {}});
+  plan.node_rank.resize(200);
+  for (std::int64_t i = 0; i < 200; ++i) plan.node_rank[static_cast<std::size_t>(i)] = 199 - i;
+  plan.origin = "hand-made";
+  ExperimentOptions options;
+  options.record_placements = true;
+  options.check_invariants = true;
+  options.percentage_of_nodes_to_score = 10;
+  auto r = RunExperiment(*w, plan, "best-fit", 1, 1.3, options);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(r->placements.size(), 3U);
+  EXPECT_EQ(r->placements[0].node, 99) << "the smallest rank among nodes 0-99";
+  EXPECT_EQ(r->placements[1].node, 199) << "the smallest rank among nodes 100-199";
+  EXPECT_EQ(r->placements[2].node, 99) << "back to nodes 0-99: node 99 is the fullest";
+  options.percentage_of_nodes_to_score = 100;
+  r = RunExperiment(*w, plan, "best-fit", 1, 1.3, options);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  for (const PlacementRecord& p : r->placements) EXPECT_EQ(p.node, 199) << "every node";
+}
+
 TEST(MakeWorkload, RefusesAPodNamedLikeAResampledCopyOfAnother) {
   // The copies of pod "a" are named "a-tuned-0", "a-tuned-1", ...: a pod of that name would
   // collide with one of them in the ledger.

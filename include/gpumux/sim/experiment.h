@@ -86,6 +86,11 @@ struct ExperimentOptions {
   // The policies' knobs by name (policy::PolicyContext::knobs); a policy's own default for
   // those not given.
   std::map<std::string, double, std::less<>> knobs;
+  // kube-scheduler's percentageOfNodesToScore: 100 (the study's protocol) decides among every
+  // node; below 100, each arrival sees only the first NumFeasibleNodesToFind feasible nodes
+  // from a start that moves on by the nodes examined, as kube-scheduler samples, and the policy
+  // picks among those; 0 is kube-scheduler's adaptive default.
+  int percentage_of_nodes_to_score = 100;
   // Called (when set) from the experiment's own thread, once `progress_interval` of wall time
   // has passed since the start or the last call, between two arrivals: an experiment shorter
   // than that says nothing. Experiments of a sweep run in parallel: it must be thread-safe.
@@ -99,6 +104,11 @@ struct ExperimentOptions {
 core::Result<ExperimentResult> RunExperiment(const Workload& workload, const ArrivalPlan& plan,
                                              const std::string& policy_name, std::uint64_t seed,
                                              double load, const ExperimentOptions& options = {});
+
+// How many feasible nodes kube-scheduler looks for before it stops filtering (v1.32,
+// numFeasibleNodesToFind): every node below 100 nodes or at 100 %; else `percentage` of them
+// (0: the adaptive 50 - nodes/125, at least 5), never fewer than 100.
+std::size_t NumFeasibleNodesToFind(std::size_t nodes, int percentage);
 
 // The study's rounding, as Python's round() does it: to nearest, ties to even, on the exact
 // binary value of x.

@@ -47,6 +47,7 @@ struct ReportContext {
   std::optional<std::string> replay_dir;
   const ExpectedTable* expected = nullptr;  // optional
   bool timing = true;                       // false: wall times written as 0 (byte-stable output)
+  int percentage_of_nodes_to_score = 100;   // ExperimentOptions; named in the output when < 100
 };
 
 // Per-policy aggregate over seeds.
