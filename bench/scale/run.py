@@ -261,9 +261,10 @@ def gpumux_scheduler_config(kubeconfig, ext_port, state, variant="shipped"):
             profile.setdefault("plugins", {})["score"] = {
                 "disabled": [{"name": "*"}],
                 "enabled": [{"name": "TaintToleration"}, {"name": "NodeAffinity"}]}
-    elif variant == "sampled":
-        # Ablation: kube-scheduler's adaptive share of nodes (the extender sees only those).
-        cfg.pop("percentageOfNodesToScore", None)
+    elif variant == "every-node":
+        # Ablation: every feasible node scored (the extender chooses among all of them); the
+        # shipped configuration leaves kube-scheduler's adaptive share.
+        cfg["percentageOfNodesToScore"] = 100
     elif variant != "shipped":
         raise RuntimeError(f"unknown --scheduler-variant {variant}")
     for ext in cfg["extenders"]:
@@ -272,6 +273,14 @@ def gpumux_scheduler_config(kubeconfig, ext_port, state, variant="shipped"):
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f)
     return path
+
+
+def nodes_to_score(variant):
+    """kube-scheduler's percentageOfNodesToScore under `variant` (0 when not set: its adaptive
+    default), for the simulator's --percentage-of-nodes-to-score."""
+    with open(os.path.join(ROOT, "deploy/base/extender/scheduler-config.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    return 100 if variant == "every-node" else int(cfg.get("percentageOfNodesToScore", 0))
 
 
 def wait_http(url, what, proc, seconds=120, ok=lambda body: True):
@@ -302,7 +311,8 @@ def start_scheduling(cp, mode, args, state):
                            "--duration", "24h").strip()
         kc = cp.kubeconfig("gpumux-scheduler", token)
         ext_port = free_port()
-        procs["extender"] = Proc("extender", [args.gpumux, *extender_args(kc, ext_port, args.policy)],
+        procs["extender"] = Proc("extender", [args.gpumux, *extender_args(kc, ext_port, args.policy),
+                                          *args.extender_arg],
                                  state)
         procs["extender"].metrics_url = f"http://127.0.0.1:{ext_port}/metrics"
         wait_http(f"http://127.0.0.1:{ext_port}/readyz", "extender", procs["extender"])
@@ -379,7 +389,8 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
 def run_simulator(args, folder, node_list, placements=None):
     """(JSON of `gpumux simulate --replay folder`, error text or None)."""
     cmd = [args.gpumux, "simulate", "--nodes", node_list, "--replay", folder, "--policy",
-           args.policy, "--no-report", "--format", "json", "-q", "--expect", "none"]
+           args.policy, "--no-report", "--format", "json", "-q", "--expect", "none",
+           "--percentage-of-nodes-to-score", str(nodes_to_score(args.scheduler_variant))]
     if placements:
         cmd += ["--placements", placements]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -674,10 +685,13 @@ def main():
                     help="a phase ends when no pod was bound for this long")
     ap.add_argument("--policy", default=None, help="extender policy [default: deploy's overlay]")
     ap.add_argument("--scheduler-variant", default="shipped",
-                    choices=["shipped", "extender-scores", "sampled"],
+                    choices=["shipped", "extender-scores", "every-node"],
                     help="gpumux's kube-scheduler configuration: as deploy/ ships it, with "
                          "kube-scheduler's own score plugins off but node affinity and taints, "
-                         "or with its adaptive share of nodes to score (ablations)")
+                         "or scoring every feasible node (ablations)")
+    ap.add_argument("--extender-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for the extender after deploy's (repeatable; for "
+                         "ablations, e.g. --extender-arg=--threads --extender-arg=64)")
     ap.add_argument("--tie-break-seeds", type=int, default=5,
                     help="gpumux mode: also replay each phase through the simulator with this "
                          "many random tie-break rankings of the nodes (0: none)")
