@@ -308,39 +308,48 @@ class Experiment {
     return {};
   }
 
-  // kube-scheduler's sampling (ExperimentOptions::percentage_of_nodes_to_score): the feasible
-  // nodes met from next_start_ on, until enough are found; the policy's best among them (ties:
-  // the smaller rank, as Engine::Decide); the next arrival starts past the nodes examined.
+  // kube-scheduler's sampling (ExperimentOptions::percentage_of_nodes_to_score): the nodes that
+  // fit, met from next_start_ on, until enough are found (the window); the policy scores only
+  // the window (a policy that draws among the feasible nodes, such as random, draws there) and
+  // its best wins (ties: the smaller rank, as Engine::Decide); the next arrival starts past the
+  // nodes examined. Approximation: kube-scheduler counts the nodes that pass its own per-node
+  // sums before the extender filters per GPU, so near saturation its window can hold fewer
+  // nodes that really fit than this one.
   policy::Decision DecideSampled(const core::Request& pod) {
     const auto n = static_cast<std::size_t>(workload_.cluster.size());
     if (all_nodes_.size() != n) {
       all_nodes_.resize(n);
       std::iota(all_nodes_.begin(), all_nodes_.end(), core::NodeIndex{0});
     }
-    const std::vector<std::int64_t> scores = engine_.ScoreNodes(pod, all_nodes_);
+    const std::vector<std::int64_t> fit = engine_.ScoreNodes(pod, all_nodes_);
     const std::size_t want = NumFeasibleNodesToFind(n, options_.percentage_of_nodes_to_score);
-    std::size_t found = 0;
+    window_.clear();
     std::size_t examined = 0;
-    std::optional<std::size_t> best;
-    for (; examined < n && found < want; ++examined) {
+    for (; examined < n && window_.size() < want; ++examined) {
       const std::size_t i = (next_start_ + examined) % n;
-      if (scores[i] == policy::Engine::kNoFit) continue;
-      ++found;
-      if (scores[i] == policy::Policy::kDecline) continue;
-      if (!best || scores[i] > scores[*best] ||
-          (scores[i] == scores[*best] && plan_.node_rank[i] < plan_.node_rank[*best])) {
-        best = i;
-      }
+      if (fit[i] != policy::Engine::kNoFit) window_.push_back(static_cast<core::NodeIndex>(i));
     }
     next_start_ = n == 0 ? 0 : (next_start_ + examined) % n;
+    const std::vector<std::int64_t> scores = engine_.ScoreNodes(pod, window_);
+    std::optional<std::size_t> best;
+    for (std::size_t k = 0; k < window_.size(); ++k) {
+      if (scores[k] == policy::Engine::kNoFit || scores[k] == policy::Policy::kDecline) continue;
+      const auto rank = [&](std::size_t j) {
+        return plan_.node_rank[static_cast<std::size_t>(window_[j])];
+      };
+      if (!best || scores[k] > scores[*best] ||
+          (scores[k] == scores[*best] && rank(k) < rank(*best))) {
+        best = k;
+      }
+    }
     if (!best) {
       policy::Decision none;
       none.request = pod;
-      none.feasible_nodes = static_cast<int>(found);
-      none.declined = found > 0;
+      none.feasible_nodes = static_cast<int>(window_.size());
+      none.declined = !window_.empty();
       return none;
     }
-    return engine_.DecideOn(pod, static_cast<core::NodeIndex>(*best));
+    return engine_.DecideOn(pod, window_[*best]);
   }
 
   // A replay: counts the placements that differ from the study's, describing the first.
@@ -374,6 +383,7 @@ class Experiment {
   NodeStats stats_;
   core::MilliGpu arrived_ = 0;
   std::vector<core::NodeIndex> all_nodes_;  // DecideSampled: every node, in index order
+  std::vector<core::NodeIndex> window_;     // DecideSampled: the nodes sampled for this pod
   std::size_t next_start_ = 0;              // DecideSampled: where the next search begins
   std::vector<int> arrive_pct_;
   std::vector<double> alloc_pct_;

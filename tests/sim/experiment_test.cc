@@ -262,6 +262,40 @@ TEST(Experiment, SampledNodesAreAWindowThatMovesOnEachPod) {
   for (const PlacementRecord& p : r->placements) EXPECT_EQ(p.node, 199) << "every node";
 }
 
+// Nodes that do not fit are examined but not sampled: nodes 0-49 have no GPU, so pod 0's window
+// is nodes 50-149 and pod 1's, from node 150 on, is 150-199 and, past the end, 50-99. A policy
+// that draws among the feasible nodes (random) draws among the window only.
+TEST(Experiment, SampledNodesSkipNodesThatDoNotFitAndRandomDrawsInTheWindow) {
+  ClusterBuilder cluster;
+  for (int i = 0; i < 200; ++i) {
+    cluster.Node("n" + std::to_string(i), 8000, 8192);
+    if (i >= 50) cluster.Gpus(1);
+  }
+  auto w = MakeWorkload("window", cluster.Specs(), {RequestBuilder("p").Cpu(1).Share(100)});
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  ArrivalPlan plan;
+  for (std::size_t i = 0; i < 2; ++i) plan.arrivals.push_back({0, "p" + std::to_string(i), {}, {}});
+  plan.node_rank.resize(200);
+  for (std::int64_t i = 0; i < 200; ++i) plan.node_rank[static_cast<std::size_t>(i)] = i;
+  plan.origin = "hand-made";
+  ExperimentOptions options;
+  options.record_placements = true;
+  options.percentage_of_nodes_to_score = 0;  // 200 nodes: 48 %, so the minimum of 100
+  auto r = RunExperiment(*w, plan, "best-fit", 1, 1.3, options);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->placements[0].node, 50) << "the smallest rank among nodes 50-149";
+  EXPECT_EQ(r->placements[1].node, 50) << "the fullest node of 150-199 and 50-99";
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    r = RunExperiment(*w, plan, "random", seed, 1.3, options);
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    const int first = r->placements[0].node;
+    const int second = r->placements[1].node;
+    EXPECT_TRUE(first >= 50 && first < 150) << "seed " << seed << ": " << first;
+    EXPECT_TRUE(second >= 150 || (second >= 50 && second < 100))
+        << "seed " << seed << ": " << second;
+  }
+}
+
 TEST(MakeWorkload, RefusesAPodNamedLikeAResampledCopyOfAnother) {
   // The copies of pod "a" are named "a-tuned-0", "a-tuned-1", ...: a pod of that name would
   // collide with one of them in the ledger.
