@@ -1403,7 +1403,7 @@ def s_mps(rig):
 # --- two real nodes ------------------------------------------------------------------------------
 NODE2 = "gpumux-e2e-node2"
 EXTENDER = "http://127.0.0.1:12345"  # deploy's --listen (hostNetwork on the rig): GET /inspect
-# Node 2's two GPUs have 94 GiB each, more than the first node's 80 GiB A100s.
+# Node 2's two GPUs have 95,830 MiB (93.6 GiB) each, more than the first node's 80 GiB A100s.
 NODE2_GPUS = [(i, f"GPU-e2e00002-0000-0000-0000-00000000000{i}", "NVIDIA H100 NVL", 95830)
               for i in range(2)]
 
@@ -1453,14 +1453,17 @@ class SecondNode:
         with open(gpus, "w") as f:
             f.write("index,uuid,model,memory_mib\n")
             f.writelines(f"{i},{u},{m},{mib}\n" for i, u, m, mib in NODE2_GPUS)
-        log = open(os.path.join(self.dir, "plugin.log"), "a")
-        self.plugin = subprocess.Popen(
-            [os.path.join(a.out, "gpumux-bin", "gpumux"), "device-plugin", "--node-name", NODE2,
-             "--backend", "fake", "--gpus-file", gpus, "--kubelet-dir", plugins_dir,
-             "--kubeconfig", kc, "--gpu-mem-unit-mib", "1024",
-             "--metrics-address", "127.0.0.1:0",
-             "--hook-state-dir", os.path.join(self.dir, "hook-state")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(os.path.join(self.dir, "logs", "plugin.log"), "a") as log:
+            self.plugin = subprocess.Popen(
+                [os.path.join(a.out, "gpumux-bin", "gpumux"), "device-plugin", "--node-name",
+                 NODE2, "--backend", "fake", "--gpus-file", gpus, "--kubelet-dir", plugins_dir,
+                 "--kubeconfig", kc, "--gpu-mem-unit-mib", "1024",
+                 "--metrics-address", "127.0.0.1:0",
+                 "--hook-state-dir", os.path.join(self.dir, "hook-state")],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # second-node.sh down stops it by this file if this script cannot (killed, crashed).
+        with open(os.path.join(self.dir, "run", "plugin.pid"), "w") as f:
+            f.write(str(self.plugin.pid))
 
     def stop_plugin(self):
         if self.plugin and self.plugin.poll() is None:
@@ -1471,6 +1474,10 @@ class SecondNode:
                 self.plugin.kill()
                 self.plugin.wait()
         self.plugin = None
+        try:
+            os.remove(os.path.join(self.dir, "run", "plugin.pid"))
+        except FileNotFoundError:
+            pass
 
     def down(self):
         self.stop_plugin()
@@ -1521,7 +1528,7 @@ def s_two_nodes(rig):
         rig.wait("the extender to know node 2", lambda: NODE2 in extender_nodes(rig), 60)
         joined = time.monotonic() - t
 
-        # 1. A 90 GiB share fits only on node 2's 94 GiB GPUs, with nothing but the policy
+        # 1. A 90 GiB share fits only on node 2's 93.6 GiB GPUs, with nothing but the policy
         # choosing the node; its container gets node 2's GPU from node 2's plugin.
         rig.apply(node2.pod("big", {"gpumux.io/gpu-mem": 90}))
         t = time.monotonic()
@@ -1596,7 +1603,10 @@ def s_two_nodes(rig):
                 f"{gone:.0f} s, a 90 GiB share waits ('{str(why)[:60]}'), whole-GPU pods still "
                 f"placed on {rig.node}")
     finally:
-        node2.down()
+        try:
+            node2.down()  # its logs stay in OUT/node2.logs
+        except Failed as e:  # reported beside the scenario's own outcome, never instead of it
+            rig.say(f"stopping node 2 failed: {e}")
 
 
 SCENARIOS = [

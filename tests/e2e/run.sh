@@ -34,6 +34,8 @@ if [ "$(id -u)" != 0 ]; then echo "e2e: SKIPPED: the rig needs root (kubelet, co
 [ -x "$BIN" ] || { echo "e2e: no gpumux binary at $BIN (run 'make build' first)" >&2; exit 2; }
 
 OUT=${E2E_OUT:-$ROOT/build/e2e}
+# A second node left by a run that was cut short is stopped by its pidfiles before they go.
+if [ -d "$OUT/node2" ]; then "$HERE/second-node.sh" down "$OUT/node2" gpumux-e2e-node2 >/dev/null 2>&1 || true; fi
 rm -rf "$OUT"; mkdir -p "$OUT/images" "$OUT/gpumux-bin"
 
 # Images, built locally (no registry is reachable): gpumux exactly as `make image` writes it
@@ -82,6 +84,9 @@ python3 "$HERE/e2e.py" --root "$ROOT" --rig "$RIG" --rig-scripts "$RIG_SCRIPTS" 
 rc=$?
 set -e
 # The two-node scenario stops its second node itself; this is for a run cut short.
-[ -d "$OUT/node2" ] && "$HERE/second-node.sh" down "$OUT/node2" gpumux-e2e-node2 >/dev/null 2>&1
+if [ -d "$OUT/node2" ]; then
+  "$HERE/second-node.sh" down "$OUT/node2" gpumux-e2e-node2 >/dev/null 2>&1 ||
+    echo "e2e: stopping the second node failed; see $OUT/node2.logs" >&2
+fi
 if [ "${E2E_KEEP:-0}" != 1 ]; then "$RIG_SCRIPTS/down.sh" > "$OUT/rig-down.log" 2>&1 || true; fi
 exit $rc

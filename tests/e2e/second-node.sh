@@ -42,6 +42,7 @@ wait_for() { # what seconds cmd...
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 down() {
+  stop plugin 10   # the device plugin e2e.py started for this node (its pidfile)
   stop kubelet 30
   if [ -S "$SOCK" ] && alive containerd; then
     local ctr=(ctr -a "$SOCK" -n k8s.io)
@@ -52,24 +53,48 @@ down() {
   stop containerd 30
   # the pods' network namespaces are mounts in this node's mount namespace, on files of the
   # host's /run/netns: the mounts go with the namespace, the files are removed
+  # (not those the namespace copied from the host at its start: node 1's, listed in host-netns)
   local netns=""
   if alive namespace; then
     netns=$(nsenter --mount="/proc/$(cat "$R/namespace.pid")/ns/mnt" -- findmnt -rn -o TARGET |
-      grep -E '^(/var)?/run/netns/cni-' || true)
+      grep -E '^(/var)?/run/netns/cni-' | grep -vxF -f "$R/host-netns" || true)
   fi
-  stop namespace 5   # the holder of the mount namespace: its mounts go with it
-  for f in $netns; do rm -f "$f"; done
-  # the node's cgroups, deepest first
+  # Whatever still runs in the node's cgroups (containers whose containerd died first, their
+  # shims) is killed, so that the namespace and the cgroups can go.
   for c in /sys/fs/cgroup/"$NODE" /sys/fs/cgroup/*/"$NODE"; do
-    [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+    [ -d "$c" ] || continue
+    find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u |
+      xargs -r kill -KILL 2>/dev/null || true
   done
+  sleep 0.5
+  stop namespace 5   # the holder of the mount namespace: its mounts go with it
+  for f in $netns; do rm -f "$f" 2>/dev/null || true; done
+  # the node's cgroups, deepest first
+  local left=""
+  for c in /sys/fs/cgroup/"$NODE" /sys/fs/cgroup/*/"$NODE"; do
+    [ -d "$c" ] || continue
+    find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    if [ -d "$c" ]; then left="$left $c"; fi
+  done
+  [ -z "$left" ] || echo "second-node: cgroups left behind:$left" >&2
   kubectl --kubeconfig "$KC" delete node "$NODE" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  # The logs stay (beside the folder) for a failed run; the rest goes.
+  if [ -d "$DIR/logs" ]; then
+    rm -rf "$DIR.logs"
+    mv "$DIR/logs" "$DIR.logs"
+  fi
   rm -rf "$DIR"
 }
 
 if [ "$CMD" = down ]; then down; exit 0; fi
 [ "$CMD" = up ] || { echo "usage: second-node.sh up|down DIR NODE_NAME" >&2; exit 2; }
-if alive kubelet; then echo "second-node: $NODE already up" >&2; exit 0; fi
+if alive kubelet && alive containerd && alive namespace; then
+  echo "second-node: $NODE already up" >&2
+  echo "$DIR/device-plugins"
+  exit 0
+fi
+# A half-started node (an earlier up that failed part-way) is stopped first.
+if ls "$R"/*.pid >/dev/null 2>&1; then down; mkdir -p "$DIR"; fi
 mkdir -p "$R" "$DIR/pki" "$DIR/device-plugins" "$DIR/kubelet" "$DIR/cni" "$DIR/logs"
 
 # --- identity: system:node:NODE in group system:nodes, signed by the rig's CA
@@ -182,6 +207,7 @@ fi
 
 # --- the mount namespace: a holder process keeps it; containerd and the kubelet join it
 mkdir -p /var/lib/kubelet/device-plugins
+findmnt -rn -o TARGET | grep -E '^(/var)?/run/netns/cni-' > "$R/host-netns" || true
 setsid unshare --mount --propagation private sh -c \
   "mount --bind '$DIR/device-plugins' /var/lib/kubelet/device-plugins && exec sleep infinity" \
   > "$DIR/logs/namespace.log" 2>&1 < /dev/null &
