@@ -396,7 +396,10 @@ def run_simulator(args, folder, node_list, placements=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return None, f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}"
-    return json.loads(p.stdout), None
+    try:
+        return json.loads(p.stdout), None
+    except json.JSONDecodeError as e:
+        return None, f"{' '.join(cmd)}: not JSON ({e}): {p.stdout[:200]!r}"
 
 
 def tie_break_spread(args, folder, node_list, gpus, seeds):
@@ -483,6 +486,9 @@ def compare_with_simulator(args, runs):
     for r in runs:
         replay = r.get("replay")
         if not replay:
+            continue
+        if replay.get("error"):
+            r["placement"] = {"error": f"writing the replay: {replay['error']}"}
             continue
         with open(os.path.join(replay["dir"], "arrival.csv"), newline="") as f:
             arrivals += list(csv.DictReader(f))

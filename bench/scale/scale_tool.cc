@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/scale/scale_cluster.h"
+#include "gpumux/io/atomic_file.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/kube/reflector.h"
 #include "gpumux/sim/trace.h"
@@ -356,13 +357,19 @@ json Run::WriteReplay(const std::vector<json>& final_pods,
   for (const auto& [name, shape] : nodes) names.push_back(name);
   std::filesystem::create_directories(options_.replay_dir);
   const std::string dir = options_.replay_dir + "/";
-  std::ofstream(dir + "node_list.csv") << scale::NodeListCsv(nodes);
-  std::ofstream(dir + "nodes.csv") << scale::ReplayNodesCsv(names);
-  std::ofstream(dir + "arrival.csv") << scale::ArrivalCsv(arrivals);
+  std::string error;  // the first file that could not be written (the simulator then refuses)
+  for (const auto& [file, text] : {std::pair{"node_list.csv", scale::NodeListCsv(nodes)},
+                                   std::pair{"nodes.csv", scale::ReplayNodesCsv(names)},
+                                   std::pair{"arrival.csv", scale::ArrivalCsv(arrivals)}}) {
+    if (auto ok = gpumux::io::WriteFileAtomically(dir + file, text); !ok && error.empty()) {
+      error = ok.error().message;
+    }
+  }
   return {{"dir", options_.replay_dir},
           {"arrivals", arrivals.size()},
           {"without_resource_version", unversioned},
-          {"out_of_answer_order", moved}};
+          {"out_of_answer_order", moved},
+          {"error", error}};
 }
 
 json Run::Summary(const std::vector<json>& final_pods, const std::vector<std::string>& violations) {
