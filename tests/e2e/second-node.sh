@@ -99,14 +99,13 @@ mkdir -p "$R" "$DIR/pki" "$DIR/device-plugins" "$DIR/kubelet" "$DIR/cni" "$DIR/l
 
 # --- identity: system:node:NODE in group system:nodes, signed by the rig's CA
 if [ ! -f "$DIR/pki/node.crt" ]; then
-  openssl req -newkey rsa:2048 -nodes -keyout "$DIR/pki/node.key" -out "$DIR/pki/node.csr" \
-    -subj "/O=system:nodes/CN=system:node:$NODE" 2>/dev/null
+  (umask 077 && openssl req -newkey rsa:2048 -nodes -keyout "$DIR/pki/node.key" \
+    -out "$DIR/pki/node.csr" -subj "/O=system:nodes/CN=system:node:$NODE" 2>/dev/null)
   printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
     > "$DIR/pki/node.ext"
   openssl x509 -req -in "$DIR/pki/node.csr" -CA "$RIG/pki/ca.crt" -CAkey "$RIG/pki/ca.key" \
     -CAcreateserial -CAserial "$DIR/pki/ca.srl" -out "$DIR/pki/node.crt" -days 2 \
     -extfile "$DIR/pki/node.ext" 2>/dev/null
-  chmod 600 "$DIR/pki/node.key"
 fi
 cat > "$DIR/kubelet.kubeconfig" <<EOF
 apiVersion: v1
