@@ -371,6 +371,13 @@ void PageConfig(std::ostream& o, const std::string& title, const ReportContext& 
     o << "<p class=\"config\"><span><b>Replay</b> <code>" << HtmlEscape(*ctx.replay_dir)
       << "</code> (the study's arrival order)</span></p>\n";
   }
+  if (ctx.percentage_of_nodes_to_score < 100) {
+    o << "<p class=\"config\"><span><b>Sampled nodes</b> each pod decided among the nodes "
+         "kube-scheduler samples with percentageOfNodesToScore "
+      << ctx.percentage_of_nodes_to_score
+      << (ctx.percentage_of_nodes_to_score == 0 ? " (adaptive)" : "")
+      << ", not among every node as in the study</span></p>\n";
+  }
   o << "<p class=\"config\"><span><b>Nodes</b> <code>" << HtmlEscape(ctx.nodes_source)
     << "</code></span><span><b>Pods</b> <code>" << HtmlEscape(ctx.pods_source) << "</code></span>";
   if (ctx.expected != nullptr) {

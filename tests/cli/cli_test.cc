@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -227,6 +228,15 @@ TEST(Cli, SimulateWithSampledNodesSaysSo) {
   EXPECT_EQ(j["config"]["percentage_of_nodes_to_score"], 10);
   EXPECT_FALSE(nlohmann::json::parse(with("100", "json").out)["config"].contains(
       "percentage_of_nodes_to_score"));
+  // The report page says so too.
+  test::ScratchDir dir;
+  const std::string report = (dir.path() / "report").string();
+  const CliRun page = Gpumux({"simulate", "--policy", "fgd", "--seeds", "42", "-q", "--load", "0.5",
+                              "--percentage-of-nodes-to-score", "0", "--out", report});
+  ASSERT_EQ(page.code, 0) << page.err;
+  std::ifstream html(report + "/index.html");
+  const std::string text((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("percentageOfNodesToScore 0 (adaptive)"), std::string::npos);
 }
 
 TEST(Cli, SimulateWritesTheStudysCsvLayout) {
