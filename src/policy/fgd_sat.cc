@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 
 #include "fragmentation_gradient.h"
 #include "gpumux/core/check.h"
@@ -15,10 +16,11 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 }
 
 FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction,
-                           std::int64_t max_wait_seconds)
+                           std::int64_t max_wait_seconds, bool keep_rare_nodes)
     : typical_(std::move(typical)),
       reserve_idle_fraction_(reserve_idle_fraction),
       max_wait_seconds_(max_wait_seconds),
+      keep_rare_nodes_(keep_rare_nodes),
       gradient_(std::make_unique<detail::FragmentationGradient>()) {
   GPUMUX_CHECK(reserve_idle_fraction >= 0 && reserve_idle_fraction <= 1,
                "the reserve threshold is a fraction of the GPUs (0..1)");
@@ -91,9 +93,35 @@ core::MilliCpu FgdSatPolicy::WholeGpuPodCpu(core::ModelId model) {
   return Facts(model).whole_gpu_cpu;
 }
 
+bool FgdSatPolicy::Kept(const core::Cluster& cluster, const core::NodeView& node,
+                        const core::Request& request) {
+  if (node.gpu_count() < kKeepMinGpus || request.gpu_count >= node.gpu_count()) return false;
+  if (keep_cluster_ != &cluster) {
+    keep_cluster_ = &cluster;
+    keep_cpu_above_.clear();
+    std::map<int, std::vector<core::MilliCpu>> by_count;
+    for (const core::NodeSpec& n : cluster.nodes()) {
+      by_count[static_cast<int>(n.gpus.size())].push_back(n.cpu_milli);
+    }
+    for (auto& [count, cpus] : by_count) {
+      std::sort(cpus.begin(), cpus.end());
+      const auto k =
+          static_cast<std::size_t>(kKeepCpuPercentile * static_cast<double>(cpus.size() - 1));
+      keep_cpu_above_[count] = cpus[k];
+    }
+  }
+  const auto t = keep_cpu_above_.find(node.gpu_count());
+  if (t == keep_cpu_above_.end() || node.spec->cpu_milli <= t->second) return false;
+  for (int g = 0; g < node.gpu_count(); ++g) {
+    if (!node.GpuIsIdle(g)) return false;
+  }
+  return true;
+}
+
 std::int64_t FgdSatPolicy::Score(const Cycle& cycle, const core::NodeView& node) {
   auto [score, gpus] = Evaluate(cycle, node);
   const core::Request& r = cycle.request;
+  if (keep_rare_nodes_ && Kept(cycle.ledger.cluster(), node, r)) score -= kKeepPenalty;
   const bool fractional = r.gpu_count == 1 && r.gpu_milli < core::kMilliPerGpu &&
                           r.sharing == core::GpuSharing::kShared;
   if (!fractional || r.overdue || !IdleGpusScarce(cycle.ledger)) return score;

@@ -242,6 +242,21 @@ Registry MakeBuiltins() {
                c.typical_pods, c.knob("reserve-idle-fraction"),
                static_cast<std::int64_t>(c.knob("reserve-max-wait-seconds")));
          }});
+  r.Add({"fgd-sat-keep",
+         "fgd-sat, keeping the nodes with the most CPU for their GPU count whole for the pods "
+         "that need all their GPUs",
+         "fgd-sat; a node whose GPUs are all idle and whose CPU is above the 90th percentile of "
+         "the nodes with as many GPUs is taken by a smaller pod only when nothing else fits.",
+         Workload::kPods,
+         Family::kPacking,
+         "#777777",
+         true,
+         false,
+         {},
+         [](const PolicyContext& c) {
+           return std::make_unique<FgdSatPolicy>(c.typical_pods, 0, 0, /*keep_rare_nodes=*/true);
+         },
+         /*compared=*/false});
   r.Add({"first-node",
          "First-Fit: the first node in rank order that fits, lowest-indexed GPUs",
          "the first node that fits, in rank order (First-Fit): the floor of packing policies.",

@@ -255,5 +255,35 @@ TEST(FgdSatReserve, TheRuleFollowsTheClusterThroughTheEngineMemo) {
   EXPECT_EQ(engine.ScoreNodes(pod, all)[0], Policy::kDecline);
 }
 
+// fgd-sat-keep: among ten 2-GPU nodes, the one with 64 cores (above the 90th percentile of
+// 16, ..., 16, 64) stays whole for pods that need both its GPUs while another node fits; a
+// smaller pod takes it once nothing else fits, and a 2-GPU pod takes it at once.
+TEST(FgdSatKeep, KeepsTheNodeWithTheMostCpuForItsGpuCountForPodsThatNeedItAll) {
+  ClusterBuilder cluster;
+  for (int i = 0; i < 9; ++i) cluster.Node("small-" + std::to_string(i), 16000, 65536).Gpus(2);
+  cluster.Node("big", 64000, 262144).Gpus(2);
+  PolicyHarness h(cluster.Specs());
+  FgdSatPolicy keep({}, 0, 0, /*keep_rare_nodes=*/true);
+  EXPECT_EQ(keep.name(), "fgd-sat-keep");
+  std::vector<std::int64_t> rank(10);
+  for (std::int64_t i = 0; i < 10; ++i) rank[static_cast<std::size_t>(i)] = 9 - i;  // big first
+  Engine engine(h.ledger(), keep, rank, h.rng());
+  const core::Request one = RequestBuilder().Cpu(12000).Gpus(1);
+  EXPECT_TRUE(keep.Kept(h.ledger().cluster(), h.ledger().Node(9), one));
+  EXPECT_FALSE(
+      keep.Kept(h.ledger().cluster(), h.ledger().Node(9), RequestBuilder().Cpu(1).Gpus(2)));
+  EXPECT_FALSE(keep.Kept(h.ledger().cluster(), h.ledger().Node(0), one)) << "not above the 90th";
+  const Decision d = engine.Decide(one);
+  ASSERT_TRUE(d.placement.has_value());
+  EXPECT_NE(d.placement->node, 9) << "big is kept while a small node fits";
+  EXPECT_EQ(engine.Decide(RequestBuilder().Cpu(40000).Gpus(2)).placement->node, 9)
+      << "only big fits a 40-core 2-GPU pod";
+  // With every small node full, a 1-GPU pod takes big.
+  for (int i = 0; i < 9; ++i) {
+    h.Place("fill-" + std::to_string(i), RequestBuilder().Cpu(16000).Gpus(2), i, {0, 1});
+  }
+  EXPECT_EQ(engine.Decide(one).placement->node, 9);
+}
+
 }  // namespace
 }  // namespace gpumux::policy

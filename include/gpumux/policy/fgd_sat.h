@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <utility>
@@ -117,12 +118,23 @@ class FgdSatPolicy final : public Policy {
   // fgd-sat-reserve's default wait limit: a pod is held at most 10 minutes.
   static constexpr std::int64_t kDefaultMaxWaitSeconds = 600;
 
+  // fgd-sat-keep: a node is kept while all its GPUs are idle for pods that need all of them
+  // when its CPU is above this percentile of the CPU of the cluster's nodes with as many GPUs
+  // (2 or more): the few nodes that alone can host the most CPU-hungry multi-GPU pods.
+  // docs/ablations.md, "where fgd-sat loses before saturation".
+  static constexpr double kKeepCpuPercentile = 0.9;
+  static constexpr int kKeepMinGpus = 2;
+  // Subtracted from a kept node's score: below every score of a node that is not kept, above
+  // Policy::kDecline, so a kept node is taken only when nothing else fits.
+  static constexpr std::int64_t kKeepPenalty = std::int64_t{1} << 40;
+
   // reserve_idle_fraction 0 = plain fgd-sat; > 0 = fgd-sat-reserve with that threshold, holding
-  // a pod at most max_wait_seconds (0: no limit).
+  // a pod at most max_wait_seconds (0: no limit). keep_rare_nodes: fgd-sat-keep (above).
   explicit FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction = 0,
-                        std::int64_t max_wait_seconds = 0);
+                        std::int64_t max_wait_seconds = 0, bool keep_rare_nodes = false);
   ~FgdSatPolicy() override;
   std::string_view name() const override {
+    if (keep_rare_nodes_) return "fgd-sat-keep";
     return reserve_idle_fraction_ > 0 ? "fgd-sat-reserve" : "fgd-sat";
   }
   std::int64_t HoldLimitSeconds() const override {
@@ -145,6 +157,8 @@ class FgdSatPolicy final : public Policy {
   bool Stranded(core::ModelId model, core::MilliGpu remainder);
   // (3): the CPU of the most CPU-hungry typical whole-GPU pod for the model (-1: none).
   core::MilliCpu WholeGpuPodCpu(core::ModelId model);
+  // fgd-sat-keep: `node` is kept from a request for fewer than all its GPUs (above).
+  bool Kept(const core::Cluster& cluster, const core::NodeView& node, const core::Request& request);
 
  private:
   struct ModelFacts {
@@ -158,6 +172,10 @@ class FgdSatPolicy final : public Policy {
   std::vector<TypicalPod> typical_;
   double reserve_idle_fraction_;
   std::int64_t max_wait_seconds_;
+  bool keep_rare_nodes_;
+  // fgd-sat-keep's CPU threshold per GPU count, for the cluster it was computed on.
+  const core::Cluster* keep_cluster_ = nullptr;
+  std::map<int, core::MilliCpu> keep_cpu_above_;
   std::vector<ModelFacts> facts_;                            // [model], filled lazily
   std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches M(n) per node
 };
