@@ -7,23 +7,25 @@ kind before 95 % and 100 %, mean over seeds, on the default list (issue 32's bar
 
 VAR=VALUE pairs are set in the simulator's environment for that entry (development builds that
 read switches from it). Placement files go to the current folder (pl-NAME-SEED.csv)."""
-import json, os, subprocess, sys, csv, collections
+import importlib.util, json, os, subprocess, sys, csv, collections
 G = sys.argv[1]
 seeds = sys.argv[2]
 variants = sys.argv[3:]  # NAME=policy[:ENV=VAL,...]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pods = {p['name']: p for p in csv.DictReader(open(os.path.join(ROOT, 'data/openb_pod_list_default.csv')))}
-cap = 6212 * 1000
-def kind(p):
-    g, m = int(p['num_gpu']), int(p['gpu_milli'])
-    if g == 0 or m == 0: return 'cpu'
-    if g > 1: return f'{g}gpu'
-    return 'whole' if m == 1000 else ('s810' if m == 810 else 'share')
+# The kinds of pods as scripts/failures-by-kind.py counts them.
+_spec = importlib.util.spec_from_file_location(
+    'failures_by_kind', os.path.join(ROOT, 'scripts', 'failures-by-kind.py'))
+_fbk = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fbk)
+kind = _fbk.kind
 def run(policy, env, seed, pl):
     e = dict(os.environ, **env)
     out = subprocess.run([G, 'simulate', '--policy', policy, '--seeds', str(seed), '--no-report', '-q',
                           '--format', 'json', '--placements', pl], capture_output=True, text=True, env=e, check=True).stdout
-    curve = json.loads(out)['runs'][0]['alloc_curve']
+    doc = json.loads(out)
+    curve = doc['runs'][0]['alloc_curve']
+    cap = doc['config']['cluster_gpus'] * 1000
     fails = collections.defaultdict(collections.Counter)
     arrived = 0
     for row in csv.DictReader(open(pl)):

@@ -495,7 +495,11 @@ int Run::Main() {
   summary["requested_gpus"] = requested_gpus;
   summary["next_offset"] = next_offset;
   summary["list_error"] = listed ? "" : listed.error().ToString();
-  std::ofstream(options_.out) << summary.dump() << "\n";
+  if (auto written = gpumux::io::WriteFileAtomically(options_.out, summary.dump() + "\n");
+      !written) {
+    std::cerr << "gpumux_scale: " << written.error().message << "\n";
+    return 2;
+  }
   summary.erase("per_pod");
   std::cout << summary.dump(1) << "\n";
   return violations.empty() ? 0 : 3;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpumux/core/json_text.h"
+#include "gpumux/policy/engine.h"
 #include "src/extender/verb_args.h"
 
 namespace gpumux::extender {
@@ -39,17 +40,17 @@ constexpr std::size_t kRecentPods = 4096;
 // map onto 0..10 rounded hundreds of near-best nodes to 10, among which kube-scheduler picks at
 // random (bench/scale/README.md measured the spread).
 std::vector<int> ExtenderScores(std::span<const sched::NodeVerdict> verdicts) {
-  std::optional<std::size_t> best;
+  std::vector<std::int64_t> scores(verdicts.size(), policy::Engine::kNoFit);
+  std::vector<std::int64_t> ranks(verdicts.size(), 0);
   std::int64_t lo = INT64_MAX;
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     const sched::NodeVerdict& v = verdicts[i];
+    ranks[i] = v.rank;
     if (v.kind != sched::NodeVerdict::Kind::kFits) continue;
+    scores[i] = v.score;
     lo = std::min(lo, v.score);
-    if (!best || v.score > verdicts[*best].score ||
-        (v.score == verdicts[*best].score && v.rank < verdicts[*best].rank)) {
-      best = i;
-    }
   }
+  const std::optional<std::size_t> best = policy::ChooseBest(scores, ranks);
   std::vector<int> out(verdicts.size(), 0);
   if (!best) return out;
   const std::int64_t hi = verdicts[*best].score;

@@ -57,6 +57,20 @@ std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::Mo
   return memo_[slot].scores;
 }
 
+std::optional<std::size_t> ChooseBest(std::span<const std::int64_t> scores,
+                                      std::span<const std::int64_t> ranks) {
+  GPUMUX_CHECK(scores.size() == ranks.size(), "one rank per score");
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    if (scores[i] == Engine::kNoFit || scores[i] == Policy::kDecline) continue;
+    if (!best || scores[i] > scores[*best] ||
+        (scores[i] == scores[*best] && ranks[i] < ranks[*best])) {
+      best = i;
+    }
+  }
+  return best;
+}
+
 Decision Engine::Decide(const core::Request& original) {
   Decision d;
   d.request = policy_->Adapt(original);

@@ -331,17 +331,11 @@ class Experiment {
     }
     next_start_ = n == 0 ? 0 : (next_start_ + examined) % n;
     const std::vector<std::int64_t> scores = engine_.ScoreNodes(pod, window_);
-    std::optional<std::size_t> best;
-    for (std::size_t k = 0; k < window_.size(); ++k) {
-      if (scores[k] == policy::Engine::kNoFit || scores[k] == policy::Policy::kDecline) continue;
-      const auto rank = [&](std::size_t j) {
-        return plan_.node_rank[static_cast<std::size_t>(window_[j])];
-      };
-      if (!best || scores[k] > scores[*best] ||
-          (scores[k] == scores[*best] && rank(k) < rank(*best))) {
-        best = k;
-      }
+    window_ranks_.clear();
+    for (core::NodeIndex i : window_) {
+      window_ranks_.push_back(plan_.node_rank[static_cast<std::size_t>(i)]);
     }
+    const std::optional<std::size_t> best = policy::ChooseBest(scores, window_ranks_);
     if (!best) {
       policy::Decision none;
       none.request = pod;
@@ -384,6 +378,7 @@ class Experiment {
   core::MilliGpu arrived_ = 0;
   std::vector<core::NodeIndex> all_nodes_;  // DecideSampled: every node, in index order
   std::vector<core::NodeIndex> window_;     // DecideSampled: the nodes sampled for this pod
+  std::vector<std::int64_t> window_ranks_;  // DecideSampled: their ranks
   std::size_t next_start_ = 0;              // DecideSampled: where the next search begins
   std::vector<int> arrive_pct_;
   std::vector<double> alloc_pct_;

@@ -66,6 +66,13 @@ struct EngineOptions {
   std::size_t memo_entries = kDefaultMemoEntries;
 };
 
+// The choice Engine::Decide makes, for callers that hold scores of a list of nodes (Engine::
+// ScoreNodes): the index of the highest score that is neither Engine::kNoFit nor
+// Policy::kDecline, ties to the smaller rank (`ranks[i]` is node i's); none when no node
+// qualifies. Both spans have one entry per node.
+std::optional<std::size_t> ChooseBest(std::span<const std::int64_t> scores,
+                                      std::span<const std::int64_t> ranks);
+
 class Engine {
  public:
   // `node_rank[i]` is node i's tie-break rank (smaller wins); it must be a permutation-like
