@@ -68,6 +68,10 @@ CLI::App* AddBoundCommand(CLI::App& app, BoundCliOptions& o) {
                   "Policies that place the pods for the best packing, in arrival order and largest "
                   "first (comma-separated; the best counts)")
       ->capture_default_str();
+  cmd->add_option("--at-least", o.at_least,
+                  "Also bound a policy held at or above this policy's allocation curve at every "
+                  "5 % of demand from 50 % (issue 32's 'at least FGD at every step'): a second LP "
+                  "with a floor per curve column, the policy run on the same arrivals");
   cmd->add_option("--nodes", o.nodes,
                   "Node list CSV [default: embedded openb_node_list_gpu_node, 1213 nodes]");
   cmd->add_option("--pods", o.pods,
@@ -82,6 +86,7 @@ CLI::App* AddBoundCommand(CLI::App& app, BoundCliOptions& o) {
       "\nExamples:\n"
       "  gpumux bound                                   # seed 42, 100% and 130% demand\n"
       "  gpumux bound --seeds 42-51 --demand 90,95,100,130\n"
+      "  gpumux bound --seeds 42-51 --demand 130 --at-least fgd\n"
       "  gpumux bound --pods openb_pod_list_gpushare40.csv --format json\n");
   return cmd;
 }
@@ -108,6 +113,13 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   if (policies.empty()) return fail("--hindsight-policy: no policy given");
+  if (!o.at_least.empty()) {
+    const policy::PolicyEntry* e = registry.Find(o.at_least);
+    if (e == nullptr || !e->For(policy::Workload::kPods)) {
+      return fail("--at-least: '" + o.at_least + "' is not a policy for pods (see 'gpumux " +
+                  "policies')");
+    }
+  }
 
   auto nodes = sim::NodeListOrEmbedded(o.nodes);
   if (!nodes) return fail(nodes.error().message);
@@ -130,11 +142,14 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
         << core::Plural(demands->size(), "demand point") << " on " << name << "\n"
         << std::flush;
   }
-  auto rows =
-      sim::ComputeBounds(*workload, *seeds, *demands, policies, o.threads, [&](std::size_t done) {
-        if (o.quiet) return;
-        err << "gpumux bound: " << done << "/" << seeds->size() << " seeds\n" << std::flush;
-      });
+  sim::BoundOptions options;
+  options.hindsight_policies = policies;
+  options.threads = o.threads;
+  options.at_least = o.at_least;
+  auto rows = sim::ComputeBounds(*workload, *seeds, *demands, options, [&](std::size_t done) {
+    if (o.quiet) return;
+    err << "gpumux bound: " << done << "/" << seeds->size() << " seeds\n" << std::flush;
+  });
   if (!rows) {
     err << "gpumux bound: " << rows.error().message << "\n";
     return 1;
@@ -144,39 +159,55 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
 
   // Means over seeds, per demand point.
   struct Mean {
-    double lp = 0, hindsight = 0;
+    double lp = 0, hindsight = 0, at_least = 0, lp_above = 0;
     std::size_t n = 0;
   };
+  const bool above = !o.at_least.empty();
   std::map<double, Mean> means;
   for (const sim::BoundRow& r : *rows) {
     Mean& m = means[r.demand_pct];
     m.lp += r.lp.alloc_pct;
     m.hindsight += r.hindsight.alloc_pct;
+    m.at_least += r.at_least_pct.value_or(0);
+    if (r.lp_above) m.lp_above += r.lp_above->alloc_pct;
     ++m.n;
   }
+  const auto mean = [](double sum, const Mean& m) { return sum / static_cast<double>(m.n); };
 
   if (o.format == "json") {
     nlohmann::json j;
     j["workload"] = name;
     j["hindsight_policies"] = policies;
+    if (above) j["at_least"] = o.at_least;
     j["rows"] = nlohmann::json::array();
     for (const sim::BoundRow& r : *rows) {
-      j["rows"].push_back({{"seed", r.seed},
-                           {"demand_pct", r.demand_pct},
-                           {"arrivals", r.arrivals},
-                           {"lp_bound_pct", r.lp.alloc_pct},
-                           {"hindsight_pct", r.hindsight.alloc_pct},
-                           {"hindsight_policy", r.hindsight.policy},
-                           {"pod_shapes", r.lp.pod_shapes},
-                           {"node_shapes", r.lp.node_shapes},
-                           {"lp_variables", r.lp.variables}});
+      nlohmann::json row = {{"seed", r.seed},
+                            {"demand_pct", r.demand_pct},
+                            {"arrivals", r.arrivals},
+                            {"lp_bound_pct", r.lp.alloc_pct},
+                            {"hindsight_pct", r.hindsight.alloc_pct},
+                            {"hindsight_policy", r.hindsight.policy},
+                            {"pod_shapes", r.lp.pod_shapes},
+                            {"node_shapes", r.lp.node_shapes},
+                            {"lp_variables", r.lp.variables}};
+      if (above) {
+        row["at_least_pct"] = r.at_least_pct ? nlohmann::json(*r.at_least_pct) : nlohmann::json();
+        row["lp_bound_at_least_pct"] = r.lp_above->alloc_pct;
+        row["lp_at_least_pod_classes"] = r.lp_above->pod_shapes;
+      }
+      j["rows"].push_back(std::move(row));
     }
     j["mean"] = nlohmann::json::array();
     for (const auto& [demand, m] : means) {
-      j["mean"].push_back({{"demand_pct", demand},
-                           {"seeds", m.n},
-                           {"lp_bound_pct", m.lp / static_cast<double>(m.n)},
-                           {"hindsight_pct", m.hindsight / static_cast<double>(m.n)}});
+      nlohmann::json row = {{"demand_pct", demand},
+                            {"seeds", m.n},
+                            {"lp_bound_pct", mean(m.lp, m)},
+                            {"hindsight_pct", mean(m.hindsight, m)}};
+      if (above) {
+        row["at_least_pct"] = mean(m.at_least, m);
+        row["lp_bound_at_least_pct"] = mean(m.lp_above, m);
+      }
+      j["mean"].push_back(std::move(row));
     }
     out << j.dump(2) << "\n";
     return 0;
@@ -185,24 +216,44 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
       << " nodes, " << workload->cluster.total_gpus() << " GPUs), % of GPU capacity\n"
       << "  best packing: the most any real packing found placed: " << o.hindsight_policies
       << " in arrival order or largest first, or fgd where the LP puts each pod (hindsight)\n"
-      << "  LP bound:  no policy allocates more (pooled nodes of one shape; GLPK)\n\n";
-  char line[160];
-  std::snprintf(line, sizeof line, "  %-6s %7s %9s %13s %10s  %s\n", "seed", "demand", "arrivals",
-                "best packing", "LP bound", "found by");
-  out << line;
-  for (const sim::BoundRow& r : *rows) {
-    std::snprintf(line, sizeof line, "  %-6llu %6.0f%% %9zu %13s %10s  %s\n",
-                  static_cast<unsigned long long>(r.seed), r.demand_pct, r.arrivals,
-                  Pct(r.hindsight.alloc_pct).c_str(), Pct(r.lp.alloc_pct).c_str(),
-                  r.hindsight.policy.c_str());
+      << "  LP bound:  no policy allocates more (pooled nodes of one shape; GLPK)\n";
+  if (above) {
+    out << "  " << o.at_least << ": what " << o.at_least << " allocates on the same arrivals\n"
+        << "  LP, >= " << o.at_least << ": no policy allocates more while its curve is at least "
+        << o.at_least << "'s at 50, 55, ... % demand\n";
+  }
+  out << "\n";
+  const std::string floor_head = "LP, >= " + o.at_least;
+  char line[200];
+  const auto print = [&](const std::string& seed, double demand, const std::string& arrivals,
+                         double best, double lp, const sim::BoundRow* r, const Mean* m,
+                         const std::string& how) {
+    std::snprintf(line, sizeof line, "  %-6s %6.0f%% %9s %13s %10s", seed.c_str(), demand,
+                  arrivals.c_str(), Pct(best).c_str(), Pct(lp).c_str());
     out << line;
+    if (above) {
+      const double at_least = r != nullptr ? r->at_least_pct.value_or(0) : mean(m->at_least, *m);
+      const double lp_above = r != nullptr ? r->lp_above->alloc_pct : mean(m->lp_above, *m);
+      std::snprintf(line, sizeof line, " %12s %16s", Pct(at_least).c_str(), Pct(lp_above).c_str());
+      out << line;
+    }
+    out << (how.empty() ? "" : "  ") << how << "\n";
+  };
+  std::snprintf(line, sizeof line, "  %-6s %7s %9s %13s %10s", "seed", "demand", "arrivals",
+                "best packing", "LP bound");
+  out << line;
+  if (above) {
+    std::snprintf(line, sizeof line, " %12s %16s", o.at_least.c_str(), floor_head.c_str());
+    out << line;
+  }
+  out << "  found by\n";
+  for (const sim::BoundRow& r : *rows) {
+    print(std::to_string(r.seed), r.demand_pct, std::to_string(r.arrivals), r.hindsight.alloc_pct,
+          r.lp.alloc_pct, &r, nullptr, r.hindsight.policy);
   }
   if (seeds->size() > 1) {
     for (const auto& [demand, m] : means) {
-      std::snprintf(line, sizeof line, "  %-6s %6.0f%% %9s %13s %10s\n", "mean", demand, "",
-                    Pct(m.hindsight / static_cast<double>(m.n)).c_str(),
-                    Pct(m.lp / static_cast<double>(m.n)).c_str());
-      out << line;
+      print("mean", demand, "", mean(m.hindsight, m), mean(m.lp, m), nullptr, &m, "");
     }
   }
   if (!o.quiet) {

@@ -102,8 +102,9 @@ struct BoundCliOptions {
   std::string seeds = "42";
   std::string demand = "100,130";
   std::string hindsight_policies = "fgd,fgd-sat-reserve,best-fit";
-  std::string nodes;  // "" = embedded
-  std::string pods;   // "" = embedded
+  std::string at_least;  // "" = no curve floor
+  std::string nodes;     // "" = embedded
+  std::string pods;      // "" = embedded
   std::string format = "table";
   int threads = 0;
   bool quiet = false;

@@ -110,7 +110,17 @@ PodShape ShapeOf(const core::Request& p) {
 }
 
 using NodeShapes = std::vector<std::pair<NodeShape, std::int64_t>>;  // shape, nodes
-using PodShapes = std::vector<std::pair<PodShape, std::int64_t>>;    // shape, pods arrived
+
+// Pods the LP counts together: one shape and the same weight in every curve floor (the share of
+// one pod's GPU milli that counts towards the floor: 1 before the floor's column, less inside
+// it, 0 after). Without floors a class is a shape.
+struct PodClass {
+  PodShape shape;
+  std::vector<double> floor_weight;
+  auto Key() const { return std::tie(shape, floor_weight); }
+  bool operator<(const PodClass& o) const { return Key() < o.Key(); }
+};
+using PodShapes = std::vector<std::pair<PodClass, std::int64_t>>;  // class, pods arrived
 
 // Rows: one per pod shape (at most as many as arrived), then per node shape CPU, memory, GPU
 // milli, GPU memory and cuts k = 1..kCuts (the weights of the shares on a node shape's GPUs are
@@ -118,9 +128,11 @@ using PodShapes = std::vector<std::pair<PodShape, std::int64_t>>;    // shape, p
 constexpr int kCuts = 4;  // more (up to 10 tried) do not lower the bound on the trace
 constexpr int kPerNode = 4 + kCuts;
 
-void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes) {
+void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes,
+             std::span<const double> floor_milli) {
   const int pod_rows = static_cast<int>(shapes.size());
-  glp_add_rows(lp, pod_rows + kPerNode * static_cast<int>(nodes.size()));
+  const int node_rows = kPerNode * static_cast<int>(nodes.size());
+  glp_add_rows(lp, pod_rows + node_rows + static_cast<int>(floor_milli.size()));
   for (int i = 0; i < pod_rows; ++i) {
     glp_set_row_bnds(lp, i + 1, GLP_UP, 0.0,
                      static_cast<double>(shapes[static_cast<std::size_t>(i)].second));
@@ -136,6 +148,10 @@ void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes) {
     for (int k = 0; k < kPerNode; ++k) {
       glp_set_row_bnds(lp, pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0, caps[k]);
     }
+  }
+  for (std::size_t f = 0; f < floor_milli.size(); ++f) {
+    glp_set_row_bnds(lp, pod_rows + node_rows + static_cast<int>(f) + 1, GLP_LO, floor_milli[f],
+                     0.0);
   }
 }
 
@@ -153,8 +169,10 @@ std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const 
     ar.push_back(v);
   };
   const int pod_rows = static_cast<int>(shapes.size());
+  const int floor_base = pod_rows + kPerNode * static_cast<int>(nodes.size()) + 1;
   for (std::size_t p = 0; p < shapes.size(); ++p) {
-    const PodShape& s = shapes[p].first;
+    const PodShape& s = shapes[p].first.shape;
+    const std::vector<double>& weight = shapes[p].first.floor_weight;
     for (std::size_t t = 0; t < nodes.size(); ++t) {
       if (!s.Fits(nodes[t].first)) continue;
       const int col = glp_add_cols(lp, 1);
@@ -170,6 +188,12 @@ std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const 
       for (int k = 0; k < kPerNode; ++k) {
         if (coef[k] != 0.0) put(base + k, col, coef[k]);
       }
+      for (std::size_t f = 0; f < weight.size(); ++f) {
+        if (weight[f] > 0) {
+          put(floor_base + static_cast<int>(f), col,
+              static_cast<double>(s.total_milli()) * weight[f]);
+        }
+      }
     }
   }
   if (column_use.size() > 1) {
@@ -178,17 +202,63 @@ std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const 
   return column_use;
 }
 
+// Curve floors as LP rows: per floor the GPU milli that must be allocated, and per pod (in
+// arrival order) the share of its GPU milli that counts in each (sim/packing_bound.h).
+struct FloorRows {
+  std::vector<double> milli;
+  std::vector<std::vector<double>> weight;  // [pod][floor]
+};
+
+FloorRows FloorRowsOf(const core::Cluster& cluster, std::span<const core::Request> arrivals,
+                      std::span<const CurveFloor> floors) {
+  // The curve's column of each arrival, rounded as the experiment rounds it.
+  const auto total_gpus = static_cast<double>(cluster.total_gpus());
+  std::vector<int> column(arrivals.size());
+  core::MilliGpu arrived = 0;
+  for (std::size_t i = 0; i < arrivals.size(); ++i) {
+    arrived += arrivals[i].total_gpu_milli();
+    column[i] =
+        static_cast<int>(RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0));
+  }
+  FloorRows rows;
+  rows.weight.resize(arrivals.size());
+  for (const CurveFloor& f : floors) {
+    const auto in_column =
+        static_cast<std::size_t>(std::count(column.begin(), column.end(), f.column));
+    if (in_column == 0) continue;  // the prefix ends before it: no row (the bound stays valid)
+    rows.milli.push_back(f.alloc_pct / 100.0 * static_cast<double>(cluster.total_gpu_milli()));
+    // The column's value is the mean over its arrivals of the allocation after each: a pod
+    // counts fully in the arrivals after the column's first, and in the column's arrivals from
+    // its own on.
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < arrivals.size(); ++i) {
+      double w = 0;
+      if (column[i] < f.column) {
+        w = 1;
+      } else if (column[i] == f.column) {
+        w = static_cast<double>(in_column - seen) / static_cast<double>(in_column);
+        ++seen;
+      }
+      rows.weight[i].push_back(w);
+    }
+  }
+  return rows;
+}
+
 core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
-                                     std::span<const core::Request> pods) {
+                                     std::span<const core::Request> pods,
+                                     const FloorRows& floors = {}) {
   const auto start = std::chrono::steady_clock::now();
   std::map<NodeShape, std::int64_t> node_count;
   for (const core::NodeSpec& n : cluster.nodes()) {
     if (n.gpus.empty()) continue;  // holds no GPU milli; CPU-only pods are left out too
     ++node_count[ShapeOf(n)];
   }
-  std::map<PodShape, std::int64_t> pod_count;
-  for (const core::Request& p : pods) {
-    if (p.wants_gpu()) ++pod_count[ShapeOf(p)];
+  std::map<PodClass, std::int64_t> pod_count;
+  for (std::size_t i = 0; i < pods.size(); ++i) {
+    if (!pods[i].wants_gpu()) continue;
+    ++pod_count[PodClass{ShapeOf(pods[i]),
+                         floors.milli.empty() ? std::vector<double>{} : floors.weight[i]}];
   }
   const NodeShapes nodes(node_count.begin(), node_count.end());
   const PodShapes shapes(pod_count.begin(), pod_count.end());
@@ -198,13 +268,15 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   out.pod_shapes = shapes.size();
   out.node_shapes = nodes.size();
   for (const auto& [shape, count] : nodes) solved.node_shapes.push_back(shape);
-  for (std::size_t i = 0; i < shapes.size(); ++i) solved.pod_shape_index[shapes[i].first] = i;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    solved.pod_shape_index[shapes[i].first.shape] = i;  // one class per shape without floors
+  }
   if (shapes.empty() || nodes.empty()) return solved;
 
   const GlpkEnvironmentRelease environment;
   std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
-  AddRows(lp.get(), shapes, nodes);
+  AddRows(lp.get(), shapes, nodes, floors.milli);
   const auto column_use = AddColumns(lp.get(), shapes, nodes);
   out.variables = column_use.size() - 1;
   if (out.variables == 0) return solved;
@@ -216,6 +288,11 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   glp_scale_prob(lp.get(), GLP_SF_AUTO);
   const int ret = glp_simplex(lp.get(), &params);
   const int status = glp_get_status(lp.get());
+  if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
+    return core::MakeError(core::ErrorCode::kFailedPrecondition,
+                           "no packing of these pods reaches every curve floor (the LP has no "
+                           "feasible solution)");
+  }
   if (ret != 0 || status != GLP_OPT) {
     return core::MakeError(core::ErrorCode::kFailedPrecondition,
                            "the LP solver (GLPK) did not find the optimum: glp_simplex returned " +
@@ -237,6 +314,14 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
 core::Result<LpBound> LpAllocationBound(const core::Cluster& cluster,
                                         std::span<const core::Request> pods) {
   auto solved = SolvePooledLp(cluster, pods);
+  if (!solved) return tl::unexpected(solved.error());
+  return solved->bound;
+}
+
+core::Result<LpBound> LpAllocationBoundAbove(const core::Cluster& cluster,
+                                             std::span<const core::Request> arrivals,
+                                             std::span<const CurveFloor> floors) {
+  auto solved = SolvePooledLp(cluster, arrivals, FloorRowsOf(cluster, arrivals, floors));
   if (!solved) return tl::unexpected(solved.error());
   return solved->bound;
 }
@@ -391,41 +476,63 @@ core::Result<HindsightResult> LpGuidedPacking(const Workload& workload, const Ar
 
 core::Result<std::vector<BoundRow>> ComputeBounds(
     const Workload& workload, std::span<const std::uint64_t> seeds, std::span<const double> demands,
-    std::span<const std::string> hindsight_policies, int threads,
-    const std::function<void(std::size_t done)>& progress) {
+    const BoundOptions& options, const std::function<void(std::size_t done)>& progress) {
   const double load = *std::max_element(demands.begin(), demands.end()) / 100.0;
   std::vector<std::vector<BoundRow>> per_seed(seeds.size());
   std::vector<std::optional<core::Error>> errors(seeds.size());
+  // One seed's rows; an error stops that seed.
+  const auto seed_rows = [&](std::uint64_t seed) -> core::Result<std::vector<BoundRow>> {
+    const ArrivalPlan plan = MakeStudyArrivals(workload.pods, workload.cluster, seed, load);
+    std::optional<ExperimentResult> floor_run;
+    if (!options.at_least.empty()) {
+      auto r = RunExperiment(workload, plan, options.at_least, seed, load);
+      if (!r) return tl::unexpected(r.error());
+      floor_run = std::move(*r);
+    }
+    std::vector<BoundRow> rows;
+    for (double demand : demands) {
+      BoundRow row{seed, demand, 0, {}, {}, {}, {}};
+      const std::vector<Arrival> prefix = DemandPrefix(workload, plan, demand);
+      row.arrivals = prefix.size();
+      std::vector<core::Request> pods;
+      pods.reserve(prefix.size());
+      for (const Arrival& a : prefix) pods.push_back(workload.pods[a.pod]);
+      auto lp = LpAllocationBound(workload.cluster, pods);
+      if (!lp) return tl::unexpected(lp.error());
+      row.lp = *lp;
+      auto hindsight = HindsightPacking(workload, plan, prefix, options.hindsight_policies, seed);
+      if (!hindsight) return tl::unexpected(hindsight.error());
+      row.hindsight = *hindsight;
+      auto guided = LpGuidedPacking(workload, plan, prefix, seed);
+      if (!guided) return tl::unexpected(guided.error());
+      if (guided->alloc_pct > row.hindsight.alloc_pct) row.hindsight = *guided;
+      if (floor_run) {
+        const Curve& curve = floor_run->alloc_curve;
+        const auto column = [&curve](int x) {
+          return static_cast<std::size_t>(x) < curve.size() ? curve[static_cast<std::size_t>(x)]
+                                                            : std::nullopt;
+        };
+        row.at_least_pct = column(static_cast<int>(demand));
+        std::vector<CurveFloor> floors;
+        for (int x = 50; x <= static_cast<int>(demand); x += options.floor_step) {
+          if (const auto v = column(x)) floors.push_back({x, *v - 0.01});
+        }
+        auto above = LpAllocationBoundAbove(workload.cluster, pods, floors);
+        if (!above) return tl::unexpected(above.error());
+        row.lp_above = *above;
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  };
   RunParallel(
-      seeds.size(), threads,
+      seeds.size(), options.threads,
       [&](std::size_t i) {
-        const ArrivalPlan plan = MakeStudyArrivals(workload.pods, workload.cluster, seeds[i], load);
-        for (double demand : demands) {
-          BoundRow row{seeds[i], demand, 0, {}, {}};
-          const std::vector<Arrival> prefix = DemandPrefix(workload, plan, demand);
-          row.arrivals = prefix.size();
-          std::vector<core::Request> pods;
-          pods.reserve(prefix.size());
-          for (const Arrival& a : prefix) pods.push_back(workload.pods[a.pod]);
-          auto lp = LpAllocationBound(workload.cluster, pods);
-          if (!lp) {
-            errors[i] = lp.error();
-            return;
-          }
-          row.lp = *lp;
-          auto hindsight = HindsightPacking(workload, plan, prefix, hindsight_policies, seeds[i]);
-          if (!hindsight) {
-            errors[i] = hindsight.error();
-            return;
-          }
-          row.hindsight = *hindsight;
-          auto guided = LpGuidedPacking(workload, plan, prefix, seeds[i]);
-          if (!guided) {
-            errors[i] = guided.error();
-            return;
-          }
-          if (guided->alloc_pct > row.hindsight.alloc_pct) row.hindsight = *guided;
-          per_seed[i].push_back(std::move(row));
+        auto rows = seed_rows(seeds[i]);
+        if (rows) {
+          per_seed[i] = std::move(*rows);
+        } else {
+          errors[i] = rows.error();
         }
       },
       [&](std::size_t, std::size_t done) {

@@ -40,6 +40,21 @@ TEST(BoundCli, JsonHasARowPerSeedAndDemandAndTheMeans) {
   EXPECT_EQ(j["mean"][0]["seeds"], 1);
 }
 
+TEST(BoundCli, AtLeastAddsThePolicyAndTheBoundAboveItsCurve) {
+  const CliRun r =
+      Gpumux({"bound", "--demand", "95", "--at-least", "fgd", "--format", "json", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["at_least"], "fgd");
+  const nlohmann::json& row = j["rows"][0];
+  EXPECT_LE(row["at_least_pct"].get<double>(), row["lp_bound_at_least_pct"].get<double>());
+  EXPECT_LE(row["lp_bound_at_least_pct"].get<double>(), row["lp_bound_pct"].get<double>() + 1e-9);
+  EXPECT_TRUE(j["mean"][0].contains("lp_bound_at_least_pct"));
+  const CliRun table = Gpumux({"bound", "--demand", "95", "--at-least", "fgd", "-q"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("LP, >= fgd"), std::string::npos) << table.out;
+}
+
 class BoundUsage : public ::testing::TestWithParam<UsageCase> {};
 TEST_P(BoundUsage, IsRefusedWithTheReason) { ExpectUsageError(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
@@ -52,6 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"a_training_job_policy",
                   {"bound", "--hindsight-policy", "iadeep"},
                   {"'iadeep' is not a policy for pods"}},
+        UsageCase{"at_least_unknown",
+                  {"bound", "--at-least", "nope"},
+                  {"--at-least: 'nope' is not a policy for pods"}},
         UsageCase{"no_such_pods_file",
                   {"bound", "--pods", "/nonexistent/pods.csv"},
                   {"/nonexistent/pods.csv"}},

@@ -60,6 +60,45 @@ TEST(LpAllocationBound, ANodeOfMixedGpusTakesWhatItsOtherGpuFits) {
   EXPECT_NEAR(Bound(mixed, {RequestBuilder("b").Gpus(1).GpuMemory(30000)}), 50.0, 1e-6);
 }
 
+double BoundAbove(const core::Cluster& cluster, const std::vector<core::Request>& arrivals,
+                  const std::vector<CurveFloor>& floors) {
+  auto b = LpAllocationBoundAbove(cluster, arrivals, floors);
+  EXPECT_TRUE(b.has_value()) << b.error().message;
+  return b ? b->alloc_pct : -1;
+}
+
+// One GPU, an 810-milli share, then a whole-GPU pod (arrived demand 81 %, then 181 %). Free to
+// choose, the LP takes the whole pod; held to a floor at column 81 it must place the share, and
+// the cut keeps the whole pod off its GPU.
+TEST(LpAllocationBoundAbove, AFloorMakesThePolicyPlaceWhatArrivedFirst) {
+  const core::Cluster one_gpu = ClusterBuilder().Node("n", 8000, 32768).Gpus(1).Build();
+  const std::vector<core::Request> arrivals = {RequestBuilder("share").Share(810),
+                                               RequestBuilder("whole").Gpus(1)};
+  EXPECT_NEAR(Bound(one_gpu, arrivals), 100.0, 1e-6);
+  EXPECT_NEAR(BoundAbove(one_gpu, arrivals, {}), 100.0, 1e-6);
+  EXPECT_NEAR(BoundAbove(one_gpu, arrivals, {{81, 81.0}}), 81.0, 1e-6);
+  // A floor of 40 %: at least 40/81 of the share, the rest of the GPU for the whole pod.
+  EXPECT_NEAR(BoundAbove(one_gpu, arrivals, {{81, 40.0}}), 100.0 - 19.0 * 40.0 / 81.0, 1e-6);
+  // A floor on a column no arrival is in is left out; one no packing meets is an error.
+  EXPECT_NEAR(BoundAbove(one_gpu, arrivals, {{50, 100.0}}), 100.0, 1e-6);
+  auto impossible = LpAllocationBoundAbove(one_gpu, arrivals, std::vector<CurveFloor>{{81, 90.0}});
+  ASSERT_FALSE(impossible.has_value());
+  EXPECT_NE(impossible.error().message.find("curve floor"), std::string::npos);
+}
+
+// A column is the mean over its arrivals of the allocation after each: one GPU, an 810-milli
+// share (81 %) and a 4-milli one (81.4 %) in column 81, then a whole-GPU pod. Both shares placed
+// make the column's mean (810 + 814) / 2 = 812 milli, 81.2 %: a floor of 81.2 % is met (and the
+// whole pod cannot come), one of 81.3 % is not, though the allocation after the column is 81.4 %.
+TEST(LpAllocationBoundAbove, AColumnIsTheMeanOverItsArrivals) {
+  const core::Cluster one_gpu = ClusterBuilder().Node("n", 8000, 32768).Gpus(1).Build();
+  const std::vector<core::Request> arrivals = {
+      RequestBuilder("a").Share(810), RequestBuilder("b").Share(4), RequestBuilder("c").Gpus(1)};
+  EXPECT_NEAR(BoundAbove(one_gpu, arrivals, {{81, 81.2}}), 81.4, 1e-6);
+  EXPECT_FALSE(
+      LpAllocationBoundAbove(one_gpu, arrivals, std::vector<CurveFloor>{{81, 81.3}}).has_value());
+}
+
 // A random small cluster and pod list: the bound is above every real packing, whatever the
 // policy or the order, and the best packing found is below the bound.
 TEST(LpAllocationBound, IsAboveEveryRealPackingOnRandomInstances) {
@@ -143,8 +182,10 @@ TEST(ComputeBounds, BracketsTheOptimumOnTheDefaultTrace) {
   const Workload& w = testing_fixtures::EmbeddedWorkload();
   const std::vector<std::uint64_t> seeds = {42};
   const std::vector<double> demands = {50, 100, 130};
-  const std::vector<std::string> policies = {"fgd"};
-  auto rows = ComputeBounds(w, seeds, demands, policies, 1);
+  BoundOptions options;
+  options.hindsight_policies = {"fgd"};
+  options.threads = 1;
+  auto rows = ComputeBounds(w, seeds, demands, options);
   ASSERT_TRUE(rows.has_value()) << rows.error().message;
   ASSERT_EQ(rows->size(), 3u);
   EXPECT_NEAR((*rows)[0].hindsight.alloc_pct, (*rows)[0].lp.alloc_pct, 1e-6) << "all fit at 50%";
@@ -158,6 +199,29 @@ TEST(ComputeBounds, BracketsTheOptimumOnTheDefaultTrace) {
   ASSERT_TRUE(fgd.has_value());
   EXPECT_LE(*fgd->alloc_pct_at_130, (*rows)[2].lp.alloc_pct);
   EXPECT_LT((*rows)[1].lp.alloc_pct, 99.0) << "the cuts make the bound at 100% demand bite";
+  for (const BoundRow& r : *rows) EXPECT_FALSE(r.lp_above.has_value());
+}
+
+// Held at or above fgd's own curve: fgd meets the floors, so the bound is at least what it
+// allocates, and at most the bound without floors.
+TEST(ComputeBounds, AtLeastAPolicysCurveIsBetweenItAndTheFreeBound) {
+  const Workload& w = testing_fixtures::EmbeddedWorkload();
+  const std::vector<std::uint64_t> seeds = {42};
+  const std::vector<double> demands = {95, 130};
+  BoundOptions options;
+  options.hindsight_policies = {"fgd"};
+  options.threads = 1;
+  options.at_least = "fgd";
+  auto rows = ComputeBounds(w, seeds, demands, options);
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 2u);
+  for (const BoundRow& r : *rows) {
+    ASSERT_TRUE(r.lp_above.has_value() && r.at_least_pct.has_value()) << r.demand_pct;
+    EXPECT_LE(*r.at_least_pct, r.lp_above->alloc_pct + 1e-6) << r.demand_pct;
+    EXPECT_LE(r.lp_above->alloc_pct, r.lp.alloc_pct + 1e-6) << r.demand_pct;
+  }
+  EXPECT_LT((*rows)[1].lp_above->alloc_pct, (*rows)[1].lp.alloc_pct - 1.0)
+      << "at 130 % the floors keep the 810-milli shares that arrived before saturation";
 }
 
 }  // namespace

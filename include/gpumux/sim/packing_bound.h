@@ -21,11 +21,22 @@
 //   the one placement engine: the pods in arrival order (what the policy does online) or sorted
 //   largest first, or where the LP's solution puts them. Knowing every arrival in advance is
 //   what no scheduler can; the best of them shows how much of the LP's gap is real.
+// - LpAllocationBoundAbove: the same LP for a policy held to a floor under its allocation curve
+//   (issue 32: "at least FGD at every 5 % step"): the most any policy, online or not, could
+//   allocate while its curve stays at or above another policy's at the given columns. A column X
+//   of the curve is the mean, over the arrivals whose rounded arrived demand is X %, of the GPU
+//   milli allocated after each (sim/experiment.h); a pod placed counts fully in the columns after
+//   its own and, in its own column, in the share of that column's arrivals from it on. The LP's
+//   pods are then counted per shape and per those weights (the pods of a floor's column one by
+//   one), with a row per floor: the placed milli, so weighted, is at least the floor's. A pod is
+//   placed when it arrives or never, so its milli counts in every later column: the rows are
+//   exact for the policy's mean, and every policy that meets the floors is a solution.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +61,21 @@ struct LpBound {
 // allocate no GPU). Errors: the solver's failure (kFailedPrecondition), with GLPK's status.
 core::Result<LpBound> LpAllocationBound(const core::Cluster& cluster,
                                         std::span<const core::Request> pods);
+
+// A floor under the allocation curve: the mean allocation over column `column`'s arrivals is at
+// least `alloc_pct` % of the cluster's GPU milli.
+struct CurveFloor {
+  int column = 0;
+  double alloc_pct = 0;
+};
+
+// The LP bound (above) on `arrivals` (every arrival in arrival order, CPU-only pods too: each is
+// an event of the curve) for a policy whose curve meets every floor. A floor whose column holds
+// none of the arrivals is left out (the bound stays valid). Errors: as LpAllocationBound, and
+// kFailedPrecondition when no packing meets the floors.
+core::Result<LpBound> LpAllocationBoundAbove(const core::Cluster& cluster,
+                                             std::span<const core::Request> arrivals,
+                                             std::span<const CurveFloor> floors);
 
 // The arrivals of `plan` whose running GPU demand stays within `demand_pct` % of the cluster's
 // GPU milli (+ half a percent: the study's curve column X holds the events whose rounded arrived
@@ -82,14 +108,29 @@ struct BoundRow {
   std::size_t arrivals = 0;  // in the prefix
   LpBound lp;
   HindsightResult hindsight;
+  // With a policy to stay above (BoundOptions::at_least): its curve's column here, and the LP
+  // bound for a policy at or above its curve at every `floor_step` % from 50 % to this column.
+  std::optional<double> at_least_pct;
+  std::optional<LpBound> lp_above;
 };
 
-// Every (seed, demand) of the study's plans (made at load max(demands) / 100), on up to
-// `threads` threads (0 = all cores); rows in seed order, then demand order. `progress`, when
-// set, is called after each seed (under a lock) with the seeds done.
+struct BoundOptions {
+  std::vector<std::string> hindsight_policies;
+  int threads = 0;  // seeds in parallel (0 = all cores)
+  // A policy whose curve the bound's second LP stays above, at columns 50, 50 + step, ... up to
+  // the demand point; empty: none.
+  std::string at_least;
+  int floor_step = 5;
+};
+
+// Every (seed, demand) of the study's plans (made at load max(demands) / 100: at 130 % the plans
+// of `gpumux simulate`'s default load), seeds on options.threads threads; rows in seed order,
+// then demand order. `progress`, when set, is called after each seed (under a lock) with the
+// seeds done. With options.at_least, the floors are that policy's curve on the same plan, each
+// column less 0.01 % (a column is rounded twice to 2 decimals: a curve whose rounded column is at
+// least the floor policy's has a mean at most 0.01 below it).
 core::Result<std::vector<BoundRow>> ComputeBounds(
     const Workload& workload, std::span<const std::uint64_t> seeds, std::span<const double> demands,
-    std::span<const std::string> hindsight_policies, int threads,
-    const std::function<void(std::size_t done)>& progress = {});
+    const BoundOptions& options, const std::function<void(std::size_t done)>& progress = {});
 
 }  // namespace gpumux::sim
