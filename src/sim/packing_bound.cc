@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -122,43 +123,116 @@ struct PodClass {
 };
 using PodShapes = std::vector<std::pair<PodClass, std::int64_t>>;  // class, pods arrived
 
-// Rows: one per pod shape (at most as many as arrived), then per node shape CPU, memory, GPU
-// milli, GPU memory and cuts k = 1..kCuts (the weights of the shares on a node shape's GPUs are
-// at most its GPUs: PodShape::CutWeight).
+// Every way to fill one GPU: the multisets of the pods' per-GPU milli that sum to at most a GPU
+// (Gilmore and Gomory's configurations). In any packing each GPU holds one of them, so counting
+// the GPUs per configuration bounds what the GPUs' remainders can take: two 470s leave 60 milli
+// that only a 50 fills, where the milli row alone would give them to a 320 (see the rows below).
+struct Configurations {
+  std::vector<core::MilliGpu> sizes;                    // distinct, ascending, above 0
+  std::vector<std::vector<std::pair<int, int>>> fills;  // per configuration: (size index, pods)
+};
+
+// More configurations than this (many small sizes) and the rows are left out: the bound is the
+// pooled LP's alone. The trace's lists have about 7,000.
+constexpr std::size_t kMaxConfigurations = 200000;
+
+Configurations ConfigurationsOf(const PodShapes& shapes) {
+  Configurations c;
+  for (const auto& [cls, count] : shapes) {
+    if (cls.shape.milli > 0) c.sizes.push_back(cls.shape.milli);
+  }
+  std::sort(c.sizes.begin(), c.sizes.end());
+  c.sizes.erase(std::unique(c.sizes.begin(), c.sizes.end()), c.sizes.end());
+  std::vector<std::pair<int, int>> fill;
+  bool too_many = false;
+  const std::function<void(std::size_t, core::MilliGpu)> walk = [&](std::size_t i,
+                                                                    core::MilliGpu room) {
+    if (too_many) return;
+    if (i == c.sizes.size()) {
+      if (!fill.empty()) c.fills.push_back(fill);
+      too_many = c.fills.size() > kMaxConfigurations;
+      return;
+    }
+    walk(i + 1, room);
+    for (int k = 1; static_cast<core::MilliGpu>(k) * c.sizes[i] <= room; ++k) {
+      fill.emplace_back(static_cast<int>(i), k);
+      walk(i + 1, room - static_cast<core::MilliGpu>(k) * c.sizes[i]);
+      fill.pop_back();
+    }
+  };
+  walk(0, core::kMilliPerGpu);
+  if (too_many) return {};
+  return c;
+}
+
+// Rows, in this order:
+// - one per pod class: at most as many as arrived;
+// - per node shape: CPU, memory, GPU milli, GPU memory and cuts k = 1..kCuts (the weights of the
+//   shares on a node shape's GPUs are at most its GPUs: PodShape::CutWeight);
+// - one per curve floor: the GPU milli placed, weighted as FloorRows says, at least the floor's;
+// - one per pod size (per-GPU milli) of the configurations: the GPUs that pods of that size take
+//   are at most the places for that size in the configurations counted;
+// - one: the configurations counted are at most the cluster's GPUs.
 constexpr int kCuts = 4;  // more (up to 10 tried) do not lower the bound on the trace
 constexpr int kPerNode = 4 + kCuts;
 
-void AddRows(glp_prob* lp, const PodShapes& shapes, const NodeShapes& nodes,
-             std::span<const double> floor_milli) {
-  const int pod_rows = static_cast<int>(shapes.size());
-  const int node_rows = kPerNode * static_cast<int>(nodes.size());
-  glp_add_rows(lp, pod_rows + node_rows + static_cast<int>(floor_milli.size()));
-  for (int i = 0; i < pod_rows; ++i) {
-    glp_set_row_bnds(lp, i + 1, GLP_UP, 0.0,
-                     static_cast<double>(shapes[static_cast<std::size_t>(i)].second));
+struct Layout {
+  int node_base = 0;   // first row of the node shapes' rows, 1-based
+  int floor_base = 0;  // first floor row
+  int size_base = 0;   // first pod-size row
+  int gpu_row = 0;     // the configurations' GPU count
+  int rows = 0;
+};
+
+Layout LayoutOf(const PodShapes& shapes, const NodeShapes& nodes, std::size_t floors,
+                const Configurations& configurations) {
+  Layout l;
+  l.node_base = static_cast<int>(shapes.size()) + 1;
+  l.floor_base = l.node_base + kPerNode * static_cast<int>(nodes.size());
+  l.size_base = l.floor_base + static_cast<int>(floors);
+  l.gpu_row = l.size_base + static_cast<int>(configurations.sizes.size());
+  l.rows = l.gpu_row - 1 + (configurations.fills.empty() ? 0 : 1);
+  return l;
+}
+
+void AddRows(glp_prob* lp, const Layout& l, const PodShapes& shapes, const NodeShapes& nodes,
+             std::span<const double> floor_milli, const Configurations& configurations) {
+  glp_add_rows(lp, l.rows);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    glp_set_row_bnds(lp, static_cast<int>(i) + 1, GLP_UP, 0.0,
+                     static_cast<double>(shapes[i].second));
   }
+  double gpus = 0;
   for (std::size_t t = 0; t < nodes.size(); ++t) {
     const NodeShape& n = nodes[t].first;
     const auto count = static_cast<double>(nodes[t].second);
+    gpus += count * n.gpus;
     double caps[kPerNode] = {count * static_cast<double>(n.cpu),
                              count * static_cast<double>(n.memory),
                              count * n.gpus * static_cast<double>(core::kMilliPerGpu),
                              count * static_cast<double>(n.gpu_mib_total)};
     for (int k = 1; k <= kCuts; ++k) caps[3 + k] = count * n.gpus;
     for (int k = 0; k < kPerNode; ++k) {
-      glp_set_row_bnds(lp, pod_rows + kPerNode * static_cast<int>(t) + k + 1, GLP_UP, 0.0, caps[k]);
+      glp_set_row_bnds(lp, l.node_base + kPerNode * static_cast<int>(t) + k, GLP_UP, 0.0, caps[k]);
     }
   }
   for (std::size_t f = 0; f < floor_milli.size(); ++f) {
-    glp_set_row_bnds(lp, pod_rows + node_rows + static_cast<int>(f) + 1, GLP_LO, floor_milli[f],
-                     0.0);
+    glp_set_row_bnds(lp, l.floor_base + static_cast<int>(f), GLP_LO, floor_milli[f], 0.0);
   }
+  if (configurations.fills.empty()) return;
+  for (std::size_t s = 0; s < configurations.sizes.size(); ++s) {
+    glp_set_row_bnds(lp, l.size_base + static_cast<int>(s), GLP_UP, 0.0, 0.0);
+  }
+  glp_set_row_bnds(lp, l.gpu_row, GLP_UP, 0.0, gpus);
 }
 
-// Columns: one per (pod shape, node shape) where one such pod fits one such node, maximising
-// the GPU milli placed. Returns what each column is: column c -> (pod shape, node shape) at c.
-std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const PodShapes& shapes,
-                                                            const NodeShapes& nodes) {
+// Columns: one per (pod class, node shape) where one such pod fits one such node, maximising
+// the GPU milli placed, then one per configuration (how many GPUs hold it). Returns what each
+// of the first columns is: column c -> (pod class, node shape) at c.
+std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const Layout& l,
+                                                            const PodShapes& shapes,
+                                                            const NodeShapes& nodes,
+                                                            const Configurations& configurations) {
   std::vector<std::pair<std::size_t, std::size_t>> column_use{{0, 0}};
   std::vector<int> ia{0};
   std::vector<int> ja{0};
@@ -168,11 +242,13 @@ std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const 
     ja.push_back(col);
     ar.push_back(v);
   };
-  const int pod_rows = static_cast<int>(shapes.size());
-  const int floor_base = pod_rows + kPerNode * static_cast<int>(nodes.size()) + 1;
+  const bool counted = !configurations.fills.empty();
   for (std::size_t p = 0; p < shapes.size(); ++p) {
     const PodShape& s = shapes[p].first.shape;
     const std::vector<double>& weight = shapes[p].first.floor_weight;
+    const auto size =
+        std::lower_bound(configurations.sizes.begin(), configurations.sizes.end(), s.milli) -
+        configurations.sizes.begin();
     for (std::size_t t = 0; t < nodes.size(); ++t) {
       if (!s.Fits(nodes[t].first)) continue;
       const int col = glp_add_cols(lp, 1);
@@ -184,19 +260,26 @@ std::vector<std::pair<std::size_t, std::size_t>> AddColumns(glp_prob* lp, const 
                                static_cast<double>(s.gpus) * static_cast<double>(s.gpu_mib)};
       for (int k = 1; k <= kCuts; ++k) coef[3 + k] = s.CutWeight(k);
       put(static_cast<int>(p) + 1, col, 1.0);
-      const int base = pod_rows + kPerNode * static_cast<int>(t) + 1;
+      const int base = l.node_base + kPerNode * static_cast<int>(t);
       for (int k = 0; k < kPerNode; ++k) {
         if (coef[k] != 0.0) put(base + k, col, coef[k]);
       }
       for (std::size_t f = 0; f < weight.size(); ++f) {
         if (weight[f] > 0) {
-          put(floor_base + static_cast<int>(f), col,
+          put(l.floor_base + static_cast<int>(f), col,
               static_cast<double>(s.total_milli()) * weight[f]);
         }
       }
+      if (counted && s.milli > 0) put(l.size_base + static_cast<int>(size), col, s.gpus);
     }
   }
-  if (column_use.size() > 1) {
+  for (const auto& fill : configurations.fills) {
+    const int col = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, col, GLP_LO, 0.0, 0.0);
+    for (const auto& [size, pods] : fill) put(l.size_base + size, col, -pods);
+    put(l.gpu_row, col, 1.0);
+  }
+  if (ia.size() > 1) {
     glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
   }
   return column_use;
@@ -276,8 +359,11 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   const GlpkEnvironmentRelease environment;
   std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
-  AddRows(lp.get(), shapes, nodes, floors.milli);
-  const auto column_use = AddColumns(lp.get(), shapes, nodes);
+  const Configurations configurations = ConfigurationsOf(shapes);
+  out.configurations = configurations.fills.size();
+  const Layout layout = LayoutOf(shapes, nodes, floors.milli.size(), configurations);
+  AddRows(lp.get(), layout, shapes, nodes, floors.milli, configurations);
+  const auto column_use = AddColumns(lp.get(), layout, shapes, nodes, configurations);
   out.variables = column_use.size() - 1;
   if (out.variables == 0) return solved;
   glp_smcp params;

@@ -36,6 +36,17 @@ TEST(LpAllocationBound, TwoSharesAboveHalfCannotShareAGpu) {
               100.0, 1e-6);
 }
 
+// Two 470s and a 70 on one GPU: the milli row and the cuts allow all of them fractionally
+// (1010 of 1000 milli, so 100 %); counting the ways to fill the GPU, the two 470s leave 60 milli
+// the 70 does not fit, so the bound falls to just above the best packing (940).
+TEST(LpAllocationBound, CountingTheWaysToFillAGpuSeesTheRemainders) {
+  const core::Cluster one_gpu = ClusterBuilder().Node("n", 8000, 32768).Gpus(1).Build();
+  const double b = Bound(one_gpu, {RequestBuilder("a").Share(470), RequestBuilder("b").Share(470),
+                                   RequestBuilder("c").Share(70)});
+  EXPECT_GE(b, 94.0 - 1e-6);
+  EXPECT_LT(b, 95.0);
+}
+
 TEST(LpAllocationBound, CpuModelsAndSizesLimitWhatCounts) {
   // Two GPUs and 4 cores: whole-GPU pods of 3 cores each; the pooled LP takes 4/3 of them.
   const core::Cluster cpu_bound = ClusterBuilder().Node("n", 4000, 32768).Gpus(2).Build();
