@@ -126,7 +126,7 @@ using PodShapes = std::vector<std::pair<PodClass, std::int64_t>>;  // class, pod
 // Every way to fill one GPU: the multisets of the pods' per-GPU milli that sum to at most a GPU
 // (Gilmore and Gomory's configurations). In any packing each GPU holds one of them, so counting
 // the GPUs per configuration bounds what the GPUs' remainders can take: two 470s leave 60 milli
-// that only a 50 fills, where the milli row alone would give them to a 320 (see the rows below).
+// that only a 50 fills, where the milli row alone lets six such remainders add up to a 320.
 struct Configurations {
   std::vector<core::MilliGpu> sizes;                    // distinct, ascending, above 0
   std::vector<std::vector<std::pair<int, int>>> fills;  // per configuration: (size index, pods)

@@ -51,7 +51,8 @@ namespace gpumux::sim {
 
 struct LpBound {
   double alloc_pct = 0;            // the LP optimum: GPU milli placed, % of the cluster's
-  std::size_t pod_shapes = 0;      // distinct GPU pod shapes in the prefix (the LP's rows)
+  std::size_t pod_shapes = 0;      // distinct GPU pod shapes in the prefix (the LP's rows; with
+                                   // curve floors, pod classes: shape and floor weights)
   std::size_t node_shapes = 0;     // distinct node shapes
   std::size_t variables = 0;       // (pod shape, node shape) pairs that fit
   std::size_t configurations = 0;  // ways to fill one GPU counted (0: too many, left out)
