@@ -189,7 +189,8 @@ int RunBound(const BoundCliOptions& o, std::ostream& out, std::ostream& err) {
                             {"hindsight_policy", r.hindsight.policy},
                             {"pod_shapes", r.lp.pod_shapes},
                             {"node_shapes", r.lp.node_shapes},
-                            {"lp_variables", r.lp.variables}};
+                            {"lp_variables", r.lp.variables},
+                            {"lp_gpu_configurations", r.lp.configurations}};
       if (above) {
         row["at_least_pct"] = r.at_least_pct ? nlohmann::json(*r.at_least_pct) : nlohmann::json();
         row["lp_bound_at_least_pct"] = r.lp_above->alloc_pct;

@@ -36,6 +36,7 @@ TEST(BoundCli, JsonHasARowPerSeedAndDemandAndTheMeans) {
   EXPECT_EQ(row["demand_pct"], 100.0);
   EXPECT_LE(row["hindsight_pct"].get<double>(), row["lp_bound_pct"].get<double>());
   EXPECT_GT(row["lp_variables"].get<int>(), 0);
+  EXPECT_GT(row["lp_gpu_configurations"].get<int>(), 1000) << "the ways to fill one GPU";
   ASSERT_EQ(j["mean"].size(), 1u);
   EXPECT_EQ(j["mean"][0]["seeds"], 1);
 }
