@@ -255,8 +255,7 @@ Registry MakeBuiltins() {
          {},
          [](const PolicyContext& c) {
            return std::make_unique<FgdSatPolicy>(c.typical_pods, 0, 0, /*keep_rare_nodes=*/true);
-         },
-         /*compared=*/false});
+         }});
   r.Add({"first-node",
          "First-Fit: the first node in rank order that fits, lowest-indexed GPUs",
          "the first node that fits, in rank order (First-Fit): the floor of packing policies.",

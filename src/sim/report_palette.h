@@ -3,15 +3,16 @@
 // policy looks the same in every report whichever policies ran with it, and a fill palette of its
 // own for the DL report's workload classes.
 //
-// Policy lines: colour alone cannot keep 12 policies apart for every reader, so each look is a
-// pair, and the pairs are distinct. The colours are Okabe-Ito's (Okabe & Ito 2008, safe for the
-// common colour-vision deficiencies) plus two dark ones from Paul Tol's "muted" scheme; the dash
-// pattern says the family:
+// Policy lines: colour alone cannot keep 12 or more policies apart for every reader, so each look
+// is a pair, and the pairs are distinct. The colours are Okabe-Ito's (Okabe & Ito 2008, safe for
+// the common colour-vision deficiencies) plus two dark ones from Paul Tol's "muted" scheme; the
+// dash pattern says the family:
 //   solid      the FGD study's six policies, each its own colour;
-//   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat, fgd-sat-reserve),
-//              colours of their own (fgd-sat's olive and fgd-sat-reserve's magenta are Tol's,
-//              outside the hash palette below), so that the default `gpumux simulate` (these
-//              eleven) needs no two lines of one colour;
+//   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat, fgd-sat-reserve,
+//              fgd-sat-keep), colours of their own (fgd-sat's olive and fgd-sat-reserve's
+//              magenta are Tol's, fgd-sat-keep's a mid grey, all outside the hash palette below),
+//              so that the default `gpumux simulate` (these twelve) needs no two lines of one
+//              colour;
 //   dash-dot   the co-location policies of the DL report (first-fit, iadeep, gpumux); with
 //              exclusive they take four well-separated colours (black, bluish green, blue,
 //              vermillion) that they share with study policies only across families.
