@@ -18,7 +18,7 @@ _spec = importlib.util.spec_from_file_location(
     'failures_by_kind', os.path.join(ROOT, 'scripts', 'failures-by-kind.py'))
 _fbk = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_fbk)
-kind = _fbk.kind
+failed_before = _fbk.failed_before
 def run(policy, env, seed, pl):
     e = dict(os.environ, **env)
     out = subprocess.run([G, 'simulate', '--policy', policy, '--seeds', str(seed), '--no-report', '-q',
@@ -26,16 +26,7 @@ def run(policy, env, seed, pl):
     doc = json.loads(out)
     curve = doc['runs'][0]['alloc_curve']
     cap = doc['config']['cluster_gpus'] * 1000
-    fails = collections.defaultdict(collections.Counter)
-    arrived = 0
-    for row in csv.DictReader(open(pl)):
-        p = pods[row['source_pod']]
-        arrived += int(p['num_gpu']) * int(p['gpu_milli'])
-        pct = round(arrived / cap * 100)
-        if row['node'] == '':
-            for x in (95, 100):
-                if pct <= x: fails[x][kind(p)] += 1
-    return curve, fails
+    return curve, failed_before(pl, pods, cap, (95, 100))
 lo, hi = map(int, seeds.split('-'))
 res = {}
 for v in ['fgd=fgd'] + variants:

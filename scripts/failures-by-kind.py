@@ -27,6 +27,22 @@ def kind(pod):
     return 'share-810' if milli == 810 else 'share'
 
 
+def failed_before(placements, pods, capacity, points):
+    """Failed pods by kind in one `--placements` file, counted from the first arrival until
+    arrived demand reaches each point (%): {point: Counter(kind -> pods)}."""
+    failed = collections.defaultdict(collections.Counter)
+    arrived = 0
+    for row in csv.DictReader(open(placements)):
+        pod = pods[row['source_pod']]
+        arrived += int(pod['num_gpu']) * int(pod['gpu_milli'])
+        pct = round(arrived / capacity * 100)
+        if row['node'] == '':
+            for p in points:
+                if pct <= p:
+                    failed[p][kind(pod)] += 1
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--pods', required=True)
@@ -46,15 +62,8 @@ def main():
         files = files.split(',')
         failed = collections.defaultdict(collections.Counter)
         for f in files:
-            arrived = 0
-            for row in csv.DictReader(open(f)):
-                pod = pods[row['source_pod']]
-                arrived += int(pod['num_gpu']) * int(pod['gpu_milli'])
-                pct = round(arrived / capacity * 100)
-                if row['node'] == '':
-                    for p in points:
-                        if pct <= p:
-                            failed[p][kind(pod)] += 1
+            for p, counts in failed_before(f, pods, capacity, points).items():
+                failed[p].update(counts)
         for p in points:
             cells = [f'{failed[p][k] / len(files):.1f}' for k in kinds]
             print(f'| {policy} | {p} % | ' + ' | '.join(cells) + ' |')
