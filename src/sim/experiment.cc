@@ -81,11 +81,6 @@ Curve Discretize(const std::vector<int>& arrive_pct, const std::vector<double>& 
   return curve;
 }
 
-std::optional<double> Column(const Curve& c, int x) {
-  return x >= 0 && static_cast<std::size_t>(x) < c.size() ? c[static_cast<std::size_t>(x)]
-                                                          : std::nullopt;
-}
-
 // "a-tuned-12" -> "a"; nothing for a name that is not "<something>-tuned-<digits>".
 std::optional<std::string_view> CopyOf(std::string_view name) {
   constexpr std::string_view kTuned = "-tuned-";
@@ -116,6 +111,16 @@ double RoundHalfEven(double x, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
   return std::strtod(buf, nullptr);
+}
+
+std::optional<double> CurveColumn(const Curve& curve, int x) {
+  return x >= 0 && static_cast<std::size_t>(x) < curve.size() ? curve[static_cast<std::size_t>(x)]
+                                                              : std::nullopt;
+}
+
+int ArrivedColumn(core::MilliGpu arrived, std::int64_t total_gpus) {
+  return static_cast<int>(
+      RoundHalfEven(static_cast<double>(arrived) / static_cast<double>(total_gpus) / 10.0, 0));
 }
 
 core::Result<Workload> MakeWorkload(std::string name, std::vector<core::NodeSpec> nodes,
@@ -263,8 +268,8 @@ class Experiment {
     res.pods = static_cast<std::int64_t>(plan_.arrivals.size());
     res.alloc_curve = Discretize(arrive_pct_, alloc_pct_, max_column);
     res.frag_ratio_curve = Discretize(arrive_pct_, frag_pct_, max_column);
-    res.alloc_pct_at_100 = Column(res.alloc_curve, 100);
-    res.alloc_pct_at_130 = Column(res.alloc_curve, 130);
+    res.alloc_pct_at_100 = CurveColumn(res.alloc_curve, 100);
+    res.alloc_pct_at_130 = CurveColumn(res.alloc_curve, 130);
     At(100, res.unallocated_gpus_at_100, res.frag_pct_at_100);
     At(130, res.unallocated_gpus_at_130, res.frag_pct_at_130);
     res.used_gpu_milli = ledger_.used_gpu_milli();
@@ -299,8 +304,7 @@ class Experiment {
     if (plan_.has_expected) Compare(a, rec, res);
     if (options_.record_placements) res.placements.push_back(std::move(rec));
     const auto total_gpus = static_cast<double>(workload_.cluster.total_gpus());
-    arrive_pct_.push_back(
-        static_cast<int>(RoundHalfEven(static_cast<double>(arrived_) / total_gpus / 10.0, 0)));
+    arrive_pct_.push_back(ArrivedColumn(arrived_, workload_.cluster.total_gpus()));
     alloc_pct_.push_back(
         RoundHalfEven(static_cast<double>(ledger_.used_gpu_milli()) / total_gpus / 10.0, 2));
     frag_pct_.push_back(stats_.FragPct());

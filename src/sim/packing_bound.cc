@@ -295,13 +295,11 @@ struct FloorRows {
 FloorRows FloorRowsOf(const core::Cluster& cluster, std::span<const core::Request> arrivals,
                       std::span<const CurveFloor> floors) {
   // The curve's column of each arrival, rounded as the experiment rounds it.
-  const auto total_gpus = static_cast<double>(cluster.total_gpus());
   std::vector<int> column(arrivals.size());
   core::MilliGpu arrived = 0;
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
     arrived += arrivals[i].total_gpu_milli();
-    column[i] =
-        static_cast<int>(RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0));
+    column[i] = ArrivedColumn(arrived, cluster.total_gpus());
   }
   FloorRows rows;
   rows.weight.resize(arrivals.size());
@@ -415,12 +413,11 @@ core::Result<LpBound> LpAllocationBoundAbove(const core::Cluster& cluster,
 std::vector<Arrival> DemandPrefix(const Workload& workload, const ArrivalPlan& plan,
                                   double demand_pct) {
   std::vector<Arrival> out;
-  const auto total_gpus = static_cast<double>(workload.cluster.total_gpus());
   core::MilliGpu arrived = 0;
   for (const Arrival& a : plan.arrivals) {
     arrived += workload.pods[a.pod].total_gpu_milli();
     // The experiment's own rounding of arrived %, so that the prefix is the curve's column.
-    if (RoundHalfEven(static_cast<double>(arrived) / total_gpus / 10.0, 0) > demand_pct) break;
+    if (ArrivedColumn(arrived, workload.cluster.total_gpus()) > demand_pct) break;
     out.push_back(a);
   }
   return out;
@@ -594,14 +591,10 @@ core::Result<std::vector<BoundRow>> ComputeBounds(
       if (guided->alloc_pct > row.hindsight.alloc_pct) row.hindsight = *guided;
       if (floor_run) {
         const Curve& curve = floor_run->alloc_curve;
-        const auto column = [&curve](int x) {
-          return static_cast<std::size_t>(x) < curve.size() ? curve[static_cast<std::size_t>(x)]
-                                                            : std::nullopt;
-        };
-        row.at_least_pct = column(static_cast<int>(demand));
+        row.at_least_pct = CurveColumn(curve, static_cast<int>(demand));
         std::vector<CurveFloor> floors;
         for (int x = 50; x <= static_cast<int>(demand); x += options.floor_step) {
-          if (const auto v = column(x)) floors.push_back({x, *v - 0.01});
+          if (const auto v = CurveColumn(curve, x)) floors.push_back({x, *v - 0.01});
         }
         auto above = LpAllocationBoundAbove(workload.cluster, pods, floors);
         if (!above) return tl::unexpected(above.error());

@@ -44,6 +44,13 @@ struct PlacementRecord {
 // rounded arrived% is X, or over X-1..X+1 when there are none; empty when still none.
 using Curve = std::vector<std::optional<double>>;
 
+// Column `x` of a curve; none outside it.
+std::optional<double> CurveColumn(const Curve& curve, int x);
+
+// The curve column an event belongs to: `arrived` GPU milli, in whole % of the GPU milli of
+// `total_gpus` GPUs, rounded as the study rounds (RoundHalfEven, below).
+int ArrivedColumn(core::MilliGpu arrived, std::int64_t total_gpus);
+
 struct ExperimentResult {
   std::string workload;
   std::string policy;
