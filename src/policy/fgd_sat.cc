@@ -1,6 +1,7 @@
 #include "gpumux/policy/fgd_sat.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <map>
 
@@ -16,12 +17,15 @@ double NodeSaturationFragmentation(core::MilliCpu cpu_free,
 }
 
 FgdSatPolicy::FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction,
-                           std::int64_t max_wait_seconds, bool keep_rare_nodes)
+                           std::int64_t max_wait_seconds, bool keep_rare_nodes, bool pair_shares)
     : typical_(std::move(typical)),
       reserve_idle_fraction_(reserve_idle_fraction),
       max_wait_seconds_(max_wait_seconds),
       keep_rare_nodes_(keep_rare_nodes),
+      pair_shares_(pair_shares),
       gradient_(std::make_unique<detail::FragmentationGradient>()) {
+  GPUMUX_CHECK(!pair_shares || keep_rare_nodes, "fgd-sat-pair is fgd-sat-keep with pairing");
+  if (pair_shares_) prices_ = SharePrices::FromTypical(typical_);
   GPUMUX_CHECK(reserve_idle_fraction >= 0 && reserve_idle_fraction <= 1,
                "the reserve threshold is a fraction of the GPUs (0..1)");
   GPUMUX_CHECK(max_wait_seconds >= 0, "a wait limit is not negative");
@@ -41,9 +45,17 @@ double FgdSatPolicy::Mixed(core::MilliCpu cpu_free, std::span<const core::MilliG
 
 std::pair<std::int64_t, std::vector<int>> FgdSatPolicy::Evaluate(const Cycle& cycle,
                                                                  const core::NodeView& node) {
-  return gradient_->Evaluate(cycle, node,
-                             [this](core::MilliCpu cpu, std::span<const core::MilliGpu> gpus,
-                                    core::ModelId model) { return Mixed(cpu, gpus, model); });
+  const auto measure = [this](core::MilliCpu cpu, std::span<const core::MilliGpu> gpus,
+                              core::ModelId model) { return Mixed(cpu, gpus, model); };
+  if (!pair_shares_) return gradient_->Evaluate(cycle, node, measure);
+  // fgd-sat-pair: the pairing loss first (lexicographically: FGD's score is 0..100), then M's.
+  return gradient_->Evaluate(
+      cycle, node, measure,
+      [this](core::MilliGpu free, core::MilliGpu request, core::MilliCpu cpu_before,
+             core::MilliCpu cpu_after) {
+        return std::llround(prices_.Loss(free, request, cpu_before, cpu_after) * kLossResolution) *
+               kLossStep;
+      });
 }
 
 bool FgdSatPolicy::IdleGpusScarce(const core::Ledger& ledger) const {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -98,9 +99,18 @@ FragmentationTerms MeasureFragmentation(core::MilliCpu cpu_free,
 // admitting GPUs. M_before is cached per node while its generation is unchanged.
 class FragmentationGradient {
  public:
-  template <class Measure>
+  // Subtracted from a fractional request's score on one GPU (free milli before, request milli).
+  struct NoGpuPenalty {
+    std::int64_t operator()(core::MilliGpu /*free*/, core::MilliGpu /*request*/,
+                            core::MilliCpu /*cpu_before*/, core::MilliCpu /*cpu_after*/) const {
+      return 0;
+    }
+  };
+
+  template <class Measure, class GpuPenalty = NoGpuPenalty>
   std::pair<std::int64_t, std::vector<int>> Evaluate(const Cycle& cycle, const core::NodeView& node,
-                                                     const Measure& measure) {
+                                                     const Measure& measure,
+                                                     const GpuPenalty& penalty = {}) {
     const core::Request& r = cycle.request;
     const std::size_t gpus = node.gpu_free_milli.size();
     GPUMUX_CHECK(gpus <= kMaxGpus, "too many GPUs on one node");
@@ -114,12 +124,14 @@ class FragmentationGradient {
     const bool fractional = r.gpu_count == 1 && r.gpu_milli < core::kMilliPerGpu &&
                             r.sharing == core::GpuSharing::kShared;
     if (fractional) {
-      std::int64_t best = -1;
+      std::int64_t best = std::numeric_limits<std::int64_t>::min();
       int best_gpu = -1;
       for (std::size_t i = 0; i < gpus; ++i) {
         if (!core::GpuAdmits(node, static_cast<int>(i), r, cycle.models)) continue;
         after[i] -= r.gpu_milli;
-        const std::int64_t s = SigmoidScore(before, measure(cpu_after, after_span, model));
+        const std::int64_t s =
+            SigmoidScore(before, measure(cpu_after, after_span, model)) -
+            penalty(after[i] + r.gpu_milli, r.gpu_milli, node.cpu_free, cpu_after);
         after[i] += r.gpu_milli;
         if (s > best) {
           best = s;

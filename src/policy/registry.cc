@@ -255,6 +255,23 @@ Registry MakeBuiltins() {
          {},
          [](const PolicyContext& c) {
            return std::make_unique<FgdSatPolicy>(c.typical_pods, 0, 0, /*keep_rare_nodes=*/true);
+         },
+         /*compared=*/false});
+  r.Add({"fgd-sat-pair",
+         "fgd-sat-keep, and a share goes to the GPU where it strands the least of what the "
+         "typical shares could still fill (priced by the cutting-stock LP's duals)",
+         "fgd-sat-keep; a share goes to the GPU where it loses the least of what the typical "
+         "shares could still fill there (their prices from the cutting-stock LP, CPU included), "
+         "FGD's score deciding between equal losses.",
+         Workload::kPods,
+         Family::kPacking,
+         "#44AA99",
+         true,
+         false,
+         {},
+         [](const PolicyContext& c) {
+           return std::make_unique<FgdSatPolicy>(c.typical_pods, 0, 0, /*keep_rare_nodes=*/true,
+                                                 /*pair_shares=*/true);
          }});
   r.Add({"first-node",
          "First-Fit: the first node in rank order that fits, lowest-indexed GPUs",

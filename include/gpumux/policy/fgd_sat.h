@@ -53,6 +53,7 @@
 
 #include "gpumux/policy/fragmentation.h"
 #include "gpumux/policy/policy.h"
+#include "gpumux/policy/share_pairing.h"
 
 namespace gpumux::policy {
 namespace detail {
@@ -128,12 +129,22 @@ class FgdSatPolicy final : public Policy {
   // Policy::kDecline, so a kept node is taken only when nothing else fits.
   static constexpr std::int64_t kKeepPenalty = std::int64_t{1} << 40;
 
+  // fgd-sat-pair: a share's loss (share_pairing.h) in millionths of a GPU, times this step,
+  // is subtracted from its score on a GPU: any loss outweighs the whole 0..100 of FGD's score,
+  // which decides between GPUs of equal loss; kKeepPenalty outweighs any loss (at most 1 GPU).
+  static constexpr double kLossResolution = 1e6;
+  static constexpr std::int64_t kLossStep = 101;
+
   // reserve_idle_fraction 0 = plain fgd-sat; > 0 = fgd-sat-reserve with that threshold, holding
-  // a pod at most max_wait_seconds (0: no limit). keep_rare_nodes: fgd-sat-keep (above).
+  // a pod at most max_wait_seconds (0: no limit). keep_rare_nodes: fgd-sat-keep (above);
+  // pair_shares (with keep_rare_nodes): fgd-sat-pair, a share goes to the GPU where it loses
+  // the least of what the typical shares could still fill (share_pairing.h), FGD's score second.
   explicit FgdSatPolicy(std::vector<TypicalPod> typical, double reserve_idle_fraction = 0,
-                        std::int64_t max_wait_seconds = 0, bool keep_rare_nodes = false);
+                        std::int64_t max_wait_seconds = 0, bool keep_rare_nodes = false,
+                        bool pair_shares = false);
   ~FgdSatPolicy() override;
   std::string_view name() const override {
+    if (pair_shares_) return "fgd-sat-pair";
     if (keep_rare_nodes_) return "fgd-sat-keep";
     return reserve_idle_fraction_ > 0 ? "fgd-sat-reserve" : "fgd-sat";
   }
@@ -173,11 +184,13 @@ class FgdSatPolicy final : public Policy {
   double reserve_idle_fraction_;
   std::int64_t max_wait_seconds_;
   bool keep_rare_nodes_;
+  bool pair_shares_;
   // fgd-sat-keep's CPU threshold per GPU count, for the cluster it was computed on.
   const core::Cluster* keep_cluster_ = nullptr;
   std::map<int, core::MilliCpu> keep_cpu_above_;
   std::vector<ModelFacts> facts_;                            // [model], filled lazily
   std::unique_ptr<detail::FragmentationGradient> gradient_;  // the step; caches M(n) per node
+  SharePrices prices_;                                       // fgd-sat-pair's (share_pairing.h)
 };
 
 }  // namespace gpumux::policy
