@@ -265,7 +265,7 @@ Registry MakeBuiltins() {
          "FGD's score deciding between equal losses.",
          Workload::kPods,
          Family::kPacking,
-         "#44AA99",
+         "#33A02C",
          true,
          false,
          {},

@@ -9,10 +9,11 @@
 // dash pattern says the family:
 //   solid      the FGD study's six policies, each its own colour;
 //   dashed     the other packing policies (exclusive, binpack, spread, fgd-sat, fgd-sat-reserve,
-//              fgd-sat-pair, fgd-sat-keep), colours of their own (fgd-sat's olive,
-//              fgd-sat-reserve's magenta and fgd-sat-pair's teal are Tol's, fgd-sat-keep's a mid
-//              grey, all outside the hash palette below), so that the default `gpumux simulate`
-//              (twelve of these, fgd-sat-keep not among them) needs no two lines of one colour;
+//              fgd-sat-pair, fgd-sat-keep), colours of their own (fgd-sat's olive and
+//              fgd-sat-reserve's magenta are Tol's, fgd-sat-pair's green ColorBrewer's,
+//              fgd-sat-keep's a mid grey, all outside the hash palette below), so that the default
+//              `gpumux simulate` (twelve of these, fgd-sat-keep not among them) needs no two
+//              lines of one colour;
 //   dash-dot   the co-location policies of the DL report (first-fit, iadeep, gpumux); with
 //              exclusive they take four well-separated colours (black, bluish green, blue,
 //              vermillion) that they share with study policies only across families.
