@@ -95,8 +95,9 @@ SharePrices SharePrices::FromTypical(std::span<const TypicalPod> typical) {
   for (int round = 0; round < kMaxRounds; ++round) {
     GPUMUX_CHECK(glp_simplex(lp.get(), &params) == 0 && glp_get_status(lp.get()) == GLP_OPT,
                  "the share-pricing LP has no optimum");
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
       prices[static_cast<std::size_t>(i)] = glp_get_col_prim(lp.get(), i + 1);
+    }
     const Knapsack k = Fill(sizes, prices);
     if (k.best[kSlots - 1] <= 1.0 + 1e-6) break;  // GLPK keeps rows to 1e-7
     std::vector<int> counts(static_cast<std::size_t>(n), 0);

@@ -39,6 +39,11 @@
 // fgd-sat puts the CPU pod on Y. FGD scores both 50 and lets the node rank decide; on X the
 // fourth GPU could then no longer be sold to an a.
 //
+// Variants (one class): fgd-sat-reserve (below: idle GPUs kept for whole-GPU pods while scarce),
+// fgd-sat-keep (the nodes with the most CPU for their GPU count kept whole for the pods that need
+// all their GPUs) and fgd-sat-pair (fgd-sat-keep, and a share goes first to the GPU where it
+// loses the least of what the typical shares could still fill: share_pairing.h).
+//
 // Cost: like FGD's, O(|typical| * G) per GPU tried, about 1.7x FGD's time per experiment (both
 // sums in one pass); scores are pure (memoised by the engine), M per node is cached by
 // generation. Not thread-safe (one engine, one thread), as every policy.
