@@ -99,7 +99,8 @@ FragmentationTerms MeasureFragmentation(core::MilliCpu cpu_free,
 // admitting GPUs. M_before is cached per node while its generation is unchanged.
 class FragmentationGradient {
  public:
-  // Subtracted from a fractional request's score on one GPU (free milli before, request milli).
+  // Subtracted from a fractional request's score on one GPU, given the GPU's free milli before,
+  // the request's milli and the node's free CPU before and after (fgd-sat-pair's loss).
   struct NoGpuPenalty {
     std::int64_t operator()(core::MilliGpu /*free*/, core::MilliGpu /*request*/,
                             core::MilliCpu /*cpu_before*/, core::MilliCpu /*cpu_after*/) const {
