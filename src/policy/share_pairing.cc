@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumux/core/check.h"
+#include "gpumux/policy/lp_environment.h"
 
 namespace gpumux::policy {
 namespace {
@@ -60,6 +61,7 @@ SharePrices SharePrices::FromTypical(std::span<const TypicalPod> typical) {
   const int n = static_cast<int>(sizes.size());
 
   // The dual LP, its rows (ways to fill a GPU) added as the knapsack finds them violated.
+  const LpEnvironmentRelease environment;  // policies are made on the simulator's worker threads
   std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
   glp_add_cols(lp.get(), n);

@@ -15,6 +15,7 @@
 #include "gpumux/core/ledger.h"
 #include "gpumux/core/rng.h"
 #include "gpumux/policy/engine.h"
+#include "gpumux/policy/lp_environment.h"
 #include "gpumux/policy/registry.h"
 #include "src/sim/parallel.h"
 
@@ -66,16 +67,6 @@ struct PodShape {
 
 struct GlpkDeleter {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }
-};
-
-// GLPK keeps an environment per thread, made on first use and never freed by itself: a solve on
-// a worker thread (ComputeBounds) would leak it when the thread ends. Declared before the
-// problem, so that it is freed after it.
-struct GlpkEnvironmentRelease {
-  GlpkEnvironmentRelease() = default;
-  GlpkEnvironmentRelease(const GlpkEnvironmentRelease&) = delete;
-  GlpkEnvironmentRelease& operator=(const GlpkEnvironmentRelease&) = delete;
-  ~GlpkEnvironmentRelease() { glp_free_env(); }
 };
 
 // The pooled LP and its solution: how many pods of each shape it puts on each node shape.
@@ -354,7 +345,7 @@ core::Result<PooledLp> SolvePooledLp(const core::Cluster& cluster,
   }
   if (shapes.empty() || nodes.empty()) return solved;
 
-  const GlpkEnvironmentRelease environment;
+  const policy::LpEnvironmentRelease environment;  // a solve on a worker thread (ComputeBounds)
   std::unique_ptr<glp_prob, GlpkDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
   const Configurations configurations = ConfigurationsOf(shapes);
