@@ -128,10 +128,13 @@ class Rig:
                 return c.get("message") or True
         return False
 
-    def delete_pods(self, *names, ns=NS, grace=1):
+    def delete_pods(self, *names, ns=NS, grace=1, missing_ok=False):
+        """missing_ok: in a cleanup (`finally`), where a pod may not exist because the scenario
+        failed before creating it, and that failure is the one to report."""
         if names:
             self.kubectl("delete", "pod", "-n", ns, *names, f"--grace-period={grace}",
-                         "--wait=true", timeout=180)
+                         "--wait=true", *(["--ignore-not-found"] if missing_ok else []),
+                         timeout=180)
 
     def clean(self):
         self.kubectl("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force",
@@ -1314,10 +1317,7 @@ def s_webhook_translates(rig):
                 f"{record}{again}")
     finally:
         clean_webhook_namespace(rig)
-        # Not found when the scenario failed before creating it: the failure above is the one
-        # to report, not this.
-        rig.kubectl("delete", "pod", "-n", NS, "labelled", "--grace-period=0", "--wait=true",
-                    "--ignore-not-found", check=False, timeout=180)
+        rig.delete_pods("labelled", grace=0, missing_ok=True)
 
 
 def scale_webhook(rig, replicas):
@@ -1473,7 +1473,7 @@ def s_mps(rig):
                 f"and its limits (8192M/20 %, 16384M/30 %); the daemon's limit rose to "
                 f"{max(s[2] for s in seen)} MiB; the whole-GPU pod has no MPS")
     finally:
-        rig.delete_pods("mps-small", "mps-large", "mps-whole", grace=0)
+        rig.delete_pods("mps-small", "mps-large", "mps-whole", grace=0, missing_ok=True)
         set_plugin_mps(rig, False)
 
 
