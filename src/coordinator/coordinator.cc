@@ -8,6 +8,7 @@
 
 #include "gpumux/core/time.h"
 #include "src/coordinator/coordinator_state.h"
+#include "src/coordinator/json_fields.h"
 
 namespace gpumux::coordinator {
 
@@ -437,22 +438,6 @@ void RestoreObservation(const std::string& key, const std::string& value, Observ
   observed[{set, JoinInts(o->batches)}] = std::move(*o);
 }
 
-// A stored job's registration (StoreJob). Throws Json::exception when a field is missing or
-// of the wrong type.
-Registration StoredRegistration(const Json& v) {
-  Registration r;
-  r.job = v.at("job").get<std::string>();
-  r.cls = v.at("class").get<std::string>();
-  r.batch_size = v.at("batch_size").get<int>();
-  r.gpus = v.at("gpus").get<std::vector<std::string>>();
-  r.pid = v.value("pid", std::int64_t{0});
-  r.min_batch = v.value("min_batch", 0);
-  r.max_batch = v.value("max_batch", 0);
-  r.memory_mib = v.value("memory_mib", core::MiB{0});
-  r.noise_scale = v.value("noise_scale", 0.0);
-  return r;
-}
-
 // Teaches `joint` the stored corrections (StoreTuner). Throws Json::exception when one is
 // malformed (those before it are learned).
 void LearnStoredCorrections(const Json& v, policy::JointTuner& joint) {
@@ -462,23 +447,65 @@ void LearnStoredCorrections(const Json& v, policy::JointTuner& joint) {
   }
 }
 
-// Adds a stored group's (StoreGroup) tuned assignment, job -> batch, to `restored`; nothing
-// unless the group was tuned.
-void ReadTunedAssignment(const Json& v, std::map<std::string, int>& restored) {
-  if (v.value("state", std::string()) == "tuned" && v.contains("assignment") &&
-      v["assignment"].is_object()) {
-    for (const auto& [job, batch] : v["assignment"].items()) {
-      if (batch.is_number_integer()) restored[job] = batch.get<int>();
+// A stored group (StoreGroup): its jobs and, when it was tuned, its assignment job -> batch
+// (batches outside 1..kMaxProfileBatch left out); why not when a field has the wrong type.
+struct StoredGroup {
+  std::vector<std::string> jobs;
+  std::map<std::string, int> tuned;
+};
+std::optional<std::string> ReadStoredGroup(const Json& v, StoredGroup* g) {
+  if (!v.is_object()) return "must be a JSON object";
+  std::string state;
+  if (auto bad = ReadString(v, "state", &state, kOptional)) return bad;
+  if (v.contains("jobs") && !v["jobs"].is_null()) {
+    if (!v["jobs"].is_array()) return "jobs: must be an array of job ids";
+    for (const Json& j : v["jobs"]) {
+      if (!j.is_string()) return "jobs: every entry must be a string";
+      g->jobs.push_back(j.get<std::string>());
     }
   }
+  if (state != "tuned" || !v.contains("assignment") || !v["assignment"].is_object()) {
+    return std::nullopt;
+  }
+  const Json& assignment = v["assignment"];
+  for (const auto& [job, batch] : assignment.items()) {
+    int b = 0;
+    if (ReadInteger(assignment, job.c_str(), &b, kRequired) || b < 1 ||
+        b > policy::kMaxProfileBatch) {
+      continue;
+    }
+    g->tuned[job] = b;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
 
 Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json& v) {
-  const Registration r = StoredRegistration(v);
-  if (r.job.empty() || r.batch_size < 1 || FindJob(r.job) != nullptr) return Restored::kSkipped;
-  const std::int64_t seen = v.value("seen", std::int64_t{0});
+  // Read as a registration is (the same fields, types and ranges): a store another program
+  // wrote, or an older gpumux, must not put in a job the protocol would refuse.
+  Registration r;
+  std::string owner;
+  std::int64_t seen = 0;
+  int target = 0;
+  std::optional<std::string> bad = ReadRegistration(v, &r);
+  if (!bad) bad = ReadString(v, "owner", &owner, kOptional);
+  if (!bad) bad = ReadInteger(v, "seen", &seen, kOptional);
+  if (!bad) bad = ReadInteger(v, "target_batch", &target, kOptional);
+  if (!bad) {
+    if (auto e = CheckIds(r); e) bad = e->message;
+  }
+  if (!bad) {
+    if (auto e = CheckFields(r); e) bad = e->message;
+  }
+  if (!bad && target != 0 && (target < 1 || target > policy::kMaxProfileBatch)) {
+    bad = "target_batch: must be 1 to " + std::to_string(policy::kMaxProfileBatch);
+  }
+  if (bad) {
+    log_.Warn("store: skipping a key", {{"key", key}, {"why", *bad}});
+    return Restored::kSkipped;
+  }
+  if (FindJob(r.job) != nullptr) return Restored::kSkipped;
   const std::int64_t timeout_s =
       std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
   const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
@@ -494,12 +521,12 @@ Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json
   }
   auto job = std::make_unique<Job>();
   job->reg = r;
-  job->owner = v.value("owner", std::string());
+  job->owner = owner;
   job->seen_unix = job->stored_seen = seen;
   job->cls = profile_->Find(r.cls);
   job->gpu = gpu;
   job->batch = r.batch_size;
-  job->target = v.value("target_batch", r.batch_size);
+  job->target = target != 0 ? target : r.batch_size;
   job->last_seen = now_();
   job->noise_scale = r.noise_scale;
   if (!gpu.empty()) GroupOf(gpu).members.push_back(r.job);
@@ -542,14 +569,19 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   // Registration order is lost across the store's key order: members sorted by id.
   for (auto& [gpu, g] : groups_) std::sort(g->members.begin(), g->members.end());
   for (const auto& [key, v] : groups) {
+    StoredGroup stored_group;
+    if (auto bad = ReadStoredGroup(v, &stored_group)) {
+      log_.Warn("store: skipping a key", {{"key", key}, {"why", *bad}});
+      continue;
+    }
     std::string gpu;
-    for (const auto& m : v.value("jobs", std::vector<std::string>{})) {
+    for (const auto& m : stored_group.jobs) {
       const Job* j = FindJob(m);
       if (j != nullptr) gpu = j->gpu;
     }
     auto it = groups_.find(gpu);
     if (it == groups_.end()) continue;
-    ReadTunedAssignment(v, it->second->restored);
+    for (const auto& [job, batch] : stored_group.tuned) it->second->restored[job] = batch;
   }
   std::vector<std::string> gpus;
   for (const auto& [gpu, g] : groups_) gpus.push_back(gpu);

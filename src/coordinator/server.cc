@@ -22,6 +22,7 @@
 #include "gpumux/coordinator/node_status.h"
 #include "gpumux/net/http_server.h"
 #include "gpumux/net/process_metrics.h"
+#include "src/coordinator/json_fields.h"
 
 namespace gpumux::coordinator {
 
@@ -30,7 +31,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::size_t kMaxSteps = 10'000;
-constexpr std::size_t kMaxGpus = 64;
 
 HttpReply Error(int status, std::string message) {
   return {status,
@@ -56,72 +56,9 @@ HttpReply ToReply(const Reply& r, std::string_view job) {
   return {200, v.dump()};
 }
 
-// Typed field readers: a wrong type is an error naming the field, never an exception.
-std::optional<std::string> String(const Json& body, const char* field, std::string* out,
-                                  bool required) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) {
-    if (required) return std::string(field) + ": required";
-    return std::nullopt;
-  }
-  if (!it->is_string()) return std::string(field) + ": must be a string";
-  *out = it->get<std::string>();
-  return std::nullopt;
-}
-
-template <typename Int>
-std::optional<std::string> Integer(const Json& body, const char* field, Int* out, bool required) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) {
-    if (required) return std::string(field) + ": required";
-    return std::nullopt;
-  }
-  if (!it->is_number_integer()) return std::string(field) + ": must be an integer";
-  const auto v = it->get<std::int64_t>();
-  if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max()) {
-    return std::string(field) + ": out of range";
-  }
-  *out = static_cast<Int>(v);
-  return std::nullopt;
-}
-
-std::optional<std::string> Number(const Json& body, const char* field, double* out) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return std::string(field) + ": must be a number";
-  *out = it->get<double>();
-  return std::nullopt;
-}
-
-constexpr bool kRequired = true;
-constexpr bool kOptional = false;
-
 HttpReply HandleRegister(Coordinator& c, const Json& body, const Caller& caller) {
   Registration r;
-  std::optional<std::string> bad;
-  if (!bad) bad = String(body, "job", &r.job, kRequired);
-  if (!bad) bad = String(body, "class", &r.cls, kRequired);
-  if (!bad) bad = Integer(body, "batch_size", &r.batch_size, kRequired);
-  if (!bad) bad = Integer(body, "pid", &r.pid, kOptional);
-  if (!bad) bad = Integer(body, "min_batch", &r.min_batch, kOptional);
-  if (!bad) bad = Integer(body, "max_batch", &r.max_batch, kOptional);
-  if (!bad) bad = Integer(body, "memory_mib", &r.memory_mib, kOptional);
-  if (!bad) bad = Number(body, "noise_scale", &r.noise_scale);
-  if (!bad && body.contains("gpus") && !body["gpus"].is_null()) {
-    const Json& g = body["gpus"];
-    if (!g.is_array() || g.size() > kMaxGpus) {
-      bad = "gpus: must be an array of at most 64 GPU UUIDs";
-    } else {
-      for (const Json& u : g) {
-        if (!u.is_string()) {
-          bad = "gpus: every entry must be a string";
-          break;
-        }
-        r.gpus.push_back(u.get<std::string>());
-      }
-    }
-  }
-  if (bad) return Error(400, *bad);
+  if (auto bad = ReadRegistration(body, &r)) return Error(400, *bad);
   auto reply = c.Register(r, caller);
   if (!reply) return FromError(reply.error());
   return ToReply(*reply, r.job);
@@ -130,8 +67,8 @@ HttpReply HandleRegister(Coordinator& c, const Json& body, const Caller& caller)
 HttpReply HandleReport(Coordinator& c, const Json& body, const Caller& caller) {
   std::string job;
   double noise_scale = 0;
-  std::optional<std::string> bad = String(body, "job", &job, kRequired);
-  if (!bad) bad = Number(body, "noise_scale", &noise_scale);
+  std::optional<std::string> bad = ReadString(body, "job", &job, kRequired);
+  if (!bad) bad = ReadNumber(body, "noise_scale", &noise_scale);
   std::vector<StepSample> steps;
   if (!bad && body.contains("steps")) {
     const Json& s = body["steps"];
@@ -179,7 +116,7 @@ HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
   if (path == "/v1/register") return HandleRegister(c, v, caller);
   if (path == "/v1/report") return HandleReport(c, v, caller);
   std::string job;
-  if (auto bad = String(v, "job", &job, kRequired)) return Error(400, *bad);
+  if (auto bad = ReadString(v, "job", &job, kRequired)) return Error(400, *bad);
   auto left = c.Leave(job, caller);
   if (!left) return FromError(left.error());
   return {200, "{}"};

@@ -249,6 +249,49 @@ TEST_F(CoordinatorTest, ARestartedCoordinatorKeepsTheStoredAssignmentWithoutRetu
   EXPECT_EQ(c_->sessions_started(), 0);
 }
 
+// The repro coordinator-store-gpu-entry-type: values of the wrong shape in the store (a file
+// another program or an older gpumux wrote) aborted every start, an uncaught type_error. Each
+// is now skipped with a line naming its key; what is sound is restored.
+TEST_F(CoordinatorTest, AStoredValueOfTheWrongShapeIsSkippedAndNamed) {
+  Register("j1", "a", 100);
+  Register("j2", "b", 100);
+  RunToTuned({"j1", "j2"}, 0.1);
+  const int t1 = TargetOf("j1");
+  const std::string gpu_key = "/gpumux/nodes/n1/gpus/GPU-0";
+  const std::string job = R"({"job":"jx","class":"a","gpus":["GPU-0"],"batch_size":)";
+  for (const std::string& bad_group :
+       {std::string(R"({"jobs":"j1","state":"tuned","assignment":{"j1":64}})"), std::string("[1]"),
+        std::string(R"({"jobs":["j1"],"state":7})")}) {
+    auto stored = sink_.Pairs();
+    for (auto& [k, v] : stored) {
+      if (k == gpu_key) v = bad_group;
+    }
+    stored.emplace_back("/gpumux/nodes/n1/jobs/jx1", job + "1e300}");
+    stored.emplace_back("/gpumux/nodes/n1/jobs/jx2", job + "18446744073709551615}");
+    stored.emplace_back("/gpumux/nodes/n1/jobs/jx3", job + "32, \"target_batch\": 1e300}");
+    stored.emplace_back("/gpumux/nodes/n1/jobs/jx4", job + "32, \"owner\": 5}");
+    stored.emplace_back("/gpumux/nodes/n1/jobs/jx5", "[]");
+    log_.clear();
+    Make();
+    c_->Restore(stored);
+    const auto state = c_->State();
+    ASSERT_EQ(state.size(), 1u) << bad_group;
+    ASSERT_EQ(state[0].jobs.size(), 2u) << "j1 and j2 only";
+    for (const char* key : {"jx1", "jx2", "jx3", "jx4", "jx5"}) {
+      EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [&](const std::string& l) {
+        return l.find("skipping a key key=/gpumux/nodes/n1/jobs/" + std::string(key)) !=
+               std::string::npos;
+      })) << key;
+    }
+    EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [&](const std::string& l) {
+      return l.find("skipping a key key=" + gpu_key) != std::string::npos;
+    })) << bad_group;
+    // The group's tuned assignment was in the skipped key: the jobs run on, untuned until
+    // their GPU is tuned again, from the batch each stored.
+    EXPECT_EQ(Steps("j1", t1, 0.1, 1).batch_size, t1);
+  }
+}
+
 TEST_F(CoordinatorTest, AGroupThatChangesDuringTuningStartsOver) {
   Register("j1", "a", 100);
   Register("j2", "b", 100);

@@ -12,6 +12,7 @@ and no sanitizer report (the same tests run in the ASan+UBSan build).
     check.py --list          the reproducers this script knows
 """
 import http.client
+import inspect
 import json
 import os
 import shutil
@@ -116,6 +117,87 @@ class Extender:
         for mark in SANITIZER_MARKS:
             expect(mark not in text, f'the extender log contains "{mark}":\n{text[-3000:]}')
         return alive
+
+
+class CoordinatorDaemon:
+    """`gpumux coordinator` (jobs' own word as membership, no GPU backend) on a free loopback
+    port, its store the file `store`, its unix socket `socket_path` (or none)."""
+
+    def __init__(self, gpumux, d, store, socket_path='off'):
+        self.port = free_port()
+        self.log_path = os.path.join(d, 'coordinator.log')
+        argv = [gpumux, 'coordinator', '--node', 'n1', '--members', 'jobs', '--backend', 'none',
+                '--listen', f'127.0.0.1:{self.port}', '--socket', socket_path,
+                '--store', f'file://{store}']
+        # Its log goes to a file: a pipe nobody reads fills up and stops it.
+        with open(self.log_path, 'w') as log:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 60
+        last = None
+        while time.monotonic() < deadline:
+            status, last = self.request('GET', '/healthz', timeout=2)
+            if status == 200:
+                return
+            if self.proc.poll() is not None:
+                raise Failure(f'the coordinator exited ({self.proc.returncode}): {self.log()[-800:]}')
+            time.sleep(0.1)
+        self.proc.kill()
+        raise Failure(f'the coordinator did not serve within 60 s ({last}): {self.log()[:600]}')
+
+    def log(self):
+        with open(self.log_path, errors='replace') as f:
+            return f.read()
+
+    def request(self, method, path, body=None, timeout=30):
+        """(status, text) over TCP; (None, why) when it could not be asked."""
+        try:
+            c = http.client.HTTPConnection('127.0.0.1', self.port, timeout=timeout)
+            c.request(method, path, None if body is None else json.dumps(body),
+                      {'Content-Type': 'application/json'})
+            r = c.getresponse()
+            text = r.read().decode(errors='replace')
+            c.close()
+            return r.status, text
+        except (OSError, http.client.HTTPException) as e:
+            return None, repr(e)
+
+    def status(self, field):
+        """A field of /proc/PID/status (Threads, VmSize)."""
+        with open(f'/proc/{self.proc.pid}/status') as f:
+            for line in f:
+                if line.startswith(field + ':'):
+                    return line.split(':', 1)[1].strip()
+        raise Failure(f'no {field} in /proc/{self.proc.pid}/status')
+
+    def stop(self):
+        """SIGTERM; its log, which must hold no sanitizer report."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise Failure('SIGTERM did not end the coordinator within 15 s')
+        err = self.log()
+        expect(not any(m in err for m in SANITIZER_MARKS), f'sanitizer output: {err[-500:]}')
+        return err
+
+
+def unix_request(path, method, target, body=None, timeout=10):
+    """One HTTP/1.1 request on a unix socket: (status, body text)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(timeout)
+        s.connect(path)
+        data = b'' if body is None else json.dumps(body).encode()
+        s.sendall(f'{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+                  f'Content-Length: {len(data)}\r\nConnection: close\r\n\r\n'.encode() + data)
+        out = b''
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    head, _, text = out.partition(b'\r\n\r\n')
+    return int(head.split()[1]), text.decode(errors='replace')
 
 
 # --- the reproducers -----------------------------------------------------------------------------
@@ -442,64 +524,19 @@ def coordinator_job_flood(g, d):
     left with 50,000 jobs (a run without limits) starts serving at once, keeps no more than
     --max-jobs, and a SIGTERM ends it promptly."""
     state = os.path.join(d, 'store.json')
-    port = free_port()
-    argv = [g, 'coordinator', '--node', 'n1', '--members', 'jobs', '--backend', 'none',
-            '--listen', f'127.0.0.1:{port}', '--socket', 'off', '--store', f'file://{state}']
-
-    def post(path, body):
-        c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)
-        c.request('POST', path, json.dumps(body), {'Content-Type': 'application/json'})
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        return r.status, text
-
-    log = os.path.join(d, 'coordinator.log')
-
-    def start():
-        # Its log goes to a file: a pipe nobody reads fills up and stops it.
-        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, 'w'), text=True)
-        deadline = time.monotonic() + 60
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                c = http.client.HTTPConnection('127.0.0.1', port, timeout=2)
-                c.request('GET', '/healthz')
-                if c.getresponse().status == 200:
-                    return p
-            except OSError as e:
-                last = e
-            if p.poll() is not None:
-                raise Failure(f'the coordinator exited ({p.returncode}): {open(log).read()[-800:]}')
-            time.sleep(0.1)
-        p.kill()
-        raise Failure(f'the coordinator did not serve within 60 s ({last!r}): '
-                      f'{open(log).read()[:600]}')
-
-    def stop(p):
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            raise Failure('SIGTERM did not end the coordinator within 15 s')
-        err = open(log).read()
-        expect(not any(m in err for m in SANITIZER_MARKS), f'sanitizer output: {err[-500:]}')
-        return err
-
-    p = start()
+    daemon = CoordinatorDaemon(g, d, state)
     try:
         codes = []
         for i in range(40):
-            status, text = post('/v1/register', {'job': f'flood/p{i}/c', 'class': 'vgg16',
-                                                 'batch_size': 64, 'gpus': ['GPU-a']})
+            status, text = daemon.request('POST', '/v1/register', {
+                'job': f'flood/p{i}/c', 'class': 'vgg16', 'batch_size': 64, 'gpus': ['GPU-a']})
             codes.append(status)
             if status == 503:
                 expect('--max-jobs-per-gpu' in text, f'the refusal does not name the limit: {text}')
         expect(codes.count(200) == 16 and codes.count(503) == 24,
                f'40 registrations on one GPU: {codes.count(200)} accepted, {codes.count(503)} refused')
     finally:
-        stop(p)
+        daemon.stop()
     now = int(time.time())
     keys = {}
     for i in range(50000):
@@ -510,12 +547,158 @@ def coordinator_job_flood(g, d):
     with open(state, 'w') as f:
         json.dump({'version': 1, 'revision': 50000, 'keys': keys}, f)
     started = time.monotonic()
-    p = start()
+    daemon = CoordinatorDaemon(g, d, state)
     took = time.monotonic() - started
-    err = stop(p)
+    err = daemon.stop()
     print(f'  a store of 50,000 jobs: serving after {took:.1f} s')
     expect('stored jobs dropped: beyond --max-jobs or --max-jobs-per-gpu jobs=49488' in err,
            f'the restart did not drop the jobs beyond the limits: {err[-800:]}')
+
+
+def coordinator_store_gpu_entry_type(g, d):
+    """A GPU's stored group of the wrong JSON shape ("jobs" a string, the value an array,
+    "state" a number) aborted every start (an uncaught type_error: a crash loop until someone
+    deleted the file). The key is skipped with a warning naming it; the job is restored."""
+    for name in ('store-jobs-string.json', 'store-gpu-array.json', 'store-state-number.json'):
+        daemon = CoordinatorDaemon(g, d, os.path.join(d, name))
+        try:
+            status, text = daemon.request('GET', '/v1/state')
+        finally:
+            err = daemon.stop()
+        print(f'  {name}: /v1/state {status}')
+        expect(status == 200 and '"ns/a/c"' in text, f'{name}: the stored job is not served: {text}')
+        expect('skipping a key key=/gpumux/nodes/n1/gpus/GPU-a' in err,
+               f'{name}: no warning names the skipped key: {err[-600:]}')
+
+
+def coordinator_slowloris(g, d):
+    """100 connections trickling a header byte a second on the coordinator's unix socket (any
+    pod that mounts /run/gpumux may connect) kept /healthz and every job from being answered.
+    Now every probe and a registration on the socket meanwhile are answered."""
+    folder = tempfile.mkdtemp(prefix='gpumux-c-')  # short: unix socket paths end at 107 bytes
+    sock = os.path.join(folder, 'coord.sock')
+    daemon = CoordinatorDaemon(g, d, os.path.join(d, 'store.json'), sock)
+    slow = []
+    try:
+        for _ in range(100):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sock)
+            slow.append(s)
+        header = b'POST /v1/report HTTP/1.1\r\nHost: x\r\nX-A: ' + b'a' * 1000
+        answered, worst = 0, 0.0
+        for k in range(8):
+            for s in slow:
+                try:
+                    s.sendall(header[k:k + 1])
+                except OSError:
+                    pass  # closed by the coordinator: what it should do to a slow client
+            t0 = time.monotonic()
+            answered += daemon.request('GET', '/healthz', timeout=3)[0] == 200
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(1)
+        t0 = time.monotonic()
+        status, text = unix_request(sock, 'POST', '/v1/register', {
+            'job': 'ns/p/c', 'class': 'vgg16', 'batch_size': 64, 'gpus': ['GPU-a']}, timeout=3)
+        took = time.monotonic() - t0
+        print(f'  100 trickling unix connections: {answered}/8 probes answered (slowest '
+              f'{worst:.2f} s); a registration on the socket: {status} in {took:.2f} s')
+        expect(answered == 8, f'only {answered} of 8 /healthz probes answered within 3 s')
+        expect(status == 200, f'the registration beside them: {status} {text}')
+    finally:
+        for s in slow:
+            s.close()
+        daemon.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def coordinator_unix_relay_thread_leak(g, d):
+    """Every unix-socket connection left a thread behind (an 8 MiB stack and 2 memory maps
+    each; abort after ~32,600 connections). 20,000 connections now leave the threads and the
+    memory maps as they were after the first 5,000 (the address space may grow once by a
+    malloc arena of 64 MiB, not by a stack per connection)."""
+    folder = tempfile.mkdtemp(prefix='gpumux-c-')
+    sock = os.path.join(folder, 'coord.sock')
+    daemon = CoordinatorDaemon(g, d, os.path.join(d, 'store.json'), sock)
+    try:
+        seen = {}
+        for i in range(1, 20001):
+            status, _ = unix_request(sock, 'GET', '/healthz')
+            expect(status == 200, f'connection {i}: /healthz {status}')
+            if i in (5000, 20000):
+                with open(f'/proc/{daemon.proc.pid}/maps') as f:
+                    maps = sum(1 for _ in f)
+                seen[i] = (int(daemon.status('Threads')), maps,
+                           int(daemon.status('VmSize').split()[0]))
+        (t0, m0, v0), (t1, m1, v1) = seen[5000], seen[20000]
+        print(f'  after 5,000 connections: {t0} threads, {m0} maps, VmSize {v0} kB; after '
+              f'20,000: {t1} threads, {m1} maps, VmSize {v1} kB')
+        expect(t1 <= t0, f'threads grew from {t0} to {t1}')
+        expect(m1 - m0 < 100, f'memory maps grew from {m0} to {m1} over 15,000 connections')
+        # A leaked thread each would add 15,000 x 8 MiB = 117 GiB.
+        expect(v1 - v0 < 1 << 20, f'VmSize grew by {v1 - v0} kB over 15,000 connections')
+    finally:
+        daemon.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# Run as another uid by coordinator_job_impersonation: one request on the unix socket.
+AS_UID = """import json, socket, sys
+{unix_request}
+status, text = unix_request(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+print(status, text)
+"""
+
+
+def coordinator_job_impersonation(g, d):
+    """Any client of the 0666 socket could act as any job: re-register its id with max_batch 1
+    (the victim then runs batch 1), make it leave. Callers are now told apart by the kernel's
+    peer credentials, never by the message: as two plain uids, the attacker's re-registration
+    and its 'leave' of the victim are refused (403) and the victim's batch is its own. The
+    original run.sh calls as root outside any container: the node's administrator, who may act
+    for any job (it could edit the coordinator's store anyway); that is asserted too."""
+    if os.geteuid() != 0:
+        print('SKIP: telling two callers apart needs two uids: run as root')
+        sys.exit(77)
+    folder = tempfile.mkdtemp(prefix='gpumux-c-')
+    os.chmod(folder, 0o755)
+    sock = os.path.join(folder, 'coord.sock')
+    daemon = CoordinatorDaemon(g, d, os.path.join(d, 'store.json'), sock)
+    victim, attacker = 60001, 60002
+    # The system's Python: one under root's home (pyenv) is not readable by other uids.
+    python = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
+    script = AS_UID.format(unix_request=inspect.getsource(unix_request))
+
+    def call(uid, method, target, body):
+        p = subprocess.run([python, '-c', script, sock, method, target, json.dumps(body)],
+                           user=uid, cwd=folder, capture_output=True, text=True, timeout=30)
+        expect(p.returncode == 0, f'uid {uid}: {p.stderr[-500:]}')
+        status, _, text = p.stdout.strip().partition(' ')
+        return int(status), text
+
+    v = 'team-a/train-0/main'
+    try:
+        steps = {'job': v, 'steps': [[128, 0.2]]}
+        expect(call(victim, 'POST', '/v1/register', {'job': v, 'class': 'vgg16', 'batch_size': 128,
+                                                     'gpus': ['GPU-a']})[0] == 200,
+               'the victim could not register')
+        status, text = call(attacker, 'POST', '/v1/register', {
+            'job': v, 'class': 'vgg16', 'batch_size': 128, 'gpus': ['GPU-a'], 'max_batch': 1})
+        print(f'  attacker (uid {attacker}) re-registers the victim: {status} {text}')
+        expect(status == 403, f'the attacker re-registered the victim: {status} {text}')
+        status, text = call(victim, 'POST', '/v1/report', steps)
+        expect(status == 200 and json.loads(text)['batch_size'] != 1,
+               f'the victim was told {text}')
+        status, text = call(attacker, 'POST', '/v1/leave', {'job': v})
+        print(f'  attacker makes the victim leave: {status} {text}')
+        expect(status == 403, f'the attacker made the victim leave: {status} {text}')
+        status, text = call(victim, 'POST', '/v1/report', steps)
+        expect(status == 200, f'the victim is no longer registered: {status} {text}')
+        status, text = unix_request(sock, 'POST', '/v1/leave', {'job': v})
+        print(f'  root outside any container (the node administrator) makes it leave: {status}')
+        expect(status == 200, f'the node administrator was refused: {status} {text}')
+    finally:
+        daemon.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 CASES = {
@@ -539,6 +722,10 @@ CASES = {
     'device-plugin-listener-hostile-clients': device_plugin_listener_hostile_clients,
     'oci-runtime-shared-ask-ignores-reservation': oci_runtime_shared_ask_ignores_reservation,
     'coordinator-job-flood': coordinator_job_flood,
+    'coordinator-store-gpu-entry-type': coordinator_store_gpu_entry_type,
+    'coordinator-slowloris': coordinator_slowloris,
+    'coordinator-unix-relay-thread-leak': coordinator_unix_relay_thread_leak,
+    'coordinator-job-impersonation': coordinator_job_impersonation,
 }
 
 

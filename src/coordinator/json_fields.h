@@ -1,0 +1,52 @@
+// Typed readers of the coordinator's JSON (the job protocol's bodies, the jobs it keeps in its
+// store): a missing field is left as it is unless required, a wrong type or an integer outside
+// its C++ type is an error naming the field, never an exception. Private to the coordinator's
+// sources (server.cc reads requests with them, coordinator.cc its store).
+#pragma once
+
+#include <cstdint>
+#include <cstddef>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "gpumux/coordinator/coordinator.h"
+
+namespace gpumux::coordinator {
+
+constexpr bool kRequired = true;
+constexpr bool kOptional = false;
+constexpr std::size_t kMaxRegisteredGpus = 64;
+
+// std::nullopt, or why the field is refused ("batch_size: must be an integer").
+std::optional<std::string> ReadString(const nlohmann::json& body, const char* field,
+                                      std::string* out, bool required);
+std::optional<std::string> ReadNumber(const nlohmann::json& body, const char* field, double* out);
+
+template <typename Int>
+std::optional<std::string> ReadInteger(const nlohmann::json& body, const char* field, Int* out,
+                                       bool required) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (required) return std::string(field) + ": required";
+    return std::nullopt;
+  }
+  if (!it->is_number_integer()) return std::string(field) + ": must be an integer";
+  // Above INT64_MAX a value is unsigned, and get<int64_t> would wrap it to a negative one.
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
+    return std::string(field) + ": out of range";
+  }
+  const auto v = it->get<std::int64_t>();
+  if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max()) {
+    return std::string(field) + ": out of range";
+  }
+  *out = static_cast<Int>(v);
+  return std::nullopt;
+}
+
+// A registration's fields (/v1/register's body; a stored job has the same ones), typed; their
+// values are checked by Coordinator::CheckIds and CheckFields.
+std::optional<std::string> ReadRegistration(const nlohmann::json& body, Registration* r);
+
+}  // namespace gpumux::coordinator
