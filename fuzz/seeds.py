@@ -193,6 +193,27 @@ users:
     seed('run_record', 'record', head(os.path.join(ROOT, 'examples', 'cluster-run',
                                                    'record.jsonl'), 12))
 
+    # coordinator: a store file, then the job protocol's requests, one per line with its
+    # caller (fuzz/coordinator.cc): the reproducers' stores, and a session of two jobs on one
+    # GPU with an impersonation attempt and a phantom job.
+    session = '\n'.join([
+        'a POST /v1/register {"job":"ns/p1/c","class":"vgg16","batch_size":64,"gpus":["GPU-a"]}',
+        'b POST /v1/register {"job":"ns/p2/c","class":"resnet152","batch_size":32,'
+        '"gpus":["GPU-a"],"max_batch":128}',
+        'b POST /v1/register {"job":"ns/p1/c","class":"vgg16","batch_size":64,"gpus":["GPU-a"],'
+        '"max_batch":1}',
+        'a POST /v1/report {"job":"ns/p1/c","steps":[[64,0.2],[64,0.21]]}',
+        'b POST /v1/report {"job":"ns/p2/c","steps":[[32,0.3],[32,0.31]],"noise_scale":2}',
+        'a POST /v1/report {"job":"ns/p1/c","steps":[[64,0.2],[64,0.21],[64,0.2]]}',
+        'b POST /v1/report {"job":"ns/p2/c","steps":[[32,0.3],[32,0.31],[32,0.3]]}',
+        't POST /v1/register {"job":"x/y/z","class":"squeezenet","batch_size":64,"gpus":["GPU-b"]}',
+        'p POST /v1/leave {"job":"ns/p1/c"}',
+        'a GET /v1/state',
+        'b POST /v1/leave {"job":"ns/p2/c"}', ''])
+    for path in sorted(glob.glob(os.path.join(REPROS, 'coordinator-store-gpu-entry-type', '*.json'))):
+        seed('coordinator', os.path.basename(path), read(path) + SEP + session.encode())
+    seed('coordinator', 'empty-store', SEP + session.encode())
+
 
 if __name__ == '__main__':
     main()
