@@ -5,6 +5,8 @@
 // caller (n the node's administrator, t a TCP peer, a/b two host uids, p/q two pods' processes).
 // The clock advances one second per request and the coordinator ticks, so windows close, jobs
 // time out and the tuner runs; /v1/state is rendered at the end for each kind of caller.
+#include "gpumux/coordinator/coordinator.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +15,6 @@
 
 #include "fuzz/fuzz_support.h"
 #include "gpumux/coordinator/caller.h"
-#include "gpumux/coordinator/coordinator.h"
 #include "gpumux/coordinator/server.h"
 #include "gpumux/sim/dl_workload.h"
 #include "gpumux/store/store.h"
@@ -62,8 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.node_gpus = {"GPU-a", "GPU-b"};
   options.unix_now = [] { return std::int64_t{1'800'000'000}; };
   auto now = coordinator::Clock::time_point{};
-  coordinator::Coordinator c(options, sim::DefaultProfile(), nullptr, [&now] { return now; },
-                             core::Logger());
+  coordinator::Coordinator c(
+      options, sim::DefaultProfile(), nullptr, [&now] { return now; }, core::Logger());
   if (store) {
     auto nodes = (*store)->List("/gpumux/nodes/n1/");
     auto observations = (*store)->List("/gpumux/observations/");

@@ -4,8 +4,8 @@
 // sources (server.cc reads requests with them, coordinator.cc its store).
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
