@@ -51,6 +51,8 @@ constexpr std::chrono::seconds kTrimInterval{1};
 // time.
 constexpr std::size_t kBodyReadChunk = std::size_t{64} << 10;
 constexpr std::size_t kMaxBufferReserve = std::size_t{1} << 20;
+// A TLS connection waits for its next request by reading at most this much of it.
+constexpr std::size_t kFirstRead = 4096;
 
 std::string Seconds(Clock::duration d) {
   char buf[32];

@@ -3,6 +3,8 @@
 // the route's lane says, its reply written.
 #pragma once
 
+#include <boost/asio/ssl/error.hpp>
+
 #include "src/net/server_state.h"
 
 namespace gpumux::net::detail {
@@ -104,19 +106,38 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     }
   }
 
+  // Until the next request's first bytes: a plain socket is waited on for readability (an idle
+  // connection holds no buffer); a TLS stream is read, a little, because what OpenSSL has
+  // already taken from the socket would never wake a wait on it (tls_socket.h). Either way the
+  // phase stays kWaiting, under the keep-alive (or the first request's) deadline.
   void WaitForRequest() {
     if (buffer_.size() > 0) {  // a pipelined request is already here
       BeginRequest();
       return;
     }
-    socket_.async_wait(asio::socket_base::wait_read, [self = Self()](const ErrorCode& ec) {
-      if (self->closed_) return;
-      if (ec) {
-        self->Close(std::nullopt, "");
-        return;
-      }
-      self->BeginRequest();
-    });
+    if constexpr (requires(Socket & s) {
+                    s.async_wait(asio::socket_base::wait_read, [](const ErrorCode&) {});
+                  }) {
+      socket_.async_wait(asio::socket_base::wait_read, [self = Self()](const ErrorCode& ec) {
+        if (self->closed_) return;
+        if (ec) {
+          self->Close(std::nullopt, "");
+          return;
+        }
+        self->BeginRequest();
+      });
+    } else {
+      socket_.async_read_some(buffer_.prepare(kFirstRead),
+                              [self = Self()](const ErrorCode& ec, std::size_t n) {
+                                if (self->closed_) return;
+                                if (ec) {
+                                  self->Close(std::nullopt, "");  // gone, or closed idle
+                                  return;
+                                }
+                                self->buffer_.commit(n);
+                                self->BeginRequest();
+                              });
+    }
   }
 
   void BeginRequest() {
@@ -159,9 +180,12 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       RefuseBody();
       return;
     }
+    // A TLS client that closes without a close_notify (most do, between requests) is
+    // stream_truncated: it went away too.
     if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
         ec == asio::error::eof || ec == asio::error::connection_reset ||
-        ec == asio::error::operation_aborted || ec == asio::error::broken_pipe) {
+        ec == asio::error::operation_aborted || ec == asio::error::broken_pipe ||
+        ec == asio::ssl::error::stream_truncated) {
       Close(std::nullopt, "");  // the client went away
       return;
     }

@@ -1,6 +1,9 @@
 // A TLS connection as Session<Socket> uses a socket (internal to net; included by
-// http_server.cc only): reads and writes go through OpenSSL (Boost.Asio's ssl::stream), waiting
-// for readability, cancelling, shutting down and closing act on the TCP socket beneath.
+// http_server.cc only): reads and writes go through OpenSSL (Boost.Asio's ssl::stream);
+// cancelling, shutting down and closing act on the TCP socket beneath. It has no async_wait:
+// bytes the stream has already taken from the socket (a request that came in one segment with
+// the client's last handshake message) are invisible to a wait on the socket, so a session
+// waits for a TLS client's next request by reading it (Session::WaitForRequest).
 #pragma once
 
 #include <openssl/ssl.h>
@@ -35,16 +38,6 @@ class TlsSocket {
   template <class Handler>
   void async_handshake(Handler&& handler) {
     stream_->async_handshake(asio::ssl::stream_base::server, std::forward<Handler>(handler));
-  }
-  // Readable: bytes OpenSSL has already decrypted count (the socket may have nothing more).
-  template <class Handler>
-  void async_wait(asio::socket_base::wait_type what, Handler&& handler) {
-    if (::SSL_pending(stream_->native_handle()) > 0) {
-      asio::post(get_executor(),
-                 [h = std::forward<Handler>(handler)]() mutable { h(ErrorCode{}); });
-      return;
-    }
-    stream_->next_layer().async_wait(what, std::forward<Handler>(handler));
   }
   void cancel() {
     ErrorCode ignored;
