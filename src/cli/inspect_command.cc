@@ -277,7 +277,9 @@ int RunInspect(const InspectCliOptions& o, std::ostream& out, std::ostream& err)
         table.error().message);
   }
   if (o.output == "json") {
-    out << inspect::RenderJson(*table).dump(2) << "\n";
+    // Cells hold what the cluster's objects say: invalid UTF-8 is written as U+FFFD.
+    out << inspect::RenderJson(*table).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
   } else {
     if (table->rows.empty() && o.view != "why") {
       out << "No "

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/core/plural.h"
 
@@ -38,7 +39,14 @@ core::Result<ExampleRun> ParseExampleRun(const std::string& line, const std::str
   ExampleRun r;
   try {
     r.cls = j.at("class").get<std::string>();
-    r.batch = j.at("batch_size").get<int>();
+    // An integer, range-checked below (nlohmann casts a double such as 1e300 to int: UB).
+    if (!j.at("batch_size").is_number_integer()) return bad("batch_size is not an integer");
+    const auto batch = j.at("batch_size").get<std::int64_t>();
+    if (batch < 1 || batch > policy::kMaxProfileBatch) {
+      return bad("batch_size " + std::to_string(batch) + " is outside 1.." +
+                 std::to_string(policy::kMaxProfileBatch));
+    }
+    r.batch = static_cast<int>(batch);
     r.step_s = j.at("step_s").get<std::vector<double>>();
     r.data_s = j.value("data_s", std::vector<double>{});
     r.t_end = j.value("t_end", std::vector<double>{});
@@ -50,6 +58,12 @@ core::Result<ExampleRun> ParseExampleRun(const std::string& line, const std::str
     r.python = j.value("python", std::string());
   } catch (const Json::exception& e) {
     return bad("summary: " + core::JsonErrorText(e.what()));
+  }
+  for (const auto& [name, mib] : {std::pair{"memory_mib", r.memory_mib},
+                                  std::pair{"device_memory_mib", r.device_memory_mib}}) {
+    if (!(mib >= 0 && mib <= static_cast<double>(core::kMaxGpuMemoryMib))) {
+      return bad(std::string(name) + " is outside 0.." + std::to_string(core::kMaxGpuMemoryMib));
+    }
   }
   if (r.step_s.empty()) return bad("the summary has no measured steps (step_s is empty)");
   for (double s : r.step_s) {

@@ -34,6 +34,26 @@ std::size_t Utf8Length(std::string_view s) {
 
 }  // namespace
 
+bool IsUtf8Text(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto u = static_cast<std::uint8_t>(text[i]);
+    if (u < 0x20 || u == 0x7F) return false;
+    const std::size_t n = u < 0x80 ? 1 : Utf8Length(text.substr(i));
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string_view Utf8Prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t end = max_bytes;
+  // Back off the continuation bytes (10xxxxxx) of a sequence the cut would split.
+  while (end > 0 && (static_cast<std::uint8_t>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 std::string JsonEscape(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

@@ -124,13 +124,17 @@ core::Result<FakeGpu> ReadGpuRow(const io::CsvReader& csv, const std::string& pa
                                         " GPUs, core::kMaxGpusPerNode)"));
   }
   g.index = static_cast<int>(*index);
-  g.uuid = std::string(Trim(csv.Field("uuid")));
+  auto uuid = csv.Text("uuid");
+  auto model = csv.Text("model");
+  if (!uuid) return tl::unexpected(uuid.error());
+  if (!model) return tl::unexpected(model.error());
+  g.uuid = std::string(Trim(*uuid));
   if (g.uuid.empty()) return tl::unexpected(csv.ErrorHere("column 'uuid': empty"));
   if (const auto [it, fresh] = line_of_uuid.emplace(g.uuid, f.line); !fresh) {
     return tl::unexpected(csv.ErrorHere("column 'uuid': " + g.uuid + " already on line " +
                                         std::to_string(it->second)));
   }
-  g.name = std::string(Trim(csv.Field("model")));
+  g.name = std::string(Trim(*model));
   auto total = csv.Int("memory_mib");
   if (!total) return tl::unexpected(total.error());
   if (*total <= 0) {

@@ -71,14 +71,18 @@ core::Result<std::vector<HostGpu>> ReadGpuFile(const InventoryOptions& options) 
     }
     HostGpu g;
     g.index = static_cast<int>(*index);
-    g.uuid = std::string(csv.Field("uuid"));
+    auto uuid = csv.Text("uuid");
+    auto model = csv.Text("model");
+    if (!uuid) return tl::unexpected(uuid.error());
+    if (!model) return tl::unexpected(model.error());
+    g.uuid = std::string(*uuid);
     if (!g.uuid.empty()) {
       if (const auto [it, fresh] = line_of_uuid.emplace(g.uuid, csv.line()); !fresh) {
         return tl::unexpected(csv.ErrorHere("column 'uuid': " + g.uuid + " already on line " +
                                             std::to_string(it->second)));
       }
     }
-    g.model = std::string(csv.Field("model"));
+    g.model = std::string(*model);
     g.memory_mib = *mib;
     const std::string dev_name = "nvidia" + std::to_string(g.index);
     std::string host_path = has_device ? std::string(csv.Field("device")) : "";

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "gpumux/core/json_text.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/core/time.h"
 #include "gpumux/kube/coordinator_status.h"
@@ -478,7 +479,8 @@ std::string Seconds(double s) {
 Cell GpuCell(const std::map<std::string, int>& index_of, const std::string& uuid) {
   if (uuid.empty()) return None();
   auto it = index_of.find(uuid);
-  return it != index_of.end() ? Int(it->second) : Text(uuid.substr(0, 12));
+  // Cut where no character is split: a UUID is whatever a node's annotation says.
+  return it != index_of.end() ? Int(it->second) : Text(std::string(core::Utf8Prefix(uuid, 12)));
 }
 
 // GPU index by UUID, from the device plugin's inventory of the node.

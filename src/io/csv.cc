@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "gpumux/core/json_text.h"
 #include "gpumux/core/shown.h"
 
 namespace gpumux::io {
@@ -103,6 +104,15 @@ core::Result<std::int64_t> CsvReader::Int(std::string_view column) const {
                                     "' is not an integer"));
   }
   return v;
+}
+
+core::Result<std::string_view> CsvReader::Text(std::string_view column) const {
+  const std::string_view f = Field(column);
+  if (!core::IsUtf8Text(f)) {
+    return tl::unexpected(ErrorHere("column '" + std::string(column) + "': not UTF-8 text: '" +
+                                    core::Shown(f) + "'"));
+  }
+  return f;
 }
 
 core::Result<double> CsvReader::Double(std::string_view column) const {

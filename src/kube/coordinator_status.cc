@@ -1,5 +1,10 @@
 #include "gpumux/kube/coordinator_status.h"
 
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
 #include "gpumux/core/time.h"
 #include "gpumux/kube/objects.h"
 
@@ -23,6 +28,19 @@ std::optional<std::string> Number(const Json& object, const char* key, const std
   *out = v->get<double>();
   return std::nullopt;
 }
+
+// A count read with Number: a whole number from 0 to `max`, else why not.
+std::optional<std::string> Count(double value, double max, const std::string& where,
+                                 const char* key) {
+  if (!(value >= 0 && value <= max) || value != std::floor(value)) {
+    return where + "." + key + " is not a whole number from 0 to " +
+           std::to_string(static_cast<std::int64_t>(max));
+  }
+  return std::nullopt;
+}
+
+// Above 2^53 a double no longer holds every whole number: counts stop there.
+constexpr double kMaxCount = 9007199254740992.0;
 
 }  // namespace
 
@@ -76,6 +94,10 @@ core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
     if (auto bad = Number(gj, "measurement_windows", where, &windows)) {
       return tl::unexpected(Bad(*bad));
     }
+    for (auto [key, value] :
+         {std::pair{"tuning_sessions", sessions}, std::pair{"measurement_windows", windows}}) {
+      if (auto bad = Count(value, kMaxCount, where, key)) return tl::unexpected(Bad(*bad));
+    }
     view.sessions = static_cast<std::int64_t>(sessions);
     view.windows = static_cast<std::int64_t>(windows);
     const Json* jobs = JsonChild(gj, "jobs");
@@ -97,6 +119,11 @@ core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
             std::pair{"slowdown", &job.slowdown}, std::pair{"solo_step_s", &job.solo_step_s},
             std::pair{"steps", &steps}}) {
         if (auto bad = Number(jj, key, at, out)) return tl::unexpected(Bad(*bad));
+      }
+      for (auto [key, value, max] : {std::tuple{"batch_size", batch, double{INT_MAX}},
+                                     std::tuple{"target_batch", target, double{INT_MAX}},
+                                     std::tuple{"steps", steps, kMaxCount}}) {
+        if (auto bad = Count(value, max, at, key)) return tl::unexpected(Bad(*bad));
       }
       job.batch_size = static_cast<int>(batch);
       job.target_batch = static_cast<int>(target);

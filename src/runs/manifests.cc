@@ -10,6 +10,8 @@
 #include <regex>
 #include <set>
 
+#include "gpumux/core/json_text.h"
+
 namespace gpumux::runs {
 namespace {
 
@@ -234,7 +236,7 @@ std::string LongKey(const json& value, int depth = 0) {
     for (const auto& [key, item] : value.items()) {
       // Its length as written: a quoted key with control characters escaped is longer.
       if (json(key).dump().size() > kMaxKeyBytes) {
-        return json(key.substr(0, 30)).dump() + "...";
+        return json(std::string(core::Utf8Prefix(key, 30))).dump() + "...";
       }
       if (std::string inner = LongKey(item, depth + 1); !inner.empty()) return key + "." + inner;
     }

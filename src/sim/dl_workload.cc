@@ -40,27 +40,45 @@ core::Error Bad(const std::string& source, const std::string& what) {
   return core::Error{core::ErrorCode::kInvalidArgument, source + ": " + what};
 }
 
-// Typed field access that names the field on error (nlohmann's messages do not).
+// Throws unless `v` is an integer within T's range (an error, not a wrapped value).
+template <typename T>
+void CheckInteger(const json& v, const char* key, const std::string& where) {
+  if (!v.is_number_integer()) {
+    throw std::runtime_error(where + ": field '" + key +
+                             "' has the wrong type (an integer is expected)");
+  }
+  const auto* u = v.template get_ptr<const json::number_unsigned_t*>();
+  const auto* i = v.template get_ptr<const json::number_integer_t*>();
+  const bool fits = u != nullptr ? *u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                 : i != nullptr && *i >= std::numeric_limits<T>::min() &&
+                                       *i <= std::numeric_limits<T>::max();
+  if (!fits) {
+    throw std::runtime_error(where + ": field '" + key + "': " +
+                             (u != nullptr ? std::to_string(*u) : std::to_string(i ? *i : 0)) +
+                             " is outside the range of the field");
+  }
+}
+
+template <typename T>
+struct IsIntVector : std::false_type {};
+template <typename I>
+struct IsIntVector<std::vector<I>> : std::is_integral<I> {};
+
+// Typed field access that names the field on error (nlohmann's messages do not). Integers,
+// and the elements of a list of integers, must be integers within their type's range: a
+// nlohmann conversion of 1e300 to int is a cast out of range.
 template <typename T>
 T Get(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw std::runtime_error(where + ": missing field '" + key + "'");
   const json& v = j.at(key);
   if constexpr (std::is_integral_v<T>) {
-    if (!v.is_number_integer()) {
+    CheckInteger<T>(v, key, where);
+  } else if constexpr (IsIntVector<T>::value) {
+    if (!v.is_array()) {
       throw std::runtime_error(where + ": field '" + key +
-                               "' has the wrong type (an integer is expected)");
+                               "' has the wrong type (a list of integers is expected)");
     }
-    // Out of T's range: an error, not a wrapped value.
-    const auto* u = v.template get_ptr<const json::number_unsigned_t*>();
-    const auto* i = v.template get_ptr<const json::number_integer_t*>();
-    const bool fits = u != nullptr ? *u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                                   : i != nullptr && *i >= std::numeric_limits<T>::min() &&
-                                         *i <= std::numeric_limits<T>::max();
-    if (!fits) {
-      throw std::runtime_error(where + ": field '" + key + "': " +
-                               (u != nullptr ? std::to_string(*u) : std::to_string(i ? *i : 0)) +
-                               " is outside the range of the field");
-    }
+    for (const json& e : v) CheckInteger<typename T::value_type>(e, key, where);
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number())
       throw std::runtime_error(where + ": field '" + key +

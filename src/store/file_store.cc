@@ -46,21 +46,33 @@ class FileStore final : public Store {
     if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_object()) {
       return bad("no \"keys\" object");
     }
+    // Revisions count changes from 0: one near INT64_MAX (a file written by another program)
+    // would overflow at the next change.
+    constexpr std::int64_t kMaxRevision = std::int64_t{1} << 53;
     const auto integer = [](const Json& object, const char* name) -> std::optional<std::int64_t> {
       if (!object.contains(name)) return std::int64_t{0};
-      if (!object[name].is_number_integer()) return std::nullopt;
-      return object[name].get<std::int64_t>();
+      const Json& v = object[name];
+      // Above INT64_MAX a number is unsigned, and get<int64_t> would wrap it.
+      if (!v.is_number_integer() ||
+          (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{kMaxRevision})) {
+        return std::nullopt;
+      }
+      const auto n = v.get<std::int64_t>();
+      if (n < 0 || n > kMaxRevision) return std::nullopt;
+      return n;
     };
     if (integer(doc, "version").value_or(0) != 1) return bad("\"version\" is not 1");
     const auto revision = integer(doc, "revision");
-    if (!revision) return bad("\"revision\" is not an integer");
+    if (!revision) return bad("\"revision\" is not an integer from 0 to 2^53");
     revision_ = *revision;
     for (const auto& [key, entry] : doc["keys"].items()) {
       if (!entry.is_object() || !entry.contains("value") || !entry["value"].is_string()) {
         return bad("key " + key + " has no string \"value\"");
       }
       const auto key_revision = integer(entry, "revision");
-      if (!key_revision) return bad("key " + key + " has a \"revision\" that is not an integer");
+      if (!key_revision) {
+        return bad("key " + key + " has a \"revision\" that is not an integer from 0 to 2^53");
+      }
       kv_[key] = {entry["value"].get<std::string>(), *key_revision};
     }
     return {};

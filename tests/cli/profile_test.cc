@@ -102,6 +102,25 @@ TEST(ParseExampleRunOf, ALineThatIsNotTheSummaryNamesTheRun) {
   EXPECT_FALSE(ParseExampleRun(R"({"class":"a","batch_size":1,"step_s":[-1]})", "x").has_value());
 }
 
+// What an example prints is a program's output: numbers no cast may take are refused by name
+// (nlohmann casts 1e300 to int, out of range: UB).
+TEST(ParseExampleRunOf, NumbersOutOfRangeAreRefusedByName) {
+  for (const auto& [line, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"class":"a","batch_size":1e300,"step_s":[0.1]})", "batch_size is not an integer"},
+           {R"({"class":"a","batch_size":4294967297,"step_s":[0.1]})", "batch_size 4294967297"},
+           {R"({"class":"a","batch_size":0,"step_s":[0.1]})", "batch_size 0 is outside"},
+           {R"({"class":"a","batch_size":8,"step_s":[0.1],"memory_mib":1e300})", "memory_mib"},
+           {R"({"class":"a","batch_size":8,"step_s":[0.1],"device_memory_mib":-1})",
+            "device_memory_mib"}}) {
+    auto r = ParseExampleRun(line, "x");
+    ASSERT_FALSE(r.has_value()) << line;
+    EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
+  }
+  EXPECT_TRUE(
+      ParseExampleRun(R"({"class":"a","batch_size":8,"step_s":[0.1],"memory_mib":900})", "x")
+          .has_value());
+}
+
 // The whole command with a fake example: numbers that depend on the batch size and on how many
 // fake examples run at once (they count each other through lock files).
 TEST(ProfileCommand, WritesAProfileTheSimulatorLoads) {

@@ -55,7 +55,15 @@ TEST(NodeStatusTest, ABadAnnotationNamesTheField) {
         Case{"{\"gpus\": [{\"jobs\": 1}]}", "gpumux.io/coordinator: gpus[0].jobs is not a list"},
         Case{"{\"gpus\": [{\"uuid\": \"G\", \"jobs\": [{\"job\": \"j\", \"step_s\": \"x\"}]}]}",
              "gpumux.io/coordinator: gpus[0].jobs[0].step_s is not a number"},
-        Case{"{\"updated\": \"yesterday\", \"gpus\": []}", "gpumux.io/coordinator: updated: "}}) {
+        Case{"{\"updated\": \"yesterday\", \"gpus\": []}", "gpumux.io/coordinator: updated: "},
+        // Written by whoever may patch the node: numbers no cast may take (UB before).
+        Case{"{\"gpus\": [{\"uuid\": \"G\", \"tuning_sessions\": 1e300}]}",
+             "gpumux.io/coordinator: gpus[0].tuning_sessions is not a whole number from 0 to"},
+        Case{"{\"gpus\": [{\"uuid\": \"G\", \"jobs\": [{\"job\": \"j\", \"batch_size\": 1e300}]}]}",
+             "gpumux.io/coordinator: gpus[0].jobs[0].batch_size is not a whole number from 0 to "
+             "2147483647"},
+        Case{"{\"gpus\": [{\"uuid\": \"G\", \"jobs\": [{\"job\": \"j\", \"steps\": -1}]}]}",
+             "gpumux.io/coordinator: gpus[0].jobs[0].steps is not a whole number"}}) {
     auto status = kube::DecodeNodeStatus(c.text);
     ASSERT_FALSE(status) << c.text;
     EXPECT_EQ(status.error().message.rfind(c.message, 0), 0u) << status.error().message;

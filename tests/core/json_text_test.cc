@@ -50,5 +50,26 @@ TEST(JsonText, TheLibrarysErrorsLoseTheirTagsAndKeepWhereAndWhat) {
   EXPECT_EQ(JsonErrorText("a reason of our own"), "a reason of our own");
 }
 
+TEST(JsonText, Utf8TextHasNoBrokenSequenceAndNoControlCharacter) {
+  EXPECT_TRUE(IsUtf8Text("GPU-1 NVIDIA H200 \u00e9\u4e2d"));
+  EXPECT_TRUE(IsUtf8Text(""));
+  EXPECT_FALSE(IsUtf8Text("Tesla\xff\xfe"));
+  EXPECT_FALSE(IsUtf8Text("a\xc3"));  // half of \u00e9
+  EXPECT_FALSE(IsUtf8Text("a\nb"));
+  EXPECT_FALSE(IsUtf8Text("a\x7f"));
+  EXPECT_FALSE(IsUtf8Text("\xed\xa0\x80"));  // a surrogate
+}
+
+TEST(JsonText, APrefixNeverCutsACharacterAndAlwaysDumps) {
+  const std::string text = "GPU-a\u00e9\u00e9\u00e9\u00e9\u00e9";  // 5 + 5 x 2 bytes
+  EXPECT_EQ(Utf8Prefix(text, 6), "GPU-a");
+  EXPECT_EQ(Utf8Prefix(text, 7), "GPU-a\u00e9");
+  EXPECT_EQ(Utf8Prefix(text, 100), text);
+  EXPECT_EQ(Utf8Prefix("\u4e2d", 2), "");
+  for (std::size_t n = 0; n <= text.size(); ++n) {
+    EXPECT_NO_THROW((void)nlohmann::json(std::string(Utf8Prefix(text, n))).dump()) << n;
+  }
+}
+
 }  // namespace
 }  // namespace gpumux::core

@@ -103,6 +103,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"a_required_column_missing", "index,uuid,model\n0,GPU-a,A100\n", ""},
         BadFile{"an_empty_uuid", "index,uuid,model,memory_mib\n0,,A100,1\n",
                 "2: column 'uuid': empty"},
+        // Bytes that are not UTF-8 aborted the device plugin at start (its JSON annotation).
+        BadFile{"a_model_that_is_not_utf8",
+                "index,uuid,model,memory_mib\n0,GPU-a,Tesla\xff\xfe,1\n",
+                "2: column 'model': not UTF-8 text: 'Tesla\\xff\\xfe'"},
+        BadFile{"a_uuid_with_a_control_character",
+                "index,uuid,model,memory_mib\n0,GPU-\x1b,A100,1\n",
+                "2: column 'uuid': not UTF-8 text"},
         BadFile{"a_uuid_twice", "index,uuid,model,memory_mib\n0,GPU-a,A100,1\n1,GPU-a,A100,1\n",
                 "3: column 'uuid': GPU-a already on line 2"},
         BadFile{"an_index_twice", "index,uuid,model,memory_mib\n0,GPU-a,A100,1\n0,GPU-b,A100,1\n",

@@ -227,6 +227,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "index,uuid,model,memory_mib,device\n0,GPU-a,A100,-1,/dev/null\n",
                     ":2: column 'memory_mib': -1 outside 0..4294967296 "
                     "(core::kMaxGpuMemoryMib, 4 PiB)"},
+        // The OCI runtime aborted after reserving: its ledger kept a pending entry.
+        GpuFileCase{"a_uuid_that_is_not_utf8",
+                    "index,uuid,model,memory_mib,device\n0,GPU-\xff\xfe,A100,1,/dev/null\n",
+                    ":2: column 'uuid': not UTF-8 text: 'GPU-\\xff\\xfe'"},
         GpuFileCase{"a_repeated_uuid",
                     "index,uuid,model,memory_mib,device\n0,GPU-a,A100,1,/dev/null\n"
                     "1,GPU-a,A100,1,/dev/null\n",

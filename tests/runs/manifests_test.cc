@@ -132,6 +132,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadManifestCase{"AKeyLongerThanYamlCanWrite",
                         "{\"metadata\":{\"" + std::string(1001, 'k') + "\":1}}",
                         "a key longer than 1000 bytes (metadata.\"kkkk"},
+        // Its start was cut in the middle of a character, which JSON cannot write: an abort.
+        BadManifestCase{"ALongKeyOfTwoByteCharacters",
+                        "{\"metadata\":{\"a" +
+                            [] {
+                              std::string k;
+                              for (int i = 0; i < 600; ++i) k += "\xc3\xa9";
+                              return k;
+                            }() +
+                            "\":1}}",
+                        "a key longer than 1000 bytes (metadata.\"a\xc3\xa9"},
         BadManifestCase{"AKeyOfControlCharactersLongerWhenEscaped",
                         "{\"" + std::string(200, '\x15') + "\":1}", "a key longer than 1000"},
         BadManifestCase{"ADocumentNumberSkipsEmptyOnes", "---\n---\nkind: Pod\n---\n- x\n",

@@ -350,7 +350,12 @@ TEST(FileStore, RefusesASecondOpenerNamingTheFileAndTheHolder) {
 TEST(FileStore, AMalformedFileIsAnErrorNamingIt) {
   ScratchDir dir;
   const fs::path path = dir.path() / "s.json";
-  for (const char* text : {"{\"version\": 1, \"keys\": [1, 2]}", "not json", "{\"keys\": {}}"}) {
+  // A revision near INT64_MAX overflowed at the next change (UB); one above it wrapped.
+  for (const char* text :
+       {"{\"version\": 1, \"keys\": [1, 2]}", "not json", "{\"keys\": {}}",
+        "{\"version\": 1, \"revision\": 9223372036854775807, \"keys\": {}}",
+        "{\"version\": 1, \"revision\": 18446744073709551615, \"keys\": {}}",
+        "{\"version\": 1, \"keys\": {\"/k\": {\"value\": \"v\", \"revision\": -1}}}"}) {
     std::ofstream(path) << text;
     auto s = OpenStore("file://" + path.string());
     ASSERT_FALSE(s.has_value()) << text;

@@ -3,6 +3,7 @@
 // library's errors worded for people.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,14 @@ std::string JsonEscape(std::string_view text);
 
 // Appends `text` as a JSON string literal (quoted, escaped as JsonEscape does).
 void AppendJsonString(std::string& out, std::string_view text);
+
+// Whether `text` is valid UTF-8 without control characters (C0, DEL): what a name that ends up
+// in JSON, a log line or a terminal may hold (a GPU's UUID or model from a file, an id).
+bool IsUtf8Text(std::string_view text);
+
+// The longest start of `text` of at most `max_bytes` that does not cut a UTF-8 sequence (a
+// JSON library refuses to write half a character).
+std::string_view Utf8Prefix(std::string_view text, std::size_t max_bytes);
 
 // A JSON library's error message for people: nlohmann's "[json.exception.parse_error.101] parse
 // error at line 1, column 3: syntax error ..." becomes "line 1, column 3: syntax error ...",

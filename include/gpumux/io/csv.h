@@ -30,6 +30,9 @@ class CsvReader {
   // Parses a column as a decimal integer; error "file:line: column 'x': 'abc' is not an integer".
   core::Result<std::int64_t> Int(std::string_view column) const;
   core::Result<double> Double(std::string_view column) const;
+  // The field when it is UTF-8 text without control characters (core::IsUtf8Text): names that
+  // end up in JSON and logs; error "file:line: column 'x': not UTF-8 text: 'T\xff'".
+  core::Result<std::string_view> Text(std::string_view column) const;
   // "file:line: " + what
   core::Error ErrorHere(const std::string& what) const;
   int line() const { return line_no_; }
