@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/cluster.h"
 #include "gpumux/core/time.h"
 
 namespace gpumux::kube {
@@ -59,7 +60,7 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
   Grant g;
   auto version = Field(doc, "version", json::value_t::number_integer, where);
   if (!version) return tl::unexpected(version.error());
-  if ((*version)->get<int>() != 1) {
+  if (**version != 1) {  // compared as JSON: 2^32 + 1 is not 1 (get<int> would wrap it)
     return MakeError(ErrorCode::kInvalidArgument, where + ": unsupported version " +
                                                       (*version)->dump() + " (this build reads 1)");
   }
@@ -93,8 +94,16 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
       auto index = Field(gj, "index", json::value_t::number_integer, gw);
       if (!index) return tl::unexpected(index.error());
       GrantedGpu gg;
-      gg.index = (*index)->get<int>();
-      if (gg.index < 0) return MakeError(ErrorCode::kInvalidArgument, gw + ": negative index");
+      // Range first: get<int> would wrap 2^32 + 1 to GPU 1. JSON's non-negative integers are
+      // unsigned, its negative ones signed.
+      const json& v = **index;
+      if (!v.is_number_unsigned() ||
+          v.get<std::uint64_t>() >= static_cast<std::uint64_t>(core::kMaxGpusPerNode)) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         gw + ": index " + v.dump() + " is not a GPU index 0.." +
+                             std::to_string(core::kMaxGpusPerNode - 1));
+      }
+      gg.index = static_cast<int>(v.get<std::uint64_t>());
       if (auto u = gj.find("uuid"); u != gj.end() && u->is_string()) gg.uuid = *u;
       cg.gpus.push_back(std::move(gg));
     }
