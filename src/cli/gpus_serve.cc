@@ -216,6 +216,8 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
       if (lines.empty()) text += "No devices found (" + from + ").\n";
       return net::Response::Text(200, std::move(text));
     }
+    // The environment and the GPU names are the container's: bytes that are not UTF-8 are
+    // written as U+FFFD.
     Json environment = Json::object();
     for (const auto& [name, value] : env) environment[name] = value;
     return net::Response::Json(200, Json{{"service", service},
@@ -223,7 +225,7 @@ int ServeGpus(const HostOptions& host, const GpusOptions& options, std::ostream&
                                          {"nvidia_smi_L", lines},
                                          {"gpus", list},
                                          {"source", from}}
-                                            .dump(2) +
+                                            .dump(2, ' ', false, Json::error_handler_t::replace) +
                                         "\n");
   });
   http.Route("/healthz", {"GET"}, net::Lane::kInline,

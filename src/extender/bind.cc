@@ -74,7 +74,10 @@ struct Extender::BindTarget {
 namespace {
 
 VerbReply BindFailed(std::string label, const std::string& message) {
-  return VerbReply{200, json{{"Error", message}}.dump(), std::move(label), 0};
+  // The message may quote an API server's reply cut inside a character: written as U+FFFD.
+  return VerbReply{200,
+                   json{{"Error", message}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                   std::move(label), 0};
 }
 VerbReply BindDone() { return VerbReply{200, R"({"Error":""})", "", 1}; }
 
