@@ -43,8 +43,12 @@ std::optional<core::Error> Coordinator::CheckFields(const Registration& r) const
   if (r.batch_size < 1 || r.batch_size > policy::kMaxProfileBatch) {
     return Invalid("batch_size: must be 1 to " + std::to_string(policy::kMaxProfileBatch));
   }
-  if (r.min_batch < 0 || r.max_batch < 0 || (r.max_batch > 0 && r.min_batch > r.max_batch)) {
-    return Invalid("min_batch/max_batch: need 0 <= min_batch <= max_batch");
+  // Bounded like batch_size: a target is clamped into them and stored, and a restart reads a
+  // stored target only within 1..kMaxProfileBatch.
+  if (r.min_batch < 0 || r.max_batch < 0 || r.min_batch > policy::kMaxProfileBatch ||
+      r.max_batch > policy::kMaxProfileBatch || (r.max_batch > 0 && r.min_batch > r.max_batch)) {
+    return Invalid("min_batch/max_batch: need 0 <= min_batch <= max_batch <= " +
+                   std::to_string(policy::kMaxProfileBatch));
   }
   if (r.memory_mib < 0) return Invalid("memory_mib: must be >= 0");
   if (!(r.noise_scale >= 0) || !std::isfinite(r.noise_scale)) {

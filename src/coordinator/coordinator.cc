@@ -470,10 +470,7 @@ std::optional<std::string> ReadStoredGroup(const Json& v, StoredGroup* g) {
   const Json& assignment = v["assignment"];
   for (const auto& [job, batch] : assignment.items()) {
     int b = 0;
-    if (ReadInteger(assignment, job.c_str(), &b, kRequired) || b < 1 ||
-        b > policy::kMaxProfileBatch) {
-      continue;
-    }
+    if (ReadIntegerValue(batch, job, &b) || b < 1 || b > policy::kMaxProfileBatch) continue;
     g->tuned[job] = b;
   }
   return std::nullopt;
@@ -491,15 +488,13 @@ Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json
   std::optional<std::string> bad = ReadRegistration(v, &r);
   if (!bad) bad = ReadString(v, "owner", &owner, kOptional);
   if (!bad) bad = ReadInteger(v, "seen", &seen, kOptional);
+  if (!bad && seen < 0) bad = "seen: must be >= 0 (unix seconds)";
   if (!bad) bad = ReadInteger(v, "target_batch", &target, kOptional);
-  if (!bad) {
-    if (auto e = CheckIds(r); e) bad = e->message;
-  }
-  if (!bad) {
-    if (auto e = CheckFields(r); e) bad = e->message;
-  }
   if (!bad && target != 0 && (target < 1 || target > policy::kMaxProfileBatch)) {
     bad = "target_batch: must be 1 to " + std::to_string(policy::kMaxProfileBatch);
+  }
+  if (!bad) {
+    if (auto e = CheckIds(r); e) bad = e->message;
   }
   if (bad) {
     log_.Warn("store: skipping a key", {{"key", key}, {"why", *bad}});
@@ -508,16 +503,29 @@ Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json
   if (FindJob(r.job) != nullptr) return Restored::kSkipped;
   const std::int64_t timeout_s =
       std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
+  const bool stale = seen > 0 && UnixNow() - seen > timeout_s;
+  // A GPU the node no longer has (replaced, or another backend): the job went with it.
+  const auto& known = options_.node_gpus;
+  const bool gone = !known.empty() && std::any_of(r.gpus.begin(), r.gpus.end(), [&](const auto& g) {
+    return std::find(known.begin(), known.end(), g) == known.end();
+  });
+  if (stale || gone) {
+    if (sink_ != nullptr) sink_->Write(key, std::nullopt);
+    return stale ? Restored::kStale : Restored::kGpuGone;
+  }
+  if (auto e = CheckFields(r); e) {
+    log_.Warn("store: skipping a key", {{"key", key}, {"why", e->message}});
+    return Restored::kSkipped;
+  }
   const std::string gpu = r.gpus.size() == 1 ? r.gpus.front() : std::string();
   const auto group = groups_.find(gpu);
   const bool over =  // left by a run with higher limits
       jobs_.size() >= static_cast<std::size_t>(options_.max_jobs) ||
       (!gpu.empty() && group != groups_.end() &&
        group->second->members.size() >= static_cast<std::size_t>(options_.max_jobs_per_gpu));
-  const bool stale = seen > 0 && UnixNow() - seen > timeout_s;
-  if (stale || over) {
+  if (over) {
     if (sink_ != nullptr) sink_->Write(key, std::nullopt);
-    return stale ? Restored::kStale : Restored::kOverLimits;
+    return Restored::kOverLimits;
   }
   auto job = std::make_unique<Job>();
   job->reg = r;
@@ -601,6 +609,10 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
   if (stale > 0) {
     log_.Info("stored jobs dropped: not seen for longer than the job timeout",
               {{"jobs", std::to_string(stale)}});
+  }
+  if (const int gone = counts[Restored::kGpuGone]; gone > 0) {
+    log_.Info("stored jobs dropped: their GPU is not on this node any more",
+              {{"jobs", std::to_string(gone)}});
   }
 }
 

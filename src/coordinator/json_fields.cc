@@ -38,7 +38,7 @@ std::optional<std::string> ReadRegistration(const Json& body, Registration* r) {
   if (!body.contains("gpus") || body["gpus"].is_null()) return std::nullopt;
   const Json& g = body["gpus"];
   if (!g.is_array() || g.size() > kMaxRegisteredGpus) {
-    return "gpus: must be an array of at most 64 GPU UUIDs";
+    return "gpus: must be an array of at most " + std::to_string(kMaxRegisteredGpus) + " GPU UUIDs";
   }
   for (const Json& u : g) {
     if (!u.is_string()) return "gpus: every entry must be a string";

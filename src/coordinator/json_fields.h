@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "gpumux/coordinator/coordinator.h"
 
@@ -24,6 +26,25 @@ std::optional<std::string> ReadString(const nlohmann::json& body, const char* fi
                                       std::string* out, bool required);
 std::optional<std::string> ReadNumber(const nlohmann::json& body, const char* field, double* out);
 
+// `v` as a signed integer type Int; why not (named `field`) when it is not an integer in Int's
+// range.
+template <typename Int>
+std::optional<std::string> ReadIntegerValue(const nlohmann::json& v, std::string_view field,
+                                            Int* out) {
+  static_assert(std::is_signed_v<Int>, "the range check below is for signed types");
+  if (!v.is_number_integer()) return std::string(field) + ": must be an integer";
+  // Above INT64_MAX a value is unsigned, and get<int64_t> would wrap it to a negative one.
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
+    return std::string(field) + ": out of range";
+  }
+  const auto n = v.get<std::int64_t>();
+  if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max()) {
+    return std::string(field) + ": out of range";
+  }
+  *out = static_cast<Int>(n);
+  return std::nullopt;
+}
+
 template <typename Int>
 std::optional<std::string> ReadInteger(const nlohmann::json& body, const char* field, Int* out,
                                        bool required) {
@@ -32,17 +53,7 @@ std::optional<std::string> ReadInteger(const nlohmann::json& body, const char* f
     if (required) return std::string(field) + ": required";
     return std::nullopt;
   }
-  if (!it->is_number_integer()) return std::string(field) + ": must be an integer";
-  // Above INT64_MAX a value is unsigned, and get<int64_t> would wrap it to a negative one.
-  if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
-    return std::string(field) + ": out of range";
-  }
-  const auto v = it->get<std::int64_t>();
-  if (v < std::numeric_limits<Int>::min() || v > std::numeric_limits<Int>::max()) {
-    return std::string(field) + ": out of range";
-  }
-  *out = static_cast<Int>(v);
-  return std::nullopt;
+  return ReadIntegerValue(*it, field, out);
 }
 
 // A registration's fields (/v1/register's body; a stored job has the same ones), typed; their

@@ -117,8 +117,10 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
     auto mem = Field(c, "gpu_mem_mib", json::value_t::number_integer, cw);
     if (!mem) return tl::unexpected(mem.error());
     cg.gpu_mem_mib = (*mem)->get<core::MiB>();
-    if (cg.gpu_mem_mib < 0)
-      return MakeError(ErrorCode::kInvalidArgument, cw + ": negative gpu_mem_mib");
+    if (cg.gpu_mem_mib < 0 || cg.gpu_mem_mib > core::kMaxGpuMemoryMib) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       cw + ": gpu_mem_mib out of 0.." + std::to_string(core::kMaxGpuMemoryMib));
+    }
     if (auto it = c.find("milli_requested"); it != c.end() && it->is_boolean())
       cg.milli_requested = *it;
     if (auto it = c.find("exclusive"); it != c.end() && it->is_boolean()) cg.exclusive = *it;

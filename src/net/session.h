@@ -9,6 +9,15 @@
 
 namespace gpumux::net::detail {
 
+// A socket whose readability a session can wait for without reading (plain TCP and unix
+// sockets, not TlsSocket: Session::WaitForRequest).
+template <class Socket>
+concept WaitsForReadability = requires(Socket& s) {
+  s.async_wait(asio::socket_base::wait_read, [](const ErrorCode&) {});
+};
+static_assert(WaitsForReadability<tcp::socket>);
+static_assert(WaitsForReadability<unix_socket::socket>);
+
 // A reply as Beast writes it; HEAD replies carry the length without the body.
 using Reply = http::response<http::string_body>;
 
@@ -58,6 +67,14 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
  private:
   std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+
+  // The client closed or reset the connection (or the server cancelled the read). A TLS client
+  // that closes without a close_notify (most do, between requests) is stream_truncated.
+  static bool ClientWentAway(const ErrorCode& ec) {
+    return ec == asio::error::eof || ec == asio::error::connection_reset ||
+           ec == asio::error::operation_aborted || ec == asio::error::broken_pipe ||
+           ec == asio::ssl::error::stream_truncated;
+  }
 
   void SetPhase(Phase p) {
     if (phase == Phase::kAnswering && p != Phase::kAnswering) --server_.answering;
@@ -115,9 +132,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       BeginRequest();
       return;
     }
-    if constexpr (requires(Socket & s) {
-                    s.async_wait(asio::socket_base::wait_read, [](const ErrorCode&) {});
-                  }) {
+    if constexpr (WaitsForReadability<Socket>) {
       socket_.async_wait(asio::socket_base::wait_read, [self = Self()](const ErrorCode& ec) {
         if (self->closed_) return;
         if (ec) {
@@ -127,24 +142,28 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         self->BeginRequest();
       });
     } else {
-      socket_.async_read_some(buffer_.prepare(kFirstRead),
-                              [self = Self()](const ErrorCode& ec, std::size_t n) {
-                                if (self->closed_) return;
-                                if (ec) {
-                                  self->Close(std::nullopt, "");  // gone, or closed idle
-                                  return;
-                                }
-                                self->buffer_.commit(n);
-                                self->BeginRequest();
-                              });
+      socket_.async_read_some(
+          buffer_.prepare(kFirstRead), [self = Self()](const ErrorCode& ec, std::size_t n) {
+            if (self->closed_) return;
+            if (ec) {
+              // Gone, or closed idle; a broken record or an alert is a bad request, as when
+              // it comes in the middle of one (nothing can be answered through it).
+              self->Close(ClientWentAway(ec) ? std::nullopt : std::optional(Drop::kBadRequest),
+                          "TLS: " + ec.message());
+              return;
+            }
+            self->buffer_.commit(n);
+            self->BeginRequest(n);
+          });
     }
   }
 
-  void BeginRequest() {
+  // `received`: bytes of it already read (a TLS connection's wait reads the first ones).
+  void BeginRequest(std::size_t received = 0) {
     SetPhase(Phase::kReceiving);
     request_start_ = Clock::now();
     if (!first_) ArmTimer(server_.options.request_timeout);
-    received_ = 0;
+    received_ = received;
     timed_out_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_head_bytes));
@@ -180,13 +199,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       RefuseBody();
       return;
     }
-    // A TLS client that closes without a close_notify (most do, between requests) is
-    // stream_truncated: it went away too.
     if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
-        ec == asio::error::eof || ec == asio::error::connection_reset ||
-        ec == asio::error::operation_aborted || ec == asio::error::broken_pipe ||
-        ec == asio::ssl::error::stream_truncated) {
-      Close(std::nullopt, "");  // the client went away
+        ClientWentAway(ec)) {
+      Close(std::nullopt, "");
       return;
     }
     server_.Dropped(Drop::kBadRequest, peer, "its request is not HTTP/1.1: " + ec.message());

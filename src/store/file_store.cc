@@ -47,8 +47,9 @@ class FileStore final : public Store {
       return bad("no \"keys\" object");
     }
     // Revisions count changes from 0: one near INT64_MAX (a file written by another program)
-    // would overflow at the next change.
-    constexpr std::int64_t kMaxRevision = std::int64_t{1} << 53;
+    // would overflow at the next change. 2^62 leaves room for more changes than any store
+    // will see (a change a nanosecond for 146 years).
+    constexpr std::int64_t kMaxRevision = std::int64_t{1} << 62;
     const auto integer = [](const Json& object, const char* name) -> std::optional<std::int64_t> {
       if (!object.contains(name)) return std::int64_t{0};
       const Json& v = object[name];
@@ -63,7 +64,7 @@ class FileStore final : public Store {
     };
     if (integer(doc, "version").value_or(0) != 1) return bad("\"version\" is not 1");
     const auto revision = integer(doc, "revision");
-    if (!revision) return bad("\"revision\" is not an integer from 0 to 2^53");
+    if (!revision) return bad("\"revision\" is not an integer from 0 to 2^62");
     revision_ = *revision;
     for (const auto& [key, entry] : doc["keys"].items()) {
       if (!entry.is_object() || !entry.contains("value") || !entry["value"].is_string()) {
@@ -71,7 +72,7 @@ class FileStore final : public Store {
       }
       const auto key_revision = integer(entry, "revision");
       if (!key_revision) {
-        return bad("key " + key + " has a \"revision\" that is not an integer from 0 to 2^53");
+        return bad("key " + key + " has a \"revision\" that is not an integer from 0 to 2^62");
       }
       kv_[key] = {entry["value"].get<std::string>(), *key_revision};
     }

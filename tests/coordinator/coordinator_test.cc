@@ -286,8 +286,8 @@ TEST_F(CoordinatorTest, AStoredValueOfTheWrongShapeIsSkippedAndNamed) {
     EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [&](const std::string& l) {
       return l.find("skipping a key key=" + gpu_key) != std::string::npos;
     })) << bad_group;
-    // The group's tuned assignment was in the skipped key: the jobs run on, untuned until
-    // their GPU is tuned again, from the batch each stored.
+    // The group's tuned assignment was in the skipped key: a restored job still runs the
+    // target stored with it.
     EXPECT_EQ(Steps("j1", t1, 0.1, 1).batch_size, t1);
   }
 }

@@ -301,6 +301,43 @@ TEST_F(IdentityTest, ARestartForgetsJobsGoneLongerThanTheJobTimeoutAndKeepsOwner
   EXPECT_TRUE(c_->Report("recent", {&step, 1}, 0, HostProcess(1001)));
 }
 
+// A restart on a node whose GPU set changed (a GPU replaced): the jobs stored for the GPU it
+// no longer has are dropped and their keys deleted, as stale ones are; the others come back.
+// A stored `seen` below 0 (a store another program wrote) would overflow the next report's
+// arithmetic: that key is skipped.
+TEST_F(IdentityTest, ARestartDropsTheJobsOfAGpuTheNodeNoLongerHas) {
+  Make();
+  ASSERT_TRUE(c_->Register(Reg("kept", 32, "GPU-0")));
+  ASSERT_TRUE(c_->Register(Reg("gone", 32, "GPU-9")));
+  auto stored = sink_.Pairs();
+  stored.emplace_back("/gpumux/nodes/n1/jobs/neg",
+                      R"({"job":"neg","class":"a","batch_size":32,"gpus":["GPU-0"],)"
+                      R"("seen":-9223372036854775808})");
+  options_.node_gpus = {"GPU-0", "GPU-1"};
+  Make();
+  c_->Restore(stored);
+  const auto state = c_->State();
+  ASSERT_EQ(state.size(), 1u);
+  ASSERT_EQ(state[0].jobs.size(), 1u);
+  EXPECT_EQ(state[0].jobs[0].job, "kept");
+  EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/gone"), 0u) << "its key is deleted";
+  EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/kept"), 1u);
+}
+
+// A target is clamped into [min_batch, max_batch] and stored; a restart reads a stored target
+// only within 1..kMaxProfileBatch, so the bounds are held to that too.
+TEST_F(IdentityTest, BatchBoundsBeyondTheProfilesLargestBatchAreRefused) {
+  Make();
+  Registration r = Reg("j");
+  r.min_batch = policy::kMaxProfileBatch + 1;
+  auto refused = c_->Register(r);
+  ASSERT_FALSE(refused);
+  ExpectCode(refused.error(), core::ErrorCode::kInvalidArgument, "max_batch <= ");
+  r.min_batch = 0;
+  r.max_batch = policy::kMaxProfileBatch;
+  EXPECT_TRUE(c_->Register(r));
+}
+
 // The repro coordinator-job-flood's store: left by a run without limits, it must not come back
 // whole (300,000 jobs kept the old restart busy for minutes).
 TEST_F(IdentityTest, ARestartKeepsNoMoreJobsThanTheLimits) {

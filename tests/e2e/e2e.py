@@ -1745,7 +1745,10 @@ def main():
                 detail += " | " + str(inv)
         took = time.monotonic() - start
         if not ok:
-            detail += failure_context(rig, i, took, marks)
+            try:
+                detail += failure_context(rig, i, took, marks)
+            except Exception as e:  # noqa: BLE001 - the failure itself must still be reported
+                detail += f" | (what gpumux logged could not be read: {e})"
         results.append({"scenario": name, "ok": ok, "seconds": round(took, 1), "detail": detail})
         rig.say(f"[{i}] {'PASS' if ok else 'FAIL'} ({took:.1f} s): {detail}")
         try:

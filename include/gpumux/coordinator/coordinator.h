@@ -193,7 +193,7 @@ class Coordinator {
   std::optional<core::Error> CheckFields(const Registration& r) const;
   std::optional<core::Error> CheckCaller(const Registration& r, const Caller& caller) const;
   std::optional<core::Error> CheckOwner(const Job& j, const Caller& caller) const;
-  enum class Restored : std::uint8_t { kRestored, kSkipped, kStale, kOverLimits };
+  enum class Restored : std::uint8_t { kRestored, kSkipped, kStale, kGpuGone, kOverLimits };
   // One stored job (Restore): kept, or dropped and its key deleted.
   Restored RestoreJob(const std::string& key, const nlohmann::json& v);
   std::optional<core::Error> CheckLimits(const Registration& r, const std::string& gpu,

@@ -20,8 +20,9 @@ void AppendJsonString(std::string& out, std::string_view text);
 // in JSON, a log line or a terminal may hold (a GPU's UUID or model from a file, an id).
 bool IsUtf8Text(std::string_view text);
 
-// The longest start of `text` of at most `max_bytes` that does not cut a UTF-8 sequence (a
-// JSON library refuses to write half a character).
+// The longest start of valid UTF-8 `text` of at most `max_bytes` that does not cut a sequence
+// (a JSON library refuses to write half a character). For invalid input it only promises not
+// to cut after a lead byte.
 std::string_view Utf8Prefix(std::string_view text, std::size_t max_bytes);
 
 // A JSON library's error message for people: nlohmann's "[json.exception.parse_error.101] parse
