@@ -119,6 +119,17 @@ class IdentityTest : public ::testing::Test {
     c_ = std::make_unique<Coordinator>(
         options_, profile_, &sink_, [this] { return now_; }, [](std::string_view) {});
   }
+  // A new coordinator restored from `stored`: the ids of the jobs it holds.
+  std::vector<std::string> RestoredJobs(
+      const std::vector<std::pair<std::string, std::string>>& stored) {
+    Make();
+    c_->Restore(stored);
+    std::vector<std::string> ids;
+    for (const auto& g : c_->State()) {
+      for (const auto& j : g.jobs) ids.push_back(j.job);
+    }
+    return ids;
+  }
   static Registration Reg(const std::string& job, int batch = 32,
                           const std::string& gpu = "GPU-0") {
     Registration r;
@@ -287,13 +298,7 @@ TEST_F(IdentityTest, ARestartForgetsJobsGoneLongerThanTheJobTimeoutAndKeepsOwner
   unix_now_ += 20;
   ASSERT_TRUE(c_->Register(Reg("recent"), HostProcess(1001)));
   unix_now_ += 15;  // "old" last seen 35 s ago, "recent" 15 s ago; the timeout is 30 s
-  const auto stored = sink_.Pairs();
-  Make();
-  c_->Restore(stored);
-  const auto state = c_->State();
-  ASSERT_EQ(state.size(), 1u);
-  ASSERT_EQ(state[0].jobs.size(), 1u);
-  EXPECT_EQ(state[0].jobs[0].job, "recent");
+  EXPECT_EQ(RestoredJobs(sink_.Pairs()), std::vector<std::string>{"recent"});
   EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/old"), 0u) << "the stale key is deleted";
   const StepSample step{32, 0.1};
   EXPECT_FALSE(c_->Report("recent", {&step, 1}, 0, HostProcess(1000)))
@@ -314,12 +319,7 @@ TEST_F(IdentityTest, ARestartDropsTheJobsOfAGpuTheNodeNoLongerHas) {
                       R"({"job":"neg","class":"a","batch_size":32,"gpus":["GPU-0"],)"
                       R"("seen":-9223372036854775808})");
   options_.node_gpus = {"GPU-0", "GPU-1"};
-  Make();
-  c_->Restore(stored);
-  const auto state = c_->State();
-  ASSERT_EQ(state.size(), 1u);
-  ASSERT_EQ(state[0].jobs.size(), 1u);
-  EXPECT_EQ(state[0].jobs[0].job, "kept");
+  EXPECT_EQ(RestoredJobs(stored), std::vector<std::string>{"kept"});
   EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/gone"), 0u) << "its key is deleted";
   EXPECT_EQ(sink_.kv.count("/gpumux/nodes/n1/jobs/kept"), 1u);
 }
