@@ -85,8 +85,10 @@ class HttpsServerTest : public ::testing::Test {
     server_.reset();
     fs::remove_all(dir_);
   }
-  void Start(std::chrono::milliseconds request_timeout = std::chrono::seconds(10)) {
+  void Start(std::chrono::milliseconds request_timeout = std::chrono::seconds(10),
+             std::chrono::milliseconds keep_alive_timeout = std::chrono::seconds(10)) {
     ServerOptions o;
+    o.keep_alive_timeout = keep_alive_timeout;
     o.name = "https-test";
     o.listen = {Endpoint::Tcp("127.0.0.1", 0)};
     o.tls = TlsOptions{cert_.cert_pem, cert_.key_pem};
@@ -131,6 +133,96 @@ TEST_F(HttpsServerTest, AClientTrustingTheCaIsServedRequestAfterRequestOnOneConn
   }
 }
 
+// A TLS client on OpenSSL memory BIOs: its bytes leave when it says (Flush), so a test decides
+// what shares a TCP segment. Receives time out after 5 s. Closing it sends no close_notify.
+class RawTlsClient {
+ public:
+  explicit RawTlsClient(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ =
+        fd_ >= 0 && ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+    const timeval five{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    ctx_ = ::SSL_CTX_new(::TLS_client_method());
+    ssl_ = ::SSL_new(ctx_);
+    out_ = ::BIO_new(::BIO_s_mem());
+    ::SSL_set_bio(ssl_, ::BIO_new(::BIO_s_mem()), out_);
+    ::SSL_set_connect_state(ssl_);
+  }
+  ~RawTlsClient() {
+    ::SSL_free(ssl_);
+    ::SSL_CTX_free(ctx_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawTlsClient(const RawTlsClient&) = delete;
+  RawTlsClient& operator=(const RawTlsClient&) = delete;
+
+  // Runs the handshake; the client's last message stays unsent (in the BIO) until Flush.
+  bool Handshake() {
+    int done = 0;
+    while (connected_ && (done = ::SSL_do_handshake(ssl_)) != 1) {
+      if (::SSL_get_error(ssl_, done) != SSL_ERROR_WANT_READ || !Flush() || !Feed()) return false;
+    }
+    return connected_;
+  }
+  // Encrypts `text` into the BIO (not sent until Flush).
+  bool Write(const std::string& text) {
+    return ::SSL_write(ssl_, text.data(), static_cast<int>(text.size())) ==
+           static_cast<int>(text.size());
+  }
+  // Sends everything the BIO holds in one send().
+  bool Flush() {
+    std::string pending;
+    int n = 0;
+    while ((n = ::BIO_read(out_, buf_, sizeof buf_)) > 0)
+      pending.append(buf_, static_cast<std::size_t>(n));
+    return pending.empty() || ::send(fd_, pending.data(), pending.size(), MSG_NOSIGNAL) ==
+                                  static_cast<ssize_t>(pending.size());
+  }
+  // Reads until `until` is in the reply; "" when the server closed or nothing came in 5 s.
+  std::string ReadUntil(const std::string& until) {
+    std::string reply;
+    while (reply.find(until) == std::string::npos) {
+      const int n = ::SSL_read(ssl_, buf_, sizeof buf_);
+      if (n > 0) {
+        reply.append(buf_, static_cast<std::size_t>(n));
+      } else if (::SSL_get_error(ssl_, n) != SSL_ERROR_WANT_READ || !Feed()) {
+        return reply;
+      }
+    }
+    return reply;
+  }
+  // Whether the server closed the connection (the next read sees its end) within 5 s.
+  bool ClosedByServer() {
+    char c = 0;
+    return ::recv(fd_, &c, 1, 0) == 0;
+  }
+  // Closes the socket without a close_notify, as most clients do between requests.
+  void Drop() {
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool Feed() {
+    const ssize_t n = ::recv(fd_, buf_, sizeof buf_, 0);
+    if (n > 0) ::BIO_write(::SSL_get_rbio(ssl_), buf_, static_cast<int>(n));
+    return n > 0;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+  BIO* out_ = nullptr;
+  char buf_[16384];
+};
+
+const std::string kEchoHi = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
+
 // A client whose last handshake message and first request leave in one TCP segment, as a Go
 // client's (kube-apiserver's webhook calls) do when the server is a little slow to read: the
 // request is then in OpenSSL's buffer, not the socket, when the handshake ends. The server
@@ -139,61 +231,40 @@ TEST_F(HttpsServerTest, AClientTrustingTheCaIsServedRequestAfterRequestOnOneConn
 // random on new connections (seen in CI's e2e, reproduced through the rig's API server).
 TEST_F(HttpsServerTest, ARequestThatArrivesWithTheHandshakesLastMessageIsAnswered) {
   Start();
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(server_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
-  const timeval five{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
-  SSL_CTX* ctx = ::SSL_CTX_new(::TLS_client_method());
-  SSL* ssl = ::SSL_new(ctx);
-  BIO* in = ::BIO_new(::BIO_s_mem());
-  BIO* out = ::BIO_new(::BIO_s_mem());
-  ::SSL_set_bio(ssl, in, out);  // the client's bytes go through memory: we decide when they leave
-  ::SSL_set_connect_state(ssl);
-  char buf[16384];
-  const auto flush = [&] {
-    int n = 0;
-    while ((n = ::BIO_read(out, buf, sizeof buf)) > 0) {
-      ASSERT_EQ(::send(fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL), n);
-    }
-  };
-  const auto feed = [&] {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n > 0) ::BIO_write(in, buf, static_cast<int>(n));
-    return n > 0;
-  };
-  int done = 0;
-  while ((done = ::SSL_do_handshake(ssl)) != 1) {
-    ASSERT_EQ(::SSL_get_error(ssl, done), SSL_ERROR_WANT_READ);
-    flush();
-    ASSERT_TRUE(feed()) << "the server's handshake did not arrive";
-  }
-  // The client's Finished is in `out`; the request joins it and both leave in one send().
-  const std::string request = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
-  ASSERT_EQ(::SSL_write(ssl, request.data(), static_cast<int>(request.size())),
-            static_cast<int>(request.size()));
-  flush();
-  std::string reply;
+  RawTlsClient client(server_->port());
+  ASSERT_TRUE(client.Handshake());
+  // The client's Finished is in the BIO; the request joins it and both leave in one send().
+  ASSERT_TRUE(client.Write(kEchoHi));
+  ASSERT_TRUE(client.Flush());
   const auto start = std::chrono::steady_clock::now();
-  while (reply.find("{\"body\":\"hi\"}") == std::string::npos) {
-    const int n = ::SSL_read(ssl, buf, sizeof buf);
-    if (n > 0) {
-      reply.append(buf, static_cast<std::size_t>(n));
-    } else if (::SSL_get_error(ssl, n) != SSL_ERROR_WANT_READ || !feed()) {
-      break;  // closed, or nothing within 5 s
-    }
-  }
+  const std::string reply = client.ReadUntil("{\"body\":\"hi\"}");
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::SSL_free(ssl);
-  ::SSL_CTX_free(ctx);
-  ::close(fd);
   EXPECT_NE(reply.find("HTTP/1.1 200"), std::string::npos) << "after " << took << " s: " << reply;
   EXPECT_LT(took, 4.0);
+}
+
+// A TLS connection waits for its next request by reading: the keep-alive deadline still closes
+// it when idle, and a client that leaves without a close_notify is a client gone, not a bad
+// request.
+TEST_F(HttpsServerTest, AnIdleTlsConnectionClosesAtItsKeepAliveDeadlineAndALeavingClientIsNoError) {
+  Start(std::chrono::seconds(10), std::chrono::milliseconds(300));
+  RawTlsClient idle(server_->port());
+  ASSERT_TRUE(idle.Handshake());
+  ASSERT_TRUE(idle.Flush());
+  ASSERT_TRUE(idle.Write(kEchoHi));
+  ASSERT_TRUE(idle.Flush());
+  ASSERT_NE(idle.ReadUntil("{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_TRUE(idle.ClosedByServer()) << "still open 5 s after a 300 ms keep-alive deadline";
+  RawTlsClient leaving(server_->port());
+  ASSERT_TRUE(leaving.Handshake());
+  ASSERT_TRUE(leaving.Flush());
+  ASSERT_TRUE(leaving.Write(kEchoHi));
+  ASSERT_TRUE(leaving.Flush());
+  ASSERT_NE(leaving.ReadUntil("{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
+  leaving.Drop();
+  EXPECT_TRUE(Eventually([&] { return server_->open_connections() == 0U; }));
+  EXPECT_EQ(server_->dropped(Drop::kBadRequest), 0U);
 }
 
 TEST_F(HttpsServerTest, AClientTrustingAnotherCaGetsNoAnswer) {
