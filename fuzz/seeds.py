@@ -213,6 +213,12 @@ users:
     for path in sorted(glob.glob(os.path.join(REPROS, 'coordinator-store-gpu-entry-type', '*.json'))):
         seed('coordinator', os.path.basename(path), read(path) + SEP + session.encode())
     seed('coordinator', 'empty-store', SEP + session.encode())
+    # A stored job whose seen is INT64_MIN: the first report's arithmetic overflowed (review).
+    seed('coordinator', 'negative-seen', json.dumps({'version': 1, 'revision': 1, 'keys': {
+        '/gpumux/nodes/n1/jobs/ns%2Fp1%2Fc': {'revision': 1, 'value': json.dumps({
+            'job': 'ns/p1/c', 'class': 'vgg16', 'batch_size': 64, 'gpus': ['GPU-a'],
+            'seen': -9223372036854775808})}}}).encode() + SEP +
+         b'n POST /v1/report {"job":"ns/p1/c","steps":[[64,0.2]]}\n')
 
 
 if __name__ == '__main__':
