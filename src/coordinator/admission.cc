@@ -39,6 +39,11 @@ std::optional<core::Error> Coordinator::CheckIds(const Registration& r) const {
   return std::nullopt;
 }
 
+bool Coordinator::OnThisNode(const std::string& gpu) const {
+  const auto& known = options_.node_gpus;
+  return known.empty() || std::find(known.begin(), known.end(), gpu) != known.end();
+}
+
 std::optional<core::Error> Coordinator::CheckFields(const Registration& r) const {
   if (r.batch_size < 1 || r.batch_size > policy::kMaxProfileBatch) {
     return Invalid("batch_size: must be 1 to " + std::to_string(policy::kMaxProfileBatch));
@@ -58,10 +63,9 @@ std::optional<core::Error> Coordinator::CheckFields(const Registration& r) const
     if (!IsPrintableId(g)) {
       return Invalid("gpus: every entry must be 1 to 253 printable bytes");
     }
-    const auto& known = options_.node_gpus;
-    if (!known.empty() && std::find(known.begin(), known.end(), g) == known.end()) {
+    if (!OnThisNode(g)) {
       std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      for (const auto& k : options_.node_gpus) list += (list.empty() ? "" : ", ") + k;
       return Invalid("gpus: " + g + " is not a GPU of node " + options_.node +
                      " (its GPUs: " + list + ")");
     }

@@ -505,10 +505,8 @@ Coordinator::Restored Coordinator::RestoreJob(const std::string& key, const Json
       std::chrono::duration_cast<std::chrono::seconds>(options_.job_timeout).count();
   const bool stale = seen > 0 && UnixNow() - seen > timeout_s;
   // A GPU the node no longer has (replaced, or another backend): the job went with it.
-  const auto& known = options_.node_gpus;
-  const bool gone = !known.empty() && std::any_of(r.gpus.begin(), r.gpus.end(), [&](const auto& g) {
-    return std::find(known.begin(), known.end(), g) == known.end();
-  });
+  const bool gone = !std::all_of(r.gpus.begin(), r.gpus.end(),
+                                 [this](const std::string& g) { return OnThisNode(g); });
   if (stale || gone) {
     if (sink_ != nullptr) sink_->Write(key, std::nullopt);
     return stale ? Restored::kStale : Restored::kGpuGone;

@@ -196,6 +196,11 @@ class RawTlsClient {
     }
     return reply;
   }
+  // Handshake, then `request` on its own, then its reply (see ReadUntil).
+  std::string Exchange(const std::string& request, const std::string& until) {
+    if (!Handshake() || !Flush() || !Write(request) || !Flush()) return "";
+    return ReadUntil(until);
+  }
   // Whether the server closed the connection (the next read sees its end) within 5 s.
   bool ClosedByServer() {
     char c = 0;
@@ -250,18 +255,10 @@ TEST_F(HttpsServerTest, ARequestThatArrivesWithTheHandshakesLastMessageIsAnswere
 TEST_F(HttpsServerTest, AnIdleTlsConnectionClosesAtItsKeepAliveDeadlineAndALeavingClientIsNoError) {
   Start(std::chrono::seconds(10), std::chrono::milliseconds(300));
   RawTlsClient idle(server_->port());
-  ASSERT_TRUE(idle.Handshake());
-  ASSERT_TRUE(idle.Flush());
-  ASSERT_TRUE(idle.Write(kEchoHi));
-  ASSERT_TRUE(idle.Flush());
-  ASSERT_NE(idle.ReadUntil("{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
+  ASSERT_NE(idle.Exchange(kEchoHi, "{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
   EXPECT_TRUE(idle.ClosedByServer()) << "still open 5 s after a 300 ms keep-alive deadline";
   RawTlsClient leaving(server_->port());
-  ASSERT_TRUE(leaving.Handshake());
-  ASSERT_TRUE(leaving.Flush());
-  ASSERT_TRUE(leaving.Write(kEchoHi));
-  ASSERT_TRUE(leaving.Flush());
-  ASSERT_NE(leaving.ReadUntil("{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
+  ASSERT_NE(leaving.Exchange(kEchoHi, "{\"body\":\"hi\"}").find("HTTP/1.1 200"), std::string::npos);
   leaving.Drop();
   EXPECT_TRUE(Eventually([&] { return server_->open_connections() == 0U; }));
   EXPECT_EQ(server_->dropped(Drop::kBadRequest), 0U);

@@ -191,6 +191,8 @@ class Coordinator {
   core::Result<Job*> JobFor(std::string_view id, const Caller& caller);
   std::optional<core::Error> CheckIds(const Registration& r) const;
   std::optional<core::Error> CheckFields(const Registration& r) const;
+  // Whether `gpu` is one of this node's GPUs (any GPU is when the node's are not known).
+  bool OnThisNode(const std::string& gpu) const;
   std::optional<core::Error> CheckCaller(const Registration& r, const Caller& caller) const;
   std::optional<core::Error> CheckOwner(const Job& j, const Caller& caller) const;
   enum class Restored : std::uint8_t { kRestored, kSkipped, kStale, kGpuGone, kOverLimits };
