@@ -57,6 +57,8 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   std::string stage;
   CLI::App* hook = AddHookCommand(app, host, stage);
   CLI::App* oci_runtime = AddOciRuntimeCommand(app);
+  EnforceCliOptions enforce_options;
+  CLI::App* enforce = AddEnforceCommand(app, enforce_options);
   GpusOptions gpus_options;
   CLI::App* gpus = AddGpusCommand(app, host, gpus_options);
   CoordinatorCliOptions coordinator_options;
@@ -155,6 +157,7 @@ int Main(int argc, const char* const* argv, std::ostream& out, std::ostream& err
   if (device_plugin->parsed()) return RunDevicePlugin(device_plugin_options, out, err);
   if (webhook->parsed()) return RunWebhook(webhook_options, out, err);
   if (hook->parsed()) return RunHook(host, stage, std::cin, out, err);
+  if (enforce->parsed()) return RunEnforce(enforce_options, std::cin, out, err);
   if (gpus->parsed()) return RunGpus(host, gpus_options, out, err);
   if (coordinator->parsed()) return RunCoordinator(coordinator_options, out, err);
   if (profile->parsed()) return RunProfile(profile_options, out, err);

@@ -214,6 +214,22 @@ int RunHook(const HostOptions& options, const std::string& stage, std::istream& 
 // `gpumux oci-runtime <runtime args>`: grants, edits config.json, then execs the runtime.
 int RunOciRuntime(const HostOptions& options, const std::vector<std::string>& args,
                   std::ostream& err);
+// `gpumux enforce <stage>` (enforce_command.cc): the CDI hook of isolation/cdi.h, and `list`,
+// `reconcile` of its records.
+struct EnforceCliOptions {
+  std::string stage;
+  std::string state_dir;  // $GPUMUX_STATE_DIR, else /var/lib/gpumux
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string proc_root = "/proc";
+  std::string pod, pod_uid, container;
+  std::vector<std::string> gpus;  // UUID=HARD_MIB[:SOFT_MIB]
+  bool json = false;
+};
+CLI::App* AddEnforceCommand(CLI::App& app, EnforceCliOptions& options);
+int RunEnforce(const EnforceCliOptions& options, std::istream& in, std::ostream& out,
+               std::ostream& err);
+
 // `gpumux gpus`: the host's GPUs from one backend. dev: the hook's view (the device folder, or
 // the GPU file when one is given); fake: the GPU file through gpu::OpenFake; nvml: NVML.
 // Exit 0; 1 when NVML cannot be used; 2 for bad usage or a bad file.
@@ -340,6 +356,7 @@ struct ExtenderCliOptions {
   std::int64_t node_lock_ttl_seconds = 120;
   std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib (a CLI test checks)
+  std::string require_enforcement = "none";
   std::string typical_pods;              // "" = the embedded trace
   std::map<std::string, double, std::less<>> knobs;  // the policy's knobs given (--<knob>)
   int threads = 16;

@@ -151,6 +151,9 @@ std::optional<UsageError> ValidateRanges(const ExtenderCliOptions& o) {
     message += " (MiB per unit of gpumux.io/gpu-mem; the device plugin's --gpu-mem-unit-mib)";
     return UsageError{std::move(message)};
   }
+  if (auto r = kube::ParseRequiredEnforcement(o.require_enforcement, "--require-enforcement"); !r) {
+    return UsageError{r.error().message};
+  }
   if (o.threads < 1 || o.threads > 1024) return UsageError{"--threads must be in 1..1024"};
   if (o.max_connections < 1 || o.max_connections > extender::kMaxConnectionsLimit) {
     return UsageError{"--max-connections must be in 1.." +
@@ -355,6 +358,15 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
         "refused for gpu-mem pods)",
         "gpuMemUnitMiB")
       ->capture_default_str();
+  s.Add("require-enforcement", &O::require_enforcement,
+        "Which limits a GPU's node must enforce before a share (gpumux.io/gpu-mem, "
+        "gpu-milli) goes there: none, memory (a hard limit at the grant: MPS v3 memory "
+        "partitioning), compute (the container's own compute share: an MPS v3 namespace or "
+        "HAMi-core) or memory,compute; a pod's gpumux.io/require-enforcement annotation can "
+        "ask for more, never less. Whole-GPU pods are not affected. What each node "
+        "enforces: kubectl gpumux nodes",
+        "requireEnforcement")
+      ->capture_default_str();
   s.AddPath("typical-pods", &O::typical_pods,
             "Pod list (the trace's CSV format) whose request shapes define fragmentation for " +
                 PoliciesThat(&policy::PolicyEntry::needs_typical_pods) +
@@ -492,6 +504,9 @@ int RunExtender(const ExtenderCliOptions& given, std::ostream& out, std::ostream
   state_options.defaults.gpu_memory_mib = o.default_gpu_memory_mib;
   state_options.grant_ttl_seconds = o.grant_ttl_seconds;
   state_options.gpu_mem_unit_mib = o.gpu_mem_unit_mib;
+  state_options.required_enforcement =
+      kube::ParseRequiredEnforcement(o.require_enforcement, "--require-enforcement")
+          .value_or(core::kEnforcesNothing);
   state_options.log = log_fn;
   auto typical = TypicalPods(o.typical_pods);
   if (!typical) return usage(typical.error().message);

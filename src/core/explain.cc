@@ -8,6 +8,13 @@ namespace {
 
 std::string Gpus(int n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
 
+// "memory limits", "compute limits", "memory and compute limits".
+std::string Limits(Enforcement bits) {
+  const bool memory = (bits & kEnforcesMemory) != 0, compute = (bits & kEnforcesCompute) != 0;
+  return std::string(memory ? "memory" : "") + (memory && compute ? " and " : "") +
+         (compute ? "compute" : "") + " limits";
+}
+
 std::string What(const Request& r) {
   if (r.sharing == GpuSharing::kExclusive) {
     std::string s = Gpus(r.gpu_count) + (r.gpu_count == 1 ? " to itself" : " to themselves");
@@ -32,6 +39,10 @@ int ClosestRefusingGpu(const NodeView& node, const Request& r, ModelMask models)
     const auto g = static_cast<std::size_t>(i);
     if (((models >> node.gpu_model[g]) & 1U) == 0) continue;
     if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
+    if (r.sharing == GpuSharing::kShared &&
+        (node.spec->gpus[g].enforces & r.required_enforcement) != r.required_enforcement) {
+      continue;
+    }
     if (node.spec->gpus[g].memory_mib < r.gpu_mib || GpuAdmits(node, i, r, models)) continue;
     double gap;
     if (r.sharing == GpuSharing::kExclusive) {
@@ -97,7 +108,9 @@ Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
   if (total < r.gpu_count) {
     return {false, "needs " + Gpus(r.gpu_count) + ", node has " + std::to_string(total)};
   }
-  int of_model = 0, healthy = 0, big_enough = 0, admitting = 0;
+  int of_model = 0, healthy = 0, enforcing = 0, big_enough = 0, admitting = 0;
+  const Enforcement required =
+      r.sharing == GpuSharing::kShared ? r.required_enforcement : kEnforcesNothing;
   MiB largest = 0;
   for (int i = 0; i < total; ++i) {
     const auto g = static_cast<std::size_t>(i);
@@ -105,6 +118,8 @@ Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
     ++of_model;
     if (node.spec->gpus[g].health != GpuHealth::kHealthy) continue;
     ++healthy;
+    if ((node.spec->gpus[g].enforces & required) != required) continue;
+    ++enforcing;
     largest = std::max(largest, node.spec->gpus[g].memory_mib);
     if (node.spec->gpus[g].memory_mib >= r.gpu_mib) ++big_enough;
     if (GpuAdmits(node, i, r, models)) ++admitting;
@@ -119,6 +134,11 @@ Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
   if (healthy < r.gpu_count) {
     return {false, "needs " + Gpus(r.gpu_count) + ", " + std::to_string(healthy) + " of " +
                        std::to_string(of_model) + " are healthy"};
+  }
+  if (enforcing < r.gpu_count) {
+    return {false, "needs " + Gpus(r.gpu_count) + " that enforce " + Limits(required) + ", " +
+                       std::to_string(enforcing) + " of " + std::to_string(healthy) +
+                       " here do"};
   }
   if (big_enough < r.gpu_count) {
     return {false, "needs " + std::to_string(r.gpu_mib) + " MiB on one GPU, the largest here has " +

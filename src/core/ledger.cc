@@ -25,7 +25,9 @@ bool GpuAdmits(const NodeView& node, int i, const Request& request, ModelMask mo
   if (request.sharing == GpuSharing::kExclusive) {
     return node.GpuIsIdle(i) && request.gpu_mib <= node.spec->gpus[g].memory_mib;
   }
-  return node.gpu_free_milli[g] >= request.gpu_milli && node.gpu_free_mib[g] >= request.gpu_mib;
+  return node.gpu_free_milli[g] >= request.gpu_milli && node.gpu_free_mib[g] >= request.gpu_mib &&
+         (node.spec->gpus[g].enforces & request.required_enforcement) ==
+             request.required_enforcement;
 }
 
 bool NodeFits(const NodeView& node, const Request& request, ModelMask models) {

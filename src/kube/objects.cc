@@ -8,7 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "gpumux/core/shown.h"
 #include "gpumux/core/time.h"
+#include "gpumux/kube/enforcement.h"
 
 namespace gpumux::kube {
 namespace {
@@ -216,6 +218,8 @@ namespace {
 struct RequestHints {
   std::string models;          // gpumux.io/gpu-model: the models allowed, comma separated
   std::string workload_class;  // gpumux.io/workload-class
+  core::Enforcement required = core::kEnforcesNothing;  // gpumux.io/require-enforcement
+  std::string required_error;  // the annotation does not read
 };
 
 // Reads the pod's annotations: its grant into `p` (or p.grant_error when unreadable), and the
@@ -226,6 +230,15 @@ RequestHints ReadPodAnnotations(const json& metadata, PodInfo& p) {
   if (annotations == nullptr) return hints;
   hints.models = JsonString(*annotations, std::string(kAnnotationGpuModel).c_str());
   hints.workload_class = JsonString(*annotations, std::string(kAnnotationWorkloadClass).c_str());
+  if (const json* r = JsonChild(*annotations, std::string(kAnnotationRequireEnforcement).c_str());
+      r != nullptr) {
+    const std::string where = "annotation " + std::string(kAnnotationRequireEnforcement);
+    auto bits = r->is_string() ? ParseRequiredEnforcement(r->get_ref<const std::string&>(), where)
+                               : core::MakeError(core::ErrorCode::kInvalidArgument,
+                                                 where + " is not a string");
+    hints.required = bits.value_or(core::kEnforcesNothing);
+    if (!bits) hints.required_error = bits.error().message;
+  }
   if (const json* g = JsonChild(*annotations, std::string(kAnnotationGrant).c_str());
       g != nullptr) {
     if (!g->is_string()) {
@@ -254,9 +267,33 @@ std::string InitContainersError(const json& spec, std::int64_t gpu_mem_unit_mib)
   return "";
 }
 
-// A pod asking gpumux for GPUs must not name its own: with the NVIDIA toolkit's environment
-// path, a container's NVIDIA_VISIBLE_DEVICES comes after the device plugin's (the kubelet's
-// order) and would widen the grant ("all"). The first container that sets it; "" when none.
+// The variables through which the device plugin hands a container its grant and its limits:
+// the kubelet puts a pod's own env after the plugin's, so a pod that set one would override it
+// (NVIDIA_VISIBLE_DEVICES=all widens the grant; a CUDA_MPS_ or HAMi-core variable lifts a
+// limit). A name ending in '_' stands for every name it begins (CUDA_DEVICE_MEMORY_LIMIT_0).
+constexpr std::string_view kGrantVariables[] = {
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_MEMORY_LIMIT_",
+    "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT_",
+    "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+    "CUDA_DISABLE_CONTROL"};
+
+bool IsGrantVariable(std::string_view name) {
+  for (std::string_view v : kGrantVariables) {
+    if (v.back() == '_' ? name.size() > v.size() && name.substr(0, v.size()) == v : name == v) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A pod asking gpumux for GPUs must not set a grant variable itself (kGrantVariables). The
+// first container that sets one; "" when none does.
 std::string OwnVisibleDevicesError(const json& spec) {
   for (const char* list : {"initContainers", "containers"}) {
     const json* cs = JsonChild(spec, list);
@@ -265,12 +302,12 @@ std::string OwnVisibleDevicesError(const json& spec) {
       const json* env = JsonChild(c, "env");
       if (env == nullptr || !env->is_array()) continue;
       for (const json& e : *env) {
-        if (JsonString(e, "name") != "NVIDIA_VISIBLE_DEVICES") continue;
+        const std::string name = JsonString(e, "name");
+        if (!IsGrantVariable(name)) continue;
         return std::string(list == std::string_view("containers") ? "container"
                                                                   : "init container") +
-               " \"" + JsonString(c, "name") +
-               "\" sets NVIDIA_VISIBLE_DEVICES itself; gpumux sets it from the pod's grant "
-               "(remove it from the pod's env)";
+               " \"" + JsonString(c, "name") + "\" sets " + core::Shown(name, 64) +
+               " itself; gpumux sets it from the pod's grant (remove it from the pod's env)";
       }
     }
   }
@@ -335,10 +372,12 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
     cr.request = std::move(*request);
     cr.request.gpu_models = SplitModels(hints.models);
     cr.request.workload_class = hints.workload_class;
+    cr.request.required_enforcement = hints.required;
     p.containers.push_back(std::move(cr));
   }
   if (!p.containers.empty()) {
-    p.request_error = OwnVisibleDevicesError(*spec);
+    p.request_error = hints.required_error.empty() ? OwnVisibleDevicesError(*spec)
+                                                   : hints.required_error;
     if (!p.request_error.empty()) p.containers.clear();
   }
   return p;
@@ -360,10 +399,12 @@ core::Result<json> GpuListOf(const json& annotation) {
   return doc;
 }
 
-core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc,
-                                                      const NodeDefaults& defaults) {
+// Also the enforcement record of each GPU (enforcement.h) into `enforcement`, in index order.
+core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc, const NodeDefaults& defaults,
+                                                      std::vector<GpuEnforcement>& enforcement) {
   const std::string where = "annotation gpumux.io/gpus";
   std::vector<core::GpuSpec> gpus;
+  std::vector<GpuEnforcement> records;
   for (std::size_t i = 0; i < doc.size(); ++i) {
     const json& g = doc[i];
     const std::string gw = where + "[" + std::to_string(i) + "]";
@@ -394,18 +435,26 @@ core::Result<std::vector<core::GpuSpec>> GpusFromList(const json& doc,
       return MakeError(ErrorCode::kInvalidArgument,
                        gw + ": \"health\" must be Healthy or Unhealthy, not \"" + health + "\"");
     }
+    records.push_back(EnforcementFromJson(JsonChild(g, "enforcement")));
+    spec.enforces = records.back().Bits();
     gpus.push_back(std::move(spec));
   }
-  std::sort(gpus.begin(), gpus.end(),
-            [](const core::GpuSpec& a, const core::GpuSpec& b) { return a.index < b.index; });
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
-    if (gpus[i].index != static_cast<int>(i)) {
+  std::vector<std::size_t> order(gpus.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return gpus[a].index < gpus[b].index; });
+  std::vector<core::GpuSpec> sorted;
+  enforcement.clear();
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (gpus[order[i]].index != static_cast<int>(i)) {
       return MakeError(ErrorCode::kInvalidArgument, where + ": GPU indices must be 0.." +
                                                         std::to_string(gpus.size() - 1) +
                                                         " without gaps or repeats");
     }
+    sorted.push_back(std::move(gpus[order[i]]));
+    enforcement.push_back(std::move(records[order[i]]));
   }
-  return gpus;
+  return sorted;
 }
 
 // "1024": a positive decimal integer of at most kMaxGpuMemUnitMib.
@@ -550,7 +599,7 @@ core::Result<void> GpusFromAnnotation(const json& gpus, const NodeDefaults& defa
     message += " a node may have";
     return MakeError(ErrorCode::kInvalidArgument, std::move(message));
   }
-  auto parsed = list ? GpusFromList(*list, defaults)
+  auto parsed = list ? GpusFromList(*list, defaults, info.enforcement)
                      : core::Result<std::vector<core::GpuSpec>>(tl::unexpected(list.error()));
   if (parsed) {
     info.spec.gpus = std::move(*parsed);

@@ -30,7 +30,8 @@ Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int6
 std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::ModelMask models) {
   const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
                      r.gpu_milli, r.gpu_mib,    r.sharing,
-                     models,      r.overdue,    policy_->ScoreEpoch(*ledger_)};
+                     models,      r.overdue,    policy_->ScoreEpoch(*ledger_),
+                     r.required_enforcement};
   if (auto it = shapes_.find(key); it != shapes_.end()) {
     MemoShape& hit = memo_[it->second];
     hit.last_use = ++memo_clock_;
@@ -186,7 +187,8 @@ const core::Misfit& Engine::ExplainMisfit(const core::Request& original, core::N
   const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
   const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
                      r.gpu_milli, r.gpu_mib,    r.sharing,
-                     models,      r.overdue,    0};
+                     models,      r.overdue,    0,
+                     r.required_enforcement};
   if (reasons_.size() != static_cast<std::size_t>(ledger_->cluster().size())) {
     reasons_.assign(static_cast<std::size_t>(ledger_->cluster().size()), {});
   }

@@ -36,7 +36,7 @@ bool SameNode(const kube::NodeInfo& a, const kube::NodeInfo& b) {
   const core::NodeSpec& x = a.spec;
   const core::NodeSpec& y = b.spec;
   if (a.gpu_mem_unit_mib != b.gpu_mem_unit_mib || a.gpu_mem_unit_error != b.gpu_mem_unit_error ||
-      a.device_plugin_state != b.device_plugin_state) {
+      a.device_plugin_state != b.device_plugin_state || a.enforcement != b.enforcement) {
     return false;
   }
   if (x.name != y.name || x.cpu_milli != y.cpu_milli || x.memory_mib != y.memory_mib ||
@@ -47,7 +47,7 @@ bool SameNode(const kube::NodeInfo& a, const kube::NodeInfo& b) {
     const core::GpuSpec& g = x.gpus[i];
     const core::GpuSpec& h = y.gpus[i];
     if (g.index != h.index || g.uuid != h.uuid || g.model != h.model ||
-        g.memory_mib != h.memory_mib || g.health != h.health) {
+        g.memory_mib != h.memory_mib || g.health != h.health || g.enforces != h.enforces) {
       return false;
     }
   }

@@ -52,7 +52,7 @@ std::vector<NodeVerdict> ClusterState::Evaluate(const kube::PodInfo& given,
                                                 std::span<const std::string_view> names,
                                                 Reasons reasons) {
   kube::PodInfo overdue;
-  const kube::PodInfo& pod = MarkedOverdue(given, overdue);
+  const kube::PodInfo& pod = Adjusted(given, overdue);
   std::vector<NodeVerdict> out(names.size());
   if (!pod.request_error.empty()) {
     for (NodeVerdict& v : out) v = {NodeVerdict::Kind::kUnresolvable, 0, pod.request_error};
@@ -109,19 +109,43 @@ std::optional<std::int64_t> ClusterState::OverdueInSeconds(const kube::PodInfo& 
   return std::min(limit, limit - (impl_->clock() - pod.created_unix_s));
 }
 
-const kube::PodInfo& ClusterState::MarkedOverdue(const kube::PodInfo& pod,
-                                                 kube::PodInfo& copy) const {
+const kube::PodInfo& ClusterState::Adjusted(const kube::PodInfo& pod, kube::PodInfo& copy) const {
   const std::optional<std::int64_t> in = OverdueInSeconds(pod);
-  if (!in || *in > 0) return pod;
+  const bool overdue = in && *in <= 0;
+  const core::Enforcement floor = impl_->options.required_enforcement;
+  bool required_any = floor != core::kEnforcesNothing;
+  for (const kube::ContainerRequest& c : pod.containers) {
+    required_any = required_any || c.request.required_enforcement != core::kEnforcesNothing;
+  }
+  if (!overdue && !required_any) return pod;
   copy = pod;
-  for (kube::ContainerRequest& c : copy.containers) c.request.overdue = true;
+  for (kube::ContainerRequest& c : copy.containers) {
+    c.request.overdue = c.request.overdue || overdue;
+    c.request.required_enforcement |= floor;
+    const core::Enforcement required = c.request.required_enforcement;
+    if (c.request.sharing != core::GpuSharing::kShared || !copy.request_error.empty()) continue;
+    const char* missing = nullptr;
+    if ((required & core::kEnforcesMemory) != 0 && c.request.gpu_mib == 0) {
+      missing = "gpumux.io/gpu-mem";
+    } else if ((required & core::kEnforcesCompute) != 0 && !c.milli_requested) {
+      missing = "gpumux.io/gpu-milli";
+    }
+    if (missing != nullptr) {
+      copy.request_error = "container \"" + c.container + "\" shares a GPU without asking for " +
+                           missing + ", but " + kube::RequiredEnforcementName(required) +
+                           " limits are required (the extender's --require-enforcement or the "
+                           "pod's " + std::string(kube::kAnnotationRequireEnforcement) +
+                           "): nothing would hold it to a limit; ask for " + missing;
+    }
+  }
+  if (!copy.request_error.empty()) copy.containers.clear();
   return copy;
 }
 
 core::Result<kube::Grant> ClusterState::Assume(const kube::PodInfo& given,
                                                const std::string& node) {
   kube::PodInfo overdue;
-  const kube::PodInfo& pod = MarkedOverdue(given, overdue);
+  const kube::PodInfo& pod = Adjusted(given, overdue);
   if (!pod.request_error.empty()) return MakeError(ErrorCode::kInvalidArgument, pod.request_error);
   if (pod.containers.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -210,7 +234,7 @@ bool ClusterState::FitsWithout(const kube::PodInfo& given, const std::string& no
   // The filter's rule for a pod held past its limit (fgd-sat-reserve places it wherever it
   // fits): preempt must not find room the filter would refuse, nor refuse room it would take.
   kube::PodInfo overdue;
-  const kube::PodInfo& pod = MarkedOverdue(given, overdue);
+  const kube::PodInfo& pod = Adjusted(given, overdue);
   if (!pod.request_error.empty()) return false;
   if (pod.containers.empty()) return true;
   Impl& s = *impl_;

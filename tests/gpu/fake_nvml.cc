@@ -8,16 +8,35 @@
 //   count_error=15                nvmlDeviceGetCount_v2 fails with this code
 //   gpu=UUID|name|total_mib|used_mib|minor|util_gpu|util_mem|pid:mib,pid:mib|flag,flag
 //   xid=<gpu index>|<xid>         XIDs that happened, in order (cumulative)
+//   driver=615.71.09              nvmlSystemGetDriverVersion (default 615.71.09; legacy 535.54.03)
+//   limits=PATH                   where memory limits are kept (default: the state file + ".limits")
 //
 // `gpu` lines number the GPUs 0, 1, ... A process's mib of -1 is NVML_VALUE_NOT_AVAILABLE.
 // Flags: lost (every query of that GPU says GPU_IS_LOST), no-events (event registration says
-// NOT_SUPPORTED), no-util (utilisation says NOT_SUPPORTED). An event set delivers the XIDs
-// appended after it was created, each once, for the GPUs registered with it.
+// NOT_SUPPORTED), no-util (utilisation says NOT_SUPPORTED), mig (the GPU runs in MIG mode: its
+// memory-limit calls say NOT_SUPPORTED, as NVIDIA documents for MIG handles), no-limits (its
+// memory-limit calls say NOT_SUPPORTED). An event set delivers the XIDs appended after it was
+// created, each once, for the GPUs registered with it.
+// Without $GPUMUX_FAKE_NVML the state file is fake-nvml.state beside this library (how the e2e
+// rig's runtime hook, which gets no test environment, finds it).
+//
+// Memory limits (nvmlDeviceSetMemoryLimits_v1 / nvmlDeviceGetMemoryLimits_v1, as NVIDIA's API
+// reference gives them) are recorded, one line per successful set, in the limits file:
+//   set|<uuid>|<cgroup path>|<soft bytes>|<hard bytes>|<caller pid>
+// and read back from it (the last set of a GPU and cgroup wins). As NVIDIA documents: setting
+// needs root (else NO_PERMISSION), the cgroup must be an existing folder (else
+// OPERATING_SYSTEM), soft <= hard <= the GPU's memory unless hard is "max" (UINT64_MAX; else
+// INVALID_ARGUMENT); soft 0 with hard max clears; a cgroup's limits are gone once its folder is
+// (a get then says NOT_FOUND, as it does for a cgroup without limits).
 //
 // Built twice: gpumux_fake_nvml (what current drivers export) and, with
 // FAKE_NVML_LEGACY, gpumux_fake_nvml_legacy: only the unversioned
 // nvmlDeviceGetComputeRunningProcesses (v1 process records) and nvmlEventSetWait (the
-// three-field event record), as old drivers have.
+// three-field event record), and no memory-limit calls, as old drivers have.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +54,9 @@ constexpr Ret kSuccess = 0;
 constexpr Ret kUninitialized = 1;
 constexpr Ret kInvalidArgument = 2;
 constexpr Ret kNotSupported = 3;
+constexpr Ret kNoPermission = 4;
+constexpr Ret kNotFound = 6;
+constexpr Ret kOperatingSystem = 17;
 constexpr Ret kInsufficientSize = 7;
 constexpr Ret kTimeout = 10;
 constexpr Ret kGpuIsLost = 15;
@@ -50,7 +72,7 @@ struct FakeGpu {
   unsigned long long total_mib = 0, used_mib = 0;
   unsigned int minor = 0, util_gpu = 0, util_mem = 0;
   std::vector<FakeProcess> processes;
-  bool lost = false, no_events = false, no_util = false;
+  bool lost = false, no_events = false, no_util = false, mig = false, no_limits = false;
 };
 
 struct State {
@@ -58,6 +80,12 @@ struct State {
   Ret count_error = kSuccess;
   std::vector<FakeGpu> gpus;
   std::vector<std::pair<unsigned int, unsigned long long>> xids;  // (gpu, xid)
+#ifdef FAKE_NVML_LEGACY
+  std::string driver = "535.54.03";
+#else
+  std::string driver = "615.71.09";
+#endif
+  std::string limits;  // the limits file
 };
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -69,10 +97,23 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
+// $GPUMUX_FAKE_NVML, else fake-nvml.state in this library's folder.
+std::string StatePath() {
+  if (const char* path = std::getenv("GPUMUX_FAKE_NVML"); path != nullptr) return path;
+  Dl_info info{};
+  static int anchor = 0;
+  if (::dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string self = info.dli_fname;
+  const auto slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+         "/fake-nvml.state";
+}
+
 State Read() {
   State st;
-  const char* path = std::getenv("GPUMUX_FAKE_NVML");
-  if (path == nullptr) return st;
+  const std::string path = StatePath();
+  if (path.empty()) return st;
+  st.limits = path + ".limits";
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
@@ -108,9 +149,15 @@ State Read() {
           g.lost = g.lost || flag == "lost";
           g.no_events = g.no_events || flag == "no-events";
           g.no_util = g.no_util || flag == "no-util";
+          g.mig = g.mig || flag == "mig";
+          g.no_limits = g.no_limits || flag == "no-limits";
         }
       }
       st.gpus.push_back(g);
+    } else if (key == "driver" && !f.empty()) {
+      st.driver = f[0];
+    } else if (key == "limits" && !f.empty()) {
+      st.limits = f[0];
     } else if (key == "xid" && f.size() == 2) {
       st.xids.emplace_back(static_cast<unsigned int>(std::strtoul(f[0].c_str(), nullptr, 10)),
                            std::strtoull(f[1].c_str(), nullptr, 10));
@@ -286,6 +333,12 @@ FAKE_NVML_EXPORT const char* nvmlErrorString(Ret rc) {
       return "Timeout";
     case kGpuIsLost:
       return "GPU is lost";
+    case kNoPermission:
+      return "Insufficient Permissions";
+    case kNotFound:
+      return "Not Found";
+    case kOperatingSystem:
+      return "Operating System Error";
     default:
       return "Unknown Error";
   }
@@ -400,3 +453,119 @@ FAKE_NVML_EXPORT Ret nvmlEventSetFree(void* set) {
   delete static_cast<EventSetImpl*>(set);
   return kSuccess;
 }
+
+FAKE_NVML_EXPORT Ret nvmlSystemGetDriverVersion(char* buf, unsigned int size) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_inits <= 0) return kUninitialized;
+  return CopyText(Read().driver, buf, size);
+}
+
+FAKE_NVML_EXPORT Ret nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_inits <= 0) return kUninitialized;
+  if (uuid == nullptr || device == nullptr) return kInvalidArgument;
+  const State st = Read();
+  for (unsigned int i = 0; i < st.gpus.size() && i < kMaxGpus; ++i) {
+    if (st.gpus[i].uuid == uuid) {
+      *device = &g_slots[i];
+      return kSuccess;
+    }
+  }
+  return kNotFound;
+}
+
+FAKE_NVML_EXPORT Ret nvmlDeviceGetMigMode(void* device, unsigned int* current,
+                                          unsigned int* pending) {
+  return WithGpu(device, [&](const FakeGpu& g) {
+    if (current == nullptr || pending == nullptr) return kInvalidArgument;
+    *current = *pending = g.mig ? 1 : 0;
+    return kSuccess;
+  });
+}
+
+#ifndef FAKE_NVML_LEGACY
+namespace {
+
+struct SetLimits {  // nvmlSetMemoryLimits_v1_t
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+};
+struct GetLimits {  // nvmlGetMemoryLimits_v1_t
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+  unsigned long long currentUsed;
+};
+constexpr unsigned long long kLimitMax = ~0ULL;
+
+bool IsFolder(const char* path) {
+  struct stat st{};
+  return path != nullptr && ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The last limits set for (uuid, cgroup) in the limits file; false when none (or cleared).
+bool LastLimits(const State& st, const std::string& uuid, const std::string& cgroup,
+                unsigned long long& soft, unsigned long long& hard) {
+  std::ifstream in(st.limits);
+  bool found = false;
+  for (std::string line; std::getline(in, line);) {
+    const std::vector<std::string> f = Split(line, '|');
+    if (f.size() < 5 || f[0] != "set" || f[1] != uuid || f[2] != cgroup) continue;
+    soft = std::strtoull(f[3].c_str(), nullptr, 10);
+    hard = std::strtoull(f[4].c_str(), nullptr, 10);
+    found = !(soft == 0 && hard == kLimitMax);
+  }
+  return found;
+}
+
+// The GPU behind `device` when it takes memory-limit calls; `rc` otherwise.
+const FakeGpu* LimitsGpu(const State& st, const void* device, Ret& rc) {
+  const FakeGpu* g = Lookup(st, device, rc);
+  if (g != nullptr && (g->mig || g->no_limits)) {
+    rc = kNotSupported;
+    return nullptr;
+  }
+  return g;
+}
+
+}  // namespace
+
+FAKE_NVML_EXPORT Ret nvmlDeviceSetMemoryLimits_v1(void* device, SetLimits* limits) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const State st = Read();
+  Ret rc = kSuccess;
+  const FakeGpu* g = LimitsGpu(st, device, rc);
+  if (g == nullptr) return rc;
+  if (limits == nullptr || limits->nameSpace == nullptr) return kInvalidArgument;
+  if (::geteuid() != 0) return kNoPermission;
+  if (!IsFolder(limits->nameSpace)) return kOperatingSystem;
+  const unsigned long long total = g->total_mib << 20;
+  if (limits->softLimit > limits->hardLimit ||
+      (limits->hardLimit != kLimitMax && limits->hardLimit > total) ||
+      limits->softLimit > total) {
+    return kInvalidArgument;
+  }
+  std::ofstream out(st.limits, std::ios::app);
+  out << "set|" << g->uuid << "|" << limits->nameSpace << "|" << limits->softLimit << "|"
+      << limits->hardLimit << "|" << ::getpid() << "\n";
+  return out ? kSuccess : kOperatingSystem;
+}
+
+FAKE_NVML_EXPORT Ret nvmlDeviceGetMemoryLimits_v1(void* device, GetLimits* limits) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  const State st = Read();
+  Ret rc = kSuccess;
+  const FakeGpu* g = LimitsGpu(st, device, rc);
+  if (g == nullptr) return rc;
+  if (limits == nullptr || limits->nameSpace == nullptr) return kInvalidArgument;
+  unsigned long long soft = 0, hard = kLimitMax;
+  if (!IsFolder(limits->nameSpace) || !LastLimits(st, g->uuid, limits->nameSpace, soft, hard)) {
+    return kNotFound;
+  }
+  limits->softLimit = soft;
+  limits->hardLimit = hard;
+  limits->currentUsed = 0;
+  return kSuccess;
+}
+#endif

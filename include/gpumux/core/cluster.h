@@ -31,12 +31,23 @@ inline constexpr MiB kMaxGpuMemoryMib = std::int64_t{1} << 32;       // 4 PiB on
 
 enum class GpuHealth : std::uint8_t { kHealthy, kUnhealthy };
 
+// What a GPU's node holds a sharing tenant to, as bits: kEnforcesMemory when a container cannot
+// allocate more GPU memory than its grant (a hard limit it cannot lift from inside), and
+// kEnforcesCompute when its compute is limited to its own grant. Set by adapters from what the
+// node reports (the device plugin's gpumux.io/gpus); the simulator's GPUs enforce nothing and
+// its requests require nothing, so it is unaffected.
+using Enforcement = std::uint8_t;
+inline constexpr Enforcement kEnforcesNothing = 0;
+inline constexpr Enforcement kEnforcesMemory = 1;
+inline constexpr Enforcement kEnforcesCompute = 2;
+
 struct GpuSpec {
   int index = 0;      // position on its node, 0-based (nvidia-smi index)
   std::string uuid;   // e.g. "GPU-6f1c..."; may be synthetic in simulation
   std::string model;  // e.g. "T4", "V100M32", "NVIDIA H100 80GB HBM3"
   MiB memory_mib = 0;
   GpuHealth health = GpuHealth::kHealthy;
+  Enforcement enforces = kEnforcesNothing;
 };
 
 struct NodeSpec {

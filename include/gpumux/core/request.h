@@ -28,6 +28,9 @@ struct Request {
   // --reserve-max-wait-seconds): a policy that holds pods back (fgd-sat-reserve) places it
   // wherever it fits instead.
   bool overdue = false;
+  // A shared request goes only to GPUs whose `enforces` has every one of these bits
+  // (cluster.h); exclusive requests ignore it (a whole GPU needs no limit against co-tenants).
+  std::uint8_t required_enforcement = 0;
 
   bool wants_gpu() const { return gpu_count > 0; }
   MilliGpu total_gpu_milli() const { return gpu_milli * gpu_count; }

@@ -15,7 +15,10 @@
 // gpumux.io/workload-class (for interference-aware policies).
 // Node annotation read: gpumux.io/gpus, the node's GPUs as published by the device plugin:
 //   [{"index":0,"uuid":"GPU-...","model":"NVIDIA H100 80GB HBM3","memory_mib":81559,
-//     "health":"Healthy"}, ...]
+//     "health":"Healthy","enforcement":{...}}, ...]
+// ("enforcement": what the node holds a GPU's sharing tenants to, enforcement.h; it sets the
+// GPU's core::GpuSpec::enforces.) Pod annotation gpumux.io/require-enforcement (enforcement.h)
+// sets every container request's required_enforcement.
 // (at most core::kMaxGpusPerNode entries, each with at most core::kMaxGpuMemoryMib)
 // A node without it has status.allocatable["gpumux.io/gpu"] GPUs of the configured default
 // model and memory (NodeDefaults), with no UUIDs.
@@ -33,6 +36,7 @@
 #include "gpumux/core/cluster.h"
 #include "gpumux/core/request.h"
 #include "gpumux/core/result.h"
+#include "gpumux/kube/enforcement.h"
 #include "gpumux/kube/grant.h"
 
 namespace gpumux::kube {
@@ -104,6 +108,9 @@ struct NodeInfo {
   bool unschedulable = false;
   bool gpus_from_annotation = false;
   std::string gpus_error;  // the annotation is present but malformed: the node gets no GPUs
+  // Per GPU (index order) what the node enforces on it, from gpumux.io/gpus (enforcement.h);
+  // empty when the GPUs do not come from the annotation (they then enforce nothing).
+  std::vector<GpuEnforcement> enforcement;
   // gpumux.io/gpu-mem-unit-mib as published by the node's device plugin; 0: not published.
   std::int64_t gpu_mem_unit_mib = 0;
   std::string gpu_mem_unit_error;  // present but malformed (then gpu_mem_unit_mib is 0)

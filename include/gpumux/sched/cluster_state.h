@@ -67,6 +67,9 @@ struct ClusterStateOptions {
   // plugin publishes another unit (gpumux.io/gpu-mem-unit-mib) is unresolvable for pods that
   // ask for gpu-mem.
   std::int64_t gpu_mem_unit_mib = 1;
+  // What every shared request requires of its GPUs' enforcement (core/cluster.h bits; the
+  // extender's --require-enforcement), on top of the pod's own gpumux.io/require-enforcement.
+  core::Enforcement required_enforcement = core::kEnforcesNothing;
   core::Logger log;  // one line per notable event; may be empty
 };
 
@@ -176,8 +179,10 @@ class ClusterState {
   struct Impl;
   explicit ClusterState(std::unique_ptr<Impl> impl);
   // `pod`, or `copy` made of it with every request marked overdue when the pod is older than
-  // the policy's HoldLimitSeconds.
-  const kube::PodInfo& MarkedOverdue(const kube::PodInfo& pod, kube::PodInfo& copy) const;
+  // the policy's HoldLimitSeconds, and with options.required_enforcement added to what each
+  // request requires (and a request_error for a share that asks for no memory, or no compute,
+  // where that is required: nothing would hold it, and so its co-tenants, to a limit).
+  const kube::PodInfo& Adjusted(const kube::PodInfo& pod, kube::PodInfo& copy) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,141 @@
+#include "gpumux/isolation/cdi.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "gpumux/io/atomic_file.h"
+
+namespace gpumux::isolation {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kFilePrefix = "gpumux.io-enforce_";
+constexpr const char* kCdiVersion = "0.5.0";  // hooks have been in CDI since 0.3.0
+
+bool CdiNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '.';
+}
+
+// The device's name: "<pod uid>_<container>" (neither may hold '_': a UUID and a DNS label).
+core::Result<std::string> DeviceOf(const std::string& pod_uid, const std::string& container) {
+  const auto usable = [](const std::string& s) {
+    return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), CdiNameChar) &&
+           CdiNameChar(s.front()) && s.front() != '-' && s.front() != '.' && s.back() != '-' &&
+           s.back() != '.';
+  };
+  if (!usable(pod_uid) || !usable(container)) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "pod uid and container name must be letters, digits, '-' and '.' to "
+                           "name a CDI device");
+  }
+  return pod_uid + "_" + container;
+}
+
+json HookJson(const HookSettings& s, const std::string& stage, std::vector<std::string> extra) {
+  std::vector<std::string> args = s.command;
+  args.insert(args.end(), {"enforce", stage, "--state-dir", s.state_dir});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return {{"hookName", stage},
+          {"path", s.command.front()},
+          {"args", std::move(args)},
+          {"timeout", s.hook_timeout_s}};
+}
+
+}  // namespace
+
+std::string CdiDeviceName(const std::string& pod_uid, const std::string& container) {
+  return std::string(kCdiKind) + "=" + pod_uid + "_" + container;
+}
+
+core::Result<std::string> EnforcementSpec(const HookSettings& settings,
+                                          const ContainerHookRequest& request) {
+  if (settings.command.empty() || settings.command.front().empty() ||
+      settings.command.front().front() != '/') {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the CDI hook's program must be an absolute host path");
+  }
+  if (request.gpus.empty() || request.gpus.size() > kMaxLimitGpus) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "a CDI enforcement spec limits 1.." + std::to_string(kMaxLimitGpus) +
+                               " GPUs");
+  }
+  auto device = DeviceOf(request.pod_uid, request.container);
+  if (!device) return tl::unexpected(device.error());
+  std::vector<std::string> create = {"--nvml-library", settings.nvml_library,  "--cgroup-root",
+                                     settings.cgroup_root, "--pod",
+                                     request.pod_ns + "/" + request.pod_name, "--pod-uid",
+                                     request.pod_uid,      "--container",     request.container};
+  for (const GpuLimit& g : request.gpus) {
+    create.push_back("--gpu");
+    create.push_back(g.uuid + "=" + std::to_string(g.hard_mib) + ":" + std::to_string(g.soft_mib));
+  }
+  json hooks = json::array({HookJson(settings, "createRuntime", std::move(create)),
+                            HookJson(settings, "poststop",
+                                     {"--nvml-library", settings.nvml_library})});
+  const json spec = {
+      {"cdiVersion", kCdiVersion},
+      {"kind", kCdiKind},
+      {"devices",
+       json::array({{{"name", *device},
+                     {"containerEdits",
+                      {{"env", json::array({"GPUMUX_ENFORCED=memory-partitioning"})},
+                       {"hooks", std::move(hooks)}}}}})}};
+  return spec.dump(2) + "\n";
+}
+
+core::Result<std::string> WriteEnforcementSpec(const HookSettings& settings,
+                                               const ContainerHookRequest& request) {
+  auto text = EnforcementSpec(settings, request);
+  if (!text) return tl::unexpected(text.error());
+  if (::mkdir(settings.spec_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return core::MakeError(core::ErrorCode::kIo, settings.spec_dir +
+                                                     ": cannot create the CDI spec folder: " +
+                                                     std::strerror(errno));
+  }
+  const std::string file = settings.spec_dir + "/" + kFilePrefix + request.pod_uid + "_" +
+                           request.container + ".json";
+  if (auto written = io::WriteFileAtomically(file, *text); !written) {
+    return tl::unexpected(written.error());
+  }
+  return CdiDeviceName(request.pod_uid, request.container);
+}
+
+std::vector<std::string> RemoveStaleSpecs(const std::string& spec_dir,
+                                          const std::function<bool(const std::string&)>& live,
+                                          std::int64_t min_age_s) {
+  std::vector<std::string> removed;
+  DIR* dir = ::opendir(spec_dir.c_str());
+  if (dir == nullptr) return removed;
+  const std::string prefix = kFilePrefix;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.size() > prefix.size() + 5 && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.compare(name.size() - 5, 5, ".json") == 0) {
+      names.push_back(name);
+    }
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  const std::time_t now = std::time(nullptr);
+  for (const std::string& name : names) {
+    const std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - 5);
+    const std::string uid = rest.substr(0, rest.find('_'));
+    if (live(uid)) continue;
+    const std::string path = spec_dir + "/" + name;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || now - st.st_mtime < min_age_s) continue;
+    if (::unlink(path.c_str()) == 0) removed.push_back(name);
+  }
+  return removed;
+}
+
+}  // namespace gpumux::isolation
