@@ -237,6 +237,10 @@ struct GpusOptions {
   std::string backend = "dev";
   std::string nvml_library = "libnvidia-ml.so.1";
   bool reservations = false;
+  bool enforcement = false;  // what memory partitioning, MPS or HAMi-core could enforce per GPU
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string limits_nvml_library = "libnvidia-ml.so.1";
+  std::string hami_core_library;
   bool json = false;
   std::string serve;            // HOST:PORT: serve GET /gpus (gpus_serve.cc) until SIGINT/SIGTERM
   LogOptions log;               // --serve's log
@@ -402,6 +406,15 @@ struct DevicePluginCliOptions {
   bool mps = false;
   std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_dir = "/run/gpumux/mps";
+  // Enforcement (deviceplugin/enforcement.h).
+  std::string enforcement = "auto";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string cdi_spec_dir = "/var/run/cdi";
+  std::string cdi_hook;  // "" = no CDI hook (no memory partitioning)
+  std::string install_cdi_hook;  // host folder to install this gpumux into as the CDI hook
+  std::string limits_nvml_library = "libnvidia-ml.so.1";
+  std::int64_t memory_soft_limit_percent = 0;
+  std::string hami_core_library;
   std::string device_list_strategy = "envvar";
   std::int64_t health_interval_ms = 5000;
   std::int64_t xid_recovery_seconds = 300;

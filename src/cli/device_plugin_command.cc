@@ -6,6 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,6 +17,8 @@
 #include "gpumux/deviceplugin/node_agent.h"
 #include "gpumux/gpu/backend.h"
 #include "gpumux/hook/coexistence.h"
+#include "gpumux/isolation/cdi.h"
+#include "gpumux/isolation/discovery.h"
 #include "gpumux/kube/api_client.h"
 #include "gpumux/kube/objects.h"
 #include "src/cli/commands.h"
@@ -39,6 +44,74 @@ deviceplugin::MountSpec ParseMount(const std::string& text) {
   const auto colon = text.find(':');
   if (colon == std::string::npos) return {text, text, true};
   return {text.substr(0, colon), text.substr(colon + 1), true};
+}
+
+// The enforcement settings, or what is wrong with them (for the usage error).
+core::Result<deviceplugin::EnforcementOptions> EnforcementFrom(const DevicePluginCliOptions& o,
+                                                               const std::string& state_dir) {
+  const auto Bad = [](const std::string& why) {
+    return core::MakeError(core::ErrorCode::kInvalidArgument, why);
+  };
+  deviceplugin::EnforcementOptions e;
+  e.allowed.clear();
+  const std::set<std::string> known = {isolation::kMemoryPartitioning, isolation::kMps,
+                                       isolation::kHamiCore};
+  if (o.enforcement == "auto") {
+    e.allowed = known;
+  } else if (o.enforcement != "none") {
+    for (const std::string& item : SplitCommas(o.enforcement)) {
+      if (!known.contains(item)) {
+        return Bad("--enforcement: '" + item +
+                   "' is not auto, none, memory-partitioning, mps or hami-core");
+      }
+      e.allowed.insert(item);
+    }
+  }
+  if (e.allowed.contains(isolation::kMps) && o.enforcement != "auto" && !o.mps) {
+    return Bad("--enforcement mps needs --mps (the plugin's MPS daemons)");
+  }
+  if (e.allowed.contains(isolation::kHamiCore) && o.enforcement != "auto" &&
+      o.hami_core_library.empty()) {
+    return Bad("--enforcement hami-core needs --hami-core-library");
+  }
+  if (o.memory_soft_limit_percent < 0 || o.memory_soft_limit_percent > 100) {
+    return Bad("--memory-soft-limit-percent must be in 0..100");
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{
+                                       "--cgroup-root", &o.cgroup_root},
+                                   {"--cdi-spec-dir", &o.cdi_spec_dir},
+                                   {"--hami-core-library", &o.hami_core_library}}) {
+    if (!path->empty() && path->front() != '/') {
+      return Bad(std::string(flag) + " must be an absolute host path, not '" + *path + "'");
+    }
+  }
+  e.nvml_library = o.limits_nvml_library;
+  e.cgroup_root = o.cgroup_root;
+  e.state_dir = state_dir;
+  e.soft_limit_percent = static_cast<int>(o.memory_soft_limit_percent);
+  e.hami_core_library = o.hami_core_library;
+  if (!o.cdi_hook.empty() && !o.install_cdi_hook.empty()) {
+    return Bad("give --cdi-hook or --install-cdi-hook, not both");
+  }
+  if (!o.install_cdi_hook.empty() && o.install_cdi_hook.front() != '/') {
+    return Bad("--install-cdi-hook must be an absolute host path, not '" + o.install_cdi_hook +
+               "'");
+  }
+  if (!o.cdi_hook.empty() || !o.install_cdi_hook.empty()) {
+    isolation::HookSettings hook;
+    hook.spec_dir = o.cdi_spec_dir;
+    std::istringstream words(o.cdi_hook.empty() ? o.install_cdi_hook + "/gpumux" : o.cdi_hook);
+    for (std::string w; words >> w;) hook.command.push_back(w);
+    if (hook.command.empty() || hook.command.front().front() != '/') {
+      return Bad("--cdi-hook must start with the absolute host path of a program, not '" +
+                 o.cdi_hook + "'");
+    }
+    hook.nvml_library = o.limits_nvml_library;
+    hook.cgroup_root = o.cgroup_root;
+    hook.state_dir = state_dir;
+    e.hook = std::move(hook);
+  }
+  return e;
 }
 
 }  // namespace
@@ -114,6 +187,43 @@ CLI::App* AddDevicePluginCommand(CLI::App& app, DevicePluginCliOptions& o) {
         "Host folder of the MPS daemons' pipe, log and shm folders (with --mps; the DaemonSet "
         "mounts it at the same path)")
       ->capture_default_str();
+  s.Add("enforcement", &O::enforcement,
+        "What may hold a share's container to its grant on the GPU: 'auto' (every backend "
+        "the node has, strongest first), 'none', or a comma list of memory-partitioning "
+        "(a hard memory limit on the container's cgroup: driver r615+, cgroup v2, non-MIG, "
+        "and --cdi-hook), mps (with --mps) and hami-core (with --hami-core-library). What "
+        "each GPU gets is published in gpumux.io/gpus and shown by kubectl gpumux nodes")
+      ->capture_default_str();
+  s.Add("cgroup-root", &O::cgroup_root,
+        "The host's cgroup v2 hierarchy, as this process sees it (memory partitioning needs "
+        "cgroup v2 at /sys/fs/cgroup; the DaemonSet mounts the host's there)")
+      ->capture_default_str();
+  s.Add("cdi-spec-dir", &O::cdi_spec_dir,
+        "Host folder where the container runtime reads CDI specs (containerd's cdi_spec_dirs, "
+        "CRI-O's cdi_spec_dirs); a share gets its enforcement hook as a CDI device there")
+      ->capture_default_str();
+  s.Add("cdi-hook", &O::cdi_hook,
+        "How the container runtime runs gpumux on the host as the CDI hook that sets a "
+        "container's GPU memory limit: the host path of a gpumux binary, or a command "
+        "(words separated by spaces) that runs one; without it memory partitioning is not "
+        "used");
+  s.Add("install-cdi-hook", &O::install_cdi_hook,
+        "Host folder (mounted at the same path) to copy this gpumux and the libraries it "
+        "runs with into at start, and to use as the CDI hook (instead of --cdi-hook): the "
+        "hook then runs whatever the host has installed");
+  s.Add("limits-nvml-library", &O::limits_nvml_library,
+        "NVML library for the GPU memory limits (dlopen'ed by the plugin to discover "
+        "them, and by the CDI hook on the host to set them)")
+      ->capture_default_str();
+  s.Add("memory-soft-limit-percent", &O::memory_soft_limit_percent,
+        "Soft GPU memory limit as a percentage of the hard one (the grant) with memory "
+        "partitioning; 0 = none. NVIDIA's driver adds a soft limit to every parent cgroup's "
+        "reservation, which stays when the runtime removes the container's cgroup (0..100)")
+      ->capture_default_str()
+      ->check(AnyInteger<std::int64_t>());
+  s.Add("hami-core-library", &O::hami_core_library,
+        "Host path of HAMi-core's libvgpu.so, installed by the operator (gpumux does not ship "
+        "it): shares get it preloaded with their grant as its memory and SM limits");
   s.Add("device-list-strategy", &O::device_list_strategy,
         "How the NVIDIA container toolkit learns a container's GPUs: 'envvar' "
         "(NVIDIA_VISIBLE_DEVICES=<UUIDs>; a pod's own NVIDIA_VISIBLE_DEVICES wins) or "
@@ -249,6 +359,9 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
     }
     options.mps = deviceplugin::MpsOptions{o.mps_control, o.mps_dir, nullptr};
   }
+  auto enforcement = EnforcementFrom(o, hook_state_dir);
+  if (!enforcement) return usage(enforcement.error().message);
+  options.enforcement = std::move(*enforcement);
   p.inject.device_list = o.device_list_strategy == "volume-mounts"
                              ? deviceplugin::DeviceListStrategy::kVolumeMounts
                              : deviceplugin::DeviceListStrategy::kEnvvar;
@@ -292,6 +405,17 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
   };
   if (o.check && o.backend == "nvml")
     return check_passed("the GPUs NVML lists (not opened by --check)");
+  if (!o.install_cdi_hook.empty() && !o.check && options.enforcement->hook) {
+    // Before NVML is opened: only the libraries gpumux starts with are copied.
+    auto installed = isolation::InstallSelf(o.install_cdi_hook);
+    if (!installed) {
+      log.Error("cannot install the CDI hook", {{"folder", o.install_cdi_hook},
+                                                {"error", installed.error().message}});
+      return kRuntimeError;
+    }
+    options.enforcement->hook->command = std::move(*installed);
+    log.Info("installed the CDI hook", {{"folder", o.install_cdi_hook}});
+  }
   auto backend = o.backend == "fake" ? gpu::OpenFake(o.gpus_file) : gpu::OpenNvml(o.nvml_library);
   // A GPU file or an inventory gpumux refuses (kInvalidArgument) is bad input: exit 2.
   const auto failure = [](const core::Error& e) {

@@ -20,6 +20,7 @@
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/grant.h"
 #include "gpumux/hook/oci.h"
+#include "gpumux/isolation/discovery.h"
 #include "gpumux/io/read_file.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
@@ -299,6 +300,17 @@ CLI::App* AddGpusCommand(CLI::App& app, HostOptions& host, GpusOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--reservations", o.reservations,
                 "Show which container holds each GPU, and since when (dev and fake backends)");
+  cmd->add_flag("--enforcement", o.enforcement,
+                "Also say, per GPU, what a device plugin with a CDI hook could hold a share to "
+                "here: memory partitioning (driver r615+, cgroup v2 at --cgroup-root, not MIG), "
+                "HAMi-core (--hami-core-library), and why not");
+  cmd->add_option("--cgroup-root", o.cgroup_root, "With --enforcement: the cgroup v2 hierarchy")
+      ->capture_default_str();
+  cmd->add_option("--limits-nvml-library", o.limits_nvml_library,
+                  "With --enforcement: the NVML whose memory-limit calls are used")
+      ->capture_default_str();
+  cmd->add_option("--hami-core-library", o.hami_core_library,
+                  "With --enforcement: where HAMi-core's libvgpu.so is installed");
   cmd->add_flag("--json", o.json,
                 "JSON instead of text (with fake and nvml: every field the backend reports)");
   cmd->add_option("--serve", o.serve,
@@ -556,6 +568,29 @@ int BackendRows(const HostOptions& o, const GpusOptions& options, GpuRows& rows,
 
 }  // namespace
 
+namespace {
+
+// What this node could enforce on each listed GPU with a CDI hook (isolation/discovery.h).
+std::vector<kube::GpuEnforcement> Enforceable(const GpusOptions& options, const GpuRows& rows) {
+  isolation::DiscoveryInput in;
+  for (const GpuRow& row : rows.rows) in.uuids.push_back(row.uuid);
+  in.cgroup = isolation::DetectCgroupHierarchy(options.cgroup_root);
+  auto nvml = gpu::OpenMemoryLimits(options.limits_nvml_library);
+  if (nvml) {
+    in.nvml = nvml->get();
+  } else {
+    in.nvml_error = nvml.error().message;
+  }
+  in.cdi_hook = true;  // the device plugin's to give (--install-cdi-hook)
+  in.hami_core_library = options.hami_core_library;
+  struct stat st {};
+  in.hami_core_present = !options.hami_core_library.empty() &&
+                         ::stat(options.hami_core_library.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return isolation::Discover(in);
+}
+
+}  // namespace
+
 int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
             std::ostream& err) {
   const auto usage = [&err](const std::string& message) {
@@ -615,9 +650,19 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
     }
     return nullptr;
   };
+  std::vector<kube::GpuEnforcement> enforced;
+  if (options.enforcement) enforced = Enforceable(options, rows);
+  const auto enforcement_of = [&](std::size_t i) {
+    return i < enforced.size() ? enforced[i] : kube::GpuEnforcement{};
+  };
   if (options.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
-    for (GpuRow& row : rows.rows) {
+    for (std::size_t i = 0; i < rows.rows.size(); ++i) {
+      GpuRow& row = rows.rows[i];
+      if (options.enforcement) {
+        row.json["enforcement"] =
+            nlohmann::ordered_json::parse(kube::EnforcementToJson(enforcement_of(i)).dump());
+      }
       if (options.reservations) {
         const hook::Reservation* r = holder_of(row.index);
         row.json["reserved_by"] = r != nullptr ? nlohmann::ordered_json(r->container) : nullptr;
@@ -639,9 +684,15 @@ int RunGpus(const HostOptions& o, const GpusOptions& options, std::ostream& out,
     out << j.dump(2) << "\n";
     return 0;
   }
-  for (const GpuRow& row : rows.rows) {
+  for (std::size_t i = 0; i < rows.rows.size(); ++i) {
+    const GpuRow& row = rows.rows[i];
     out << "GPU " << row.index << ": " << (row.name.empty() ? "NVIDIA GPU" : row.name)
         << " (UUID: " << (row.uuid.empty() ? "unknown" : row.uuid) << ")";
+    if (options.enforcement) {
+      const kube::GpuEnforcement e = enforcement_of(i);
+      out << "  enforces " << e.Summary();
+      if (!e.note.empty()) out << " (" << e.note << ")";
+    }
     if (options.reservations) {
       const hook::Reservation* r = holder_of(row.index);
       if (r == nullptr) {

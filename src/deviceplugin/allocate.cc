@@ -129,6 +129,18 @@ grpc::Status AnswerAllocate(Resource resource, const pb::AllocateRequest& reques
                                                            admitted.error().message};
       }
     }
+    if (!c.grant.exclusive && inject.enforce) {
+      auto edits = inject.enforce(context, c.grant);
+      if (!edits) {
+        return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
+                                                           " container " + c.grant.name + ": " +
+                                                           edits.error().message};
+      }
+      for (auto& [k, v] : edits->envs) env->envs[k] = v;
+      env->mounts.insert(env->mounts.end(), edits->mounts.begin(), edits->mounts.end());
+      env->cdi_devices.insert(env->cdi_devices.end(), edits->cdi_devices.begin(),
+                              edits->cdi_devices.end());
+    }
     pb::ContainerAllocateResponse* out = answer.add_container_responses();
     for (const auto& [k, v] : env->envs) (*out->mutable_envs())[k] = v;
     for (const MountSpec& m : env->mounts) {

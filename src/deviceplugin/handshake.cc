@@ -149,6 +149,20 @@ std::map<int, GrantedOnGpu> Handshake::Granted() const {
   return out;
 }
 
+std::optional<std::set<std::string>> Handshake::LivePodUids() const {
+  std::lock_guard lock(cache_mu_);
+  if (!pods_listed_) return std::nullopt;
+  std::set<std::string> out;
+  for (const auto& [key, pod] : pod_cache_) {
+    const json* status = kube::JsonChild(pod, "status");
+    const std::string phase = status != nullptr ? kube::JsonString(*status, "phase") : "";
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    const json* metadata = kube::JsonChild(pod, "metadata");
+    if (metadata != nullptr) out.insert(kube::JsonString(*metadata, "uid"));
+  }
+  return out;
+}
+
 void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
   kube::ReflectorHandler nodes;
@@ -168,6 +182,7 @@ void Handshake::Watch(core::Logger log) {
   pods.replace = [this](std::vector<json> items) {
     std::lock_guard lock(cache_mu_);
     pod_cache_.clear();
+    pods_listed_ = true;
     for (json& p : items) {
       // The key first: in `cache[Key(p)] = std::move(p)` the right side is evaluated first
       // (C++17), and json's assignment takes its argument by value, so p would be empty.

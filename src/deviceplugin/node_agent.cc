@@ -73,7 +73,20 @@ class Metrics {
         granted_compute_(Gauge("gpumux_device_plugin_gpu_granted_compute_ratio",
                                "Share of each GPU's compute granted (1 = the whole GPU)")),
         granted_containers_(Gauge("gpumux_device_plugin_gpu_containers",
-                                  "Containers of this node's pods whose grant names the GPU")) {}
+                                  "Containers of this node's pods whose grant names the GPU")),
+        enforcement_(Gauge("gpumux_device_plugin_gpu_enforcement",
+                           "1 per GPU, labelled with what holds its sharing tenants to their "
+                           "grants: memory (hard, soft, none), compute (mps-namespace, "
+                           "hami-core, mps-server, none) and the backends in use")),
+        limits_recorded_(Gauge("gpumux_device_plugin_memory_limits_recorded",
+                               "Containers on this node with a GPU memory limit on record")
+                             .Add({})),
+        limits_reclaimed_(prometheus::BuildCounter()
+                              .Name("gpumux_device_plugin_memory_limits_reclaimed_total")
+                              .Help("GPU memory limit records removed because their container "
+                                    "was gone (a killed hook, a missed poststop)")
+                              .Register(*registry_)
+                              .Add({})) {}
 
   void Allocate(Resource r, double seconds, bool ok) {
     const std::string name(ResourceName(r));
@@ -111,6 +124,30 @@ class Metrics {
       granted_containers_.Add(l).Set(sum.containers);
     }
   }
+  void Enforcement(const std::vector<gpu::Gpu>& gpus,
+                   const std::vector<kube::GpuEnforcement>& current) {
+    for (prometheus::Gauge* g : enforcement_gauges_) enforcement_.Remove(g);
+    enforcement_gauges_.clear();
+    for (std::size_t i = 0; i < gpus.size() && i < current.size(); ++i) {
+      std::string backends;
+      for (const std::string& b : current[i].backends) backends += (backends.empty() ? "" : ",") + b;
+      prometheus::Gauge& g =
+          enforcement_.Add({{"gpu", std::to_string(gpus[i].index)},
+                            {"uuid", gpus[i].uuid},
+                            {"memory", std::string(kube::MemoryEnforcementName(current[i].memory))},
+                            {"compute", std::string(kube::ComputeEnforcementName(current[i].compute))},
+                            {"backends", backends.empty() ? "none" : backends}});
+      g.Set(1);
+      enforcement_gauges_.push_back(&g);
+    }
+  }
+  void Limits(std::int64_t recorded, std::int64_t reclaimed_total) {
+    limits_recorded_.Set(static_cast<double>(recorded));
+    if (reclaimed_total > reclaimed_) {
+      limits_reclaimed_.Increment(static_cast<double>(reclaimed_total - reclaimed_));
+      reclaimed_ = reclaimed_total;
+    }
+  }
   std::string Text() const {
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, registry_->Collect());
@@ -134,20 +171,32 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& granted_memory_;
   prometheus::Family<prometheus::Gauge>& granted_compute_;
   prometheus::Family<prometheus::Gauge>& granted_containers_;
+  prometheus::Family<prometheus::Gauge>& enforcement_;
+  std::vector<prometheus::Gauge*> enforcement_gauges_;
+  prometheus::Gauge& limits_recorded_;
+  prometheus::Counter& limits_reclaimed_;
+  std::int64_t reclaimed_ = 0;
 };
 
 }  // namespace
 
-std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus,
-                                const std::vector<bool>& healthy) {
+std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::vector<bool>& healthy,
+                                const std::vector<kube::GpuEnforcement>& enforcement) {
   json list = json::array();
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const bool ok = i < healthy.size() ? healthy[i] : true;
-    list.push_back({{"index", gpus[i].index},
-                    {"uuid", gpus[i].uuid},
-                    {"model", gpus[i].name},
-                    {"memory_mib", gpus[i].memory_total_mib},
-                    {"health", ok ? "Healthy" : "Unhealthy"}});
+    json entry = {{"index", gpus[i].index},
+                  {"uuid", gpus[i].uuid},
+                  {"model", gpus[i].name},
+                  {"memory_mib", gpus[i].memory_total_mib},
+                  {"health", ok ? "Healthy" : "Unhealthy"}};
+    // What a GPU enforces is always said, "none" included: a reader takes a missing record
+    // for a plugin that cannot say.
+    entry["enforcement"] = kube::EnforcementToJson(
+        i < enforcement.size() ? enforcement[i]
+                               : kube::GpuEnforcement{{}, {}, {}, "the device plugin runs "
+                                                                  "without enforcement"});
+    list.push_back(std::move(entry));
   }
   return list.dump();
 }
@@ -163,6 +212,7 @@ struct NodeAgent::Impl {
   bool wake = false;  // under sleep_mu: run a round now
   std::unique_ptr<DevicePlugin> plugin;
   std::shared_ptr<MpsDaemons> mps;  // with options.mps
+  std::shared_ptr<Enforcer> enforcer;  // with options.enforcement
   gpu::HealthTracker tracker;
   Metrics metrics;
 
@@ -209,7 +259,10 @@ void NodeAgent::Impl::Publish() {
   const json patch = {
       {"metadata",
        {{"annotations",
-         {{std::string(kube::kAnnotationGpus), InventoryAnnotation(gpus, snapshot)},
+         {{std::string(kube::kAnnotationGpus),
+           InventoryAnnotation(gpus, snapshot,
+                               enforcer ? enforcer->Current()
+                                        : std::vector<kube::GpuEnforcement>{})},
           {std::string(kube::kAnnotationGpuMemUnit),
            std::to_string(options.plugin.gpu_mem_unit_mib)},
           {std::string(kube::kAnnotationHandshake), std::string(kube::kHandshakeNodeLock)},
@@ -299,6 +352,18 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
     if (stop.stop_requested()) return;
     Poll();
     if (mps) (void)mps->Check();
+    if (enforcer && enforcer->Tick(plugin->LivePodUids())) {
+      {
+        std::lock_guard guard(mu);
+        published = false;
+        metrics.Enforcement(gpus, enforcer->Current());
+      }
+      Wake();
+    }
+    if (enforcer) {
+      std::lock_guard guard(mu);
+      metrics.Limits(enforcer->recorded_limits(), enforcer->reclaimed_total());
+    }
   }
 }
 
@@ -394,6 +459,25 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
       return d->Admit(uuid, mib, percent);
     };
   }
+  if (impl->options.enforcement) {
+    EnforcementOptions e = *impl->options.enforcement;
+    if (!e.log) e.log = impl->options.plugin.log;
+    e.mps = impl->options.mps.has_value();
+    std::vector<NodeGpu> node_gpus;
+    for (const gpu::Gpu& g : impl->gpus) node_gpus.push_back({g.index, g.uuid, g.minor});
+    impl->enforcer = Enforcer::Create(std::move(e), std::move(node_gpus));
+    plugin_options.inject.enforce = [e = impl->enforcer](const GrantContext& context,
+                                                         const kube::ContainerGrant& grant) {
+      return e->Edits(context, grant);
+    };
+    const std::vector<kube::GpuEnforcement> current = impl->enforcer->Current();
+    impl->metrics.Enforcement(impl->gpus, current);
+    for (std::size_t i = 0; i < impl->gpus.size() && i < current.size(); ++i) {
+      impl->options.plugin.log.Info("GPU enforcement", {{"gpu", impl->gpus[i].uuid},
+                                                        {"enforces", current[i].Summary()},
+                                                        {"note", current[i].note}});
+    }
+  }
   plugin_options.before_register =
       [raw, check = impl->options.plugin.before_register]() -> core::Result<void> {
     if (check) {
@@ -419,6 +503,13 @@ core::Result<void> NodeAgent::Start() {
   if (m.started) return core::MakeError(core::ErrorCode::kFailedPrecondition, "started before");
   if (m.mps) {
     if (auto daemons = m.mps->Start(); !daemons) return daemons;
+  }
+  if (m.enforcer) {  // reconciled at start: nothing left of containers that are gone
+    for (const std::string& what : m.enforcer->Maintain(std::nullopt)) {
+      m.options.plugin.log.Info("removed what a gone container left", {{"what", what}});
+    }
+    std::lock_guard guard(m.mu);
+    m.metrics.Limits(m.enforcer->recorded_limits(), m.enforcer->reclaimed_total());
   }
   if (auto http = m.StartHttp(); !http) {
     if (m.mps) m.mps->Stop();

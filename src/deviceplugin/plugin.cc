@@ -526,6 +526,11 @@ bool DevicePlugin::serving() const {
                      [](const auto& s) { return s->registered && s->streams > 0; });
 }
 
+std::optional<std::set<std::string>> DevicePlugin::LivePodUids() const {
+  if (impl_->handshake == nullptr) return std::nullopt;
+  return impl_->handshake->LivePodUids();
+}
+
 std::map<int, GrantedOnGpu> DevicePlugin::Granted() const {
   return impl_->handshake != nullptr ? impl_->handshake->Granted() : std::map<int, GrantedOnGpu>{};
 }

@@ -116,6 +116,23 @@ std::string Indices(const std::vector<kube::GrantedGpu>& gpus) {
   return out;
 }
 
+// "memory hard", "memory soft, compute mps-server", "none": what a GPU holds its sharing
+// tenants to, with the record as the JSON value.
+Cell EnforcementCell(const kube::GpuEnforcement& e) {
+  std::string text;
+  if (e.memory != kube::MemoryEnforcement::kNone) {
+    text = "memory " + std::string(kube::MemoryEnforcementName(e.memory));
+  }
+  if (e.compute != kube::ComputeEnforcement::kNone) {
+    text += (text.empty() ? "" : ", ") + std::string("compute ") +
+            std::string(kube::ComputeEnforcementName(e.compute));
+  }
+  const Style style = e.memory == kube::MemoryEnforcement::kHard   ? Style::kGood
+                      : e.memory == kube::MemoryEnforcement::kSoft ? Style::kWarn
+                                                                   : Style::kBad;
+  return Cell{text.empty() ? "none" : text, kube::EnforcementToJson(e), style};
+}
+
 // "1 GPU, 250m, 8 GiB" / "2 whole GPUs" for one container's request.
 std::string DescribeRequest(const kube::ContainerRequest& c) {
   const core::Request& r = c.request;
@@ -153,7 +170,10 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
   t.columns = {{"NODE", "node"},       {"GPU", "gpu"},
                {"MODEL", "model"},     {"MEMORY", "memory"},
                {"COMPUTE", "compute"}, {"HEALTH", "health"},
-               {"TENANTS", "tenants"}, {"UUID", "uuid", Width::kWideOnly}};
+               {"ENFORCED", "enforcement"}, {"TENANTS", "tenants"},
+               {"UUID", "uuid", Width::kWideOnly}};
+  // Why a node's GPUs enforce no more, once per node and reason (they usually agree).
+  std::vector<std::string> why_not;
   std::int64_t mem_total = 0, mem_granted = 0, milli_total = 0, milli_granted = 0, gpus = 0;
   for (const Json& node : inspect["nodes"]) {
     const std::string name = node["name"].get<std::string>();
@@ -179,6 +199,13 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
         tenant_values.push_back(tenant);
       }
       const std::string health = g["health"].get<std::string>();
+      const kube::GpuEnforcement enforcement = kube::EnforcementFromJson(&g["enforcement"]);
+      if (!enforcement.note.empty()) {
+        const std::string note = "node " + name + ": " + enforcement.note;
+        if (std::find(why_not.begin(), why_not.end(), note) == why_not.end()) {
+          why_not.push_back(note);
+        }
+      }
       t.rows.push_back(
           {Text(name), Int(g["index"].get<std::int64_t>()), Text(g["model"].get<std::string>()),
            memory > 0 ? Cell{Gib(used_mib) + "/" + Gib(memory) + " GiB",
@@ -189,11 +216,13 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
                 {{"granted_milli", used_milli}, {"total_milli", 1000}},
                 used_milli >= 1000 ? Style::kWarn : Style::kPlain},
            Text(health, health == "Healthy" ? Style::kGood : Style::kBad),
+           EnforcementCell(enforcement),
            tenants.empty() ? Cell{"-", tenant_values, Style::kDim}
                            : Cell{tenants, tenant_values, Style::kPlain},
            g["uuid"].get<std::string>().empty() ? None() : Text(g["uuid"].get<std::string>())});
     }
   }
+  t.notes.insert(t.notes.end(), why_not.begin(), why_not.end());
   for (const Json& u : inspect["unusable_nodes"]) {
     t.notes.push_back("node " + u["name"].get<std::string>() +
                       ": not usable by gpumux: " + u["reason"].get<std::string>());
@@ -228,9 +257,17 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
                {"COMPUTE", "gpu_milli"},
                {"MEMORY", "gpu_mem_mib"},
                {"PHASE", "phase"},
+               {"ENFORCED", "enforcement"},
                {"SINCE", "since"},
                {"UUIDS", "uuids", Width::kWideOnly},
                {"POLICY", "policy", Width::kWideOnly}};
+  // What each node's GPUs enforce (by node name, GPU index), for the containers sharing them.
+  std::map<std::string, std::vector<kube::GpuEnforcement>, std::less<>> enforced;
+  for (const Json& n : snapshot.nodes) {
+    if (auto info = kube::DecodeNode(n, options.state.defaults); info) {
+      enforced[info->spec.name] = std::move(info->enforcement);
+    }
+  }
   for (const kube::PodInfo& pod : DecodePods(snapshot, MemUnit(snapshot, options), &t.notes)) {
     if (!InNamespace(options, pod.Key()) || pod.finished()) continue;
     if (!pod.request_error.empty()) {
@@ -259,6 +296,17 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
       if (granted != nullptr) {
         for (const auto& g : granted->gpus) gpu_indices.push_back(g.index);
       }
+      Cell enforcement = None();
+      if (whole) {
+        enforcement = Cell{"whole GPU", nullptr, Style::kDim};
+      } else if (granted != nullptr && !granted->gpus.empty()) {
+        const auto node = enforced.find(pod.grant->node);
+        const auto i = static_cast<std::size_t>(granted->gpus.front().index);
+        enforcement = EnforcementCell(node != enforced.end() && i < node->second.size()
+                                          ? node->second[i]
+                                          : kube::EnforcementFromJson(nullptr));
+        if (enforcement.text == "none") enforcement.text = "none (booked only)";
+      }
       t.rows.push_back(
           {Text(pod.ns), Text(pod.name), Text(c.container),
            pod.node_name.empty()
@@ -275,6 +323,7 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
            Text(phase, phase == "Running"   ? Style::kGood
                        : phase == "Pending" ? Style::kWarn
                                             : Style::kPlain),
+           enforcement,
            pod.grant ? Cell{Age(snapshot.now - pod.grant->assumed_at),
                             core::FormatRfc3339(pod.grant->assumed_at), Style::kPlain}
                      : None(),

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/io/atomic_file.h"
+#include "gpumux/io/read_file.h"
 
 namespace gpumux::isolation {
 namespace {
@@ -136,6 +137,74 @@ std::vector<std::string> RemoveStaleSpecs(const std::string& spec_dir,
     if (::unlink(path.c_str()) == 0) removed.push_back(name);
   }
   return removed;
+}
+
+}  // namespace gpumux::isolation
+
+namespace gpumux::isolation {
+namespace {
+
+// Copies `from` to `to` through "<to>.tmp" and a rename, with `mode`.
+core::Result<void> CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  auto bytes = io::ReadInputFile(from);
+  if (!bytes) return tl::unexpected(bytes.error());
+  if (auto written = io::WriteFileAtomically(to, *bytes); !written) return written;
+  if (::chmod(to.c_str(), mode) != 0) {
+    return core::MakeError(core::ErrorCode::kIo, to + ": chmod: " + std::strerror(errno));
+  }
+  return {};
+}
+
+}  // namespace
+
+core::Result<std::vector<std::string>> InstallSelf(const std::string& dir) {
+  if (dir.empty() || dir.front() != '/') {
+    return core::MakeError(core::ErrorCode::kInvalidArgument,
+                           "the hook's folder must be an absolute path, not '" + dir + "'");
+  }
+  auto maps = io::ReadInputFile("/proc/self/maps", std::size_t{64} << 20);
+  if (!maps) return tl::unexpected(maps.error());
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    return core::MakeError(core::ErrorCode::kIo,
+                           std::string("/proc/self/exe: ") + std::strerror(errno));
+  }
+  self[n] = '\0';
+  std::vector<std::string> libs;
+  std::string loader;
+  std::size_t at = 0;
+  while (at < maps->size()) {
+    const auto end = std::min(maps->find('\n', at), maps->size());
+    const std::string line = maps->substr(at, end - at);
+    at = end + 1;
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find(" (deleted)") != std::string::npos) continue;
+    const std::string base = path.substr(path.rfind('/') + 1);
+    if (path == self || base.find(".so") == std::string::npos) continue;
+    if (std::find(libs.begin(), libs.end(), path) != libs.end()) continue;
+    libs.push_back(path);
+    if (base.rfind("ld-linux", 0) == 0 || base.rfind("ld64.so", 0) == 0) loader = base;
+  }
+  for (const std::string& d : {dir, dir + "/lib"}) {
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+      return core::MakeError(core::ErrorCode::kIo, d + ": cannot create: " + std::strerror(errno));
+    }
+  }
+  for (const std::string& lib : libs) {
+    if (auto copied = CopyFile(lib, dir + "/lib/" + lib.substr(lib.rfind('/') + 1), 0755);
+        !copied) {
+      return tl::unexpected(copied.error());
+    }
+  }
+  if (auto copied = CopyFile(self, dir + "/gpumux", 0755); !copied) {
+    return tl::unexpected(copied.error());
+  }
+  if (loader.empty()) return std::vector<std::string>{dir + "/gpumux"};
+  return std::vector<std::string>{dir + "/lib/" + loader, "--library-path", dir + "/lib",
+                                  dir + "/gpumux"};
 }
 
 }  // namespace gpumux::isolation

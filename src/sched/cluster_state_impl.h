@@ -317,7 +317,10 @@ struct ClusterState::Impl final : public GrantLedger {
                            gpu.health == core::GpuHealth::kHealthy,
                            view.gpu_free_milli[g],
                            view.gpu_free_mib[g],
-                           {}});
+                           {},
+                           g < info.enforcement.size()
+                               ? info.enforcement[g]
+                               : kube::EnforcementFromJson(nullptr)});
     }
     for (core::TenantIndex t : view.tenants) {
       const core::Tenant& tenant = ledger->tenant(t);

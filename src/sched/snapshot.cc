@@ -1,5 +1,7 @@
 #include "gpumux/sched/snapshot.h"
 
+#include "gpumux/kube/enforcement.h"
+
 namespace gpumux::sched {
 namespace {
 
@@ -25,7 +27,8 @@ json NodeJson(const NodeSnapshot& n) {
                     {"health", g.healthy ? "Healthy" : "Unhealthy"},
                     {"free_milli", g.free_milli},
                     {"free_mib", g.free_mib},
-                    {"tenants", std::move(tenants)}});
+                    {"tenants", std::move(tenants)},
+                    {"enforcement", kube::EnforcementToJson(g.enforcement)}});
   }
   json node = {{"name", n.name}, {"gpus", std::move(gpus)}};
   if (!n.gpus_from_annotation) node["gpus_source"] = "default";

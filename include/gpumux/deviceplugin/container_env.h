@@ -62,6 +62,17 @@ struct MpsFolders {
 };
 inline constexpr const char* kMpsPipeInContainer = "/tmp/nvidia-mps";
 
+// What enforcement adds to one shared container beyond BuildContainerEnv's (enforcement.h).
+struct EnforcementEdits {
+  std::vector<std::string> cdi_devices;
+  std::vector<MountSpec> mounts;
+  std::map<std::string, std::string> envs;
+  std::string summary;  // "memory-partitioning (hard 8192 MiB)" for the log; "" = nothing
+};
+struct GrantContext;
+using EnforceFn = std::function<core::Result<EnforcementEdits>(const GrantContext&,
+                                                               const kube::ContainerGrant&)>;
+
 struct InjectOptions {
   DeviceListStrategy device_list = DeviceListStrategy::kEnvvar;
   bool inject_devices = false;
@@ -76,6 +87,10 @@ struct InjectOptions {
   std::function<core::Result<void>(const std::string& uuid, std::int64_t mem_mib,
                                    int thread_percent)>
       mps_admit;
+  // Told (in Allocate, after BuildContainerEnv) each shared container's grant; what it returns
+  // is added to the container. An error refuses the container: its grant would not be held.
+  // Empty: nothing is enforced beyond the environment and MPS.
+  EnforceFn enforce;
 };
 
 // Where a container finds the coordinator's socket folder (the task SDK's default).

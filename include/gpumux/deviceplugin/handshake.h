@@ -35,6 +35,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -120,6 +121,11 @@ class Handshake {
   // ended, and grants for another node, left out). Empty without Watch(). Thread safe.
   std::map<int, GrantedOnGpu> Granted() const;
 
+  // The uids of the pods bound to this node that have not ended, once the watch has listed
+  // them at least once; nullopt before that (or without Watch()), when nothing can be said about
+  // which pods are gone. Thread safe.
+  std::optional<std::set<std::string>> LivePodUids() const;
+
  private:
   struct Holder;
   // From the cache when `cached`, else with GETs.
@@ -134,6 +140,7 @@ class Handshake {
   mutable std::mutex cache_mu_;                 // the caches only; never held across an API call
   std::unique_ptr<nlohmann::json> node_cache_;  // latest node seen
   std::map<std::string, nlohmann::json> pod_cache_;  // "ns/name" -> pod
+  bool pods_listed_ = false;                         // the pod watch has listed once
   std::vector<std::jthread> watchers_;
 };
 

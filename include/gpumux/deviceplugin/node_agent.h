@@ -6,7 +6,8 @@
 // Node annotations written (merge patch on the node, at start and whenever health changes;
 // retried every health interval until the API server accepts them):
 //   gpumux.io/gpus               [{"index":0,"uuid":"GPU-..","model":"NVIDIA H100 80GB HBM3",
-//                                  "memory_mib":81559,"health":"Healthy"}, ...]
+//                                  "memory_mib":81559,"health":"Healthy",
+//                                  "enforcement":{...}}, ...]  (kube/enforcement.h)
 //   gpumux.io/gpu-mem-unit-mib   "1024" (the extender refuses nodes counting in another unit)
 //   gpumux.io/handshake          "node-lock/v1" (bind takes the node lock; see kube/node_lock.h)
 //   gpumux.io/device-plugin      "starting", "ready" or "stopping" (node_state.h): "starting"
@@ -17,7 +18,8 @@
 // registered with the kubelet, the kubelet has opened ListAndWatch on each, and the inventory is
 // published (503 with the reason before);
 // /metrics: registrations, Allocate calls and latency by resource and outcome, GPUs by health,
-// XID events by class.
+// XID events by class, what each GPU enforces, the GPU memory limits recorded on the node and
+// those reclaimed after their container was gone.
 //
 // The GPU set is read once at start (a GPU that disappears later turns Unhealthy; new GPUs
 // need a restart, as with NVIDIA's own plugin).
@@ -31,6 +33,7 @@
 #include <string_view>
 
 #include "gpumux/core/result.h"
+#include "gpumux/deviceplugin/enforcement.h"
 #include "gpumux/deviceplugin/mps.h"
 #include "gpumux/deviceplugin/node_state.h"
 #include "gpumux/deviceplugin/plugin.h"
@@ -56,6 +59,10 @@ struct NodeAgentOptions {
   // One MPS control daemon per GPU (mps.h), started before the plugin registers, checked every
   // health interval, stopped last; shared single-GPU grants get its folders. Absent: no MPS.
   std::optional<MpsOptions> mps;
+  // What holds sharing tenants to their grants (enforcement.h): discovered at Create and every
+  // rediscover_every, published per GPU in gpumux.io/gpus, applied in Allocate. Absent: the
+  // node enforces nothing beyond MPS (and says so).
+  std::optional<EnforcementOptions> enforcement;
 };
 
 class NodeAgent {
@@ -89,8 +96,9 @@ class NodeAgent {
   std::unique_ptr<Impl> impl_;
 };
 
-// The gpumux.io/gpus annotation value for these GPUs and health verdicts.
-std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus,
-                                const std::vector<bool>& healthy);
+// The gpumux.io/gpus annotation value for these GPUs, health verdicts and (when not empty, one
+// per GPU) what each enforces.
+std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::vector<bool>& healthy,
+                                const std::vector<kube::GpuEnforcement>& enforcement = {});
 
 }  // namespace gpumux::deviceplugin

@@ -25,6 +25,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,6 +99,8 @@ class DevicePlugin {
   // Per GPU index, what the grants of this node's pods give it (Handshake::Granted); empty
   // without an API client.
   std::map<int, GrantedOnGpu> Granted() const;
+  // Handshake::LivePodUids; nullopt without an API client.
+  std::optional<std::set<std::string>> LivePodUids() const;
   void set_allocate_observer(AllocateObserver observer);
   // The socket path of a resource's server.
   std::string SocketPath(Resource resource) const;

@@ -71,3 +71,15 @@ std::vector<std::string> RemoveStaleSpecs(const std::string& spec_dir,
                                           std::int64_t min_age_s);
 
 }  // namespace gpumux::isolation
+
+namespace gpumux::isolation {
+
+// Copies the running gpumux (/proc/self/exe) and the shared libraries it was started with
+// (/proc/self/maps: the dynamic loader included; nothing loaded later, so not NVML) into `dir`
+// on the host (dir/gpumux, dir/lib/), each file replaced atomically, and returns the command
+// that runs it there whatever the host has installed: {dir/lib/<loader>, "--library-path",
+// dir/lib, dir/gpumux}; {dir/gpumux} for a static binary. Call it before opening NVML. Error
+// naming the file that could not be read or written.
+core::Result<std::vector<std::string>> InstallSelf(const std::string& dir);
+
+}  // namespace gpumux::isolation

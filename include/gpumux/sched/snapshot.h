@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpumux/core/quantity.h"
+#include "gpumux/kube/enforcement.h"
 #include "gpumux/sched/bookings.h"
 
 namespace gpumux::sched {
@@ -31,6 +32,7 @@ struct GpuSnapshot {
   core::MilliGpu free_milli = 0;
   core::MiB free_mib = 0;
   std::vector<TenantSnapshot> tenants;
+  kube::GpuEnforcement enforcement;  // what the node holds its sharing tenants to
 };
 
 struct NodeSnapshot {
