@@ -467,6 +467,8 @@ def check_install(docs, label, models):
                                ("", "nodes"): {"patch"}},  # the gpumux.io/coordinator annotation
         "gpumux-device-plugin": {("", "pods"): {"get", "list", "watch"},
                                  ("", "nodes"): {"get", "list", "watch", "patch"}},
+        # the warning for a translated share no node enforces (a node list of limit 1)
+        "gpumux-webhook": {("", "nodes"): {"list"}},
     }
     cluster_roles = {name_ns(d)[0]: d for d in objects("ClusterRole")}
     for role_name, wanted in needs.items():

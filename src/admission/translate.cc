@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpumux/kube/base64.h"
+#include "gpumux/kube/enforcement.h"
 #include "gpumux/kube/objects.h"
 
 namespace gpumux::admission {
@@ -265,6 +266,10 @@ Translation TranslatePod(const json& pod, const TranslateOptions& o) {
       } else {
         continue;
       }
+      if (amounts.contains("gpumux.io/gpu-mem") || amounts.contains("gpumux.io/gpu-milli")) {
+        t.shares.push_back({name, amounts.contains("gpumux.io/gpu-mem"),
+                            amounts.contains("gpumux.io/gpu-milli")});
+      }
       t.patch.push_back(
           {{"op", "add"},
            {"path", "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources"},
@@ -287,7 +292,150 @@ Translation TranslatePod(const json& pod, const TranslateOptions& o) {
   return t;
 }
 
-core::Result<json> Review(const json& review, const TranslateOptions& options) {
+namespace {
+
+constexpr std::size_t kMaxTerms = 8, kMaxExpressions = 32;
+
+bool LabelKeyText(const std::string& s) {
+  return !s.empty() && s.size() <= 317 &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") ==
+             std::string::npos;
+}
+bool LabelValueText(const std::string& s) {
+  return s.size() <= 63 &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+             std::string::npos;
+}
+
+// The string values of `list` (an array), or nullopt when one is not a label value.
+std::optional<std::vector<std::string>> Values(const json* list) {
+  std::vector<std::string> out;
+  if (list == nullptr || !list->is_array() || list->size() > kMaxExpressions) return std::nullopt;
+  for (const json& v : *list) {
+    if (!v.is_string() || !LabelValueText(v.get<std::string>())) return std::nullopt;
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// One nodeSelectorTerm as selectors added to `q`; false when it cannot be written.
+bool AddTerm(const json& term, NodeQuery& q) {
+  std::vector<std::string> labels, fields;
+  if (const json* exprs = kube::JsonChild(term, "matchExpressions"); exprs != nullptr) {
+    if (!exprs->is_array() || exprs->size() > kMaxExpressions) return false;
+    for (const json& e : *exprs) {
+      const std::string key = kube::JsonString(e, "key"), op = kube::JsonString(e, "operator");
+      if (!LabelKeyText(key)) return false;
+      auto values = Values(kube::JsonChild(e, "values"));
+      if (op == "Exists") {
+        labels.push_back(key);
+      } else if (op == "DoesNotExist") {
+        labels.push_back("!" + key);
+      } else if ((op == "In" || op == "NotIn") && values && !values->empty()) {
+        labels.push_back(key + (op == "In" ? " in (" : " notin (") + Joined(*values) + ")");
+      } else {
+        return false;  // Gt, Lt, or values that do not read
+      }
+    }
+  }
+  if (const json* exprs = kube::JsonChild(term, "matchFields"); exprs != nullptr) {
+    if (!exprs->is_array() || exprs->size() > 1) return false;
+    for (const json& e : *exprs) {
+      const std::string op = kube::JsonString(e, "operator");
+      auto values = Values(kube::JsonChild(e, "values"));
+      if (kube::JsonString(e, "key") != "metadata.name" || !values || values->size() != 1 ||
+          (op != "In" && op != "NotIn")) {
+        return false;
+      }
+      fields.push_back("metadata.name" + std::string(op == "In" ? "=" : "!=") + values->front());
+    }
+  }
+  if (labels.empty() && fields.empty()) return false;  // an empty term matches no node
+  for (const std::string& l : labels) q.label_selector += (q.label_selector.empty() ? "" : ",") + l;
+  for (const std::string& f : fields) q.field_selector += (q.field_selector.empty() ? "" : ",") + f;
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<NodeQuery>> NodeQueriesOf(const json& pod) {
+  const json* spec = kube::JsonChild(pod, "spec");
+  NodeQuery base;
+  if (const json* selector = spec == nullptr ? nullptr : kube::JsonChild(*spec, "nodeSelector");
+      selector != nullptr) {
+    if (!selector->is_object() || selector->size() > kMaxExpressions) return std::nullopt;
+    for (const auto& [k, v] : selector->items()) {
+      if (!LabelKeyText(k) || !v.is_string() || !LabelValueText(v.get<std::string>())) {
+        return std::nullopt;
+      }
+      base.label_selector += (base.label_selector.empty() ? "" : ",") + k + "=" +
+                             v.get<std::string>();
+    }
+  }
+  const json* affinity = spec == nullptr ? nullptr : kube::JsonChild(*spec, "affinity");
+  const json* node = affinity == nullptr ? nullptr : kube::JsonChild(*affinity, "nodeAffinity");
+  const json* required =
+      node == nullptr ? nullptr
+                      : kube::JsonChild(*node, "requiredDuringSchedulingIgnoredDuringExecution");
+  const json* terms = required == nullptr ? nullptr : kube::JsonChild(*required, "nodeSelectorTerms");
+  if (terms == nullptr) return std::vector<NodeQuery>{base};
+  if (!terms->is_array() || terms->size() > kMaxTerms) return std::nullopt;
+  std::vector<NodeQuery> out;
+  for (const json& term : *terms) {
+    NodeQuery q = base;
+    if (!AddTerm(term, q)) return std::nullopt;
+    out.push_back(std::move(q));
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::vector<std::string> EnforcementWarnings(const json& pod, const Translation& t,
+                                             const NodeFinder& find) {
+  std::vector<std::string> warnings;
+  if (t.shares.empty() || !find) return warnings;
+  const auto queries = NodeQueriesOf(pod);
+  if (!queries) return warnings;
+  // Whether some node the pod may run on has `label` (a selector term); nullopt: cannot tell.
+  const auto any = [&](const std::string& label) -> std::optional<bool> {
+    for (NodeQuery q : *queries) {
+      q.label_selector = label + (q.label_selector.empty() ? "" : "," + q.label_selector);
+      const std::optional<bool> found = find(q);
+      if (!found || *found) return found;
+    }
+    return false;
+  };
+  const struct {
+    bool TranslatedShare::*asks;
+    std::string selector, what;
+  } kinds[] = {
+      {&TranslatedShare::memory, std::string(kube::kLabelMemoryEnforcement) + "=hard",
+       "memory limits (a hard limit at its gpumux.io/gpu-mem)"},
+      {&TranslatedShare::compute,
+       std::string(kube::kLabelComputeEnforcement) + " in (mps-namespace,hami-core)",
+       "compute limits (its gpumux.io/gpu-milli)"}};
+  for (const auto& k : kinds) {
+    std::string containers;
+    for (const TranslatedShare& s : t.shares) {
+      if (s.*(k.asks)) containers += (containers.empty() ? "\"" : ", \"") + s.container + "\"";
+    }
+    if (containers.empty()) continue;
+    if (any(k.selector) == std::optional<bool>(false)) {
+      warnings.push_back("gpumux: no node this pod may run on enforces " + k.what + " for " +
+                         containers + ": the share is booked, not enforced (kubectl gpumux nodes)");
+    }
+  }
+  return warnings;
+}
+
+core::Result<json> Review(const json& review, const TranslateOptions& options,
+                          const NodeFinder& find) {
   const auto bad = [](const std::string& m) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, m);
   };
@@ -315,6 +463,8 @@ core::Result<json> Review(const json& review, const TranslateOptions& options) {
     } else if (!t.patch.empty()) {
       response["patchType"] = "JSONPatch";
       response["patch"] = kube::EncodeBase64(t.patch.dump());
+      const std::vector<std::string> warnings = EnforcementWarnings(*object, t, find);
+      if (!warnings.empty()) response["warnings"] = warnings;
     }
   }
   return json{{"apiVersion", "admission.k8s.io/v1"},

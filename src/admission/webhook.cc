@@ -26,9 +26,31 @@ struct Webhook::Impl {
   std::condition_variable cv;
   bool stopping = false;
 
+  // Whether some node matches `q` (a list of limit 1), within the review's time: the API
+  // server waits `timeoutSeconds` (5 s by default) for the whole review, so after `deadline`
+  // (or a failed call) the answer is "cannot tell" and no warning is given.
+  std::optional<bool> AnyNode(const NodeQuery& q, std::chrono::steady_clock::time_point deadline) {
+    if (api == nullptr || std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::string path = "/api/v1/nodes?limit=1&labelSelector=" + kube::QueryEscape(q.label_selector);
+    if (!q.field_selector.empty()) path += "&fieldSelector=" + kube::QueryEscape(q.field_selector);
+    auto list = api->Get(path);
+    if (!list) {
+      options.log.Warn("cannot tell which nodes enforce shares (no warning given)",
+                       {{"error", list.error().ToString()}});
+      return std::nullopt;
+    }
+    const json* items = kube::JsonChild(*list, "items");
+    return items != nullptr && items->is_array() && !items->empty();
+  }
+
   net::Response Mutate(const net::Request& request) {
     const json body = json::parse(request.body, nullptr, false);
-    auto answer = Review(body, options.translate);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    NodeFinder find;
+    if (api != nullptr && options.warn_unenforced) {
+      find = [this, deadline](const NodeQuery& q) { return AnyNode(q, deadline); };
+    }
+    auto answer = Review(body, options.translate, find);
     if (!answer) {
       ++malformed;
       return net::Response::Json(400, json{{"error", answer.error().message}}.dump());

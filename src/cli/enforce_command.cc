@@ -226,9 +226,10 @@ CLI::App* AddEnforceCommand(CLI::App& app, EnforceCliOptions& o) {
       "      the containers this node holds to a GPU memory limit, and their cgroups\n"
       "  gpumux enforce reconcile\n"
       "      remove the records (and limits) of containers that are gone\n"
-      "  gpumux enforce createRuntime --gpu GPU-1b2c...=8192 --pod ml/train --pod-uid 5f1e... \\\n"
-      "      --container main < state.json\n"
-      "      what the container runtime runs (the device plugin writes it into a CDI spec)\n");
+      "\nThe container runtime runs createRuntime and poststop with the container's state on "
+      "stdin, as the device plugin wrote them into the container's CDI spec (--cdi-spec-dir), "
+      "e.g. 'gpumux enforce createRuntime --gpu GPU-<uuid>=8192 --pod ml/train --pod-uid <uid> "
+      "--container main'.\n");
   return cmd;
 }
 

@@ -136,9 +136,10 @@ Misfit ExplainMisfit(const NodeView& node, const Request& r, ModelMask models) {
                        std::to_string(of_model) + " are healthy"};
   }
   if (enforcing < r.gpu_count) {
-    return {false, "needs " + Gpus(r.gpu_count) + " that enforce " + Limits(required) + ", " +
-                       std::to_string(enforcing) + " of " + std::to_string(healthy) +
-                       " here do"};
+    return {false, "needs " + Gpus(r.gpu_count) +
+                       (r.gpu_count == 1 ? " that enforces " : " that enforce ") +
+                       Limits(required) + ", " + std::to_string(enforcing) + " of " +
+                       std::to_string(healthy) + " here " + (enforcing == 1 ? "does" : "do")};
   }
   if (big_enough < r.gpu_count) {
     return {false, "needs " + std::to_string(r.gpu_mib) + " MiB on one GPU, the largest here has " +

@@ -61,9 +61,15 @@ isolation::DiscoveryInput Enforcer::Input() const {
   in.cgroup = isolation::DetectCgroupHierarchy(options_.cgroup_root);
   in.nvml = nvml_.get();
   in.nvml_error = nvml_error_;
-  in.cdi_hook = options_.hook.has_value();
-  in.cdi_hook_note = "no --cdi-hook (the host path of the gpumux binary the container runtime "
-                     "runs as a CDI hook)";
+  std::string missed;
+  {
+    std::lock_guard lock(mu_);
+    missed = hook_missed_;
+  }
+  in.cdi_hook = options_.hook.has_value() && missed.empty();
+  in.cdi_hook_note = !missed.empty() ? missed
+                                     : "no --cdi-hook (the host path of the gpumux binary the "
+                                       "container runtime runs as a CDI hook)";
   in.mps = options_.mps;
   in.hami_core_library = options_.hami_core_library;
   in.hami_core_present = RegularFile(options_.hami_core_library);
@@ -162,9 +168,27 @@ core::Result<EnforcementEdits> Enforcer::Edits(const GrantContext& context,
   return edits;
 }
 
-std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::string>>& live_pods) {
+std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::string>>& live_pods,
+                                            const std::vector<Handshake::RunningShare>& running) {
   std::vector<std::string> removed;
   isolation::LimitRecords records(options_.state_dir);
+  if (options_.hook) {
+    std::set<std::pair<std::string, std::string>> held;  // (pod uid, container) with a record
+    for (const isolation::LimitRecord& r : records.List()) held.insert({r.pod_uid, r.container});
+    std::lock_guard lock(mu_);
+    for (const Handshake::RunningShare& r : running) {
+      if (!hook_missed_.empty() || held.contains({r.pod_uid, r.container}) ||
+          !isolation::SpecExists(options_.hook->spec_dir, r.pod_uid, r.container)) {
+        continue;
+      }
+      hook_missed_ = "the container runtime started " + r.pod + "/" + r.container +
+                     " without running its CDI hook (does it read CDI specs from " +
+                     options_.hook->spec_dir + "? containerd 1.7: enable_cdi = true)";
+      options_.log.Error("the GPU memory limit of a running container was not set",
+                         {{"pod", r.pod}, {"container", r.container}, {"why", hook_missed_}});
+      removed.push_back("memory partitioning turned off: " + hook_missed_);
+    }
+  }
   const isolation::ReconcileResult r = isolation::ReconcileLimits(
       records, nvml_.get(), [](const std::string& cgroup) { return isolation::FolderExists(cgroup); });
   for (const std::string& name : r.reclaimed_names) {
@@ -201,7 +225,8 @@ std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::st
   return removed;
 }
 
-bool Enforcer::Tick(const std::optional<std::set<std::string>>& live_pods) {
+bool Enforcer::Tick(const std::optional<std::set<std::string>>& live_pods,
+                    const std::vector<Handshake::RunningShare>& running) {
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
@@ -211,8 +236,8 @@ bool Enforcer::Tick(const std::optional<std::set<std::string>>& live_pods) {
     }
     last_tick_ = now;
   }
-  for (const std::string& what : Maintain(live_pods)) {
-    options_.log.Info("removed what a gone container left", {{"what", what}});
+  for (const std::string& what : Maintain(live_pods, running)) {
+    options_.log.Info("enforcement upkeep", {{"what", what}});
   }
   return Rediscover();
 }

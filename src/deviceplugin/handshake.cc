@@ -163,6 +163,36 @@ std::optional<std::set<std::string>> Handshake::LivePodUids() const {
   return out;
 }
 
+std::vector<Handshake::RunningShare> Handshake::RunningShares() const {
+  std::vector<RunningShare> out;
+  std::lock_guard lock(cache_mu_);
+  for (const auto& [key, pod] : pod_cache_) {
+    const json* metadata = kube::JsonChild(pod, "metadata");
+    const json* annotations =
+        metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
+    const json* status = kube::JsonChild(pod, "status");
+    const json* statuses = status != nullptr ? kube::JsonChild(*status, "containerStatuses") : nullptr;
+    if (annotations == nullptr || statuses == nullptr || !statuses->is_array()) continue;
+    auto grant = kube::DecodeGrant(
+        kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str()));
+    if (!grant || grant->node != node_) continue;
+    for (const kube::ContainerGrant& c : grant->containers) {
+      if (c.exclusive) continue;
+      for (const json& cs : *statuses) {
+        const json* state = kube::JsonChild(cs, "state");
+        if (kube::JsonString(cs, "name") != c.name || state == nullptr ||
+            kube::JsonChild(*state, "running") == nullptr) {
+          continue;
+        }
+        RunningShare r{kube::JsonString(*metadata, "uid"), key, c.name, {}};
+        for (const kube::GrantedGpu& g : c.gpus) r.gpus.push_back(g.index);
+        out.push_back(std::move(r));
+      }
+    }
+  }
+  return out;
+}
+
 void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
   kube::ReflectorHandler nodes;

@@ -256,9 +256,16 @@ void NodeAgent::Impl::Publish() {
     state_snapshot = state;
   }
   if (api == nullptr) return;
+  const kube::GpuEnforcement strongest =
+      kube::StrongestOf(enforcer ? enforcer->Current() : std::vector<kube::GpuEnforcement>{});
   const json patch = {
       {"metadata",
-       {{"annotations",
+       {{"labels",
+         {{std::string(kube::kLabelMemoryEnforcement),
+           std::string(kube::MemoryEnforcementName(strongest.memory))},
+          {std::string(kube::kLabelComputeEnforcement),
+           std::string(kube::ComputeEnforcementName(strongest.compute))}}},
+        {"annotations",
          {{std::string(kube::kAnnotationGpus),
            InventoryAnnotation(gpus, snapshot,
                                enforcer ? enforcer->Current()
@@ -352,7 +359,7 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
     if (stop.stop_requested()) return;
     Poll();
     if (mps) (void)mps->Check();
-    if (enforcer && enforcer->Tick(plugin->LivePodUids())) {
+    if (enforcer && enforcer->Tick(plugin->LivePodUids(), plugin->RunningShares())) {
       {
         std::lock_guard guard(mu);
         published = false;

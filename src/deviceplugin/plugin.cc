@@ -531,6 +531,11 @@ std::optional<std::set<std::string>> DevicePlugin::LivePodUids() const {
   return impl_->handshake->LivePodUids();
 }
 
+std::vector<Handshake::RunningShare> DevicePlugin::RunningShares() const {
+  if (impl_->handshake == nullptr) return {};
+  return impl_->handshake->RunningShares();
+}
+
 std::map<int, GrantedOnGpu> DevicePlugin::Granted() const {
   return impl_->handshake != nullptr ? impl_->handshake->Granted() : std::map<int, GrantedOnGpu>{};
 }

@@ -92,6 +92,19 @@ core::Result<std::string> EnforcementSpec(const HookSettings& settings,
   return spec.dump(2) + "\n";
 }
 
+namespace {
+std::string SpecFile(const std::string& spec_dir, const std::string& pod_uid,
+                     const std::string& container) {
+  return spec_dir + "/" + kFilePrefix + pod_uid + "_" + container + ".json";
+}
+}  // namespace
+
+bool SpecExists(const std::string& spec_dir, const std::string& pod_uid,
+                const std::string& container) {
+  struct stat st {};
+  return ::stat(SpecFile(spec_dir, pod_uid, container).c_str(), &st) == 0;
+}
+
 core::Result<std::string> WriteEnforcementSpec(const HookSettings& settings,
                                                const ContainerHookRequest& request) {
   auto text = EnforcementSpec(settings, request);
@@ -101,8 +114,7 @@ core::Result<std::string> WriteEnforcementSpec(const HookSettings& settings,
                                                      ": cannot create the CDI spec folder: " +
                                                      std::strerror(errno));
   }
-  const std::string file = settings.spec_dir + "/" + kFilePrefix + request.pod_uid + "_" +
-                           request.container + ".json";
+  const std::string file = SpecFile(settings.spec_dir, request.pod_uid, request.container);
   if (auto written = io::WriteFileAtomically(file, *text); !written) {
     return tl::unexpected(written.error());
   }

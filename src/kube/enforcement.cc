@@ -77,6 +77,15 @@ std::string GpuEnforcement::Summary() const {
          std::string(ComputeEnforcementName(compute));
 }
 
+GpuEnforcement StrongestOf(const std::vector<GpuEnforcement>& gpus) {
+  GpuEnforcement best;
+  for (const GpuEnforcement& g : gpus) {
+    best.memory = std::max(best.memory, g.memory);
+    best.compute = std::max(best.compute, g.compute);
+  }
+  return best;
+}
+
 json EnforcementToJson(const GpuEnforcement& e) {
   json out = {{"version", kEnforcementVersion},
               {"memory", MemoryEnforcementName(e.memory)},

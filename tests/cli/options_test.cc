@@ -68,7 +68,7 @@ class InFolder {
 TEST(Help, ListsEverySubcommand) {
   EXPECT_EQ(Subcommands(), (std::vector<std::string>{
                                "simulate", "bound", "policies", "jobgen", "extender",
-                               "device-plugin", "webhook", "hook", "oci-runtime", "gpus",
+                               "device-plugin", "webhook", "hook", "oci-runtime", "enforce", "gpus",
                                "coordinator", "profile", "inspect", "submit", "report", "call"}));
 }
 

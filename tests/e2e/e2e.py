@@ -349,6 +349,53 @@ def e2e_overlay(rig, docs):
                 {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
                  "value": "/etc/gpumux-e2e/gpus.csv"}]
 
+    def plugin_enforcement():
+        # The device plugin's enforcement in the rig's folders (tests/e2e/README.md): the hook's
+        # copy of gpumux and the limit records in $RIG/gpumux-state (containerd's
+        # GPUMUX_STATE_DIR), CDI specs in $RIG/cdi, the hybrid host's cgroup v2 hierarchy at
+        # /sys/fs/cgroup/unified, limits through the NVML stand-in. Without CDI (containerd 1.6)
+        # or the stand-in, nothing could set a limit: --enforcement none, and scenario 24 skips.
+        ds = next(d for d in docs if d["kind"] == "DaemonSet"
+                  and d["metadata"]["name"] == "gpumux-device-plugin")
+        spec = ds["spec"]["template"]["spec"]
+        args = workload_args(docs, "DaemonSet", "gpumux-device-plugin")
+        c = "/spec/template/spec/containers/0"
+        ops = []
+
+        def replace_arg(flag, value):
+            at = f"{c}/args/{args.index(flag) + 1}"
+            ops.extend([{"op": "test", "path": at, "value": args[args.index(flag) + 1]},
+                        {"op": "replace", "path": at, "value": value}])
+
+        def move_volume(name, host, read_only=False):
+            v = next(i for i, x in enumerate(spec["volumes"]) if x["name"] == name)
+            m = next(i for i, x in enumerate(spec["containers"][0]["volumeMounts"])
+                     if x["name"] == name)
+            ops.extend([{"op": "test", "path": f"/spec/template/spec/volumes/{v}/name", "value": name},
+                        {"op": "replace", "path": f"/spec/template/spec/volumes/{v}/hostPath/path",
+                         "value": host},
+                        {"op": "test", "path": f"{c}/volumeMounts/{m}/name", "value": name},
+                        {"op": "replace", "path": f"{c}/volumeMounts/{m}/mountPath", "value": host}])
+
+        state = os.path.join(a.rig, "gpumux-state")
+        replace_arg("--install-cdi-hook", os.path.join(state, "hook"))
+        replace_arg("--cdi-spec-dir", a.cdi_dir or os.path.join(a.rig, "cdi"))
+        move_volume("state", state)
+        move_volume("cdi", a.cdi_dir or os.path.join(a.rig, "cdi"))
+        move_volume("cgroup", "/sys/fs/cgroup/unified")
+        extra = ["--hook-state-dir", state, "--cgroup-root", "/sys/fs/cgroup/unified"]
+        if a.cdi_dir and a.nvml_standin:
+            nvml_dir = os.path.dirname(a.nvml_standin)
+            extra += ["--limits-nvml-library", a.nvml_standin]
+            ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
+                        "value": {"name": "nvml-standin", "hostPath": {"path": nvml_dir}}})
+            ops.append({"op": "add", "path": f"{c}/volumeMounts/-",
+                        "value": {"name": "nvml-standin", "mountPath": nvml_dir}})
+        else:
+            extra += ["--enforcement", "none"]
+        ops += [{"op": "add", "path": f"{c}/args/-", "value": x} for x in extra]
+        return ops
+
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(os.path.join(a.root, "deploy", "overlays", OVERLAY), k)],
@@ -362,6 +409,8 @@ def e2e_overlay(rig, docs):
              "patch": json.dumps(webhook_on_loopback())},
             {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
              "patch": json.dumps(plugin_coordinator_dir())},
+            {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
+             "patch": json.dumps(plugin_enforcement())},
             {"target": {"kind": "MutatingWebhookConfiguration", "name": "gpumux"},
              "patch": json.dumps(webhook_url())}],
     }
@@ -1125,6 +1174,8 @@ def s_node_agents_own_node(rig):
         ("taint its own node", rig.node, taint, False, "(not spec or status)"),
         ("annotate its own node under gpumux.io/", rig.node,
          {"metadata": {"annotations": {"gpumux.io/e2e-probe": "1"}}}, True, None),
+        ("label its own node under enforcement.gpumux.io/", rig.node,
+         {"metadata": {"labels": {"enforcement.gpumux.io/e2e-probe": "1"}}}, True, None),
     ]
     denied = 0
     try:
@@ -1151,6 +1202,7 @@ def s_node_agents_own_node(rig):
                     raise Failed(f"{sa}: {what}: not denied by the policy ({code}): {out[-300:]}")
                 denied += not allowed
             rig.kubectl("annotate", "node", rig.node, "gpumux.io/e2e-probe-")
+            rig.kubectl("label", "node", rig.node, "enforcement.gpumux.io/e2e-probe-")
         n = rig.get("node", other)
         if ((n["metadata"].get("annotations") or {}).get("gpumux.io/gpus")
                 or n["spec"].get("taints") or n["spec"].get("unschedulable")):
@@ -1461,6 +1513,139 @@ def s_mps(rig):
         set_plugin_mps(rig, False)
 
 
+
+# --- enforcement on the GPU -------------------------------------------------------------------
+MIB = 1024 * 1024
+
+
+def node_enforcement(rig):
+    """Each GPU's enforcement record in the node's gpumux.io/gpus, and the node's labels."""
+    n = rig.get("node", rig.node)
+    inv = json.loads(n["metadata"].get("annotations", {}).get("gpumux.io/gpus", "[]"))
+    return [g.get("enforcement", {}) for g in inv], n["metadata"].get("labels", {})
+
+
+def limit_calls(rig):
+    """The NVML stand-in's record of nvmlDeviceSetMemoryLimits_v1: [uuid, cgroup, soft, hard]."""
+    path = os.path.join(os.path.dirname(rig.args.nvml_standin), "fake-nvml.state.limits")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.split("|")[1:5] for line in f.read().splitlines() if line.startswith("set|")]
+
+
+def enforce_list(rig):
+    """`gpumux enforce list --json` on the host, over the records the CDI hook keeps."""
+    p = subprocess.run([os.path.join(rig.args.out, "gpumux-bin", "gpumux"), "enforce", "list",
+                        "--json", "--state-dir", os.path.join(rig.args.rig, "gpumux-state")],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise Failed(f"gpumux enforce list: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def s_enforcement(rig):
+    """A share is a limit: on a node with memory partitioning (the rig's CDI-enabled containerd,
+    its cgroup v2 hierarchy, the NVML stand-in), the real container start runs the CDI hook the
+    device plugin wrote, and the stand-in is told the container's own cgroup with its grant as
+    the hard limit; the limit goes when the pod does. A node that enforces nothing says so, keeps
+    shares under --require-enforcement memory with the reason, and the webhook warns."""
+    a = rig.args
+    if not (a.cdi_dir and a.nvml_standin):
+        return ("SKIPPED: " + ("no CDI in the rig's containerd (Debian 13's containerd 1.7 could not "
+                               "be fetched)" if not a.cdi_dir else "no NVML stand-in built"))
+    records, labels = node_enforcement(rig)
+    if len(records) != GPUS or any(r.get("memory") != "hard" for r in records):
+        raise Failed(f"the node does not say memory hard on every GPU: {records}")
+    if labels.get("enforcement.gpumux.io/memory") != "hard":
+        raise Failed(f"the node's labels: {labels}")
+    nodes = plugin(rig, "nodes")
+    if nodes.count("memory hard") != GPUS:
+        raise Failed("kubectl gpumux nodes does not show memory hard per GPU:\n" + nodes)
+    before = len(limit_calls(rig))
+    rig.apply(gpu_pod("limited", [("main", {"gpumux.io/gpu-mem": 8, "gpumux.io/gpu-milli": 250})]))
+    rig.apply(gpu_pod("limited-whole", [("main", WHOLE)]))
+    rig.wait_running(["limited", "limited-whole"])
+    pod = rig.pod("limited")
+    uid = pod["metadata"]["uid"]
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[-1]
+    uuid = rig.grant("limited")["containers"][0]["gpus"][0]["uuid"]
+    calls = limit_calls(rig)[before:]
+    mine = [c for c in calls if c[0] == uuid and c[1].endswith("/" + cid)]
+    if len(mine) != 1 or f"pod{uid}/" not in mine[0][1] or \
+            (int(mine[0][2]), int(mine[0][3])) != (0, 8192 * MIB):
+        raise Failed(f"the stand-in was not told limited's own cgroup (pod{uid}/{cid}) with "
+                     f"a hard limit of 8 GiB: {calls}")
+    if any(c[1].endswith(f"pod{uid}") for c in calls):
+        raise Failed(f"a limit was set on the pod's cgroup rather than its container's: {calls}")
+    whole_cid = rig.pod("limited-whole")["status"]["containerStatuses"][0]["containerID"]
+    if any(c[1].endswith("/" + whole_cid.split("://")[-1]) for c in calls):
+        raise Failed("a whole-GPU pod was given a memory limit")
+    if rig.exec_env("limited", "main", "GPUMUX_ENFORCED") != "memory-partitioning":
+        raise Failed("the CDI device's variable is not in the container")
+    listed = [r for r in enforce_list(rig) if r["pod"] == f"{NS}/limited"]
+    if len(listed) != 1 or listed[0]["state"] != "applied" or listed[0]["cgroup"] != mine[0][1]:
+        raise Failed(f"gpumux enforce list: {listed}")
+    pods = plugin(rig, "pods")
+    line = next((ln for ln in pods.splitlines() if ln.startswith("limited ")), "")
+    if "memory hard" not in line:
+        raise Failed("kubectl gpumux pods does not show limited's memory hard:\n" + pods)
+    rig.delete_pods("limited", "limited-whole", grace=0)
+    rig.wait("limited's limit record gone (poststop)",
+             lambda: not [r for r in enforce_list(rig) if r["pod"] == f"{NS}/limited"], 60,
+             interval=0.5)
+    if os.path.isdir(mine[0][1]):
+        raise Failed(f"limited's cgroup {mine[0][1]} is still there")
+
+    # A node that enforces nothing: shown, and shares kept off it when memory is required.
+    original = set_plugin_args(rig, lambda args: args + ["--enforcement", "none"])
+    try:
+        rig.wait("the node to say memory none",
+                 lambda: all(r.get("memory") == "none" for r in node_enforcement(rig)[0]), 60)
+        nodes = plugin(rig, "nodes")
+        if nodes.count("none") < GPUS:
+            raise Failed("kubectl gpumux nodes does not show none:\n" + nodes)
+        extender = set_extender_args(rig, lambda args: args + ["--require-enforcement", "memory"])
+        try:
+            rig.apply(gpu_pod("unenforced", [("main", {"gpumux.io/gpu-mem": 8})]))
+            rig.apply(gpu_pod("unenforced-whole", [("main", WHOLE)]))
+
+            def refused():
+                events = rig.get("events", "-n", NS, "--field-selector",
+                                 "involvedObject.name=unenforced")["items"]
+                return next((e["message"] for e in events
+                             if "enforces memory limits" in e.get("message", "")), False)
+            reason = rig.wait("the extender's reason in the share's events", refused, 60)
+            rig.wait_running(["unenforced-whole"])
+            if rig.phase("unenforced") != "Pending":
+                raise Failed("the share ran on a node that does not enforce memory")
+            described = rig.kubectl("describe", "pod", "-n", NS, "unenforced")
+            if "enforces memory limits" not in described:
+                raise Failed("kubectl describe does not show the reason:\n" + described[-800:])
+            # The webhook warns when it translates a share no node would enforce.
+            webhook_namespace(rig)
+            hami = foreign_pod("hami-warned", WEBHOOK_NS,
+                               {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})
+            p = subprocess.run(["kubectl", "--kubeconfig", rig.kc, "create", "-f", "-"],
+                               input=json.dumps(hami), capture_output=True, text=True, timeout=60)
+            rig.log.write(f"$ kubectl create (HAMi pod)\n{p.stdout}{p.stderr}")
+            if p.returncode != 0 or "Warning: gpumux: no node this pod may run on enforces " \
+                                    "memory limits" not in p.stderr:
+                raise Failed(f"kubectl create of a HAMi pod: exit {p.returncode}, "
+                             f"{p.stderr.strip()[-400:]}")
+            warning = next(ln for ln in p.stderr.splitlines() if ln.startswith("Warning: gpumux"))
+        finally:
+            rig.delete_pods("unenforced", "unenforced-whole", grace=0, missing_ok=True)
+            clean_webhook_namespace(rig)
+            set_extender_args(rig, lambda args: extender)
+    finally:
+        set_plugin_args(rig, lambda args: original)
+    return (f"limited's container cgroup (pod{uid[:8]}../{cid[:12]}..) got its 8 GiB grant as the "
+            f"hard limit through the CDI hook at its start, none for the whole-GPU pod; the "
+            f"record went with the pod; with --enforcement none the node says none, and under "
+            f"--require-enforcement memory a share waits: '{reason[reason.find('needs'):][:90]}'; "
+            f"kubectl create printed '{warning[:100]}'")
+
 # --- two real nodes ------------------------------------------------------------------------------
 NODE2 = "gpumux-e2e-node2"
 EXTENDER = "http://127.0.0.1:12345"  # deploy's --listen (hostNetwork on the rig): GET /inspect
@@ -1695,6 +1880,9 @@ SCENARIOS = [
     ("MPS: a supervised control daemon per GPU, its folders and limits through Allocate", s_mps),
     ("two real nodes: a pod that fits only on the other, a drain while pods wait, a node deleted",
      s_two_nodes),
+    ("enforcement: a share's container cgroup gets its grant as a hard limit at its start; a node "
+     "that enforces nothing is shown, refused under --require-enforcement memory, warned about",
+     s_enforcement),
 ]
 
 
@@ -1705,6 +1893,9 @@ def main():
     ap.add_argument("--rig-scripts", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tries", type=int, default=20, help="tries of the freed-GPU scenario")
+    ap.add_argument("--cdi-dir", default="", help="the rig's CDI spec folder ('' = no CDI)")
+    ap.add_argument("--nvml-standin", default="",
+                    help="the NVML stand-in library (its fake-nvml.state beside it)")
     ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-based)")
     a = ap.parse_args()
     rig = Rig(a)

@@ -68,6 +68,31 @@ mkdir -p "$OUT/dev"
 for i in 0 1 2 3; do mknod "$OUT/dev/nvidia$i" c 195 "$i"; done
 mknod "$OUT/dev/nvidiactl" c 195 255
 
+# Enforcement: containerd 1.7 (Debian 13's, unpacked once into the rig's folder) reads the CDI
+# specs the device plugin writes, in $RIG/cdi; the CDI hook and the device plugin set and read
+# GPU memory limits through the NVML stand-in (tests/gpu/fake_nvml.cc, which this build's tests
+# made), whose state file beside it names the four fake GPUs and records every limit it is given.
+E2E_ARGS=()
+if CTD=$("$HERE/containerd-cdi.sh" "$RIG/debian13-containerd" 2> "$OUT/containerd-cdi.log"); then
+  export CONTAINERD_BIN_DIR="$CTD" CDI_SPEC_DIRS="$RIG/cdi"
+  rm -rf "$RIG/cdi"
+  E2E_ARGS+=(--cdi-dir "$RIG/cdi")
+  echo "e2e: containerd $("$CTD/containerd" --version | awk '{print $3}') from Debian 13, CDI specs in $RIG/cdi"
+else
+  echo "e2e: containerd 1.7 (Debian 13) could not be fetched ($OUT/containerd-cdi.log): the rig runs"
+  echo "e2e: Debian 12's containerd 1.6, which has no CDI, and the enforcement scenario SKIPS"
+fi
+NVML_STANDIN="$(dirname "$BIN")/tests/libgpumux_fake_nvml.so"
+if [ -f "$NVML_STANDIN" ]; then
+  mkdir -p "$OUT/nvml"
+  cp "$NVML_STANDIN" "$OUT/nvml/libgpumux_fake_nvml.so"
+  awk -F, 'NR > 1 {printf "gpu=%s|%s|%s|0|%s|0|0||
+", $2, $3, $4, $1}' "$OUT/gpus.csv"     > "$OUT/nvml/fake-nvml.state"
+  E2E_ARGS+=(--nvml-standin "$OUT/nvml/libgpumux_fake_nvml.so")
+else
+  echo "e2e: no NVML stand-in at $NVML_STANDIN (build the tests: make test): the enforcement scenario SKIPS"
+fi
+
 echo "e2e: starting the rig (wiped) ..."
 export GPUMUX_BIN_DIR="$OUT/gpumux-bin" GPUMUX_GPUS_FILE="$OUT/gpus.csv" GPUMUX_DEV_DIR="$OUT/dev"
 if ! "$RIG_SCRIPTS/up.sh" --wipe --controller-manager > "$OUT/rig-up.log" 2>&1; then
@@ -80,7 +105,8 @@ for img in "$OUT"/images/*.tar; do
 done
 
 set +e
-python3 "$HERE/e2e.py" --root "$ROOT" --rig "$RIG" --rig-scripts "$RIG_SCRIPTS" --out "$OUT" "$@"
+python3 "$HERE/e2e.py" --root "$ROOT" --rig "$RIG" --rig-scripts "$RIG_SCRIPTS" --out "$OUT" \
+  ${E2E_ARGS[@]+"${E2E_ARGS[@]}"} "$@"
 rc=$?
 set -e
 # The two-node scenario stops its second node itself; this is for a run cut short.

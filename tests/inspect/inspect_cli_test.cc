@@ -80,9 +80,15 @@ TEST_F(InspectCliTest, NodesPrintsOneAlignedRowPerGpu) {
   std::getline(lines, header);
   std::getline(lines, gpu0);
   std::getline(lines, gpu1);
-  EXPECT_EQ(header.rfind("NODE    GPU   MODEL   MEMORY     COMPUTE     HEALTH    TENANTS", 0), 0u)
+  EXPECT_EQ(
+      header.rfind("NODE    GPU   MODEL   MEMORY     COMPUTE     HEALTH    ENFORCED   TENANTS", 0),
+      0u)
       << r.out;
-  EXPECT_EQ(gpu0, "gpu-1   0     A100    8/40 GiB   500/1000m   Healthy   team-a/a") << r.out;
+  EXPECT_EQ(gpu0, "gpu-1   0     A100    8/40 GiB   500/1000m   Healthy   none       team-a/a")
+      << r.out;
+  // Why: the node's inventory carries no enforcement record (a plugin from before it).
+  EXPECT_NE(r.out.find("node gpu-1: not reported by the node's device plugin"), std::string::npos)
+      << r.out;
   EXPECT_EQ(gpu1.rfind("gpu-1   1     A100    0/40 GiB   0/1000m", 0), 0u) << r.out;
   EXPECT_EQ(r.out.find('\033'), std::string::npos) << "no colour off a terminal";
 }

@@ -30,8 +30,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gpumux/core/result.h"
 
@@ -44,11 +47,39 @@ struct TranslateOptions {
   std::string scheduler_name = "gpumux-scheduler";
 };
 
+// A container the translation gives a share of a GPU (gpumux.io/gpu-mem or gpu-milli).
+struct TranslatedShare {
+  std::string container;
+  bool memory = false;   // asks gpumux.io/gpu-mem
+  bool compute = false;  // asks gpumux.io/gpu-milli
+};
+
 struct Translation {
   nlohmann::json patch = nlohmann::json::array();    // RFC 6902 JSON Patch; empty: unchanged
   nlohmann::json record = nlohmann::json::object();  // gpumux.io/translated-from's value
   std::string denied;                                // non-empty: refuse the pod with this message
+  std::vector<TranslatedShare> shares;
 };
+
+// A question to the API server: is there a node matching these selectors? (The webhook asks
+// it with a list of limit 1.) `label_selector` and `field_selector` are in the API's syntax.
+struct NodeQuery {
+  std::string label_selector, field_selector;
+};
+// true: a node matches; false: none does; nullopt: cannot tell (the API server did not answer).
+using NodeFinder = std::function<std::optional<bool>(const NodeQuery&)>;
+
+// The queries (one per node selector term, ORed) that find the nodes a pod may run on, from
+// spec.nodeSelector and the required node affinity; nullopt when they cannot be written as
+// selectors (Gt, Lt, matchFields beyond one name, a value outside a label's syntax, more than
+// 8 terms or 32 expressions in one).
+std::optional<std::vector<NodeQuery>> NodeQueriesOf(const nlohmann::json& pod);
+
+// The AdmissionReview warnings for a translated pod: for each kind of limit its shares ask for
+// (memory, compute) that no node it may run on enforces (the nodes' enforcement.gpumux.io/
+// labels, kube/enforcement.h), one warning saying so. None when `find` cannot tell.
+std::vector<std::string> EnforcementWarnings(const nlohmann::json& pod, const Translation& t,
+                                             const NodeFinder& find);
 
 inline constexpr const char* kAnnotationTranslatedFrom = "gpumux.io/translated-from";
 
@@ -59,6 +90,8 @@ Translation TranslatePod(const nlohmann::json& pod, const TranslateOptions& opti
 // created is translated (allowed with a base64 JSONPatch, or refused with the reason); anything
 // else is allowed unchanged. Error (the HTTP answer is then 400) when the body is not an
 // AdmissionReview v1 with a request and a uid.
-core::Result<nlohmann::json> Review(const nlohmann::json& review, const TranslateOptions& options);
+// With `find`, a translated pod's response also carries EnforcementWarnings.
+core::Result<nlohmann::json> Review(const nlohmann::json& review, const TranslateOptions& options,
+                                    const NodeFinder& find = {});
 
 }  // namespace gpumux::admission

@@ -12,9 +12,10 @@
 // verify, and no cert-manager is needed.
 //
 // Who calls: anyone who can reach the port. Mutating is stateless (a review in, a patch out; no
-// reads, no writes): a caller other than the API server learns only how gpumux would translate
-// the pod it sent, so the listener needs no client authentication; it is bounded like every
-// listener (connections, body size, deadlines).
+// writes): a caller other than the API server learns only how gpumux would translate the pod it
+// sent, and whether some node enforces shares (the nodes' enforcement.gpumux.io/ labels, which
+// any client that may list nodes sees), so the listener needs no client authentication; it is
+// bounded like every listener (connections, body size, deadlines).
 #pragma once
 
 #include <chrono>
@@ -59,6 +60,9 @@ struct WebhookOptions {
   std::chrono::milliseconds ca_bundle_every{60000};
   int max_connections = 256;
   int workers = 4;
+  // Warn (AdmissionReview warnings, which kubectl prints) when a translated share goes where no
+  // node enforces its limits: one node list of limit 1 per selector term (needs `nodes list`).
+  bool warn_unenforced = true;
   core::Logger log;
 };
 

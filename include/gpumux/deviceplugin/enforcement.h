@@ -30,6 +30,7 @@
 #include "gpumux/core/log.h"
 #include "gpumux/core/result.h"
 #include "gpumux/deviceplugin/container_env.h"
+#include "gpumux/deviceplugin/handshake.h"
 #include "gpumux/gpu/memory_limits.h"
 #include "gpumux/isolation/cdi.h"
 #include "gpumux/isolation/discovery.h"
@@ -80,11 +81,17 @@ class Enforcer {
                                        const kube::ContainerGrant& grant) const;
 
   // Reclaims limit records of containers that are gone and, when `live_pods` is known, removes
-  // the CDI specs and HAMi-core folders of pods not in it. Returns what it removed, for the log.
-  std::vector<std::string> Maintain(const std::optional<std::set<std::string>>& live_pods);
+  // the CDI specs and HAMi-core folders of pods not in it. Checks that the runtime ran the hook:
+  // a running shared container whose CDI spec was written but that has no limit record was
+  // started without it (a runtime that does not read CDI specs); memory partitioning is then
+  // off on this node until the plugin restarts, and the note says why. Returns what it did, for
+  // the log.
+  std::vector<std::string> Maintain(const std::optional<std::set<std::string>>& live_pods,
+                                    const std::vector<Handshake::RunningShare>& running = {});
   // Maintain() when rediscover_every has passed since the last time (health loop); true when
-  // Rediscover() found a change.
-  bool Tick(const std::optional<std::set<std::string>>& live_pods);
+  // what is enforced changed.
+  bool Tick(const std::optional<std::set<std::string>>& live_pods,
+            const std::vector<Handshake::RunningShare>& running = {});
 
   std::int64_t reclaimed_total() const;
   std::int64_t recorded_limits() const;  // limit records on the node at the last Maintain
@@ -101,6 +108,7 @@ class Enforcer {
   std::chrono::steady_clock::time_point last_tick_{};
   std::int64_t reclaimed_ = 0;
   std::int64_t recorded_ = 0;
+  std::string hook_missed_;  // "" or why the runtime is known not to run the hook
 };
 
 }  // namespace gpumux::deviceplugin

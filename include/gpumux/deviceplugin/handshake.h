@@ -126,6 +126,14 @@ class Handshake {
   // which pods are gone. Thread safe.
   std::optional<std::set<std::string>> LivePodUids() const;
 
+  // The containers of this node's pods that hold a share of a GPU (not a whole one) by their
+  // grant and that the watch last saw running (status.containerStatuses[].state.running).
+  struct RunningShare {
+    std::string pod_uid, pod, container;  // pod: "namespace/name"
+    std::vector<int> gpus;                // granted GPU indices
+  };
+  std::vector<RunningShare> RunningShares() const;
+
  private:
   struct Holder;
   // From the cache when `cached`, else with GETs.

@@ -101,6 +101,8 @@ class DevicePlugin {
   std::map<int, GrantedOnGpu> Granted() const;
   // Handshake::LivePodUids; nullopt without an API client.
   std::optional<std::set<std::string>> LivePodUids() const;
+  // Handshake::RunningShares; empty without an API client.
+  std::vector<Handshake::RunningShare> RunningShares() const;
   void set_allocate_observer(AllocateObserver observer);
   // The socket path of a resource's server.
   std::string SocketPath(Resource resource) const;

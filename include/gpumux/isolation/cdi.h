@@ -63,6 +63,10 @@ core::Result<std::string> EnforcementSpec(const HookSettings& settings,
 core::Result<std::string> WriteEnforcementSpec(const HookSettings& settings,
                                                const ContainerHookRequest& request);
 
+// Whether the container's spec file is in `spec_dir` (Allocate wrote it).
+bool SpecExists(const std::string& spec_dir, const std::string& pod_uid,
+                const std::string& container);
+
 // Removes gpumux's spec files in `spec_dir` whose pod uid `live` does not know and that are
 // older than `min_age_s` (a spec written for a pod the caller's cache has not seen yet stays).
 // Returns the removed files' names.

@@ -39,6 +39,14 @@ inline constexpr int kEnforcementVersion = 1;
 // annotation: "memory", "compute", "memory,compute" or "none".
 inline constexpr std::string_view kAnnotationRequireEnforcement = "gpumux.io/require-enforcement";
 
+// The node's strongest enforcement over its GPUs, also as labels (written by the device plugin
+// beside gpumux.io/gpus), so that a label selector finds nodes that enforce: the webhook's
+// warning asks for one, and a pod's node affinity may require one:
+//   enforcement.gpumux.io/memory: hard | soft | none
+//   enforcement.gpumux.io/compute: mps-namespace | hami-core | mps-server | none
+inline constexpr std::string_view kLabelMemoryEnforcement = "enforcement.gpumux.io/memory";
+inline constexpr std::string_view kLabelComputeEnforcement = "enforcement.gpumux.io/compute";
+
 enum class MemoryEnforcement : std::uint8_t { kNone, kSoft, kHard };
 enum class ComputeEnforcement : std::uint8_t { kNone, kMpsServer, kHamiCore, kMpsNamespace };
 
@@ -60,6 +68,9 @@ struct GpuEnforcement {
 };
 
 nlohmann::json EnforcementToJson(const GpuEnforcement& e);
+// The strongest memory and compute enforcement among `gpus` (none when empty), as the labels'
+// values.
+GpuEnforcement StrongestOf(const std::vector<GpuEnforcement>& gpus);
 // `record` is the "enforcement" member of a gpumux.io/gpus entry, or null when it has none.
 // Never fails: what does not read is "none" with the reason in `note`.
 GpuEnforcement EnforcementFromJson(const nlohmann::json* record);
