@@ -67,5 +67,53 @@ TEST(ExplainMisfit, UnhealthyGpusAreSaidToBeSo) {
   EXPECT_EQ(m.reason, "needs 1 GPU, 0 of 2 are healthy");
 }
 
+
+// Enforcement (cluster.h): a share that requires limits goes only to GPUs that enforce them;
+// whole GPUs need none. The simulator's GPUs enforce nothing and its requests require nothing.
+std::vector<NodeSpec> TwoGpusOneEnforcing() {
+  std::vector<NodeSpec> specs = ClusterBuilder().Node("n", 8000, 16384).Gpus(2, "A100", 40960).Specs();
+  specs[0].gpus[1].enforces = kEnforcesMemory;
+  return specs;
+}
+
+TEST(Enforcement, AShareRequiringMemoryLimitsGoesOnlyToAGpuThatEnforcesThem) {
+  PolicyHarness h(TwoGpusOneEnforcing());
+  Request r = RequestBuilder().Share(250).GpuMemory(8192);
+  r.required_enforcement = kEnforcesMemory;
+  const NodeView node = h.ledger().Node(0);
+  EXPECT_FALSE(GpuAdmits(node, 0, r, kAnyModel));
+  EXPECT_TRUE(GpuAdmits(node, 1, r, kAnyModel));
+  EXPECT_TRUE(NodeFits(node, r, kAnyModel));
+  r.required_enforcement = kEnforcesMemory | kEnforcesCompute;
+  EXPECT_FALSE(NodeFits(node, r, kAnyModel)) << "no GPU enforces compute";
+  Request whole = RequestBuilder().Gpus(2).Exclusive();
+  whole.required_enforcement = kEnforcesMemory | kEnforcesCompute;
+  EXPECT_TRUE(NodeFits(node, whole, kAnyModel)) << "whole GPUs are not affected";
+}
+
+TEST(Enforcement, ANodeWithoutEnforcingGpusIsUnresolvableAndSaysWhatIsMissing) {
+  PolicyHarness h(TwoGpusOneEnforcing());
+  Request r = RequestBuilder().Share(250).GpuMemory(8192);
+  r.required_enforcement = kEnforcesCompute;
+  Misfit m = Explain(h, r);
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 1 GPU that enforces compute limits, 0 of 2 here do");
+  r.required_enforcement = kEnforcesMemory;
+  r.gpu_count = 2;
+  m = Explain(h, r);
+  EXPECT_FALSE(m.resolvable);
+  EXPECT_EQ(m.reason, "needs 2 GPUs that enforce memory limits, 1 of 2 here does");
+}
+
+TEST(Enforcement, ABusyEnforcingGpuIsResolvableAndTheOthersAreNotItsClosest) {
+  PolicyHarness h(TwoGpusOneEnforcing());
+  h.Place("a", RequestBuilder("a").Share(900).GpuMemory(1024), 0, {1});
+  Request r = RequestBuilder().Share(250).GpuMemory(8192);
+  r.required_enforcement = kEnforcesMemory;
+  const Misfit m = Explain(h, r);
+  EXPECT_TRUE(m.resolvable);
+  EXPECT_NE(m.reason.find("closest is GPU 1"), std::string::npos) << m.reason;
+}
+
 }  // namespace
 }  // namespace gpumux::core

@@ -353,11 +353,10 @@ def e2e_overlay(rig, docs):
         # The device plugin's enforcement in the rig's folders (tests/e2e/README.md): the hook's
         # copy of gpumux and the limit records in $RIG/gpumux-state (containerd's
         # GPUMUX_STATE_DIR), CDI specs in $RIG/cdi, the hybrid host's cgroup v2 hierarchy at
-        # /sys/fs/cgroup/unified, limits through the NVML stand-in. Without CDI (containerd 1.6)
-        # or the stand-in, nothing could set a limit: --enforcement none, and scenario 24 skips.
-        ds = next(d for d in docs if d["kind"] == "DaemonSet"
-                  and d["metadata"]["name"] == "gpumux-device-plugin")
-        spec = ds["spec"]["template"]["spec"]
+        # /sys/fs/cgroup/unified, limits through the NVML stand-in; each at the same path inside
+        # as on the host, as the shipped folders are. Without CDI (containerd 1.6) or the
+        # stand-in nothing could set a limit: --enforcement none, and scenario 24 skips.
+        # Returns (a JSON patch of the args, a strategic merge patch of the folders).
         args = workload_args(docs, "DaemonSet", "gpumux-device-plugin")
         c = "/spec/template/spec/containers/0"
         ops = []
@@ -367,34 +366,32 @@ def e2e_overlay(rig, docs):
             ops.extend([{"op": "test", "path": at, "value": args[args.index(flag) + 1]},
                         {"op": "replace", "path": at, "value": value}])
 
-        def move_volume(name, host, read_only=False):
-            v = next(i for i, x in enumerate(spec["volumes"]) if x["name"] == name)
-            m = next(i for i, x in enumerate(spec["containers"][0]["volumeMounts"])
-                     if x["name"] == name)
-            ops.extend([{"op": "test", "path": f"/spec/template/spec/volumes/{v}/name", "value": name},
-                        {"op": "replace", "path": f"/spec/template/spec/volumes/{v}/hostPath/path",
-                         "value": host},
-                        {"op": "test", "path": f"{c}/volumeMounts/{m}/name", "value": name},
-                        {"op": "replace", "path": f"{c}/volumeMounts/{m}/mountPath", "value": host}])
-
         state = os.path.join(a.rig, "gpumux-state")
+        cdi = a.cdi_dir or os.path.join(a.rig, "cdi")
         replace_arg("--install-cdi-hook", os.path.join(state, "hook"))
-        replace_arg("--cdi-spec-dir", a.cdi_dir or os.path.join(a.rig, "cdi"))
-        move_volume("state", state)
-        move_volume("cdi", a.cdi_dir or os.path.join(a.rig, "cdi"))
-        move_volume("cgroup", "/sys/fs/cgroup/unified")
+        replace_arg("--cdi-spec-dir", cdi)
         extra = ["--hook-state-dir", state, "--cgroup-root", "/sys/fs/cgroup/unified"]
+        folders = [("state", state, "/var/lib/gpumux", False), ("cdi", cdi, "/var/run/cdi", False),
+                   ("cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", True)]
         if a.cdi_dir and a.nvml_standin:
-            nvml_dir = os.path.dirname(a.nvml_standin)
             extra += ["--limits-nvml-library", a.nvml_standin]
-            ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
-                        "value": {"name": "nvml-standin", "hostPath": {"path": nvml_dir}}})
-            ops.append({"op": "add", "path": f"{c}/volumeMounts/-",
-                        "value": {"name": "nvml-standin", "mountPath": nvml_dir}})
+            folders.append(("nvml-standin", os.path.dirname(a.nvml_standin), None, True))
         else:
             extra += ["--enforcement", "none"]
         ops += [{"op": "add", "path": f"{c}/args/-", "value": x} for x in extra]
-        return ops
+        mounts = [{"mountPath": shipped, "$patch": "delete"} for _, _, shipped, _ in folders
+                  if shipped]
+        mounts += [{"name": name, "mountPath": host, "readOnly": ro}
+                   for name, host, _, ro in folders]
+        smp = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+               "metadata": {"name": "gpumux-device-plugin", "namespace": SYS},
+               "spec": {"template": {"spec": {
+                   "volumes": [{"name": name, "hostPath": {"path": host}}
+                               for name, host, _, _ in folders],
+                   "containers": [{"name": "device-plugin", "volumeMounts": mounts}]}}}}
+        return ops, smp
+
+    enforcement_args, enforcement_folders = plugin_enforcement()
 
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
@@ -410,7 +407,8 @@ def e2e_overlay(rig, docs):
             {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
              "patch": json.dumps(plugin_coordinator_dir())},
             {"target": {"kind": "DaemonSet", "name": "gpumux-device-plugin"},
-             "patch": json.dumps(plugin_enforcement())},
+             "patch": json.dumps(enforcement_args)},
+            {"patch": json.dumps(enforcement_folders)},
             {"target": {"kind": "MutatingWebhookConfiguration", "name": "gpumux"},
              "patch": json.dumps(webhook_url())}],
     }
@@ -1586,7 +1584,7 @@ def s_enforcement(rig):
     listed = [r for r in enforce_list(rig) if r["pod"] == f"{NS}/limited"]
     if len(listed) != 1 or listed[0]["state"] != "applied" or listed[0]["cgroup"] != mine[0][1]:
         raise Failed(f"gpumux enforce list: {listed}")
-    pods = plugin(rig, "pods")
+    pods = plugin(rig, "pods", "-n", NS)
     line = next((ln for ln in pods.splitlines() if ln.startswith("limited ")), "")
     if "memory hard" not in line:
         raise Failed("kubectl gpumux pods does not show limited's memory hard:\n" + pods)

@@ -86,8 +86,8 @@ NVML_STANDIN="$(dirname "$BIN")/tests/libgpumux_fake_nvml.so"
 if [ -f "$NVML_STANDIN" ]; then
   mkdir -p "$OUT/nvml"
   cp "$NVML_STANDIN" "$OUT/nvml/libgpumux_fake_nvml.so"
-  awk -F, 'NR > 1 {printf "gpu=%s|%s|%s|0|%s|0|0||
-", $2, $3, $4, $1}' "$OUT/gpus.csv"     > "$OUT/nvml/fake-nvml.state"
+  awk -F, 'NR > 1 {printf "gpu=%s|%s|%s|0|%s|0|0||\n", $2, $3, $4, $1}' "$OUT/gpus.csv" \
+    > "$OUT/nvml/fake-nvml.state"
   E2E_ARGS+=(--nvml-standin "$OUT/nvml/libgpumux_fake_nvml.so")
 else
   echo "e2e: no NVML stand-in at $NVML_STANDIN (build the tests: make test): the enforcement scenario SKIPS"

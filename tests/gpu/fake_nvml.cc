@@ -15,7 +15,8 @@
 // Flags: lost (every query of that GPU says GPU_IS_LOST), no-events (event registration says
 // NOT_SUPPORTED), no-util (utilisation says NOT_SUPPORTED), mig (the GPU runs in MIG mode: its
 // memory-limit calls say NOT_SUPPORTED, as NVIDIA documents for MIG handles), no-limits (its
-// memory-limit calls say NOT_SUPPORTED). An event set delivers the XIDs appended after it was
+// memory-limit calls say NOT_SUPPORTED), hang-after-set (a set is recorded, then the call sleeps
+// a minute: a setter killed mid-way). An event set delivers the XIDs appended after it was
 // created, each once, for the GPUs registered with it.
 // Without $GPUMUX_FAKE_NVML the state file is fake-nvml.state beside this library (how the e2e
 // rig's runtime hook, which gets no test environment, finds it).
@@ -73,6 +74,7 @@ struct FakeGpu {
   unsigned int minor = 0, util_gpu = 0, util_mem = 0;
   std::vector<FakeProcess> processes;
   bool lost = false, no_events = false, no_util = false, mig = false, no_limits = false;
+  bool hang_after_set = false;
 };
 
 struct State {
@@ -151,6 +153,7 @@ State Read() {
           g.no_util = g.no_util || flag == "no-util";
           g.mig = g.mig || flag == "mig";
           g.no_limits = g.no_limits || flag == "no-limits";
+          g.hang_after_set = g.hang_after_set || flag == "hang-after-set";
         }
       }
       st.gpus.push_back(g);
@@ -549,6 +552,8 @@ FAKE_NVML_EXPORT Ret nvmlDeviceSetMemoryLimits_v1(void* device, SetLimits* limit
   std::ofstream out(st.limits, std::ios::app);
   out << "set|" << g->uuid << "|" << limits->nameSpace << "|" << limits->softLimit << "|"
       << limits->hardLimit << "|" << ::getpid() << "\n";
+  out.close();
+  if (g->hang_after_set) std::this_thread::sleep_for(std::chrono::seconds(60));
   return out ? kSuccess : kOperatingSystem;
 }
 
