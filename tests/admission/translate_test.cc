@@ -228,5 +228,86 @@ TEST(Review, ABodyThatIsNotAnAdmissionReviewIsAnError) {
   EXPECT_FALSE(Review(no_uid, {}).has_value());
 }
 
+
+// --- the warning for a share no node would enforce ---------------------------------------------
+
+TEST(NodeQueries, ANodeSelectorAndEachAffinityTermBecomeLabelSelectors) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  auto q = NodeQueriesOf(pod);
+  ASSERT_TRUE(q.has_value());
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_EQ((*q)[0].label_selector, "");
+  pod["spec"]["nodeSelector"] = {{"pool", "a100"}};
+  pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = json::array(
+      {{{"matchExpressions", {{{"key", "zone"}, {"operator", "In"}, {"values", {"a", "b"}}},
+                              {{"key", "spot"}, {"operator", "DoesNotExist"}}}}},
+       {{"matchFields", {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n7"}}}}}}});
+  q = NodeQueriesOf(pod);
+  ASSERT_TRUE(q.has_value());
+  ASSERT_EQ(q->size(), 2u);
+  EXPECT_EQ((*q)[0].label_selector, "pool=a100,zone in (a,b),!spot");
+  EXPECT_EQ((*q)[1].label_selector, "pool=a100");
+  EXPECT_EQ((*q)[1].field_selector, "metadata.name=n7");
+}
+
+TEST(NodeQueries, WhatASelectorCannotSayIsNotGuessed) {
+  json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
+  auto& terms = pod["spec"]["affinity"]["nodeAffinity"]
+                   ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  terms = json::array({{{"matchExpressions",
+                         {{{"key", "gpus"}, {"operator", "Gt"}, {"values", {"4"}}}}}}});
+  EXPECT_FALSE(NodeQueriesOf(pod).has_value());
+  terms = json::array({{{"matchExpressions",
+                         {{{"key", "zone"}, {"operator", "In"}, {"values", {"a,b"}}}}}}});
+  EXPECT_FALSE(NodeQueriesOf(pod).has_value()) << "a value that is not a label value";
+}
+
+TEST(EnforcementWarnings, AShareNoNodeEnforcesIsWarnedAboutNamingItsContainer) {
+  const json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"},
+                                           {"nvidia.com/gpucores", "30"}})});
+  const Translation t = TranslatePod(pod, {});
+  ASSERT_EQ(t.shares.size(), 1u);
+  std::vector<std::string> asked;
+  const NodeFinder none = [&](const NodeQuery& q) -> std::optional<bool> {
+    asked.push_back(q.label_selector);
+    return false;
+  };
+  const auto warnings = EnforcementWarnings(pod, t, none);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("enforces memory limits"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("\"main\""), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("enforces compute limits"), std::string::npos) << warnings[1];
+  EXPECT_EQ(asked, (std::vector<std::string>{"enforcement.gpumux.io/memory=hard",
+                                             "enforcement.gpumux.io/compute in "
+                                             "(mps-namespace,hami-core)"}));
+  for (const std::string& w : warnings) EXPECT_LE(w.size(), 200u) << w;
+  // A node that enforces, or an API server that cannot say: no warning.
+  EXPECT_TRUE(EnforcementWarnings(pod, t, [](const NodeQuery&) { return true; }).empty());
+  EXPECT_TRUE(EnforcementWarnings(pod, t, [](const NodeQuery&) -> std::optional<bool> {
+                return std::nullopt;
+              }).empty());
+  // A whole GPU is not a share.
+  const Translation whole = TranslatePod(Pod({Container("main", {{"nvidia.com/gpu", "1"}})}), {});
+  EXPECT_TRUE(EnforcementWarnings(pod, whole, none).empty());
+}
+
+TEST(EnforcementWarnings, TheReviewCarriesThemForKubectlToPrint) {
+  const json review = {
+      {"apiVersion", "admission.k8s.io/v1"},
+      {"kind", "AdmissionReview"},
+      {"request",
+       {{"uid", "u-1"},
+        {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+        {"operation", "CREATE"},
+        {"object", Pod({Container("main", {{"aliyun.com/gpu-mem", "4"}})})}}}};
+  auto answer = Review(review, {}, [](const NodeQuery&) { return false; });
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE((*answer)["response"].contains("warnings")) << answer->dump();
+  EXPECT_EQ((*answer)["response"]["warnings"].size(), 1u);
+  auto quiet = Review(review, {});
+  EXPECT_FALSE((*quiet)["response"].contains("warnings")) << "no finder, nothing said";
+}
+
 }  // namespace
 }  // namespace gpumux::admission

@@ -52,7 +52,7 @@ TEST(RequireEnforcement, AShareGoesOnlyWhereItsMemoryLimitIsHard) {
   auto state = Make(core::kEnforcesMemory);
   auto v = state->Evaluate(Pod(PodWithOne("share", 0, 8, 250)), kNodes);
   EXPECT_EQ(v[0].kind, Kind::kFits);
-  for (int i : {1, 2}) {
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
     EXPECT_EQ(v[i].kind, Kind::kUnresolvable) << kNodes[i];
     EXPECT_EQ(v[i].reason, "needs 1 GPU that enforces memory limits, 0 of 2 here do");
   }
