@@ -111,31 +111,29 @@ grpc::Status AnswerAllocate(Resource resource, const pb::AllocateRequest& reques
   }
   pb::AllocateResponse answer;
   for (const ServedContainer& c : *served) {
+    const auto refuse = [&c](const std::string& why) {
+      return grpc::Status{grpc::StatusCode::FAILED_PRECONDITION,
+                          "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name +
+                              ": " + why};
+    };
     GrantContext context{c.pod_ns, c.pod_name, c.pod_uid, node_name, c.policy};
     auto env = BuildContainerEnv(c.grant, context, gpus, inject);
-    if (!env) {
-      return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
-                                                         " container " + c.grant.name + ": " +
-                                                         env.error().message};
-    }
+    if (!env) return refuse(env.error().message);
     if (env->envs.contains("CUDA_MPS_PIPE_DIRECTORY") && inject.mps_admit) {
       const int percent =
           c.grant.milli_requested ? static_cast<int>((c.grant.gpu_milli + 9) / 10) : 0;
-      if (auto admitted =
-              inject.mps_admit(env->envs.at("GPUMUX_GPU_UUIDS"), c.grant.gpu_mem_mib, percent);
-          !admitted) {
-        return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
-                                                           " container " + c.grant.name + ": " +
-                                                           admitted.error().message};
+      auto admitted = inject.mps_admit(env->envs.at("GPUMUX_GPU_UUIDS"), c.grant.gpu_mem_mib,
+                                       percent, c.pod_uid, c.grant.name);
+      if (!admitted) return refuse(admitted.error().message);
+      if (*admitted) {  // the container's own MPS namespace
+        for (MountSpec& m : env->mounts) {
+          if (m.container_path == kMpsPipeInContainer) m.host_path = **admitted;
+        }
       }
     }
     if (!c.grant.exclusive && inject.enforce) {
       auto edits = inject.enforce(context, c.grant);
-      if (!edits) {
-        return {grpc::StatusCode::FAILED_PRECONDITION, "pod " + c.pod_ns + "/" + c.pod_name +
-                                                           " container " + c.grant.name + ": " +
-                                                           edits.error().message};
-      }
+      if (!edits) return refuse(edits.error().message);
       for (auto& [k, v] : edits->envs) env->envs[k] = v;
       env->mounts.insert(env->mounts.end(), edits->mounts.begin(), edits->mounts.end());
       env->cdi_devices.insert(env->cdi_devices.end(), edits->cdi_devices.begin(),

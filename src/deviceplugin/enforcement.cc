@@ -71,6 +71,7 @@ isolation::DiscoveryInput Enforcer::Input() const {
                                      : "no --cdi-hook (the host path of the gpumux binary the "
                                        "container runtime runs as a CDI hook)";
   in.mps = options_.mps;
+  in.mps_namespaces = options_.mps_namespaces;
   in.hami_core_library = options_.hami_core_library;
   in.hami_core_present = RegularFile(options_.hami_core_library);
   return in;

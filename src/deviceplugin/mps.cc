@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 extern char** environ;
@@ -103,7 +104,10 @@ core::Result<void> MpsDaemons::Launch(Gpu& g) {
   const std::string out_path = g.dir + "/log/daemon.out";
   const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   int error = 0;
-  g.pid = Spawn({options_.control, "-f"}, Environment(g), -1, out, &error);
+  const bool v3 = protocol_ == MpsProtocol::kNamespaces;
+  g.pid = Spawn(v3 ? std::vector<std::string>{options_.control, "-f", "-p", "3"}
+                   : std::vector<std::string>{options_.control, "-f"},
+                Environment(g), -1, out, &error);
   if (out >= 0) ::close(out);
   if (g.pid < 0) {
     return MakeError(ErrorCode::kFailedPrecondition,
@@ -111,10 +115,22 @@ core::Result<void> MpsDaemons::Launch(Gpu& g) {
   }
   options_.log.Info("MPS control daemon started",
                     {{"gpu", g.uuid}, {"pid", std::to_string(g.pid)}, {"pipe", g.dir + "/pipe"}});
+  if (v3) {
+    // The server of every namespace, once the daemon answers (it may take a moment to start).
+    core::Result<std::string> made;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      made = Command(g, {"server", "create", options_.server});
+      if (made) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!made) return tl::unexpected(made.error());
+    std::filesystem::create_directories(g.dir + "/namespaces", ec);
+  }
   return {};
 }
 
 core::Result<void> MpsDaemons::Start() {
+  (void)Detect();
   std::lock_guard lock(mu_);
   for (Gpu& g : gpus_) {
     if (auto launched = Launch(g); !launched) {
@@ -148,6 +164,10 @@ int MpsDaemons::Check() {
     }
     ++restarted;
     // The limits live in the daemon: tell the new one.
+    if (protocol_ == MpsProtocol::kNamespaces) {
+      RecreateNamespaces(g);
+      continue;
+    }
     const std::int64_t mem = std::exchange(g.mem_mib, 0);
     const int pct = std::exchange(g.thread_percent, 0);
     if (auto raised = Raise(g, mem, pct); !raised) {
@@ -167,7 +187,8 @@ std::optional<MpsFolders> MpsDaemons::Folders(const std::string& uuid) {
   return std::nullopt;
 }
 
-core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& command) {
+core::Result<std::string> MpsDaemons::Run(const Gpu& g, const std::vector<std::string>& args,
+                                          const std::string& input, const std::string& what) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -176,11 +197,10 @@ core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& c
     return MakeError(ErrorCode::kIo, std::strerror(errno));
   }
   int error = 0;
-  const pid_t pid = Spawn({options_.control}, Environment(g), in[0], out[1], &error);
+  const pid_t pid = Spawn(args, Environment(g), in[0], out[1], &error);
   ::close(in[0]);
   ::close(out[1]);
-  const std::string line = command + "\n";
-  if (pid > 0) (void)!::write(in[1], line.data(), line.size());
+  if (pid > 0 && !input.empty()) (void)!::write(in[1], input.data(), input.size());
   ::close(in[1]);
   std::string answer;
   char buf[512];
@@ -198,11 +218,41 @@ core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& c
   if (status != 0) {
     return MakeError(
         ErrorCode::kFailedPrecondition,
-        "'" + command + "' to the MPS control daemon of " + g.uuid + " failed (" +
+        "'" + what + "' to the MPS control daemon of " + g.uuid + " failed (" +
             (status < 0 ? std::string("timed out") : "exit " + std::to_string(status)) +
             "): " + answer);
   }
   return answer;
+}
+
+core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& command) {
+  return Run(g, {options_.control}, command + "\n", command);
+}
+
+core::Result<std::string> MpsDaemons::Command(const Gpu& g, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{options_.control, "-p", "3"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string what;
+  for (const std::string& a : args) what += (what.empty() ? "" : " ") + a;
+  return Run(g, argv, "", what);
+}
+
+MpsProtocol MpsDaemons::Detect() {
+  std::lock_guard lock(mu_);
+  if (protocol_) return *protocol_;
+  protocol_ = MpsProtocol::kLegacy;
+  if (gpus_.empty()) return *protocol_;
+  // "-p 3 -h" lists the modules of the v3 interface; a daemon without it refuses -p.
+  auto help = Run(gpus_.front(), {options_.control, "-p", "3", "-h"}, "", "-p 3 -h");
+  if (help && help->find("namespace") != std::string::npos &&
+      help->find("server") != std::string::npos) {
+    protocol_ = MpsProtocol::kNamespaces;
+  }
+  options_.log.Info("MPS control program", {{"program", options_.control},
+                                            {"interface", *protocol_ == MpsProtocol::kNamespaces
+                                                              ? "v3 (namespaces)"
+                                                              : "v2 (legacy)"}});
+  return *protocol_;
 }
 
 core::Result<void> MpsDaemons::Admit(const std::string& uuid, std::int64_t mem_mib,
@@ -212,6 +262,114 @@ core::Result<void> MpsDaemons::Admit(const std::string& uuid, std::int64_t mem_m
     if (g.uuid == uuid && g.pid > 0 && !stopped_) return Raise(g, mem_mib, thread_percent);
   }
   return {};
+}
+
+namespace {
+
+// "c" and 16 hex digits of FNV-1a over "<owner>/<container>": a namespace name of MPS's
+// alphabet ([a-z0-9_], at most 64), the same for the same container whenever it is asked.
+std::string NamespaceOf(const std::string& owner, const std::string& container) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const char c : owner + "/" + container) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "c";
+  for (int shift = 60; shift >= 0; shift -= 4) out += kHex[(h >> shift) & 0xf];
+  return out;
+}
+
+}  // namespace
+
+core::Result<std::optional<std::string>> MpsDaemons::AdmitContainer(
+    const std::string& uuid, std::int64_t mem_mib, int thread_percent, const std::string& owner,
+    const std::string& container) {
+  if (Detect() == MpsProtocol::kLegacy) {
+    if (auto raised = Admit(uuid, mem_mib, thread_percent); !raised) {
+      return tl::unexpected(raised.error());
+    }
+    return std::optional<std::string>();
+  }
+  std::lock_guard lock(mu_);
+  Gpu* gpu = nullptr;
+  for (Gpu& g : gpus_) {
+    if (g.uuid == uuid && g.pid > 0 && !stopped_) gpu = &g;
+  }
+  if (gpu == nullptr) return std::optional<std::string>();
+  const std::string ns = NamespaceOf(owner, container);
+  const std::string server = "--server=" + options_.server;
+  const std::string folder = gpu->dir + "/pipe/" + options_.server + "/" + ns;
+  if (!std::filesystem::exists(folder)) {
+    if (auto made = Command(*gpu, {"namespace", "create", ns, server}); !made) {
+      return tl::unexpected(made.error());
+    }
+  }
+  std::vector<std::string> set = {"namespace", "set", ns, server};
+  if (mem_mib > 0) set.push_back("--pinned-memory-limit=" + std::to_string(mem_mib) + "M");
+  if (thread_percent > 0) {
+    set.push_back("--active-thread-percentage=" + std::to_string(thread_percent));
+  }
+  if (set.size() > 4) {
+    if (auto limited = Command(*gpu, set); !limited) return tl::unexpected(limited.error());
+  }
+  // Its owner, and its limits should the daemon have to be started again.
+  std::ofstream(gpu->dir + "/namespaces/" + ns)
+      << owner << "\n" << mem_mib << " " << thread_percent << "\n";
+  options_.log.Info("MPS namespace for a container",
+                    {{"gpu", uuid}, {"namespace", ns}, {"pod_uid", owner},
+                     {"container", container}, {"pinned_mem_mib", std::to_string(mem_mib)},
+                     {"active_thread_percentage", std::to_string(thread_percent)}});
+  return std::optional<std::string>(folder);
+}
+
+void MpsDaemons::RecreateNamespaces(const Gpu& g) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(g.dir + "/namespaces", ec)) {
+    std::ifstream in(entry.path());
+    std::string owner;
+    std::int64_t mem = 0;
+    int pct = 0;
+    std::getline(in, owner);
+    in >> mem >> pct;
+    const std::string ns = entry.path().filename().string();
+    const std::string server = "--server=" + options_.server;
+    std::vector<std::string> set = {"namespace", "set", ns, server};
+    if (mem > 0) set.push_back("--pinned-memory-limit=" + std::to_string(mem) + "M");
+    if (pct > 0) set.push_back("--active-thread-percentage=" + std::to_string(pct));
+    auto made = Command(g, {"namespace", "create", ns, server});
+    if (made && set.size() > 4) made = Command(g, set);
+    if (!made) {
+      options_.log.Warn("cannot recreate an MPS namespace in the restarted daemon",
+                        {{"gpu", g.uuid}, {"namespace", ns}, {"error", made.error().message}});
+    }
+  }
+}
+
+std::vector<std::string> MpsDaemons::Maintain(const std::set<std::string>& live_pods) {
+  std::vector<std::string> removed;
+  std::lock_guard lock(mu_);
+  if (protocol_ != MpsProtocol::kNamespaces || stopped_) return removed;
+  for (Gpu& g : gpus_) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(g.dir + "/namespaces", ec)) {
+      std::ifstream in(entry.path());
+      std::string owner;
+      std::getline(in, owner);
+      if (live_pods.contains(owner) || g.pid <= 0) continue;
+      const std::string ns = entry.path().filename().string();
+      auto deleted =
+          Command(g, {"namespace", "delete", ns, "--server=" + options_.server, "--force"});
+      if (!deleted) {
+        options_.log.Warn("cannot delete the MPS namespace of a pod that is gone",
+                          {{"gpu", g.uuid}, {"namespace", ns}, {"error", deleted.error().message}});
+        continue;
+      }
+      std::filesystem::remove(entry.path(), ec);
+      removed.push_back(g.uuid + "/" + ns);
+    }
+  }
+  return removed;
 }
 
 core::Result<void> MpsDaemons::Raise(Gpu& g, std::int64_t mem_mib, int thread_percent) {

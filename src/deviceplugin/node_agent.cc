@@ -359,6 +359,13 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
     if (stop.stop_requested()) return;
     Poll();
     if (mps) (void)mps->Check();
+    if (mps) {
+      if (const auto live = plugin->LivePodUids(); live) {
+        for (const std::string& ns : mps->Maintain(*live)) {
+          options.plugin.log.Info("MPS namespace of a pod that is gone deleted", {{"namespace", ns}});
+        }
+      }
+    }
     if (enforcer && enforcer->Tick(plugin->LivePodUids(), plugin->RunningShares())) {
       {
         std::lock_guard guard(mu);
@@ -462,14 +469,16 @@ core::Result<std::unique_ptr<NodeAgent>> NodeAgent::Create(NodeAgentOptions opti
       return d->Folders(uuid);
     };
     plugin_options.inject.mps_admit = [d = impl->mps](const std::string& uuid, std::int64_t mib,
-                                                      int percent) {
-      return d->Admit(uuid, mib, percent);
+                                                      int percent, const std::string& pod_uid,
+                                                      const std::string& container) {
+      return d->AdmitContainer(uuid, mib, percent, pod_uid, container);
     };
   }
   if (impl->options.enforcement) {
     EnforcementOptions e = *impl->options.enforcement;
     if (!e.log) e.log = impl->options.plugin.log;
-    e.mps = impl->options.mps.has_value();
+    e.mps = impl->mps != nullptr;
+    e.mps_namespaces = impl->mps != nullptr && impl->mps->Detect() == MpsProtocol::kNamespaces;
     std::vector<NodeGpu> node_gpus;
     for (const gpu::Gpu& g : impl->gpus) node_gpus.push_back({g.index, g.uuid, g.minor});
     impl->enforcer = Enforcer::Create(std::move(e), std::move(node_gpus));

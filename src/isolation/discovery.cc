@@ -64,7 +64,8 @@ std::vector<kube::GpuEnforcement> Discover(const DiscoveryInput& in) {
     }
     if (mps) {
       e.backends.push_back(kMps);
-      e.compute = ComputeEnforcement::kMpsServer;
+      e.compute = in.mps_namespaces ? ComputeEnforcement::kMpsNamespace
+                                    : ComputeEnforcement::kMpsServer;
       if (e.memory == MemoryEnforcement::kNone) e.memory = MemoryEnforcement::kSoft;
     } else if (hami) {
       e.backends.push_back(kHamiCore);

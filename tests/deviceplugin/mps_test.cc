@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -129,6 +130,85 @@ TEST_F(MpsTest, AMissingControlProgramIsAnErrorNamingIt) {
   EXPECT_NE(started.error().message.find("/nonexistent/nvidia-cuda-mps-control"),
             std::string::npos);
   EXPECT_FALSE(daemons_->Folders("GPU-a").has_value());
+}
+
+
+// MPS v3 (the stand-in speaks it with GPUMUX_MPS_STANDIN_V3 set, as an r615 driver would): each
+// shared container gets a namespace of its own whose pipe folder is all it sees, with its limits.
+class MpsV3Test : public MpsTest {
+ protected:
+  void SetUp() override {
+    ::setenv("GPUMUX_MPS_STANDIN_V3", "1", 1);
+    MpsTest::SetUp();
+  }
+  void TearDown() override {
+    MpsTest::TearDown();
+    ::unsetenv("GPUMUX_MPS_STANDIN_V3");
+  }
+};
+
+TEST_F(MpsTest, ALegacyControlProgramIsDetectedAsSuch) {
+  Make();
+  EXPECT_EQ(daemons_->Detect(), MpsProtocol::kLegacy);
+  ASSERT_TRUE(daemons_->Start().has_value());
+  auto folder = daemons_->AdmitContainer("GPU-a", 8192, 30, "uid-1", "main");
+  ASSERT_TRUE(folder.has_value()) << folder.error().message;
+  EXPECT_FALSE(folder->has_value()) << "legacy MPS: the GPU's own pipe folder";
+}
+
+TEST_F(MpsV3Test, EachContainerGetsItsOwnNamespaceWithItsLimitsAndGoesWithItsPod) {
+  Make();
+  EXPECT_EQ(daemons_->Detect(), MpsProtocol::kNamespaces);
+  ASSERT_TRUE(daemons_->Start().has_value());
+  ASSERT_TRUE(Eventually([&] { return Log("GPU-a").find("server create gpumux") != std::string::npos; }))
+      << Log("GPU-a");
+  EXPECT_EQ(Log("GPU-a").rfind("start3 GPU-a", 0), 0u) << Log("GPU-a");
+  auto a = daemons_->AdmitContainer("GPU-a", 8192, 30, "uid-1", "main");
+  auto b = daemons_->AdmitContainer("GPU-a", 4096, 0, "uid-2", "main");
+  ASSERT_TRUE(a.has_value() && a->has_value()) << (a ? "" : a.error().message);
+  ASSERT_TRUE(b.has_value() && b->has_value());
+  EXPECT_NE(**a, **b) << "two containers, two namespaces";
+  EXPECT_EQ(fs::path(**a).parent_path(), root_ / "GPU-a" / "pipe" / "gpumux");
+  EXPECT_TRUE(fs::exists(fs::path(**a) / "control"));
+  const std::string ns = fs::path(**a).filename().string();
+  const std::string log = Log("GPU-a");
+  EXPECT_NE(log.find("cmd3 namespace create " + ns + " --server=gpumux"), std::string::npos) << log;
+  EXPECT_NE(log.find("cmd3 namespace set " + ns +
+                     " --server=gpumux --pinned-memory-limit=8192M --active-thread-percentage=30"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("set_default_device_pinned_mem_limit"), std::string::npos)
+      << "no server-wide limit under v3";
+  // Asked again for the same container (a kubelet retry): the same namespace.
+  EXPECT_EQ(**daemons_->AdmitContainer("GPU-a", 8192, 30, "uid-1", "main"), **a);
+  // uid-2's pod is gone: its namespace is deleted, uid-1's kept.
+  const auto removed = daemons_->Maintain({"uid-1"});
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(fs::exists(**b));
+  EXPECT_TRUE(fs::exists(**a));
+  EXPECT_NE(Log("GPU-a").find("cmd3 namespace delete " + fs::path(**b).filename().string() +
+                              " --server=gpumux --force"),
+            std::string::npos);
+}
+
+TEST_F(MpsV3Test, ARestartedDaemonGetsItsNamespacesBack) {
+  Make();
+  ASSERT_TRUE(daemons_->Start().has_value());
+  ASSERT_TRUE(Eventually([&] { return DaemonPid("GPU-b") > 0; }));
+  auto a = daemons_->AdmitContainer("GPU-b", 2048, 50, "uid-9", "main");
+  ASSERT_TRUE(a.has_value() && a->has_value());
+  const std::string ns = fs::path(**a).filename().string();
+  ::kill(DaemonPid("GPU-b"), SIGKILL);
+  int restarted = 0;
+  ASSERT_TRUE(Eventually([&] {
+    restarted += daemons_->Check();
+    return restarted > 0;
+  }));
+  const std::string log = Log("GPU-b");
+  const auto again = log.rfind("cmd3 namespace create " + ns);
+  ASSERT_NE(again, std::string::npos) << log;
+  EXPECT_GT(again, log.rfind("start3")) << log;
+  EXPECT_NE(log.find("--active-thread-percentage=50", again), std::string::npos) << log;
 }
 
 GrantContext Context() { return {"team", "train", "uid-1", "n1", "fgd"}; }

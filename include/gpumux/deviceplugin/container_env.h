@@ -83,9 +83,12 @@ struct InjectOptions {
   // MPS: the folders of a GPU's control daemon while it runs (nullopt: none); empty = no MPS.
   std::function<std::optional<MpsFolders>(const std::string& uuid)> mps;
   // Told (in Allocate, before answering) each MPS grant: GPU, MiB and thread percentage (0: not
-  // limited). An error refuses the container: its limits would not be enforced.
-  std::function<core::Result<void>(const std::string& uuid, std::int64_t mem_mib,
-                                   int thread_percent)>
+  // limited), the pod's uid and the container. It may return the pipe folder of the container's
+  // own MPS namespace (MPS v3), which then replaces the GPU's at /tmp/nvidia-mps. An error refuses
+  // the container: its limits would not be enforced.
+  std::function<core::Result<std::optional<std::string>>(
+      const std::string& uuid, std::int64_t mem_mib, int thread_percent,
+      const std::string& pod_uid, const std::string& container)>
       mps_admit;
   // Told (in Allocate, after BuildContainerEnv) each shared container's grant; what it returns
   // is added to the container. An error refuses the container: its grant would not be held.

@@ -57,6 +57,7 @@ struct EnforcementOptions {
   int soft_limit_percent = 0;     // of the hard limit; 0 = no soft limit
   std::string hami_core_library;  // host path of libvgpu.so; "" = not used
   bool mps = false;               // the plugin runs MPS daemons
+  bool mps_namespaces = false;    // ... with a namespace per container (MPS v3)
   std::chrono::milliseconds rediscover_every{60000};
   core::Logger log;
 };

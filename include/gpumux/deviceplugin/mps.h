@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct MpsOptions {
   std::string control = "nvidia-cuda-mps-control";  // a path, or a name found on PATH
   std::string root = "/run/gpumux/mps";             // host folder (see above)
   core::Logger log;
+  std::string server = "gpumux";  // the MPS v3 server per GPU
+};
+
+enum class MpsProtocol : std::uint8_t {
+  kLegacy,      // MPS v2: limits per server
+  kNamespaces,  // MPS v3: a namespace per container
 };
 
 class MpsDaemons {
@@ -52,8 +59,11 @@ class MpsDaemons {
   MpsDaemons(const MpsDaemons&) = delete;
   MpsDaemons& operator=(const MpsDaemons&) = delete;
 
-  // Makes the folders and starts every GPU's daemon. Error (nothing left running) when a folder
-  // cannot be made or the control program cannot be started.
+  // Asks the control program once whether it speaks MPS v3 (`-p 3 -h`, 5 s at most); the answer
+  // stays. Called by Start, or before it to know what will be enforced.
+  MpsProtocol Detect();
+  // Makes the folders and starts every GPU's daemon (v3: and its server). Error (nothing left
+  // running) when a folder cannot be made or the control program cannot be started.
   core::Result<void> Start();
   // Starts again any daemon that has exited; returns how many.
   int Check();
@@ -62,6 +72,14 @@ class MpsDaemons {
   // A container is granted `mem_mib` and `thread_percent` of `uuid` (0: not limited): raises the
   // daemon's limits to the largest share so far. Error with the control program's answer.
   core::Result<void> Admit(const std::string& uuid, std::int64_t mem_mib, int thread_percent);
+  // A shared container of pod `owner`: under v3 its own namespace with these limits, whose pipe
+  // folder is returned (to be its /tmp/nvidia-mps); under v2, Admit (nullopt: the GPU's folder).
+  core::Result<std::optional<std::string>> AdmitContainer(const std::string& uuid,
+                                                          std::int64_t mem_mib, int thread_percent,
+                                                          const std::string& owner,
+                                                          const std::string& container);
+  // v3: deletes the namespaces whose owner is not in `live_pods`; their names.
+  std::vector<std::string> Maintain(const std::set<std::string>& live_pods);
   // `quit` to every daemon, then waits for each to exit (SIGKILL after 5 s).
   void Stop();
 
@@ -74,13 +92,19 @@ class MpsDaemons {
   };
   core::Result<void> Launch(Gpu& gpu);
   core::Result<void> Raise(Gpu& gpu, std::int64_t mem_mib, int thread_percent);  // mu_ held
+  void RecreateNamespaces(const Gpu& gpu);                                        // mu_ held
   core::Result<std::string> Control(const Gpu& gpu, const std::string& command);
+  // The v3 form: a command as arguments (`-p 3 namespace create ...`), not on stdin.
+  core::Result<std::string> Command(const Gpu& gpu, const std::vector<std::string>& args);
+  core::Result<std::string> Run(const Gpu& gpu, const std::vector<std::string>& args,
+                                const std::string& input, const std::string& what);
   std::vector<std::string> Environment(const Gpu& gpu) const;
 
   MpsOptions options_;
   std::mutex mu_;
   std::vector<Gpu> gpus_;
   bool stopped_ = false;
+  std::optional<MpsProtocol> protocol_;
 };
 
 }  // namespace gpumux::deviceplugin

@@ -4,7 +4,8 @@
 //                        cgroup by the CDI hook (driver r615+ with nvmlDeviceSetMemoryLimits_v1,
 //                        cgroup v2 at the cgroup root, a GPU not in MIG mode, and a CDI hook the
 //                        runtime can run)
-//   mps                  memory soft, compute mps-server: legacy MPS daemons (--mps)
+//   mps                  memory soft; compute mps-namespace with MPS v3 (a namespace per
+//                        container), else mps-server (legacy MPS: per server) (--mps)
 //   hami-core            memory soft, compute hami-core: HAMi-core's interposer where the
 //                        operator installed libvgpu.so (--hami-core-library)
 //   none
@@ -40,7 +41,8 @@ struct DiscoveryInput {
   // memory partitioning has nothing to set limits with.
   bool cdi_hook = false;
   std::string cdi_hook_note;  // why not
-  bool mps = false;           // the plugin runs legacy MPS daemons (--mps)
+  bool mps = false;             // the plugin runs MPS daemons (--mps)
+  bool mps_namespaces = false;  // ... speaking MPS v3: a namespace per container
   std::string hami_core_library;  // "" = not configured
   bool hami_core_present = false;  // the library exists on the node
 };
