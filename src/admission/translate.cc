@@ -267,8 +267,8 @@ Translation TranslatePod(const json& pod, const TranslateOptions& o) {
         continue;
       }
       if (amounts.contains("gpumux.io/gpu-mem") || amounts.contains("gpumux.io/gpu-milli")) {
-        t.shares.push_back({name, amounts.contains("gpumux.io/gpu-mem"),
-                            amounts.contains("gpumux.io/gpu-milli")});
+        t.shares.push_back(
+            {name, amounts.contains("gpumux.io/gpu-mem"), amounts.contains("gpumux.io/gpu-milli")});
       }
       t.patch.push_back(
           {{"op", "add"},
@@ -298,7 +298,8 @@ constexpr std::size_t kMaxTerms = 8, kMaxExpressions = 32;
 
 bool LabelKeyText(const std::string& s) {
   return !s.empty() && s.size() <= 317 &&
-         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") ==
+         s.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") ==
              std::string::npos;
 }
 bool LabelValueText(const std::string& s) {
@@ -374,8 +375,8 @@ std::optional<std::vector<NodeQuery>> NodeQueriesOf(const json& pod) {
       if (!LabelKeyText(k) || !v.is_string() || !LabelValueText(v.get<std::string>())) {
         return std::nullopt;
       }
-      base.label_selector += (base.label_selector.empty() ? "" : ",") + k + "=" +
-                             v.get<std::string>();
+      base.label_selector +=
+          (base.label_selector.empty() ? "" : ",") + k + "=" + v.get<std::string>();
     }
   }
   const json* affinity = spec == nullptr ? nullptr : kube::JsonChild(*spec, "affinity");
@@ -383,7 +384,8 @@ std::optional<std::vector<NodeQuery>> NodeQueriesOf(const json& pod) {
   const json* required =
       node == nullptr ? nullptr
                       : kube::JsonChild(*node, "requiredDuringSchedulingIgnoredDuringExecution");
-  const json* terms = required == nullptr ? nullptr : kube::JsonChild(*required, "nodeSelectorTerms");
+  const json* terms =
+      required == nullptr ? nullptr : kube::JsonChild(*required, "nodeSelectorTerms");
   if (terms == nullptr) return std::vector<NodeQuery>{base};
   if (!terms->is_array() || terms->size() > kMaxTerms) return std::nullopt;
   std::vector<NodeQuery> out;
@@ -414,12 +416,11 @@ std::vector<std::string> EnforcementWarnings(const json& pod, const Translation&
   const struct {
     bool TranslatedShare::*asks;
     std::string selector, what;
-  } kinds[] = {
-      {&TranslatedShare::memory, std::string(kube::kLabelMemoryEnforcement) + "=hard",
-       "memory limits (a hard limit at its gpumux.io/gpu-mem)"},
-      {&TranslatedShare::compute,
-       std::string(kube::kLabelComputeEnforcement) + " in (mps-namespace,hami-core)",
-       "compute limits (its gpumux.io/gpu-milli)"}};
+  } kinds[] = {{&TranslatedShare::memory, std::string(kube::kLabelMemoryEnforcement) + "=hard",
+                "memory limits (a hard limit at its gpumux.io/gpu-mem)"},
+               {&TranslatedShare::compute,
+                std::string(kube::kLabelComputeEnforcement) + " in (mps-namespace,hami-core)",
+                "compute limits (its gpumux.io/gpu-milli)"}};
   for (const auto& k : kinds) {
     std::string containers;
     for (const TranslatedShare& s : t.shares) {

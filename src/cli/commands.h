@@ -361,7 +361,7 @@ struct ExtenderCliOptions {
   std::int64_t bind_wait_ms = 3000;
   std::int64_t gpu_mem_unit_mib = 1024;  // = kube::kDefaultGpuMemUnitMib (a CLI test checks)
   std::string require_enforcement = "none";
-  std::string typical_pods;              // "" = the embedded trace
+  std::string typical_pods;                          // "" = the embedded trace
   std::map<std::string, double, std::less<>> knobs;  // the policy's knobs given (--<knob>)
   int threads = 16;
   int max_connections = 256;
@@ -410,7 +410,7 @@ struct DevicePluginCliOptions {
   std::string enforcement = "auto";
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string cdi_spec_dir = "/var/run/cdi";
-  std::string cdi_hook;  // "" = no CDI hook (no memory partitioning)
+  std::string cdi_hook;          // "" = no CDI hook (no memory partitioning)
   std::string install_cdi_hook;  // host folder to install this gpumux into as the CDI hook
   std::string limits_nvml_library = "libnvidia-ml.so.1";
   std::int64_t memory_soft_limit_percent = 0;

@@ -6,10 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -77,10 +77,10 @@ core::Result<deviceplugin::EnforcementOptions> EnforcementFrom(const DevicePlugi
   if (o.memory_soft_limit_percent < 0 || o.memory_soft_limit_percent > 100) {
     return Bad("--memory-soft-limit-percent must be in 0..100");
   }
-  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{
-                                       "--cgroup-root", &o.cgroup_root},
-                                   {"--cdi-spec-dir", &o.cdi_spec_dir},
-                                   {"--hami-core-library", &o.hami_core_library}}) {
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string*>{"--cgroup-root", &o.cgroup_root},
+        {"--cdi-spec-dir", &o.cdi_spec_dir},
+        {"--hami-core-library", &o.hami_core_library}}) {
     if (!path->empty() && path->front() != '/') {
       return Bad(std::string(flag) + " must be an absolute host path, not '" + *path + "'");
     }
@@ -409,8 +409,8 @@ int RunDevicePlugin(const DevicePluginCliOptions& given, std::ostream& out, std:
     // Before NVML is opened: only the libraries gpumux starts with are copied.
     auto installed = isolation::InstallSelf(o.install_cdi_hook);
     if (!installed) {
-      log.Error("cannot install the CDI hook", {{"folder", o.install_cdi_hook},
-                                                {"error", installed.error().message}});
+      log.Error("cannot install the CDI hook",
+                {{"folder", o.install_cdi_hook}, {"error", installed.error().message}});
       return kRuntimeError;
     }
     options.enforcement->hook->command = std::move(*installed);

@@ -90,8 +90,9 @@ int CreateRuntime(const EnforceCliOptions& o, std::istream& in, std::ostream& er
   }
   auto nvml = gpu::OpenMemoryLimits(o.nvml_library);
   if (!nvml) {
-    Note(o, "refused to start container " + state->id.substr(0, 12) + " of pod " + o.pod +
-                ": its GPU memory limit cannot be set: " + nvml.error().message,
+    Note(o,
+         "refused to start container " + state->id.substr(0, 12) + " of pod " + o.pod +
+             ": its GPU memory limit cannot be set: " + nvml.error().message,
          err);
     return kFailed;
   }
@@ -171,9 +172,8 @@ int Reconcile(const EnforceCliOptions& o, std::ostream& out) {
   auto nvml = gpu::OpenMemoryLimits(o.nvml_library);
   isolation::LimitRecords records(o.state_dir);
   const isolation::ReconcileResult r = isolation::ReconcileLimits(
-      records, nvml ? nvml->get() : nullptr, [](const std::string& cgroup) {
-        return isolation::FolderExists(cgroup);
-      });
+      records, nvml ? nvml->get() : nullptr,
+      [](const std::string& cgroup) { return isolation::FolderExists(cgroup); });
   for (const std::string& name : r.reclaimed_names) {
     out << "reclaimed the limits of " << name << ": its cgroup is gone\n";
   }
@@ -233,8 +233,7 @@ CLI::App* AddEnforceCommand(CLI::App& app, EnforceCliOptions& o) {
   return cmd;
 }
 
-int RunEnforce(const EnforceCliOptions& o, std::istream& in, std::ostream& out,
-               std::ostream& err) {
+int RunEnforce(const EnforceCliOptions& o, std::istream& in, std::ostream& out, std::ostream& err) {
   if (o.stage == "createRuntime") {
     if (o.gpus.empty()) {
       err << "gpumux enforce createRuntime: give at least one --gpu UUID=HARD_MIB\n";

@@ -20,8 +20,8 @@
 #include "gpumux/hook/coexistence.h"
 #include "gpumux/hook/grant.h"
 #include "gpumux/hook/oci.h"
-#include "gpumux/isolation/discovery.h"
 #include "gpumux/io/read_file.h"
+#include "gpumux/isolation/discovery.h"
 #include "src/cli/commands.h"
 #include "src/cli/options.h"
 

@@ -112,9 +112,9 @@ grpc::Status AnswerAllocate(Resource resource, const pb::AllocateRequest& reques
   pb::AllocateResponse answer;
   for (const ServedContainer& c : *served) {
     const auto refuse = [&c](const std::string& why) {
-      return grpc::Status{grpc::StatusCode::FAILED_PRECONDITION,
-                          "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name +
-                              ": " + why};
+      return grpc::Status{
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "pod " + c.pod_ns + "/" + c.pod_name + " container " + c.grant.name + ": " + why};
     };
     GrantContext context{c.pod_ns, c.pod_name, c.pod_uid, node_name, c.policy};
     auto env = BuildContainerEnv(c.grant, context, gpus, inject);

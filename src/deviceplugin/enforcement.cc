@@ -108,16 +108,16 @@ core::Result<EnforcementEdits> Enforcer::Edits(const GrantContext& context,
   for (const kube::GrantedGpu& g : grant.gpus) {
     const auto i = static_cast<std::size_t>(g.index);
     if (g.index < 0 || i >= current.size() || i >= gpus_.size()) {
-      return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                             "the grant names GPU " + std::to_string(g.index) +
-                                 ", which this node does not have");
+      return core::MakeError(
+          core::ErrorCode::kFailedPrecondition,
+          "the grant names GPU " + std::to_string(g.index) + ", which this node does not have");
     }
     const kube::GpuEnforcement& e = current[i];
     partitioned = partitioned && isolation::UsesMemoryPartitioning(e);
     hami = hami && std::find(e.backends.begin(), e.backends.end(), isolation::kHamiCore) !=
                        e.backends.end();
-    limits.push_back({gpus_[i].uuid, grant.gpu_mem_mib,
-                      grant.gpu_mem_mib * options_.soft_limit_percent / 100});
+    limits.push_back(
+        {gpus_[i].uuid, grant.gpu_mem_mib, grant.gpu_mem_mib * options_.soft_limit_percent / 100});
   }
   if (partitioned && options_.hook) {
     isolation::ContainerHookRequest request{context.pod_ns, context.pod_name, context.pod_uid,
@@ -135,8 +135,7 @@ core::Result<EnforcementEdits> Enforcer::Edits(const GrantContext& context,
     const std::string preload = folder + "/ld.so.preload";
     const std::string cache = folder + "/containers/" + context.pod_uid + "_" + grant.name;
     const std::string lock = folder + "/vgpulock";
-    for (const auto& [path, mode] :
-         {std::pair<std::string, mode_t>{cache, 0777}, {lock, 0777}}) {
+    for (const auto& [path, mode] : {std::pair<std::string, mode_t>{cache, 0777}, {lock, 0777}}) {
       if (auto made = MakeFolder(path, mode); !made) {
         return core::MakeError(made.error().code,
                                "HAMi-core's folders cannot be prepared: " + made.error().message);
@@ -191,7 +190,8 @@ std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::st
     }
   }
   const isolation::ReconcileResult r = isolation::ReconcileLimits(
-      records, nvml_.get(), [](const std::string& cgroup) { return isolation::FolderExists(cgroup); });
+      records, nvml_.get(),
+      [](const std::string& cgroup) { return isolation::FolderExists(cgroup); });
   for (const std::string& name : r.reclaimed_names) {
     removed.push_back("GPU memory limit record of " + name + " (its cgroup is gone)");
   }
@@ -200,7 +200,8 @@ std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::st
     if (options_.hook) {
       // A spec is written in Allocate, just before the kubelet starts the container: give the
       // pod watch a minute to have seen its pod.
-      for (const std::string& name : isolation::RemoveStaleSpecs(options_.hook->spec_dir, live, 60)) {
+      for (const std::string& name :
+           isolation::RemoveStaleSpecs(options_.hook->spec_dir, live, 60)) {
         removed.push_back("CDI spec " + name + " (its pod is gone)");
       }
     }

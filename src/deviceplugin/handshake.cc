@@ -171,7 +171,8 @@ std::vector<Handshake::RunningShare> Handshake::RunningShares() const {
     const json* annotations =
         metadata != nullptr ? kube::JsonChild(*metadata, "annotations") : nullptr;
     const json* status = kube::JsonChild(pod, "status");
-    const json* statuses = status != nullptr ? kube::JsonChild(*status, "containerStatuses") : nullptr;
+    const json* statuses =
+        status != nullptr ? kube::JsonChild(*status, "containerStatuses") : nullptr;
     if (annotations == nullptr || statuses == nullptr || !statuses->is_array()) continue;
     auto grant = kube::DecodeGrant(
         kube::JsonString(*annotations, std::string(kube::kAnnotationGrant).c_str()));

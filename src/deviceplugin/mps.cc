@@ -248,10 +248,10 @@ MpsProtocol MpsDaemons::Detect() {
       help->find("server") != std::string::npos) {
     protocol_ = MpsProtocol::kNamespaces;
   }
-  options_.log.Info("MPS control program", {{"program", options_.control},
-                                            {"interface", *protocol_ == MpsProtocol::kNamespaces
-                                                              ? "v3 (namespaces)"
-                                                              : "v2 (legacy)"}});
+  options_.log.Info(
+      "MPS control program",
+      {{"program", options_.control},
+       {"interface", *protocol_ == MpsProtocol::kNamespaces ? "v3 (namespaces)" : "v2 (legacy)"}});
   return *protocol_;
 }
 
@@ -282,9 +282,11 @@ std::string NamespaceOf(const std::string& owner, const std::string& container) 
 
 }  // namespace
 
-core::Result<std::optional<std::string>> MpsDaemons::AdmitContainer(
-    const std::string& uuid, std::int64_t mem_mib, int thread_percent, const std::string& owner,
-    const std::string& container) {
+core::Result<std::optional<std::string>> MpsDaemons::AdmitContainer(const std::string& uuid,
+                                                                    std::int64_t mem_mib,
+                                                                    int thread_percent,
+                                                                    const std::string& owner,
+                                                                    const std::string& container) {
   if (Detect() == MpsProtocol::kLegacy) {
     if (auto raised = Admit(uuid, mem_mib, thread_percent); !raised) {
       return tl::unexpected(raised.error());
@@ -314,11 +316,14 @@ core::Result<std::optional<std::string>> MpsDaemons::AdmitContainer(
     if (auto limited = Command(*gpu, set); !limited) return tl::unexpected(limited.error());
   }
   // Its owner, and its limits should the daemon have to be started again.
-  std::ofstream(gpu->dir + "/namespaces/" + ns)
-      << owner << "\n" << mem_mib << " " << thread_percent << "\n";
+  std::ofstream(gpu->dir + "/namespaces/" + ns) << owner << "\n"
+                                                << mem_mib << " " << thread_percent << "\n";
   options_.log.Info("MPS namespace for a container",
-                    {{"gpu", uuid}, {"namespace", ns}, {"pod_uid", owner},
-                     {"container", container}, {"pinned_mem_mib", std::to_string(mem_mib)},
+                    {{"gpu", uuid},
+                     {"namespace", ns},
+                     {"pod_uid", owner},
+                     {"container", container},
+                     {"pinned_mem_mib", std::to_string(mem_mib)},
                      {"active_thread_percentage", std::to_string(thread_percent)}});
   return std::optional<std::string>(folder);
 }

@@ -130,13 +130,14 @@ class Metrics {
     enforcement_gauges_.clear();
     for (std::size_t i = 0; i < gpus.size() && i < current.size(); ++i) {
       std::string backends;
-      for (const std::string& b : current[i].backends) backends += (backends.empty() ? "" : ",") + b;
-      prometheus::Gauge& g =
-          enforcement_.Add({{"gpu", std::to_string(gpus[i].index)},
-                            {"uuid", gpus[i].uuid},
-                            {"memory", std::string(kube::MemoryEnforcementName(current[i].memory))},
-                            {"compute", std::string(kube::ComputeEnforcementName(current[i].compute))},
-                            {"backends", backends.empty() ? "none" : backends}});
+      for (const std::string& b : current[i].backends)
+        backends += (backends.empty() ? "" : ",") + b;
+      prometheus::Gauge& g = enforcement_.Add(
+          {{"gpu", std::to_string(gpus[i].index)},
+           {"uuid", gpus[i].uuid},
+           {"memory", std::string(kube::MemoryEnforcementName(current[i].memory))},
+           {"compute", std::string(kube::ComputeEnforcementName(current[i].compute))},
+           {"backends", backends.empty() ? "none" : backends}});
       g.Set(1);
       enforcement_gauges_.push_back(&g);
     }
@@ -194,8 +195,11 @@ std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::ve
     // for a plugin that cannot say.
     entry["enforcement"] = kube::EnforcementToJson(
         i < enforcement.size() ? enforcement[i]
-                               : kube::GpuEnforcement{{}, {}, {}, "the device plugin runs "
-                                                                  "without enforcement"});
+                               : kube::GpuEnforcement{{},
+                                                      {},
+                                                      {},
+                                                      "the device plugin runs "
+                                                      "without enforcement"});
     list.push_back(std::move(entry));
   }
   return list.dump();
@@ -211,7 +215,7 @@ struct NodeAgent::Impl {
   std::condition_variable_any sleep_cv;
   bool wake = false;  // under sleep_mu: run a round now
   std::unique_ptr<DevicePlugin> plugin;
-  std::shared_ptr<MpsDaemons> mps;  // with options.mps
+  std::shared_ptr<MpsDaemons> mps;     // with options.mps
   std::shared_ptr<Enforcer> enforcer;  // with options.enforcement
   gpu::HealthTracker tracker;
   Metrics metrics;
@@ -267,9 +271,9 @@ void NodeAgent::Impl::Publish() {
            std::string(kube::ComputeEnforcementName(strongest.compute))}}},
         {"annotations",
          {{std::string(kube::kAnnotationGpus),
-           InventoryAnnotation(gpus, snapshot,
-                               enforcer ? enforcer->Current()
-                                        : std::vector<kube::GpuEnforcement>{})},
+           InventoryAnnotation(
+               gpus, snapshot,
+               enforcer ? enforcer->Current() : std::vector<kube::GpuEnforcement>{})},
           {std::string(kube::kAnnotationGpuMemUnit),
            std::to_string(options.plugin.gpu_mem_unit_mib)},
           {std::string(kube::kAnnotationHandshake), std::string(kube::kHandshakeNodeLock)},
@@ -362,7 +366,8 @@ void NodeAgent::Impl::HealthLoop(std::stop_token stop) {
     if (mps) {
       if (const auto live = plugin->LivePodUids(); live) {
         for (const std::string& ns : mps->Maintain(*live)) {
-          options.plugin.log.Info("MPS namespace of a pod that is gone deleted", {{"namespace", ns}});
+          options.plugin.log.Info("MPS namespace of a pod that is gone deleted",
+                                  {{"namespace", ns}});
         }
       }
     }

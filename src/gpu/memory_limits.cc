@@ -148,9 +148,9 @@ class NvmlMemoryLimits final : public MemoryLimits {
 
   template <typename T>
   core::Result<T> Missing(const char* call) const {
-    return core::MakeError(core::ErrorCode::kFailedPrecondition,
-                           library_ + " has no " + call +
-                               " (NVIDIA drivers before r615 have no memory partitioning)");
+    return core::MakeError(
+        core::ErrorCode::kFailedPrecondition,
+        library_ + " has no " + call + " (NVIDIA drivers before r615 have no memory partitioning)");
   }
 
   void* lib_;

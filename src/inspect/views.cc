@@ -133,6 +133,39 @@ Cell EnforcementCell(const kube::GpuEnforcement& e) {
   return Cell{text.empty() ? "none" : text, kube::EnforcementToJson(e), style};
 }
 
+// Appends `line` unless it is "" or already there.
+void AddOnce(std::vector<std::string>& lines, const std::string& line) {
+  if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) {
+    lines.push_back(line);
+  }
+}
+
+// What each node's GPUs enforce, by node name and GPU index.
+using EnforcementByNode = std::map<std::string, std::vector<kube::GpuEnforcement>, std::less<>>;
+EnforcementByNode EnforcementOfNodes(const Snapshot& snapshot, const ViewOptions& options) {
+  EnforcementByNode out;
+  for (const Json& n : snapshot.nodes) {
+    if (auto info = kube::DecodeNode(n, options.state.defaults); info) {
+      out[info->spec.name] = std::move(info->enforcement);
+    }
+  }
+  return out;
+}
+
+// What the GPU of a container's grant holds it to ("whole GPU" for an exclusive one).
+Cell ContainerEnforcement(const EnforcementByNode& enforced, const kube::PodInfo& pod,
+                          const kube::ContainerGrant* granted, bool whole) {
+  if (whole) return Cell{"whole GPU", nullptr, Style::kDim};
+  if (granted == nullptr || granted->gpus.empty() || !pod.grant) return None();
+  const auto node = enforced.find(pod.grant->node);
+  const auto i = static_cast<std::size_t>(granted->gpus.front().index);
+  Cell cell = EnforcementCell(node != enforced.end() && i < node->second.size()
+                                  ? node->second[i]
+                                  : kube::EnforcementFromJson(nullptr));
+  if (cell.text == "none") cell.text = "none (booked only)";
+  return cell;
+}
+
 // "1 GPU, 250m, 8 GiB" / "2 whole GPUs" for one container's request.
 std::string DescribeRequest(const kube::ContainerRequest& c) {
   const core::Request& r = c.request;
@@ -167,13 +200,16 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
   const Json inspect = sched::StateJson((*state)->Snapshot());
   Table t;
   t.kind = "nodes";
-  t.columns = {{"NODE", "node"},       {"GPU", "gpu"},
-               {"MODEL", "model"},     {"MEMORY", "memory"},
-               {"COMPUTE", "compute"}, {"HEALTH", "health"},
-               {"ENFORCED", "enforcement"}, {"TENANTS", "tenants"},
+  t.columns = {{"NODE", "node"},
+               {"GPU", "gpu"},
+               {"MODEL", "model"},
+               {"MEMORY", "memory"},
+               {"COMPUTE", "compute"},
+               {"HEALTH", "health"},
+               {"ENFORCED", "enforcement"},
+               {"TENANTS", "tenants"},
                {"UUID", "uuid", Width::kWideOnly}};
-  // Why a node's GPUs enforce no more, once per node and reason (they usually agree).
-  std::vector<std::string> why_not;
+  std::vector<std::string> why_not;  // why a node's GPUs enforce no more, once per node and reason
   std::int64_t mem_total = 0, mem_granted = 0, milli_total = 0, milli_granted = 0, gpus = 0;
   for (const Json& node : inspect["nodes"]) {
     const std::string name = node["name"].get<std::string>();
@@ -200,12 +236,7 @@ core::Result<Table> NodesView(const Snapshot& snapshot, const ViewOptions& optio
       }
       const std::string health = g["health"].get<std::string>();
       const kube::GpuEnforcement enforcement = kube::EnforcementFromJson(&g["enforcement"]);
-      if (!enforcement.note.empty()) {
-        const std::string note = "node " + name + ": " + enforcement.note;
-        if (std::find(why_not.begin(), why_not.end(), note) == why_not.end()) {
-          why_not.push_back(note);
-        }
-      }
+      AddOnce(why_not, enforcement.note.empty() ? "" : "node " + name + ": " + enforcement.note);
       t.rows.push_back(
           {Text(name), Int(g["index"].get<std::int64_t>()), Text(g["model"].get<std::string>()),
            memory > 0 ? Cell{Gib(used_mib) + "/" + Gib(memory) + " GiB",
@@ -261,13 +292,7 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
                {"SINCE", "since"},
                {"UUIDS", "uuids", Width::kWideOnly},
                {"POLICY", "policy", Width::kWideOnly}};
-  // What each node's GPUs enforce (by node name, GPU index), for the containers sharing them.
-  std::map<std::string, std::vector<kube::GpuEnforcement>, std::less<>> enforced;
-  for (const Json& n : snapshot.nodes) {
-    if (auto info = kube::DecodeNode(n, options.state.defaults); info) {
-      enforced[info->spec.name] = std::move(info->enforcement);
-    }
-  }
+  const EnforcementByNode enforced = EnforcementOfNodes(snapshot, options);
   for (const kube::PodInfo& pod : DecodePods(snapshot, MemUnit(snapshot, options), &t.notes)) {
     if (!InNamespace(options, pod.Key()) || pod.finished()) continue;
     if (!pod.request_error.empty()) {
@@ -296,17 +321,6 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
       if (granted != nullptr) {
         for (const auto& g : granted->gpus) gpu_indices.push_back(g.index);
       }
-      Cell enforcement = None();
-      if (whole) {
-        enforcement = Cell{"whole GPU", nullptr, Style::kDim};
-      } else if (granted != nullptr && !granted->gpus.empty()) {
-        const auto node = enforced.find(pod.grant->node);
-        const auto i = static_cast<std::size_t>(granted->gpus.front().index);
-        enforcement = EnforcementCell(node != enforced.end() && i < node->second.size()
-                                          ? node->second[i]
-                                          : kube::EnforcementFromJson(nullptr));
-        if (enforcement.text == "none") enforcement.text = "none (booked only)";
-      }
       t.rows.push_back(
           {Text(pod.ns), Text(pod.name), Text(c.container),
            pod.node_name.empty()
@@ -323,7 +337,7 @@ Table PodsView(const Snapshot& snapshot, const ViewOptions& options) {
            Text(phase, phase == "Running"   ? Style::kGood
                        : phase == "Pending" ? Style::kWarn
                                             : Style::kPlain),
-           enforcement,
+           ContainerEnforcement(enforced, pod, granted, whole),
            pod.grant ? Cell{Age(snapshot.now - pod.grant->assumed_at),
                             core::FormatRfc3339(pod.grant->assumed_at), Style::kPlain}
                      : None(),

@@ -21,8 +21,8 @@ constexpr const char* kFilePrefix = "gpumux.io-enforce_";
 constexpr const char* kCdiVersion = "0.5.0";  // hooks have been in CDI since 0.3.0
 
 bool CdiNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.';
 }
 
 // The device's name: "<pod uid>_<container>" (neither may hold '_': a UUID and a DNS label).
@@ -64,31 +64,31 @@ core::Result<std::string> EnforcementSpec(const HookSettings& settings,
                            "the CDI hook's program must be an absolute host path");
   }
   if (request.gpus.empty() || request.gpus.size() > kMaxLimitGpus) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           "a CDI enforcement spec limits 1.." + std::to_string(kMaxLimitGpus) +
-                               " GPUs");
+    return core::MakeError(
+        core::ErrorCode::kInvalidArgument,
+        "a CDI enforcement spec limits 1.." + std::to_string(kMaxLimitGpus) + " GPUs");
   }
   auto device = DeviceOf(request.pod_uid, request.container);
   if (!device) return tl::unexpected(device.error());
-  std::vector<std::string> create = {"--nvml-library", settings.nvml_library,  "--cgroup-root",
-                                     settings.cgroup_root, "--pod",
-                                     request.pod_ns + "/" + request.pod_name, "--pod-uid",
-                                     request.pod_uid,      "--container",     request.container};
+  std::vector<std::string> create = {"--nvml-library", settings.nvml_library,
+                                     "--cgroup-root",  settings.cgroup_root,
+                                     "--pod",          request.pod_ns + "/" + request.pod_name,
+                                     "--pod-uid",      request.pod_uid,
+                                     "--container",    request.container};
   for (const GpuLimit& g : request.gpus) {
     create.push_back("--gpu");
     create.push_back(g.uuid + "=" + std::to_string(g.hard_mib) + ":" + std::to_string(g.soft_mib));
   }
-  json hooks = json::array({HookJson(settings, "createRuntime", std::move(create)),
-                            HookJson(settings, "poststop",
-                                     {"--nvml-library", settings.nvml_library})});
+  json hooks =
+      json::array({HookJson(settings, "createRuntime", std::move(create)),
+                   HookJson(settings, "poststop", {"--nvml-library", settings.nvml_library})});
   const json spec = {
       {"cdiVersion", kCdiVersion},
       {"kind", kCdiKind},
-      {"devices",
-       json::array({{{"name", *device},
-                     {"containerEdits",
-                      {{"env", json::array({"GPUMUX_ENFORCED=memory-partitioning"})},
-                       {"hooks", std::move(hooks)}}}}})}};
+      {"devices", json::array({{{"name", *device},
+                                {"containerEdits",
+                                 {{"env", json::array({"GPUMUX_ENFORCED=memory-partitioning"})},
+                                  {"hooks", std::move(hooks)}}}}})}};
   return spec.dump(2) + "\n";
 }
 
@@ -110,9 +110,9 @@ core::Result<std::string> WriteEnforcementSpec(const HookSettings& settings,
   auto text = EnforcementSpec(settings, request);
   if (!text) return tl::unexpected(text.error());
   if (::mkdir(settings.spec_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return core::MakeError(core::ErrorCode::kIo, settings.spec_dir +
-                                                     ": cannot create the CDI spec folder: " +
-                                                     std::strerror(errno));
+    return core::MakeError(
+        core::ErrorCode::kIo,
+        settings.spec_dir + ": cannot create the CDI spec folder: " + std::strerror(errno));
   }
   const std::string file = SpecFile(settings.spec_dir, request.pod_uid, request.container);
   if (auto written = io::WriteFileAtomically(file, *text); !written) {

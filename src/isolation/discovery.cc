@@ -49,8 +49,8 @@ std::vector<kube::GpuEnforcement> Discover(const DiscoveryInput& in) {
   using kube::ComputeEnforcement;
   using kube::MemoryEnforcement;
   const bool mps = in.mps && in.allowed.contains(kMps);
-  const bool hami = in.allowed.contains(kHamiCore) && !in.hami_core_library.empty() &&
-                    in.hami_core_present;
+  const bool hami =
+      in.allowed.contains(kHamiCore) && !in.hami_core_library.empty() && in.hami_core_present;
   std::vector<kube::GpuEnforcement> out;
   for (const std::string& uuid : in.uuids) {
     kube::GpuEnforcement e;
@@ -64,8 +64,8 @@ std::vector<kube::GpuEnforcement> Discover(const DiscoveryInput& in) {
     }
     if (mps) {
       e.backends.push_back(kMps);
-      e.compute = in.mps_namespaces ? ComputeEnforcement::kMpsNamespace
-                                    : ComputeEnforcement::kMpsServer;
+      e.compute =
+          in.mps_namespaces ? ComputeEnforcement::kMpsNamespace : ComputeEnforcement::kMpsServer;
       if (e.memory == MemoryEnforcement::kNone) e.memory = MemoryEnforcement::kSoft;
     } else if (hami) {
       e.backends.push_back(kHamiCore);

@@ -28,8 +28,8 @@ constexpr int kMaxJsonDepth = 8;
 bool UsableId(const std::string& id) {
   if (id.empty() || id.size() > 200 || id.front() == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -38,10 +38,14 @@ json ToJson(const LimitRecord& r) {
   for (const GpuLimit& g : r.gpus) {
     gpus.push_back({{"uuid", g.uuid}, {"hard_mib", g.hard_mib}, {"soft_mib", g.soft_mib}});
   }
-  return {{"version", kRecordVersion},   {"container_id", r.container_id},
-          {"pod", r.pod},                {"pod_uid", r.pod_uid},
-          {"container", r.container},    {"cgroup", r.cgroup},
-          {"state", r.state},            {"gpus", std::move(gpus)},
+  return {{"version", kRecordVersion},
+          {"container_id", r.container_id},
+          {"pod", r.pod},
+          {"pod_uid", r.pod_uid},
+          {"container", r.container},
+          {"cgroup", r.cgroup},
+          {"state", r.state},
+          {"gpus", std::move(gpus)},
           {"at", core::FormatRfc3339(r.at_unix_s)}};
 }
 
@@ -91,8 +95,8 @@ core::Result<LimitRecord> FromJson(const std::string& text, const std::string& w
         {"cgroup", &r.cgroup},
         {"state", &r.state}}) {
     const auto it = doc.find(key);
-    if (it == doc.end() || !it->is_string() || it->get_ref<const std::string&>().size() >
-                                                   kMaxFieldBytes) {
+    if (it == doc.end() || !it->is_string() ||
+        it->get_ref<const std::string&>().size() > kMaxFieldBytes) {
       return bad(std::string("'") + key + "' is not a string of at most " +
                  std::to_string(kMaxFieldBytes) + " bytes");
     }
@@ -109,8 +113,8 @@ core::Result<LimitRecord> FromJson(const std::string& text, const std::string& w
     const auto uuid = g.is_object() ? g.find("uuid") : g.end();
     const auto hard = g.is_object() ? g.find("hard_mib") : g.end();
     const auto soft = g.is_object() ? g.find("soft_mib") : g.end();
-    if (uuid == g.end() || !uuid->is_string() || hard == g.end() ||
-        !hard->is_number_integer() || soft == g.end() || !soft->is_number_integer()) {
+    if (uuid == g.end() || !uuid->is_string() || hard == g.end() || !hard->is_number_integer() ||
+        soft == g.end() || !soft->is_number_integer()) {
       return bad("a GPU entry is not {uuid, hard_mib, soft_mib}");
     }
     limit.uuid = core::Shown(uuid->get_ref<const std::string&>(), 128);
@@ -203,8 +207,8 @@ std::vector<LimitRecord> LimitRecords::List(std::vector<std::string>* unreadable
   for (const std::string& name : names) {
     const std::string path = folder_ + "/" + name;
     auto text = io::ReadInputFile(path, kMaxRecordBytes);
-    auto record = text ? FromJson(*text, path) : core::Result<LimitRecord>(
-                                                     tl::unexpected(text.error()));
+    auto record =
+        text ? FromJson(*text, path) : core::Result<LimitRecord>(tl::unexpected(text.error()));
     if (record && record->container_id + ".json" == name) {
       out.push_back(std::move(*record));
     } else if (unreadable != nullptr) {
@@ -236,8 +240,9 @@ core::Result<LimitRecord> ApplyLimits(const ApplyRequest& request, const gpu::Me
                 "its process is in the root cgroup, not a cgroup of its own: a limit there "
                 "would hold every process of the node");
   }
-  LimitRecord record{request.container_id, request.pod,  request.pod_uid,    request.container,
-                     *cgroup,              "applying",   request.gpus,       request.now_unix_s};
+  LimitRecord record{request.container_id, request.pod,       request.pod_uid,
+                     request.container,    *cgroup,           "applying",
+                     request.gpus,         request.now_unix_s};
   if (auto put = records.Put(record); !put) return fail(put.error().code, put.error().message);
   const auto undo = [&](const core::Error& e) -> core::Result<LimitRecord> {
     (void)ClearAll(record, nvml);

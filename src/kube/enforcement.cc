@@ -97,8 +97,9 @@ json EnforcementToJson(const GpuEnforcement& e) {
 
 GpuEnforcement EnforcementFromJson(const json* record) {
   if (record == nullptr || record->is_null()) {
-    return Unreadable("not reported by the node's device plugin (one from before enforcement "
-                      "was published, or none)");
+    return Unreadable(
+        "not reported by the node's device plugin (one from before enforcement "
+        "was published, or none)");
   }
   if (!record->is_object()) return Unreadable("unreadable enforcement record (not an object)");
   const auto version = record->find("version");

@@ -219,7 +219,7 @@ struct RequestHints {
   std::string models;          // gpumux.io/gpu-model: the models allowed, comma separated
   std::string workload_class;  // gpumux.io/workload-class
   core::Enforcement required = core::kEnforcesNothing;  // gpumux.io/require-enforcement
-  std::string required_error;  // the annotation does not read
+  std::string required_error;                           // the annotation does not read
 };
 
 // Reads the pod's annotations: its grant into `p` (or p.grant_error when unreadable), and the
@@ -271,17 +271,16 @@ std::string InitContainersError(const json& spec, std::int64_t gpu_mem_unit_mib)
 // the kubelet puts a pod's own env after the plugin's, so a pod that set one would override it
 // (NVIDIA_VISIBLE_DEVICES=all widens the grant; a CUDA_MPS_ or HAMi-core variable lifts a
 // limit). A name ending in '_' stands for every name it begins (CUDA_DEVICE_MEMORY_LIMIT_0).
-constexpr std::string_view kGrantVariables[] = {
-    "NVIDIA_VISIBLE_DEVICES",
-    "CUDA_MPS_PIPE_DIRECTORY",
-    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-    "CUDA_DEVICE_MEMORY_LIMIT",
-    "CUDA_DEVICE_MEMORY_LIMIT_",
-    "CUDA_DEVICE_SM_LIMIT",
-    "CUDA_DEVICE_SM_LIMIT_",
-    "CUDA_DEVICE_MEMORY_SHARED_CACHE",
-    "CUDA_DISABLE_CONTROL"};
+constexpr std::string_view kGrantVariables[] = {"NVIDIA_VISIBLE_DEVICES",
+                                                "CUDA_MPS_PIPE_DIRECTORY",
+                                                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                                                "CUDA_DEVICE_MEMORY_LIMIT",
+                                                "CUDA_DEVICE_MEMORY_LIMIT_",
+                                                "CUDA_DEVICE_SM_LIMIT",
+                                                "CUDA_DEVICE_SM_LIMIT_",
+                                                "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+                                                "CUDA_DISABLE_CONTROL"};
 
 bool IsGrantVariable(std::string_view name) {
   for (std::string_view v : kGrantVariables) {
@@ -376,8 +375,8 @@ core::Result<PodInfo> DecodePod(const nlohmann::json& pod, std::int64_t gpu_mem_
     p.containers.push_back(std::move(cr));
   }
   if (!p.containers.empty()) {
-    p.request_error = hints.required_error.empty() ? OwnVisibleDevicesError(*spec)
-                                                   : hints.required_error;
+    p.request_error =
+        hints.required_error.empty() ? OwnVisibleDevicesError(*spec) : hints.required_error;
     if (!p.request_error.empty()) p.containers.clear();
   }
   return p;

@@ -28,9 +28,15 @@ Engine::Engine(const core::Ledger& ledger, Policy& policy, std::vector<std::int6
 }
 
 std::vector<Engine::MemoEntry>& Engine::MemoFor(const core::Request& r, core::ModelMask models) {
-  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
-                     r.gpu_milli, r.gpu_mib,    r.sharing,
-                     models,      r.overdue,    policy_->ScoreEpoch(*ledger_),
+  const ShapeKey key{r.cpu_milli,
+                     r.memory_mib,
+                     r.gpu_count,
+                     r.gpu_milli,
+                     r.gpu_mib,
+                     r.sharing,
+                     models,
+                     r.overdue,
+                     policy_->ScoreEpoch(*ledger_),
                      r.required_enforcement};
   if (auto it = shapes_.find(key); it != shapes_.end()) {
     MemoShape& hit = memo_[it->second];
@@ -185,10 +191,8 @@ Decision Engine::DecideOn(const core::Request& original, core::NodeIndex n) {
 const core::Misfit& Engine::ExplainMisfit(const core::Request& original, core::NodeIndex n) {
   const core::Request r = policy_->Adapt(original);
   const core::ModelMask models = ledger_->cluster().MaskOf(r.gpu_models);
-  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count,
-                     r.gpu_milli, r.gpu_mib,    r.sharing,
-                     models,      r.overdue,    0,
-                     r.required_enforcement};
+  const ShapeKey key{r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli, r.gpu_mib,
+                     r.sharing,   models,       r.overdue,   0,           r.required_enforcement};
   if (reasons_.size() != static_cast<std::size_t>(ledger_->cluster().size())) {
     reasons_.assign(static_cast<std::size_t>(ledger_->cluster().size()), {});
   }

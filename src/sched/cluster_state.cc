@@ -134,7 +134,8 @@ const kube::PodInfo& ClusterState::Adjusted(const kube::PodInfo& pod, kube::PodI
       copy.request_error = "container \"" + c.container + "\" shares a GPU without asking for " +
                            missing + ", but " + kube::RequiredEnforcementName(required) +
                            " limits are required (the extender's --require-enforcement or the "
-                           "pod's " + std::string(kube::kAnnotationRequireEnforcement) +
+                           "pod's " +
+                           std::string(kube::kAnnotationRequireEnforcement) +
                            "): nothing would hold it to a limit; ask for " + missing;
     }
   }

@@ -310,17 +310,16 @@ struct ClusterState::Impl final : public GrantLedger {
     node.name = spec.name;
     for (std::size_t g = 0; g < spec.gpus.size(); ++g) {
       const core::GpuSpec& gpu = spec.gpus[g];
-      node.gpus.push_back({gpu.index,
-                           gpu.uuid,
-                           gpu.model,
-                           gpu.memory_mib,
-                           gpu.health == core::GpuHealth::kHealthy,
-                           view.gpu_free_milli[g],
-                           view.gpu_free_mib[g],
-                           {},
-                           g < info.enforcement.size()
-                               ? info.enforcement[g]
-                               : kube::EnforcementFromJson(nullptr)});
+      node.gpus.push_back(
+          {gpu.index,
+           gpu.uuid,
+           gpu.model,
+           gpu.memory_mib,
+           gpu.health == core::GpuHealth::kHealthy,
+           view.gpu_free_milli[g],
+           view.gpu_free_mib[g],
+           {},
+           g < info.enforcement.size() ? info.enforcement[g] : kube::EnforcementFromJson(nullptr)});
     }
     for (core::TenantIndex t : view.tenants) {
       const core::Tenant& tenant = ledger->tenant(t);

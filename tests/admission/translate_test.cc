@@ -228,7 +228,6 @@ TEST(Review, ABodyThatIsNotAnAdmissionReviewIsAnError) {
   EXPECT_FALSE(Review(no_uid, {}).has_value());
 }
 
-
 // --- the warning for a share no node would enforce ---------------------------------------------
 
 TEST(NodeQueries, ANodeSelectorAndEachAffinityTermBecomeLabelSelectors) {
@@ -240,9 +239,10 @@ TEST(NodeQueries, ANodeSelectorAndEachAffinityTermBecomeLabelSelectors) {
   pod["spec"]["nodeSelector"] = {{"pool", "a100"}};
   pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
      ["nodeSelectorTerms"] = json::array(
-      {{{"matchExpressions", {{{"key", "zone"}, {"operator", "In"}, {"values", {"a", "b"}}},
-                              {{"key", "spot"}, {"operator", "DoesNotExist"}}}}},
-       {{"matchFields", {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n7"}}}}}}});
+         {{{"matchExpressions",
+            {{{"key", "zone"}, {"operator", "In"}, {"values", {"a", "b"}}},
+             {{"key", "spot"}, {"operator", "DoesNotExist"}}}}},
+          {{"matchFields", {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {"n7"}}}}}}});
   q = NodeQueriesOf(pod);
   ASSERT_TRUE(q.has_value());
   ASSERT_EQ(q->size(), 2u);
@@ -255,17 +255,18 @@ TEST(NodeQueries, WhatASelectorCannotSayIsNotGuessed) {
   json pod = Pod({Container("main", {{"nvidia.com/gpumem", "3000"}})});
   auto& terms = pod["spec"]["affinity"]["nodeAffinity"]
                    ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
-  terms = json::array({{{"matchExpressions",
-                         {{{"key", "gpus"}, {"operator", "Gt"}, {"values", {"4"}}}}}}});
+  terms = json::array(
+      {{{"matchExpressions", {{{"key", "gpus"}, {"operator", "Gt"}, {"values", {"4"}}}}}}});
   EXPECT_FALSE(NodeQueriesOf(pod).has_value());
-  terms = json::array({{{"matchExpressions",
-                         {{{"key", "zone"}, {"operator", "In"}, {"values", {"a,b"}}}}}}});
+  terms = json::array(
+      {{{"matchExpressions", {{{"key", "zone"}, {"operator", "In"}, {"values", {"a,b"}}}}}}});
   EXPECT_FALSE(NodeQueriesOf(pod).has_value()) << "a value that is not a label value";
 }
 
 TEST(EnforcementWarnings, AShareNoNodeEnforcesIsWarnedAboutNamingItsContainer) {
-  const json pod = Pod({Container("main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"},
-                                           {"nvidia.com/gpucores", "30"}})});
+  const json pod = Pod({Container(
+      "main",
+      {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}})});
   const Translation t = TranslatePod(pod, {});
   ASSERT_EQ(t.shares.size(), 1u);
   std::vector<std::string> asked;
@@ -293,14 +294,13 @@ TEST(EnforcementWarnings, AShareNoNodeEnforcesIsWarnedAboutNamingItsContainer) {
 }
 
 TEST(EnforcementWarnings, TheReviewCarriesThemForKubectlToPrint) {
-  const json review = {
-      {"apiVersion", "admission.k8s.io/v1"},
-      {"kind", "AdmissionReview"},
-      {"request",
-       {{"uid", "u-1"},
-        {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
-        {"operation", "CREATE"},
-        {"object", Pod({Container("main", {{"aliyun.com/gpu-mem", "4"}})})}}}};
+  const json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "u-1"},
+                         {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                         {"operation", "CREATE"},
+                         {"object", Pod({Container("main", {{"aliyun.com/gpu-mem", "4"}})})}}}};
   auto answer = Review(review, {}, [](const NodeQuery&) { return false; });
   ASSERT_TRUE(answer.has_value());
   ASSERT_TRUE((*answer)["response"].contains("warnings")) << answer->dump();

@@ -67,11 +67,11 @@ TEST(ExplainMisfit, UnhealthyGpusAreSaidToBeSo) {
   EXPECT_EQ(m.reason, "needs 1 GPU, 0 of 2 are healthy");
 }
 
-
 // Enforcement (cluster.h): a share that requires limits goes only to GPUs that enforce them;
 // whole GPUs need none. The simulator's GPUs enforce nothing and its requests require nothing.
 std::vector<NodeSpec> TwoGpusOneEnforcing() {
-  std::vector<NodeSpec> specs = ClusterBuilder().Node("n", 8000, 16384).Gpus(2, "A100", 40960).Specs();
+  std::vector<NodeSpec> specs =
+      ClusterBuilder().Node("n", 8000, 16384).Gpus(2, "A100", 40960).Specs();
   specs[0].gpus[1].enforces = kEnforcesMemory;
   return specs;
 }

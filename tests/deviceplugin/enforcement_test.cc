@@ -89,7 +89,8 @@ TEST_F(EnforcerTest, TheSoftLimitIsTheConfiguredShareOfTheHardOne) {
   EnforcementOptions o = Options();
   o.soft_limit_percent = 50;
   ASSERT_TRUE(Make(o)->Edits(context_, Share(8192, 250)).has_value());
-  const std::string spec = test::ReadFileText(dir_.path() / "cdi" / "gpumux.io-enforce_uid-1_main.json");
+  const std::string spec =
+      test::ReadFileText(dir_.path() / "cdi" / "gpumux.io-enforce_uid-1_main.json");
   EXPECT_NE(spec.find(std::string(kUuid0) + "=8192:4096"), std::string::npos) << spec;
 }
 
@@ -146,8 +147,13 @@ TEST_F(EnforcerTest, AContainerWithItsLimitRecordedIsNoSignOfTrouble) {
   ASSERT_TRUE(e->Edits(context_, Share(8192, 250)).has_value());
   isolation::LimitRecords records((dir_.path() / "state").string());
   fs::create_directories(dir_.path() / "cgroup" / "c1");
-  ASSERT_TRUE(records.Put({"c1", "ml/train", "uid-1", "main",
-                           (dir_.path() / "cgroup" / "c1").string(), "applied", {{kUuid0, 8192, 0}},
+  ASSERT_TRUE(records.Put({"c1",
+                           "ml/train",
+                           "uid-1",
+                           "main",
+                           (dir_.path() / "cgroup" / "c1").string(),
+                           "applied",
+                           {{kUuid0, 8192, 0}},
                            0}));
   EXPECT_TRUE(e->Maintain(std::nullopt, {{"uid-1", "ml/train", "main", {0}}}).empty());
   EXPECT_FALSE(e->Rediscover());

@@ -132,7 +132,6 @@ TEST_F(MpsTest, AMissingControlProgramIsAnErrorNamingIt) {
   EXPECT_FALSE(daemons_->Folders("GPU-a").has_value());
 }
 
-
 // MPS v3 (the stand-in speaks it with GPUMUX_MPS_STANDIN_V3 set, as an r615 driver would): each
 // shared container gets a namespace of its own whose pipe folder is all it sees, with its limits.
 class MpsV3Test : public MpsTest {
@@ -160,8 +159,9 @@ TEST_F(MpsV3Test, EachContainerGetsItsOwnNamespaceWithItsLimitsAndGoesWithItsPod
   Make();
   EXPECT_EQ(daemons_->Detect(), MpsProtocol::kNamespaces);
   ASSERT_TRUE(daemons_->Start().has_value());
-  ASSERT_TRUE(Eventually([&] { return Log("GPU-a").find("server create gpumux") != std::string::npos; }))
-      << Log("GPU-a");
+  ASSERT_TRUE(Eventually([&] {
+    return Log("GPU-a").find("server create gpumux") != std::string::npos;
+  })) << Log("GPU-a");
   EXPECT_EQ(Log("GPU-a").rfind("start3 GPU-a", 0), 0u) << Log("GPU-a");
   auto a = daemons_->AdmitContainer("GPU-a", 8192, 30, "uid-1", "main");
   auto b = daemons_->AdmitContainer("GPU-a", 4096, 0, "uid-2", "main");

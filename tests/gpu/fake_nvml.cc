@@ -9,7 +9,8 @@
 //   gpu=UUID|name|total_mib|used_mib|minor|util_gpu|util_mem|pid:mib,pid:mib|flag,flag
 //   xid=<gpu index>|<xid>         XIDs that happened, in order (cumulative)
 //   driver=615.71.09              nvmlSystemGetDriverVersion (default 615.71.09; legacy 535.54.03)
-//   limits=PATH                   where memory limits are kept (default: the state file + ".limits")
+//   limits=PATH                   where memory limits are kept (default: the state file +
+//   ".limits")
 //
 // `gpu` lines number the GPUs 0, 1, ... A process's mib of -1 is NVML_VALUE_NOT_AVAILABLE.
 // Flags: lost (every query of that GPU says GPU_IS_LOST), no-events (event registration says
@@ -503,7 +504,7 @@ struct GetLimits {  // nvmlGetMemoryLimits_v1_t
 constexpr unsigned long long kLimitMax = ~0ULL;
 
 bool IsFolder(const char* path) {
-  struct stat st{};
+  struct stat st {};
   return path != nullptr && ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -545,8 +546,7 @@ FAKE_NVML_EXPORT Ret nvmlDeviceSetMemoryLimits_v1(void* device, SetLimits* limit
   if (!IsFolder(limits->nameSpace)) return kOperatingSystem;
   const unsigned long long total = g->total_mib << 20;
   if (limits->softLimit > limits->hardLimit ||
-      (limits->hardLimit != kLimitMax && limits->hardLimit > total) ||
-      limits->softLimit > total) {
+      (limits->hardLimit != kLimitMax && limits->hardLimit > total) || limits->softLimit > total) {
     return kInvalidArgument;
   }
   std::ofstream out(st.limits, std::ios::app);

@@ -40,18 +40,18 @@ bool Contains(const std::string& text, const std::string& part) {
 class EnforceHook : public ::testing::Test {
  protected:
   void SetUp() override {
-    nvml_state_ = dir_.Write("nvml-state", std::string("gpu=") + kUuid + "|NVIDIA H100|81559|0|0|0|0||" +
-                                               flags_ + "\n");
+    nvml_state_ = dir_.Write(
+        "nvml-state", std::string("gpu=") + kUuid + "|NVIDIA H100|81559|0|0|0|0||" + flags_ + "\n");
     state_ = (dir_.path() / "state").string();
   }
   std::string Calls() const { return test::ReadFileText(nvml_state_ + ".limits"); }
   // The hook's command line for one GPU share of `mib`.
   std::vector<std::string> Hook(const std::string& stage, const std::string& cgroup_root,
                                 const std::string& proc_root = "/proc") const {
-    std::vector<std::string> argv{GPUMUX_BINARY, "enforce",       stage,
-                                  "--state-dir", state_,          "--nvml-library",
-                                  GPUMUX_FAKE_NVML_LIB,           "--cgroup-root",
-                                  cgroup_root,   "--proc-root",   proc_root};
+    std::vector<std::string> argv{GPUMUX_BINARY,        "enforce",       stage,
+                                  "--state-dir",        state_,          "--nvml-library",
+                                  GPUMUX_FAKE_NVML_LIB, "--cgroup-root", cgroup_root,
+                                  "--proc-root",        proc_root};
     if (stage == "createRuntime") {
       argv.insert(argv.end(), {"--pod", "ml/train", "--pod-uid", "u1", "--container", "main",
                                "--gpu", std::string(kUuid) + "=8192"});
@@ -80,10 +80,10 @@ TEST_F(KilledSetter, LeavesNothingOnceItsContainerIsGone) {
   std::ofstream(dir_.path() / "proc" / "4321" / "cgroup") << "0::/kubepods/pod-u1/ctr-k\n";
   const std::string stdin_file =
       dir_.Write("state.json", R"({"ociVersion":"1.0.2","id":"ctr-k","pid":4321,"bundle":"/b"})");
-  test::ProcessSpec spec{.argv = Hook("createRuntime", cgroups.string(),
-                                      (dir_.path() / "proc").string()),
-                         .set_env = {"GPUMUX_FAKE_NVML=" + nvml_state_},
-                         .stdin_path = stdin_file};
+  test::ProcessSpec spec{
+      .argv = Hook("createRuntime", cgroups.string(), (dir_.path() / "proc").string()),
+      .set_env = {"GPUMUX_FAKE_NVML=" + nvml_state_},
+      .stdin_path = stdin_file};
   const pid_t pid = test::StartProcess(spec);
   ASSERT_GT(pid, 0);
   // The stand-in records the limit, then hangs: the setter is killed right there.
@@ -123,7 +123,8 @@ class RuncEnforce : public EnforceHook {
         break;
       }
     }
-    if (cgroup_root_.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy for runc to put containers in";
+    if (cgroup_root_.empty())
+      GTEST_SKIP() << "no cgroup v2 hierarchy for runc to put containers in";
     active_ = true;
     ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
     fs::create_directories(root_);
@@ -152,10 +153,10 @@ class RuncEnforce : public EnforceHook {
 TEST_F(RuncEnforce, TheContainersOwnCgroupHoldsItsGrantWhateverItsEnvironmentSays) {
   // The container clears its environment and asks for more: the limit is on its cgroup.
   const fs::path bundle = dir_.path() / "bundle";
-  ASSERT_EQ(test::MakeBusyboxBundle(bundle, test::kBusybox,
-                                    {"/bin/sh", "-c", "env -i sh -c 'cat /proc/self/cgroup; sleep 30'"},
-                                    {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=81559M",
-                                     "GPUMUX_GPU_MEM_MIB=81559"}),
+  ASSERT_EQ(test::MakeBusyboxBundle(
+                bundle, test::kBusybox,
+                {"/bin/sh", "-c", "env -i sh -c 'cat /proc/self/cgroup; sleep 30'"},
+                {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=81559M", "GPUMUX_GPU_MEM_MIB=81559"}),
             "");
   nlohmann::json config = nlohmann::json::parse(test::ReadFileText(bundle / "config.json"));
   const std::string cgroup_path = parent_ + "/ctr";
@@ -166,10 +167,10 @@ TEST_F(RuncEnforce, TheContainersOwnCgroupHoldsItsGrantWhateverItsEnvironmentSay
   config["hooks"]["poststop"] = {
       {{"path", GPUMUX_BINARY}, {"args", Hook("poststop", cgroup_root_)}, {"env", env}}};
   std::ofstream(bundle / "config.json") << config.dump();
-  const test::Captured run = test::RunCaptured(
-      {.argv = {"runc", "--root", root_.string(), "run", "--detach", "--bundle", bundle.string(),
-                id_}},
-      dir_.path(), "run");
+  const test::Captured run =
+      test::RunCaptured({.argv = {"runc", "--root", root_.string(), "run", "--detach", "--bundle",
+                                  bundle.string(), id_}},
+                        dir_.path(), "run");
   ASSERT_TRUE(run.exit.Exited(0)) << run.err;
   const std::string container_cgroup = cgroup_root_ + cgroup_path;
   EXPECT_TRUE(Contains(Calls(), std::string("set|") + kUuid + "|" + container_cgroup + "|0|" +

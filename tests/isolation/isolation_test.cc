@@ -114,9 +114,9 @@ TEST_F(Host, AProcessCgroupIsItsUnifiedLineUnderTheRoot) {
 }
 
 TEST_F(Host, AProcessCgroupIsRefusedWhenItCannotBeNamed) {
-  Process(8, "4:memory:/x\n");                     // no unified line
-  Process(9, "0::/kubepods/pod-u1/missing\n");     // not a folder under the root
-  Process(10, "0::/kubepods/../../etc\n");          // not a cgroup path
+  Process(8, "4:memory:/x\n");                  // no unified line
+  Process(9, "0::/kubepods/pod-u1/missing\n");  // not a folder under the root
+  Process(10, "0::/kubepods/../../etc\n");      // not a cgroup path
   EXPECT_EQ(ProcessCgroup(proc_.string(), 8, cgroups_.string()).error().code,
             core::ErrorCode::kFailedPrecondition);
   EXPECT_EQ(ProcessCgroup(proc_.string(), 9, cgroups_.string()).error().code,
@@ -128,7 +128,8 @@ TEST_F(Host, AProcessCgroupIsRefusedWhenItCannotBeNamed) {
   EXPECT_TRUE(Contains(gone.error().message, "process 11")) << gone.error().message;
 }
 
-// --- limits ----------------------------------------------------------------------------------------
+// --- limits
+// ----------------------------------------------------------------------------------------
 
 TEST_F(Host, ApplyingSetsTheHardLimitOnTheContainersOwnCgroupAndRecordsIt) {
   auto applied = ApplyLimits(Request({{kUuid0, 8192, 2048}}), *nvml_, records_);
@@ -181,9 +182,8 @@ TEST_F(Host, ReconcileRemovesOnlyTheRecordsOfContainersThatAreGone) {
   other.pod = "ml/other";
   ASSERT_TRUE(ApplyLimits(other, *nvml_, records_).has_value());
   fs::remove(cgroups_ / "kubepods" / "pod-u2" / "ctr-b");  // that container is gone
-  const ReconcileResult r = ReconcileLimits(records_, nvml_.get(), [](const std::string& c) {
-    return FolderExists(c);
-  });
+  const ReconcileResult r =
+      ReconcileLimits(records_, nvml_.get(), [](const std::string& c) { return FolderExists(c); });
   EXPECT_EQ(r.kept, 1);
   EXPECT_EQ(r.reclaimed, 1);
   ASSERT_EQ(r.reclaimed_names.size(), 1u);
@@ -274,7 +274,8 @@ TEST_F(Host, AnOldDriverOrNoNvmlHasNoPartitioningAndSaysWhy) {
   EXPECT_TRUE(Contains(Discover(in)[0].note, "before r615")) << Discover(in)[0].note;
 }
 
-// --- the CDI spec -----------------------------------------------------------------------------------
+// --- the CDI spec
+// -----------------------------------------------------------------------------------
 
 TEST_F(Host, TheSpecRunsTheHookWithTheGrantAtCreateRuntimeAndPoststop) {
   HookSettings s;
@@ -296,12 +297,12 @@ TEST_F(Host, TheSpecRunsTheHookWithTheGrantAtCreateRuntimeAndPoststop) {
   const auto args = edits["hooks"][0]["args"].get<std::vector<std::string>>();
   const std::vector<std::string> head(args.begin(), args.begin() + 6);
   EXPECT_EQ(head, (std::vector<std::string>{s.command[0], "--library-path", "/opt/gpumux/lib",
-                                             "/opt/gpumux/gpumux", "enforce", "createRuntime"}));
+                                            "/opt/gpumux/gpumux", "enforce", "createRuntime"}));
   EXPECT_NE(std::find(args.begin(), args.end(), std::string(kUuid0) + "=8192:0"), args.end());
   EXPECT_EQ(edits["hooks"][1]["hookName"], "poststop");
   // A name that cannot be a CDI device is refused, not mangled.
-  EXPECT_FALSE(WriteEnforcementSpec(s, {"ml", "x", "uid_with_underscore", "main",
-                                        {{kUuid0, 1, 0}}}).has_value());
+  EXPECT_FALSE(WriteEnforcementSpec(s, {"ml", "x", "uid_with_underscore", "main", {{kUuid0, 1, 0}}})
+                   .has_value());
 }
 
 TEST_F(Host, StaleSpecsOfGonePodsAreRemovedOnceOldEnough) {

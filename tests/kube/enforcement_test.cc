@@ -31,8 +31,10 @@ json NodeWithRecord(const json& record) {
 }
 
 TEST(EnforcementRecord, RoundTripsAndSetsTheCoreBits) {
-  GpuEnforcement e{MemoryEnforcement::kHard, ComputeEnforcement::kMpsNamespace,
-                   {"memory-partitioning", "mps"}, ""};
+  GpuEnforcement e{MemoryEnforcement::kHard,
+                   ComputeEnforcement::kMpsNamespace,
+                   {"memory-partitioning", "mps"},
+                   ""};
   const json j = EnforcementToJson(e);
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["memory"], "hard");
@@ -51,12 +53,12 @@ TEST(EnforcementRecord, RoundTripsAndSetsTheCoreBits) {
 // What a reader cannot take at its word is none, with a note, never a guess.
 TEST(EnforcementRecord, AnOlderPluginANewerRecordOrOneThatDoesNotReadIsNone) {
   const json cases[] = {
-      nullptr,                                                               // an older plugin
-      {{"version", 2}, {"memory", "hard"}, {"compute", "none"}},             // a newer one
-      {{"memory", "hard"}},                                                  // no version
-      {{"version", 1}, {"memory", "harder"}, {"compute", "none"}},           // unknown word
-      {{"version", 1}, {"memory", "hard"}, {"compute", 7}},                  // wrong type
-      "hard",                                                                // not an object
+      nullptr,                                                      // an older plugin
+      {{"version", 2}, {"memory", "hard"}, {"compute", "none"}},    // a newer one
+      {{"memory", "hard"}},                                         // no version
+      {{"version", 1}, {"memory", "harder"}, {"compute", "none"}},  // unknown word
+      {{"version", 1}, {"memory", "hard"}, {"compute", 7}},         // wrong type
+      "hard",                                                       // not an object
   };
   for (const json& c : cases) {
     auto n = DecodeNode(NodeWithRecord(c), {});
@@ -72,8 +74,8 @@ TEST(EnforcementRecord, AnOlderPluginANewerRecordOrOneThatDoesNotReadIsNone) {
 TEST(EnforcementRecord, SoftMemoryAndAServersComputeShareAreNotTheContainersOwnLimits) {
   const GpuEnforcement mps{MemoryEnforcement::kSoft, ComputeEnforcement::kMpsServer, {"mps"}, ""};
   EXPECT_EQ(mps.Bits(), core::kEnforcesNothing);
-  const GpuEnforcement hami{MemoryEnforcement::kSoft, ComputeEnforcement::kHamiCore,
-                            {"hami-core"}, ""};
+  const GpuEnforcement hami{
+      MemoryEnforcement::kSoft, ComputeEnforcement::kHamiCore, {"hami-core"}, ""};
   EXPECT_EQ(hami.Bits(), core::kEnforcesCompute);
   EXPECT_EQ(StrongestOf({mps, hami}).compute, ComputeEnforcement::kHamiCore);
   EXPECT_EQ(StrongestOf({}).memory, MemoryEnforcement::kNone);
@@ -109,10 +111,10 @@ TEST(RequiredEnforcement, APodsAnnotationReachesEveryRequestAndABadOneIsNamed) {
 // The variables through which the device plugin hands over a grant and its limits: a pod that
 // set one would override the plugin's (the kubelet puts the pod's env last).
 TEST(GrantVariables, APodThatSetsOneIsRefusedNamingIt) {
-  for (const char* name : {"NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY",
-                           "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_0",
-                           "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
-                           "CUDA_DISABLE_CONTROL"}) {
+  for (const char* name :
+       {"NVIDIA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        "CUDA_DEVICE_MEMORY_LIMIT_0", "CUDA_DEVICE_SM_LIMIT", "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+        "CUDA_DISABLE_CONTROL"}) {
     json pod = PodWithOne("p", 0, 8, 250);
     pod["spec"]["containers"][0]["env"] = {{{"name", name}, {"value", "x"}}};
     auto p = DecodePod(pod, 1024);

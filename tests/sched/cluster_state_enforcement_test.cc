@@ -80,8 +80,7 @@ TEST(RequireEnforcement, AShareThatAsksForNoMemoryCannotBeHeldToALimitAndIsRefus
   auto v = state->Evaluate(Pod(PodWithOne("milli-only", 0, 0, 250)), kNodes);
   for (const NodeVerdict& n : v) {
     EXPECT_EQ(n.kind, Kind::kUnresolvable);
-    EXPECT_NE(n.reason.find("without asking for gpumux.io/gpu-mem"), std::string::npos)
-        << n.reason;
+    EXPECT_NE(n.reason.find("without asking for gpumux.io/gpu-mem"), std::string::npos) << n.reason;
   }
 }
 

@@ -70,8 +70,8 @@ struct EnforcementEdits {
   std::string summary;  // "memory-partitioning (hard 8192 MiB)" for the log; "" = nothing
 };
 struct GrantContext;
-using EnforceFn = std::function<core::Result<EnforcementEdits>(const GrantContext&,
-                                                               const kube::ContainerGrant&)>;
+using EnforceFn =
+    std::function<core::Result<EnforcementEdits>(const GrantContext&, const kube::ContainerGrant&)>;
 
 struct InjectOptions {
   DeviceListStrategy device_list = DeviceListStrategy::kEnvvar;
@@ -87,8 +87,8 @@ struct InjectOptions {
   // own MPS namespace (MPS v3), which then replaces the GPU's at /tmp/nvidia-mps. An error refuses
   // the container: its limits would not be enforced.
   std::function<core::Result<std::optional<std::string>>(
-      const std::string& uuid, std::int64_t mem_mib, int thread_percent,
-      const std::string& pod_uid, const std::string& container)>
+      const std::string& uuid, std::int64_t mem_mib, int thread_percent, const std::string& pod_uid,
+      const std::string& container)>
       mps_admit;
   // Told (in Allocate, after BuildContainerEnv) each shared container's grant; what it returns
   // is added to the container. An error refuses the container: its grant would not be held.

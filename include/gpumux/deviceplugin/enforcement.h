@@ -66,8 +66,7 @@ class Enforcer {
  public:
   // `gpus`: the node's GPUs (index order). Opens NVML's limit calls when memory partitioning
   // may be used (a failure is a note, not an error: those GPUs enforce less), then discovers.
-  static std::unique_ptr<Enforcer> Create(EnforcementOptions options,
-                                          std::vector<NodeGpu> gpus);
+  static std::unique_ptr<Enforcer> Create(EnforcementOptions options, std::vector<NodeGpu> gpus);
   ~Enforcer();
 
   // Per GPU (index order) what is enforced now.

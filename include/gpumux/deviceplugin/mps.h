@@ -92,7 +92,7 @@ class MpsDaemons {
   };
   core::Result<void> Launch(Gpu& gpu);
   core::Result<void> Raise(Gpu& gpu, std::int64_t mem_mib, int thread_percent);  // mu_ held
-  void RecreateNamespaces(const Gpu& gpu);                                        // mu_ held
+  void RecreateNamespaces(const Gpu& gpu);                                       // mu_ held
   core::Result<std::string> Control(const Gpu& gpu, const std::string& command);
   // The v3 form: a command as arguments (`-p 3 namespace create ...`), not on stdin.
   core::Result<std::string> Command(const Gpu& gpu, const std::vector<std::string>& args);

@@ -40,10 +40,10 @@ struct DiscoveryInput {
   // The CDI hook can run: a CDI spec folder and the hook's binary are configured. Without it,
   // memory partitioning has nothing to set limits with.
   bool cdi_hook = false;
-  std::string cdi_hook_note;  // why not
-  bool mps = false;             // the plugin runs MPS daemons (--mps)
-  bool mps_namespaces = false;  // ... speaking MPS v3: a namespace per container
-  std::string hami_core_library;  // "" = not configured
+  std::string cdi_hook_note;       // why not
+  bool mps = false;                // the plugin runs MPS daemons (--mps)
+  bool mps_namespaces = false;     // ... speaking MPS v3: a namespace per container
+  std::string hami_core_library;   // "" = not configured
   bool hami_core_present = false;  // the library exists on the node
 };
 

@@ -96,8 +96,8 @@ core::Result<void> ReleaseLimits(const std::string& container_id, const gpu::Mem
                                  LimitRecords& records);
 
 struct ReconcileResult {
-  int kept = 0;       // records whose cgroup still exists
-  int reclaimed = 0;  // records of containers that are gone, removed
+  int kept = 0;                              // records whose cgroup still exists
+  int reclaimed = 0;                         // records of containers that are gone, removed
   std::vector<std::string> reclaimed_names;  // "ns/pod/container (container id)"
   std::vector<std::string> unreadable;       // record files that do not read
 };

@@ -123,8 +123,7 @@ class Engine {
   // The request's shape, the acceptable models, and the policy's ScoreEpoch: a score memoised
   // under one epoch is never read under another, and comes back valid if the epoch does.
   using ShapeKey = std::tuple<core::MilliCpu, core::MiB, int, core::MilliGpu, core::MiB,
-                              core::GpuSharing, core::ModelMask, bool, std::uint64_t,
-                              std::uint8_t>;
+                              core::GpuSharing, core::ModelMask, bool, std::uint64_t, std::uint8_t>;
   struct MemoShape {
     ShapeKey key;
     std::uint64_t last_use = 0;     // memo_clock_ when last asked for
