@@ -25,10 +25,13 @@ namespace {
 constexpr int kUsageError = 2;
 constexpr int kRuntimeError = 1;
 
-// The placement policy of the extender installed as deploy/ installs it: its --policy argument
-// in the Deployment gpumux-system/gpumux-scheduler, with $(VAR) expanded from the container's env
-// (a value, or a ConfigMap key). std::nullopt with the reason when it cannot be read.
-tl::expected<std::string, std::string> InstalledPolicy(kube::KubeApi& api) {
+// An argument of the extender installed as deploy/ installs it (`flag`, e.g. --policy, in the
+// Deployment gpumux-system/gpumux-scheduler), with $(VAR) expanded from the container's env (a
+// value, or a ConfigMap key); `fallback` (the extender's default) when it is not given. The
+// reason when it cannot be read.
+tl::expected<std::string, std::string> InstalledExtenderArg(kube::KubeApi& api,
+                                                            const std::string& flag,
+                                                            const std::string& fallback) {
   constexpr const char* kNs = "gpumux-system";
   auto dep =
       api.Get(std::string("/apis/apps/v1/namespaces/") + kNs + "/deployments/gpumux-scheduler");
@@ -47,13 +50,13 @@ tl::expected<std::string, std::string> InstalledPolicy(kube::KubeApi& api) {
     std::string value;
     for (std::size_t i = 0; args != nullptr && args->is_array() && i < args->size(); ++i) {
       const std::string a = (*args)[i].is_string() ? (*args)[i].get<std::string>() : "";
-      if (a == "--policy" && i + 1 < args->size() && (*args)[i + 1].is_string()) {
+      if (a == flag && i + 1 < args->size() && (*args)[i + 1].is_string()) {
         value = (*args)[i + 1].get<std::string>();
-      } else if (a.rfind("--policy=", 0) == 0) {
-        value = a.substr(9);
+      } else if (a.rfind(flag + "=", 0) == 0) {
+        value = a.substr(flag.size() + 1);
       }
     }
-    if (value.empty()) return "fgd";  // the extender's default
+    if (value.empty()) return fallback;
     if (value.size() < 4 || value.rfind("$(", 0) != 0 || value.back() != ')') return value;
     const std::string var = value.substr(2, value.size() - 3);
     const nlohmann::json* env = kube::JsonChild(c, "env");
@@ -74,7 +77,7 @@ tl::expected<std::string, std::string> InstalledPolicy(kube::KubeApi& api) {
       if (v.empty()) return tl::unexpected("configmap " + name + " has no key " + key);
       return v;
     }
-    return tl::unexpected("--policy is " + value +
+    return tl::unexpected(flag + " is " + value +
                           " and its variable is not set from a value "
                           "or a ConfigMap");
   }
@@ -88,7 +91,7 @@ core::Result<void> JudgeWith(kube::KubeApi& api, const InspectCliOptions& o,
   std::string name = o.policy;
   if (name.empty()) {
     // The cluster's own policy, so that `why` gives the extender's reasons, not another's.
-    auto installed = InstalledPolicy(api);
+    auto installed = InstalledExtenderArg(api, "--policy", "fgd");
     name = installed ? *installed : "fgd";
     if (!installed) {
       err << "gpumux inspect: the extender's policy is unknown (" << installed.error()
@@ -103,6 +106,12 @@ core::Result<void> JudgeWith(kube::KubeApi& api, const InspectCliOptions& o,
                                policy::BuiltinPolicies().KnownNames() + "): give --policy");
   }
   state.policy = policy::Registry::Canonical(name);
+  // And what it requires of a share's GPU, so that `why` refuses what the extender refuses.
+  if (auto required = InstalledExtenderArg(api, "--require-enforcement", "none"); required) {
+    state.required_enforcement =
+        kube::ParseRequiredEnforcement(*required, "the extender's --require-enforcement")
+            .value_or(core::kEnforcesNothing);
+  }
   auto typical = TypicalPodsFor("");
   if (!typical) return tl::unexpected(typical.error());
   state.context.typical_pods = std::move(*typical);
