@@ -193,13 +193,9 @@ std::string InventoryAnnotation(const std::vector<gpu::Gpu>& gpus, const std::ve
                   {"health", ok ? "Healthy" : "Unhealthy"}};
     // What a GPU enforces is always said, "none" included: a reader takes a missing record
     // for a plugin that cannot say.
-    entry["enforcement"] = kube::EnforcementToJson(
-        i < enforcement.size() ? enforcement[i]
-                               : kube::GpuEnforcement{{},
-                                                      {},
-                                                      {},
-                                                      "the device plugin runs "
-                                                      "without enforcement"});
+    kube::GpuEnforcement none;
+    none.note = "the device plugin runs without enforcement";
+    entry["enforcement"] = kube::EnforcementToJson(i < enforcement.size() ? enforcement[i] : none);
     list.push_back(std::move(entry));
   }
   return list.dump();
@@ -260,8 +256,9 @@ void NodeAgent::Impl::Publish() {
     state_snapshot = state;
   }
   if (api == nullptr) return;
-  const kube::GpuEnforcement strongest =
-      kube::StrongestOf(enforcer ? enforcer->Current() : std::vector<kube::GpuEnforcement>{});
+  const std::vector<kube::GpuEnforcement> enforced =
+      enforcer ? enforcer->Current() : std::vector<kube::GpuEnforcement>{};
+  const kube::GpuEnforcement strongest = kube::StrongestOf(enforced);
   const json patch = {
       {"metadata",
        {{"labels",
@@ -270,10 +267,7 @@ void NodeAgent::Impl::Publish() {
           {std::string(kube::kLabelComputeEnforcement),
            std::string(kube::ComputeEnforcementName(strongest.compute))}}},
         {"annotations",
-         {{std::string(kube::kAnnotationGpus),
-           InventoryAnnotation(
-               gpus, snapshot,
-               enforcer ? enforcer->Current() : std::vector<kube::GpuEnforcement>{})},
+         {{std::string(kube::kAnnotationGpus), InventoryAnnotation(gpus, snapshot, enforced)},
           {std::string(kube::kAnnotationGpuMemUnit),
            std::to_string(options.plugin.gpu_mem_unit_mib)},
           {std::string(kube::kAnnotationHandshake), std::string(kube::kHandshakeNodeLock)},

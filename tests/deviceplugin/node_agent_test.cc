@@ -505,6 +505,21 @@ TEST(DevicePluginCli, BadUsageIsExitTwoWithTheReason) {
       {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline", "--mount",
         "/usr/lib"},
        "--mount needs --inject-devices"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--enforcement", "memory-partitioning,cgroups"},
+       "'cgroups' is not auto, none, memory-partitioning, mps or hami-core"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--enforcement", "mps"},
+       "--enforcement mps needs --mps"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--cdi-hook", "gpumux"},
+       "--cdi-hook must start with the absolute host path"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--cdi-hook", "/opt/gpumux", "--install-cdi-hook", "/opt/x"},
+       "give --cdi-hook or --install-cdi-hook, not both"},
+      {{"--node-name", "n", "--backend", "fake", "--gpus-file", file.path(), "--offline",
+        "--memory-soft-limit-percent", "150"},
+       "--memory-soft-limit-percent must be in 0..100"},
   };
   int i = 0;
   for (const auto& [args, message] : cases) {
