@@ -38,10 +38,10 @@ CgroupHierarchy DetectCgroupHierarchy(const std::string& root) {
   if (!controllers) {
     h.description = "no cgroup v2 at " + root;
     if (FolderExists(root + "/unified") || FolderExists(root + "/memory")) {
-      h.description += " (a cgroup v1 or hybrid layout";
-      if (FolderExists(root + "/unified"))
-        h.description += ": its cgroup v2 hierarchy is at " + root + "/unified";
-      h.description += ")";
+      h.description += ": a cgroup v1 or hybrid layout";
+      if (FolderExists(root + "/unified")) {
+        h.description += ", its cgroup v2 hierarchy at " + root + "/unified";
+      }
     }
     return h;
   }

@@ -34,7 +34,7 @@ std::string WhyNoPartitioning(const DiscoveryInput& in, const std::string& uuid)
   }
   auto mig = in.nvml->MigEnabled(uuid);
   if (!mig) return "NVML cannot tell the GPU's MIG mode: " + mig.error().message;
-  if (*mig) return "the GPU is in MIG mode (memory partitioning does not support MIG)";
+  if (*mig) return "the GPU is in MIG mode, which memory partitioning does not support";
   if (!in.cdi_hook) return "memory partitioning needs the CDI hook: " + in.cdi_hook_note;
   return "";
 }

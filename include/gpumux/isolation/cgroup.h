@@ -15,9 +15,9 @@ struct CgroupHierarchy {
   std::string root;
   bool v2 = false;    // the root of a cgroup v2 (unified) hierarchy
   bool dmem = false;  // its controllers include the kernel's dmem (Linux >= 6.14)
-  // For humans: "cgroup v2 at /sys/fs/cgroup (dmem controller)", or why not: "no cgroup v2 at
-  // /sys/fs/cgroup (a cgroup v1 or hybrid layout: its cgroup v2 hierarchy is at
-  // /sys/fs/cgroup/unified)".
+  // For humans: "cgroup v2 at /sys/fs/cgroup (the kernel's dmem controller)", or why not: "no
+  // cgroup v2 at /sys/fs/cgroup: a cgroup v1 or hybrid layout, its cgroup v2 hierarchy at
+  // /sys/fs/cgroup/unified".
   std::string description;
 };
 
