@@ -126,8 +126,10 @@ core::Result<Reply> Coordinator::Register(const Registration& given, const Calle
   const bool same_place = j != nullptr && j->gpu == gpu && j->reg.cls == r.cls;
   if (j != nullptr && !same_place) Remove(r.job, "registered again elsewhere");
   if (same_place) {
-    // A job coming back (after a coordinator restart, or its own 404): keep its target.
+    // A job coming back (after a coordinator restart, or its own 404): keep its target, within
+    // the bounds it gives now (a lower max_batch after running out of memory at the old one).
     j->reg = r;
+    j->target = WithinBounds(r, j->target);
     j->batch = r.batch_size;
     j->last_seen = now_();
     j->seen_unix = UnixNow();

@@ -2,6 +2,7 @@
 // coordinator's sources.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -23,6 +24,13 @@ struct Coordinator::Computed {
   policy::TuneStep step;
   std::string tuner_state;  // after a final step: the tuner's learned corrections, as stored
 };
+
+// `batch` within the job's own bounds (min_batch, max_batch; 0 = none): what it is ever told.
+inline int WithinBounds(const Registration& r, int batch) {
+  if (r.min_batch > 0) batch = std::max(batch, r.min_batch);
+  if (r.max_batch > 0) batch = std::min(batch, r.max_batch);
+  return batch;
+}
 
 inline double MeanOf(const std::deque<double>& v) {
   if (v.empty()) return 0;

@@ -110,9 +110,7 @@ void Coordinator::ApplyStep(Group& g, const policy::TuneStep& step) {
   std::string targets;
   for (std::size_t k = 0; k < g.session_jobs.size() && k < step.batches.size(); ++k) {
     Job& j = *jobs_.at(g.session_jobs[k]);
-    int b = step.batches[k];
-    if (j.reg.min_batch > 0) b = std::max(b, j.reg.min_batch);
-    if (j.reg.max_batch > 0) b = std::min(b, j.reg.max_batch);
+    const int b = WithinBounds(j.reg, step.batches[k]);
     j.target = b;
     j.adopted = j.batch == b && j.since_change > options_.warmup_steps;
     j.window_sum = 0;

@@ -109,6 +109,32 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Coordinator> c_;
 };
 
+// shared/reliability-repros/coordinator-reregister-ignores-max-batch: a job that registers again
+// at the same place with a lower max_batch (the natural answer to running out of memory at the
+// batch it was told) is told a batch within its new bounds, then and in every report after.
+TEST_F(CoordinatorTest, ARegistrationAgainWithALowerMaxBatchIsToldABatchWithinIt) {
+  Register("j1", "b", 100);
+  RunToTuned({"j1"}, 0.08);
+  const int tuned = TargetOf("j1");
+  ASSERT_GT(tuned, 150) << "b's solo optimum is 200";
+  Registration r;
+  r.job = "j1";
+  r.cls = "b";
+  r.batch_size = 100;
+  r.max_batch = 150;
+  r.gpus = {"GPU-0"};
+  auto again = c_->Register(r);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_LE(again->batch_size, 150);
+  EXPECT_LE(TargetOf("j1"), 150);
+  EXPECT_LE(Steps("j1", again->batch_size, 0.08, 1).batch_size, 150);
+  r.max_batch = 0;
+  r.min_batch = 400;  // and the other way
+  auto raised = c_->Register(r);
+  ASSERT_TRUE(raised.has_value());
+  EXPECT_GE(raised->batch_size, 400);
+}
+
 TEST_F(CoordinatorTest, ASecondJobOnTheGpuStartsASessionThatEndsTunedAfterOneWindow) {
   Register("j1", "a", 100);
   RunToTuned({"j1"}, 0.08);

@@ -712,6 +712,20 @@ def coordinator_job_impersonation(g, d):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _own_run_sh(g, d, timeout=120):
+    """The reproducer's own run.sh, which exits 0 once the defect is gone (and nothing a
+    sanitizer says reaches its output)."""
+    code, out = run(['sh', os.path.join(d, 'run.sh'), g], cwd=d, timeout=timeout)
+    expect(code == 0, f'its run.sh exits {code}: {out.strip().splitlines()[-1:]}')
+
+
+def coordinator_reregister_ignores_max_batch(g, d):
+    """A job registering again at the same place with a lower max_batch (after running out of
+    memory at the batch it was told) was told its old batch, above the new bound, until the next
+    tuning session. Its kept target is now held within the bounds it gives."""
+    _own_run_sh(g, d)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -737,6 +751,7 @@ CASES = {
     'coordinator-slowloris': coordinator_slowloris,
     'coordinator-unix-relay-thread-leak': coordinator_unix_relay_thread_leak,
     'coordinator-job-impersonation': coordinator_job_impersonation,
+    'coordinator-reregister-ignores-max-batch': coordinator_reregister_ignores_max_batch,
 }
 
 
