@@ -2,7 +2,11 @@
 // register through the Python task SDK; the coordinator tunes the batch sizes of the jobs
 // sharing each GPU with the simulator's tuner and keeps its state in a store (etcd or a file).
 // SIGINT/SIGTERM stop it; the jobs keep training.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,8 +96,37 @@ bool NamesContainer(const std::string& segment, const std::string& id) {
          segment.compare(segment.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+// Whether every address `host` stands for is a loopback one: an IPv4 literal in 127.0.0.0/8,
+// ::1, or "localhost" when every address it resolves to is one of those. Any other name is not
+// (it could resolve anywhere, now or later: give the address).
+bool IsLoopbackHost(const std::string& given) {
+  std::string host = given;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6) != 0;
+  if (host != "localhost") return false;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool all = found != nullptr;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      all = all && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      all = all && IN6_IS_ADDR_LOOPBACK(&in->sin6_addr) != 0;
+    } else {
+      all = false;
+    }
+  }
+  ::freeaddrinfo(found);
+  return all;
 }
 
 // --members ledger: which of the node's GPUs live containers reserve (the runtime hook's ledger,

@@ -94,6 +94,35 @@ std::set<std::string> MetricNames(std::string expr) {
   return names;
 }
 
+// shared/reliability-repros/coordinator-loopback-check-by-prefix: the coordinator's --listen must
+// be a loopback address (TCP callers cannot be identified) unless --listen-beyond-loopback says
+// otherwise; a host *name* that merely starts with "127." is not one.
+TEST(CoordinatorListen, OnlyLoopbackAddressesPassWithoutListenBeyondLoopback) {
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path();
+  const std::string store =
+      "file://" + (scratch / ("listen-" + std::to_string(::getpid()) + ".json")).string();
+  const std::vector<std::pair<std::string, int>> cases = {{"127.0.0.1:9403", 0},
+                                                          {"127.10.0.1:9403", 0},
+                                                          {"[::1]:9403", 0},
+                                                          {"localhost:9403", 0},
+                                                          {"0.0.0.0:9403", 2},
+                                                          {"[::]:9403", 2},
+                                                          {"127.attacker.example:9403", 2},
+                                                          {"127.0.0.1.nip.io:9403", 2},
+                                                          {"10.0.0.1:9403", 2}};
+  int i = 0;
+  for (const auto& [listen, code] : cases) {
+    const auto run = test::RunCaptured(
+        {.argv = {GPUMUX_BINARY, "coordinator", "--node", "n1", "--members", "jobs", "--backend",
+                  "none", "--listen", listen, "--socket", "off", "--store", store, "--check"}},
+        scratch, "listen-" + std::to_string(i++));
+    EXPECT_TRUE(run.exit.Exited(code)) << listen << ": " << run.out << run.err;
+    if (code == 2) {
+      EXPECT_NE(run.err.find("is not a loopback address"), std::string::npos) << run.err;
+    }
+  }
+}
+
 TEST(MetricNames, FindsTheMetricsOfAnExpressionAndNothingElse) {
   const std::vector<std::pair<std::string, std::set<std::string>>> cases = {
       {R"(sum by (verb, code) (rate(gpumux_extender_requests_total[$__rate_interval])))",

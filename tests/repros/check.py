@@ -726,6 +726,13 @@ def coordinator_reregister_ignores_max_batch(g, d):
     _own_run_sh(g, d)
 
 
+def coordinator_loopback_check_by_prefix(g, d):
+    """`--listen 127.attacker.example:9403` passed the coordinator's loopback check as text
+    (anything starting with "127."), then bound wherever the name resolved. Only loopback
+    addresses pass now (127.0.0.0/8, ::1, and localhost when it resolves to nothing else)."""
+    _own_run_sh(g, d)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -752,6 +759,7 @@ CASES = {
     'coordinator-unix-relay-thread-leak': coordinator_unix_relay_thread_leak,
     'coordinator-job-impersonation': coordinator_job_impersonation,
     'coordinator-reregister-ignores-max-batch': coordinator_reregister_ignores_max_batch,
+    'coordinator-loopback-check-by-prefix': coordinator_loopback_check_by_prefix,
 }
 
 
