@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "gpumux/io/read_file.h"
 
@@ -73,6 +74,10 @@ CgroupIdentity FromPath(std::string_view path) {
 }  // namespace
 
 CgroupIdentity ParseCgroup(std::string_view text) {
+  // Every hierarchy is read: on a "hybrid" host (cgroup v1 controllers beside the unified
+  // hierarchy) the runtime puts a container in the v1 ones only, and the unified line names the
+  // runtime's service. A line that names a pod or a container decides, the unified one first.
+  std::optional<CgroupIdentity> unified;
   std::vector<CgroupIdentity> paths;
   std::size_t at = 0;
   while (at < text.size()) {
@@ -83,12 +88,17 @@ CgroupIdentity ParseCgroup(std::string_view text) {
     const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
     if (second == std::string_view::npos) continue;
     CgroupIdentity id = FromPath(line.substr(second + 1));
-    if (line.substr(0, second + 1) == "0::") return id;  // the unified hierarchy
-    paths.push_back(std::move(id));
+    if (line.substr(0, second + 1) == "0::" && !unified) {
+      unified = std::move(id);
+    } else {
+      paths.push_back(std::move(id));
+    }
   }
+  if (unified && unified->in_container()) return std::move(*unified);
   for (auto& id : paths) {
     if (id.in_container()) return std::move(id);
   }
+  if (unified) return std::move(*unified);
   return paths.empty() ? CgroupIdentity{} : std::move(paths.front());
 }
 

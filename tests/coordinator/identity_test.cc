@@ -56,6 +56,26 @@ TEST(ParseCgroup, AContainerOutsideKubernetesAndAHostProcess) {
   EXPECT_FALSE(ParseCgroup("0::/ipod7c0f4d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f/abc123\n").in_container());
 }
 
+// shared/reliability-repros/coordinator-hybrid-cgroup-admin: on a "hybrid" host the runtime puts
+// a container in every v1 hierarchy but not in the unified one, whose line stays the runtime's
+// service. The line that names the pod decides, in whichever hierarchy it is: such a caller is
+// in its pod, not a host process (which as root would be the node's administrator).
+TEST(ParseCgroup, OnAHybridHostTheV1LinesNameThePodWhenTheUnifiedOneDoesNot) {
+  const std::string pod = std::string("/kubepods/besteffort/pod") + kPodB + "/" + kContainer;
+  const auto id = ParseCgroup("12:pids:" + pod + "\n4:memory:" + pod + "\n1:name=systemd:" + pod +
+                              "\n0::/system.slice/containerd.service\n");
+  EXPECT_EQ(id.pod_uid, kPodB);
+  EXPECT_EQ(id.container_id, kContainer);
+  EXPECT_TRUE(id.in_container());
+  // The unified line still wins when it names a pod; a host process stays a host process.
+  const auto unified = ParseCgroup("4:memory:/elsewhere\n0::/kubepods/pod" + std::string(kPodA) +
+                                   "/" + kContainer + "\n");
+  EXPECT_EQ(unified.pod_uid, kPodA);
+  const auto host = ParseCgroup("4:memory:/user.slice\n0::/user.slice/session-3.scope\n");
+  EXPECT_FALSE(host.in_container());
+  EXPECT_EQ(host.segments.back(), "session-3.scope") << "the unified path, as before";
+}
+
 Caller InPod(const char* pod, std::int64_t uid = 1000) {
   Caller c;
   c.kind = Caller::Kind::kProcess;

@@ -733,6 +733,14 @@ def coordinator_loopback_check_by_prefix(g, d):
     _own_run_sh(g, d)
 
 
+def coordinator_hybrid_cgroup_admin(g, d):
+    """On a cgroup "hybrid" host a container's unified-hierarchy line names the runtime's
+    service, not its pod: the caller read as a host process (as root, the node's administrator)
+    and could remove another pod's job. The line that names a pod decides now, in whichever
+    hierarchy it is."""
+    _own_run_sh(g, d)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -760,6 +768,7 @@ CASES = {
     'coordinator-job-impersonation': coordinator_job_impersonation,
     'coordinator-reregister-ignores-max-batch': coordinator_reregister_ignores_max_batch,
     'coordinator-loopback-check-by-prefix': coordinator_loopback_check_by_prefix,
+    'coordinator-hybrid-cgroup-admin': coordinator_hybrid_cgroup_admin,
 }
 
 

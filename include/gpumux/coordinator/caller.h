@@ -30,9 +30,10 @@ struct CgroupIdentity {
   bool in_container() const { return !pod_uid.empty() || !container_id.empty(); }
 };
 
-// Parses /proc/<pid>/cgroup ("<id>:<controllers>:<path>" lines, cgroup v1 or v2): the unified
-// (v2, "0::") path when present, else the first path that names a pod or a container, else the
-// first path. Unparsable text gives an empty identity.
+// Parses /proc/<pid>/cgroup ("<id>:<controllers>:<path>" lines, cgroup v1 or v2, or both on a
+// hybrid host): the unified (v2, "0::") path when it names a pod or a container, else the first
+// v1 path that does, else the unified path, else the first path. Unparsable text gives an empty
+// identity.
 CgroupIdentity ParseCgroup(std::string_view proc_cgroup);
 
 struct Caller {
