@@ -45,18 +45,26 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
   }
   // Nothing else of the plugin's (gRPC and HTTP sockets) reaches a daemon that outlives calls.
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  // A process group of its own: what is killed at a deadline is all of it, not just its top.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  *error = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  *error = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   return *error == 0 ? pid : -1;
 }
 
-// Waits for `pid` at most `limit`; kills it after. The exit status, or -1 when killed.
+// Waits for `pid` at most `limit`; kills it and its process group after. The exit status, or
+// -1 when killed.
 int WaitFor(pid_t pid, std::chrono::milliseconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() >= until) {
+      ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       return -1;
@@ -188,7 +196,8 @@ std::optional<MpsFolders> MpsDaemons::Folders(const std::string& uuid) {
 }
 
 core::Result<std::string> MpsDaemons::Run(const Gpu& g, const std::vector<std::string>& args,
-                                          const std::string& input, const std::string& what) {
+                                          const std::string& input, const std::string& what,
+                                          Deadline deadline) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -202,31 +211,39 @@ core::Result<std::string> MpsDaemons::Run(const Gpu& g, const std::vector<std::s
   ::close(out[1]);
   if (pid > 0 && !input.empty()) (void)!::write(in[1], input.data(), input.size());
   ::close(in[1]);
+  // The whole command, output and exit, within the deadline: a program that trickles or hangs
+  // is killed then, not waited for read by read.
   std::string answer;
   char buf[512];
   pollfd p{out[0], POLLIN, 0};
-  while (pid > 0 && ::poll(&p, 1, static_cast<int>(kCommandTimeout.count() * 1000)) > 0) {
+  while (pid > 0 && answer.size() <= 65536) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
     const ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n <= 0 || answer.size() > 65536) break;
+    if (n <= 0) break;
     answer.append(buf, static_cast<std::size_t>(n));
   }
   ::close(out[0]);
   if (pid < 0)
     return MakeError(ErrorCode::kFailedPrecondition,
                      options_.control + ": " + std::strerror(error));
-  const int status = WaitFor(pid, kCommandTimeout);
+  const int status = WaitFor(pid, std::max(std::chrono::milliseconds(0),
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               deadline - std::chrono::steady_clock::now())));
   if (status != 0) {
     return MakeError(
         ErrorCode::kFailedPrecondition,
         "'" + what + "' to the MPS control daemon of " + g.uuid + " failed (" +
             (status < 0 ? std::string("timed out") : "exit " + std::to_string(status)) +
-            "): " + answer);
+            "): " + answer.substr(0, 512));
   }
   return answer;
 }
 
-core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& command) {
-  return Run(g, {options_.control}, command + "\n", command);
+core::Result<std::string> MpsDaemons::Control(const Gpu& g, const std::string& command,
+                                              Deadline deadline) {
+  return Run(g, {options_.control}, command + "\n", command, deadline);
 }
 
 core::Result<std::string> MpsDaemons::Command(const Gpu& g, const std::vector<std::string>& args) {
@@ -234,7 +251,7 @@ core::Result<std::string> MpsDaemons::Command(const Gpu& g, const std::vector<st
   argv.insert(argv.end(), args.begin(), args.end());
   std::string what;
   for (const std::string& a : args) what += (what.empty() ? "" : " ") + a;
-  return Run(g, argv, "", what);
+  return Run(g, argv, "", what, std::chrono::steady_clock::now() + kCommandTimeout);
 }
 
 MpsProtocol MpsDaemons::Detect() {
@@ -243,7 +260,8 @@ MpsProtocol MpsDaemons::Detect() {
   protocol_ = MpsProtocol::kLegacy;
   if (gpus_.empty()) return *protocol_;
   // "-p 3 -h" lists the modules of the v3 interface; a daemon without it refuses -p.
-  auto help = Run(gpus_.front(), {options_.control, "-p", "3", "-h"}, "", "-p 3 -h");
+  auto help = Run(gpus_.front(), {options_.control, "-p", "3", "-h"}, "", "-p 3 -h",
+                  std::chrono::steady_clock::now() + kCommandTimeout);
   if (help && help->find("namespace") != std::string::npos &&
       help->find("server") != std::string::npos) {
     protocol_ = MpsProtocol::kNamespaces;
@@ -380,7 +398,9 @@ std::vector<std::string> MpsDaemons::Maintain(const std::set<std::string>& live_
 core::Result<void> MpsDaemons::Raise(Gpu& g, std::int64_t mem_mib, int thread_percent) {
   const bool mem = mem_mib > g.mem_mib, threads = thread_percent > g.thread_percent;
   if (!mem && !threads) return {};
-  auto servers = Control(g, "get_server_list");
+  // Every command of one raise within one deadline: an Allocate waits for it.
+  const Deadline deadline = std::chrono::steady_clock::now() + kCommandTimeout;
+  auto servers = Control(g, "get_server_list", deadline);
   if (!servers) return tl::unexpected(servers.error());
   std::vector<std::string> pids, commands;
   for (std::size_t at = 0; at < servers->size();) {
@@ -408,7 +428,7 @@ core::Result<void> MpsDaemons::Raise(Gpu& g, std::int64_t mem_mib, int thread_pe
     }
   }
   for (const std::string& c : commands) {
-    if (auto done = Control(g, c); !done) return tl::unexpected(done.error());
+    if (auto done = Control(g, c, deadline); !done) return tl::unexpected(done.error());
   }
   options_.log.Info("MPS limits raised",
                     {{"gpu", g.uuid},
@@ -421,12 +441,22 @@ void MpsDaemons::Stop() {
   std::lock_guard lock(mu_);
   if (stopped_) return;
   stopped_ = true;
+  // Every daemon is told to quit at once, and all of it (the quit commands, the daemons' exits)
+  // has one deadline, whatever the number of GPUs: a kubelet gives the pod 30 s in all. What is
+  // still running then is killed.
+  const Deadline deadline = std::chrono::steady_clock::now() + kCommandTimeout;
+  std::vector<std::thread> quitting;
   for (Gpu& g : gpus_) {
     if (g.pid <= 0) continue;
-    (void)Control(g, "quit");
-    if (WaitFor(g.pid, std::chrono::seconds(5)) == -1) {
-      options_.log.Warn("MPS control daemon killed (it did not quit within 5 s)",
-                        {{"gpu", g.uuid}});
+    quitting.emplace_back([this, &g, deadline] { (void)Control(g, "quit", deadline); });
+  }
+  for (std::thread& t : quitting) t.join();
+  for (Gpu& g : gpus_) {
+    if (g.pid <= 0) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (WaitFor(g.pid, std::max(left, std::chrono::milliseconds(0))) == -1) {
+      options_.log.Warn("MPS control daemon killed (it did not quit in time)", {{"gpu", g.uuid}});
     }
     g.pid = -1;
   }

@@ -123,6 +123,36 @@ TEST_F(MpsTest, StopQuitsEveryDaemonAndTheirFoldersAreNoLongerHandedOut) {
   EXPECT_FALSE(daemons_->Folders("GPU-a").has_value());
 }
 
+// shared/reliability-repros/mps-stop-unbounded: a control program whose `quit` hangs (or
+// trickles a byte every few seconds, never ending) made Stop take 15 s per GPU, serially, or
+// for ever, past the kubelet's 30 s grace. All daemons now quit together under one deadline,
+// and whatever is left of them and their clients is killed.
+TEST_F(MpsTest, StopEndsWithinItsDeadlineWhateverQuitDoesOnEveryGpu) {
+  const fs::path script = root_.parent_path() / ("mps-hang-" + std::to_string(getpid()) + ".sh");
+  std::ofstream(script)
+      << "#!/bin/sh\n"
+         "echo \"$$\" >> \"$CUDA_MPS_LOG_DIRECTORY/pids\"\n"
+         "if [ \"$1\" = -f ]; then trap '' TERM INT; while :; do sleep 1; done; fi\n"
+         "read -r cmd\n"
+         "if [ \"$cmd\" = quit ]; then while :; do printf x; sleep 2; done; fi\n";
+  fs::permissions(script, fs::perms::owner_all);
+  daemons_ = std::make_unique<MpsDaemons>(MpsOptions{script.string(), root_.string(), nullptr},
+                                          std::vector<std::string>{"GPU-a", "GPU-b", "GPU-c"});
+  ASSERT_TRUE(daemons_->Start().has_value());
+  const auto t0 = std::chrono::steady_clock::now();
+  daemons_->Stop();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, std::chrono::seconds(8)) << "three GPUs, one deadline";
+  for (const std::string uuid : {"GPU-a", "GPU-b", "GPU-c"}) {
+    std::ifstream pids(root_ / uuid / "log" / "pids");
+    for (pid_t pid = 0; pids >> pid;) {
+      EXPECT_TRUE(Eventually([pid] { return ::kill(pid, 0) != 0; }))
+          << uuid << ": process " << pid << " is still there";
+    }
+  }
+  fs::remove(script);
+}
+
 TEST_F(MpsTest, AMissingControlProgramIsAnErrorNamingIt) {
   Make("/nonexistent/nvidia-cuda-mps-control");
   auto started = daemons_->Start();

@@ -741,6 +741,13 @@ def coordinator_hybrid_cgroup_admin(g, d):
     _own_run_sh(g, d)
 
 
+def mps_stop_unbounded(g, d):
+    """With --mps, SIGTERM quit the GPUs' control daemons one after the other, each command
+    waited for read by read: 15 s per GPU when `quit` hung, for ever when it trickled. Every
+    daemon is told at once now, all within one deadline, and what is left is killed."""
+    _own_run_sh(g, d, timeout=170)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -769,6 +776,7 @@ CASES = {
     'coordinator-reregister-ignores-max-batch': coordinator_reregister_ignores_max_batch,
     'coordinator-loopback-check-by-prefix': coordinator_loopback_check_by_prefix,
     'coordinator-hybrid-cgroup-admin': coordinator_hybrid_cgroup_admin,
+    'mps-stop-unbounded': mps_stop_unbounded,
 }
 
 

@@ -80,7 +80,8 @@ class MpsDaemons {
                                                           const std::string& container);
   // v3: deletes the namespaces whose owner is not in `live_pods`; their names.
   std::vector<std::string> Maintain(const std::set<std::string>& live_pods);
-  // `quit` to every daemon, then waits for each to exit (SIGKILL after 5 s).
+  // `quit` to every daemon at once, then waits for them; all within 5 s whatever the number of
+  // GPUs, then SIGKILL for what is left.
   void Stop();
 
  private:
@@ -93,11 +94,14 @@ class MpsDaemons {
   core::Result<void> Launch(Gpu& gpu);
   core::Result<void> Raise(Gpu& gpu, std::int64_t mem_mib, int thread_percent);  // mu_ held
   void RecreateNamespaces(const Gpu& gpu);                                       // mu_ held
-  core::Result<std::string> Control(const Gpu& gpu, const std::string& command);
+  using Deadline = std::chrono::steady_clock::time_point;
+  core::Result<std::string> Control(const Gpu& gpu, const std::string& command, Deadline deadline);
   // The v3 form: a command as arguments (`-p 3 namespace create ...`), not on stdin.
   core::Result<std::string> Command(const Gpu& gpu, const std::vector<std::string>& args);
+  // Runs the control program; all of it (output and exit) within `deadline`, else it is killed.
   core::Result<std::string> Run(const Gpu& gpu, const std::vector<std::string>& args,
-                                const std::string& input, const std::string& what);
+                                const std::string& input, const std::string& what,
+                                Deadline deadline);
   std::vector<std::string> Environment(const Gpu& gpu) const;
 
   MpsOptions options_;
