@@ -54,6 +54,15 @@ constexpr std::size_t kMaxBufferReserve = std::size_t{1} << 20;
 // A TLS connection waits for its next request by reading at most this much of it.
 constexpr std::size_t kFirstRead = 4096;
 
+// The most a connection's read buffer holds: a head (max_head_bytes), or the room a body is read
+// into (kMaxBufferReserve), and a first read. The body itself goes into the request's string as
+// it is parsed (bounded by max_body_bytes); what the buffer must hold whole beyond that is a
+// chunk-size line with its extension, or a trailer, which Beast's limits do not count: past this
+// bound the read fails (buffer_overflow: 431) instead of growing the buffer without end.
+inline std::size_t MaxBufferBytes(const ServerOptions& o) {
+  return std::max(o.max_head_bytes, kMaxBufferReserve) + kFirstRead;
+}
+
 std::string Seconds(Clock::duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());

@@ -27,7 +27,11 @@ template <class Socket>
 class Session final : public Connection, public std::enable_shared_from_this<Session<Socket>> {
  public:
   Session(HttpServer::Impl& server, Socket socket, std::uint64_t id)
-      : server_(server), socket_(std::move(socket)), timer_(server.io), id_(id) {}
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(server.io),
+        id_(id),
+        buffer_(MaxBufferBytes(server.options)) {}
 
   void Start() {
     server_.connections[id_] = this;
@@ -199,6 +203,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       RefuseBody();
       return;
     }
+    if (ec == http::error::buffer_overflow) {
+      // What no limit of Beast's counts: a chunk-size line (its extension) or a trailer that
+      // outgrew the read buffer's bound.
+      server_.Dropped(Drop::kHeadTooLarge, peer,
+                      "a chunk line or trailer of its request is over " +
+                          std::to_string(buffer_.max_size()) + " bytes");
+      Send(Refusal(
+          431, "a chunk line or trailer over " + std::to_string(buffer_.max_size()) + " bytes"));
+      return;
+    }
     if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
         ClientWentAway(ec)) {
       Close(std::nullopt, "");
@@ -232,7 +246,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     // (512 bytes when it is empty), and a 60 KB body read 512 bytes at a time cost ~120 reads
     // and as many waits (the extender's filter at 5,000 nodes took 0.63 ms instead of 0.41).
     const std::size_t expected = parser_->content_length().value_or(kBodyReadChunk);
-    buffer_.reserve(std::min(expected + 1024, kMaxBufferReserve));
+    buffer_.reserve(std::min({expected + 1024, kMaxBufferReserve, buffer_.max_size()}));
     auto read = [self = Self()] {
       http::async_read(self->socket_, self->buffer_, *self->parser_,
                        [self](const ErrorCode& ec, std::size_t n) {

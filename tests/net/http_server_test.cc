@@ -376,6 +376,28 @@ TEST_F(HttpServerTest, AnOversizedHeadIs431AndOversizedBodies413ChunkedOrDeclare
   EXPECT_GE(server_->dropped(Drop::kBodyTooLarge), 2);
 }
 
+// shared/reliability-repros/http-chunk-extension-unbounded-memory: a chunked body's chunk-size
+// line (its extension) and its trailer counted against neither the head's nor the body's limit,
+// and the read buffer grew to hold them (300 MiB from one request). The connection is refused
+// now once they pass the buffer's bound: well before 16 MiB has been taken from it.
+TEST_F(HttpServerTest, AnEndlessChunkExtensionOrTrailerIsRefusedNotBuffered) {
+  Start([](ServerOptions& o) { o.max_body_bytes = 4096; });
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const std::string& start : {head + "1;a=", head + "1\r\nx\r\n0\r\nX-Trailer: "}) {
+    RawConnection c(server_->port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.Send(start));
+    const std::string piece(64 << 10, 'b');
+    std::size_t sent = 0;
+    while (sent < (std::size_t{16} << 20) && c.Send(piece)) sent += piece.size();
+    EXPECT_LT(sent, std::size_t{16} << 20)
+        << "the server kept reading: " << start.substr(head.size());
+    EXPECT_TRUE(c.ClosedWithin(std::chrono::seconds(10)));
+    EXPECT_EQ(c.received().rfind("HTTP/1.1 4", 0), 0U) << c.received().substr(0, 200);
+  }
+  EXPECT_EQ(Client().Get("/healthz")->status, 200) << "and it goes on serving";
+}
+
 TEST_F(HttpServerTest, NotHttpIsA400AndTheConnectionClosed) {
   Start();
   const std::string reply = RawExchange(server_->port(), "HELLO\r\n\r\n");

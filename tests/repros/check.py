@@ -748,6 +748,14 @@ def mps_stop_unbounded(g, d):
     _own_run_sh(g, d, timeout=170)
 
 
+def http_chunk_extension_unbounded_memory(g, d):
+    """A chunked body's chunk line (an endless extension) or its trailer counted against no
+    limit: one request grew a listener's memory by ~300 MiB (the webhook, the coordinator and the
+    device plugin were OOM-killed under their manifests' limits). The read buffer is bounded now:
+    past it the request is refused (431) and the connection closed."""
+    _own_run_sh(g, d, timeout=170)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -777,6 +785,7 @@ CASES = {
     'coordinator-loopback-check-by-prefix': coordinator_loopback_check_by_prefix,
     'coordinator-hybrid-cgroup-admin': coordinator_hybrid_cgroup_admin,
     'mps-stop-unbounded': mps_stop_unbounded,
+    'http-chunk-extension-unbounded-memory': http_chunk_extension_unbounded_memory,
 }
 
 
