@@ -225,6 +225,12 @@ TEST_F(Host, DiscoveryPicksTheStrongestBackendPerGpuAndSaysWhyNotMore) {
   EXPECT_EQ(all[0].compute, kube::ComputeEnforcement::kMpsServer);
   EXPECT_EQ(all[1].memory, kube::MemoryEnforcement::kSoft) << "the MIG GPU: MPS only";
   EXPECT_EQ(all[0].Bits(), core::kEnforcesMemory) << "an MPS server's share is not the pod's own";
+  in.mps_namespaces = true;  // MPS v3: a namespace per container
+  all = Discover(in);
+  EXPECT_EQ(all[0].compute, kube::ComputeEnforcement::kMpsNamespace);
+  EXPECT_EQ(all[0].Bits(), core::kEnforcesMemory | core::kEnforcesCompute);
+  EXPECT_EQ(all[1].compute, kube::ComputeEnforcement::kMpsNamespace);
+  in.mps_namespaces = false;
 
   in.mps = false;
   const fs::path hybrid = dir_.path() / "hybrid";
