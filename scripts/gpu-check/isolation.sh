@@ -10,7 +10,7 @@
 #   none                 no limit at all (the baseline: A gets what it asks)
 #   mps-v2               a private MPS control daemon (nvidia-cuda-mps-control -d), the server's
 #                        limit at the grant, each client's own limits in its environment
-#   mps-v3               (driver r615+, `-p 3 -h` lists namespace) a namespace per tenant
+#   MPS namespaces       (driver r615+, `-p 3 -h` lists namespace) a namespace per tenant
 #   memory-partitioning  (driver r615+, cgroup v2 at /sys/fs/cgroup, GPU not in MIG mode) a cgroup
 #                        per tenant whose hard limit `gpumux enforce createRuntime` sets, as the
 #                        CDI hook does
@@ -98,10 +98,10 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     c3 namespace set b --server=check --pinned-memory-limit=${GRANT_MIB}M --active-thread-percentage=75
     pair "CUDA_MPS_PIPE_DIRECTORY=$P/check/a" "CUDA_MPS_PIPE_DIRECTORY=$P/check/b"
     split "CUDA_MPS_PIPE_DIRECTORY=$P/check/a" "CUDA_MPS_PIPE_DIRECTORY=$P/check/b"
-    row "mps-v3 namespaces" "$A" "$B" "$SPLIT"
+    row "MPS namespaces (v3)" "$A" "$B" "$SPLIT"
     env $M nvidia-cuda-mps-control -q 2>/dev/null || echo quit | env $M nvidia-cuda-mps-control
   else
-    row "mps-v3 namespaces" "not available (nvidia-cuda-mps-control -p 3 -h lists no namespace module)" "-" "-"
+    row "MPS namespaces (v3)" "not available (nvidia-cuda-mps-control -p 3 -h lists no namespace module)" "-" "-"
   fi
 else
   row mps-v2 "not available (no nvidia-cuda-mps-control)" "-" "-"

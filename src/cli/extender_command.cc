@@ -361,7 +361,7 @@ CLI::App* AddExtenderCommand(CLI::App& app, ExtenderCliOptions& o) {
   s.Add("require-enforcement", &O::require_enforcement,
         "Which limits a GPU's node must enforce before a share (gpumux.io/gpu-mem, "
         "gpu-milli) goes there: none, memory (a hard limit at the grant: MPS v3 memory "
-        "partitioning), compute (the container's own compute share: an MPS v3 namespace or "
+        "partitioning), compute (the container's own compute share: an MPS namespace or "
         "HAMi-core) or memory,compute; a pod's gpumux.io/require-enforcement annotation can "
         "ask for more, never less. Whole-GPU pods are not affected. What each node "
         "enforces: kubectl gpumux nodes",

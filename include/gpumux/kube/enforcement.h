@@ -14,7 +14,7 @@
 //                environment under legacy MPS and is held only to the largest co-tenant's share;
 //                HAMi-core: a process that does not load the interposer)
 //          none  nothing holds it (the share is booked, not enforced)
-// compute: mps-namespace  the container's own active-thread percentage (an MPS v3 namespace)
+// compute: mps-namespace  the container's own active-thread percentage (an MPS namespace)
 //          hami-core      HAMi-core's SM limit for the container
 //          mps-server     legacy MPS's per-server percentage: the largest co-tenant's share
 //          none
