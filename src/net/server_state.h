@@ -111,8 +111,12 @@ class MemoryTrimmer {
 enum class Phase : std::uint8_t {
   kWaiting,    // for its (next) request's first byte
   kReceiving,  // its request is arriving, or waits for a work slot
-  kAnswering,  // its request is being answered: never evicted
+  kAnswering,  // its request is being answered: evicted only when its reply is not being read
 };
+
+// A reply still being written after this is not being read (a loopback or LAN client takes a
+// small reply at once): its connection may make room for a newcomer, as an idle one may.
+constexpr std::chrono::milliseconds kUnreadReplyGrace{250};
 
 struct RouteEntry {
   std::vector<std::string> methods;
@@ -127,6 +131,8 @@ class Connection {
   virtual void Close(std::optional<Drop> why, const std::string& detail) = 0;
   Phase phase = Phase::kWaiting;
   Clock::time_point since = Clock::now();  // when the phase began
+  bool writing = false;                    // a reply is being written, since write_started
+  Clock::time_point write_started{};
   Peer peer;
 };
 
@@ -228,21 +234,39 @@ struct HttpServer::Impl {
   bool Admit(const Peer& newcomer) {
     if (stopping) return false;
     if (open < static_cast<std::size_t>(options.max_connections)) return true;
+    // The connection that has waited longest without a request being answered; else the one
+    // whose reply has gone unread longest (a client that pipelines and never reads would
+    // otherwise hold its connection "being answered" until the write timeout).
+    const auto now = Clock::now();
     Connection* oldest = nullptr;
+    Connection* unread = nullptr;
     for (auto& [id, c] : connections) {
-      if (c->phase == Phase::kAnswering) continue;
+      if (c->phase == Phase::kAnswering) {
+        if (c->writing && now - c->write_started > kUnreadReplyGrace &&
+            (unread == nullptr || c->write_started < unread->write_started)) {
+          unread = c;
+        }
+        continue;
+      }
       if (oldest == nullptr || c->since < oldest->since) oldest = c;
     }
-    if (oldest == nullptr) {
+    if (oldest == nullptr && unread == nullptr) {
       Dropped(Drop::kRefused, newcomer,
               "every one of the " + std::to_string(options.max_connections) +
                   " connections allowed has a request being answered");
       return false;
     }
-    oldest->Close(Drop::kEvicted, "made room for a new connection (" +
-                                      std::to_string(options.max_connections) +
-                                      " open): it had had no request answered for " +
-                                      Seconds(Clock::now() - oldest->since));
+    if (oldest != nullptr) {
+      oldest->Close(Drop::kEvicted, "made room for a new connection (" +
+                                        std::to_string(options.max_connections) +
+                                        " open): it had had no request answered for " +
+                                        Seconds(now - oldest->since));
+    } else {
+      unread->Close(Drop::kEvicted, "made room for a new connection (" +
+                                        std::to_string(options.max_connections) +
+                                        " open): its reply had gone unread for " +
+                                        Seconds(now - unread->write_started));
+    }
     return true;
   }
 

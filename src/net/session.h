@@ -449,8 +449,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     if (!head_only_) reply->body() = std::move(response.body);
     reply->content_length(length);
     ArmTimer(server_.options.write_timeout);
+    writing = true;
+    write_started = Clock::now();
     http::async_write(socket_, *reply,
                       [self = Self(), reply, keep_alive](const ErrorCode& ec, std::size_t) {
+                        self->writing = false;
                         self->Written(ec, keep_alive);
                       });
   }

@@ -398,6 +398,40 @@ TEST_F(HttpServerTest, AnEndlessChunkExtensionOrTrailerIsRefusedNotBuffered) {
   EXPECT_EQ(Client().Get("/healthz")->status, 200) << "and it goes on serving";
 }
 
+// shared/reliability-repros/http-nonreading-clients-exhaust-connections: clients that pipeline
+// many requests and never read the replies held every connection "being answered" (their writes
+// blocked) until the write timeout: every newcomer, the kubelet's probe included, got 503. A
+// reply that is not being read no longer protects its connection from eviction past a grace.
+TEST_F(HttpServerTest, ClientsThatNeverReadTheirRepliesDoNotLockOutANewcomer) {
+  Start([](ServerOptions& o) { o.max_connections = 4; });
+  std::string pipelined;
+  for (int i = 0; i < 200000; ++i) pipelined += "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<int> holders;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    const int small = 4096;  // a receive buffer that the replies fill at once
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(server_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);  // NOLINT
+    (void)::send(fd, pipelined.data(), pipelined.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    holders.push_back(fd);  // and never read
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  int ok = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto r = Client().Get("/healthz");
+    ok += r && r->status == 200;
+  }
+  for (int fd : holders) ::close(fd);
+  EXPECT_EQ(ok, 5) << "probes answered while 4 clients hold unread replies ("
+                   << server_->dropped(Drop::kRefused) << " refused)";
+  EXPECT_GE(server_->dropped(Drop::kEvicted), 1);
+}
+
 TEST_F(HttpServerTest, NotHttpIsA400AndTheConnectionClosed) {
   Start();
   const std::string reply = RawExchange(server_->port(), "HELLO\r\n\r\n");

@@ -32,8 +32,9 @@
 //    request holds a work slot (below), so the memory of large bodies is bounded by `workers`.
 //  - Connections. At most `max_connections` are open; at the limit a newcomer evicts the
 //    connection that has gone longest without a request being answered (an idle keep-alive one,
-//    or one still sending its request); one whose request is being answered is never evicted;
-//    when every connection is being answered the newcomer gets 503. A probe opens a connection of
+//    or one still sending its request), else the one whose reply has gone unread longest, past
+//    250 ms (a client that pipelines and never reads); one whose request is being handled is
+//    never evicted; when none can go the newcomer gets 503. A probe opens a connection of
 //    its own, so it is served at once however many slow clients are connected.
 //  - Work. A kCompute or kWorker route runs only while its request holds one of `workers` slots;
 //    a request that gets none within `request_timeout` is answered 503 ("busy"). kInline and
