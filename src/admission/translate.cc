@@ -225,6 +225,17 @@ Translation TranslatePod(const json& pod, const TranslateOptions& o) {
     return t;
   }
   const json* spec = kube::JsonChild(pod, "spec");
+  std::size_t containers_in_pod = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* cs = spec == nullptr ? nullptr : kube::JsonChild(*spec, list);
+    if (cs != nullptr && cs->is_array()) containers_in_pod += cs->size();
+  }
+  if (containers_in_pod > kMaxPodContainers) {
+    t.denied = "the pod has " + std::to_string(containers_in_pod) +
+               " containers; gpumux translates pods of at most " +
+               std::to_string(kMaxPodContainers);
+    return t;
+  }
   bool fraction_placed = !fraction;
   json containers_record = json::object();
   for (const char* list : {"initContainers", "containers"}) {

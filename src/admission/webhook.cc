@@ -127,7 +127,8 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
   server.log = o.log;
   impl->server = std::make_unique<net::HttpServer>(server);
   Impl* m = impl.get();
-  impl->server->Route("/mutate", {"POST"}, net::Lane::kCompute,
+  // On a worker, not the I/O thread: a review's translation must not hold up the probes.
+  impl->server->Route("/mutate", {"POST"}, net::Lane::kWorker,
                       [m](const net::Request& r) { return m->Mutate(r); });
   for (const char* probe : {"/healthz", "/readyz"}) {
     impl->server->Route(probe, {"GET"}, net::Lane::kInline,

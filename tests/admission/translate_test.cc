@@ -228,6 +228,22 @@ TEST(Review, ABodyThatIsNotAnAdmissionReviewIsAnError) {
   EXPECT_FALSE(Review(no_uid, {}).has_value());
 }
 
+// shared/reliability-repros/webhook-large-review-oom: a pod of 48,000 containers (under the
+// review's 3 MiB) became 48,000 patch operations, ~14 MiB of base64 and an OOM-killed webhook.
+// No real pod has that many (etcd keeps objects under 1.5 MiB): past the bound it is denied.
+TEST(Translate, APodWithMoreContainersThanAnyRealOneIsDeniedNotTranslated) {
+  std::vector<json> containers;
+  for (std::size_t i = 0; i <= kMaxPodContainers; ++i) {
+    containers.push_back(Container("c" + std::to_string(i), {{"nvidia.com/gpu", "1"}}));
+  }
+  const Translation t = TranslatePod(Pod(containers), {});
+  EXPECT_TRUE(t.patch.empty());
+  EXPECT_NE(t.denied.find("containers"), std::string::npos) << t.denied;
+  EXPECT_NE(t.denied.find(std::to_string(kMaxPodContainers)), std::string::npos) << t.denied;
+  containers.pop_back();
+  EXPECT_EQ(TranslatePod(Pod(containers), {}).denied, "") << "at the bound it is translated";
+}
+
 // --- the warning for a share no node would enforce ---------------------------------------------
 
 TEST(NodeQueries, ANodeSelectorAndEachAffinityTermBecomeLabelSelectors) {

@@ -764,6 +764,13 @@ def http_nonreading_clients_exhaust_connections(g, d):
     _own_run_sh(g, d, timeout=170)
 
 
+def webhook_large_review_oom(g, d):
+    """A review of a 48,000-container pod (under the 3 MiB body limit) became 48,000 patch
+    operations and OOM-killed the webhook under its 128 MiB limit, on the I/O thread. A pod of
+    more than 256 containers is denied now, and reviews run on a worker."""
+    _own_run_sh(g, d, timeout=170)
+
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -795,6 +802,7 @@ CASES = {
     'mps-stop-unbounded': mps_stop_unbounded,
     'http-chunk-extension-unbounded-memory': http_chunk_extension_unbounded_memory,
     'http-nonreading-clients-exhaust-connections': http_nonreading_clients_exhaust_connections,
+    'webhook-large-review-oom': webhook_large_review_oom,
 }
 
 

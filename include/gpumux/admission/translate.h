@@ -26,7 +26,8 @@
 // nvidia.com/gpumem-percentage (a share of memory whose size is unknown until the pod is
 // placed), a container asking for both gpumux and foreign GPU resources, nvidia.com/gpu with
 // aliyun.com/gpu-mem, gpucores over 100, a fraction outside (0, 1] or on a container that asks
-// for GPU resources, amounts that are not whole numbers.
+// for GPU resources, amounts that are not whole numbers, a pod of more than kMaxPodContainers
+// containers.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +83,11 @@ std::vector<std::string> EnforcementWarnings(const nlohmann::json& pod, const Tr
                                              const NodeFinder& find);
 
 inline constexpr const char* kAnnotationTranslatedFrom = "gpumux.io/translated-from";
+
+// The most containers (init and regular together) a pod may have to be translated; one with more
+// is denied. No real pod comes near it (etcd keeps an object under 1.5 MiB), and each container
+// costs a patch operation and a copy of its resources.
+inline constexpr std::size_t kMaxPodContainers = 256;
 
 // `pod` is a Pod object as the API server sends it (the AdmissionReview's request.object).
 Translation TranslatePod(const nlohmann::json& pod, const TranslateOptions& options);
