@@ -200,6 +200,18 @@ void AddAnnotation(const json& pod, const json& record, json& patch) {
   }
 }
 
+// Why a pod with so many containers is not translated; "" when it has at most kMaxPodContainers.
+std::string TooManyContainers(const json* spec) {
+  std::size_t n = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* cs = spec == nullptr ? nullptr : kube::JsonChild(*spec, list);
+    if (cs != nullptr && cs->is_array()) n += cs->size();
+  }
+  if (n <= kMaxPodContainers) return "";
+  return "the pod has " + std::to_string(n) + " containers; gpumux translates pods of at most " +
+         std::to_string(kMaxPodContainers);
+}
+
 void SetScheduler(const json& pod, const TranslateOptions& o, json& record, json& patch) {
   const json* spec = kube::JsonChild(pod, "spec");
   const std::string current = spec == nullptr ? "" : kube::JsonString(*spec, "schedulerName");
@@ -225,17 +237,8 @@ Translation TranslatePod(const json& pod, const TranslateOptions& o) {
     return t;
   }
   const json* spec = kube::JsonChild(pod, "spec");
-  std::size_t containers_in_pod = 0;
-  for (const char* list : {"initContainers", "containers"}) {
-    const json* cs = spec == nullptr ? nullptr : kube::JsonChild(*spec, list);
-    if (cs != nullptr && cs->is_array()) containers_in_pod += cs->size();
-  }
-  if (containers_in_pod > kMaxPodContainers) {
-    t.denied = "the pod has " + std::to_string(containers_in_pod) +
-               " containers; gpumux translates pods of at most " +
-               std::to_string(kMaxPodContainers);
-    return t;
-  }
+  t.denied = TooManyContainers(spec);
+  if (!t.denied.empty()) return t;
   bool fraction_placed = !fraction;
   json containers_record = json::object();
   for (const char* list : {"initContainers", "containers"}) {
