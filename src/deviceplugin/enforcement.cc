@@ -189,9 +189,14 @@ std::vector<std::string> Enforcer::Maintain(const std::optional<std::set<std::st
       removed.push_back("memory partitioning turned off: " + hook_missed_);
     }
   }
-  const isolation::ReconcileResult r = isolation::ReconcileLimits(
-      records, nvml_.get(),
-      [](const std::string& cgroup) { return isolation::FolderExists(cgroup); });
+  // A record is judged gone only by a cgroup hierarchy this process sees (the host's, mounted
+  // at --cgroup-root): without it every record would look gone.
+  const bool sees = isolation::DetectCgroupHierarchy(options_.cgroup_root).v2;
+  const isolation::ReconcileResult r =
+      isolation::ReconcileLimits(records, nvml_.get(), [&](const std::string& cgroup) {
+        return !sees || cgroup.rfind(options_.cgroup_root + "/", 0) != 0 ||
+               isolation::FolderExists(cgroup);
+      });
   for (const std::string& name : r.reclaimed_names) {
     removed.push_back("GPU memory limit record of " + name + " (its cgroup is gone)");
   }

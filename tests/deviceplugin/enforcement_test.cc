@@ -160,6 +160,27 @@ TEST_F(EnforcerTest, AContainerWithItsLimitRecordedIsNoSignOfTrouble) {
   EXPECT_EQ(e->recorded_limits(), 1);
 }
 
+// The records are judged by the host's cgroups as this process sees them: a record whose cgroup
+// is gone from the hierarchy at --cgroup-root is reclaimed; without that hierarchy (a DaemonSet
+// missing its mount) nothing is, rather than every record at once.
+TEST_F(EnforcerTest, RecordsAreReclaimedOnlyWhereTheCgroupHierarchyIsSeen) {
+  isolation::LimitRecords records((dir_.path() / "state").string());
+  const std::string gone = (dir_.path() / "cgroup" / "gone").string();
+  ASSERT_TRUE(
+      records.Put({"c-gone", "ml/a", "uid-a", "main", gone, "applied", {{kUuid0, 1, 0}}, 0}));
+  EnforcementOptions blind = Options();
+  blind.cgroup_root = (dir_.path() / "not-a-cgroup-root").string();
+  fs::create_directories(blind.cgroup_root);
+  (void)Make(blind)->Maintain(std::nullopt);
+  EXPECT_EQ(records.List().size(), 1u) << "kept: the hierarchy is not seen";
+  auto e = Make(Options());
+  const auto said = e->Maintain(std::nullopt);
+  EXPECT_TRUE(records.List().empty());
+  EXPECT_EQ(e->reclaimed_total(), 1);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("ml/a/main"), std::string::npos) << said[0];
+}
+
 TEST_F(EnforcerTest, TheInventorySaysWhatEachGpuEnforcesNoneIncluded) {
   std::vector<gpu::Gpu> gpus(2);
   gpus[0].index = 0;
