@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/core/json.h"
 #include "gpumux/kube/base64.h"
 #include "gpumux/kube/enforcement.h"
 #include "gpumux/kube/objects.h"
@@ -39,14 +40,12 @@ std::optional<std::int64_t> WholeNumber(const json& value, std::string_view name
   std::string text;
   if (value.is_string()) {
     text = value.get<std::string>();
-  } else if (value.is_number_integer()) {
-    text = std::to_string(value.get<std::int64_t>());
   } else if (value.is_number()) {
-    text = value.dump();
+    text = value.dump();  // a scalar: its digits, in its own type (no wrap above INT64_MAX)
   }
   auto milli = kube::ParseQuantity(text, 1000);
   if (!milli || *milli < 0 || *milli % 1000 != 0) {
-    error = where + ": " + std::string(name) + " is " + (text.empty() ? value.dump() : text) +
+    error = where + ": " + std::string(name) + " is " + core::JsonSummary(value) +
             ", not a whole number";
     return std::nullopt;
   }

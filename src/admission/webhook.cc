@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "gpumux/core/json.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/net/http_server.h"
 
@@ -44,7 +45,12 @@ struct Webhook::Impl {
   }
 
   net::Response Mutate(const net::Request& request) {
-    const json body = json::parse(request.body, nullptr, false);
+    auto parsed = core::ParseJson(request.body, "the AdmissionReview");
+    if (!parsed) {
+      ++malformed;
+      return net::Response::Json(400, json{{"error", parsed.error().message}}.dump());
+    }
+    const json& body = *parsed;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     NodeFinder find;
     if (api != nullptr && options.warn_unenforced) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/extender/cluster_sync.h"
 #include "gpumux/extender/extender.h"
@@ -248,10 +249,9 @@ core::Result<std::vector<json>> LoadOfflineNodes(const std::string& path,
                                                  const core::Logger& log) {
   auto text = io::ReadInputFile(path);
   if (!text) return tl::unexpected(text.error());
-  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument, path + ": not valid JSON");
-  }
+  auto parsed = core::ParseJson(*text, path);
+  if (!parsed) return tl::unexpected(parsed.error());
+  json& doc = *parsed;
   json items;
   if (doc.is_array()) {
     items = std::move(doc);

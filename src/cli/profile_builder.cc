@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/core/plural.h"
 
@@ -34,8 +35,9 @@ core::Result<ExampleRun> ParseExampleRun(const std::string& line, const std::str
   const auto bad = [&](const std::string& why) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, source + ": " + why);
   };
-  const Json j = Json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("the example printed no JSON summary line");
+  const auto parsed = core::ParseJson(line, "");
+  if (!parsed || !parsed->is_object()) return bad("the example printed no JSON summary line");
+  const Json& j = *parsed;
   ExampleRun r;
   try {
     r.cls = j.at("class").get<std::string>();

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/time.h"
 #include "src/coordinator/coordinator_state.h"
 #include "src/coordinator/json_fields.h"
@@ -555,11 +556,12 @@ void Coordinator::Restore(std::span<const std::pair<std::string, std::string>> s
     }
     if (key.rfind(node_prefix, 0) != 0) continue;
     const std::string rest = key.substr(node_prefix.size());
-    Json v = Json::parse(value, nullptr, false);
-    if (v.is_discarded()) {
-      log_.Warn("store: skipping a key", {{"key", key}, {"why", "not JSON"}});
+    auto parsed = core::ParseJson(value, "");
+    if (!parsed) {
+      log_.Warn("store: skipping a key", {{"key", key}, {"why", parsed.error().message}});
       continue;
     }
+    const Json& v = *parsed;
     try {
       if (rest.rfind("jobs/", 0) == 0) {
         ++counts[RestoreJob(key, v)];

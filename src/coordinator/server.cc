@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "gpumux/coordinator/node_status.h"
+#include "gpumux/core/json.h"
 #include "gpumux/net/http_server.h"
 #include "gpumux/net/process_metrics.h"
 #include "src/coordinator/json_fields.h"
@@ -110,8 +111,9 @@ HttpReply Handle(Coordinator& c, std::string_view method, std::string_view path,
   const bool known = path == "/v1/register" || path == "/v1/report" || path == "/v1/leave";
   if (!known) return Error(404, "no such endpoint: " + std::string(path));
   if (method != "POST") return Error(405, std::string(path) + " takes POST");
-  Json v = Json::parse(body, nullptr, false);
-  if (v.is_discarded()) return Error(400, "the body is not JSON");
+  auto parsed = core::ParseJson(body, "the body");
+  if (!parsed) return Error(400, parsed.error().message);
+  const Json& v = *parsed;
   if (!v.is_object()) return Error(400, "the body must be a JSON object");
   if (path == "/v1/register") return HandleRegister(c, v, caller);
   if (path == "/v1/report") return HandleReport(c, v, caller);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 
 namespace gpumux::extender::detail {
@@ -60,11 +61,12 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
     }
     return true;
   };
-  json doc = json::parse(body, check, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    *error = "body is not valid JSON";
+  auto parsed = core::ParseJson(body, "body", {}, check);
+  if (!parsed) {
+    *error = parsed.error().message;
     return std::nullopt;
   }
+  json& doc = *parsed;
   if (!doc.is_object()) {
     *error = std::string("body must be a JSON object, not ") + doc.type_name();
     return std::nullopt;
@@ -73,7 +75,7 @@ std::optional<json> ParseObject(std::string_view body, std::string* error) {
     *error = repeated;
     return std::nullopt;
   }
-  return doc;
+  return std::move(doc);
 }
 
 namespace sj = simdjson::ondemand;
@@ -85,9 +87,18 @@ std::optional<std::string> NodeNameOf(std::string_view raw, std::string* error) 
   // Items are a few KB: one parser per thread, but not for an outsized item (its buffers would
   // stay with the thread).
   constexpr std::size_t kThreadParserBytes = std::size_t{64} << 10;
-  thread_local simdjson::dom::parser thread_parser;
-  simdjson::dom::parser own_parser;
-  simdjson::dom::parser& parser = raw.size() <= kThreadParserBytes ? thread_parser : own_parser;
+  // Both nest no deeper than external JSON may (gpumux/core/json.h).
+  const auto make = [] {
+    simdjson::dom::parser p;
+    // Should it fail, so does the parse (it allocates the same).
+    const simdjson::error_code allocated = p.allocate(kThreadParserBytes, core::kMaxJsonDepth);
+    static_cast<void>(allocated);
+    return p;
+  };
+  thread_local simdjson::dom::parser thread_parser = make();
+  std::optional<simdjson::dom::parser> own_parser;
+  if (raw.size() > kThreadParserBytes) own_parser.emplace(make());
+  simdjson::dom::parser& parser = own_parser ? *own_parser : thread_parser;
   const simdjson::padded_string padded(raw);
   simdjson::dom::element whole;
   if (parser.parse(padded).get(whole) != simdjson::SUCCESS) {
@@ -251,12 +262,12 @@ bool DecodePodField(sj::value& value, std::int64_t gpu_mem_unit_mib, ExtenderArg
     *error = "\"Pod\" is not valid JSON";
     return false;
   }
-  const json parsed = json::parse(raw, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    *error = "\"Pod\" is not valid JSON";
+  const auto parsed = core::ParseJson(raw, "\"Pod\"");
+  if (!parsed) {
+    *error = parsed.error().message;
     return false;
   }
-  auto decoded = kube::DecodePod(parsed, gpu_mem_unit_mib);
+  auto decoded = kube::DecodePod(*parsed, gpu_mem_unit_mib);
   if (!decoded) {
     *error = "\"Pod\": " + decoded.error().message;
     return false;
@@ -304,7 +315,8 @@ std::unique_ptr<ExtenderArgs> DecodeArgs(std::string_view body, std::int64_t gpu
   args->name_tokens.reserve(expected);
   sj::document doc;
   sj::object root;
-  if (args->parser->iterate(args->padded).get(doc) != simdjson::SUCCESS ||
+  if (args->parser == nullptr ||
+      args->parser->iterate(args->padded).get(doc) != simdjson::SUCCESS ||
       doc.get_object().get(root) != simdjson::SUCCESS) {
     *error = "body is not valid JSON or not a JSON object";
     return nullptr;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumux/core/json.h"
 #include "gpumux/extender/extender.h"
 
 namespace gpumux::extender::detail {
@@ -38,6 +39,7 @@ class VerbParserPool {
   static constexpr std::size_t kPooledParsers = 4;
   // A 5,000-node NodeList (nodeCacheCapable: false) is ~15 MB.
   static constexpr std::size_t kPooledParserBytes = std::size_t{16} << 20;
+  static constexpr std::size_t kFirstParserBytes = std::size_t{64} << 10;
 
   std::unique_ptr<simdjson::ondemand::parser> Take() {
     {
@@ -48,7 +50,13 @@ class VerbParserPool {
         return parser;
       }
     }
-    return std::make_unique<simdjson::ondemand::parser>();
+    // External JSON nests no deeper than core::kMaxJsonDepth (gpumux/core/json.h), here too:
+    // the parser keeps its depth when it grows.
+    auto parser = std::make_unique<simdjson::ondemand::parser>();
+    if (parser->allocate(kFirstParserBytes, core::kMaxJsonDepth) != simdjson::SUCCESS) {
+      return nullptr;
+    }
+    return parser;
   }
   void Give(std::unique_ptr<simdjson::ondemand::parser> parser) {
     if (parser == nullptr || parser->capacity() > kPooledParserBytes) return;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
@@ -124,13 +125,9 @@ core::Result<ContainerState> ParseState(std::istream& in) {
                                  " bytes (hook::kMaxStateBytes)");
     }
   }
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::exception& e) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           where + ": not JSON (" + core::JsonErrorText(e.what()) + ")");
-  }
+  auto parsed = core::ParseJson(text, where);
+  if (!parsed) return tl::unexpected(parsed.error());
+  const Json& j = *parsed;
   if (!j.is_object()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, where + ": not a JSON object");
   }
@@ -185,25 +182,10 @@ core::Result<Json> LoadConfig(const std::string& bundle) {
   const std::string path = bundle + "/config.json";
   auto text = io::ReadInputFile(path, kMaxConfigJsonBytes);
   if (!text) return tl::unexpected(text.error());
-  bool too_deep = false;
-  const Json::parser_callback_t depth_guard = [&too_deep](int depth, Json::parse_event_t, Json&) {
-    if (depth > kMaxConfigJsonDepth) too_deep = true;
-    return !too_deep;
-  };
-  Json j;
-  try {
-    j = Json::parse(*text, depth_guard);
-  } catch (const Json::exception& e) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           path + ": malformed JSON (" + core::JsonErrorText(e.what()) + ")");
-  }
-  if (too_deep) {
-    return core::MakeError(core::ErrorCode::kInvalidArgument,
-                           path + ": nested deeper than " + std::to_string(kMaxConfigJsonDepth) +
-                               " levels (hook::kMaxConfigJsonDepth)");
-  }
-  if (auto ok = CheckConfig(j, path); !ok) return tl::unexpected(ok.error());
-  return j;
+  auto j = core::ParseJson(*text, path, {.max_depth = kMaxConfigJsonDepth});
+  if (!j) return tl::unexpected(j.error());
+  if (auto ok = CheckConfig(*j, path); !ok) return tl::unexpected(ok.error());
+  return std::move(*j);
 }
 
 core::Result<void> SaveConfig(const std::string& bundle, const Json& config) {

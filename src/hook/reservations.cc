@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/fd.h"
@@ -151,12 +152,9 @@ core::Result<Reservation> ParseEntry(const Json& entry, std::size_t i) {
 core::Result<ReservationFile> Parse(const std::string& text, const std::string& path) {
   ReservationFile f;
   if (text.empty()) return f;
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return tl::unexpected(Malformed(path, core::JsonErrorText(e.what())));
-  }
+  auto parsed = core::ParseJson<Json>(text, "");
+  if (!parsed) return tl::unexpected(Malformed(path, parsed.error().message));
+  const Json& j = *parsed;
   const auto list = j.is_object() ? j.find("reservations") : j.end();
   if (list == j.end() || !list->is_array()) {
     return core::MakeError(core::ErrorCode::kInvalidArgument,
@@ -164,7 +162,8 @@ core::Result<ReservationFile> Parse(const std::string& text, const std::string& 
   }
   if (const auto version = j.find("version"); version != j.end()) {
     if (detail::IntInRange(*version, 1, 1) != std::optional<std::int64_t>(1)) {
-      return tl::unexpected(Malformed(path, "field 'version' is " + version->dump().substr(0, 32) +
+      return tl::unexpected(Malformed(path, "field 'version' is " +
+                                                core::JsonSummary(*version, 32) +
                                                 ", not 1 (written by another gpumux version?)"));
     }
   }

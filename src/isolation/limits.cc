@@ -9,6 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/shown.h"
 #include "gpumux/core/time.h"
 #include "gpumux/io/atomic_file.h"
@@ -23,7 +24,7 @@ constexpr int kRecordVersion = 1;
 constexpr std::int64_t kMiB = 1024 * 1024;
 // A record's strings: ids, names and a cgroup path are far shorter.
 constexpr std::size_t kMaxFieldBytes = 4096;
-constexpr int kMaxJsonDepth = 8;
+constexpr int kMaxRecordDepth = 8;
 
 bool UsableId(const std::string& id) {
   if (id.empty() || id.size() > 200 || id.front() == '.') return false;
@@ -49,38 +50,14 @@ json ToJson(const LimitRecord& r) {
           {"at", core::FormatRfc3339(r.at_unix_s)}};
 }
 
-// Depth of a JSON text's nesting, counted on the bytes (strings skipped) before parsing.
-bool NestsTooDeep(const std::string& text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 core::Result<LimitRecord> FromJson(const std::string& text, const std::string& where) {
   const auto bad = [&](const std::string& what) {
     return core::MakeError(core::ErrorCode::kInvalidArgument, where + ": " + what);
   };
-  if (NestsTooDeep(text)) return bad("nested deeper than a limit record is");
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return bad("not a JSON object");
+  const auto parsed = core::ParseJson(text, "", {.max_depth = kMaxRecordDepth});
+  if (!parsed) return bad(parsed.error().message);
+  const json& doc = *parsed;
+  if (!doc.is_object()) return bad("not a JSON object");
   const auto version = doc.find("version");
   if (version == doc.end() || !version->is_number_integer() ||
       version->get<std::int64_t>() != kRecordVersion) {

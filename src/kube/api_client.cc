@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "gpumux/core/json.h"
+
 namespace gpumux::kube {
 namespace {
 
@@ -108,10 +110,10 @@ std::string StringField(const json& object, const char* key) {
 ApiError HttpError(long status, std::string_view body, std::string_view what) {
   ApiError error;
   error.http_status = static_cast<int>(status);
-  json decoded = json::parse(body, nullptr, false);
-  if (!decoded.is_discarded() && decoded.is_object() && StringField(decoded, "kind") == "Status") {
-    error.reason = StringField(decoded, "reason");
-    error.message = StringField(decoded, "message");
+  const auto decoded = core::ParseJson(body, "the answer");
+  if (decoded && decoded->is_object() && StringField(*decoded, "kind") == "Status") {
+    error.reason = StringField(*decoded, "reason");
+    error.message = StringField(*decoded, "message");
   } else {
     error.message = Excerpt(body);
   }
@@ -164,13 +166,16 @@ struct WatchSink {
   bool Deliver(std::string_view line) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
-    json decoded = json::parse(line, nullptr, false);
-    if (decoded.is_discarded() || !decoded.is_object() || !decoded.contains("type") ||
-        !decoded["type"].is_string()) {
+    auto parsed = core::ParseJson(line, "the event");
+    if (!parsed || !parsed->is_object() || !parsed->contains("type") ||
+        !(*parsed)["type"].is_string()) {
       bad_event = ApiError{static_cast<int>(status), "InvalidWatchEvent",
-                           what + ": undecodable watch event: " + Excerpt(line)};
+                           what + ": undecodable watch event" +
+                               (parsed ? std::string() : " (" + parsed.error().message + ")") +
+                               ": " + Excerpt(line)};
       return false;
     }
+    json& decoded = *parsed;
     WatchEvent event;
     event.type = decoded["type"].get<std::string>();
     if (auto it = decoded.find("object"); it != decoded.end()) event.object = std::move(*it);
@@ -569,13 +574,13 @@ class CurlClient final : public KubeApi {
                                     const std::string& path) {
     if (!answer) return tl::unexpected(answer.error());
     if (answer->body.empty()) return json();
-    json decoded = json::parse(answer->body, nullptr, false);
-    if (decoded.is_discarded()) {
-      return tl::unexpected(ApiError{
-          static_cast<int>(answer->status), "InvalidResponse",
-          std::string(method) + " " + path + ": the answer is not JSON: " + Excerpt(answer->body)});
+    auto decoded = core::ParseJson(answer->body, "the answer");
+    if (!decoded) {
+      return tl::unexpected(ApiError{static_cast<int>(answer->status), "InvalidResponse",
+                                     std::string(method) + " " + path + ": " +
+                                         decoded.error().message + ": " + Excerpt(answer->body)});
     }
-    return decoded;
+    return std::move(*decoded);
   }
 
   ClientConfig config_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/time.h"
 #include "gpumux/kube/objects.h"
 
@@ -69,8 +70,10 @@ Json StateJson(std::string_view node, std::string_view tuner, std::span<const Gp
 }
 
 core::Result<NodeStatus> DecodeNodeStatus(std::string_view text) {
-  const Json v = Json::parse(text, nullptr, false);
-  if (v.is_discarded() || !v.is_object()) return tl::unexpected(Bad("not a JSON object"));
+  const auto parsed = core::ParseJson(text, "the status");
+  if (!parsed) return tl::unexpected(Bad(parsed.error().message));
+  const Json& v = *parsed;
+  if (!v.is_object()) return tl::unexpected(Bad("not a JSON object"));
   NodeStatus status;
   status.node = JsonString(v, "node");
   status.tuner = JsonString(v, "tuner");

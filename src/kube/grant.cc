@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/time.h"
 
 namespace gpumux::kube {
@@ -52,17 +53,20 @@ std::string EncodeGrant(const Grant& grant) {
 }
 
 core::Result<Grant> DecodeGrant(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string where = "annotation gpumux.io/grant";
-  if (doc.is_discarded() || !doc.is_object()) {
+  const auto parsed = core::ParseJson(text, where);
+  if (!parsed) return tl::unexpected(parsed.error());
+  const json& doc = *parsed;
+  if (!doc.is_object()) {
     return MakeError(ErrorCode::kInvalidArgument, where + ": not a JSON object");
   }
   Grant g;
   auto version = Field(doc, "version", json::value_t::number_integer, where);
   if (!version) return tl::unexpected(version.error());
   if (**version != 1) {  // compared as JSON: 2^32 + 1 is not 1 (get<int> would wrap it)
-    return MakeError(ErrorCode::kInvalidArgument, where + ": unsupported version " +
-                                                      (*version)->dump() + " (this build reads 1)");
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        where + ": unsupported version " + core::JsonSummary(**version) + " (this build reads 1)");
   }
   auto node = Field(doc, "node", json::value_t::string, where);
   if (!node) return tl::unexpected(node.error());
@@ -100,7 +104,7 @@ core::Result<Grant> DecodeGrant(std::string_view text) {
       if (!v.is_number_unsigned() ||
           v.get<std::uint64_t>() >= static_cast<std::uint64_t>(core::kMaxGpusPerNode)) {
         return MakeError(ErrorCode::kInvalidArgument,
-                         gw + ": index " + v.dump() + " is not a GPU index 0.." +
+                         gw + ": index " + core::JsonSummary(v) + " is not a GPU index 0.." +
                              std::to_string(core::kMaxGpusPerNode - 1));
       }
       gg.index = static_cast<int>(v.get<std::uint64_t>());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/objects.h"
@@ -50,8 +51,10 @@ std::string EncodeNodeLock(const NodeLock& lock) {
 }
 
 core::Result<NodeLock> DecodeNodeLock(std::string_view text) {
-  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  const auto parsed = core::ParseJson(text, kWhere);
+  if (!parsed) return tl::unexpected(parsed.error());
+  const json& doc = *parsed;
+  if (!doc.is_object()) {
     return tl::unexpected(FieldError("not a JSON object"));
   }
   NodeLock lock;
@@ -64,7 +67,7 @@ core::Result<NodeLock> DecodeNodeLock(std::string_view text) {
   }
   if (version.get<std::int64_t>() != 1) {
     return tl::unexpected(
-        FieldError("unsupported version " + version.dump() + " (this build reads 1)"));
+        FieldError("unsupported version " + core::JsonSummary(version) + " (this build reads 1)"));
   }
   lock.version = 1;
   // pod: "<namespace>/<name>"
@@ -139,7 +142,7 @@ NodeLockView ReadNodeLock(const nlohmann::json& node) {
     }
   }
   if (const json* p = Annotation(node, kAnnotationDevicePlugin); p != nullptr) {
-    view.plugin_state = p->is_string() ? p->get<std::string>() : p->dump();
+    view.plugin_state = p->is_string() ? p->get<std::string>() : core::JsonSummary(*p);
   }
   if (node.is_object() && node.contains("metadata") && node.at("metadata").is_object()) {
     const json& metadata = node.at("metadata");

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/shown.h"
 #include "gpumux/core/time.h"
 #include "gpumux/kube/enforcement.h"
@@ -25,7 +26,8 @@ core::Result<std::int64_t> QuantityOf(const json& value, std::int64_t scale) {
   if (value.is_string()) return ParseQuantity(value.get_ref<const std::string&>(), scale);
   if (value.is_number_integer()) {
     const auto too_large = [&] {
-      return MakeError(ErrorCode::kInvalidArgument, "bad quantity " + value.dump() + ": too large");
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "bad quantity " + core::JsonSummary(value) + ": too large");
     };
     std::int64_t number = 0;
     if (value.is_number_unsigned()) {
@@ -42,7 +44,7 @@ core::Result<std::int64_t> QuantityOf(const json& value, std::int64_t scale) {
     return scaled;
   }
   if (value.is_number()) return ParseQuantity(value.dump(), scale);
-  return MakeError(ErrorCode::kInvalidArgument, "not a quantity: " + value.dump());
+  return MakeError(ErrorCode::kInvalidArgument, "not a quantity: " + core::JsonSummary(value));
 }
 
 std::vector<std::string> SplitModels(std::string_view text) {
@@ -390,9 +392,9 @@ core::Result<json> GpuListOf(const json& annotation) {
   if (!annotation.is_string()) {
     return MakeError(ErrorCode::kInvalidArgument, where + " is not a string");
   }
-  json doc = json::parse(annotation.get_ref<const std::string&>(), nullptr,
-                         /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_array()) {
+  auto doc = core::ParseJson(annotation.get_ref<const std::string&>(), where);
+  if (!doc) return tl::unexpected(doc.error());
+  if (!doc->is_array()) {
     return MakeError(ErrorCode::kInvalidArgument, where + ": not a JSON array");
   }
   return doc;
@@ -504,15 +506,15 @@ class NodeQuantities {
     if (value == nullptr) return std::nullopt;
     auto q = QuantityOf(*value, scale);
     if (!q) return Error(field, ": " + q.error().message);
-    if (*q < 0) return Error(field, " is " + value->dump() + ", a negative quantity");
+    if (*q < 0) return Error(field, " is " + core::JsonSummary(*value) + ", a negative quantity");
     return *q;
   }
   // `field` is above `limit`: "... is <value>, more than the <limit> <unit> a node may have".
   tl::unexpected<core::Error> TooMuch(std::string_view field, std::int64_t limit,
                                       const char* unit) const {
     const json* value = JsonChild(*list_, std::string(field).c_str());
-    return Error(field, " is " + value->dump() + ", more than the " + std::to_string(limit) + " " +
-                            unit + " a node may have");
+    return Error(field, " is " + core::JsonSummary(*value) + ", more than the " +
+                            std::to_string(limit) + " " + unit + " a node may have");
   }
 
  private:
@@ -580,7 +582,8 @@ void ReadDevicePluginAnnotations(const json* annotations, NodeInfo& info) {
     }
   }
   if (const json* state = JsonChild(*annotations, "gpumux.io/device-plugin"); state != nullptr) {
-    info.device_plugin_state = state->is_string() ? state->get<std::string>() : state->dump();
+    info.device_plugin_state =
+        state->is_string() ? state->get<std::string>() : core::JsonSummary(*state);
   }
 }
 

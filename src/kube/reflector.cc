@@ -29,7 +29,8 @@ std::int64_t StatusCode(const json& object) {
 }
 
 std::string StatusText(const json& object) {
-  if (!object.is_object()) return object.dump();
+  // Depth-bounded where it was parsed (core::ParseJson); cut for the message.
+  if (!object.is_object()) return object.dump().substr(0, 200);
   std::string out = "code " + std::to_string(StatusCode(object));
   if (auto reason = object.find("reason"); reason != object.end() && reason->is_string()) {
     out += " " + reason->get<std::string>();

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "gpumux/core/check.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/plural.h"
 
 namespace gpumux::policy {
@@ -225,15 +226,16 @@ core::Result<Observation> MergeObservations(const Observation& a, const Observat
 }
 
 core::Result<Observation> ParseObservation(std::string_view json_text, const std::string& source) {
-  const Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return tl::unexpected(Bad(source + ": not valid JSON"));
-  return FromJson(j, source);
+  const auto j = core::ParseJson(json_text, source);
+  if (!j) return tl::unexpected(j.error());
+  return FromJson(*j, source);
 }
 
 core::Result<std::vector<Observation>> ParseObservations(std::string_view json_text,
                                                          const std::string& source) {
-  const Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return tl::unexpected(Bad(source + ": not valid JSON"));
+  const auto parsed = core::ParseJson(json_text, source);
+  if (!parsed) return tl::unexpected(parsed.error());
+  const Json& j = *parsed;
   if (!j.is_array()) return tl::unexpected(Bad(source + ": expected a JSON array of observations"));
   if (j.size() > kMaxObservations) {
     return tl::unexpected(Bad(source + ": " + std::to_string(j.size()) +

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 
 namespace gpumux::runs {
@@ -359,8 +360,12 @@ core::Result<std::vector<json>> ParseManifests(std::string_view text, const std:
   const std::size_t start = text.find_first_not_of(" \t\r\n");
   if (start == std::string_view::npos) return out;
   if (text[start] == '{' || text[start] == '[') {
-    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!doc.is_discarded()) {
+    auto parsed = core::ParseJson(text, source);
+    if (!parsed && core::JsonTooDeepAt(text, core::kMaxJsonDepth)) {
+      return tl::unexpected(parsed.error());  // YAML would nest as deep
+    }
+    if (parsed) {
+      json& doc = *parsed;
       if (doc.is_array()) {
         for (std::size_t i = 0; i < doc.size(); ++i) {
           if (auto ok =

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/runs/manifests.h"
 
@@ -159,15 +160,6 @@ core::Result<std::pair<std::string, std::string>> ReasonAndMessage(const LineRea
   return out;
 }
 
-// The parser's own message for a line that is not JSON.
-std::string WhyNotJson(std::string_view raw) {
-  try {
-    return json::parse(raw).dump();  // not reached: the caller's parse failed
-  } catch (const json::exception& e) {
-    return core::JsonErrorText(e.what());
-  }
-}
-
 // Reads a record line by line: the run line first, then job events, at most one end line.
 class RecordParser {
  public:
@@ -198,14 +190,15 @@ class RecordParser {
 
   // One non-blank line; true when reading stops here (a cut-off last line).
   core::Result<bool> Line(std::string_view raw, bool last_unterminated) {
-    json object = json::parse(raw, nullptr, /*allow_exceptions=*/false);
-    if (object.is_discarded()) {
-      if (!last_unterminated) return tl::unexpected(Bad("not JSON (" + WhyNotJson(raw) + ")"));
+    auto parsed = core::ParseJson(raw, "");
+    if (!parsed) {
+      if (!last_unterminated) return tl::unexpected(Bad(parsed.error().message));
       record_.warnings.push_back(Where() +
                                  "an incomplete last line (the run was cut off while writing "
                                  "it): ignored");
       return true;
     }
+    const json& object = *parsed;
     if (!object.is_object()) return tl::unexpected(Bad("not a JSON object"));
     LineReader r(source_, line_no_, object);
     auto event = r.Str("event", true);

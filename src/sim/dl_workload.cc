@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "gpumux/core/cluster.h"
+#include "gpumux/core/json.h"
 #include "gpumux/core/json_text.h"
 #include "gpumux/core/plural.h"
 #include "gpumux/core/rng.h"
@@ -114,7 +115,9 @@ core::Result<policy::WorkloadProfile> ParseProfile(std::string_view text,
                                                    const std::string& source) {
   policy::WorkloadProfile p;
   try {
-    const json j = json::parse(text);
+    auto parsed = core::ParseJson(text, "");
+    if (!parsed) return tl::unexpected(Bad(source, parsed.error().message));
+    const json& j = *parsed;
     if (!j.is_object()) return tl::unexpected(Bad(source, "a profile is a JSON object"));
     p.name = j.value("name", std::string());
     const json& gpu = j.contains("gpu") ? j.at("gpu") : json::object();

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "gpumux/core/json.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
 #include "src/store/stores.h"
@@ -37,12 +38,13 @@ class FileStore final : public Store {
       if (text.error().code == core::ErrorCode::kNotFound) return {};  // a new store
       return tl::unexpected(text.error());
     }
-    Json doc = Json::parse(*text, nullptr, false);
+    auto parsed = core::ParseJson(*text, "");
     const auto bad = [&](const std::string& why) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              path_ + ": not a gpumux store file (" + why + ")");
     };
-    if (doc.is_discarded()) return bad("not JSON");
+    if (!parsed) return bad(parsed.error().message);
+    Json& doc = *parsed;
     if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_object()) {
       return bad("no \"keys\" object");
     }

@@ -186,10 +186,23 @@ TEST(WebhookServer, AnswersReviewsOverHttpsAndKeepsTheCaBundle) {
   auto bad = client.Post("/mutate", "{}", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+  // Through core::ParseJson: a value nested 100,000 deep is refused before it is parsed (it
+  // crashed the webhook: the repro webhook-extender-deep-json-crash).
+  json deep_review = review;
+  deep_review["request"]["object"]["spec"]["containers"][0]["resources"]["claims"] = "@";
+  std::string deep_text = deep_review.dump();
+  deep_text.replace(deep_text.find("\"@\""), 3,
+                    std::string(100000, '[') + std::string(100000, ']'));
+  auto deep = client.Post("/mutate", deep_text, "application/json");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->status, 400);
+  EXPECT_NE(deep->body.find("the AdmissionReview: nested deeper than 128 levels"),
+            std::string::npos)
+      << deep->body;
   EXPECT_EQ(client.Get("/healthz")->status, 200);
   const auto counts = (*webhook)->counts();
   EXPECT_EQ(counts.translated, 2);
-  EXPECT_EQ(counts.malformed, 1);
+  EXPECT_EQ(counts.malformed, 2);
   (*webhook)->Stop();
   EXPECT_EQ(api.objects[kConfig]["webhooks"][0]["clientConfig"]["caBundle"],
             kube::EncodeBase64(cert.ca_pem));

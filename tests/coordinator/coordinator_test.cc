@@ -297,13 +297,16 @@ TEST_F(CoordinatorTest, AStoredValueOfTheWrongShapeIsSkippedAndNamed) {
     stored.emplace_back("/gpumux/nodes/n1/jobs/jx3", job + "32, \"target_batch\": 1e300}");
     stored.emplace_back("/gpumux/nodes/n1/jobs/jx4", job + "32, \"owner\": 5}");
     stored.emplace_back("/gpumux/nodes/n1/jobs/jx5", "[]");
+    stored.emplace_back(
+        "/gpumux/nodes/n1/jobs/jx6",
+        job + "32, \"owner\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
     log_.clear();
     Make();
     c_->Restore(stored);
     const auto state = c_->State();
     ASSERT_EQ(state.size(), 1u) << bad_group;
     ASSERT_EQ(state[0].jobs.size(), 2u) << "j1 and j2 only";
-    for (const char* key : {"jx1", "jx2", "jx3", "jx4", "jx5"}) {
+    for (const char* key : {"jx1", "jx2", "jx3", "jx4", "jx5", "jx6"}) {
       EXPECT_TRUE(std::any_of(log_.begin(), log_.end(), [&](const std::string& l) {
         return l.find("skipping a key key=/gpumux/nodes/n1/jobs/" + std::string(key)) !=
                std::string::npos;
@@ -417,7 +420,12 @@ INSTANTIATE_TEST_SUITE_P(
                    R"({"job":"x","class":"a","batch_size":1,"gpus":[1]})", "gpus"},
         BadMessage{"StepNotAPair", "/v1/report", R"({"job":"j1","steps":[[100]]})", "steps"},
         BadMessage{"NegativeSeconds", "/v1/report", R"({"job":"j1","steps":[[100,-1]]})", "steps"},
-        BadMessage{"NanNoise", "/v1/report", R"({"job":"j1","noise_scale":-3})", "noise_scale"}),
+        BadMessage{"NanNoise", "/v1/report", R"({"job":"j1","noise_scale":-3})", "noise_scale"},
+        // Through core::ParseJson: refused before the JSON library sees it.
+        BadMessage{
+            "NestedTooDeep", "/v1/register",
+            R"({"job":"x","class":)" + std::string(100000, '[') + std::string(100000, ']') + "}",
+            "the body: nested deeper than 128 levels"}),
     [](const auto& p) { return p.param.name; });
 
 TEST_F(CoordinatorTest, AReportFromAnUnknownJobIs404SoTheSdkRegistersAgain) {

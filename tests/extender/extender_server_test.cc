@@ -312,6 +312,8 @@ TEST_F(ExtenderServerTest, APodAskingForMoreGpusThanAnyNodeHasPassesNowhere) {
   EXPECT_EQ(reported, 3U) << "every node needs a reason for humans: " << r->body;
 }
 
+std::string Deep() { return std::string(100000, '[') + std::string(100000, ']'); }
+
 TEST_F(ExtenderServerTest, BadBodiesAreAnswered400WithAMessageAndTheServerKeepsServing) {
   struct Case {
     const char* name;
@@ -338,6 +340,19 @@ TEST_F(ExtenderServerTest, BadBodiesAreAnswered400WithAMessageAndTheServerKeepsS
       {"a preempt body that is not JSON", "preempt", "]["},
       {"a preempt body whose victims map is a list", "preempt",
        R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToMetaVictims":[1]})"},
+      // Values nested 100,000 deep, at each reader (the repro webhook-extender-deep-json-crash):
+      // refused before a recursive walk could see them.
+      {"a filter Pod asking for a deep quantity", "filter",
+       R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[)"
+       R"({"name":"c","resources":{"requests":{"gpumux.io/gpu":)" +
+           Deep() + R"(}}}]}},"NodeNames":["fake-node-1"]})"},
+      {"a filter NodeList item nested deep", "filter",
+       R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"Nodes":{"items":[)"
+       R"({"metadata":{"name":"n","labels":)" +
+           Deep() + "}}]}}"},
+      {"a prioritize body nested deep", "prioritize", Deep()},
+      {"a bind body nested deep", "bind", R"({"PodName":)" + Deep() + "}"},
+      {"a preempt body nested deep", "preempt", R"({"Pod":)" + Deep() + "}"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -248,7 +248,7 @@ TEST_F(HookCommand, MalformedConfigJsonIsAnErrorNamingIt) {
   dir_.Write("bundle/config.json", "{\"process\": ");
   const CliRun r = Hook("createRuntime", State("c1"));
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(Contains(r.err, (bundle_ / "config.json").string() + ": malformed JSON")) << r.err;
+  EXPECT_TRUE(Contains(r.err, (bundle_ / "config.json").string() + ": not JSON (")) << r.err;
   dir_.Write("bundle/config.json", R"({"process": {"env": "HOUDINI_GPU_REQUESTED=1"}})");
   const CliRun env = Hook("createRuntime", State("c1"));
   EXPECT_EQ(env.code, 1);
@@ -672,8 +672,8 @@ TEST_F(OciRuntimeWrapper, AMalformedConfigJsonIsAnErrorNamingIt) {
   const test::Captured w = Wrapper(Create("c1"));
   EXPECT_TRUE(w.exit.Exited(1)) << w.err;
   EXPECT_TRUE(RuntimeArgs().empty());
-  EXPECT_TRUE(Contains(
-      w.err, "gpumux oci-runtime: " + (bundle_ / "config.json").string() + ": malformed JSON"))
+  EXPECT_TRUE(
+      Contains(w.err, "gpumux oci-runtime: " + (bundle_ / "config.json").string() + ": not JSON ("))
       << w.err;
 }
 

@@ -167,6 +167,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadLedger{"not_json", "{\"reservations\": [", ": malformed reservation ledger: "},
         BadLedger{"only_whitespace", "\n", ": malformed reservation ledger: "},
+        BadLedger{"nested_too_deep",
+                  R"({"reservations":)" + std::string(100000, '[') + std::string(100000, ']') + "}",
+                  ": malformed reservation ledger: nested deeper than 128 levels"},
         BadLedger{"no_reservations_list", R"({"version":1})",
                   ": not a gpumux reservation ledger (no 'reservations' list)"},
         BadLedger{"reservations_not_a_list", R"({"reservations":{}})",

@@ -398,7 +398,7 @@ TEST_F(RuncHook, AMalformedConfigJsonIsAClearError) {
   dir_.Write("bundles/c1/config.json", text);
   const test::Captured c = Wrapper({"run", "-b", b.string(), id}, "c1");
   EXPECT_TRUE(c.exit.Exited(1)) << c.err;
-  EXPECT_TRUE(Contains(c.err, (b / "config.json").string() + ": malformed JSON")) << c.err;
+  EXPECT_TRUE(Contains(c.err, (b / "config.json").string() + ": not JSON (")) << c.err;
   EXPECT_TRUE(State(id).empty());
 }
 

@@ -146,6 +146,21 @@ TEST_F(Host, ApplyingSetsTheHardLimitOnTheContainersOwnCgroupAndRecordsIt) {
   EXPECT_EQ(nvml_->Get(kUuid0, container_cgroup_)->hard_bytes, 8192 * kMiB);
 }
 
+// Records are read through core::ParseJson, with a record's own depth (8): a planted file
+// nested deeper is named as unreadable and left, never parsed. The ninth level opens at byte 26.
+TEST_F(Host, ARecordNestedTooDeepIsNamedUnreadable) {
+  ASSERT_TRUE(records_.Put(
+      {"ctr-a", "ml/a", "uid-a", "main", container_cgroup_, "applied", {{kUuid0, 1, 0}}, 0}));
+  const std::string planted = (dir_.path() / "state" / "limits" / "ctr-deep.json").string();
+  std::ofstream(planted) << R"({"version":1,"pod":)" << std::string(10000, '[')
+                         << std::string(10000, ']') << "}";
+  std::vector<std::string> unreadable;
+  const auto listed = records_.List(&unreadable);
+  ASSERT_EQ(listed.size(), 1u);
+  ASSERT_EQ(unreadable.size(), 1u);
+  EXPECT_EQ(unreadable[0], planted + ": nested deeper than 8 levels (at byte 26)");
+}
+
 TEST_F(Host, AContainerInTheRootCgroupIsRefusedNotLimitedWithTheWholeNode) {
   Process(4242, "0::/\n");
   auto applied = ApplyLimits(Request({{kUuid0, 8192, 0}}), *nvml_, records_);

@@ -127,7 +127,10 @@ TEST(ApiClient, ASuccessfulAnswerThatIsNotJsonIsAnError) {
   auto nodes = api->Get("/api/v1/nodes");
   ASSERT_FALSE(nodes.has_value());
   EXPECT_EQ(nodes.error().reason, "InvalidResponse");
-  EXPECT_NE(nodes.error().message.find("not JSON: hello"), std::string::npos);
+  EXPECT_NE(nodes.error().message.find("the answer: not JSON (line 1, column 1: "),
+            std::string::npos)
+      << nodes.error().message;
+  EXPECT_NE(nodes.error().message.find("): hello"), std::string::npos);
 }
 
 TEST(ApiClient, ListFollowsContinueTokensAndReturnsOneList) {
@@ -459,6 +462,33 @@ TEST(ApiClient, AStopRequestEndsASilentWatchPromptly) {
       stop.get_token(), 300);
   EXPECT_TRUE(result.has_value()) << result.error().ToString();
   EXPECT_LT(MillisSince(start), 1000);
+}
+
+// External JSON goes through core::ParseJson: a value nested 100,000 deep is an error, in an
+// answer and in a watch event, never a value that a recursive walk would overflow the stack on.
+TEST(ApiClient, AnAnswerOrEventNestedTooDeepIsAnError) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  FakeApiServer server;
+  server.FailNextWithBody("GET", "/api/v1/nodes", 200, "application/json",
+                          R"({"kind":"NodeList","items":)" + deep + "}");
+  auto api = MakeCurlClient(ConfigFor(server));
+  auto nodes = api->Get("/api/v1/nodes");
+  ASSERT_FALSE(nodes.has_value());
+  EXPECT_NE(nodes.error().message.find("the answer: nested deeper than 128 levels"),
+            std::string::npos)
+      << nodes.error().message;
+  server.FailNextWithBody("GET", "watch", 200, "application/json",
+                          R"({"type":"ADDED","object":{"a":)" + deep + "}}\n");
+  int events = 0;
+  auto watched = api->Watch(
+      "/api/v1/pods", server.resource_version(), [&](WatchEvent&&) { return ++events > 0; },
+      std::stop_token(), 10);
+  ASSERT_FALSE(watched.has_value());
+  EXPECT_EQ(watched.error().reason, "InvalidWatchEvent");
+  EXPECT_NE(watched.error().message.find("the event: nested deeper than 128 levels"),
+            std::string::npos)
+      << watched.error().message;
+  EXPECT_EQ(events, 0);
 }
 
 TEST(ApiClient, WatchEndsSuccessfullyWhenTheServerEndsTheStream) {

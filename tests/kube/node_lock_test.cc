@@ -88,7 +88,7 @@ TEST_P(NodeLockDecodeRejects, NamingTheField) {
 INSTANTIATE_TEST_SUITE_P(
     NodeLock, NodeLockDecodeRejects,
     ::testing::Values(
-        BadLockCase{"NotJson", "{", "not a JSON object"},
+        BadLockCase{"NotJson", "{", "not JSON (line 1, column 2: "},
         BadLockCase{"AnArray", "[]", "not a JSON object"},
         BadLockCase{"NoVersion", R"({"pod":"a/b","uid":"u","since":"2026-11-21T10:00:00Z"})",
                     "missing field \"version\""},
@@ -141,7 +141,8 @@ TEST(ReadNodeLock, SeesTheHandshakeTheLockAndTheResourceVersion) {
   node["metadata"]["annotations"]["gpumux.io/allocating"] = "{broken";
   view = ReadNodeLock(node);
   EXPECT_FALSE(view.lock.has_value());
-  EXPECT_NE(view.lock_error.find("not a JSON object"), std::string::npos) << view.lock_error;
+  EXPECT_NE(view.lock_error.find("gpumux.io/allocating: not JSON ("), std::string::npos)
+      << view.lock_error;
 
   EXPECT_FALSE(ReadNodeLock(NodeJson("plain", 1)).handshake);
   json other = HandshakeNodeJson("n2", 1);

@@ -117,7 +117,7 @@ TEST(ObservationTest, ParseErrorsNameTheSourceTheIndexAndTheField) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"not JSON", "[{", "obs.json: not valid JSON"},
+      {"not JSON", "[{", "obs.json: not JSON (line 1, column 3: "},
       {"not an array", "{}", "obs.json: expected a JSON array"},
       {"not an object", "[1]", "obs.json: observation 0: an observation is a JSON object"},
       {"no count",

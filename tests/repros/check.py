@@ -771,6 +771,16 @@ def webhook_large_review_oom(g, d):
     _own_run_sh(g, d, timeout=170)
 
 
+
+def webhook_extender_deep_json_crash(g, d):
+    """A body nesting a value 100,000 deep (195 KB) crashed the webhook and the extender: the
+    JSON library's dump() and copy recurse once per level. External JSON is parsed by one entry
+    point now (core::ParseJson), which refuses text nested deeper than 128 levels before the
+    library sees it: both answer 400 and keep serving."""
+    code, out = run(['sh', os.path.join(d, 'run.sh'), g], cwd=d)
+    expect(code == 0, f'its run.sh exits {code}: {out.strip().splitlines()[-1:]}')
+    expect(out.count("reply b'HTTP/1.1 400") == 3, f'not three 400 replies: {out}')
+
 CASES = {
     'extender-nodes-empty-object': extender_nodes_empty_object,
     'extender-nodelist-cpu-overflow': extender_nodelist_cpu_overflow,
@@ -803,6 +813,7 @@ CASES = {
     'http-chunk-extension-unbounded-memory': http_chunk_extension_unbounded_memory,
     'http-nonreading-clients-exhaust-connections': http_nonreading_clients_exhaust_connections,
     'webhook-large-review-oom': webhook_large_review_oom,
+    'webhook-extender-deep-json-crash': webhook_extender_deep_json_crash,
 }
 
 

@@ -165,8 +165,9 @@ TEST_P(DlProfileError, NamesTheSourceAndTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Table, DlProfileError,
     ::testing::Values(
-        ProfileErrorCase{"invalid_json", "text", "", "{\"name\": ", {"invalid JSON"}},
-        ProfileErrorCase{"an_empty_text", "text", "", "", {"invalid JSON"}},
+        ProfileErrorCase{
+            "invalid_json", "text", "", "{\"name\": ", {"prof.json: not JSON (line 1, column "}},
+        ProfileErrorCase{"an_empty_text", "text", "", "", {"prof.json: not JSON (line 1, column "}},
         ProfileErrorCase{"not_an_object", "text", "", "[1, 2]", {"a profile is a JSON object"}},
         ProfileErrorCase{
             "no_gpu_memory", "remove", "/gpu/memory_mib", "", {"gpu: missing field 'memory_mib'"}},
@@ -458,7 +459,7 @@ TEST(DlProfile, LoadProfileReadsAFileAndNamesAMissingOne) {
   const std::string bad = dir.Write("bad.json", "{");
   auto r = LoadProfile(bad);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message.rfind(bad + ": invalid JSON", 0), 0U) << r.error().message;
+  EXPECT_EQ(r.error().message.rfind(bad + ": not JSON (", 0), 0U) << r.error().message;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -361,6 +361,13 @@ TEST(FileStore, AMalformedFileIsAnErrorNamingIt) {
     ASSERT_FALSE(s.has_value()) << text;
     EXPECT_NE(s.error().message.find(path.string()), std::string::npos) << s.error().message;
   }
+  // Through core::ParseJson: a value nested 100,000 deep is refused before it is parsed.
+  std::ofstream(path) << "{\"version\": 1, \"keys\": {\"/k\": {\"value\": "
+                      << std::string(100000, '[') << std::string(100000, ']') << "}}}";
+  auto s = OpenStore("file://" + path.string());
+  ASSERT_FALSE(s.has_value());
+  EXPECT_NE(s.error().message.find("nested deeper than 128 levels"), std::string::npos)
+      << s.error().message;
 }
 
 TEST(FileStore, RefusesKeysAndValuesThatAreNotUtf8AndKeepsWorking) {
