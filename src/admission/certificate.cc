@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "gpumux/admission/webhook.h"
+#include "gpumux/core/time.h"
 #include "gpumux/io/read_file.h"
 #include "gpumux/kube/base64.h"
 #include "gpumux/kube/objects.h"
@@ -49,23 +50,6 @@ json SecretData(const net::ServingCertificate& c) {
           {"tls.key", kube::EncodeBase64(c.key_pem)}};
 }
 
-core::Result<net::ServingCertificate> FromFiles(const CertificateSource& s) {
-  net::ServingCertificate c;
-  for (auto [path, out] : {std::pair{&s.cert_file, &c.cert_pem}, std::pair{&s.key_file, &c.key_pem},
-                           std::pair{&s.ca_file, &c.ca_pem}}) {
-    if (path->empty()) continue;
-    auto text = io::ReadInputFile(*path, kMaxPemBytes);
-    if (!text) return tl::unexpected(text.error());
-    *out = std::move(*text);
-  }
-  if (auto pair = net::CheckServingPair(c); !pair) {
-    return MakeError(ErrorCode::kInvalidArgument, s.cert_file + ", " + s.key_file +
-                                                      (s.ca_file.empty() ? "" : ", " + s.ca_file) +
-                                                      ": " + pair.error().message);
-  }
-  return c;
-}
-
 core::Error ApiFailure(const std::string& what, const kube::ApiError& e) {
   return core::Error{e.http_status == 0 ? ErrorCode::kUnavailable : ErrorCode::kFailedPrecondition,
                      what + ": " + e.ToString()};
@@ -73,10 +57,56 @@ core::Error ApiFailure(const std::string& what, const kube::ApiError& e) {
 
 }  // namespace
 
+void WarnCertificateExpiresSoon(const core::Logger& log, const std::string& file,
+                                const std::string& pem) {
+  auto not_after = net::CertificateNotAfter(pem);
+  log.Warn(
+      "the serving certificate expires within 30 days: renew it (the webhook re-reads "
+      "its files)",
+      {{"file", file}, {"not_after", not_after ? core::FormatRfc3339(*not_after) : "?"}});
+}
+
+core::Result<net::ServingCertificate> ReadCertificateFiles(const CertificateSource& s,
+                                                           bool* expires_soon) {
+  net::ServingCertificate c;
+  for (auto [path, out] : {std::pair{&s.cert_file, &c.cert_pem}, std::pair{&s.key_file, &c.key_pem},
+                           std::pair{&s.ca_file, &c.ca_pem}}) {
+    if (path->empty()) continue;
+    auto text = io::ReadInputFile(*path, kMaxPemBytes);
+    // A missing or unreadable file is the operator's to fix, like a bad one.
+    if (!text) return MakeError(ErrorCode::kInvalidArgument, text.error().message);
+    *out = std::move(*text);
+  }
+  const auto bad = [&](const std::string& why) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        s.cert_file + ", " + s.key_file + (s.ca_file.empty() ? "" : ", " + s.ca_file) + ": " + why);
+  };
+  if (auto pair = net::CheckServingPair(c); !pair) return bad(pair.error().message);
+  auto not_after = net::CertificateNotAfter(c.cert_pem);
+  if (!not_after) return bad(not_after.error().message);
+  const std::int64_t now = std::time(nullptr);
+  if (*not_after <= now) {
+    return bad("the certificate expired at " + core::FormatRfc3339(*not_after) +
+               " (every TLS client would refuse it)");
+  }
+  for (const std::string& name : s.names) {
+    auto covers = net::CertificateCovers(c.cert_pem, name);
+    if (!covers || !*covers) return bad("the certificate does not cover " + name);
+  }
+  if (expires_soon != nullptr) *expires_soon = *not_after - now < kRenewBeforeSeconds;
+  return c;
+}
+
 core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource& s,
                                                         kube::KubeApi* api,
                                                         const core::Logger& log) {
-  if (!s.cert_file.empty() || !s.key_file.empty()) return FromFiles(s);
+  if (!s.cert_file.empty() || !s.key_file.empty()) {
+    bool soon = false;
+    auto files = ReadCertificateFiles(s, &soon);
+    if (files && soon) WarnCertificateExpiresSoon(log, s.cert_file, files->cert_pem);
+    return files;
+  }
   net::CertificateRequest request;
   request.common_name = s.names.empty() ? std::string() : s.names.front();
   request.names = s.names;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "gpumux/core/json.h"
+#include "gpumux/core/time.h"
 #include "gpumux/kube/objects.h"
 #include "gpumux/net/http_server.h"
 
@@ -22,8 +23,8 @@ struct Webhook::Impl {
   kube::KubeApi* api = nullptr;
   std::unique_ptr<net::HttpServer> server;
   std::atomic<std::int64_t> unchanged{0}, translated{0}, refused{0}, malformed{0};
-  std::thread keeper;
-  std::mutex mu;
+  std::thread keeper, reloader;
+  std::mutex mu;  // guards certificate (the reloader replaces it) and stopping
   std::condition_variable cv;
   bool stopping = false;
 
@@ -88,8 +89,9 @@ struct Webhook::Impl {
     std::string last_error;
     std::unique_lock lock(mu);
     while (!stopping) {
+      const std::string ca = certificate.ca_pem;
       lock.unlock();
-      auto patched = PatchCaBundle(*api, options.configuration, certificate.ca_pem);
+      auto patched = PatchCaBundle(*api, options.configuration, ca);
       if (!patched) {
         const std::string e = patched.error().ToString();
         if (e != last_error) {
@@ -106,6 +108,46 @@ struct Webhook::Impl {
       }
       lock.lock();
       cv.wait_for(lock, options.ca_bundle_every, [this] { return stopping; });
+    }
+  }
+
+  // Re-reads the certificate files every reload_every until Stop (webhook.h): cert-manager
+  // renews at two thirds of a certificate's life and updates the mounted Secret; served once,
+  // the old one would be served until it expired (and every review then refused).
+  void ReloadCertificate() {
+    const CertificateSource& files = options.reload_from;
+    std::string last_error;
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, options.reload_every, [this] { return stopping; })) {
+      lock.unlock();
+      bool soon = false;
+      auto read = ReadCertificateFiles(files, &soon);
+      lock.lock();
+      if (!read) {
+        // Mid-update (a new certificate, the old key) or broken: the served one stays.
+        if (read.error().message != last_error) {
+          options.log.Warn("the certificate files cannot be served; the one read before is",
+                           {{"error", read.error().message}});
+        }
+        last_error = read.error().message;
+        continue;
+      }
+      last_error.clear();
+      if (read->cert_pem == certificate.cert_pem && read->key_pem == certificate.key_pem &&
+          read->ca_pem == certificate.ca_pem) {
+        continue;
+      }
+      if (auto set = server->SetTls({read->cert_pem, read->key_pem}); !set) {
+        options.log.Warn("the re-read certificate cannot be served; the one read before is",
+                         {{"error", set.error().message}});
+        continue;
+      }
+      certificate = std::move(*read);
+      auto not_after = net::CertificateNotAfter(certificate.cert_pem);
+      options.log.Info("serving certificate re-read",
+                       {{"file", files.cert_file},
+                        {"not_after", not_after ? core::FormatRfc3339(*not_after) : "?"}});
+      if (soon) WarnCertificateExpiresSoon(options.log, files.cert_file, certificate.cert_pem);
     }
   }
 };
@@ -145,6 +187,9 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
   if (api != nullptr && !o.configuration.empty() && !impl->certificate.ca_pem.empty()) {
     impl->keeper = std::thread([m] { m->KeepCaBundle(); });
   }
+  if (!o.reload_from.cert_file.empty()) {
+    impl->reloader = std::thread([m] { m->ReloadCertificate(); });
+  }
   return std::unique_ptr<Webhook>(new Webhook(std::move(impl)));
 }
 
@@ -157,6 +202,7 @@ void Webhook::Stop() {
   }
   impl_->cv.notify_all();
   if (impl_->keeper.joinable()) impl_->keeper.join();
+  if (impl_->reloader.joinable()) impl_->reloader.join();
   impl_->server->Stop(std::chrono::seconds(5));
 }
 

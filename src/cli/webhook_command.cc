@@ -53,7 +53,9 @@ CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
         "replicas serve the same one ('' = made at each start, kept in memory)")
       ->capture_default_str();
   s.AddPath("tls-cert-file", &O::tls_cert_file,
-            "Serve this certificate (PEM chain; with --tls-key-file) instead of making one");
+            "Serve this certificate (PEM chain; with --tls-key-file) instead of making one: it "
+            "must not have expired and must cover --tls-names (in a cluster, or when given); "
+            "the files are re-read every 2 s and a renewed pair served to new connections");
   s.AddPath("tls-key-file", &O::tls_key_file, "Its private key (PEM)");
   s.AddPath("tls-ca-file", &O::tls_ca_file,
             "The CA that signed --tls-cert-file, put into the configuration's caBundle (omit "
@@ -149,6 +151,10 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   }
   c.valid_days = o.tls_valid_days;
   if (c.cert_file.empty() && c.names.empty()) return "--tls-names names nothing";
+  // A file's certificate must cover the names given, or in a cluster the default Service name
+  // (the API server verifies it); offline with the default, no name is asked of it.
+  if (!c.cert_file.empty() && o.offline && !Given(o.given, "tls-names")) c.names.clear();
+  if (!c.cert_file.empty()) w.reload_from = c;  // re-read when cert-manager renews it
   if (!o.tls_secret.empty() && !o.offline) {
     const auto slash = o.tls_secret.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == o.tls_secret.size()) {

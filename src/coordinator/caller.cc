@@ -137,11 +137,17 @@ std::string Caller::Describe() const {
     case Kind::kProcess:
       break;
   }
-  std::string out = "pid " + std::to_string(pid) + " (uid " + std::to_string(uid) + ")";
+  // No host pid: a pod cannot otherwise see one, and this goes into replies.
+  std::string out = "a process of uid " + std::to_string(uid);
   if (!cgroup.pod_uid.empty()) return out + " in pod " + cgroup.pod_uid;
   if (!cgroup.container_id.empty()) return out + " in container " + cgroup.container_id;
   if (!cgroup.read) return out + ", whose cgroup cannot be read";
   return out;
+}
+
+std::string Caller::LogName() const {
+  if (kind != Kind::kProcess) return Describe();
+  return "pid " + std::to_string(pid) + ": " + Describe();
 }
 
 Caller ReadCaller(std::int64_t pid, std::int64_t uid, const std::string& proc) {

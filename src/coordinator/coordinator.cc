@@ -152,7 +152,7 @@ core::Result<Reply> Coordinator::Register(const Registration& given, const Calle
   jobs_.emplace(r.job, std::move(job));
   log_.Info("job registered",
             {{"job", r.job},
-             {"caller", caller.Describe()},
+             {"caller", caller.LogName()},
              {"class", r.cls + (ref.cls == nullptr ? " (not in the profile: never tuned)" : "")},
              {"batch_size", std::to_string(r.batch_size)},
              {"gpu", gpu.empty() ? (r.gpus.empty() ? "none" : "several") : gpu}});

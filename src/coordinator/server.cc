@@ -347,29 +347,31 @@ class Server::Impl {
                     .Register(*registry_)
                     .Add({}, kTuningBuckets)) {}
 
-  core::Result<void> Start() {
-    if (store_ != nullptr) {
-      const std::string prefix = coordinator_->options().prefix + "nodes/" +
-                                 KeySegment(coordinator_->options().node) + "/";
-      Json alive{{"pid", static_cast<std::int64_t>(::getpid())}};
-      writer_ =
-          std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
-      coordinator_->set_sink(writer_.get());
-      std::vector<std::pair<std::string, std::string>> kv;
-      bool read = true;
-      for (const std::string& p : {prefix, coordinator_->options().prefix + "observations/"}) {
-        auto stored = store_->List(p);
-        if (!stored) {
-          log_.Warn(
-              "cannot read the store; starting without stored state",
-              {{"prefix", p}, {"store", store_->Describe()}, {"error", stored.error().message}});
-          read = false;
-          break;
-        }
-        for (auto& e : *stored) kv.emplace_back(std::move(e.key), std::move(e.value));
+  // The store's writer, and the node's stored state read back (none when the store is down).
+  void RestoreFromStore() {
+    const std::string prefix =
+        coordinator_->options().prefix + "nodes/" + KeySegment(coordinator_->options().node) + "/";
+    Json alive{{"pid", static_cast<std::int64_t>(::getpid())}};
+    writer_ = std::make_unique<StoreWriter>(store_, options_, prefix + "alive", alive.dump(), log_);
+    coordinator_->set_sink(writer_.get());
+    std::vector<std::pair<std::string, std::string>> kv;
+    bool read = true;
+    for (const std::string& p : {prefix, coordinator_->options().prefix + "observations/"}) {
+      auto stored = store_->List(p);
+      if (!stored) {
+        log_.Warn(
+            "cannot read the store; starting without stored state",
+            {{"prefix", p}, {"store", store_->Describe()}, {"error", stored.error().message}});
+        read = false;
+        break;
       }
-      if (read) coordinator_->Restore(kv);
+      for (auto& e : *stored) kv.emplace_back(std::move(e.key), std::move(e.value));
     }
+    if (read) coordinator_->Restore(kv);
+  }
+
+  core::Result<void> Start() {
+    if (store_ != nullptr) RestoreFromStore();
     // From now on the tuner computes on its own thread: no request waits behind it.
     tuning_worker_ = std::make_unique<TuningWorker>(mu_, [this](double s) { tuning_.Observe(s); });
     coordinator_->set_tuning_runner(
@@ -391,7 +393,13 @@ class Server::Impl {
       const auto start = std::chrono::steady_clock::now();
       const Caller caller = CallerOf(req.peer, options_.proc);
       HttpReply reply;
-      {
+      // After the cgroup was read: were the connector gone, what was read could be another
+      // process's, one that took its pid.
+      if (req.peer.ConnectorGone()) {
+        reply = Error(403,
+                      "the process that opened this connection has exited (its pid may now be "
+                      "another process's): connect again");
+      } else {
         std::lock_guard lock(mu_);
         reply = Handle(*coordinator_, req.method, req.path, req.body, caller);
       }

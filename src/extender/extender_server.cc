@@ -377,6 +377,7 @@ struct ExtenderServer::Impl {
     s.workers = options.threads;
     s.max_connections = options.max_connections;
     s.max_body_bytes = options.max_body_bytes;
+    s.body_budget_bytes = std::max(options.body_budget_bytes, options.max_body_bytes);
     s.request_timeout = options.request_read_timeout;
     s.keep_alive_timeout = options.keep_alive_timeout;
     s.write_timeout = options.write_timeout;

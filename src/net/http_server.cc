@@ -9,6 +9,11 @@ namespace gpumux::net {
 // ---------------------------------------------------------------------------------------------
 // Value types.
 
+bool Peer::ConnectorGone() const {
+  if (transport != Transport::kUnix || pid <= 0) return false;
+  return process == nullptr || process->Gone(pid);
+}
+
 std::string Peer::Describe() const {
   if (transport == Transport::kUnix) {
     return "pid " + std::to_string(pid) + " (uid " + std::to_string(uid) + ") on " + address;
@@ -121,6 +126,14 @@ core::Result<void> ValidateOptions(const ServerOptions& o) {
   if (o.max_head_bytes < 1024 || o.max_head_bytes > std::numeric_limits<std::uint32_t>::max()) {
     return bad("max_head_bytes must be at least 1024");
   }
+  if (o.body_budget_bytes != 0 && o.body_budget_bytes < o.max_body_bytes) {
+    return bad("body_budget_bytes " + std::to_string(o.body_budget_bytes) +
+               " is less than max_body_bytes " + std::to_string(o.max_body_bytes) +
+               ": a body of the largest size could never be read");
+  }
+  if (o.body_rate_grace < std::chrono::milliseconds::zero()) {
+    return bad("body_rate_grace must not be negative");
+  }
   for (const auto& [name, value] :
        {std::pair<const char*, std::chrono::milliseconds>{"request_timeout", o.request_timeout},
         {"keep_alive_timeout", o.keep_alive_timeout},
@@ -159,7 +172,7 @@ void HttpServer::Impl::Accept(std::size_t index) {
         RefuseConnection(socket, options);
       } else if constexpr (std::is_same_v<Socket, tcp::socket>) {
         if (tls_context) {
-          StartSession(TlsSocket(std::move(socket), *tls_context), std::move(peer));
+          StartSession(TlsSocket(std::move(socket), tls_context), std::move(peer));
         } else {
           StartSession(std::move(socket), std::move(peer));
         }
@@ -340,5 +353,21 @@ std::int64_t HttpServer::dropped(Drop drop) const {
 }
 
 const ServerOptions& HttpServer::options() const { return impl_->options; }
+
+core::Result<void> HttpServer::SetTls(const TlsOptions& tls) {
+  Impl& m = *impl_;
+  if (!m.options.tls) {
+    return MakeError(core::ErrorCode::kFailedPrecondition, m.options.name + " serves no TLS");
+  }
+  auto context = MakeTlsContext(tls);
+  if (!context) return tl::unexpected(context.error());
+  if (!m.started || m.stopped) {
+    return MakeError(core::ErrorCode::kFailedPrecondition, m.options.name + " is not serving");
+  }
+  // On the I/O thread, which alone reads it.
+  asio::post(m.io,
+             [&m, context = std::move(*context)]() mutable { m.tls_context = std::move(context); });
+  return {};
+}
 
 }  // namespace gpumux::net

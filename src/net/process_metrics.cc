@@ -1,8 +1,11 @@
 #include "gpumux/net/process_metrics.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +92,35 @@ std::string ProcessMetricsText(std::string_view component) {
            static_cast<double>(limit.rlim_cur));
   }
   return out;
+}
+
+std::optional<std::uint64_t> ProcessStartTime(std::int64_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[1024];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  const std::string_view stat(text, static_cast<std::size_t>(n));
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::string_view rest = stat.substr(close + 1);
+  for (int field = 3; field <= 22; ++field) {  // field 3 (the state) follows the command
+    const std::size_t begin = rest.find_first_not_of(' ');
+    if (begin == std::string_view::npos) return std::nullopt;
+    rest = rest.substr(begin);
+    const std::size_t end = std::min(rest.find(' '), rest.size());
+    if (field == 22) {
+      std::uint64_t value = 0;
+      const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + end, value);
+      if (ec != std::errc() || ptr != rest.data() + end) return std::nullopt;
+      return value;
+    }
+    rest = rest.substr(end);
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpumux::net

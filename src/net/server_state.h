@@ -2,7 +2,9 @@
 // http_server.cc only).
 #pragma once
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 
 #include "gpumux/core/log_throttle.h"
 #include "gpumux/net/http_server.h"
+#include "gpumux/net/process_metrics.h"
 
 namespace gpumux::net {
 namespace detail {
@@ -51,6 +54,10 @@ constexpr std::chrono::seconds kTrimInterval{1};
 // time.
 constexpr std::size_t kBodyReadChunk = std::size_t{64} << 10;
 constexpr std::size_t kMaxBufferReserve = std::size_t{1} << 20;
+// A chunked body over unslotted_body_bytes takes the body budget this much ahead of its size.
+constexpr std::size_t kBodyBudgetStep = std::size_t{1} << 20;
+// While a body arrives, its rate is checked this often.
+constexpr std::chrono::milliseconds kBodyRateCheck{500};
 // A TLS connection waits for its next request by reading at most this much of it.
 constexpr std::size_t kFirstRead = 4096;
 
@@ -110,7 +117,7 @@ class MemoryTrimmer {
 
 enum class Phase : std::uint8_t {
   kWaiting,    // for its (next) request's first byte
-  kReceiving,  // its request is arriving, or waits for a work slot
+  kReceiving,  // its request is arriving, or waits for the body budget or a work slot
   kAnswering,  // its request is being answered: evicted only when its reply is not being read
 };
 
@@ -138,11 +145,57 @@ class Connection {
 
 }  // namespace detail
 
+// Not every libc names it yet (Debian 12's does not): the value of asm-generic/socket.h, which
+// x86-64 and arm64 use. An older kernel refuses it (ENOPROTOOPT) and the start time serves.
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+class PeerProcess {
+ public:
+  // The peer of unix socket `fd`, whose SO_PEERCRED pid is `pid` (> 0).
+  PeerProcess(int fd, std::int64_t pid) : start_time_(ProcessStartTime(pid)) {
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && pidfd >= 0) {
+      pidfd_ = pidfd;
+    }
+  }
+  ~PeerProcess() {
+    if (pidfd_ >= 0) ::close(pidfd_);
+  }
+  PeerProcess(const PeerProcess&) = delete;
+  PeerProcess& operator=(const PeerProcess&) = delete;
+
+  bool Gone(std::int64_t pid) const {
+    if (pidfd_ >= 0) {
+      // A pidfd is readable once its process has exited; the pid is not given to another
+      // process before that.
+      pollfd p{pidfd_, POLLIN, 0};
+      return ::poll(&p, 1, 0) != 0;
+    }
+    if (!start_time_) return true;  // it had gone before it was accepted
+    // Exited and its pid reused, or no longer there at all.
+    return ProcessStartTime(pid) != start_time_;
+  }
+
+ private:
+  int pidfd_ = -1;
+  std::optional<std::uint64_t> start_time_;
+};
+
 using namespace detail;  // NOLINT(google-build-using-namespace): the net module's own helpers
 
 struct HttpServer::Impl {
   explicit Impl(ServerOptions o)
-      : options(std::move(o)), trim_timer(io), free_slots(std::max(1, options.workers)) {}
+      : options(std::move(o)),
+        trim_timer(io),
+        free_slots(std::max(1, options.workers)),
+        body_budget(options.body_budget_bytes != 0
+                        ? options.body_budget_bytes
+                        : static_cast<std::size_t>(std::max(1, options.workers)) *
+                              options.max_body_bytes),
+        budget_left(body_budget) {}
 
   ServerOptions options;
   std::map<std::string, RouteEntry> routes;  // before Start; read-only after
@@ -174,6 +227,14 @@ struct HttpServer::Impl {
     std::function<void()> granted;
   };
   std::deque<SlotWaiter> slot_waiters;
+  const std::size_t body_budget;  // bytes of large bodies held at once (ServerOptions)
+  std::size_t budget_left;
+  struct BudgetWaiter {
+    std::size_t bytes;
+    std::shared_ptr<bool> alive;  // false: the wait was withdrawn
+    std::function<void()> granted;
+  };
+  std::deque<BudgetWaiter> budget_waiters;
   bool stopping = false;
 
   void LogThrottled(const std::string& kind, const std::string& line) {
@@ -206,6 +267,31 @@ struct HttpServer::Impl {
       }
     }
     ++free_slots;
+  }
+
+  // The body budget (I/O thread), first come first served: `granted` runs at once or when
+  // enough is released, unless `alive` is false by then.
+  void AcquireBudget(std::size_t bytes, std::shared_ptr<bool> alive,
+                     std::function<void()> granted) {
+    while (!budget_waiters.empty() && !*budget_waiters.front().alive) budget_waiters.pop_front();
+    if (budget_waiters.empty() && bytes <= budget_left) {
+      budget_left -= bytes;
+      granted();
+      return;
+    }
+    budget_waiters.push_back({bytes, std::move(alive), std::move(granted)});
+  }
+  void ReleaseBudget(std::size_t bytes) {
+    budget_left += bytes;
+    while (!budget_waiters.empty()) {
+      BudgetWaiter& w = budget_waiters.front();
+      if (*w.alive) {
+        if (w.bytes > budget_left) return;
+        budget_left -= w.bytes;
+        asio::post(io, std::move(w.granted));
+      }
+      budget_waiters.pop_front();
+    }
   }
 
   std::string EndpointsText() const {
@@ -296,7 +382,8 @@ struct HttpServer::Impl {
   core::Result<void> ListenTcp(const Endpoint& e);
   core::Result<void> ListenUnix(const Endpoint& e);
   std::vector<std::string> socket_files;  // unix sockets this server made: removed at Stop
-  std::unique_ptr<asio::ssl::context> tls_context;  // with options.tls: every TCP endpoint
+  // With options.tls: every TCP endpoint's (I/O thread; SetTls swaps it for new connections).
+  std::shared_ptr<asio::ssl::context> tls_context;
 };
 
 }  // namespace gpumux::net

@@ -36,6 +36,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void Start() {
     server_.connections[id_] = this;
     ++server_.open;
+    deadline_ = Clock::now() + server_.options.request_timeout;
     ArmTimer(server_.options.request_timeout);  // the first request counts from the accept
     if constexpr (requires(Socket & s) { s.async_handshake([](const ErrorCode&) {}); }) {
       socket_.async_handshake([self = Self()](const ErrorCode& ec) {
@@ -56,21 +57,30 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     closed_ = true;
     if (why) server_.Dropped(*why, peer, detail);
     if (slot_wait_) *slot_wait_ = false;
+    if (budget_wait_) *budget_wait_ = false;
     timer_.cancel();
     ErrorCode ignored;
     socket_.shutdown(asio::socket_base::shutdown_both, ignored);
     socket_.close(ignored);
     if (phase == Phase::kAnswering) --server_.answering;
-    if (holds_slot_) {
-      holds_slot_ = false;
-      server_.ReleaseSlot();
-    }
+    ReleaseSlotAndBudget();
     server_.connections.erase(id_);
     --server_.open;
   }
 
  private:
   std::shared_ptr<Session> Self() { return this->shared_from_this(); }
+
+  void ReleaseSlotAndBudget() {
+    if (holds_slot_) {
+      holds_slot_ = false;
+      server_.ReleaseSlot();
+    }
+    if (budget_held_ > 0) {
+      server_.ReleaseBudget(budget_held_);
+      budget_held_ = 0;
+    }
+  }
 
   // The client closed or reset the connection (or the server cancelled the read). A TLS client
   // that closes without a close_notify (most do, between requests) is stream_truncated.
@@ -110,7 +120,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
           Close(std::nullopt, "");  // an idle keep-alive connection: not a failure
         }
         return;
-      case Phase::kReceiving:
+      case Phase::kReceiving: {
         if (slot_wait_ && *slot_wait_) {
           *slot_wait_ = false;
           slot_wait_.reset();
@@ -118,9 +128,35 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                                 std::to_string(o.workers) + " at once)"));
           return;
         }
+        const auto now = Clock::now();
+        const bool before_deadline = deadline_ - now > std::chrono::milliseconds(1);
+        if (budget_wait_ && *budget_wait_) {
+          if (before_deadline) {  // a rate check while a chunked body waits: it is not owed
+            ArmTimer(Millis(deadline_ - now));
+            return;
+          }
+          *budget_wait_ = false;
+          budget_wait_.reset();
+          Send(Refusal(503, "busy: " + std::to_string(server_.body_budget) +
+                                " bytes of request bodies may be held at once, and not enough "
+                                "of them freed within " +
+                                Seconds(o.request_timeout)));
+          return;
+        }
+        if (reading_body_ && before_deadline) {
+          if (BodyTooSlow(now)) {
+            too_slow_ = true;
+            timed_out_ = true;
+            socket_.cancel();
+            return;
+          }
+          ArmTimer(Millis(std::min<Clock::duration>(deadline_ - now, kBodyRateCheck)));
+          return;
+        }
         timed_out_ = true;
         socket_.cancel();  // the read in flight ends with operation_aborted: OnReadError
         return;
+      }
       case Phase::kAnswering:
         Close(Drop::kWriteTimeout, "it did not take its reply within " + Seconds(o.write_timeout));
         return;
@@ -165,10 +201,13 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   // `received`: bytes of it already read (a TLS connection's wait reads the first ones).
   void BeginRequest(std::size_t received = 0) {
     SetPhase(Phase::kReceiving);
-    request_start_ = Clock::now();
-    if (!first_) ArmTimer(server_.options.request_timeout);
+    if (!first_) {
+      deadline_ = Clock::now() + server_.options.request_timeout;
+      ArmTimer(server_.options.request_timeout);
+    }
     received_ = received;
     timed_out_ = false;
+    too_slow_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_head_bytes));
     parser_->body_limit(server_.options.max_body_bytes);
@@ -186,6 +225,15 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void OnReadError(const ErrorCode& ec) {
     const ServerOptions& o = server_.options;
+    if (too_slow_) {
+      server_.Dropped(Drop::kRequestTimeout, peer,
+                      "its request body arrived at " + std::to_string(BodyRate(Clock::now())) +
+                          " bytes/s, below the minimum of " + std::to_string(o.min_body_rate) +
+                          " bytes/s (" + std::to_string(received_) + " bytes received)");
+      Send(Refusal(
+          408, "request body arrived slower than " + std::to_string(o.min_body_rate) + " bytes/s"));
+      return;
+    }
     if (timed_out_) {
       server_.Dropped(Drop::kRequestTimeout, peer,
                       "its request did not arrive within " + Seconds(o.request_timeout) + " (" +
@@ -230,11 +278,54 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       return;
     }
     const bool has_body = parser_->chunked() || length.value_or(0) > 0;
-    if (parser_->chunked() || length.value_or(0) > o.unslotted_body_bytes) {
-      WaitForSlot([self = Self(), has_body] { self->ReadBody(has_body); });
+    // A body holds no work slot while it arrives (the handler takes one); a large one holds its
+    // size from the body budget, reserved whole when it is declared.
+    if (length && *length > o.unslotted_body_bytes) {
+      WaitForBudget(*length, [self = Self()] { self->ReadBody(true); });
     } else {
       ReadBody(has_body);
     }
+  }
+
+  // The body's rate counts from now; its first check after body_rate_grace.
+  void StartBodyRate() {
+    const ServerOptions& o = server_.options;
+    body_start_ = Clock::now();
+    body_base_ = received_;
+    if (o.min_body_rate > 0) {
+      ArmTimer(Millis(
+          std::min<Clock::duration>(deadline_ - body_start_, o.body_rate_grace + kBodyRateCheck)));
+    }
+  }
+
+  // The rate of the body so far, from its head (bytes/s).
+  std::size_t BodyRate(Clock::time_point now) const {
+    const double seconds = std::chrono::duration<double>(now - body_start_).count();
+    const std::size_t bytes = received_ - body_base_;
+    return seconds <= 0 ? bytes : static_cast<std::size_t>(static_cast<double>(bytes) / seconds);
+  }
+  bool BodyTooSlow(Clock::time_point now) const {
+    const ServerOptions& o = server_.options;
+    const auto counted = now - body_start_ - o.body_rate_grace;
+    if (o.min_body_rate == 0 || counted <= Clock::duration::zero()) return false;
+    const double owed =
+        static_cast<double>(o.min_body_rate) * std::chrono::duration<double>(counted).count();
+    return static_cast<double>(received_ - body_base_) < owed;
+  }
+
+  // Runs `then` once this request holds `bytes` more of the body budget; 503 when they do not
+  // free before the request's deadline (OnTimer). The connection stays evictable meanwhile.
+  void WaitForBudget(std::size_t bytes, std::function<void()> then) {
+    budget_wait_ = std::make_shared<bool>(true);
+    server_.AcquireBudget(bytes, budget_wait_, [self = Self(), bytes, then = std::move(then)] {
+      if (self->closed_ || !self->budget_wait_ || !*self->budget_wait_) {
+        self->server_.ReleaseBudget(bytes);
+        return;
+      }
+      self->budget_wait_.reset();
+      self->budget_held_ += bytes;
+      then();
+    });
   }
 
   void ReadBody(bool has_body) {
@@ -248,16 +339,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     const std::size_t expected = parser_->content_length().value_or(kBodyReadChunk);
     buffer_.reserve(std::min({expected + 1024, kMaxBufferReserve, buffer_.max_size()}));
     auto read = [self = Self()] {
-      http::async_read(self->socket_, self->buffer_, *self->parser_,
-                       [self](const ErrorCode& ec, std::size_t n) {
-                         self->received_ += n;
-                         if (self->closed_) return;
-                         if (ec) {
-                           self->OnReadError(ec);
-                         } else {
-                           self->OnRequest();
-                         }
-                       });
+      self->reading_body_ = true;
+      self->StartBodyRate();
+      self->ReadBodyPiece();
     };
     const auto expect = parser_->get().find(http::field::expect);
     if (expect == parser_->get().end() ||
@@ -277,6 +361,38 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
                           read();
                         }
                       });
+  }
+
+  // Reads what has arrived of the body; then the rest, once a chunked body that has grown past
+  // what it holds of the budget has taken more.
+  void ReadBodyPiece() {
+    http::async_read_some(
+        socket_, buffer_, *parser_, [self = Self()](const ErrorCode& ec, std::size_t n) {
+          self->received_ += n;
+          if (self->closed_) return;
+          if (ec) {
+            self->reading_body_ = false;
+            self->OnReadError(ec);
+            return;
+          }
+          if (self->parser_->is_done()) {
+            self->reading_body_ = false;
+            self->OnRequest();
+            return;
+          }
+          const ServerOptions& o = self->server_.options;
+          const std::size_t size = self->parser_->get().body().size();
+          if (self->parser_->chunked() && size > o.unslotted_body_bytes &&
+              size + kBodyReadChunk > self->budget_held_ && self->budget_held_ < o.max_body_bytes) {
+            const std::size_t want = std::min(o.max_body_bytes, size + kBodyBudgetStep);
+            self->WaitForBudget(want - self->budget_held_, [self] {
+              self->StartBodyRate();  // the wait is not the client's
+              self->ReadBodyPiece();
+            });
+            return;
+          }
+          self->ReadBodyPiece();
+        });
   }
 
   // 413: the body is over max_body_bytes (said by its Content-Length, or found while reading a
@@ -317,7 +433,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       return;
     }
     slot_wait_ = std::make_shared<bool>(true);
-    ArmTimer(server_.options.request_timeout);
+    ArmTimer(server_.options.request_timeout);  // the request is whole: a wait of its own
     server_.AcquireSlot(slot_wait_, [self = Self(), then = std::move(then)] {
       if (self->closed_ || !self->slot_wait_ || !*self->slot_wait_) {
         self->server_.ReleaseSlot();
@@ -325,9 +441,6 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       }
       self->slot_wait_.reset();
       self->holds_slot_ = true;
-      // What is left of the request's own deadline, for its body.
-      self->ArmTimer(
-          Millis(self->request_start_ + self->server_.options.request_timeout - Clock::now()));
       then();
     });
   }
@@ -460,10 +573,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   void Written(const ErrorCode& ec, bool keep_alive) {
     if (closed_) return;
-    if (holds_slot_) {
-      holds_slot_ = false;
-      server_.ReleaseSlot();
-    }
+    ReleaseSlotAndBudget();
     server_.trimmer.AfterRequest(received_);
     // A stop that began while the reply was being written closes the connection too (the reply
     // said keep-alive, but an idle connection may always be closed).
@@ -488,10 +598,16 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   const std::uint64_t id_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  Clock::time_point request_start_{};
+  Clock::time_point deadline_{};  // the request's (request_timeout from its first byte)
   std::size_t received_ = 0;
   std::shared_ptr<bool> slot_wait_;  // set while waiting for a work slot
   bool holds_slot_ = false;
+  std::shared_ptr<bool> budget_wait_;  // set while waiting for the body budget
+  std::size_t budget_held_ = 0;
+  bool reading_body_ = false;  // since body_start_, when received_ was body_base_
+  Clock::time_point body_start_{};
+  std::size_t body_base_ = 0;
+  bool too_slow_ = false;
   bool first_ = true;
   bool timed_out_ = false;
   bool keep_alive_ = true;
@@ -522,6 +638,7 @@ Peer PeerOf(unix_socket::socket& socket, const std::string& path) {
     peer.uid = cred.uid;
     peer.gid = cred.gid;
   }
+  if (peer.pid > 0) peer.process = std::make_shared<PeerProcess>(socket.native_handle(), peer.pid);
   return peer;
 }
 

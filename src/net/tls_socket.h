@@ -21,9 +21,12 @@ class TlsSocket {
   using Stream = asio::ssl::stream<tcp::socket>;
   using executor_type = tcp::socket::executor_type;
 
-  // Boost 1.74's ssl::stream cannot move: it lives on the heap so that a TlsSocket can.
-  TlsSocket(tcp::socket socket, asio::ssl::context& context)
-      : stream_(std::make_unique<Stream>(std::move(socket), context)) {}
+  // Boost 1.74's ssl::stream cannot move: it lives on the heap so that a TlsSocket can. The
+  // context stays while the stream does, though the server may serve new connections with
+  // another (HttpServer::SetTls).
+  TlsSocket(tcp::socket socket, std::shared_ptr<asio::ssl::context> context)
+      : context_(std::move(context)),
+        stream_(std::make_unique<Stream>(std::move(socket), *context_)) {}
 
   executor_type get_executor() { return stream_->next_layer().get_executor(); }
 
@@ -49,12 +52,13 @@ class TlsSocket {
   void close(ErrorCode& ec) { stream_->next_layer().close(ec); }
 
  private:
+  std::shared_ptr<asio::ssl::context> context_;
   std::unique_ptr<Stream> stream_;
 };
 
 // The server's TLS context from PEM strings; error naming what OpenSSL refused.
-inline core::Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const TlsOptions& tls) {
-  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+inline core::Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const TlsOptions& tls) {
+  auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   ErrorCode ec;
   context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                            asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "gpumux/kube/base64.h"
 
@@ -124,6 +125,86 @@ TEST(WebhookCertificate, FilesThatDoNotPairAreRefusedNamingThem) {
   EXPECT_NE(got.error().message.find("does not match"), std::string::npos);
   std::ofstream(dir / "tls.key") << a.key_pem;
   EXPECT_TRUE(ObtainCertificate(s, nullptr, nullptr).has_value());
+  fs::remove_all(dir);
+}
+
+// shared/reliability-repros/webhook-cert-files-unchecked-unreloaded: files were checked only for
+// pairing. They are checked as a kept certificate is (names, expiry; an expired one is refused
+// in webhook_cert_files_unchecked_unreloaded, which makes one with openssl), and a missing file
+// is bad input like a bad one.
+TEST(WebhookCertificate, FilesMustCoverTheNamesAndAMissingOneIsBadInput) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("webhook-n-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  net::CertificateRequest r;
+  r.names = {"a.example"};
+  r.valid_days = 10;
+  const auto a = net::MakeServingCertificate(r).value();
+  std::ofstream(dir / "tls.crt") << a.cert_pem;
+  std::ofstream(dir / "tls.key") << a.key_pem;
+  CertificateSource s;
+  s.cert_file = (dir / "tls.crt").string();
+  s.key_file = (dir / "tls.key").string();
+  s.names = {"a.example"};
+  bool soon = false;
+  ASSERT_TRUE(ReadCertificateFiles(s, &soon).has_value());
+  EXPECT_TRUE(soon) << "10 days left";
+  s.names = {"a.example", "b.example"};
+  auto uncovered = ReadCertificateFiles(s);
+  ASSERT_FALSE(uncovered.has_value());
+  EXPECT_NE(uncovered.error().message.find("does not cover b.example"), std::string::npos)
+      << uncovered.error().message;
+  s.key_file = (dir / "nope.key").string();
+  auto missing = ReadCertificateFiles(s);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code, core::ErrorCode::kInvalidArgument);
+  EXPECT_NE(missing.error().message.find("nope.key"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// cert-manager renews a certificate at two thirds of its life and rewrites the mounted files:
+// the webhook serves the new pair to new connections within seconds, and keeps the old one
+// while the files do not pair (a half-written update).
+TEST(WebhookServer, ServesARenewedCertificateFromItsFilesAndKeepsTheOldWhileTheyDoNotPair) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("webhook-r-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  net::CertificateRequest r;
+  r.names = {"127.0.0.1"};
+  const auto a = net::MakeServingCertificate(r).value(), b = net::MakeServingCertificate(r).value();
+  const auto write = [&](const std::string& cert, const std::string& key) {
+    std::ofstream(dir / "tls.crt.new") << cert;
+    std::ofstream(dir / "tls.key.new") << key;
+    fs::rename(dir / "tls.crt.new", dir / "tls.crt");
+    fs::rename(dir / "tls.key.new", dir / "tls.key");
+  };
+  write(a.cert_pem, a.key_pem);
+  std::ofstream(dir / "a-ca.pem") << a.ca_pem;
+  std::ofstream(dir / "b-ca.pem") << b.ca_pem;
+  WebhookOptions o;
+  o.port = 0;
+  o.reload_from.cert_file = (dir / "tls.crt").string();
+  o.reload_from.key_file = (dir / "tls.key").string();
+  o.reload_every = std::chrono::milliseconds(100);
+  auto webhook = Webhook::Start(o, a, nullptr);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  const auto served_by = [&](const char* ca) {
+    httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+    client.set_ca_cert_path((dir / ca).c_str());
+    client.enable_server_certificate_verification(true);
+    auto health = client.Get("/healthz");
+    return health && health->status == 200;
+  };
+  EXPECT_TRUE(served_by("a-ca.pem"));
+  write(b.cert_pem, a.key_pem);  // half-way: the old key
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(served_by("a-ca.pem")) << "a pair that does not match is not served";
+  write(b.cert_pem, b.key_pem);
+  bool renewed = false;
+  for (int i = 0; i < 100 && !renewed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    renewed = served_by("b-ca.pem");
+  }
+  EXPECT_TRUE(renewed) << "the renewed certificate was not served within 10 s";
+  (*webhook)->Stop();
   fs::remove_all(dir);
 }
 

@@ -116,7 +116,8 @@ TEST(CallerTest, ReadCallerReadsThePeersCgroupUnderProc) {
   std::ofstream(proc / "77" / "cgroup") << "0::/kubepods/pod" << kPodB << "/" << kContainer << "\n";
   const Caller c = ReadCaller(77, 1000, proc.string());
   EXPECT_EQ(c.cgroup.pod_uid, kPodB);
-  EXPECT_EQ(c.Describe(), std::string("pid 77 (uid 1000) in pod ") + kPodB);
+  EXPECT_EQ(c.Describe(), std::string("a process of uid 1000 in pod ") + kPodB);
+  EXPECT_EQ(c.LogName(), std::string("pid 77: a process of uid 1000 in pod ") + kPodB);
   const Caller gone = ReadCaller(78, 0, proc.string());
   EXPECT_FALSE(gone.cgroup.read);
   EXPECT_FALSE(gone.trusted());

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -274,6 +275,66 @@ TEST_F(ServerTest, AJobRegisteredOverTcpIsNotTheUnixCallersToReportFor) {
   EXPECT_NE(answer.find(R"("gpus":[])"), std::string::npos) << answer;
   answer = UnixRequest(sock, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_NE(answer.find(R"({"error":)"), std::string::npos) << answer;
+}
+
+// shared/reliability-repros/coordinator-pid-reuse-impersonation: the caller was read from
+// /proc/<pid>/cgroup at every request, and nothing tied the pid to the process that connected.
+// A connection whose connector had exited became whoever took its pid next: here the fake /proc
+// says the pid is now a process of the victim's pod. The connector's pidfd (or its start time)
+// says it is gone, and the connection is refused; no reply names a host pid.
+TEST_F(ServerTest, AConnectionWhoseConnectorHasExitedIsRefusedNotTakenForItsPidsNextOwner) {
+  const std::string pod = "11111111-2222-3333-4444-555555555555";
+  const auto fake_cgroup = [&](pid_t pid) {
+    std::filesystem::create_directories(dir_ / "proc" / std::to_string(pid));
+    std::ofstream(dir_ / "proc" / std::to_string(pid) / "cgroup")
+        << "0::/kubepods/pod" << pod << "/" << std::string(64, 'c') << "\n";
+  };
+  fake_cgroup(::getpid());
+  proc_ = (dir_ / "proc").string();
+  Start();
+  const std::string sock = (dir_ / "c.sock").string();
+  std::string answer = UnixPost(sock, "/v1/register",
+                                R"({"job":"victim","class":"a","batch_size":21,"gpus":["GPU-0"]})");
+  ASSERT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+
+  // A child connects the socket this process holds too, and exits.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+    ::_exit(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : 2);
+  }
+  fake_cgroup(child);  // what /proc will say of its pid once another process has it
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(go[0]);
+  ::close(go[1]);
+
+  const std::string leave = R"({"job":"victim"})";
+  const std::string request =
+      "POST /v1/leave HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(leave.size()) + "\r\n\r\n" + leave;
+  (void)!::write(fd, request.data(), request.size());
+  answer.clear();
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) answer.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_NE(answer.find("HTTP/1.1 403"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("opened this connection has exited"), std::string::npos) << answer;
+  EXPECT_EQ(answer.find(std::to_string(child)), std::string::npos) << "a host pid: " << answer;
+  answer = UnixPost(sock, "/v1/report", R"({"job":"victim","steps":[[21,0.1]]})");
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << "the victim is still there";
 }
 
 TEST_F(ServerTest, JobsAreServedWhileTheStoreIsDownAndTheStateReachesItWhenItIsBack) {

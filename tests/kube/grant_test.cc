@@ -46,10 +46,12 @@ TEST(Grant, NumbersBeyondTheirRangeAreRefusedNotWrapped) {
     return t.replace(at, from.size(), to);
   };
   for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
-           {replaced("\"version\":1", "\"version\":4294967297"), "unsupported version 4294967297"},
-           {replaced("\"index\":5", "\"index\":4294967301"), "index 4294967301 is not a GPU index"},
-           {replaced("\"index\":5", "\"index\":64"), "index 64 is not a GPU index 0..63"},
-           {replaced("\"index\":5", "\"index\":-1"), "index -1 is not a GPU index"}}) {
+           {replaced("\"version\":1", "\"version\":4294967297"),
+            "version: unsupported (this build reads 1), got 4294967297"},
+           {replaced("\"index\":5", "\"index\":4294967301"),
+            "gpus[0].index: not an integer in 0..63, got 4294967301"},
+           {replaced("\"index\":5", "\"index\":64"), "index: not an integer in 0..63, got 64"},
+           {replaced("\"index\":5", "\"index\":-1"), "index: not an integer in 0..63, got -1"}}) {
     auto g = DecodeGrant(bad);
     ASSERT_FALSE(g) << bad;
     EXPECT_NE(g.error().message.find(why), std::string::npos) << g.error().message;

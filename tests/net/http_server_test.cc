@@ -7,9 +7,11 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "gpumux/net/http_client.h"
+#include "gpumux/net/process_metrics.h"
 #include "tests/testing/process_usage.h"
 #include "tests/testing/raw_http.h"
 #include "tests/testing/subprocess.h"
@@ -432,6 +435,111 @@ TEST_F(HttpServerTest, ClientsThatNeverReadTheirRepliesDoNotLockOutANewcomer) {
   EXPECT_GE(server_->dropped(Drop::kEvicted), 1);
 }
 
+// shared/reliability-repros/http-work-slot-starvation: a chunked body, or one over
+// unslotted_body_bytes, was read while its request held a work slot, so four bodies trickling in
+// a byte at a time held every slot and each legitimate request waited up to its deadline. A body
+// is now read first and a slot taken only for the handler.
+TEST_F(HttpServerTest, BodiesThatTrickleInHoldNoWorkSlot) {
+  Start([](ServerOptions& o) {
+    o.workers = 1;
+    o.unslotted_body_bytes = 1024;
+    o.request_timeout = std::chrono::seconds(30);
+    o.min_body_rate = 0;  // this test is about slots, not the minimum rate
+  });
+  std::vector<std::unique_ptr<RawConnection>> tricklers;
+  for (const std::string head :
+       {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n",
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\nabc"}) {
+    for (int i = 0; i < 2; ++i) {
+      tricklers.push_back(std::make_unique<RawConnection>(server_->port()));
+      ASSERT_TRUE(tricklers.back()->connected());
+      ASSERT_TRUE(tricklers.back()->Send(head));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  auto echo = Client().Post("/echo", "x", "text/plain");
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(echo) << httplib::to_string(echo.error());
+  EXPECT_EQ(echo->status, 200) << echo->body;
+  EXPECT_LT(took, std::chrono::seconds(5)) << "it waited for a slot a trickling body held";
+}
+
+TEST_F(HttpServerTest, ABodySlowerThanTheMinimumRateIs408AndClosed) {
+  Start([](ServerOptions& o) {
+    o.request_timeout = std::chrono::seconds(60);
+    o.min_body_rate = 1000;
+    o.body_rate_grace = std::chrono::milliseconds(300);
+  });
+  RawConnection slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  ASSERT_TRUE(slow.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"));
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int k = 0; k < 300 && !closed; ++k) {  // 10 bytes every 50 ms: 200 bytes/s
+    if (!slow.Send(std::string(10, 'b'))) break;
+    closed = slow.ClosedWithin(std::chrono::milliseconds(50));
+  }
+  closed = closed || slow.ClosedWithin(std::chrono::seconds(10));
+  EXPECT_TRUE(closed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+      << "dropped by the rate, not the 60 s deadline";
+  EXPECT_EQ(slow.received().rfind("HTTP/1.1 408", 0), 0U) << slow.received();
+  EXPECT_NE(slow.received().find("slower than 1000 bytes/s"), std::string::npos) << slow.received();
+  EXPECT_TRUE(Eventually([&] { return log_.Contains("below the minimum of 1000 bytes/s"); }));
+  EXPECT_EQ(Client().Post("/echo", std::string(5000, 'c'), "text/plain")->status, 200)
+      << "a body that arrives at once is read";
+}
+
+// shared/reliability-repros/extender-bodies-exceed-memory-limit: the memory of large bodies was
+// bounded by the work slots times max_body_bytes (16 x 64 MiB in the extender, twice its memory
+// limit). Bodies over unslotted_body_bytes now hold their size from one byte budget until their
+// reply is written; a body that does not fit waits, within its deadline, else 503.
+TEST_F(HttpServerTest, LargeBodiesShareOneByteBudgetAndWaitForIt) {
+  Start([](ServerOptions& o) {
+    o.unslotted_body_bytes = 1024;
+    o.max_body_bytes = 200000;
+    o.body_budget_bytes = 300000;
+    o.request_timeout = std::chrono::milliseconds(1500);
+  });
+  const std::string body(150000, 'b');
+  std::thread slow([&] {  // holds 150,000 bytes of the budget while its handler waits
+    auto r = Client().Post("/slow", body, "text/plain");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+  });
+  ASSERT_TRUE(gate_.WaitForWaiters(1));
+  EXPECT_EQ(Client().Post("/echo", std::string(100000, 'c'), "text/plain")->status, 200)
+      << "100,000 more fit";
+  // 160,000 do not: the request waits (its client for the go-ahead), then is refused.
+  RawConnection refused(server_->port());
+  ASSERT_TRUE(refused.connected());
+  refused.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 160000\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_TRUE(refused.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_EQ(refused.received().rfind("HTTP/1.1 503", 0), 0U) << refused.received();
+  EXPECT_NE(refused.received().find("300000 bytes of request bodies"), std::string::npos)
+      << refused.received();
+  // A chunked body takes the budget as it grows past unslotted_body_bytes (in steps, up to
+  // max_body_bytes): past what is left, it waits too.
+  RawConnection chunked(server_->port());
+  ASSERT_TRUE(chunked.connected());
+  std::string request = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 2; ++i) request += "1000\r\n" + std::string(4096, 'd') + "\r\n";
+  request += "0\r\n\r\n";
+  chunked.Send(request);
+  EXPECT_TRUE(chunked.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_EQ(chunked.received().rfind("HTTP/1.1 503", 0), 0U) << chunked.received().substr(0, 200);
+  gate_.Open();
+  slow.join();
+  EXPECT_EQ(Client().Post("/echo", body, "text/plain")->status, 200) << "the budget came back";
+  RawConnection again(server_->port());
+  ASSERT_TRUE(again.connected());
+  again.Send(request);
+  again.ClosedWithin(std::chrono::seconds(2));
+  EXPECT_EQ(again.received().rfind("HTTP/1.1 200", 0), 0U) << again.received().substr(0, 200);
+}
+
 TEST_F(HttpServerTest, NotHttpIsA400AndTheConnectionClosed) {
   Start();
   const std::string reply = RawExchange(server_->port(), "HELLO\r\n\r\n");
@@ -518,6 +626,34 @@ TEST_F(HttpServerTest, ASecondServerOnTheSamePortFailsToStartAndSaysWhy) {
       << not_here.error().message;
 }
 
+// Where the kernel gives no pidfd (before Linux 6.5), a unix peer is known by its pid and its
+// start time: the start time is read past the command, whatever the command holds, and a pid
+// whose process has gone has none.
+TEST(ProcessStartTimeTest, NamesOneProcessWhateverItsCommandAndNoneOnceItHasGone) {
+  const auto self = ProcessStartTime(::getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(ProcessStartTime(::getpid()), self);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::prctl(PR_SET_NAME, "x) 1 2 (y");  // spaces and parentheses in the command
+    char c = 0;
+    ::_exit(::read(go[0], &c, 1) == 1 ? 0 : 1);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto started = ProcessStartTime(child);
+  ASSERT_TRUE(started.has_value());
+  EXPECT_GE(*started, *self);
+  EXPECT_EQ(ProcessStartTime(child), started);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(ProcessStartTime(child).has_value());
+  ::close(go[0]);
+  ::close(go[1]);
+}
+
 TEST(HttpServerOptionsTest, InvalidOptionsAreErrorsNamingTheOption) {
   struct Case {
     const char* name;
@@ -530,6 +666,12 @@ TEST(HttpServerOptionsTest, InvalidOptionsAreErrorsNamingTheOption) {
       {"no worker", [](ServerOptions& o) { o.workers = 0; }, "worker"},
       {"no connection", [](ServerOptions& o) { o.max_connections = 0; }, "max_connections"},
       {"a zero timeout", [](ServerOptions& o) { o.write_timeout = {}; }, "write_timeout"},
+      {"a budget smaller than a body",
+       [](ServerOptions& o) {
+         o.max_body_bytes = 2 << 20;
+         o.body_budget_bytes = 1 << 20;
+       },
+       "body_budget_bytes"},
       {"a long socket path",
        [](ServerOptions& o) { o.listen = {Endpoint::Unix(std::string(200, 'a'), 0600)}; },
        "1 to 107"},

@@ -771,6 +771,41 @@ def webhook_large_review_oom(g, d):
     _own_run_sh(g, d, timeout=170)
 
 
+def http_work_slot_starvation(g, d):
+    """A chunked body, or one over 128 KiB, was read while its request held a work slot: four
+    bodies trickling in a byte at a time held every slot of the webhook and the coordinator, and
+    every legitimate request waited ~10 s. A body is read first now (large ones under one byte
+    budget, all at a minimum rate), and a slot is taken only for the handler."""
+    _own_run_sh(g, d, timeout=170)
+
+
+def extender_bodies_exceed_memory_limit(g, d):
+    """The extender read bodies of up to 64 MiB on each of its work slots at once: eight 59 MiB
+    filter bodies took it to 533 MiB, past the Deployment's 512 Mi. Large bodies now share one
+    byte budget (64 MiB in the extender) until their replies are written; the rest wait."""
+    _own_run_sh(g, d, timeout=170)
+
+def coordinator_pid_reuse_impersonation(g, d):
+    """The caller was read from /proc/<pid>/cgroup at every request, and nothing tied the pid to
+    the process that connected: after SCM_RIGHTS and the connector's exit, a connection whose pid
+    went to a process of another pod acted as that pod (or, outside any container, as the node's
+    administrator). The connector's pidfd (SO_PEERPIDFD; else its start time, read at accept)
+    now says when it has gone, and its connection is refused; replies name no host pid. Needs
+    root, a writable cgroup2 hierarchy and ns_last_pid (the run.sh exits 2 without them)."""
+    code, out = run(['sh', os.path.join(d, 'run.sh'), g], cwd=d, timeout=120)
+    if code == 2:
+        print(out.strip().splitlines()[-1:] if out.strip() else 'this host cannot run it')
+        sys.exit(77)
+    expect(code == 0, f'its run.sh exits {code}: {out.strip().splitlines()[-1:]}')
+
+
+def webhook_cert_files_unchecked_unreloaded(g, d):
+    """Certificate files were checked only for pairing and read once: an expired one was served
+    without a word, a renewed one never picked up. They are checked as a kept certificate is now
+    (expiry, --tls-names; exit 2 naming the file) and re-read every 2 s; a renewed pair is
+    served to new connections."""
+    _own_run_sh(g, d, timeout=120)
+
 
 def webhook_extender_deep_json_crash(g, d):
     """A body nesting a value 100,000 deep (195 KB) crashed the webhook and the extender: the
@@ -813,6 +848,10 @@ CASES = {
     'http-chunk-extension-unbounded-memory': http_chunk_extension_unbounded_memory,
     'http-nonreading-clients-exhaust-connections': http_nonreading_clients_exhaust_connections,
     'webhook-large-review-oom': webhook_large_review_oom,
+    'coordinator-pid-reuse-impersonation': coordinator_pid_reuse_impersonation,
+    'webhook-cert-files-unchecked-unreloaded': webhook_cert_files_unchecked_unreloaded,
+    'http-work-slot-starvation': http_work_slot_starvation,
+    'extender-bodies-exceed-memory-limit': extender_bodies_exceed_memory_limit,
     'webhook-extender-deep-json-crash': webhook_extender_deep_json_crash,
 }
 

@@ -46,6 +46,16 @@ core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource&
                                                         kube::KubeApi* api,
                                                         const core::Logger& log);
 
+// The certificate in `source`'s files, checked as a kept one is: it pairs with the key (and the
+// CA), covers every name in `source.names`, and has not expired. Error (kInvalidArgument)
+// naming the files and what is wrong, a missing file too. `expires_soon`, when given, is set
+// when it ends within 30 days.
+core::Result<net::ServingCertificate> ReadCertificateFiles(const CertificateSource& source,
+                                                           bool* expires_soon = nullptr);
+// The warning for a certificate from `file` that ends within 30 days.
+void WarnCertificateExpiresSoon(const core::Logger& log, const std::string& file,
+                                const std::string& cert_pem);
+
 // Sets clientConfig.caBundle of every webhook of MutatingWebhookConfiguration `name` to
 // `ca_pem` where it differs (a JSON patch that first tests each webhook's name); returns how many
 // changed. Error with the API server's answer (404 when the configuration is not installed).
@@ -63,6 +73,12 @@ struct WebhookOptions {
   // Warn (AdmissionReview warnings, which kubectl prints) when a translated share goes where no
   // node enforces its limits: one node list of limit 1 per selector term (needs `nodes list`).
   bool warn_unenforced = true;
+  // The files the certificate came from (cert-manager's Secret, mounted): re-read every
+  // `reload_every`; a changed certificate that passes ReadCertificateFiles is served to new
+  // connections (and its CA kept in the caBundle), one that does not is logged and the one
+  // served kept. No cert_file: nothing is re-read.
+  CertificateSource reload_from;
+  std::chrono::milliseconds reload_every{2000};
   core::Logger log;
 };
 

@@ -56,8 +56,11 @@ struct Caller {
   // The owner of the jobs this caller registers: "pod <uid>", "container <id>", "uid <n>",
   // "tcp" or "node". Two callers with the same principal may act for each other's jobs.
   std::string Principal() const;
-  // For messages: "pid 4242 (uid 1000) in pod 7c0f..." or "a TCP peer (127.0.0.1)".
+  // For replies: "a process of uid 1000 in pod 7c0f..." or "a TCP peer (127.0.0.1)"; never
+  // the host pid.
   std::string Describe() const;
+  // For the coordinator's log: Describe() with the host pid ("pid 4242: a process of ...").
+  std::string LogName() const;
 };
 
 // The caller behind a unix-socket peer: reads `<proc>/<pid>/cgroup`. A pid of 0 or less (the

@@ -69,7 +69,11 @@ struct ExtenderServerOptions {
   std::string url_prefix = "/gpumux";  // normalised by NormalizeUrlPrefix
   int threads = 8;                     // work slots: verbs computed at once (see above)
   int max_connections = 256;           // open connections (net::ServerOptions)
-  std::size_t max_body_bytes = std::size_t{64} << 20;     // a 5,000-node NodeList is tens of MB
+  std::size_t max_body_bytes = std::size_t{64} << 20;  // a 5,000-node NodeList is tens of MB
+  // Bytes of bodies over 128 KiB held at once, until their replies are written
+  // (net::ServerOptions::body_budget_bytes): parsing a body costs several times its size, and
+  // with this the Deployment's 512 Mi holds however many verbs arrive at once.
+  std::size_t body_budget_bytes = std::size_t{64} << 20;
   std::chrono::milliseconds slow_request{100};            // log requests slower than this
   std::chrono::milliseconds request_read_timeout{10000};  // a whole request must arrive within
   std::chrono::milliseconds keep_alive_timeout{10000};    // idle connections close after it

@@ -47,8 +47,13 @@ struct Grant {
   bool operator==(const Grant&) const = default;
 };
 
+// The most containers a grant may list (an annotation anyone who may edit pods can write).
+inline constexpr std::size_t kMaxGrantContainers = 4096;
+
 std::string EncodeGrant(const Grant& grant);
-// Error names the field that is missing or wrong.
+// Read through core::ParseJson and core::JsonFields: error names the field's path and what was
+// wrong ("annotation gpumux.io/grant: containers[0].gpus[0].index: not an integer in 0..63,
+// got 64").
 core::Result<Grant> DecodeGrant(std::string_view text);
 
 }  // namespace gpumux::kube

@@ -28,8 +28,15 @@
 //    is abandoned.
 //  - Limits. A head over `max_head_bytes` is 431; a body over `max_body_bytes` is 413, refused
 //    before it is read when its Content-Length says so (chunked bodies are cut off at the limit);
-//    both close the connection. A body over `unslotted_body_bytes` is read only while its
-//    request holds a work slot (below), so the memory of large bodies is bounded by `workers`.
+//    both close the connection. A body over `unslotted_body_bytes` holds its size from one byte
+//    budget (`body_budget_bytes`) from its first byte until its reply is written: one declared
+//    by Content-Length reserves it whole before it is read (and before an "Expect:
+//    100-continue" is answered), a chunked one in steps as it grows. A body that does not fit
+//    waits for the budget, first come first served, within its request's deadline; else 503.
+//    So the memory of bodies is bounded by the budget, plus `unslotted_body_bytes` per
+//    connection. A body must arrive at `min_body_rate` bytes/s at least, counted from its head
+//    once `body_rate_grace` has passed; a slower one is 408 and closed. A body holds no work slot
+//    while it arrives (four bodies trickling in once held every slot of the webhook).
 //  - Connections. At most `max_connections` are open; at the limit a newcomer evicts the
 //    connection that has gone longest without a request being answered (an idle keep-alive one,
 //    or one still sending its request), else the one whose reply has gone unread longest, past
@@ -69,6 +76,11 @@
 
 namespace gpumux::net {
 
+// The process that opened a unix-socket connection, as the kernel named it at connect: a pidfd
+// of it (SO_PEERPIDFD, Linux 6.5+) where the kernel gives one, and its start time (read at
+// accept). Shared by the connection's requests; closes the pidfd when the last goes.
+class PeerProcess;
+
 // Who is on the other end of a connection: what the kernel says, not what the client claims.
 struct Peer {
   enum class Transport : std::uint8_t { kTcp, kUnix };
@@ -77,6 +89,13 @@ struct Peer {
   int port = 0;         // TCP only
   // Unix sockets: the peer process's credentials when it connected (SO_PEERCRED); -1 for TCP.
   std::int64_t pid = -1, uid = -1, gid = -1;
+  std::shared_ptr<const PeerProcess> process;  // unix sockets with pid > 0
+  // Unix sockets: whether the process that connected is known to have exited since (its pid
+  // may by now be another process's, so what /proc says of `pid` is no longer about this
+  // peer): its pidfd says so, or the pid's start time is not the one read at accept (or could
+  // not be read then). False for TCP and for a pid the server cannot see (0: another PID
+  // namespace).
+  bool ConnectorGone() const;
   // "127.0.0.1:41234", "[::1]:41234" or "pid 1234 (uid 0) on /run/gpumux/coordinator.sock".
   std::string Describe() const;
 };
@@ -162,6 +181,11 @@ struct ServerOptions {
   std::size_t max_head_bytes = std::size_t{64} << 10;
   std::size_t max_body_bytes = std::size_t{1} << 20;
   std::size_t unslotted_body_bytes = std::size_t{128} << 10;
+  // Bytes of bodies over unslotted_body_bytes held at once (see the top); 0: workers x
+  // max_body_bytes. At least max_body_bytes when set.
+  std::size_t body_budget_bytes = 0;
+  std::size_t min_body_rate = std::size_t{16} << 10;  // bytes/s; 0: no minimum
+  std::chrono::milliseconds body_rate_grace{2000};
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds keep_alive_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};
@@ -210,6 +234,10 @@ class HttpServer {
   std::size_t open_connections() const;
   std::int64_t dropped(Drop drop) const;  // connections closed for this reason since Start
   const ServerOptions& options() const;
+  // Serves connections accepted from now on with `tls` (a renewed certificate); those open keep
+  // theirs. After Start. Error when the server is not serving TLS or OpenSSL refuses the pair
+  // (nothing changes then).
+  core::Result<void> SetTls(const TlsOptions& tls);
 
   struct Impl;  // the implementation's (public so that its connection type can name it)
 
