@@ -220,6 +220,49 @@ users:
             'seen': -9223372036854775808})}}}).encode() + SEP +
          b'n POST /v1/report {"job":"ns/p1/c","steps":[[64,0.2]]}\n')
 
+    # Deep nesting, past core::kMaxJsonDepth (128) and within -max_len: a value 129, 200 and
+    # 1,000 levels deep where each reader takes one.
+    def deep(levels):
+        return '[' * levels + ']' * levels
+    for levels in (129, 200, 1000):
+        seed('admission_review', f'deep-{levels}', json.dumps({
+            'apiVersion': 'admission.k8s.io/v1', 'kind': 'AdmissionReview',
+            'request': {'uid': 'u', 'operation': 'CREATE', 'object': '@'}}).replace('"@"',
+                                                                                 deep(levels)))
+        seed('extender_verbs', f'deep-{levels}',
+             b'\0' + ('{"Pod":{"metadata":{"name":"p"},"spec":' + deep(levels) +
+                       '},"NodeNames":["n1"]}').encode())
+        seed('coordinator', f'deep-{levels}', SEP +
+             f'a POST /v1/register {{"job":"ns/p/c","class":{deep(levels)}}}\n'.encode())
+
+    # http_framing: what a client sends on one connection (fuzz/http_framing.cc).
+    http = {
+        'get': 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n',
+        'pipelined': 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n' * 3 +
+                     'GET /side HTTP/1.1\r\nHost: y\r\n\r\n',
+        'post': 'POST /echo?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello',
+        'large-body': 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n' +
+                      'b' * 3000,
+        'too-large': 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n',
+        'chunked': 'POST /compute HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n'
+                   '5;ext=1\r\nhello\r\n3\r\nabc\r\n0\r\nX-Trailer: t\r\n\r\n',
+        'chunked-large': 'POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n' +
+                         '400\r\n' + 'c' * 1024 + '\r\n' + '400\r\n' + 'd' * 1024 +
+                         '\r\n0\r\n\r\n',
+        'long-extension': 'POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n'
+                          '1;' + 'e' * 3000 + '\r\nx\r\n0\r\n\r\n',
+        'continue': 'POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n'
+                    'Content-Length: 4\r\n\r\nabcd',
+        'head': 'HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n',
+        'http10': 'GET /healthz HTTP/1.0\r\n\r\n',
+        'bad-method': 'DELETE /echo HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\n\r\n',
+        'not-http': '\x16\x03\x01\x00\xa5\x01\x00\x00',
+        'both-lengths': 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n'
+                        'Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+    }
+    for name, text in http.items():
+        seed('http_framing', name, text.encode('latin-1'))
+
 
 if __name__ == '__main__':
     main()

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "gpumux/coordinator/coordinator.h"
+#include "gpumux/core/json.h"
 
 namespace gpumux::coordinator {
 
@@ -33,15 +34,12 @@ std::optional<std::string> ReadIntegerValue(const nlohmann::json& v, std::string
                                             Int* out) {
   static_assert(std::is_signed_v<Int>, "the range check below is for signed types");
   if (!v.is_number_integer()) return std::string(field) + ": must be an integer";
-  // Above INT64_MAX a value is unsigned, and get<int64_t> would wrap it to a negative one.
-  if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
-    return std::string(field) + ": out of range";
-  }
-  const auto n = v.get<std::int64_t>();
-  if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max()) {
-    return std::string(field) + ": out of range";
-  }
-  *out = static_cast<Int>(n);
+  // Compared in the value's own JSON type (core::JsonIntIn): get<int64_t> would wrap a value
+  // above INT64_MAX to a negative one.
+  const auto n =
+      core::JsonIntIn(v, std::numeric_limits<Int>::min(), std::numeric_limits<Int>::max());
+  if (!n) return std::string(field) + ": out of range";
+  *out = static_cast<Int>(*n);
   return std::nullopt;
 }
 

@@ -6,7 +6,6 @@
 #include "gpumux/core/json_text.h"
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/read_file.h"
-#include "src/hook/checked_json.h"
 
 namespace gpumux::hook {
 namespace {
@@ -141,7 +140,7 @@ core::Result<ContainerState> ParseState(std::istream& in) {
   if (auto ok = CheckContainerId(s.id, where + ": field 'id'"); !ok)
     return tl::unexpected(ok.error());
   if (const Json* pid = Member(j, "pid"); pid != nullptr) {
-    const auto value = detail::IntInRange(*pid, 0, kMaxPid);
+    const auto value = core::JsonIntIn(*pid, 0, kMaxPid);
     if (!value) {
       return core::MakeError(core::ErrorCode::kInvalidArgument,
                              where + ": field 'pid' is not a non-negative integer up to " +

@@ -24,7 +24,6 @@
 #include "gpumux/io/atomic_file.h"
 #include "gpumux/io/fd.h"
 #include "gpumux/io/read_file.h"
-#include "src/hook/checked_json.h"
 
 namespace gpumux::hook {
 namespace {
@@ -57,7 +56,7 @@ class EntryReader {
   core::Result<std::int64_t> Int(const char* key, std::int64_t lo, std::int64_t hi) const {
     const auto it = entry_.find(key);
     if (it == entry_.end() || it->is_null()) return tl::unexpected(Fault(key, "missing"));
-    auto v = detail::IntInRange(*it, lo, hi);
+    auto v = core::JsonIntIn(*it, lo, hi);
     if (!v) return tl::unexpected(Fault(key, RangeText(lo, hi)));
     return *v;
   }
@@ -110,7 +109,7 @@ core::Result<Reservation> ParseEntry(const Json& entry, std::size_t i) {
   if (!gpus->is_array()) return tl::unexpected(r.Fault("gpus", "is not a list"));
   if (gpus->empty()) return tl::unexpected(r.Fault("gpus", "is empty"));
   for (const Json& g : *gpus) {
-    const auto index = detail::IntInRange(g, 0, core::kMaxGpusPerNode - 1);
+    const auto index = core::JsonIntIn(g, 0, core::kMaxGpusPerNode - 1);
     if (!index) {
       return tl::unexpected(r.Fault("gpus", "names GPU " + g.dump() + ", not a GPU index 0.." +
                                                 std::to_string(core::kMaxGpusPerNode - 1)));
@@ -161,7 +160,7 @@ core::Result<ReservationFile> Parse(const std::string& text, const std::string& 
                            path + ": not a gpumux reservation ledger (no 'reservations' list)");
   }
   if (const auto version = j.find("version"); version != j.end()) {
-    if (detail::IntInRange(*version, 1, 1) != std::optional<std::int64_t>(1)) {
+    if (core::JsonIntIn(*version, 1, 1) != std::optional<std::int64_t>(1)) {
       return tl::unexpected(Malformed(path, "field 'version' is " +
                                                 core::JsonSummary(*version, 32) +
                                                 ", not 1 (written by another gpumux version?)"));

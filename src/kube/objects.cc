@@ -29,18 +29,11 @@ core::Result<std::int64_t> QuantityOf(const json& value, std::int64_t scale) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "bad quantity " + core::JsonSummary(value) + ": too large");
     };
-    std::int64_t number = 0;
-    if (value.is_number_unsigned()) {
-      const auto u = value.get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        return too_large();
-      }
-      number = static_cast<std::int64_t>(u);
-    } else {
-      number = value.get<std::int64_t>();
-    }
+    // In the value's own JSON type: get<int64_t> would wrap one above INT64_MAX.
+    const auto number = core::JsonIntIn(value, std::numeric_limits<std::int64_t>::min(),
+                                        std::numeric_limits<std::int64_t>::max());
     std::int64_t scaled = 0;
-    if (__builtin_mul_overflow(number, scale, &scaled)) return too_large();
+    if (!number || __builtin_mul_overflow(*number, scale, &scaled)) return too_large();
     return scaled;
   }
   if (value.is_number()) return ParseQuantity(value.dump(), scale);

@@ -54,15 +54,8 @@ class FileStore final : public Store {
     constexpr std::int64_t kMaxRevision = std::int64_t{1} << 62;
     const auto integer = [](const Json& object, const char* name) -> std::optional<std::int64_t> {
       if (!object.contains(name)) return std::int64_t{0};
-      const Json& v = object[name];
-      // Above INT64_MAX a number is unsigned, and get<int64_t> would wrap it.
-      if (!v.is_number_integer() ||
-          (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{kMaxRevision})) {
-        return std::nullopt;
-      }
-      const auto n = v.get<std::int64_t>();
-      if (n < 0 || n > kMaxRevision) return std::nullopt;
-      return n;
+      // In the value's own JSON type: get<int64_t> would wrap one above INT64_MAX.
+      return core::JsonIntIn(object[name], 0, kMaxRevision);
     };
     if (integer(doc, "version").value_or(0) != 1) return bad("\"version\" is not 1");
     const auto revision = integer(doc, "revision");

@@ -7,6 +7,9 @@
 #include <string>
 
 #include "gpumux/core/time.h"
+#include "gpumux/kube/coordinator_status.h"
+#include "gpumux/kube/grant.h"
+#include "gpumux/kube/node_lock.h"
 #include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::kube {
@@ -142,6 +145,33 @@ TEST(DecodeNode, GpusComeFromTheAnnotation) {
   EXPECT_EQ(n->spec.gpus[1].memory_mib, 40960);
   EXPECT_EQ(n->spec.cpu_milli, 64000);
   EXPECT_TRUE(n->gpus_from_annotation);
+}
+
+// Every reader of text the API server hands over (annotations that anyone who may edit a pod or
+// a node writes) goes through core::ParseJson: a value nested 100,000 deep is refused before it
+// is parsed (tests/repros/webhook-extender-deep-json-crash: such a value crashed two daemons).
+TEST(DeepJson, EveryAnnotationReaderRefusesAValueNested100000Deep) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto refused = [](const std::string& what, const core::Error& e) {
+    EXPECT_NE(e.message.find("nested deeper than 128 levels"), std::string::npos)
+        << what << ": " << e.message;
+  };
+  auto grant = DecodeGrant(R"({"version":1,"node":"n1","containers":)" + deep + "}");
+  ASSERT_FALSE(grant.has_value());
+  refused("gpumux.io/grant", grant.error());
+  auto lock = DecodeNodeLock(R"({"version":1,"pod":)" + deep + "}");
+  ASSERT_FALSE(lock.has_value());
+  refused("gpumux.io/allocating", lock.error());
+  auto status = DecodeNodeStatus(R"({"version":1,"gpus":)" + deep + "}");
+  ASSERT_FALSE(status.has_value());
+  refused("the coordinator's status", status.error());
+  json node = NodeJson("n1", 2);
+  node["metadata"]["annotations"][std::string(kAnnotationGpus)] = deep;
+  auto n = DecodeNode(node, {});
+  ASSERT_TRUE(n.has_value()) << "a malformed list is not the node's error";
+  EXPECT_TRUE(n->spec.gpus.empty());
+  EXPECT_NE(n->gpus_error.find("nested deeper than 128 levels"), std::string::npos)
+      << n->gpus_error;
 }
 
 TEST(DecodeNode, WithoutTheAnnotationTheConfiguredDefaultIsUsed) {
