@@ -1,5 +1,18 @@
 // The extender's bind verb as named steps (extender.h): which pod to which node, the pod, the
-// booking, the node lock, then the grant annotation and the Binding.
+// booking, the node lock, the fence (the node's pods as the API server has them), then the
+// Binding, which carries the grant annotation.
+//
+// Two replicas of the extender (kube-scheduler's leader election picks which one is called) may
+// bind for a while at once: the old leader's verbs in flight finish after the new one has begun.
+// Three rules keep them from granting one GPU twice, each enforced by the API server, not by
+// timing (docs/decisions.md, "A second scheduler replica"):
+//  - the grant is written in the Binding itself, so a pod's grant is always that of the binder
+//    whose Binding won (a pod already bound refuses the next one);
+//  - on a node with the handshake, binds take turns through the node lock (a resourceVersion
+//    compare-and-swap), and the turn's winner reads the node's pods fresh before it binds: one
+//    bound there with a grant this replica's watch has not yet seen means its booking was made
+//    on a stale view, and it is given back (kube-scheduler retries once the watch caught up);
+//  - a lock held by a pod this replica has not seen is asked about, never taken for gone.
 #include <algorithm>
 #include <thread>
 
@@ -61,6 +74,19 @@ PodReadBack ReadPodBack(kube::KubeApi& api, const std::string& ns, const std::st
                                       (written ? "" : " with another grant (or none)")};
 }
 
+// The lock's holder as the API server has it; nullopt when it is gone or was replaced (another
+// uid under its name), or cannot be read (then the lock's age decides, as for a gone holder:
+// node_lock.h's stale_after).
+std::optional<kube::PodInfo> HolderFromApi(kube::KubeApi& api, const kube::NodeLock& held,
+                                           std::int64_t gpu_mem_unit_mib) {
+  auto got = api.Get("/api/v1/namespaces/" + kube::QueryEscape(held.ns) + "/pods/" +
+                     kube::QueryEscape(held.name));
+  if (!got) return std::nullopt;
+  auto pod = kube::DecodePod(*got, gpu_mem_unit_mib);
+  if (!pod || pod->uid != held.uid) return std::nullopt;
+  return std::move(*pod);
+}
+
 }  // namespace
 
 // Which pod bind puts on which node. The names go into API paths
@@ -104,8 +130,41 @@ VerbReply Extender::Bind(std::string_view body) {
   }
   // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
   // same pod that succeeded.
-  return WriteGrantAndBind(*target, *grant,
-                           lock->outcome == kube::AcquireOutcome::kTaken && !lock->reentered);
+  const bool release = lock->outcome == kube::AcquireOutcome::kTaken && !lock->reentered;
+  if (lock->outcome == kube::AcquireOutcome::kTaken) {
+    if (auto stale = FenceNode(*target, *grant, release)) return std::move(*stale);
+  }
+  return WriteGrantAndBind(*target, *grant, release);
+}
+
+// After the node lock: the node's pods as the API server has them now (a consistent read; the
+// lock's compare-and-swap orders it after every Binding of an earlier turn). A pod bound there
+// with a grant that this replica's watch has not shown bound there means the booking was made
+// without it: given back, and the bind fails with a conflict that kube-scheduler retries.
+std::optional<VerbReply> Extender::FenceNode(const BindTarget& target, const kube::Grant& grant,
+                                             bool release_lock) {
+  auto pods =
+      api_->List("/api/v1/pods?fieldSelector=" + kube::QueryEscape("spec.nodeName=" + target.node));
+  if (!pods) {
+    Undo(target, grant, release_lock);
+    return BindFailed("api_error", "reading the pods of " + target.node +
+                                       " before binding: " + pods.error().ToString());
+  }
+  const json* items = kube::JsonChild(*pods, "items");
+  for (std::size_t i = 0; items != nullptr && items->is_array() && i < items->size(); ++i) {
+    auto seen = kube::DecodePod((*items)[i], state_->gpu_mem_unit_mib());
+    if (!seen || !seen->grant || seen->uid == target.uid || seen->finished()) continue;
+    const std::optional<kube::PodInfo> known = state_->FindPod(seen->uid);
+    if (known && known->node_name == target.node && known->grant == seen->grant) continue;
+    Undo(target, grant, release_lock);
+    return BindFailed("stale_view", "pod " + seen->Key() + " is bound to " + target.node +
+                                        " with a grant this extender's watch has not shown yet "
+                                        "(another replica bound it): " +
+                                        target.Key() +
+                                        " is not bound on a stale view, and will "
+                                        "be retried");
+  }
+  return std::nullopt;
 }
 
 tl::expected<Extender::BindTarget, VerbReply> Extender::BindTargetOf(std::string_view body) const {
@@ -167,12 +226,22 @@ tl::expected<kube::AcquireResult, VerbReply> Extender::TakeNodeLock(const BindTa
   acquire.ttl_seconds = options_.node_lock_ttl_seconds;
   acquire.attempts = options_.node_lock_attempts;
   sched::ClusterState* state = state_;
-  acquire.holder_state = [state, node = target.node](const kube::NodeLock& held) {
+  kube::KubeApi* api = api_;
+  acquire.holder_state = [state, api, node = target.node](const kube::NodeLock& held) {
     // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
-    // so the state follows it until it is deleted: not known means gone.
-    if (!state->PodAwaitsDevices(held.uid)) return kube::HolderState::kDone;
-    const std::optional<kube::PodInfo> holder = state->FindPod(held.uid);
-    if (!holder) return kube::HolderState::kDone;
+    // so the state follows it until it is deleted; but a pod another replica of the extender
+    // has just bound may not have reached this watch yet: one it does not know is read from
+    // the API server, never taken for gone (its live lock would be taken over).
+    std::optional<kube::PodInfo> holder = state->FindPod(held.uid);
+    if (!holder) {
+      holder = HolderFromApi(*api, held, state->gpu_mem_unit_mib());
+      if (!holder) return kube::HolderState::kDone;
+    } else if (!state->PodAwaitsDevices(held.uid)) {
+      return kube::HolderState::kDone;
+    }
+    if (holder->finished() || holder->deleting || holder->phase == "Running") {
+      return kube::HolderState::kDone;
+    }
     if (holder->node_name.empty()) return kube::HolderState::kUnknown;
     return holder->node_name == node ? kube::HolderState::kNeedsDevices : kube::HolderState::kDone;
   };
@@ -251,37 +320,23 @@ void Extender::Undo(const BindTarget& target, const kube::Grant& grant, bool rel
   state_->Forget(target.uid, grant);
 }
 
-// The grant annotation, then the Binding. A failure whose outcome is not known is read back,
-// never guessed: a pod the API server shows bound with this grant holds it.
+// The Binding, with the grant annotation in it. A failure whose outcome is not known is read
+// back, never guessed: a pod the API server shows bound with this grant holds it.
 VerbReply Extender::WriteGrantAndBind(const BindTarget& target, const kube::Grant& grant,
                                       bool release_lock_on_failure) {
   auto read_back = [&] {
     return ReadPodBack(*api_, target.ns, target.name, target.uid, target.node, grant,
                        state_->gpu_mem_unit_mib());
   };
-  auto patched = kube::PatchPodAnnotations(
-      *api_, target.ns, target.name, target.uid,
-      json{{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}});
-  if (!patched) {
-    // No Binding was sent by this bind, so unless the pod shows up bound with this very grant,
-    // it does not hold these GPUs: they are given back.
-    const PodReadBack seen = read_back();
-    if (seen.outcome == BindOutcome::kBound) {
-      state_->ConfirmBound(target.uid, grant);
-      return BindDone();
-    }
-    Undo(target, grant, release_lock_on_failure);
-    return BindFailed(patched.error().http_status == 409 ? "conflict" : "api_error",
-                      "writing the grant annotation: " + patched.error().ToString() +
-                          " (read back: " + seen.detail + ")");
-  }
   if (!state_->BeginBinding(target.uid, grant)) {
     Undo(target, grant, release_lock_on_failure);
     return BindFailed("conflict", "the GPUs booked for pod " + target.Key() + " on " + target.node +
                                       " were given to a pod seen bound there, or the booking "
                                       "expired; not binding it, so that nothing is granted twice");
   }
-  auto bound = kube::CreateBinding(*api_, target.ns, target.name, target.uid, target.node);
+  auto bound =
+      kube::CreateBinding(*api_, target.ns, target.name, target.uid, target.node,
+                          json{{std::string(kube::kAnnotationGrant), kube::EncodeGrant(grant)}});
   if (bound) {
     state_->ConfirmBound(target.uid, grant);
     return BindDone();

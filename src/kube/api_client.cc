@@ -626,9 +626,11 @@ std::unique_ptr<KubeApi> MakeCurlClient(ClientConfig config) {
 }
 
 ApiResult<void> CreateBinding(KubeApi& api, const std::string& ns, const std::string& name,
-                              const std::string& uid, const std::string& node) {
+                              const std::string& uid, const std::string& node,
+                              const nlohmann::json& annotations) {
   nlohmann::json metadata = {{"name", name}, {"namespace", ns}};
   if (!uid.empty()) metadata["uid"] = uid;
+  if (annotations.is_object() && !annotations.empty()) metadata["annotations"] = annotations;
   const nlohmann::json body = {
       {"apiVersion", "v1"},
       {"kind", "Binding"},

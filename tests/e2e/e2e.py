@@ -303,9 +303,16 @@ def e2e_overlay(rig, docs):
                                            "type": "DirectoryOrCreate"}}]
         e2e_files(spec)
 
+    def one_scheduler(patch):
+        # On the host network two replicas of one Deployment would bind the same ports: one,
+        # replaced by Recreate; the failover scenario adds a second on ports of its own.
+        patch["spec"]["replicas"] = 1
+        patch["spec"]["strategy"] = {"type": "Recreate", "rollingUpdate": None}
+        return patch
+
     patches = [
-        rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
-                  ["gpumux-extender", "kube-scheduler"], e2e_files),
+        one_scheduler(rig_patch("Deployment", "gpumux-scheduler", "gpumux-scheduler-token",
+                                ["gpumux-extender", "kube-scheduler"], e2e_files)),
         rig_patch("DaemonSet", "gpumux-device-plugin", "gpumux-device-plugin-token",
                   ["device-plugin"], fake_gpus),
         rig_patch("DaemonSet", "gpumux-coordinator", "gpumux-coordinator-token",
@@ -1853,6 +1860,123 @@ def s_two_nodes(rig):
             rig.say(f"stopping node 2 failed: {e}")
 
 
+def second_scheduler(rig):
+    """gpumux-scheduler-b: a second replica of the scheduler pod (kube-scheduler and the extender)
+    made from the live Deployment, on the same Lease. On the rig every gpumux pod is on the host
+    network, where two replicas of one Deployment would bind the same ports, so this one moves
+    them: the extender to 127.0.0.1:12346 (its scheduler configuration too), its metrics to 9411,
+    kube-scheduler's secure port to 10269."""
+    dep = rig.get("deployment", "-n", SYS, "gpumux-scheduler")
+    spec = dep["spec"]["template"]["spec"]
+    volume = next(v for v in spec["volumes"]
+                  if v.get("configMap", {}).get("name", "").startswith("gpumux-scheduler-config"))
+    config = rig.get("configmap", "-n", SYS, volume["configMap"]["name"])
+    text = config["data"]["scheduler-config.yaml"]
+    if "127.0.0.1:12345" not in text:
+        raise Failed("the scheduler configuration does not call the extender on 127.0.0.1:12345")
+    rig.apply({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "gpumux-scheduler-config-b", "namespace": SYS},
+               "data": {"scheduler-config.yaml": text.replace("127.0.0.1:12345", "127.0.0.1:12346")}})
+    volume["configMap"]["name"] = "gpumux-scheduler-config-b"
+    scheduler = next(c for c in spec["containers"] if c["name"] == "kube-scheduler")
+    scheduler["command"].append("--secure-port=10269")
+    body = json.dumps(dep["spec"]).replace("127.0.0.1:12345", "127.0.0.1:12346") \
+        .replace("0.0.0.0:9401", "0.0.0.0:9411").replace('"containerPort": 9401', '"containerPort": 9411') \
+        .replace('"port": 10259', '"port": 10269').replace('"prometheus.io/port": "9401"',
+                                                           '"prometheus.io/port": "9411"')
+    b = json.loads(body)
+    b.pop("strategy", None)
+    b["replicas"] = 1
+    labels = {"app.kubernetes.io/name": "gpumux-scheduler-b", "app.kubernetes.io/part-of": "gpumux"}
+    b["selector"] = {"matchLabels": {"app.kubernetes.io/name": "gpumux-scheduler-b"}}
+    b["template"]["metadata"]["labels"] = labels
+    rig.apply({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "gpumux-scheduler-b", "namespace": SYS, "labels": labels},
+               "spec": b})
+    rig.wait("gpumux-scheduler-b ready (its extender synced)",
+             lambda: rig.get("deployment", "-n", SYS, "gpumux-scheduler-b")
+             .get("status", {}).get("readyReplicas", 0) == 1, 180, interval=0.5)
+
+
+def remove_second_scheduler(rig):
+    rig.kubectl("delete", "deployment", "-n", SYS, "gpumux-scheduler-b", "--ignore-not-found",
+                "--wait=true", check=False, timeout=180)
+    rig.kubectl("delete", "configmap", "-n", SYS, "gpumux-scheduler-config-b",
+                "--ignore-not-found", check=False)
+
+
+def lease_transitions(rig):
+    lease = rig.get("lease", "-n", SYS, "gpumux-scheduler")
+    return lease["spec"].get("leaseTransitions", 0), lease["spec"].get("holderIdentity", "")
+
+
+def s_scheduler_failover(rig):
+    """Two scheduler replicas on one Lease. 60 GiB GPU pods arrive one every 2 s for 60 s (two on
+    one 80 GiB GPU would break the capacity invariant, checked at every poll); each is deleted
+    6 s after it runs, so the GPUs keep freeing. 20 s in, the leader's pod is deleted."""
+    second_scheduler(rig)
+    try:
+        transitions_before, _ = lease_transitions(rig)
+        leader = [p["metadata"]["name"] for p in rig.get("pods", "-n", SYS)["items"]
+                  if p["metadata"]["name"].startswith("gpumux-scheduler-")
+                  and not p["metadata"]["name"].startswith("gpumux-scheduler-b-")]
+        start = time.monotonic()
+        created, bound, running, deleted, checks = {}, {}, {}, set(), 0
+        t_del = None
+        names = [f"fo-{i:02d}" for i in range(30)]
+        nxt = 0
+        while time.monotonic() - start < 150:
+            now = time.monotonic() - start
+            if nxt < len(names) and now >= 2 * nxt:
+                rig.apply(gpu_pod(names[nxt], [("main", {"gpumux.io/gpu-mem": 60})]))
+                created[names[nxt]] = now
+                nxt += 1
+            if t_del is None and now >= 20:
+                rig.kubectl("delete", "pod", "-n", SYS, *leader, "--wait=false")
+                t_del = time.monotonic() - start
+            by_name = {p["metadata"]["name"]: p for p in rig.get("pods", "-n", NS)["items"]}
+            for n, p in by_name.items():
+                if n in created and p["spec"].get("nodeName") and n not in bound:
+                    bound[n] = time.monotonic() - start
+                if n in created and p["status"].get("phase") == "Running" and n not in running:
+                    running[n] = time.monotonic() - start
+                if p["status"].get("phase") == "Failed":
+                    raise Failed(f"{n} failed: {p['status'].get('reason')} "
+                                 f"{p['status'].get('message')}")
+            check_capacity(rig)
+            checks += 1
+            old = [n for n, t in running.items() if n not in deleted and
+                   time.monotonic() - start - t >= 6]
+            if old:
+                rig.kubectl("delete", "pod", "-n", NS, *old, "--grace-period=0", "--force",
+                            "--wait=false")
+                deleted.update(old)
+            if len(running) == len(names):
+                break
+            time.sleep(0.3)
+        lost = [n for n in names if n not in running]
+        if lost:
+            raise Failed(f"not Running after 150 s: {lost} (bound: {sorted(bound)})")
+        after = sorted(t for t in bound.values() if t >= t_del)
+        if not after:
+            raise Failed("no pod was bound after the leader's pod was deleted")
+        gap = after[0] - t_del
+        before = sorted(t for t in bound.values() if t < t_del)
+        gaps = [b - a for a, b in zip(before, before[1:])]
+        transitions, holder = lease_transitions(rig)
+        if gap > 30:
+            raise Failed(f"the next pod was bound {gap:.1f} s after the leader's pod was deleted "
+                         "(the bound is 30 s)")
+        typical = sorted(gaps)[len(gaps) // 2] if gaps else 0
+        return (f"{len(names)} pods, one every 2 s; the leader's pod deleted at {t_del:.1f} s; the "
+                f"next pod bound {gap:.1f} s later (median gap between binds before: "
+                f"{typical:.1f} s); all {len(running)} Running, none lost; the capacity "
+                f"invariant held at {checks} checks; lease transitions {transitions_before} -> "
+                f"{transitions}")
+    finally:
+        remove_second_scheduler(rig)
+
+
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
     ("two same-size pods at once", s_concurrent_same_size),
@@ -1881,6 +2005,8 @@ SCENARIOS = [
     ("enforcement: a share's container cgroup gets its grant as a hard limit at its start; a node "
      "that enforces nothing is shown, refused under --require-enforcement memory, warned about",
      s_enforcement),
+    ("two scheduler replicas: the leader's pod deleted while GPU pods arrive; the next is bound "
+     "within 30 s, no GPU granted twice, no pod lost", s_scheduler_failover),
 ]
 
 

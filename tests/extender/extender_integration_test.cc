@@ -590,6 +590,84 @@ TEST_F(ExtenderNodeLock, AnUnboundHoldersLockIsTakenOverAfterTheTtl) {
             "pod default/a (31 s, not bound and older than the TTL)\"");
 }
 
+// Issue 45: two replicas of the extender bind at once for a while (the old leader's verbs still
+// in flight after kube-scheduler's lease moved). Replica B's watch is stopped once it has
+// synced, so it never sees what A does: the most a lagging watch can lag.
+class TwoReplicas : public ::testing::Test {
+ protected:
+  void Start(std::vector<json> nodes, std::int64_t gpu_mem) {
+    for (json& node : nodes) server_.AddNode(std::move(node));
+    pods_ = AddPods(server_, {"a", "b"}, gpu_mem);
+    a_ = std::make_unique<Daemon>(server_);
+    b_ = std::make_unique<Daemon>(server_);
+    b_->sync->Stop();
+  }
+  VerbReply Bind(Daemon& d, const json& pod, const std::string& node) {
+    return d.extender->Handle(Verb::kBind, BindBody(pod, node).dump());
+  }
+  std::string NodeOf(const std::string& pod) const {
+    return server_.GetPod("default", pod)->value("/spec/nodeName"_json_pointer, "");
+  }
+  std::string GrantNodeOf(const std::string& pod) const {
+    const json stored = *server_.GetPod("default", pod);
+    auto grant =
+        kube::DecodeGrant(stored["metadata"]["annotations"]["gpumux.io/grant"].get<std::string>());
+    return grant ? grant->node : "unreadable: " + grant.error().message;
+  }
+
+  test::FakeApiServer server_;
+  std::vector<json> pods_;
+  std::unique_ptr<Daemon> a_, b_;  // destroyed before the server
+};
+
+// A bound a on n1's only GPU and its device plugin released the lock; B, which never saw that,
+// books b on the same GPU (two 30,000 MiB pods on 40,960). The lock is free, but the fence
+// reads n1's pods fresh and finds a bound with a grant B's watch has not shown: b is not bound.
+TEST_F(TwoReplicas, AReplicaWhoseWatchIsBehindDoesNotBindOnAStaleView) {
+  Start({HandshakeNodeJson("n1", 1)}, 30000);
+  ASSERT_EQ(ErrorOf(Bind(*a_, pods_[0], "n1")), "");
+  DevicePluginFinishes(server_, *a_->api, "n1");
+  const VerbReply b = Bind(*b_, pods_[1], "n1");
+  EXPECT_EQ(b.failure, "stale_view") << b.body;
+  EXPECT_NE(ErrorOf(b).find("pod default/a is bound to n1 with a grant this extender's watch "
+                            "has not shown yet"),
+            std::string::npos)
+      << b.body;
+  EXPECT_EQ(NodeOf("b"), "") << "b was bound beside a: the GPU granted twice";
+  EXPECT_FALSE(LockOn(server_, "n1").has_value()) << "the lock B took is given back";
+  EXPECT_EQ(TenantsOn(*b_->state, "n1"), 0u) << "and so is its booking";
+  EXPECT_EQ(server_.bindings(), 1);
+}
+
+// A holds n1's lock for c (bound, its devices not yet allocated); B has never seen c. It asks
+// the API server about the holder instead of taking a live lock for a gone one's.
+TEST_F(TwoReplicas, ALockHeldByAPodAReplicaHasNotSeenIsAskedAboutNotTakenOver) {
+  Start({HandshakeNodeJson("n1", 2)}, 1000);
+  const json c = PodWithOne("c", 0, 1000, 0);
+  server_.AddPod(c);  // after B's watch stopped
+  ASSERT_TRUE(Eventually([&] { return a_->state->FindPod(c["metadata"]["uid"]).has_value(); }));
+  ASSERT_EQ(ErrorOf(Bind(*a_, c, "n1")), "");
+  const VerbReply b = Bind(*b_, pods_[1], "n1");
+  EXPECT_EQ(b.failure, "node_busy") << b.body;
+  ASSERT_TRUE(LockOn(server_, "n1").has_value());
+  EXPECT_EQ(LockOn(server_, "n1")->uid, c["metadata"]["uid"]) << "c's lock was taken over";
+  EXPECT_EQ(NodeOf("b"), "");
+}
+
+// A binds a to n1; B, which still sees a pending, binds it to n2. The grant travels in the
+// Binding: B's is refused (a is bound), and a keeps A's grant. With the grant written before
+// the Binding, B's would have overwritten it: a bound to n1 with a grant for n2 is void (lost).
+TEST_F(TwoReplicas, TwoReplicasBindingOnePodLeaveItTheGrantOfTheBindingThatWon) {
+  Start({HandshakeNodeJson("n1", 1), HandshakeNodeJson("n2", 1)}, 1000);
+  ASSERT_EQ(ErrorOf(Bind(*a_, pods_[0], "n1")), "");
+  const VerbReply late = Bind(*b_, pods_[0], "n2");
+  EXPECT_NE(ErrorOf(late), "") << late.body;
+  EXPECT_EQ(NodeOf("a"), "n1");
+  EXPECT_EQ(GrantNodeOf("a"), "n1");
+  EXPECT_FALSE(LockOn(server_, "n2").has_value());
+  EXPECT_EQ(server_.bindings(), 1);
+}
+
 // A setup whose binds wait up to `wait` for a busy node lock or a device plugin not ready.
 DaemonSetup WaitingUpTo(std::chrono::milliseconds wait) {
   DaemonSetup setup;
@@ -705,10 +783,15 @@ TEST_F(ExtenderNodeLock, AFailedBindReleasesTheLockItTook) {
   EXPECT_FALSE(Lock("n1").has_value()) << "the Binding failed: the lock is released";
   EXPECT_EQ(Tenants("n1"), 0u);
 
-  server_.FailNext("PATCH", "/pods/a", 500, "InternalError", "no grant today");
+  // The fence (the node's pods read after the lock) fails: nothing is bound, the lock goes.
+  server_.FailNext("GET", "fieldSelector=spec.nodeName%3Dn1", 500, "InternalError",
+                   "no list today");
   failed = Bind("a", "n1");
-  EXPECT_NE(ErrorOf(failed).find("no grant today"), std::string::npos) << failed.body;
-  EXPECT_FALSE(Lock("n1").has_value()) << "the grant failed: the lock is released";
+  EXPECT_NE(ErrorOf(failed).find("reading the pods of n1 before binding"), std::string::npos)
+      << failed.body;
+  EXPECT_NE(ErrorOf(failed).find("no list today"), std::string::npos) << failed.body;
+  EXPECT_FALSE(Lock("n1").has_value()) << "the fence failed: the lock is released";
+  EXPECT_EQ(Tenants("n1"), 0u);
 
   auto bound = Bind("b", "n1");
   ASSERT_EQ(ErrorOf(bound), "") << bound.body;

@@ -1232,6 +1232,12 @@ void FakeApiServer::HandleBinding(const Route& route, const httplib::Request& re
   }
   json pod = it->second;
   pod["spec"]["nodeName"] = node;
+  // As the API server does: the Binding's annotations are merged into the pod in this write.
+  if (const auto a = body.find("metadata"); a != body.end() && a->is_object()) {
+    if (const auto an = a->find("annotations"); an != a->end() && an->is_object()) {
+      for (const auto& [key, value] : an->items()) pod["metadata"]["annotations"][key] = value;
+    }
+  }
   Store("pods", std::move(pod), "MODIFIED");
   ++bindings_;
   Reply(res, 201,

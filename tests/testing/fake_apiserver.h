@@ -16,8 +16,9 @@
 //         a merge patch), application/json-patch+json (RFC 6902). metadata.uid or
 //         metadata.resourceVersion in a merge patch that differ from the object's: 409.
 //         A patch that changes nothing does not bump the resourceVersion.
-//   POST  /api/v1/namespaces/{ns}/pods/{name}/binding: sets spec.nodeName (409 when already
-//         bound or on a uid mismatch, 404 when the pod is absent), 201 with a Status.
+//   POST  /api/v1/namespaces/{ns}/pods/{name}/binding: sets spec.nodeName and merges the
+//         Binding's metadata.annotations into the pod, in one change (409 when already bound
+//         or on a uid mismatch, 404 when the pod is absent), 201 with a Status.
 //   POST  /api/v1/namespaces/{ns}/pods, /apis/batch/v1/namespaces/{ns}/jobs: create. 201 with
 //         the object as stored (uid, creationTimestamp, resourceVersion, namespace; a pod gets
 //         status.phase Pending); metadata.generateName is honoured. Errors as the API server

@@ -111,13 +111,16 @@ class Extender {
   VerbReply Prioritize(std::string_view body);
   VerbReply Bind(std::string_view body);
   VerbReply Preempt(std::string_view body);
-  // Bind's steps (extender.cc): which pod to which node, the pod itself, the node lock, then
-  // the grant annotation and the Binding; a step that fails answers bind's reply.
+  // Bind's steps (bind.cc): which pod to which node, the pod itself, the node lock, the fence
+  // (the node's pods read fresh), then the Binding with the grant annotation; a step that fails
+  // answers bind's reply.
   struct BindTarget;
   tl::expected<BindTarget, VerbReply> BindTargetOf(std::string_view body) const;
   tl::expected<kube::PodInfo, VerbReply> PodToBind(const BindTarget& target);
   tl::expected<kube::AcquireResult, VerbReply> TakeNodeLock(const BindTarget& target,
                                                             const kube::Grant& grant);
+  std::optional<VerbReply> FenceNode(const BindTarget& target, const kube::Grant& grant,
+                                     bool release_lock);
   VerbReply WriteGrantAndBind(const BindTarget& target, const kube::Grant& grant,
                               bool release_lock_on_failure);
   // Gives the booking back (and the node lock, when this bind took it).

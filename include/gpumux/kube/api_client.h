@@ -120,9 +120,12 @@ std::unique_ptr<KubeApi> MakeCurlClient(ClientConfig config);
 std::string QueryEscape(std::string_view value);
 
 // POST /api/v1/namespaces/{ns}/pods/{name}/binding with target Node `node` (and the pod's uid
-// as a precondition).
+// as a precondition). `annotations` (an object, or null for none) go into the Binding's
+// metadata: the API server merges them into the pod in the same write that sets
+// spec.nodeName, so they land if and only if this Binding does (a pod already bound is 409).
 ApiResult<void> CreateBinding(KubeApi& api, const std::string& ns, const std::string& name,
-                              const std::string& uid, const std::string& node);
+                              const std::string& uid, const std::string& node,
+                              const nlohmann::json& annotations = nullptr);
 
 // Merge-patches metadata.annotations of a pod; `uid` (when not empty) is a precondition: the
 // API server answers 409 if the pod was replaced by another with the same name.
