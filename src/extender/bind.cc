@@ -87,6 +87,30 @@ std::optional<kube::PodInfo> HolderFromApi(kube::KubeApi& api, const kube::NodeL
   return std::move(*pod);
 }
 
+// How the node lock's holder stands, for AcquireNodeLock (node_lock.h).
+std::function<kube::HolderState(const kube::NodeLock&)> HolderStateOf(sched::ClusterState& state,
+                                                                      kube::KubeApi& api,
+                                                                      const std::string& node) {
+  return [state = &state, api = &api, node](const kube::NodeLock& held) {
+    // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
+    // so the state follows it until it is deleted; but a pod another replica of the extender
+    // has just bound may not have reached this watch yet: one it does not know is read from
+    // the API server, never taken for gone (its live lock would be taken over).
+    std::optional<kube::PodInfo> holder = state->FindPod(held.uid);
+    if (!holder) {
+      holder = HolderFromApi(*api, held, state->gpu_mem_unit_mib());
+      if (!holder) return kube::HolderState::kDone;
+    } else if (!state->PodAwaitsDevices(held.uid)) {
+      return kube::HolderState::kDone;
+    }
+    if (holder->finished() || holder->deleting || holder->phase == "Running") {
+      return kube::HolderState::kDone;
+    }
+    if (holder->node_name.empty()) return kube::HolderState::kUnknown;
+    return holder->node_name == node ? kube::HolderState::kNeedsDevices : kube::HolderState::kDone;
+  };
+}
+
 }  // namespace
 
 // Which pod bind puts on which node. The names go into API paths
@@ -225,26 +249,7 @@ tl::expected<kube::AcquireResult, VerbReply> Extender::TakeNodeLock(const BindTa
   kube::AcquireOptions acquire;
   acquire.ttl_seconds = options_.node_lock_ttl_seconds;
   acquire.attempts = options_.node_lock_attempts;
-  sched::ClusterState* state = state_;
-  kube::KubeApi* api = api_;
-  acquire.holder_state = [state, api, node = target.node](const kube::NodeLock& held) {
-    // From the extender's own watch of pods (synced before any bind). A holder asks for GPUs,
-    // so the state follows it until it is deleted; but a pod another replica of the extender
-    // has just bound may not have reached this watch yet: one it does not know is read from
-    // the API server, never taken for gone (its live lock would be taken over).
-    std::optional<kube::PodInfo> holder = state->FindPod(held.uid);
-    if (!holder) {
-      holder = HolderFromApi(*api, held, state->gpu_mem_unit_mib());
-      if (!holder) return kube::HolderState::kDone;
-    } else if (!state->PodAwaitsDevices(held.uid)) {
-      return kube::HolderState::kDone;
-    }
-    if (holder->finished() || holder->deleting || holder->phase == "Running") {
-      return kube::HolderState::kDone;
-    }
-    if (holder->node_name.empty()) return kube::HolderState::kUnknown;
-    return holder->node_name == node ? kube::HolderState::kNeedsDevices : kube::HolderState::kDone;
-  };
+  acquire.holder_state = HolderStateOf(*state_, *api_, target.node);
   const auto deadline = std::chrono::steady_clock::now() + options_.bind_wait;
   struct WaitSlot {
     std::atomic<int>* count = nullptr;

@@ -1,5 +1,7 @@
 #include "gpumux/net/http_server.h"
 
+#include <sys/resource.h>
+
 #include "src/net/server_state.h"
 #include "src/net/session.h"
 #include "src/net/tls_socket.h"
@@ -145,6 +147,22 @@ core::Result<void> ValidateOptions(const ServerOptions& o) {
   return {};
 }
 
+// A connection holds a socket, and on a unix socket a pidfd of its peer (PeerProcess): the soft
+// limit on open files (often 1024 in a container) is raised toward the hard one so that
+// max_connections of them fit beside the process's other files. Never lowered.
+namespace {
+void RaiseFileLimit(const ServerOptions& o) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(o.max_connections) * 2 + 256;
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= want) return;
+  const rlim_t raised = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
+  if (raised <= limit.rlim_cur) return;
+  limit.rlim_cur = raised;
+  (void)::setrlimit(RLIMIT_NOFILE, &limit);
+}
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // The server's shared state. Members marked "I/O thread" are used on the I/O thread only.
 
@@ -289,6 +307,7 @@ core::Result<void> HttpServer::Start() {
     return MakeError(core::ErrorCode::kFailedPrecondition, m.options.name + " was started before");
   }
   if (auto valid = ValidateOptions(m.options); !valid) return valid;
+  RaiseFileLimit(m.options);
   if (m.options.tls) {
     auto context = MakeTlsContext(*m.options.tls);
     if (!context) return tl::unexpected(context.error());

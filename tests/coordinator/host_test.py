@@ -318,7 +318,7 @@ class HostTest(unittest.TestCase):
         cgroup.write_text("0::/system.slice/runc-" + "d" * 64 + ".scope\n")
         status, reply = self.post("/v1/register", job, unix=True)
         self.assertEqual(status, 403, reply)  # another container: the GPU is not its reservation
-        self.assertIn("is not reserved by pid", reply["error"])
+        self.assertIn("is not reserved by a process of uid", reply["error"])
         cgroup.write_text("0::/system.slice/runc-" + "c" * 64 + ".scope\n")
         status, reply = self.post("/v1/register", job, unix=True)
         self.assertEqual(status, 200, reply)

@@ -219,6 +219,8 @@ class HttpServer {
   // For 404 messages: "POST /gpumux/{filter,...}; GET /healthz" (default: the routes).
   void SetEndpointsText(std::string text);
 
+  // Raises the soft limit on open files toward the hard one where max_connections (a socket
+  // each, and on a unix socket a pidfd of its peer) would not fit under it.
   // Validates the options, binds every endpoint and serves on background threads; returns once
   // connections are accepted. Error naming the endpoint and the system's reason (in use, not an
   // address of this host, ...), with nothing left listening. Call at most once.
