@@ -164,6 +164,19 @@ core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource&
   return MakeError(ErrorCode::kUnavailable, where + " kept changing while it was written");
 }
 
+core::Result<std::optional<net::ServingCertificate>> ReadCertificateSecret(
+    const CertificateSource& s, kube::KubeApi& api) {
+  const std::string where = "Secret " + s.secret_namespace + "/" + s.secret_name;
+  auto secret = api.Get("/api/v1/namespaces/" + s.secret_namespace + "/secrets/" + s.secret_name);
+  if (!secret) {
+    if (secret.error().http_status == 404) return std::nullopt;
+    return tl::unexpected(ApiFailure("cannot read " + where, secret.error()));
+  }
+  auto kept = FromSecret(*secret);
+  if (!kept || !Unusable(*kept, s.names).empty()) return std::nullopt;
+  return kept;
+}
+
 kube::ApiResult<int> PatchCaBundle(kube::KubeApi& api, const std::string& name,
                                    const std::string& ca_pem) {
   const std::string path =

@@ -89,6 +89,9 @@ struct Webhook::Impl {
     std::string last_error;
     std::unique_lock lock(mu);
     while (!stopping) {
+      lock.unlock();
+      FollowSecret();
+      lock.lock();
       const std::string ca = certificate.ca_pem;
       lock.unlock();
       auto patched = PatchCaBundle(*api, options.configuration, ca);
@@ -109,6 +112,34 @@ struct Webhook::Impl {
       lock.lock();
       cv.wait_for(lock, options.ca_bundle_every, [this] { return stopping; });
     }
+  }
+
+  // With a Secret to follow (webhook.h, reload_from): serves its certificate when it is usable
+  // and not the one served. Another replica renewed it (a restart within 30 days of the end);
+  // its keeper now writes the new CA, so this one must serve the new pair.
+  void FollowSecret() {
+    const CertificateSource& s = options.reload_from;
+    if (s.secret_name.empty() || !s.cert_file.empty() || api == nullptr) return;
+    auto kept = ReadCertificateSecret(s, *api);
+    if (!kept) {
+      options.log.Warn("cannot read the certificate's Secret; serving the one read before",
+                       {{"error", kept.error().message}});
+      return;
+    }
+    std::lock_guard lock(mu);
+    if (!*kept ||
+        ((*kept)->cert_pem == certificate.cert_pem && (*kept)->key_pem == certificate.key_pem &&
+         (*kept)->ca_pem == certificate.ca_pem)) {
+      return;
+    }
+    if (auto set = server->SetTls({(*kept)->cert_pem, (*kept)->key_pem}); !set) {
+      options.log.Warn("the Secret's certificate cannot be served; the one read before is",
+                       {{"error", set.error().message}});
+      return;
+    }
+    certificate = std::move(**kept);
+    options.log.Info("serving certificate re-read",
+                     {{"secret", s.secret_namespace + "/" + s.secret_name}});
   }
 
   // Re-reads the certificate files every reload_every until Stop (webhook.h): cert-manager

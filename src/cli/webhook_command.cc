@@ -154,7 +154,6 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   // A file's certificate must cover the names given, or in a cluster the default Service name
   // (the API server verifies it); offline with the default, no name is asked of it.
   if (!c.cert_file.empty() && o.offline && !Given(o.given, "tls-names")) c.names.clear();
-  if (!c.cert_file.empty()) w.reload_from = c;  // re-read when cert-manager renews it
   if (!o.tls_secret.empty() && !o.offline) {
     const auto slash = o.tls_secret.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == o.tls_secret.size()) {
@@ -163,6 +162,9 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
     c.secret_namespace = o.tls_secret.substr(0, slash);
     c.secret_name = o.tls_secret.substr(slash + 1);
   }
+  // Re-read while serving: files when cert-manager renews them, the Secret when another replica
+  // renewed it.
+  w.reload_from = c;
   return {};
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "gpumux/kube/base64.h"
+#include "tests/testing/kube_fixtures.h"
 
 namespace gpumux::admission {
 namespace {
@@ -206,6 +207,59 @@ TEST(WebhookServer, ServesARenewedCertificateFromItsFilesAndKeepsTheOldWhileThey
   EXPECT_TRUE(renewed) << "the renewed certificate was not served within 10 s";
   (*webhook)->Stop();
   fs::remove_all(dir);
+}
+
+// Two replicas serve the Secret's certificate. When one renews it (a restart within 30 days of
+// its end), the other serves the new pair at its next caBundle check and puts the Secret's CA
+// into the configuration, not its own: the two keepers no longer overwrite each other's CA.
+TEST(WebhookServer, AReplicaServesTheCertificateAnotherRenewedInTheSecret) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  CertificateSource source = Source({"127.0.0.1"});
+  const auto first = ObtainCertificate(source, &api, nullptr).value();
+  WebhookOptions o;
+  o.port = 0;
+  o.ca_bundle_every = std::chrono::milliseconds(100);
+  o.reload_from = source;
+  auto webhook = Webhook::Start(o, first, &api);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  const auto bundle = [&] {
+    return api.Get(kConfig).value()["webhooks"][0]["clientConfig"].value("caBundle", "");
+  };
+  ASSERT_TRUE(
+      kube::testing::Eventually([&] { return bundle() == kube::EncodeBase64(first.ca_pem); }));
+
+  // The other replica's renewal, as ObtainCertificate writes it.
+  net::CertificateRequest r;
+  r.names = {"127.0.0.1"};
+  const auto renewed = net::MakeServingCertificate(r).value();
+  ASSERT_TRUE(api.Patch(kSecret,
+                        json::array({{{"op", "add"},
+                                      {"path", "/data"},
+                                      {"value",
+                                       {{"ca.crt", kube::EncodeBase64(renewed.ca_pem)},
+                                        {"tls.crt", kube::EncodeBase64(renewed.cert_pem)},
+                                        {"tls.key", kube::EncodeBase64(renewed.key_pem)}}}}}),
+                        kube::PatchType::kJson)
+                  .has_value());
+  const fs::path ca =
+      fs::path(::testing::TempDir()) / ("webhook-renewed-" + std::to_string(getpid()));
+  std::ofstream(ca) << renewed.ca_pem;
+  const auto serves_renewed = [&] {
+    httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+    client.set_ca_cert_path(ca.c_str());
+    client.enable_server_certificate_verification(true);
+    auto health = client.Get("/healthz");
+    return health && health->status == 200;
+  };
+  EXPECT_TRUE(kube::testing::Eventually(serves_renewed)) << "the renewed pair is not served";
+  EXPECT_TRUE(kube::testing::Eventually([&] {
+    return bundle() == kube::EncodeBase64(renewed.ca_pem);
+  })) << "the keeper put its own CA back";
+  (*webhook)->Stop();
+  fs::remove(ca);
 }
 
 TEST(WebhookCaBundle, EveryWebhookGetsTheCaOnceAndAChangedOneIsPutBack) {

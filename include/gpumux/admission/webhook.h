@@ -52,6 +52,11 @@ core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource&
 // when it ends within 30 days.
 core::Result<net::ServingCertificate> ReadCertificateFiles(const CertificateSource& source,
                                                            bool* expires_soon = nullptr);
+// The certificate kept in `source`'s Secret when it can serve `source.names` for 30 days more;
+// nullopt when the Secret is absent or its certificate is not usable. Error with the API
+// server's answer when it cannot be read.
+core::Result<std::optional<net::ServingCertificate>> ReadCertificateSecret(
+    const CertificateSource& source, kube::KubeApi& api);
 // The warning for a certificate from `file` that ends within 30 days.
 void WarnCertificateExpiresSoon(const core::Logger& log, const std::string& file,
                                 const std::string& cert_pem);
@@ -73,10 +78,13 @@ struct WebhookOptions {
   // Warn (AdmissionReview warnings, which kubectl prints) when a translated share goes where no
   // node enforces its limits: one node list of limit 1 per selector term (needs `nodes list`).
   bool warn_unenforced = true;
-  // The files the certificate came from (cert-manager's Secret, mounted): re-read every
-  // `reload_every`; a changed certificate that passes ReadCertificateFiles is served to new
-  // connections (and its CA kept in the caBundle), one that does not is logged and the one
-  // served kept. No cert_file: nothing is re-read.
+  // Where the certificate came from, re-read while serving so that replicas and renewals
+  // converge: files (cert-manager's Secret, mounted) every `reload_every`, a changed pair that
+  // passes ReadCertificateFiles served to new connections (one that does not is logged and the
+  // served one kept); a Secret (with `api`) before every caBundle check, a usable pair there
+  // that differs from the served one served instead, so a replica another one's renewal left
+  // behind takes the Secret's certificate, and each keeper writes the Secret's CA, not its own.
+  // Neither: nothing is re-read.
   CertificateSource reload_from;
   std::chrono::milliseconds reload_every{2000};
   core::Logger log;
