@@ -23,6 +23,7 @@ struct Webhook::Impl {
   kube::KubeApi* api = nullptr;
   std::unique_ptr<net::HttpServer> server;
   std::atomic<std::int64_t> unchanged{0}, translated{0}, refused{0}, malformed{0};
+  std::atomic<bool> draining{false};
   std::thread keeper, reloader;
   std::mutex mu;  // guards certificate (the reloader replaces it) and stopping
   std::condition_variable cv;
@@ -209,10 +210,11 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
   // On a worker, not the I/O thread: a review's translation must not hold up the probes.
   impl->server->Route("/mutate", {"POST"}, net::Lane::kWorker,
                       [m](const net::Request& r) { return m->Mutate(r); });
-  for (const char* probe : {"/healthz", "/readyz"}) {
-    impl->server->Route(probe, {"GET"}, net::Lane::kInline,
-                        [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
-  }
+  impl->server->Route("/healthz", {"GET"}, net::Lane::kInline,
+                      [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
+  impl->server->Route("/readyz", {"GET"}, net::Lane::kInline, [m](const net::Request&) {
+    return m->draining ? net::Response::Text(503, "stopping\n") : net::Response::Text(200, "ok\n");
+  });
   impl->server->SetEndpointsText("POST /mutate; GET /healthz, /readyz");
   if (auto started = impl->server->Start(); !started) return tl::unexpected(started.error());
   if (api != nullptr && !o.configuration.empty() && !impl->certificate.ca_pem.empty()) {
@@ -225,6 +227,8 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
 }
 
 int Webhook::port() const { return impl_->server->port(); }
+
+void Webhook::Drain() { impl_->draining = true; }
 
 void Webhook::Stop() {
   {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpumux/admission/webhook.h"
@@ -68,6 +69,12 @@ CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
   s.Add("ca-bundle-every-seconds", &O::ca_bundle_every_s,
         "How often the caBundle is checked and put back if changed (5..3600)")
       ->capture_default_str();
+  s.Add("shutdown-delay-seconds", &O::shutdown_delay_s,
+        "After SIGTERM, answer /readyz 503 but go on serving reviews this long before closing "
+        "(0..60): the API server picks the webhook's endpoints itself, and a pod being replaced "
+        "stays among them for a moment; a closed port then refuses the pod under "
+        "failurePolicy: Fail")
+      ->capture_default_str();
   s.Add("gpu-mem-unit-mib", &O::gpu_mem_unit_mib,
         "MiB per gpumux.io/gpu-mem: the device plugins' and the extender's --gpu-mem-unit-mib")
       ->capture_default_str();
@@ -127,6 +134,9 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   }
   if (o.ca_bundle_every_s < 5 || o.ca_bundle_every_s > 3600) {
     return "--ca-bundle-every-seconds must be 5..3600";
+  }
+  if (o.shutdown_delay_s < 0 || o.shutdown_delay_s > 60) {
+    return "--shutdown-delay-seconds must be 0..60";
   }
   if (o.tls_valid_days < 1 || o.tls_valid_days > 36500) return "--tls-valid-days must be 1..36500";
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
@@ -258,7 +268,10 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   const int sig = signals.Wait();
   signals.Restore();
   log.Info("stopping (a second signal ends the process at once)",
-           {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+           {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"},
+            {"serving_for_s", std::to_string(o.shutdown_delay_s)}});
+  (*webhook)->Drain();
+  std::this_thread::sleep_for(std::chrono::seconds(o.shutdown_delay_s));
   if (metrics) metrics->Stop();
   (*webhook)->Stop();
   const auto counts = (*webhook)->counts();

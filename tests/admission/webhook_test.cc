@@ -262,6 +262,31 @@ TEST(WebhookServer, AReplicaServesTheCertificateAnotherRenewedInTheSecret) {
   fs::remove(ca);
 }
 
+// A graceful stop's first step: /readyz says 503 (the pod leaves the Service's endpoints, which
+// the API server reads to call it) while reviews are still answered.
+TEST(WebhookServer, ADrainingWebhookIsNotReadyButStillAnswersReviews) {
+  net::CertificateRequest r;
+  r.names = {"127.0.0.1"};
+  const auto cert = net::MakeServingCertificate(r).value();
+  WebhookOptions o;
+  o.port = 0;
+  auto webhook = Webhook::Start(o, cert, nullptr);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+  client.enable_server_certificate_verification(false);
+  EXPECT_EQ(client.Get("/readyz")->status, 200);
+  (*webhook)->Drain();
+  EXPECT_EQ(client.Get("/readyz")->status, 503);
+  EXPECT_EQ(client.Get("/healthz")->status, 200) << "alive: the kubelet must not restart it";
+  json review = {{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}};
+  review["request"] = {{"uid", "u-1"}, {"operation", "CREATE"}};
+  review["request"]["object"]["spec"]["containers"] = json::array({{{"name", "c"}}});
+  auto answer = client.Post("/mutate", review.dump(), "application/json");
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  (*webhook)->Stop();
+}
+
 TEST(WebhookCaBundle, EveryWebhookGetsTheCaOnceAndAChangedOneIsPutBack) {
   MapApi api;
   api.objects[kConfig] = {

@@ -101,6 +101,9 @@ class Webhook {
   Webhook(const Webhook&) = delete;
   Webhook& operator=(const Webhook&) = delete;
   int port() const;
+  // From now on /readyz answers 503 (the pod leaves its Service's endpoints) while reviews are
+  // still served: the first step of a graceful stop.
+  void Drain();
   void Stop();
   // Reviews answered since Start: allowed unchanged, translated, refused, malformed (400).
   struct Counts {
