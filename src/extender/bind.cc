@@ -9,13 +9,15 @@
 //  - the grant is written in the Binding itself, so a pod's grant is always that of the binder
 //    whose Binding won (a pod already bound refuses the next one);
 //  - on a node with the handshake, binds take turns through the node lock (a resourceVersion
-//    compare-and-swap), and the turn's winner reads the node's pods fresh before it binds: one
-//    bound there with a grant this replica's watch has not yet seen means its booking was made
-//    on a stale view, and it is given back (kube-scheduler retries once the watch caught up);
+//    compare-and-swap), and near a hand-over of kube-scheduler's lease the turn's winner reads
+//    the node's pods fresh before it binds: one bound there with a grant this replica's watch
+//    has not yet seen means its booking was made on a stale view, and it is given back
+//    (kube-scheduler retries once the watch caught up);
 //  - a lock held by a pod this replica has not seen is asked about, never taken for gone.
 #include <algorithm>
 #include <thread>
 
+#include "gpumux/core/time.h"
 #include "gpumux/extender/extender.h"
 #include "src/extender/verb_args.h"
 
@@ -155,10 +157,22 @@ VerbReply Extender::Bind(std::string_view body) {
   // Release only a lock this bind took: a re-entered one may belong to an earlier bind of the
   // same pod that succeeded.
   const bool release = lock->outcome == kube::AcquireOutcome::kTaken && !lock->reentered;
-  if (lock->outcome == kube::AcquireOutcome::kTaken) {
+  if (lock->outcome == kube::AcquireOutcome::kTaken && NearAHandOver()) {
     if (auto stale = FenceNode(*target, *grant, release)) return std::move(*stale);
   }
   return WriteGrantAndBind(*target, *grant, release);
+}
+
+bool Extender::NearAHandOver() {
+  if (options_.leader_lease_name.empty()) return true;
+  auto lease = api_->Get("/apis/coordination.k8s.io/v1/namespaces/" +
+                         kube::QueryEscape(options_.leader_lease_namespace) + "/leases/" +
+                         kube::QueryEscape(options_.leader_lease_name));
+  if (!lease) return true;
+  const json* spec = kube::JsonChild(*lease, "spec");
+  auto acquired = core::ParseRfc3339(spec == nullptr ? "" : kube::JsonString(*spec, "acquireTime"));
+  // Clocks of two machines: an acquireTime ahead of this one's counts as now.
+  return !acquired || state_->Now() - *acquired < options_.handover_window.count();
 }
 
 // After the node lock: the node's pods as the API server has them now (a consistent read; the

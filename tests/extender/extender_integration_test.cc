@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -57,9 +58,18 @@ class LossyApi : public kube::KubeApi {
     std::lock_guard lock(mu_);
     failed_gets_.push_back({std::move(substring), std::move(error)});
   }
+  // GETs of `path` answer `object` (what the in-test API server does not serve: a Lease).
+  void Serve(std::string path, json object) {
+    std::lock_guard lock(mu_);
+    served_[std::move(path)] = std::move(object);
+  }
 
   kube::ApiResult<json> Get(const std::string& path) override {
     if (auto error = Take(failed_gets_, path)) return tl::unexpected(*error);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = served_.find(path); it != served_.end()) return it->second;
+    }
     return real_->Get(path);
   }
   kube::ApiResult<json> List(const std::string& path, int page_size) override {
@@ -96,6 +106,7 @@ class LossyApi : public kube::KubeApi {
   kube::KubeApi* real_;
   std::mutex mu_;
   Script lost_posts_, failed_gets_;
+  std::map<std::string, json> served_;
 };
 
 DaemonSetup WithPolicy(std::string policy) {
@@ -657,6 +668,34 @@ TEST_F(TwoReplicas, TheFenceIsAConsistentReadOfTheNodesPods) {
     }
   }
   EXPECT_TRUE(fenced) << "no read of n1's pods";
+}
+
+// The fence costs a LIST of the node's pods: it runs only near a hand-over of kube-scheduler's
+// lease (acquired within handover_window), or when the lease cannot be read (as here before).
+TEST_F(TwoReplicas, OnlyBindsNearAHandOverOfTheLeaseAreFenced) {
+  Start({HandshakeNodeJson("n1", 2)}, 1000);
+  const auto fence_reads = [&] {
+    int n = 0;
+    for (const test::SeenRequest& r : server_.seen()) {
+      n += r.method == "GET" &&
+           r.target.find("fieldSelector=spec.nodeName%3Dn1") != std::string::npos;
+    }
+    return n;
+  };
+  const std::string lease =
+      "/apis/coordination.k8s.io/v1/namespaces/gpumux-system/leases/gpumux-scheduler";
+  const auto acquired = [&](std::int64_t ago) {
+    a_->lossy->Serve(lease, {{"spec",
+                              {{"holderIdentity", "vm_1"},
+                               {"acquireTime", core::FormatRfc3339(std::time(nullptr) - ago)}}}});
+  };
+  acquired(3600);
+  ASSERT_EQ(ErrorOf(Bind(*a_, pods_[0], "n1")), "");
+  EXPECT_EQ(fence_reads(), 0) << "an hour after the hand-over: one leader, no fence";
+  DevicePluginFinishes(server_, *a_->api, "n1");
+  acquired(5);
+  ASSERT_EQ(ErrorOf(Bind(*a_, pods_[1], "n1")), "");
+  EXPECT_EQ(fence_reads(), 1) << "5 s after it: fenced";
 }
 
 // A holds n1's lock for c (bound, its devices not yet allocated); B has never seen c. It asks

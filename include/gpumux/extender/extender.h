@@ -84,6 +84,15 @@ struct ExtenderOptions {
   kube::NodeLockBoard* lock_board = nullptr;
   std::chrono::milliseconds bind_poll{250};
   Requeuer* requeuer = nullptr;
+  // kube-scheduler's leader-election lease (scheduler-config.yaml). Two replicas may bind at
+  // once only around a hand-over, so a bind on a handshake node is fenced (the node's pods read
+  // fresh after its lock, bind.cc) while the lease was acquired less than `handover_window`
+  // ago, or cannot be read; outside it the one leader's watch holds every grant, and the read
+  // (a consistent LIST, O(the cluster's pods) on the API server) is saved. An empty name fences
+  // every bind.
+  std::string leader_lease_namespace = "gpumux-system";
+  std::string leader_lease_name = "gpumux-scheduler";
+  std::chrono::seconds handover_window{20};
   // One line per notable event (a stale or unreadable node lock taken over, a lock that could
   // not be released); may be empty.
   core::Logger log;
@@ -119,6 +128,8 @@ class Extender {
   tl::expected<kube::PodInfo, VerbReply> PodToBind(const BindTarget& target);
   tl::expected<kube::AcquireResult, VerbReply> TakeNodeLock(const BindTarget& target,
                                                             const kube::Grant& grant);
+  // Whether this bind may overlap another replica's (see ExtenderOptions::handover_window).
+  bool NearAHandOver();
   std::optional<VerbReply> FenceNode(const BindTarget& target, const kube::Grant& grant,
                                      bool release_lock);
   VerbReply WriteGrantAndBind(const BindTarget& target, const kube::Grant& grant,
