@@ -9,8 +9,10 @@
 // kMaxVictimsPerNode victims on a node, and at bind names that are not Kubernetes names (they
 // become API paths).
 // bind: books the GPUs (ClusterState::Assume), takes the node lock (node_lock.h) on nodes whose
-// device plugin announces the handshake, merge-patches the grant annotation onto the pod (with
-// its uid as precondition) and creates the Binding. When the grant patch or the Binding fails,
+// device plugin announces the handshake, near a hand-over of kube-scheduler's lease reads the
+// node's pods fresh (bind.cc's fence), and creates the Binding with the grant annotation in it
+// (its uid as precondition; the API server merges the annotation into the pod in the same
+// write). When the fence's read or the Binding fails,
 // the pod is read back: bound with this grant is success; not bound releases the lock (if this
 // bind took it) and the booking, and the reply carries the reason; an outcome that cannot be
 // read back after an answer that may have been applied (no answer, 408, 5xx) keeps both, and
@@ -20,7 +22,8 @@
 // `max_waiting_binds` binds at once) for the node watch to show the lock released, then tries
 // again; only past that is it refused ("node_busy") and kube-scheduler retries the pod later.
 // Besides that bounded wait nothing blocks on anything slow but these API calls (GET + PATCH of
-// the node on handshake nodes only, the grant patch, the Binding), each bounded by the client's
+// the node on handshake nodes only, the Lease and the fence's LIST there, the Binding), each
+// bounded by the client's
 // request timeout.
 // filter: a pod for which no node passes is reported to the requeuer (requeue.h), which asks
 // kube-scheduler to retry it once the watch shows room may have been made.

@@ -1,5 +1,6 @@
 // The grant: which GPUs the extender gave each container of a pod. Written to the pod as the
-// annotation gpumux.io/grant before the Binding is created, read back after a restart (the
+// annotation gpumux.io/grant by the Binding itself (merged in the write that sets
+// spec.nodeName), read back after a restart (the
 // ledger is rebuilt from it) and by the device plugin in Allocate.
 //
 //   {"version":1,"node":"gpu-node-1","policy":"fgd","assumed_at":"2026-11-21T10:00:00Z",
