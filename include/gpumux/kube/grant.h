@@ -1,7 +1,7 @@
 // The grant: which GPUs the extender gave each container of a pod. Written to the pod as the
 // annotation gpumux.io/grant by the Binding itself (merged in the write that sets
-// spec.nodeName), read back after a restart (the
-// ledger is rebuilt from it) and by the device plugin in Allocate.
+// spec.nodeName), read back after a restart (the ledger is rebuilt from it) and by the device
+// plugin in Allocate.
 //
 //   {"version":1,"node":"gpu-node-1","policy":"fgd","assumed_at":"2026-11-21T10:00:00Z",
 //    "containers":[{"name":"train","gpus":[{"index":0,"uuid":"GPU-8f0c..."}],
