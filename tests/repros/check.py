@@ -712,10 +712,20 @@ def coordinator_job_impersonation(g, d):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _own_run_sh(g, d, timeout=120):
+def _own_run_sh(g, d, timeout=120, measures=False):
     """The reproducer's own run.sh, which exits 0 once the defect is gone (and nothing a
-    sanitizer says reaches its output)."""
+    sanitizer says reaches its output). `measures`: its verdict is a memory peak or a share of
+    probes answered in time, which ASan's shadow memory and slowness move (the webhook's
+    baseline RSS is 74 MiB under ASan): in the sanitizer build it must run to its end without a
+    sanitizer report (exit 0 or 1), and the figure is judged in the plain build."""
     code, out = run(['sh', os.path.join(d, 'run.sh'), g], cwd=d, timeout=timeout)
+    if measures and os.environ.get('GPUMUX_SANITIZED') == '1':
+        expect(code in (0, 1), f'its run.sh exits {code}: {out.strip().splitlines()[-1:]}')
+        expect('AddressSanitizer' not in out and 'runtime error' not in out,
+               f'a sanitizer report: {out[-2000:]}')
+        print(f'  sanitized build: ran to its end (exit {code}); its figure is judged in the '
+              'plain build')
+        return
     expect(code == 0, f'its run.sh exits {code}: {out.strip().splitlines()[-1:]}')
 
 
@@ -761,14 +771,14 @@ def http_nonreading_clients_exhaust_connections(g, d):
     answered" until the write timeout: 92 % of the device plugin listener's probes got 503 under
     64 of them. A reply unread for 250 ms no longer keeps its connection from being evicted for
     a newcomer."""
-    _own_run_sh(g, d, timeout=170)
+    _own_run_sh(g, d, timeout=170, measures=True)
 
 
 def webhook_large_review_oom(g, d):
     """A review of a 48,000-container pod (under the 3 MiB body limit) became 48,000 patch
     operations and OOM-killed the webhook under its 128 MiB limit, on the I/O thread. A pod of
     more than 256 containers is denied now, and reviews run on a worker."""
-    _own_run_sh(g, d, timeout=170)
+    _own_run_sh(g, d, timeout=170, measures=True)
 
 
 def http_work_slot_starvation(g, d):
