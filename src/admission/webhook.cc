@@ -24,6 +24,8 @@ struct Webhook::Impl {
   std::unique_ptr<net::HttpServer> server;
   std::atomic<std::int64_t> unchanged{0}, translated{0}, refused{0}, malformed{0};
   std::atomic<bool> draining{false};
+  // Whether the caBundle is known to hold the served CA (true from the start without a keeper).
+  std::atomic<bool> ready{true};
   std::thread keeper, reloader;
   std::mutex mu;  // guards certificate (the reloader replaces it) and stopping
   std::condition_variable cv;
@@ -85,62 +87,75 @@ struct Webhook::Impl {
     return net::Response::Json(200, answer->dump());
   }
 
-  // Puts the CA back into the configuration now and every ca_bundle_every until Stop.
+  // Keeps the Secret, the caBundle and the served pair in step now, then every ca_bundle_every
+  // once the caBundle is known to hold the served CA (every reload_every until then) until Stop.
   void KeepCaBundle() {
     std::string last_error;
     std::unique_lock lock(mu);
     while (!stopping) {
       lock.unlock();
-      FollowSecret();
-      lock.lock();
-      const std::string ca = certificate.ca_pem;
-      lock.unlock();
-      auto patched = PatchCaBundle(*api, options.configuration, ca);
-      if (!patched) {
-        const std::string e = patched.error().ToString();
-        if (e != last_error) {
-          options.log.Warn("cannot set the caBundle",
-                           {{"configuration", options.configuration}, {"error", e}});
-        }
-        last_error = e;
-      } else {
-        if (*patched > 0) {
-          options.log.Info("caBundle set", {{"configuration", options.configuration},
-                                            {"webhooks", std::to_string(*patched)}});
-        }
-        last_error.clear();
+      std::string error;
+      const bool confirmed = KeepOnce(error);
+      if (!error.empty() && error != last_error) {
+        options.log.Warn("cannot keep the certificate and the caBundle",
+                         {{"configuration", options.configuration}, {"error", error}});
       }
+      last_error = error;
       lock.lock();
-      cv.wait_for(lock, options.ca_bundle_every, [this] { return stopping; });
+      cv.wait_for(lock, confirmed ? options.ca_bundle_every : options.reload_every,
+                  [this] { return stopping; });
     }
   }
 
-  // With a Secret to follow (webhook.h, reload_from): serves its certificate when it is usable
-  // and not the one served. Another replica renewed it (a restart within 30 days of the end);
-  // its keeper now writes the new CA, so this one must serve the new pair.
-  void FollowSecret() {
+  // One pass (webhook.h, the top): the Secret's pair (renewed there when it must be), its CA
+  // written as the caBundle, and that pair served once a pass finds the caBundle already
+  // holding its CA. True when it does; `error` says what failed.
+  bool KeepOnce(std::string& error) {
+    net::ServingCertificate want;
+    {
+      std::lock_guard lock(mu);
+      want = certificate;
+    }
     const CertificateSource& s = options.reload_from;
-    if (s.secret_name.empty() || !s.cert_file.empty() || api == nullptr) return;
-    auto kept = ReadCertificateSecret(s, *api);
-    if (!kept) {
-      options.log.Warn("cannot read the certificate's Secret; serving the one read before",
-                       {{"error", kept.error().message}});
-      return;
+    if (!s.secret_name.empty() && s.cert_file.empty()) {
+      auto kept = KeepSecretCertificate(s, *api, options.log, want.ca_pem);
+      if (!kept) {
+        // The caBundle is left as it is: another replica may serve a newer pair.
+        error = kept.error().message + " (serving the certificate read before)";
+        return false;
+      }
+      want = std::move(*kept);
+    }
+    auto patched = PatchCaBundle(*api, options.configuration, want.ca_pem);
+    if (!patched) {
+      // Not installed: nothing calls through it, so this replica may serve; checked again soon.
+      if (patched.error().http_status == 404) ready = true;
+      error = "cannot set the caBundle: " + patched.error().ToString();
+      return false;
+    }
+    if (*patched > 0) {
+      options.log.Info("caBundle set",
+                       {{"configuration", options.configuration},
+                        {"webhooks", std::to_string(*patched)},
+                        {"cas", std::to_string(net::PemCertificates(want.ca_pem).size())}});
+      // The API server reads the configuration from a watch: its view lags. The pair whose CA
+      // was just written is served, and this replica called ready, only once a later pass finds
+      // the caBundle still holding it.
+      return false;
     }
     std::lock_guard lock(mu);
-    if (!*kept ||
-        ((*kept)->cert_pem == certificate.cert_pem && (*kept)->key_pem == certificate.key_pem &&
-         (*kept)->ca_pem == certificate.ca_pem)) {
-      return;
+    if (want.cert_pem != certificate.cert_pem || want.key_pem != certificate.key_pem) {
+      if (auto set = server->SetTls({want.cert_pem, want.key_pem}); !set) {
+        error = "the Secret's certificate cannot be served; the one read before is: " +
+                set.error().message;
+        return false;
+      }
+      options.log.Info("serving the Secret's certificate",
+                       {{"secret", s.secret_namespace + "/" + s.secret_name}});
     }
-    if (auto set = server->SetTls({(*kept)->cert_pem, (*kept)->key_pem}); !set) {
-      options.log.Warn("the Secret's certificate cannot be served; the one read before is",
-                       {{"error", set.error().message}});
-      return;
-    }
-    certificate = std::move(**kept);
-    options.log.Info("serving certificate re-read",
-                     {{"secret", s.secret_namespace + "/" + s.secret_name}});
+    certificate = std::move(want);
+    ready = true;
+    return true;
   }
 
   // Re-reads the certificate files every reload_every until Stop (webhook.h): cert-manager
@@ -213,11 +228,18 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
   impl->server->Route("/healthz", {"GET"}, net::Lane::kInline,
                       [](const net::Request&) { return net::Response::Text(200, "ok\n"); });
   impl->server->Route("/readyz", {"GET"}, net::Lane::kInline, [m](const net::Request&) {
-    return m->draining ? net::Response::Text(503, "stopping\n") : net::Response::Text(200, "ok\n");
+    if (m->draining) return net::Response::Text(503, "stopping\n");
+    if (!m->ready) {
+      return net::Response::Text(503, "the caBundle does not hold this certificate's CA yet\n");
+    }
+    return net::Response::Text(200, "ok\n");
   });
   impl->server->SetEndpointsText("POST /mutate; GET /healthz, /readyz");
+  const bool keeps =
+      api != nullptr && !o.configuration.empty() && !impl->certificate.ca_pem.empty();
+  impl->ready = !keeps;
   if (auto started = impl->server->Start(); !started) return tl::unexpected(started.error());
-  if (api != nullptr && !o.configuration.empty() && !impl->certificate.ca_pem.empty()) {
+  if (keeps) {
     impl->keeper = std::thread([m] { m->KeepCaBundle(); });
   }
   if (!o.reload_from.cert_file.empty()) {
@@ -228,7 +250,10 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
 
 int Webhook::port() const { return impl_->server->port(); }
 
-void Webhook::Drain() { impl_->draining = true; }
+void Webhook::Drain() {
+  impl_->draining = true;
+  impl_->server->Drain();
+}
 
 void Webhook::Stop() {
   {

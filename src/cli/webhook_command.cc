@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -160,6 +161,10 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
     if (!name.empty()) c.names.push_back(std::move(name));
   }
   c.valid_days = o.tls_valid_days;
+  // A renewal keeps the CAs trusted before it until every replica has followed (each reads the
+  // Secret every --ca-bundle-every-seconds): an hour, or ten such periods.
+  c.configuration = o.configuration;
+  c.overlap = std::max(std::chrono::seconds(3600), 10 * std::chrono::seconds(o.ca_bundle_every_s));
   if (c.cert_file.empty() && c.names.empty()) return "--tls-names names nothing";
   // A file's certificate must cover the names given, or in a cluster the default Service name
   // (the API server verifies it); offline with the default, no name is asked of it.

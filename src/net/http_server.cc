@@ -339,6 +339,12 @@ core::Result<void> HttpServer::Start() {
   return {};
 }
 
+void HttpServer::Drain() {
+  Impl& m = *impl_;
+  if (!m.started || m.stopped) return;
+  asio::post(m.io, [&m] { m.BeginDrain(); });
+}
+
 void HttpServer::Stop(std::chrono::milliseconds grace) {
   Impl& m = *impl_;
   if (!m.started || m.stopped.exchange(true)) return;

@@ -140,6 +140,7 @@ class Connection {
   Clock::time_point since = Clock::now();  // when the phase began
   bool writing = false;                    // a reply is being written, since write_started
   Clock::time_point write_started{};
+  bool served = false;  // has had a reply written (an idle one in kWaiting is kept alive)
   Peer peer;
 };
 
@@ -236,6 +237,7 @@ struct HttpServer::Impl {
   };
   std::deque<BudgetWaiter> budget_waiters;
   bool stopping = false;
+  bool draining = false;  // replies close their connections (Drain)
 
   void LogThrottled(const std::string& kind, const std::string& line) {
     throttle.Write(options.log, kind, core::LogLevel::kWarn, line);
@@ -365,6 +367,17 @@ struct HttpServer::Impl {
     std::vector<Connection*> idle;
     for (auto& [id, c] : connections) {
       if (c->phase != Phase::kAnswering) idle.push_back(c);
+    }
+    for (Connection* c : idle) c->Close(std::nullopt, "");
+  }
+
+  // Drain: from now on every reply closes its connection; idle keep-alive ones close now (a
+  // connection that has sent nothing yet is left to send its request).
+  void BeginDrain() {
+    draining = true;
+    std::vector<Connection*> idle;
+    for (auto& [id, c] : connections) {
+      if (c->phase == Phase::kWaiting && c->served) idle.push_back(c);
     }
     for (Connection* c : idle) c->Close(std::nullopt, "");
   }

@@ -550,8 +550,8 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   void Send(Response response) {
     if (closed_) return;
     SetPhase(Phase::kAnswering);
-    const bool keep_alive = keep_alive_ && !response.close && !server_.stopping && !timed_out_ &&
-                            parser_ && parser_->is_done();
+    const bool keep_alive = keep_alive_ && !response.close && !server_.stopping &&
+                            !server_.draining && !timed_out_ && parser_ && parser_->is_done();
     auto reply = std::make_shared<Reply>();
     reply->version(version_ == 10 ? 10 : 11);
     reply->result(static_cast<unsigned>(response.status));
@@ -582,6 +582,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       return;
     }
     first_ = false;
+    served = true;
     head_only_ = false;
     parser_.reset();
     // An idle keep-alive connection does not keep the room of a large body.

@@ -2,6 +2,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -179,10 +180,22 @@ core::Result<bool> CertificateCovers(std::string_view pem, std::string_view name
                          nullptr) == 1;
 }
 
+std::vector<std::string> PemCertificates(std::string_view pem, std::size_t max) {
+  std::vector<std::string> out;
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  while (bio && out.size() < max) {
+    Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    if (!cert) break;
+    out.push_back(Pem(cert.get()));
+  }
+  ERR_clear_error();  // the end of the input reads as an error
+  return out;
+}
+
 core::Result<void> CheckServingPair(const ServingCertificate& pair) {
-  Cert ca = pair.ca_pem.empty() ? nullptr : ReadCert(pair.ca_pem);
+  const std::vector<std::string> cas = PemCertificates(pair.ca_pem, kMaxBundleCertificates);
   Cert cert = ReadCert(pair.cert_pem);
-  if (!ca && !pair.ca_pem.empty())
+  if (cas.empty() && !pair.ca_pem.empty())
     return MakeError(ErrorCode::kInvalidArgument, "the CA is not a PEM certificate");
   if (!cert) return MakeError(ErrorCode::kInvalidArgument, "the certificate is not PEM");
   Bio bio(BIO_new_mem_buf(pair.key_pem.data(), static_cast<int>(pair.key_pem.size())));
@@ -191,12 +204,13 @@ core::Result<void> CheckServingPair(const ServingCertificate& pair) {
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     return MakeError(ErrorCode::kInvalidArgument, "the key does not match the certificate");
   }
-  if (!ca) return {};
-  PKey ca_public(X509_get_pubkey(ca.get()));
-  if (!ca_public || X509_verify(cert.get(), ca_public.get()) != 1) {
-    return MakeError(ErrorCode::kInvalidArgument, "the CA did not sign the certificate");
+  for (const std::string& pem : cas) {
+    Cert ca = ReadCert(pem);
+    PKey ca_public(ca ? X509_get_pubkey(ca.get()) : nullptr);
+    if (ca_public && X509_verify(cert.get(), ca_public.get()) == 1) return {};
   }
-  return {};
+  if (cas.empty()) return {};
+  return MakeError(ErrorCode::kInvalidArgument, "the CA did not sign the certificate");
 }
 
 }  // namespace gpumux::net

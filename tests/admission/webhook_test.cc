@@ -6,12 +6,15 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "gpumux/core/time.h"
 #include "gpumux/kube/base64.h"
 #include "tests/testing/kube_fixtures.h"
 
@@ -27,6 +30,12 @@ class MapApi : public kube::KubeApi {
  public:
   std::map<std::string, json> objects;
   int posts = 0, patches = 0;
+  std::atomic<bool> refuse_config_patches{false};  // 403, as without RBAC for the configuration
+
+  void Erase(const std::string& path) {
+    std::lock_guard lock(mu_);
+    objects.erase(path);
+  }
 
   kube::ApiResult<json> Get(const std::string& path) override {
     std::lock_guard lock(mu_);
@@ -36,6 +45,9 @@ class MapApi : public kube::KubeApi {
   }
   kube::ApiResult<json> List(const std::string&, int) override { return json::object(); }
   kube::ApiResult<json> Patch(const std::string& path, const json& body, kube::PatchType) override {
+    if (refuse_config_patches && path.find("mutatingwebhookconfigurations") != std::string::npos) {
+      return tl::unexpected(kube::ApiError{403, "Forbidden", path});
+    }
     std::lock_guard lock(mu_);
     auto it = objects.find(path);
     if (it == objects.end()) return tl::unexpected(kube::ApiError{404, "NotFound", path});
@@ -285,6 +297,149 @@ TEST(WebhookServer, ADrainingWebhookIsNotReadyButStillAnswersReviews) {
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->status, 200) << answer->body;
   (*webhook)->Stop();
+}
+
+// A renewal while replicas serve: the new ca.crt holds the new CA first and the CAs trusted
+// before (the configuration's caBundle), until the overlap written on the Secret ends; then the
+// next replica to read it keeps only the new CA.
+TEST(WebhookCertificate, ARenewalKeepsTrustingThePreviousCaUntilItsOverlapEnds) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  CertificateSource source = Source();
+  source.configuration = "gpumux";
+  const auto first = ObtainCertificate(source, &api, nullptr).value();
+  ASSERT_EQ(net::PemCertificates(first.ca_pem).size(), 1U);
+  ASSERT_EQ(PatchCaBundle(api, "gpumux", first.ca_pem).value(), 1);
+
+  source.names.push_back("127.0.0.1");  // the Secret no longer covers every name: renewed
+  const auto renewed = ObtainCertificate(source, &api, nullptr).value();
+  const auto cas = net::PemCertificates(renewed.ca_pem);
+  ASSERT_EQ(cas.size(), 2U) << "the previous CA is not kept";
+  EXPECT_EQ(cas[1], net::PemCertificates(first.ca_pem)[0]);
+  EXPECT_TRUE(net::CheckServingPair(renewed).has_value()) << "the first CA signed it";
+  EXPECT_TRUE(net::CheckServingPair({cas[1], first.cert_pem, first.key_pem}).has_value());
+  const json& annotations = api.objects.at(kSecret)["metadata"]["annotations"];
+  const auto until = core::ParseRfc3339(annotations.value("gpumux.io/previous-cas-until", ""));
+  ASSERT_TRUE(until.has_value()) << annotations.dump();
+  EXPECT_NEAR(static_cast<double>(*until - std::time(nullptr)), 3600.0, 60.0);
+
+  // Within the overlap, replicas read both CAs.
+  EXPECT_EQ(ObtainCertificate(source, &api, nullptr).value().ca_pem, renewed.ca_pem);
+  // Once it has ended, only the new one.
+  api.objects[kSecret]["metadata"]["annotations"]["gpumux.io/previous-cas-until"] =
+      core::FormatRfc3339(std::time(nullptr) - 1);
+  const auto pruned = ObtainCertificate(source, &api, nullptr).value();
+  EXPECT_EQ(pruned.ca_pem, cas[0]);
+  EXPECT_EQ(pruned.cert_pem, renewed.cert_pem);
+  EXPECT_EQ(kube::DecodeBase64(api.objects.at(kSecret)["data"]["ca.crt"].get<std::string>()),
+            cas[0]);
+  EXPECT_FALSE(
+      api.objects.at(kSecret)["metadata"]["annotations"].contains("gpumux.io/previous-cas-until"));
+}
+
+bool ServesTrustedBy(int port, const std::string& bundle_pem, const fs::path& file) {
+  std::ofstream(file, std::ios::trunc) << bundle_pem;
+  httplib::SSLClient client("127.0.0.1", port);
+  client.set_ca_cert_path(file.c_str());
+  client.enable_server_certificate_verification(true);
+  client.set_connection_timeout(2);
+  auto health = client.Get("/healthz");
+  return health && health->status == 200;
+}
+
+std::string BundleOf(MapApi& api) {
+  const std::string b64 =
+      api.Get(kConfig).value()["webhooks"][0]["clientConfig"].value("caBundle", "");
+  return kube::DecodeBase64(b64).value_or("");
+}
+
+// A replica is ready only once the caBundle is known to hold its CA: while the configuration
+// cannot be written, /readyz is 503 (the pod stays out of the Service) though reviews are served.
+TEST(WebhookServer, IsReadyOnlyOnceTheCaBundleHoldsItsCa) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  CertificateSource source = Source({"127.0.0.1"});
+  source.configuration = "gpumux";
+  const auto first = ObtainCertificate(source, &api, nullptr).value();
+  api.refuse_config_patches = true;
+  WebhookOptions o;
+  o.port = 0;
+  o.reload_every = std::chrono::milliseconds(100);
+  o.reload_from = source;
+  auto webhook = Webhook::Start(o, first, &api);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+  client.enable_server_certificate_verification(false);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(client.Get("/readyz")->status, 503);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(client.Get("/healthz")->status, 200);
+  api.refuse_config_patches = false;
+  EXPECT_TRUE(kube::testing::Eventually([&] { return client.Get("/readyz")->status == 200; }));
+  EXPECT_EQ(BundleOf(api), first.ca_pem);
+  (*webhook)->Stop();
+}
+
+// Two replicas serve; the Secret is deleted (an operator rotating a key that leaked): the first
+// keeper to see it renews. Through the hand-over, a client that trusts what the caBundle holds
+// at that moment (the API server) verifies both replicas every time; both end on the new pair.
+TEST(WebhookServer, TwoReplicasStayTrustedWhileOneRenewsTheDeletedSecret) {
+  MapApi api;
+  api.objects[kConfig] = {
+      {"metadata", {{"name", "gpumux"}}},
+      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  CertificateSource source = Source({"127.0.0.1"});
+  source.configuration = "gpumux";
+  const auto first = ObtainCertificate(source, &api, nullptr).value();
+  const auto start = [&](std::chrono::milliseconds every) {
+    WebhookOptions o;
+    o.port = 0;
+    o.ca_bundle_every = every;
+    o.reload_every = std::chrono::milliseconds(300);
+    o.reload_from = source;
+    return std::move(Webhook::Start(o, first, &api).value());
+  };
+  auto quick = start(std::chrono::milliseconds(300));
+  auto slow = start(std::chrono::milliseconds(1500));
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("webhook-bundle-" + std::to_string(getpid()));
+  ASSERT_TRUE(kube::testing::Eventually([&] { return BundleOf(api) == first.ca_pem; }));
+
+  api.Erase(kSecret);
+  int refused = 0, calls = 0;
+  std::string renewed_ca;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    for (Webhook* replica : {quick.get(), slow.get()}) {
+      ++calls;
+      if (!ServesTrustedBy(replica->port(), BundleOf(api), file)) ++refused;
+    }
+    auto secret = api.Get(kSecret);
+    if (secret && renewed_ca.empty()) {
+      renewed_ca = kube::DecodeBase64((*secret)["data"]["ca.crt"].get<std::string>()).value();
+    }
+    const std::string only_new =
+        renewed_ca.empty() ? std::string() : net::PemCertificates(renewed_ca)[0];
+    if (!only_new.empty() && ServesTrustedBy(quick->port(), only_new, file) &&
+        ServesTrustedBy(slow->port(), only_new, file)) {
+      break;  // both serve the renewed pair
+    }
+  }
+  EXPECT_EQ(refused, 0) << "of " << calls << " calls";
+  ASSERT_FALSE(renewed_ca.empty()) << "no replica renewed the Secret";
+  EXPECT_EQ(net::PemCertificates(renewed_ca).size(), 2U) << "the old CA is not kept";
+  EXPECT_EQ(BundleOf(api), renewed_ca);
+  const std::string only_new = net::PemCertificates(renewed_ca)[0];
+  EXPECT_TRUE(ServesTrustedBy(quick->port(), only_new, file));
+  EXPECT_TRUE(ServesTrustedBy(slow->port(), only_new, file)) << "the slow replica did not follow";
+  quick->Stop();
+  slow->Stop();
+  fs::remove(file);
 }
 
 TEST(WebhookCaBundle, EveryWebhookGetsTheCaOnceAndAChangedOneIsPutBack) {

@@ -252,6 +252,30 @@ TEST_F(HttpServerTest, AKeepAliveConnectionServesRequestAfterRequestAndIsClosedW
   EXPECT_EQ(server_->dropped(Drop::kRequestTimeout), 0) << "idle is not a failure";
 }
 
+// A graceful stop behind a Service: once draining, an idle keep-alive connection is closed at
+// once, a connection that has sent nothing yet is left to send its request, and each reply says
+// "Connection: close" and closes its connection, while requests are still served.
+TEST_F(HttpServerTest, ADrainingServerClosesIdleConnectionsAndEachConnectionAfterItsReply) {
+  Start();
+  RawConnection idle(server_->port());
+  RawConnection fresh(server_->port());
+  ASSERT_TRUE(idle.connected() && fresh.connected());
+  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(Eventually([&] { return server_->open_connections() == 2; }));
+  ASSERT_FALSE(idle.ClosedWithin(std::chrono::milliseconds(200))) << "kept alive before";
+  server_->Drain();
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(5))) << "an idle connection stays open";
+  EXPECT_EQ(idle.received().rfind("HTTP/1.1 200", 0), 0U) << idle.received();
+  ASSERT_TRUE(fresh.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(fresh.ClosedWithin(std::chrono::seconds(5))) << "kept alive after its reply";
+  EXPECT_EQ(fresh.received().rfind("HTTP/1.1 200", 0), 0U) << fresh.received();
+  EXPECT_NE(fresh.received().find("Connection: close"), std::string::npos) << fresh.received();
+  RawConnection late(server_->port());
+  ASSERT_TRUE(late.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_TRUE(late.ClosedWithin(std::chrono::seconds(5)));
+  EXPECT_EQ(late.received().rfind("HTTP/1.1 200", 0), 0U) << "still serving: " << late.received();
+}
+
 TEST_F(HttpServerTest, ProbesAreAnsweredWhileManyMoreSlowClientsThanWorkersTrickle) {
   Start([](ServerOptions& o) { o.request_timeout = std::chrono::seconds(60); });
   Tricklers slow(server_->port(), 24, std::chrono::milliseconds(100));

@@ -11,6 +11,16 @@
 // something (a re-install) changed it: the API server calls the webhook only over TLS it can
 // verify, and no cert-manager is needed.
 //
+// Several replicas, and a renewal while they serve (docs/decisions.md, "The webhook's two
+// replicas"). A renewal's ca.crt is a bundle: the new CA first, then the CAs trusted before it
+// (the configuration's caBundle, the old ca.crt, the renewer's served CA), until the overlap it
+// writes on the Secret (gpumux.io/previous-cas-until) ends; then any replica drops them. Every
+// replica's keeper reads the Secret, renews it when it is absent or unusable, writes its ca.crt
+// as the caBundle, and only then serves the Secret's pair when it differs: a certificate is
+// served only once the API server trusts its CA, and the replicas that have not followed yet
+// stay trusted through the overlap. A replica is ready (/readyz) once the caBundle is known to
+// hold its CA.
+//
 // Who calls: anyone who can reach the port. Mutating is stateless (a review in, a patch out; no
 // writes): a caller other than the API server learns only how gpumux would translate the pod it
 // sent, and whether some node enforces shares (the nodes' enforcement.gpumux.io/ labels, which
@@ -38,6 +48,10 @@ struct CertificateSource {
   std::vector<std::string> names;             // DNS names and IPs the certificate must cover
   std::string secret_namespace, secret_name;  // where a made certificate is kept; "" = nowhere
   int valid_days = 3650;
+  // Whose caBundle a renewal keeps trusting through the overlap ("" = none), and how long a
+  // renewal's ca.crt also holds the CAs trusted before it.
+  std::string configuration;
+  std::chrono::seconds overlap{3600};
 };
 
 // The serving certificate per `source` (see the top of this file). `api` may be null only when
@@ -52,11 +66,14 @@ core::Result<net::ServingCertificate> ObtainCertificate(const CertificateSource&
 // when it ends within 30 days.
 core::Result<net::ServingCertificate> ReadCertificateFiles(const CertificateSource& source,
                                                            bool* expires_soon = nullptr);
-// The certificate kept in `source`'s Secret when it can serve `source.names` for 30 days more;
-// nullopt when the Secret is absent or its certificate is not usable. Error with the API
-// server's answer when it cannot be read.
-core::Result<std::optional<net::ServingCertificate>> ReadCertificateSecret(
-    const CertificateSource& source, kube::KubeApi& api);
+// The certificate kept in `source`'s Secret when it can serve `source.names` for 30 days more
+// (its ca.crt pruned to one CA once a renewal's overlap has ended); else a new one written there
+// (see the top), whose ca.crt also holds `served_ca` and the CAs trusted now. Error with the API
+// server's answer when the Secret cannot be read or written.
+core::Result<net::ServingCertificate> KeepSecretCertificate(const CertificateSource& source,
+                                                            kube::KubeApi& api,
+                                                            const core::Logger& log,
+                                                            const std::string& served_ca);
 // The warning for a certificate from `file` that ends within 30 days.
 void WarnCertificateExpiresSoon(const core::Logger& log, const std::string& file,
                                 const std::string& cert_pem);
@@ -81,10 +98,9 @@ struct WebhookOptions {
   // Where the certificate came from, re-read while serving so that replicas and renewals
   // converge: files (cert-manager's Secret, mounted) every `reload_every`, a changed pair that
   // passes ReadCertificateFiles served to new connections (one that does not is logged and the
-  // served one kept); a Secret (with `api`) before every caBundle check, a usable pair there
-  // that differs from the served one served instead, so a replica another one's renewal left
-  // behind takes the Secret's certificate, and each keeper writes the Secret's CA, not its own.
-  // Neither: nothing is re-read.
+  // served one kept); a Secret (with `api`) by the keeper before every caBundle check, with
+  // KeepSecretCertificate (see the top): a replica another one's renewal left behind serves the
+  // Secret's pair once the caBundle holds its CA. Neither: nothing is re-read.
   CertificateSource reload_from;
   std::chrono::milliseconds reload_every{2000};
   core::Logger log;
@@ -93,7 +109,9 @@ struct WebhookOptions {
 class Webhook {
  public:
   // Serves POST /mutate (AdmissionReview v1), GET /healthz and /readyz with `certificate`;
-  // keeps the caBundle when `api` is given and options.configuration is not "".
+  // keeps the caBundle when `api` is given and options.configuration is not "" (then /readyz
+  // is 503 until the caBundle is known to hold the served certificate's CA, or the
+  // configuration is not installed: nothing calls through it).
   static core::Result<std::unique_ptr<Webhook>> Start(WebhookOptions options,
                                                       net::ServingCertificate certificate,
                                                       kube::KubeApi* api);
@@ -102,7 +120,9 @@ class Webhook {
   Webhook& operator=(const Webhook&) = delete;
   int port() const;
   // From now on /readyz answers 503 (the pod leaves its Service's endpoints) while reviews are
-  // still served: the first step of a graceful stop.
+  // still served, each connection closed after its reply (HttpServer::Drain), so that the API
+  // server's next call opens a new connection to a replica that stays: the first step of a
+  // graceful stop.
   void Drain();
   void Stop();
   // Reviews answered since Start: allowed unchanged, translated, refused, malformed (400).

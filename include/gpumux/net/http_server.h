@@ -229,6 +229,11 @@ class HttpServer {
   // requests being answered finish (at most `grace`), then closes the rest and joins every
   // thread. Idempotent.
   void Stop(std::chrono::milliseconds grace = std::chrono::seconds(30));
+  // The first step of a graceful stop behind a load balancer (a Service): from now on every
+  // reply says "Connection: close" and closes its connection, and idle keep-alive connections
+  // close now, so that clients open their next connection to a replica that stays; requests
+  // are still served. After Start; idempotent.
+  void Drain();
 
   bool running() const;
   // The bound TCP port of listen[index] (the chosen one when it was 0); 0 for a unix endpoint.

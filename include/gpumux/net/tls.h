@@ -10,6 +10,7 @@
 // alternative name (Go ignores the common name), IP addresses as IP SANs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,8 +40,15 @@ core::Result<ServingCertificate> MakeServingCertificate(const CertificateRequest
 core::Result<std::int64_t> CertificateNotAfter(std::string_view pem);
 core::Result<bool> CertificateCovers(std::string_view pem, std::string_view name);
 
+// The certificates of a PEM bundle (a caBundle, a ca.crt holding a CA and its predecessor), each
+// as PEM, in order; at most `max`, stopping at the first block that is not a certificate.
+inline constexpr std::size_t kMaxBundleCertificates = 8;
+std::vector<std::string> PemCertificates(std::string_view pem,
+                                         std::size_t max = kMaxBundleCertificates);
+
 // Whether `cert_pem` and `key_pem` make a usable serving pair (the key matches the certificate),
-// and whether `ca_pem` (when not empty) signed `cert_pem`. Error naming what is wrong.
+// and whether `ca_pem` (when not empty: a CA or a bundle, of which one must have) signed
+// `cert_pem`. Error naming what is wrong.
 core::Result<void> CheckServingPair(const ServingCertificate& pair);
 
 }  // namespace gpumux::net
