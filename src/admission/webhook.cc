@@ -216,6 +216,7 @@ core::Result<std::unique_ptr<Webhook>> Webhook::Start(WebhookOptions options,
   server.listen = {net::Endpoint::Tcp(o.host, o.port)};
   server.tls = net::TlsOptions{impl->certificate.cert_pem, impl->certificate.key_pem};
   server.max_connections = o.max_connections;
+  server.reuse_port = o.reuse_port;
   server.workers = o.workers;
   // The API server sends one pod per review: a pod object is at most ~1.5 MiB (etcd's limit).
   server.max_body_bytes = std::size_t{3} << 20;

@@ -441,6 +441,7 @@ struct WebhookCliOptions {
   std::string configuration = "gpumux";  // MutatingWebhookConfiguration; "" = none
   std::int64_t ca_bundle_every_s = 60;
   std::int64_t shutdown_delay_s = 5;  // after SIGTERM: /readyz 503, still serving
+  bool reuse_port = false;
   std::int64_t gpu_mem_unit_mib = 1024;
   std::int64_t gpushare_mem_unit_mib = 1024;
   std::int64_t fraction_gpu_memory_mib = 0;

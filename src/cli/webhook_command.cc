@@ -76,6 +76,11 @@ CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
         "stays among them for a moment; a closed port then refuses the pod under "
         "failurePolicy: Fail")
       ->capture_default_str();
+  s.Add("reuse-port", &O::reuse_port,
+        "Share --listen's port with other webhook processes of this user (SO_REUSEPORT): "
+        "replicas on the host network, the kernel spreading connections among them. After "
+        "SIGTERM this one stops listening at once; set net.ipv4.tcp_migrate_req=1 so that the "
+        "connections the kernel had queued for it go to the others");
   s.Add("gpu-mem-unit-mib", &O::gpu_mem_unit_mib,
         "MiB per gpumux.io/gpu-mem: the device plugins' and the extender's --gpu-mem-unit-mib")
       ->capture_default_str();
@@ -154,6 +159,7 @@ std::string Translate(const WebhookCliOptions& o, admission::WebhookOptions& w,
   w.configuration = o.configuration;
   w.ca_bundle_every = std::chrono::seconds(o.ca_bundle_every_s);
   w.max_connections = o.max_connections;
+  w.reuse_port = o.reuse_port;
   c.cert_file = o.tls_cert_file;
   c.key_file = o.tls_key_file;
   c.ca_file = o.tls_ca_file;

@@ -249,9 +249,11 @@ core::Result<void> HttpServer::Impl::ListenTcp(const Endpoint& e) {
   tcp::acceptor acceptor(io);
   ErrorCode ec;
   // SO_REUSEADDR only lets a restarted daemon bind while old connections linger in TIME_WAIT;
-  // SO_REUSEPORT, which would let a second daemon share the port, is not set.
+  // SO_REUSEPORT, which lets a second daemon share the port, only when asked (reuse_port).
+  using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
   if (acceptor.open(where->protocol(), ec) ||
       acceptor.set_option(asio::socket_base::reuse_address(true), ec) ||
+      (options.reuse_port && acceptor.set_option(ReusePort(true), ec)) ||
       acceptor.bind(*where, ec) || acceptor.listen(asio::socket_base::max_listen_connections, ec)) {
     return MakeError(core::ErrorCode::kFailedPrecondition, ListenError(e, ec));
   }

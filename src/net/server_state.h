@@ -372,9 +372,14 @@ struct HttpServer::Impl {
   }
 
   // Drain: from now on every reply closes its connection; idle keep-alive ones close now (a
-  // connection that has sent nothing yet is left to send its request).
+  // connection that has sent nothing yet is left to send its request). With reuse_port the TCP
+  // listeners close: the port's other processes take the new connections.
   void BeginDrain() {
     draining = true;
+    ErrorCode ignored;
+    if (options.reuse_port) {
+      for (tcp::acceptor& a : tcp_acceptors) a.close(ignored);
+    }
     std::vector<Connection*> idle;
     for (auto& [id, c] : connections) {
       if (c->phase == Phase::kWaiting && c->served) idle.push_back(c);

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -274,6 +275,43 @@ TEST_F(HttpServerTest, ADrainingServerClosesIdleConnectionsAndEachConnectionAfte
   ASSERT_TRUE(late.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_TRUE(late.ClosedWithin(std::chrono::seconds(5)));
   EXPECT_EQ(late.received().rfind("HTTP/1.1 200", 0), 0U) << "still serving: " << late.received();
+}
+
+// Replicas on one host port (reuse_port): both take connections; once one drains it stops
+// listening, and every new connection goes to the other.
+TEST(HttpServerReusePort, TwoServersShareAPortAndADrainingOneStopsTakingConnections) {
+  const auto serve = [](const std::string& who, int port) {
+    ServerOptions o;
+    o.name = who;
+    o.listen = {Endpoint::Tcp("127.0.0.1", port)};
+    o.reuse_port = true;
+    auto server = std::make_unique<HttpServer>(o);
+    server->Route("/who", {"GET"}, Lane::kInline,
+                  [who](const Request&) { return Response::Text(200, who); });
+    EXPECT_TRUE(server->Start().has_value());
+    return server;
+  };
+  auto a = serve("a", 0);
+  auto b = serve("b", a->port());
+  ASSERT_TRUE(b->running());
+  ASSERT_EQ(b->port(), a->port());
+  const auto who = [&] {
+    httplib::Client client("127.0.0.1", a->port());
+    auto got = client.Get("/who");
+    return got ? got->body : httplib::to_string(got.error());
+  };
+  std::map<std::string, int> before, after;
+  for (int i = 0; i < 64; ++i) ++before[who()];
+  EXPECT_GT(before["a"], 0);
+  EXPECT_GT(before["b"], 0);
+  a->Drain();
+  ASSERT_TRUE(Eventually([&] { return who() == "b"; }));
+  for (int i = 0; i < 64; ++i) ++after[who()];
+  EXPECT_EQ(after["b"], 64) << "a: " << after["a"];
+  ServerOptions without;
+  without.listen = {Endpoint::Tcp("127.0.0.1", b->port())};
+  HttpServer plain(without);
+  EXPECT_FALSE(plain.Start().has_value()) << "a server without reuse_port joined the port";
 }
 
 TEST_F(HttpServerTest, ProbesAreAnsweredWhileManyMoreSlowClientsThanWorkersTrickle) {

@@ -92,6 +92,8 @@ struct WebhookOptions {
   std::chrono::milliseconds ca_bundle_every{60000};
   int max_connections = 256;
   int workers = 4;
+  bool reuse_port =
+      false;  // share the port with other replicas on a host's network (ServerOptions)
   // Warn (AdmissionReview warnings, which kubectl prints) when a translated share goes where no
   // node enforces its limits: one node list of limit 1 per selector term (needs `nodes list`).
   bool warn_unenforced = true;

@@ -178,6 +178,11 @@ struct ServerOptions {
   std::optional<TlsOptions> tls;  // plain HTTP when absent
   int workers = 4;                // work slots: kWorker handlers computed at once
   int max_connections = 256;
+  // SO_REUSEPORT on the TCP listeners: other processes of this user may listen on the same port
+  // and the kernel spreads new connections among them (replicas on a host's network). Drain
+  // then closes the listeners at once, so that new connections go to the others; connections
+  // the kernel had queued for this one are reset unless net.ipv4.tcp_migrate_req is 1.
+  bool reuse_port = false;
   std::size_t max_head_bytes = std::size_t{64} << 10;
   std::size_t max_body_bytes = std::size_t{1} << 20;
   std::size_t unslotted_body_bytes = std::size_t{128} << 10;
@@ -232,7 +237,8 @@ class HttpServer {
   // The first step of a graceful stop behind a load balancer (a Service): from now on every
   // reply says "Connection: close" and closes its connection, and idle keep-alive connections
   // close now, so that clients open their next connection to a replica that stays; requests
-  // are still served. After Start; idempotent.
+  // are still served (with reuse_port, only those open: it stops listening). After Start;
+  // idempotent.
   void Drain();
 
   bool running() const;
