@@ -11,7 +11,7 @@ struct MetricsListener::Impl {
 };
 
 core::Result<std::unique_ptr<MetricsListener>> MetricsListener::Start(
-    const std::string& host, int port, std::function<std::string()> render) {
+    const std::string& host, int port, std::function<std::string()> render, bool reuse_port) {
   auto impl = std::make_unique<Impl>();
   net::ServerOptions o;
   o.name = "metrics listener";
@@ -19,6 +19,7 @@ core::Result<std::unique_ptr<MetricsListener>> MetricsListener::Start(
   o.workers = 1;
   o.max_connections = 64;
   o.max_body_bytes = 4096;  // GETs only
+  o.reuse_port = reuse_port;
   impl->server = std::make_unique<net::HttpServer>(std::move(o));
   impl->server->Route("/healthz", {"GET"}, net::Lane::kInline,
                       [](const net::Request&) { return net::Response::Text(200, "ok\n"); });

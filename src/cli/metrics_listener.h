@@ -17,8 +17,10 @@ class MetricsListener {
   // the one hardened server (net/http_server.h); returns once it accepts connections. `render` is
   // called from the listener's threads and must be thread-safe. Error naming the address when it
   // cannot bind.
+  // `reuse_port`: share the port with other processes of this user (ServerOptions::reuse_port).
   static core::Result<std::unique_ptr<MetricsListener>> Start(const std::string& host, int port,
-                                                              std::function<std::string()> render);
+                                                              std::function<std::string()> render,
+                                                              bool reuse_port = false);
   ~MetricsListener();  // Stop()
   MetricsListener(const MetricsListener&) = delete;
   MetricsListener& operator=(const MetricsListener&) = delete;

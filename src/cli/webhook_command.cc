@@ -77,8 +77,9 @@ CLI::App* AddWebhookCommand(CLI::App& app, WebhookCliOptions& o) {
         "failurePolicy: Fail")
       ->capture_default_str();
   s.Add("reuse-port", &O::reuse_port,
-        "Share --listen's port with other webhook processes of this user (SO_REUSEPORT): "
-        "replicas on the host network, the kernel spreading connections among them. After "
+        "Share --listen's port (and --metrics-address's) with other webhook processes of this "
+        "user (SO_REUSEPORT): replicas on the host network, the kernel spreading connections "
+        "among them (a scrape then reaches one of them). After "
         "SIGTERM this one stops listening at once; set net.ipv4.tcp_migrate_req=1 so that the "
         "connections the kernel had queued for it go to the others");
   s.Add("gpu-mem-unit-mib", &O::gpu_mem_unit_mib,
@@ -260,9 +261,10 @@ int RunWebhook(const WebhookCliOptions& given, std::ostream& out, std::ostream& 
   std::unique_ptr<MetricsListener> metrics;
   if (metrics_port >= 0) {
     admission::Webhook* served = webhook->get();
-    auto listening = MetricsListener::Start(metrics_host, metrics_port, [served] {
-      return ReviewMetrics(served->counts()) + net::ProcessMetricsText("webhook");
-    });
+    auto listening = MetricsListener::Start(
+        metrics_host, metrics_port,
+        [served] { return ReviewMetrics(served->counts()) + net::ProcessMetricsText("webhook"); },
+        w.reuse_port);
     if (!listening) {
       log.Error("cannot start", {{"error", listening.error().message}});
       return kRuntimeError;

@@ -9,13 +9,16 @@ Prints one row per scenario with its timings and writes them to OUT/results.json
 OUT/results.md. Standard library only.
 """
 import argparse
+import base64
 import json
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -328,12 +331,15 @@ def e2e_overlay(rig, docs):
 
     def webhook_on_loopback():
         # No service network: the API server calls the webhook at 127.0.0.1:9443 (hostNetwork),
-        # so the certificate also covers 127.0.0.1.
+        # so the certificate also covers 127.0.0.1, and the two replicas share the port (and
+        # the metrics port): --reuse-port.
         args = workload_args(docs, "Deployment", "gpumux-webhook")
         at = f"/spec/template/spec/containers/0/args/{args.index('--tls-names') + 1}"
         return [{"op": "test", "path": at, "value": args[args.index("--tls-names") + 1]},
                 {"op": "replace", "path": at,
-                 "value": args[args.index("--tls-names") + 1] + ",127.0.0.1"}]
+                 "value": args[args.index("--tls-names") + 1] + ",127.0.0.1"},
+                {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                 "value": "--reuse-port"}]
 
     def webhook_url():
         config = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
@@ -1368,8 +1374,8 @@ def scale_webhook(rig, replicas):
         pods = rig.get("pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-webhook")["items"]
         if replicas == 0:
             return not pods
-        return any(all(c.get("ready") for c in p["status"].get("containerStatuses", []) or [{}])
-                   and p["status"].get("phase") == "Running" for p in pods)
+        return sum(1 for p in pods if p["status"].get("phase") == "Running" and all(
+            c.get("ready") for c in p["status"].get("containerStatuses", []) or [{}])) >= replicas
     rig.wait(f"the webhook at {replicas} replicas", settled, 120)
 
 
@@ -1397,7 +1403,7 @@ def s_webhook_down(rig):
     finally:
         rig.kubectl("delete", "pod", "e2e-system-pod", "-n", "kube-system", "--grace-period=0",
                     "--force", check=False)
-        scale_webhook(rig, 1)
+        scale_webhook(rig, 2)
     try:
         rig.wait("the GPU pod admitted again", lambda: "created" in rig.kubectl(
             "apply", "-f", "-", stdin=json.dumps(foreign_pod("back", WEBHOOK_NS, {"nvidia.com/gpu": 1})),
@@ -1414,6 +1420,115 @@ def s_webhook_down(rig):
             f"opted-in namespace admitted, its GPU pod refused ('{refusal[i:i + 90]}'); back up "
             f"with the kept certificate, the GPU pod admitted and granted")
 
+
+def webhook_pods(rig):
+    return [p for p in rig.get("pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-webhook")["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def pem_certificates(text):
+    """The DER of each certificate of a PEM bundle, in order."""
+    return [ssl.PEM_cert_to_DER_cert(m.group(0)) for m in re.finditer(
+        r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", text, re.S)]
+
+
+def handshakes_verified(ca_der, n):
+    """How many of n TLS handshakes with the webhook's port verify against this CA alone (the
+    kernel spreads them over the replicas sharing the port)."""
+    ctx = ssl.create_default_context(cadata=ca_der)
+    ok = 0
+    for _ in range(n):
+        try:
+            with socket.create_connection(("127.0.0.1", WEBHOOK_PORT), timeout=5) as s:
+                with ctx.wrap_socket(s, server_hostname="127.0.0.1"):
+                    ok += 1
+        except (OSError, ssl.SSLError):
+            pass
+    return ok
+
+
+def admit_selected_pods(rig, stop, results):
+    """Creates a selected GPU pod by server-side dry run (the whole admission chain, the webhook
+    included, and nothing stored) every 0.2 s until `stop`: (monotonic time, translated, error)."""
+    body = json.dumps(foreign_pod("dry-run", WEBHOOK_NS, {"nvidia.com/gpu": 1}))
+    while not stop.is_set():
+        t = time.monotonic()
+        p = subprocess.run(["kubectl", "--kubeconfig", rig.kc, "create", "--dry-run=server",
+                            "-o", "json", "-f", "-"], input=body, capture_output=True, text=True,
+                           timeout=60)
+        ok = p.returncode == 0 and "gpumux.io/translated-from" in p.stdout
+        results.append((t, ok, "" if ok else (p.stderr.strip() or p.stdout.strip())[-300:]))
+        stop.wait(0.2)
+
+
+def s_webhook_rollout(rig):
+    """Two webhook replicas (on the rig's host network they share the port: --reuse-port).
+    Selected pods are admitted every 0.2 s while the Deployment rolls (kubectl rollout restart)
+    and then while the Secret is deleted, so that a replica renews the certificate and the other
+    follows: no pod refused, the renewed ca.crt keeps the old CA, both replicas end on the new pair."""
+    webhook_namespace(rig)
+    scale_webhook(rig, 2)
+    migrate = "/proc/sys/net/ipv4/tcp_migrate_req"  # a stopping listener's queue to the others
+    migrate_before = open(migrate).read().strip() if os.path.exists(migrate) else None
+    if migrate_before is not None:
+        with open(migrate, "w") as f:
+            f.write("1")
+    stop, results = threading.Event(), []
+    admitting = threading.Thread(target=admit_selected_pods, args=(rig, stop, results))
+    admitting.start()
+    try:
+        before = {p["metadata"]["name"] for p in webhook_pods(rig)}
+        old_cas = pem_certificates(base64.b64decode(rig.get(
+            "secret", "gpumux-webhook-tls", "-n", SYS)["data"]["ca.crt"]).decode())
+        time.sleep(3)
+        t = time.monotonic()
+        rig.kubectl("rollout", "restart", "deployment/gpumux-webhook", "-n", SYS)
+        rig.kubectl("rollout", "status", "deployment/gpumux-webhook", "-n", SYS,
+                    "--timeout=240s", timeout=250)
+        rig.wait("the replaced webhook pods gone", lambda: not (
+            before & {p["metadata"]["name"] for p in rig.get(
+                "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-webhook")["items"]}), 120)
+        rollout_s = time.monotonic() - t
+        during_rollout = sum(1 for r in results if r[0] >= t)
+
+        t = time.monotonic()
+        rig.kubectl("delete", "secret", "gpumux-webhook-tls", "-n", SYS)
+
+        def renewed():
+            text = rig.kubectl("get", "secret", "gpumux-webhook-tls", "-n", SYS, "-o", "json",
+                               "--ignore-not-found").strip()
+            return json.loads(text) if text else None
+        secret = rig.wait("the Secret renewed by a replica", renewed, 120)
+        cas = pem_certificates(base64.b64decode(secret["data"]["ca.crt"]).decode())
+        until = secret["metadata"].get("annotations", {}).get("gpumux.io/previous-cas-until")
+        if len(cas) != 2 or cas[1] != old_cas[0] or not until:
+            raise Failed(f"the renewed ca.crt holds {len(cas)} CAs (the old one second: "
+                         f"{len(cas) > 1 and cas[1] == old_cas[0]}), previous-cas-until {until}")
+        rig.wait("both replicas serving the renewed certificate",
+                 lambda: handshakes_verified(cas[0], 16) == 16, 180)
+        renewal_s = time.monotonic() - t
+        time.sleep(3)
+    finally:
+        stop.set()
+        admitting.join(90)
+        if migrate_before is not None:
+            with open(migrate, "w") as f:
+                f.write(migrate_before)
+    refused = [r for r in results if not r[1]]
+    if refused:
+        raise Failed(f"{len(refused)} of {len(results)} selected pods refused, the first: "
+                     f"{refused[0][2]}")
+    bundle = pem_certificates(base64.b64decode(rig.kubectl(
+        "get", "mutatingwebhookconfiguration", "gpumux", "-o",
+        "jsonpath={.webhooks[0].clientConfig.caBundle}")).decode())
+    if bundle != cas:
+        raise Failed(f"the caBundle holds {len(bundle)} CAs, not the renewed ca.crt's {len(cas)}")
+    if during_rollout < 10:
+        raise Failed(f"only {during_rollout} pods were admitted during the rollout")
+    return (f"{len(results)} selected pods admitted, 0 refused: {during_rollout} during a rolling "
+            f"update of 2 replicas ({rollout_s:.0f} s), the rest while the deleted Secret was "
+            f"renewed and both replicas moved to the new pair ({renewal_s:.0f} s; ca.crt and "
+            f"caBundle hold the new and the old CA until {until})")
 
 # --- workload manifests and MPS ------------------------------------------------------------------
 def s_jobgen_baseline(rig):
@@ -2030,6 +2145,8 @@ SCENARIOS = [
      s_enforcement),
     ("two scheduler replicas: the leader's pod deleted while GPU pods arrive; the next is bound "
      "within 30 s, no GPU granted twice, no pod lost", s_scheduler_failover),
+    ("two webhook replicas: a rolling update and a certificate renewal refuse no selected pod",
+     s_webhook_rollout),
 ]
 
 
