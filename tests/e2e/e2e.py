@@ -332,14 +332,16 @@ def e2e_overlay(rig, docs):
     def webhook_on_loopback():
         # No service network: the API server calls the webhook at 127.0.0.1:9443 (hostNetwork),
         # so the certificate also covers 127.0.0.1, and the two replicas share the port (and
-        # the metrics port): --reuse-port.
+        # the metrics port): --reuse-port, without containerPorts (on the host network
+        # kube-scheduler counts them as host ports and would not place the second replica).
         args = workload_args(docs, "Deployment", "gpumux-webhook")
         at = f"/spec/template/spec/containers/0/args/{args.index('--tls-names') + 1}"
         return [{"op": "test", "path": at, "value": args[args.index("--tls-names") + 1]},
                 {"op": "replace", "path": at,
                  "value": args[args.index("--tls-names") + 1] + ",127.0.0.1"},
                 {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
-                 "value": "--reuse-port"}]
+                 "value": "--reuse-port"},
+                {"op": "remove", "path": "/spec/template/spec/containers/0/ports"}]
 
     def webhook_url():
         config = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")
@@ -1975,7 +1977,7 @@ def s_two_nodes(rig):
             rig.say(f"stopping node 2 failed: {e}")
 
 
-def second_scheduler(rig):
+def second_scheduler(rig, node=None):
     """gpumux-scheduler-b: a second replica of the scheduler pod (kube-scheduler and the extender)
     made from the live Deployment, on the same Lease. On the rig every gpumux pod is on the host
     network, where two replicas of one Deployment would bind the same ports, so this one moves
@@ -2000,6 +2002,8 @@ def second_scheduler(rig):
         .replace('"port": 10259', '"port": 10269').replace('"prometheus.io/port": "9401"',
                                                            '"prometheus.io/port": "9411"')
     b = json.loads(body)
+    if node:
+        b["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     b.pop("strategy", None)
     b["replicas"] = 1
     labels = {"app.kubernetes.io/name": "gpumux-scheduler-b", "app.kubernetes.io/part-of": "gpumux"}
@@ -2038,82 +2042,136 @@ def lease_transitions(rig):
     return lease["spec"].get("leaseTransitions", 0), lease["spec"].get("holderIdentity", "")
 
 
+def arrivals_across_a_failover(rig, lose, what):
+    """60 GiB GPU pods arrive one every 2 s for 60 s (two on one 80 GiB GPU would break the
+    capacity invariant, checked at every poll); each is deleted 6 s after it runs, so the GPUs
+    keep freeing. 20 s in, lose() takes the leader away. Fails unless the first pod created after
+    that is bound within 30 s, every pod runs and the lease moved; returns the figures."""
+    transitions_before, _ = lease_transitions(rig)
+    start = time.monotonic()
+    created, bound, running, deleted, checks = {}, {}, {}, set(), 0
+    t_del = None
+    names = [f"fo-{i:02d}" for i in range(30)]
+    nxt = 0
+    while time.monotonic() - start < 150:
+        now = time.monotonic() - start
+        if nxt < len(names) and now >= 2 * nxt:
+            rig.apply(gpu_pod(names[nxt], [("main", {"gpumux.io/gpu-mem": 60})]))
+            created[names[nxt]] = now
+            nxt += 1
+        if t_del is None and now >= 20:
+            lose()
+            t_del = time.monotonic() - start
+        by_name = {p["metadata"]["name"]: p for p in rig.get("pods", "-n", NS)["items"]}
+        for n, p in by_name.items():
+            if n in created and p["spec"].get("nodeName") and n not in bound:
+                bound[n] = time.monotonic() - start
+            if n in created and p["status"].get("phase") == "Running" and n not in running:
+                running[n] = time.monotonic() - start
+            if p["status"].get("phase") == "Failed":
+                raise Failed(f"{n} failed: {p['status'].get('reason')} "
+                             f"{p['status'].get('message')}")
+        check_capacity(rig)
+        checks += 1
+        old = [n for n, t in running.items() if n not in deleted and
+               time.monotonic() - start - t >= 6]
+        if old:
+            rig.kubectl("delete", "pod", "-n", NS, *old, "--grace-period=0", "--force",
+                        "--wait=false")
+            deleted.update(old)
+        if len(running) == len(names):
+            break
+        time.sleep(0.3)
+    lost = [n for n in names if n not in running]
+    if lost:
+        raise Failed(f"not Running after 150 s: {lost} (bound: {sorted(bound)})")
+    after = sorted(t for t in bound.values() if t >= t_del)
+    if not after:
+        raise Failed(f"no pod was bound after {what}")
+    gap = after[0] - t_del  # may be a bind the old leader had in flight
+    # The first pod created after the loss: bound by whichever replica leads by then.
+    first_new = min((n for n in names if created[n] >= t_del), key=lambda n: created[n])
+    new_bound = bound[first_new] - t_del
+    before = sorted(t for t in bound.values() if t < t_del)
+    gaps = [b - a for a, b in zip(before, before[1:])]
+    window = sorted(t for t in bound.values() if t_del - 10 <= t <= t_del + 40)
+    longest = max((b - a for a, b in zip(window, window[1:])), default=0)
+    transitions, _ = lease_transitions(rig)
+    if new_bound > 30:
+        raise Failed(f"the first pod created after {what} was bound {new_bound:.1f} s after it "
+                     f"(the bound is 30 s)")
+    if transitions <= transitions_before:
+        raise Failed(f"the lease never moved: {what} did not take the leader")
+    typical = sorted(gaps)[len(gaps) // 2] if gaps else 0
+    return (f"{len(names)} pods, one every 2 s; {what} at {t_del:.1f} s; the first pod created "
+            f"after it bound {new_bound:.1f} s after (the next bind of any pod {gap:.1f} s "
+            f"after; the longest gap between binds around it {longest:.1f} s, median before "
+            f"{typical:.1f} s); all {len(running)} Running, none lost; the capacity invariant "
+            f"held at {checks} checks; lease transitions {transitions_before} -> {transitions}")
+
+
+def installed_scheduler_pods(rig):
+    return [p["metadata"]["name"] for p in rig.get("pods", "-n", SYS)["items"]
+            if p["metadata"]["name"].startswith("gpumux-scheduler-")
+            and not p["metadata"]["name"].startswith("gpumux-scheduler-b-")]
+
+
 def s_scheduler_failover(rig):
-    """Two scheduler replicas on one Lease. 60 GiB GPU pods arrive one every 2 s for 60 s (two on
-    one 80 GiB GPU would break the capacity invariant, checked at every poll); each is deleted
-    6 s after it runs, so the GPUs keep freeing. 20 s in, the leader's pod is deleted."""
+    """Two scheduler replicas on one Lease; 20 s into the arrivals the leader's pod is deleted."""
     second_scheduler(rig)
     try:
-        transitions_before, _ = lease_transitions(rig)
-        leader = [p["metadata"]["name"] for p in rig.get("pods", "-n", SYS)["items"]
-                  if p["metadata"]["name"].startswith("gpumux-scheduler-")
-                  and not p["metadata"]["name"].startswith("gpumux-scheduler-b-")]
-        start = time.monotonic()
-        created, bound, running, deleted, checks = {}, {}, {}, set(), 0
-        t_del = None
-        names = [f"fo-{i:02d}" for i in range(30)]
-        nxt = 0
-        while time.monotonic() - start < 150:
-            now = time.monotonic() - start
-            if nxt < len(names) and now >= 2 * nxt:
-                rig.apply(gpu_pod(names[nxt], [("main", {"gpumux.io/gpu-mem": 60})]))
-                created[names[nxt]] = now
-                nxt += 1
-            if t_del is None and now >= 20:
-                rig.kubectl("delete", "pod", "-n", SYS, *leader, "--wait=false")
-                t_del = time.monotonic() - start
-            by_name = {p["metadata"]["name"]: p for p in rig.get("pods", "-n", NS)["items"]}
-            for n, p in by_name.items():
-                if n in created and p["spec"].get("nodeName") and n not in bound:
-                    bound[n] = time.monotonic() - start
-                if n in created and p["status"].get("phase") == "Running" and n not in running:
-                    running[n] = time.monotonic() - start
-                if p["status"].get("phase") == "Failed":
-                    raise Failed(f"{n} failed: {p['status'].get('reason')} "
-                                 f"{p['status'].get('message')}")
-            check_capacity(rig)
-            checks += 1
-            old = [n for n, t in running.items() if n not in deleted and
-                   time.monotonic() - start - t >= 6]
-            if old:
-                rig.kubectl("delete", "pod", "-n", NS, *old, "--grace-period=0", "--force",
-                            "--wait=false")
-                deleted.update(old)
-            if len(running) == len(names):
-                break
-            time.sleep(0.3)
-        lost = [n for n in names if n not in running]
-        if lost:
-            raise Failed(f"not Running after 150 s: {lost} (bound: {sorted(bound)})")
-        after = sorted(t for t in bound.values() if t >= t_del)
-        if not after:
-            raise Failed("no pod was bound after the leader's pod was deleted")
-        gap = after[0] - t_del  # may be a bind the old leader had in flight
-        # The first pod created after the deletion: bound by whichever replica leads by then.
-        first_new = min((n for n in names if created[n] >= t_del), key=lambda n: created[n])
-        new_bound = bound[first_new] - t_del
-        before = sorted(t for t in bound.values() if t < t_del)
-        gaps = [b - a for a, b in zip(before, before[1:])]
-        window = sorted(t for t in bound.values() if t_del - 10 <= t <= t_del + 40)
-        longest = max((b - a for a, b in zip(window, window[1:])), default=0)
-        transitions, _ = lease_transitions(rig)
-        if new_bound > 30:
-            raise Failed(f"the first pod created after the leader's pod was deleted was bound "
-                         f"{new_bound:.1f} s after the deletion (the bound is 30 s)")
-        if transitions <= transitions_before:
-            raise Failed("the lease never moved: the deleted pod was not the leader")
-        b_binds = extender_binds("http://127.0.0.1:9411/metrics")
-        typical = sorted(gaps)[len(gaps) // 2] if gaps else 0
-        return (f"{len(names)} pods, one every 2 s; the leader's pod deleted at {t_del:.1f} s; the "
-                f"first pod created after it bound {new_bound:.1f} s after the deletion (the next "
-                f"bind of any pod {gap:.1f} s after; the longest gap between binds around it "
-                f"{longest:.1f} s, median before {typical:.1f} s); the standby (replica b) bound "
-                f"{b_binds} pods; all {len(running)} Running, none lost; the capacity invariant "
-                f"held at {checks} checks; lease transitions {transitions_before} -> "
-                f"{transitions}")
+        leader = installed_scheduler_pods(rig)
+        summary = arrivals_across_a_failover(
+            rig, lambda: rig.kubectl("delete", "pod", "-n", SYS, *leader, "--wait=false"),
+            "the leader's pod deleted")
+        return f"{summary}; the standby (replica b) bound " \
+               f"{extender_binds('http://127.0.0.1:9411/metrics')} pods"
     finally:
         remove_second_scheduler(rig)
 
+
+def s_scheduler_node_lost(rig):
+    """The leader on a node that is lost. A second real node (second-node.sh) runs replica b,
+    and the Lease is handed to it (the installed replica's pod deleted; its successor on the
+    first node stands by). 20 s into the arrivals the second node is lost: its kubelet,
+    containerd and every process in its cgroups killed at once (second-node.sh lose), its Node
+    object left as a dead node's is. The standby takes over once the lease lapses."""
+    node2 = SecondNode(rig)
+    try:
+        node2.script("up")
+        for image in ("gpumux.tar", "kube-scheduler.tar"):
+            subprocess.run(["ctr", "-a", os.path.join(node2.dir, "run", "containerd.sock"),
+                            "-n", "k8s.io", "images", "import",
+                            os.path.join(rig.args.out, "images", image)],
+                           check=True, capture_output=True, timeout=300)
+        second_scheduler(rig, node=NODE2)
+        transitions, _ = lease_transitions(rig)
+        rig.kubectl("delete", "pod", "-n", SYS, *installed_scheduler_pods(rig))
+        rig.wait("the lease handed to replica b", lambda: lease_transitions(rig)[0] > transitions,
+                 60)
+        rig.kubectl("rollout", "status", "-n", SYS, "deployment/gpumux-scheduler",
+                    "--timeout=180s", timeout=190)
+        b_url = "http://127.0.0.1:9411/metrics"
+        b_before = extender_binds(b_url)
+        rig.apply(gpu_pod("probe", [("main", {"gpumux.io/gpu-mem": 8})]))
+        rig.wait_running("probe")
+        b_after = extender_binds(b_url)
+        if "?" in (b_before, b_after) or b_after <= b_before:
+            raise Failed(f"replica b (on the second node) did not bind the probe ({b_before} -> "
+                         f"{b_after} binds): it does not lead")
+        rig.delete_pods("probe", grace=0)
+        where = {p["spec"].get("nodeName") for p in rig.get(
+            "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-scheduler-b")["items"]}
+        if where != {NODE2}:
+            raise Failed(f"replica b runs on {where}, not {NODE2}")
+        summary = arrivals_across_a_failover(
+            rig, lambda: node2.script("lose"), "the leader's node lost")
+        return f"{summary}; the first node's standby took over"
+    finally:
+        node2.script("down")
+        rig.kubectl("delete", "pod", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-scheduler-b",
+                    "--grace-period=0", "--force", check=False)
+        remove_second_scheduler(rig)
 
 SCENARIOS = [
     ("whole, shared, multi-container, multi-GPU pods", s_whole_shared_multi),
@@ -2147,6 +2205,9 @@ SCENARIOS = [
      "within 30 s, no GPU granted twice, no pod lost", s_scheduler_failover),
     ("two webhook replicas: a rolling update and a certificate renewal refuse no selected pod",
      s_webhook_rollout),
+    ("two scheduler replicas: the leader's node lost (kubelet, containerd, containers killed) while "
+     "GPU pods arrive; the next is bound within 30 s, no GPU granted twice, no pod lost",
+     s_scheduler_node_lost),
 ]
 
 

@@ -4,6 +4,9 @@
 # their own where /var/lib/kubelet/device-plugins is this node's folder (the path is fixed in
 # kubelet 1.32, so two kubelets on one host cannot otherwise have separate device plugins).
 #   second-node.sh up DIR NODE_NAME     start; prints the node's device-plugin folder
+#   second-node.sh lose DIR NODE_NAME   the node lost at once: its kubelet, containerd and every
+#                                       process in its cgroups SIGKILLed; the Node object and the
+#                                       folders stay (as a dead machine's would) until `down`
 #   second-node.sh down DIR NODE_NAME   stop by PID, kill its containers, remove its cgroups,
 #                                       mounts and the Node object; idempotent
 # The node authenticates as system:node:NODE_NAME with a client certificate signed by the rig's
@@ -86,8 +89,21 @@ down() {
   rm -rf "$DIR"
 }
 
+lose() {
+  local n
+  for n in kubelet containerd; do
+    if alive "$n"; then kill -KILL "$(cat "$R/$n.pid")" 2>/dev/null || true; fi
+  done
+  for c in /sys/fs/cgroup/"$NODE" /sys/fs/cgroup/*/"$NODE"; do
+    [ -d "$c" ] || continue
+    find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u |
+      xargs -r kill -KILL 2>/dev/null || true
+  done
+}
+
 if [ "$CMD" = down ]; then down; exit 0; fi
-[ "$CMD" = up ] || { echo "usage: second-node.sh up|down DIR NODE_NAME" >&2; exit 2; }
+if [ "$CMD" = lose ]; then lose; exit 0; fi
+[ "$CMD" = up ] || { echo "usage: second-node.sh up|lose|down DIR NODE_NAME" >&2; exit 2; }
 if alive kubelet && alive containerd && alive namespace; then
   echo "second-node: $NODE already up" >&2
   echo "$DIR/device-plugins"
