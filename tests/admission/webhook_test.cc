@@ -385,6 +385,28 @@ TEST(WebhookServer, IsReadyOnlyOnceTheCaBundleHoldsItsCa) {
   (*webhook)->Stop();
 }
 
+// Without the configuration installed nothing calls through it: ready, and the keeper goes on
+// checking (every reload_every) so that a configuration installed later gets the CA.
+TEST(WebhookServer, IsReadyWhileTheConfigurationIsNotInstalledAndSetsItsCaOnceItIs) {
+  MapApi api;
+  CertificateSource source = Source({"127.0.0.1"});
+  const auto first = ObtainCertificate(source, &api, nullptr).value();
+  WebhookOptions o;
+  o.port = 0;
+  o.reload_every = std::chrono::milliseconds(100);
+  o.reload_from = source;
+  auto webhook = Webhook::Start(o, first, &api);
+  ASSERT_TRUE(webhook.has_value()) << webhook.error().message;
+  httplib::SSLClient client("127.0.0.1", (*webhook)->port());
+  client.enable_server_certificate_verification(false);
+  EXPECT_TRUE(kube::testing::Eventually([&] { return client.Get("/readyz")->status == 200; }));
+  api.Post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+           {{"metadata", {{"name", "gpumux"}}},
+            {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}});
+  EXPECT_TRUE(kube::testing::Eventually([&] { return BundleOf(api) == first.ca_pem; }));
+  (*webhook)->Stop();
+}
+
 // Two replicas serve; the Secret is deleted (an operator rotating a key that leaked): the first
 // keeper to see it renews. Through the hand-over, a client that trusts what the caBundle holds
 // at that moment (the API server) verifies both replicas every time; both end on the new pair.

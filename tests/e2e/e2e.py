@@ -2145,6 +2145,9 @@ def s_scheduler_node_lost(rig):
                             os.path.join(rig.args.out, "images", image)],
                            check=True, capture_output=True, timeout=300)
         second_scheduler(rig, node=NODE2)
+        # Cordoned, so that the installed replica's successor stands by on the first node (the
+        # anti-affinity keeps apart replicas of one Deployment, not of two).
+        rig.kubectl("cordon", NODE2)
         transitions, _ = lease_transitions(rig)
         rig.kubectl("delete", "pod", "-n", SYS, *installed_scheduler_pods(rig))
         rig.wait("the lease handed to replica b", lambda: lease_transitions(rig)[0] > transitions,
@@ -2162,8 +2165,10 @@ def s_scheduler_node_lost(rig):
         rig.delete_pods("probe", grace=0)
         where = {p["spec"].get("nodeName") for p in rig.get(
             "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-scheduler-b")["items"]}
-        if where != {NODE2}:
-            raise Failed(f"replica b runs on {where}, not {NODE2}")
+        standby = {p["spec"].get("nodeName") for p in rig.get(
+            "pods", "-n", SYS, "-l", "app.kubernetes.io/name=gpumux-scheduler")["items"]}
+        if where != {NODE2} or standby != {rig.node}:
+            raise Failed(f"replica b runs on {where}, the standby on {standby}")
         summary = arrivals_across_a_failover(
             rig, lambda: node2.script("lose"), "the leader's node lost")
         return f"{summary}; the first node's standby took over"
