@@ -400,9 +400,10 @@ TEST(WebhookServer, IsReadyWhileTheConfigurationIsNotInstalledAndSetsItsCaOnceIt
   httplib::SSLClient client("127.0.0.1", (*webhook)->port());
   client.enable_server_certificate_verification(false);
   EXPECT_TRUE(kube::testing::Eventually([&] { return client.Get("/readyz")->status == 200; }));
-  api.Post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-           {{"metadata", {{"name", "gpumux"}}},
-            {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}});
+  api.Post(
+      "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+      {{"metadata", {{"name", "gpumux"}}},
+       {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}});
   EXPECT_TRUE(kube::testing::Eventually([&] { return BundleOf(api) == first.ca_pem; }));
   (*webhook)->Stop();
 }
