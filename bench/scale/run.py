@@ -299,6 +299,22 @@ def wait_http(url, what, proc, seconds=120, ok=lambda body: True):
     raise RuntimeError(f"{what} not ready in {seconds} s:\n{proc.tail()}")
 
 
+# The modes: gpumux as deploy/ installs it, and the default scheduler with whole nvidia.com/gpu
+# GPUs twice: with its client limit lifted as Kubernetes' own scheduler_perf runs it (qps and
+# burst 5000), and as shipped (kube-scheduler's defaults, qps 50 and burst 100). gpumux's
+# kube-scheduler is as deploy/ ships it (the defaults too); its binds go through the extender's
+# own client, which has no such limit.
+MODES = {
+    "gpumux": {"tool": "gpumux", "client": None,
+               "label": "gpumux (kube-scheduler as shipped, client qps 50 / burst 100; binds by "
+                        "the extender's client)"},
+    "default-5000": {"tool": "default", "client": {"qps": 5000, "burst": 5000},
+                     "label": "default, client qps / burst 5000 (scheduler_perf's)"},
+    "default": {"tool": "default", "client": None,
+                "label": "default, client qps 50 / burst 100 (as shipped)"},
+}
+
+
 def start_scheduling(cp, mode, args, state):
     """The scheduler for `mode` (and gpumux's extender); returns the processes by name."""
     rig_bin = os.path.join(args.rig, "bin")
@@ -321,10 +337,11 @@ def start_scheduling(cp, mode, args, state):
     else:
         kc = cp.kubeconfig("scheduler", cp.tokens["system:kube-scheduler"])
         config = os.path.join(state, "scheduler-default.yaml")
+        client = dict({"kubeconfig": kc}, **(MODES[mode]["client"] or {}))
         with open(config, "w") as f:
             yaml.safe_dump({"apiVersion": "kubescheduler.config.k8s.io/v1",
                             "kind": "KubeSchedulerConfiguration",
-                            "clientConnection": {"kubeconfig": kc},
+                            "clientConnection": client,
                             "leaderElection": {"leaderElect": False}}, f)
         auth = kc
     procs["kube-scheduler"] = Proc("kube-scheduler", [
@@ -353,8 +370,9 @@ def extender_failures(procs):
 
 
 def diff_counts(after, before, own):
-    """Requests the schedulers and the extender made: the API server's counts over the phase
-    less the load tool's own (its creates, watch and the device-plugin stand-in's calls)."""
+    """Requests the schedulers, the extender and the device plugins (the stand-in) made: the API
+    server's counts over the phase less the load tool's own (its creates, its watch and its final
+    list), never the plugins'."""
     out = {}
     for k, v in after.items():
         d = v - before.get(k, 0) - own.get(k, 0)
@@ -368,7 +386,8 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
     before = cp.request_counts()
     failures_before = extender_failures(procs)
     sampler = Sampler(procs)
-    cmd = [args.scale_tool, "run", "--kubeconfig", cp.admin, "--count", str(n), "--mode", mode,
+    cmd = [args.scale_tool, "run", "--kubeconfig", cp.admin, "--count", str(n), "--mode",
+           MODES[mode]["tool"],
            "--namespace", name, "--pods", str(pods), "--rate", str(rate), "--offset", str(offset),
            "--gpu-fraction", f"{fraction:.4f}", "--timeout", str(args.timeout),
            "--idle-timeout", str(args.idle_timeout), "--out", out]
@@ -576,17 +595,72 @@ def failure_kinds(failures):
 
 def label(r):
     variant = r.get("variant", "shipped")
-    return r["mode"] if variant in ("shipped", "default") else f"{r['mode']} ({variant})"
+    name = MODES.get(r["mode"], {}).get("label", r["mode"])
+    return name if variant in ("shipped", "default") else f"{name} ({variant})"
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def node_busy(r):
+    return sum(v for k, v in r.get("extender_failures", {}).items() if "node_busy" in k)
+
+
+def medians(results):
+    """Per size, phase and mode: the median over repeats of each figure the issue asks for, and
+    gpumux's burst rate against each default's in the same runs."""
+    groups = {}
+    for r in results:
+        groups.setdefault((r["nodes"], r["phase"], r["mode"]), []).append(r)
+    lines = ["", "Medians over the repeats (each size, phase and mode run `--repeats` times, "
+             "interleaved). API requests per bound pod count every client's but the load tool's "
+             "own creates, watch and list: the device plugins' (the stand-in's) included.", "",
+             "| nodes | phase | scheduler | runs | pods/s | p50 s | p99 s | API requests per "
+             "bound pod | of them the plugins' | kube-apiserver CPU ms per pod | extender CPU ms "
+             "per pod | node_busy refusals | capacity violations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (n, phase, mode), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                        list(MODES).index(kv[0][2])
+                                                                        if kv[0][2] in MODES else 9)):
+        per = lambda f: median([f(r) for r in rs if r["bound"] > 0])  # noqa: E731
+        req = per(lambda r: sum(r["apiserver_requests"].values()) / r["bound"])
+        plug = per(lambda r: sum(r.get("plugin_requests", {}).values()) / r["bound"])
+        api_cpu = per(lambda r: 1000 * r["usage"]["kube-apiserver"]["cpu_s"] / r["bound"])
+        ext_cpu = per(lambda r: 1000 * r["usage"]["extender"]["cpu_s"] / r["bound"]
+                      if "extender" in r["usage"] else None)
+        lines.append(
+            f"| {n} | {phase} | {label(rs[0])} | {len(rs)} | {fmt(per(lambda r: r['pods_per_second']), 1)} | "
+            f"{fmt(per(lambda r: r['latency_s']['p50']))} | {fmt(per(lambda r: r['latency_s']['p99']))} | "
+            f"{fmt(req, 1)} | {fmt(plug, 1) if mode == 'gpumux' else '-'} | {fmt(api_cpu, 1)} | "
+            f"{fmt(ext_cpu, 1)} | {fmt(per(node_busy), 0) if mode == 'gpumux' else '-'} | "
+            f"{sum(len(r['capacity_violations']) for r in rs)} |")
+    for (n, phase, mode), rs in sorted(groups.items()):
+        if mode != "gpumux":
+            continue
+        ours = median([r["pods_per_second"] for r in rs])
+        for other in ("default-5000", "default"):
+            theirs = groups.get((n, phase, other))
+            if theirs and ours:
+                base = median([r["pods_per_second"] for r in theirs])
+                lines.append(f"- {n} nodes, {phase}: gpumux {ours:.1f} pods/s = "
+                             f"{100 * ours / base:.0f} % of {label(theirs[0])} ({base:.1f})"
+                             if base else "")
+    return lines
 
 
 def markdown(results, meta):
     lines = [f"# gpumux scale rig: {meta['date']}", "",
              f"Machine: {meta['machine']}. Command: `{meta['command']}`.", "",
-             "| nodes | GPUs | scheduler | phase | pods | bound | pods/s | p50 s | p99 s | max s | "
+             "| nodes | GPUs | scheduler | run | phase | pods | bound | pods/s | p50 s | p99 s | max s | "
              "extender CPU s / RSS MiB | kube-scheduler CPU s / RSS MiB | kube-apiserver CPU s / RSS MiB "
-             "| etcd RSS MiB | API requests per bound pod (scheduler + extender) | extender verbs "
+             "| etcd RSS MiB | API requests per bound pod (all but the load tool's own) | extender verbs "
              "refused | not bound | capacity violations |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         u = r["usage"]
         ext = u.get("extender")
@@ -594,13 +668,15 @@ def markdown(results, meta):
         failures = "; ".join(f"{n}: {why}" for why, n in failure_kinds(r["failures"])) or "0"
         refused = ", ".join(f"{k} {v}" for k, v in sorted(r.get("extender_failures", {}).items())) or "-"
         lines.append(
-            f"| {r['nodes']} | {r['gpus']} | {label(r)} | {r['phase']} | {r['pods']} | {r['bound']} | "
+            f"| {r['nodes']} | {r['gpus']} | {label(r)} | {r.get('repeat', 1)} | {r['phase']} | "
+            f"{r['pods']} | {r['bound']} | "
             f"{fmt(r['pods_per_second'], 1)} | {fmt(lat['p50'])} | {fmt(lat['p99'])} | {fmt(lat['max'])} | "
             + (f"{ext['cpu_s']} / {ext['rss_mib']}" if ext else "-") + " | "
             f"{u['kube-scheduler']['cpu_s']} / {u['kube-scheduler']['rss_mib']} | "
             f"{u['kube-apiserver']['cpu_s']} / {u['kube-apiserver']['rss_mib']} | "
             f"{u['etcd']['rss_mib']} | {per_pod(r['apiserver_requests'], r['bound'])} | "
             f"{refused} | {failures} | {len(r['capacity_violations'])} |")
+    lines += medians(results)
     placed = [r for r in results if "placement" in r]
     if placed:
         lines += ["", "Placement quality against the simulator: the pods the cluster saw so far, "
@@ -639,39 +715,46 @@ def spread(random_ranks):
 
 
 def svg(results):
-    """Two panels per phase kind: pods per second and p99 create->bound, by cluster size."""
+    """Two panels for the burst: pods per second and p99 create->bound by cluster size, each bar
+    the median of a mode's repeats."""
     bursts = [r for r in results if r["phase"] == "burst"] or results
     sizes = sorted({r["nodes"] for r in bursts})
-    modes = ["gpumux", "default"]
-    colors = {"gpumux": "#3b6ea8", "default": "#c0703a"}
-    w, h, pad = 360, 240, 50
+    modes = [m for m in MODES if any(r["mode"] == m for r in bursts)]
+    colors = {"gpumux": "#3b6ea8", "default-5000": "#c0703a", "default": "#d9b38c"}
+    w, h, pad = 420, 240, 50
+    k = max(len(modes), 1)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w + 40}" height="{h + 60}" '
              'font-family="sans-serif" font-size="11">']
     for panel, (key, title) in enumerate([("pods_per_second", "burst: pods bound per second"),
                                           ("p99", "burst: p99 create -> bound (s)")]):
         x0 = 20 + panel * (w + 20)
-        vals = [(r["nodes"], r["mode"], r["latency_s"]["p99"] if key == "p99" else r[key])
-                for r in bursts]
-        top = max([v for _, _, v in vals if v and v > 0] + [1e-9]) * 1.15
+        vals = {}
+        for r in bursts:
+            vals.setdefault((r["nodes"], r["mode"]), []).append(
+                r["latency_s"]["p99"] if key == "p99" else r[key])
+        vals = {nm: median(v) for nm, v in vals.items()}
+        top = max([v for v in vals.values() if v and v > 0] + [1e-9]) * 1.15
         parts.append(f'<text x="{x0 + w / 2}" y="16" text-anchor="middle">{title}</text>')
         parts.append(f'<line x1="{x0 + pad}" y1="{h}" x2="{x0 + w}" y2="{h}" stroke="#444"/>')
         slot = (w - pad) / max(len(sizes), 1)
+        bw = (slot - 20) / k
         for i, n in enumerate(sizes):
             for j, m in enumerate(modes):
-                v = next((v for nn, mm, v in vals if nn == n and mm == m), None)
+                v = vals.get((n, m))
                 if v is None or v < 0:
                     continue
                 bh = (h - 30) * v / top
-                bx = x0 + pad + i * slot + 10 + j * (slot - 20) / 2
-                parts.append(f'<rect x="{bx:.1f}" y="{h - bh:.1f}" width="{(slot - 24) / 2:.1f}" '
-                             f'height="{bh:.1f}" fill="{colors[m]}"/>')
-                parts.append(f'<text x="{bx + (slot - 24) / 4:.1f}" y="{h - bh - 3:.1f}" '
+                bx = x0 + pad + i * slot + 10 + j * bw
+                parts.append(f'<rect x="{bx:.1f}" y="{h - bh:.1f}" width="{bw - 4:.1f}" '
+                             f'height="{bh:.1f}" fill="{colors.get(m, "#888")}"/>')
+                parts.append(f'<text x="{bx + (bw - 4) / 2:.1f}" y="{h - bh - 3:.1f}" '
                              f'text-anchor="middle">{v:.1f}</text>')
             parts.append(f'<text x="{x0 + pad + (i + 0.5) * slot:.1f}" y="{h + 14}" '
                          f'text-anchor="middle">{n} nodes</text>')
     for j, m in enumerate(modes):
-        parts.append(f'<rect x="{20 + j * 150}" y="{h + 30}" width="10" height="10" fill="{colors[m]}"/>')
-        parts.append(f'<text x="{34 + j * 150}" y="{h + 39}">{m}</text>')
+        parts.append(f'<rect x="{20 + j * 290}" y="{h + 30}" width="10" height="10" '
+                     f'fill="{colors.get(m, "#888")}"/>')
+        parts.append(f'<text x="{34 + j * 290}" y="{h + 39}">{MODES[m]["label"][:46]}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -679,7 +762,12 @@ def svg(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", default="500,1000,5000", help="cluster sizes, comma-separated")
-    ap.add_argument("--modes", default="gpumux,default", help="gpumux and/or default")
+    ap.add_argument("--modes", default="gpumux,default-5000,default",
+                    help="of gpumux, default-5000 (the default scheduler with client qps / burst "
+                         "5000, as Kubernetes' scheduler_perf runs it) and default (its client "
+                         "as shipped: qps 50, burst 100)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each size and mode (interleaved); the summary gives medians")
     ap.add_argument("--steady-pods", type=int, default=500, help="pods of the steady phase (0: none)")
     ap.add_argument("--rate", type=float, default=20, help="steady phase: pods created per second")
     ap.add_argument("--burst-pods", type=int, default=2000, help="pods of the burst (0: none)")
@@ -723,16 +811,26 @@ def main():
     root_state = tempfile.mkdtemp(prefix="state-", dir=args.out)
     results = []
     ok = True
+    modes = args.modes.split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        print(f"scale: unknown --modes {','.join(unknown)} (of {', '.join(MODES)})", file=sys.stderr)
+        return 2
     for n in [int(x) for x in args.nodes.split(",")]:
-        for mode in args.modes.split(","):
-            for phase, r in zip(["steady", "burst"] if args.steady_pods > 0 else ["burst"],
-                                measure(args, n, mode, root_state)):
-                r["phase"] = phase
-                r["variant"] = args.scheduler_variant if mode == "gpumux" else "default"
-                results.append(r)
-                ok = ok and healthy(r)
-                log(f"{n} {mode} {phase}: {r['bound']}/{r['pods']} bound, "
-                    f"{r['pods_per_second']:.1f} pods/s, p99 {r['latency_s']['p99']:.2f} s")
+        # Repeats interleave the modes, so that a drift of the machine falls on all of them.
+        for repeat in range(args.repeats):
+            for mode in modes:
+                for phase, r in zip(["steady", "burst"] if args.steady_pods > 0 else ["burst"],
+                                    measure(args, n, mode, root_state)):
+                    r["phase"] = phase
+                    r["mode"] = mode
+                    r["repeat"] = repeat + 1
+                    r["variant"] = args.scheduler_variant if mode == "gpumux" else "default"
+                    results.append(r)
+                    ok = ok and healthy(r)
+                    log(f"{n} {mode} {phase} (repeat {repeat + 1}/{args.repeats}): "
+                        f"{r['bound']}/{r['pods']} bound, {r['pods_per_second']:.1f} pods/s, "
+                        f"p99 {r['latency_s']['p99']:.2f} s")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "machine": f"{os.cpu_count()} cores, "
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",

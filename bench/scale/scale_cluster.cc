@@ -1,15 +1,18 @@
 #include "bench/scale/scale_cluster.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "gpumux/core/time.h"
 #include "gpumux/kube/grant.h"
 #include "gpumux/kube/node_lock.h"
 #include "gpumux/kube/objects.h"
+#include "gpumux/kube/reflector.h"
 #include "gpumux/runs/workload.h"
 
 namespace gpumux::scale {
@@ -188,6 +191,49 @@ deviceplugin::Handshake& PluginStandIn::HandshakeOf(const std::string& node) {
   auto& slot = handshakes_[node];
   if (!slot) slot = std::make_unique<deviceplugin::Handshake>(*api_, node);
   return *slot;
+}
+
+PluginStandIn::~PluginStandIn() {
+  for (auto& w : watchers_) w.request_stop();
+  watchers_.clear();  // joins
+}
+
+void PluginStandIn::Watch(const std::string& ns) {
+  const auto node_of_pod = [](const json& pod) {
+    const json* spec = kube::JsonChild(pod, "spec");
+    return spec == nullptr ? std::string() : kube::JsonString(*spec, "nodeName");
+  };
+  const auto name_of = [](const json& object) {
+    const json* meta = kube::JsonChild(object, "metadata");
+    return meta == nullptr ? std::string() : kube::JsonString(*meta, "name");
+  };
+  kube::ReflectorHandler nodes;
+  nodes.replace = [this, name_of](std::vector<json> items) {
+    for (json& n : items) HandshakeOf(name_of(n)).ObserveNode({"ADDED", std::move(n)});
+  };
+  nodes.event = [this, name_of](const kube::WatchEvent& e) {
+    if (const std::string name = name_of(e.object); !name.empty()) HandshakeOf(name).ObserveNode(e);
+  };
+  kube::ReflectorHandler pods;
+  pods.replace = [this, node_of_pod](std::vector<json> items) {
+    for (json& p : items) {
+      const std::string node = node_of_pod(p);
+      if (!node.empty()) HandshakeOf(node).ObservePod({"ADDED", std::move(p)});
+    }
+  };
+  pods.event = [this, node_of_pod](const kube::WatchEvent& e) {
+    const std::string node = node_of_pod(e.object);
+    if (!node.empty()) HandshakeOf(node).ObservePod(e);
+  };
+  std::vector<std::shared_ptr<kube::Reflector>> reflectors = {
+      std::make_shared<kube::Reflector>(*api_, "/api/v1/nodes", nodes),
+      std::make_shared<kube::Reflector>(*api_, "/api/v1/namespaces/" + ns + "/pods", pods)};
+  for (const auto& r : reflectors) {
+    watchers_.emplace_back([r](std::stop_token stop) { r->Run(stop); });
+  }
+  for (const auto& r : reflectors) {
+    while (!r->synced()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 std::string PluginStandIn::Serve(const json& pod, const std::string& node) {

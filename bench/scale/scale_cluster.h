@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpumux/core/cluster.h"
@@ -83,9 +84,16 @@ std::string ResourceOfPath(const std::string& path);
 // The device plugins of every node, played by one process: for a pod bound to a node, the
 // Allocate calls its kubelet would make (each container in spec order, each resource it asks
 // for), each served through the node lock exactly as the real plugin's Handshake serves it.
+// As the real plugins do, it answers from watch caches: Watch() runs one watch of the nodes and
+// one of `ns`'s pods (standing for each node's two) and feeds every node's Handshake; a cache
+// that lags still costs the GETs the real plugin would make. Its requests go through its own
+// client (`api`), so that the bench counts them as the plugins' (bench/scale/README.md).
 class PluginStandIn {
  public:
   explicit PluginStandIn(kube::KubeApi& api) : api_(&api) {}
+  ~PluginStandIn();
+  // Starts the two watches; returns once both have listed.
+  void Watch(const std::string& ns);
   // Serves every container of `pod` (bound to `node`); "" when all were served, else why not.
   std::string Serve(const nlohmann::json& pod, const std::string& node);
   std::int64_t claims() const { return claims_.load(); }
@@ -95,6 +103,7 @@ class PluginStandIn {
   kube::KubeApi* api_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<deviceplugin::Handshake>> handshakes_;
+  std::vector<std::jthread> watchers_;
   std::atomic<std::int64_t> claims_{0};
 };
 

@@ -174,7 +174,12 @@ struct PodTimes {
 class Run {
  public:
   Run(const Common& c, const RunOptions& o, scale::Mode mode)
-      : common_(c), options_(o), mode_(mode), api_(Connect(c)), plugin_(*api_) {}
+      : common_(c),
+        options_(o),
+        mode_(mode),
+        api_(Connect(c)),
+        plugin_api_(Connect(c)),
+        plugin_(*plugin_api_) {}
   int Main();
 
  private:
@@ -190,7 +195,8 @@ class Run {
   Common common_;
   RunOptions options_;
   scale::Mode mode_;
-  std::unique_ptr<scale::CountingApi> api_;
+  std::unique_ptr<scale::CountingApi> api_;         // the load tool's own requests
+  std::unique_ptr<scale::CountingApi> plugin_api_;  // the device plugins' (the stand-in's)
   scale::PluginStandIn plugin_;
   Clock::time_point t0_ = Clock::now();
   std::mutex mu_;
@@ -411,6 +417,7 @@ json Run::Summary(const std::vector<json>& final_pods, const std::vector<std::st
       {"allocate_error_example", serve_error_example},
       {"claims", plugin_.claims()},
       {"own_requests", api_->Counts()},
+      {"plugin_requests", plugin_api_->Counts()},
       {"failures", Failures(final_pods)},
       {"capacity_violations", violations},
       {"per_pod", per_pod}};
@@ -459,6 +466,7 @@ int Run::Main() {
   kube::Reflector reflector(*api_, "/api/v1/namespaces/" + options_.ns + "/pods", handler);
   std::jthread watch([&](std::stop_token stop) { reflector.Run(stop); });
   while (!reflector.synced()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (mode_ == scale::Mode::kGpumux) plugin_.Watch(options_.ns);
   std::vector<std::jthread> agents;
   for (int i = 0; i < options_.agent_threads; ++i) {
     agents.emplace_back([this](std::stop_token stop) { AgentLoop(stop); });

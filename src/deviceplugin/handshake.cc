@@ -194,20 +194,31 @@ std::vector<Handshake::RunningShare> Handshake::RunningShares() const {
   return out;
 }
 
+void Handshake::ObserveNode(const kube::WatchEvent& e) {
+  if (e.type == "DELETED") {
+    std::lock_guard lock(cache_mu_);
+    node_cache_.reset();
+  } else {
+    RememberNode(e.object);
+  }
+}
+
+void Handshake::ObservePod(const kube::WatchEvent& e) {
+  std::lock_guard lock(cache_mu_);
+  if (e.type == "DELETED") {
+    pod_cache_.erase(PodKeyOf(e.object));
+  } else {
+    pod_cache_[PodKeyOf(e.object)] = e.object;
+  }
+}
+
 void Handshake::Watch(core::Logger log) {
   if (!watchers_.empty()) return;
   kube::ReflectorHandler nodes;
   nodes.replace = [this](std::vector<json> items) {
     for (const json& n : items) RememberNode(n);
   };
-  nodes.event = [this](const kube::WatchEvent& e) {
-    if (e.type == "DELETED") {
-      std::lock_guard lock(cache_mu_);
-      node_cache_.reset();
-    } else {
-      RememberNode(e.object);
-    }
-  };
+  nodes.event = [this](const kube::WatchEvent& e) { ObserveNode(e); };
   nodes.log = log;
   kube::ReflectorHandler pods;
   pods.replace = [this](std::vector<json> items) {
@@ -221,14 +232,7 @@ void Handshake::Watch(core::Logger log) {
       pod_cache_[std::move(key)] = std::move(p);
     }
   };
-  pods.event = [this](const kube::WatchEvent& e) {
-    std::lock_guard lock(cache_mu_);
-    if (e.type == "DELETED") {
-      pod_cache_.erase(PodKeyOf(e.object));
-    } else {
-      pod_cache_[PodKeyOf(e.object)] = e.object;
-    }
-  };
+  pods.event = [this](const kube::WatchEvent& e) { ObservePod(e); };
   pods.log = log;
   auto run = [](std::shared_ptr<kube::Reflector> r) {
     return std::jthread([r](std::stop_token stop) { r->Run(stop); });

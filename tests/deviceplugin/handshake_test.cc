@@ -193,6 +193,23 @@ TEST_F(HandshakeConcurrency, TwoClaimsOverlapAndTheOneThatLosesTheRaceRetriesOnT
   EXPECT_EQ(server_.requests("patch node"), 3);
 }
 
+// Caches fed by a watch the caller runs (ObserveNode, ObservePod: one process standing in for
+// many nodes' plugins): a Claim then reads nothing from the API server, and costs its PATCH.
+TEST_F(HandshakeConcurrency, CachesFedByTheCallersWatchServeAClaimWithoutAnyRead) {
+  json pod = GrantedPod("fed", {ContainerOf{"main", 0, 8, 250}},
+                        {{"main", {{0, "GPU-n1-0"}}, 250, 8192, true, false}});
+  server_.AddPod(pod);
+  Lock(server_, pod);
+  handshake_->ObserveNode({"MODIFIED", *server_.GetNode("n1")});
+  handshake_->ObservePod({"MODIFIED", *server_.GetPod("default", "fed")});
+  const std::int64_t gets = server_.requests("get node") + server_.requests("get pod");
+  auto served = handshake_->Claim(Resource::kGpuMem, {8});
+  ASSERT_TRUE(served.has_value()) << served.error().message;
+  EXPECT_EQ((*served)[0].pod_name, "fed");
+  EXPECT_EQ(server_.requests("get node") + server_.requests("get pod"), gets);
+  EXPECT_EQ(server_.requests("patch node"), 1);
+}
+
 // Claims for the same pair at once (a kubelet retrying a call it gave up on): the node lock
 // lets exactly one serve it; the other finds nothing left and says so.
 TEST_F(HandshakeConcurrency, TwoClaimsForTheSamePairServeItOnce) {

@@ -104,6 +104,11 @@ class Handshake {
   // Starts watching the node and the pods bound to it (two reflectors); optional.
   void Watch(core::Logger log = {});
   void StopWatching();
+  // Feed the caches from a watch the caller runs instead (one process standing in for the
+  // plugins of many nodes: bench/scale's): this node's events, and the events of pods bound to
+  // it. Watch() feeds them itself. Thread safe.
+  void ObserveNode(const kube::WatchEvent& event);
+  void ObservePod(const kube::WatchEvent& event);
 
   // Serves one Allocate call: `counts` has the number of devices of each container request,
   // in order. Returns one served container per entry. Thread safe; concurrent calls overlap
