@@ -390,7 +390,7 @@ def run_phase(cp, args, mode, n, name, pods, rate, offset, fraction, procs, stat
            MODES[mode]["tool"],
            "--namespace", name, "--pods", str(pods), "--rate", str(rate), "--offset", str(offset),
            "--gpu-fraction", f"{fraction:.4f}", "--timeout", str(args.timeout),
-           "--idle-timeout", str(args.idle_timeout), "--out", out]
+           "--idle-timeout", str(args.idle_timeout), "--handshake", args.handshake, "--out", out]
     if mode == "gpumux":
         cmd += ["--replay-dir", os.path.join(state, f"replay-{name}")]
     log(f"{n} nodes, {mode}, {name}: {pods} pods at " + (f"{rate}/s" if rate else "once"))
@@ -539,8 +539,8 @@ def run_control_plane(args, n, mode, state):
     try:
         cp.start()
         t = time.time()
-        subprocess.run([args.scale_tool, "nodes", "--kubeconfig", cp.admin, "--count", str(n)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([args.scale_tool, "nodes", "--kubeconfig", cp.admin, "--count", str(n),
+                        "--handshake", args.handshake], check=True, stdout=subprocess.DEVNULL)
         log(f"{n} nodes created in {time.time() - t:.1f} s")
         procs = start_scheduling(cp, mode, args, state)
         watched = dict(procs, **cp.procs)
@@ -783,6 +783,10 @@ def main():
                     help="gpumux's kube-scheduler configuration: as deploy/ ships it, with "
                          "kube-scheduler's own score plugins off but node affinity and taints, "
                          "or scoring every feasible node (ablations)")
+    ap.add_argument("--handshake", default="node-lock", choices=["node-lock", "none"],
+                    help="none: the nodes announce no device-plugin handshake, so the extender "
+                         "binds without the node lock and no plugin stands in (an ablation: what "
+                         "the lock and the plugins' part cost; unsafe on a real cluster)")
     ap.add_argument("--extender-arg", action="append", default=[], metavar="ARG",
                     help="one more argument for the extender after deploy's (repeatable; for "
                          "ablations, e.g. --extender-arg=--threads --extender-arg=64)")
@@ -826,6 +830,8 @@ def main():
                     r["mode"] = mode
                     r["repeat"] = repeat + 1
                     r["variant"] = args.scheduler_variant if mode == "gpumux" else "default"
+                    if mode == "gpumux" and args.handshake == "none":
+                        r["variant"] += ", no node lock: an ablation"
                     results.append(r)
                     ok = ok and healthy(r)
                     log(f"{n} {mode} {phase} (repeat {repeat + 1}/{args.repeats}): "

@@ -57,10 +57,13 @@ std::string ScaleNodeName(int i) {
   return buf;
 }
 
-json NodeObject(const core::NodeSpec& shape, const std::string& name, std::int64_t unit) {
+json NodeObject(const core::NodeSpec& shape, const std::string& name, std::int64_t unit,
+                bool handshake) {
   json annotations = json::object();
   annotations[std::string(kube::kAnnotationGpus)] = Inventory(shape, name).dump();
-  annotations[std::string(kube::kAnnotationHandshake)] = std::string(kube::kHandshakeNodeLock);
+  if (handshake) {
+    annotations[std::string(kube::kAnnotationHandshake)] = std::string(kube::kHandshakeNodeLock);
+  }
   annotations[std::string(kube::kAnnotationDevicePlugin)] = std::string(kube::kDevicePluginReady);
   annotations[std::string(kube::kAnnotationGpuMemUnit)] = std::to_string(unit);
   const json resources = Resources(shape, unit);

@@ -33,8 +33,10 @@ std::string ScaleNodeName(int i);
 
 // Node i of a cluster made of `shapes` replicated in order (node i has shapes[i % size]'s CPU,
 // memory and GPUs), as the API server should store it.
+// `handshake` false: the node announces no handshake (an ablation: the extender then binds
+// without the node lock, and no device plugin stands in).
 nlohmann::json NodeObject(const core::NodeSpec& shape, const std::string& name,
-                          std::int64_t gpu_mem_unit_mib);
+                          std::int64_t gpu_mem_unit_mib, bool handshake = true);
 
 // Which scheduler places the pods: gpumux's (schedulerName gpumux-scheduler, gpumux.io
 // resources) or the default scheduler with whole GPUs (nvidia.com/gpu: a share asks for one

@@ -48,6 +48,7 @@ struct Common {
   int count = 0;          // nodes in the cluster
   std::int64_t unit = 1024;
   int threads = 8;
+  std::string handshake = "node-lock";  // or "none": the ablation without the node lock
 };
 
 struct RunOptions {
@@ -122,7 +123,7 @@ int CreateNodes(const Common& c) {
   const auto t0 = Clock::now();
   Parallel(nodes.size(), c.threads, [&](std::size_t i) {
     const auto& [name, shape] = nodes[i];
-    json node = scale::NodeObject(shape, name, c.unit);
+    json node = scale::NodeObject(shape, name, c.unit, c.handshake != "none");
     auto created = api->Post("/api/v1/nodes", node);
     // The API server keeps a created node's status (as a kubelet's registration relies on);
     // should one not, the status subresource sets it.
@@ -221,7 +222,7 @@ void Run::OnPod(const json& pod) {
   t.bound = Since(t0_, last_bound_);
   t.node = node;
   ++bound_;
-  if (mode_ == scale::Mode::kGpumux) queue_.emplace_back(pod, node);
+  if (mode_ == scale::Mode::kGpumux && common_.handshake != "none") queue_.emplace_back(pod, node);
   cv_.notify_all();
 }
 
@@ -287,7 +288,8 @@ bool Run::WaitForBindings(std::size_t created) {
   std::unique_lock lock(mu_);
   auto last_report = Clock::now();
   while (true) {
-    const bool all = bound_ >= created && (mode_ != scale::Mode::kGpumux || served_ >= bound_);
+    const bool all = bound_ >= created && (mode_ != scale::Mode::kGpumux ||
+                                           common_.handshake == "none" || served_ >= bound_);
     if (all) return true;
     const auto now = Clock::now();
     if (now >= deadline || now - std::max(last_bound_, t0_) >= idle) return false;
@@ -466,7 +468,7 @@ int Run::Main() {
   kube::Reflector reflector(*api_, "/api/v1/namespaces/" + options_.ns + "/pods", handler);
   std::jthread watch([&](std::stop_token stop) { reflector.Run(stop); });
   while (!reflector.synced()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (mode_ == scale::Mode::kGpumux) plugin_.Watch(options_.ns);
+  if (mode_ == scale::Mode::kGpumux && common_.handshake != "none") plugin_.Watch(options_.ns);
   std::vector<std::jthread> agents;
   for (int i = 0; i < options_.agent_threads; ++i) {
     agents.emplace_back([this](std::stop_token stop) { AgentLoop(stop); });
@@ -515,6 +517,12 @@ int Run::Main() {
 
 void AddCommon(CLI::App* app, Common& c) {
   app->add_option("--kubeconfig", c.kubeconfig, "kubeconfig of the API server")->required();
+  app->add_option("--handshake", c.handshake,
+                  "node-lock (the nodes announce the device plugin's handshake, and the stand-in "
+                  "serves it) or none (an ablation: no node lock, no stand-in; unsafe on a real "
+                  "cluster, where Allocate could not tell two pods apart)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"node-lock", "none"}));
   app->add_option("--count", c.count, "Nodes in the cluster (scale-node-00000 ...)")
       ->required()
       ->check(CLI::Range(1, 100000));
