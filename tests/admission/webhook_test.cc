@@ -84,6 +84,12 @@ constexpr const char* kSecret = "/api/v1/namespaces/gpumux-system/secrets/gpumux
 constexpr const char* kConfig =
     "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpumux";
 
+// The configuration "gpumux" with one webhook and no caBundle yet.
+json OneWebhookConfiguration() {
+  return {{"metadata", {{"name", "gpumux"}}},
+          {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+}
+
 CertificateSource Source(std::vector<std::string> names = {"gpumux-webhook.gpumux-system.svc"}) {
   CertificateSource s;
   s.names = std::move(names);
@@ -226,9 +232,7 @@ TEST(WebhookServer, ServesARenewedCertificateFromItsFilesAndKeepsTheOldWhileThey
 // into the configuration, not its own: the two keepers no longer overwrite each other's CA.
 TEST(WebhookServer, AReplicaServesTheCertificateAnotherRenewedInTheSecret) {
   MapApi api;
-  api.objects[kConfig] = {
-      {"metadata", {{"name", "gpumux"}}},
-      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  api.objects[kConfig] = OneWebhookConfiguration();
   CertificateSource source = Source({"127.0.0.1"});
   const auto first = ObtainCertificate(source, &api, nullptr).value();
   WebhookOptions o;
@@ -304,9 +308,7 @@ TEST(WebhookServer, ADrainingWebhookIsNotReadyButStillAnswersReviews) {
 // next replica to read it keeps only the new CA.
 TEST(WebhookCertificate, ARenewalKeepsTrustingThePreviousCaUntilItsOverlapEnds) {
   MapApi api;
-  api.objects[kConfig] = {
-      {"metadata", {{"name", "gpumux"}}},
-      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  api.objects[kConfig] = OneWebhookConfiguration();
   CertificateSource source = Source();
   source.configuration = "gpumux";
   const auto first = ObtainCertificate(source, &api, nullptr).value();
@@ -359,9 +361,7 @@ std::string BundleOf(MapApi& api) {
 // cannot be written, /readyz is 503 (the pod stays out of the Service) though reviews are served.
 TEST(WebhookServer, IsReadyOnlyOnceTheCaBundleHoldsItsCa) {
   MapApi api;
-  api.objects[kConfig] = {
-      {"metadata", {{"name", "gpumux"}}},
-      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  api.objects[kConfig] = OneWebhookConfiguration();
   CertificateSource source = Source({"127.0.0.1"});
   source.configuration = "gpumux";
   const auto first = ObtainCertificate(source, &api, nullptr).value();
@@ -400,10 +400,8 @@ TEST(WebhookServer, IsReadyWhileTheConfigurationIsNotInstalledAndSetsItsCaOnceIt
   httplib::SSLClient client("127.0.0.1", (*webhook)->port());
   client.enable_server_certificate_verification(false);
   EXPECT_TRUE(kube::testing::Eventually([&] { return client.Get("/readyz")->status == 200; }));
-  api.Post(
-      "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-      {{"metadata", {{"name", "gpumux"}}},
-       {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}});
+  api.Post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+           OneWebhookConfiguration());
   EXPECT_TRUE(kube::testing::Eventually([&] { return BundleOf(api) == first.ca_pem; }));
   (*webhook)->Stop();
 }
@@ -413,9 +411,7 @@ TEST(WebhookServer, IsReadyWhileTheConfigurationIsNotInstalledAndSetsItsCaOnceIt
 // at that moment (the API server) verifies both replicas every time; both end on the new pair.
 TEST(WebhookServer, TwoReplicasStayTrustedWhileOneRenewsTheDeletedSecret) {
   MapApi api;
-  api.objects[kConfig] = {
-      {"metadata", {{"name", "gpumux"}}},
-      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  api.objects[kConfig] = OneWebhookConfiguration();
   CertificateSource source = Source({"127.0.0.1"});
   source.configuration = "gpumux";
   const auto first = ObtainCertificate(source, &api, nullptr).value();
@@ -486,9 +482,7 @@ TEST(WebhookCaBundle, EveryWebhookGetsTheCaOnceAndAChangedOneIsPutBack) {
 
 TEST(WebhookServer, AnswersReviewsOverHttpsAndKeepsTheCaBundle) {
   MapApi api;
-  api.objects[kConfig] = {
-      {"metadata", {{"name", "gpumux"}}},
-      {"webhooks", {{{"name", "pods.webhook.gpumux.io"}, {"clientConfig", json::object()}}}}};
+  api.objects[kConfig] = OneWebhookConfiguration();
   net::CertificateRequest r;
   r.names = {"127.0.0.1"};
   const auto cert = net::MakeServingCertificate(r).value();
